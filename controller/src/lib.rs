@@ -1,0 +1,1 @@
+//! The controller (binary `harness`): placeholder crate until its own issue lands.

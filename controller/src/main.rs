@@ -1,0 +1,2 @@
+//! `harness`: the agent harness.
+fn main() {}

@@ -1,0 +1,29 @@
+//! The HTTP wire types of the sandbox-server API, shared with the controller.
+//!
+//! This crate is the contract: every type here is serialized on the wire and described in
+//! `proto-docs/openapi.json`. It holds no behaviour, and depends only on serde and utoipa's
+//! derives, so that both sides of the wire can depend on it without pulling in a runtime.
+//!
+//! # Layout
+//! - [`error`]: the one error body every 4xx and 5xx answer carries.
+//! - [`service`]: health, info, the tool listing and background processes.
+//! - [`tools`]: arguments and results of the four built-in tools.
+
+pub mod error;
+pub mod service;
+pub mod tools;
+
+pub use error::{ErrorBody, ErrorResponse};
+pub use service::{
+    HealthResponse, InfoResponse, Limits, ProcessInfo, ProcessKillResponse, ProcessListResponse,
+    ToolSpec,
+};
+pub use tools::{
+    Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,
+    SearchReplaceResult, WriteFileArgs, WriteFileResult,
+};
+
+/// The header a parent process reads from the server's stdout to learn the bound address.
+///
+/// The line is `{"listening":"127.0.0.1:PORT"}`, printed once, before any request is served.
+pub const LISTENING_KEY: &str = "listening";

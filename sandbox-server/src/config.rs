@@ -1,0 +1,218 @@
+//! Command-line flags (each also an env var `SANDBOX_*`) and their validated form.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::sandbox::Registry;
+
+/// One isolated workspace behind an HTTP API: bash and file tools with hard timeouts,
+/// bounded output capture and a confined workspace.
+#[derive(Debug, Parser)]
+#[command(name = "sandbox-server", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API over a workspace.
+    Serve(ServeArgs),
+    /// Print the OpenAPI document (all built-in tools enabled) to stdout.
+    PrintOpenapi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The workspace root: file tools are confined to it and commands start in it.
+    #[arg(long, env = "SANDBOX_WORKSPACE")]
+    pub workspace: PathBuf,
+    /// Address to listen on; port 0 picks a free one. The bound address is printed on stdout
+    /// as one JSON line, `{"listening":"127.0.0.1:PORT"}`.
+    #[arg(long, env = "SANDBOX_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// A file holding the bearer token required on every /v1 route. Required unless the
+    /// listen address is loopback.
+    #[arg(long, env = "SANDBOX_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// The tools to enable, comma-separated; all built-in tools when absent. They are listed
+    /// in registration order whatever the order here.
+    #[arg(long, env = "SANDBOX_TOOLS", value_delimiter = ',')]
+    pub tools: Option<Vec<String>>,
+    /// Log format on stderr; `json` for log collectors. Levels come from RUST_LOG.
+    #[arg(long, env = "SANDBOX_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Model-facing text is cut to this many characters, keeping head and tail.
+    #[arg(long, env = "SANDBOX_OUTPUT_LIMIT", default_value_t = 25_000)]
+    pub output_limit: usize,
+    /// The full output of each stream is kept as an artifact up to this many bytes.
+    #[arg(long, env = "SANDBOX_ARTIFACT_CAP", default_value_t = 64 << 20)]
+    pub artifact_cap: u64,
+    /// Artifacts are evicted, oldest first, past this many bytes in total.
+    #[arg(long, env = "SANDBOX_ARTIFACT_RETENTION", default_value_t = 1 << 30)]
+    pub artifact_retention: u64,
+    /// Where artifacts are kept; a fresh folder under the temp dir (removed at exit) when absent.
+    #[arg(long, env = "SANDBOX_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Request bodies over this many bytes get 413.
+    #[arg(long, env = "SANDBOX_MAX_BODY_BYTES", default_value_t = 32 << 20)]
+    pub max_body_bytes: u64,
+    /// Tool calls that may run at once; one more gets 429 with Retry-After.
+    #[arg(long, env = "SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 64)]
+    pub max_concurrent_calls: usize,
+    /// After SIGTERM to a timed-out or killed tree, milliseconds before SIGKILL.
+    #[arg(long, env = "SANDBOX_KILL_GRACE_MS", default_value_t = 2000)]
+    pub kill_grace_ms: u64,
+    /// On SIGTERM or SIGINT, seconds that in-flight calls get to finish before they are killed.
+    #[arg(long, env = "SANDBOX_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
+    pub shutdown_grace_secs: u64,
+}
+
+/// A bearer token; its `Debug` output is redacted.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+/// The validated configuration.
+#[derive(Debug)]
+pub struct Config {
+    pub workspace: PathBuf,
+    pub listen: SocketAddr,
+    pub token: Option<Token>,
+    pub registry: Registry,
+    pub output_limit: usize,
+    pub artifact_cap: u64,
+    pub artifact_retention: u64,
+    pub state_dir: Option<PathBuf>,
+    pub max_body_bytes: u64,
+    pub max_concurrent_calls: usize,
+    pub kill_grace: Duration,
+    pub shutdown_grace: Duration,
+}
+
+/// A flag that does not make sense, named.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--workspace {path}: {why}")]
+    Workspace { path: PathBuf, why: String },
+    #[error("--token-file {path}: {why}")]
+    TokenFile { path: PathBuf, why: String },
+    #[error(
+        "--listen {0}: refusing to listen on a non-loopback address without a token; pass --token-file"
+    )]
+    NoToken(SocketAddr),
+    #[error("--tools: {0}")]
+    Tools(String),
+    #[error("--{flag}: {why}")]
+    Range { flag: &'static str, why: String },
+}
+
+impl ServeArgs {
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let workspace_error = |why: String| ConfigError::Workspace {
+            path: self.workspace.clone(),
+            why,
+        };
+        let workspace = self
+            .workspace
+            .canonicalize()
+            .map_err(|err| workspace_error(err.to_string()))?;
+        if !workspace.is_dir() {
+            return Err(workspace_error("not a directory".to_owned()));
+        }
+        let token = match &self.token_file {
+            None => None,
+            Some(path) => {
+                let token_error = |why: String| ConfigError::TokenFile {
+                    path: path.clone(),
+                    why,
+                };
+                let text =
+                    std::fs::read_to_string(path).map_err(|err| token_error(err.to_string()))?;
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(token_error("the file is empty".to_owned()));
+                }
+                if token.len() < 16 {
+                    return Err(token_error(
+                        "the token is shorter than 16 characters".to_owned(),
+                    ));
+                }
+                Some(Token(token.to_owned()))
+            }
+        };
+        if token.is_none() && !self.listen.ip().is_loopback() {
+            return Err(ConfigError::NoToken(self.listen));
+        }
+        let registry = match &self.tools {
+            None => Registry::builtin(),
+            Some(names) => {
+                let names: Vec<String> = names
+                    .iter()
+                    .map(|n| n.trim().to_owned())
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                if names.is_empty() {
+                    return Err(ConfigError::Tools("name at least one tool".to_owned()));
+                }
+                Registry::builtin()
+                    .select(&names)
+                    .map_err(ConfigError::Tools)?
+            }
+        };
+        let positive = |flag: &'static str, value: u64| {
+            if value == 0 {
+                Err(ConfigError::Range {
+                    flag,
+                    why: "must be at least 1".to_owned(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        positive("max-concurrent-calls", self.max_concurrent_calls as u64)?;
+        positive("max-body-bytes", self.max_body_bytes)?;
+        positive("artifact-cap", self.artifact_cap)?;
+        if self.output_limit < 1000 {
+            return Err(ConfigError::Range {
+                flag: "output-limit",
+                why: format!("must be at least 1000, got {}", self.output_limit),
+            });
+        }
+        Ok(Config {
+            workspace,
+            listen: self.listen,
+            token,
+            registry,
+            output_limit: self.output_limit,
+            artifact_cap: self.artifact_cap,
+            artifact_retention: self.artifact_retention,
+            state_dir: self.state_dir,
+            max_body_bytes: self.max_body_bytes,
+            max_concurrent_calls: self.max_concurrent_calls,
+            kill_grace: Duration::from_millis(self.kill_grace_ms),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+        })
+    }
+}

@@ -1,0 +1,89 @@
+//! The HTTP edge: routing, authentication, errors and the OpenAPI document. The only module
+//! that knows about axum.
+
+mod artifacts;
+mod auth;
+mod docs;
+mod error;
+mod openapi;
+mod processes;
+mod service;
+mod tools;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, Uri};
+use axum::middleware;
+use sandbox_protocol::Limits;
+use tokio::sync::Semaphore;
+use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use error::ApiError;
+pub use openapi::openapi;
+
+use crate::config::Token;
+use crate::sandbox::{Registry, ToolContext};
+
+/// Everything a handler may use. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub registry: Registry,
+    pub ctx: ToolContext,
+    pub token: Option<Arc<Token>>,
+    /// One permit per running tool call; none left means 429.
+    pub permits: Arc<Semaphore>,
+    pub limits: Arc<Limits>,
+    /// The OpenAPI document, serialized once at start.
+    pub openapi: Arc<serde_json::Value>,
+}
+
+/// The documented routes, before authentication is layered on.
+fn documented_routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
+    let public = OpenApiRouter::new().routes(routes!(service::health));
+    let v1 = OpenApiRouter::new()
+        .routes(routes!(service::info))
+        .routes(routes!(tools::list_tools))
+        .routes(routes!(processes::list_processes))
+        .routes(routes!(processes::kill_process))
+        .routes(routes!(artifacts::get_artifact));
+    (public, v1)
+}
+
+/// Builds the full router; tests drive it in-process with `oneshot`.
+pub fn app(state: AppState) -> Router {
+    let (public, v1) = documented_routes();
+    let v1 = v1
+        // Each tool is documented as its own operation (see `openapi`); one route serves them.
+        .route("/v1/tools/{name}", axum::routing::post(tools::call_tool))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    let max_body = usize::try_from(state.limits.max_body_bytes).unwrap_or(usize::MAX);
+    let (router, _) = public
+        .merge(v1)
+        .route("/openapi.json", axum::routing::get(openapi::serve_openapi))
+        .route("/docs", axum::routing::get(docs::serve_docs))
+        .split_for_parts();
+    router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "no route for {method} {}; see /openapi.json or /docs",
+        uri.path()
+    ))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
+}

@@ -1,0 +1,121 @@
+//! The OpenAPI document: the documented routes, plus one operation per enabled tool.
+
+use axum::Json;
+use axum::extract::State;
+use sandbox_protocol::{ErrorResponse, ToolSpec};
+use utoipa::OpenApi;
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder};
+use utoipa::{PartialSchema, ToSchema};
+
+use super::AppState;
+use crate::sandbox::Registry;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "sandbox-server",
+        description = "One isolated workspace behind HTTP: every tool is an operation. \
+            Send `Authorization: Bearer <token>` on every /v1 route when the server has a token.",
+    ),
+    tags(
+        (name = "tools", description = "List and run tools"),
+        (name = "processes", description = "Background processes left by commands"),
+        (name = "artifacts", description = "Full command output"),
+        (name = "service", description = "Health and server information"),
+    ),
+)]
+struct ApiDoc;
+
+/// The document for a server with `registry`'s tools enabled.
+pub fn openapi(registry: &Registry) -> utoipa::openapi::OpenApi {
+    let (public, v1) = super::documented_routes();
+    let (_, mut api) = public.merge(v1).split_for_parts();
+    let base = ApiDoc::openapi();
+    api.info = base.info;
+    api.tags = base.tags;
+    api.security = Some(vec![SecurityRequirement::new(
+        "bearer",
+        Vec::<String>::new(),
+    )]);
+
+    let components = api.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+    );
+    components
+        .schemas
+        .insert(ErrorResponse::name().into_owned(), ErrorResponse::schema());
+    let mut nested = Vec::new();
+    ErrorResponse::schemas(&mut nested);
+    ToolSpec::schemas(&mut nested);
+    for (name, schema) in nested {
+        components.schemas.insert(name, schema);
+    }
+
+    for tool in registry.iter() {
+        let schemas = tool.schemas();
+        for (name, schema) in schemas.components {
+            components.schemas.insert(name, schema);
+        }
+        let error = |description: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorResponse")))
+                        .build(),
+                )
+                .build()
+        };
+        let operation = OperationBuilder::new()
+            .operation_id(Some(tool.name()))
+            .tag("tools")
+            .summary(Some(tool.description()))
+            .description(Some(format!(
+                "Runs the `{}` tool. A non-zero exit code or a timeout is a result (200), not an error.",
+                tool.name()
+            )))
+            .request_body(Some(
+                RequestBodyBuilder::new()
+                    .required(Some(Required::True))
+                    .content(
+                        "application/json",
+                        ContentBuilder::new().schema(Some(Ref::from_schema_name(&schemas.args_name))).build(),
+                    )
+                    .build(),
+            ))
+            .response(
+                "200",
+                ResponseBuilder::new()
+                    .description("The tool's result; `output` is the text to show the model")
+                    .content(
+                        "application/json",
+                        ContentBuilder::new().schema(Some(Ref::from_schema_name(&schemas.output_name))).build(),
+                    )
+                    .build(),
+            )
+            .response("401", error("Missing or wrong token (`unauthorized`)"))
+            .response("403", error("The path leads outside the workspace (`outside_workspace`) or is not a regular file (`not_a_regular_file`)"))
+            .response("404", error("The file does not exist (`file_not_found`), or the tool is not enabled (`unknown_tool`)"))
+            .response("413", error("The request body is over the limit (`payload_too_large`)"))
+            .response("422", error("Invalid arguments, naming the field (`invalid_arguments`), or a tool refusal (`binary_file`, `no_match`, `multiple_matches`)"))
+            .response("429", error("Every tool-call slot is busy (`overloaded`); see `Retry-After`"))
+            .response("500", error("A server failure (`spawn_failed`, `io_error`, `internal`)"))
+            .build();
+        api.paths.paths.insert(
+            format!("/v1/tools/{}", tool.name()),
+            PathItem::new(HttpMethod::Post, operation),
+        );
+    }
+    api
+}
+
+/// This document, generated from the code.
+pub(crate) async fn serve_openapi(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json((*state.openapi).clone())
+}

@@ -1,0 +1,40 @@
+//! Health and server information.
+
+use axum::Json;
+use axum::extract::State;
+use sandbox_protocol::{ErrorResponse, HealthResponse, InfoResponse};
+
+use super::AppState;
+
+/// Liveness: answers 200 as long as the server serves requests. Needs no token.
+#[utoipa::path(
+    get, path = "/healthz", tag = "service", security(()),
+    responses((status = 200, description = "The server is up", body = HealthResponse)),
+)]
+pub(crate) async fn health() -> Json<HealthResponse> {
+    Json(HealthResponse {
+        status: "ok".to_owned(),
+    })
+}
+
+/// Version, enabled tools, limits and the workspace root.
+#[utoipa::path(
+    get, path = "/v1/info", tag = "service",
+    responses(
+        (status = 200, body = InfoResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
+    Json(InfoResponse {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        tools: state
+            .registry
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        workspace_root: state.ctx.workspace.root().display().to_string(),
+        limits: (*state.limits).clone(),
+    })
+}

@@ -1,0 +1,56 @@
+//! Listing tools and calling one.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use sandbox_protocol::{ErrorResponse, ToolSpec};
+
+use super::{ApiError, AppState};
+use crate::sandbox::Registry;
+
+/// The enabled tools, in the order to show them to a model, with their argument schemas.
+#[utoipa::path(
+    get, path = "/v1/tools", tag = "tools",
+    responses(
+        (status = 200, body = Vec<ToolSpec>),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn list_tools(State(state): State<AppState>) -> Json<Vec<ToolSpec>> {
+    Json(state.registry.specs())
+}
+
+/// Runs one tool. Documented per tool in the OpenAPI document as `POST /v1/tools/{tool}`.
+pub(crate) async fn call_tool(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Some(tool) = state.registry.get(&name) else {
+        let enabled = state.registry.names().join(", ");
+        let why = if Registry::builtin().get(&name).is_some() {
+            "is not enabled on this server"
+        } else {
+            "does not exist"
+        };
+        return Err(ApiError::UnknownTool(format!(
+            "tool `{name}` {why}; enabled tools: {enabled}"
+        )));
+    };
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(state.limits.max_body_bytes)
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })?;
+    let _permit = state
+        .permits
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::Overloaded(state.limits.max_concurrent_calls as usize))?;
+    let result = tool.call(&body, state.ctx.clone()).await?;
+    Ok(Json(result))
+}

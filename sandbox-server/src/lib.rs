@@ -1,0 +1,152 @@
+//! sandbox-server: one workspace behind an HTTP API.
+//!
+//! # Layout
+//! - [`config`]: flags and their validated form.
+//! - [`http`]: the router, authentication, errors and the OpenAPI document (the only axum code).
+//! - [`sandbox`]: tools, the registry, the workspace boundary and output capture.
+//! - [`process`]: spawning, reaping and killing (the only code that touches processes).
+//! - [`shutdown`], [`telemetry`], [`time`]: small helpers.
+
+pub mod config;
+pub mod http;
+pub mod process;
+pub mod sandbox;
+pub mod shutdown;
+pub mod telemetry;
+pub mod time;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use sandbox_protocol::Limits;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub use config::Config;
+pub use http::{AppState, app, openapi};
+
+use process::Supervisor;
+use sandbox::output::ArtifactStore;
+use sandbox::workspace::Workspace;
+use sandbox::{ToolContext, ToolLimits};
+
+/// Builds the state for `config`, with artifacts in `state_dir`.
+pub fn state(
+    config: &Config,
+    supervisor: Supervisor,
+    state_dir: &std::path::Path,
+) -> anyhow::Result<AppState> {
+    let workspace = Workspace::open(&config.workspace)
+        .with_context(|| format!("opening the workspace {}", config.workspace.display()))?;
+    let artifacts = ArtifactStore::new(
+        &state_dir.join("artifacts"),
+        config.artifact_cap,
+        config.artifact_retention,
+    )
+    .with_context(|| format!("creating the artifact store in {}", state_dir.display()))?;
+    let tool_limits = ToolLimits {
+        output_limit_chars: config.output_limit,
+        default_timeout_secs: 120,
+        max_timeout_secs: 3600,
+        kill_grace_ms: config.kill_grace.as_millis() as u64,
+    };
+    let limits = Limits {
+        output_limit_chars: config.output_limit as u64,
+        artifact_cap_bytes: config.artifact_cap,
+        artifact_retention_bytes: config.artifact_retention,
+        max_body_bytes: config.max_body_bytes,
+        max_concurrent_calls: config.max_concurrent_calls as u64,
+        default_timeout_secs: u64::from(tool_limits.default_timeout_secs),
+        max_timeout_secs: u64::from(tool_limits.max_timeout_secs),
+        kill_grace_ms: tool_limits.kill_grace_ms,
+    };
+    Ok(AppState {
+        openapi: Arc::new(
+            serde_json::to_value(openapi(&config.registry))
+                .context("serializing the OpenAPI document")?,
+        ),
+        registry: config.registry.clone(),
+        ctx: ToolContext {
+            workspace: Arc::new(workspace),
+            artifacts,
+            supervisor,
+            limits: Arc::new(tool_limits),
+        },
+        token: config.token.as_ref().map(|token| Arc::new(token.clone())),
+        permits: Arc::new(Semaphore::new(config.max_concurrent_calls)),
+        limits: Arc::new(limits),
+    })
+}
+
+/// Serves on `listener` until `shutdown` resolves; then stops accepting, gives in-flight
+/// calls the shutdown grace period, kills whatever is left and every process it started.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let supervisor = Supervisor::new();
+    supervisor
+        .start_reaper()
+        .context("starting the child reaper")?;
+    let (state_dir, owned_state_dir) = match &config.state_dir {
+        Some(dir) => (dir.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("sandbox-server-{}", std::process::id())),
+            true,
+        ),
+    };
+    let state = state(&config, supervisor.clone(), &state_dir)?;
+    let router = app(state);
+
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let mut graceful_rx = stop_rx.clone();
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let _ = graceful_rx.wait_for(|stop| *stop).await;
+    });
+    let mut server = tokio::spawn(server.into_future());
+
+    let served = tokio::select! {
+        result = &mut server => Some(result),
+        _ = stop_rx.wait_for(|stop| *stop) => None,
+    };
+    let served = match served {
+        Some(result) => result,
+        None => match tokio::time::timeout(config.shutdown_grace, &mut server).await {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::warn!(grace = ?config.shutdown_grace, "in-flight calls outlived the grace period; killing them");
+                supervisor.kill_all(config.kill_grace).await;
+                // Killed commands return at once; anything still open after that is abandoned.
+                match tokio::time::timeout(std::time::Duration::from_secs(5), &mut server).await {
+                    Ok(result) => result,
+                    Err(_) => Ok(Ok(())),
+                }
+            }
+        },
+    };
+    let report = supervisor.kill_all(config.kill_grace).await;
+    if !report.killed.is_empty() {
+        tracing::info!(killed = ?report.killed, "stopped the processes left running");
+    }
+    if owned_state_dir {
+        remove_dir(&state_dir);
+    }
+    served
+        .context("server task failed")?
+        .context("serving HTTP")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn remove_dir(dir: &PathBuf) {
+    if let Err(err) = std::fs::remove_dir_all(dir) {
+        tracing::warn!(dir = %dir.display(), cause = %err, "could not remove the state folder");
+    }
+}

@@ -1,0 +1,44 @@
+//! The `sandbox-server` binary: parse flags, set up logging, serve.
+
+use std::io::Write;
+
+use anyhow::Context;
+use clap::Parser;
+use sandbox_server::config::{Cli, Command};
+use sandbox_server::sandbox::Registry;
+use sandbox_server::{shutdown, telemetry};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::PrintOpenapi => {
+            let document = sandbox_server::openapi(&Registry::builtin());
+            let json = serde_json::to_string_pretty(&document)
+                .context("serializing the OpenAPI document")?;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{json}").context("writing to stdout")?;
+            Ok(())
+        }
+        Command::Serve(args) => {
+            telemetry::init(args.log_format);
+            let config = args.validate()?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(async {
+                let listener = tokio::net::TcpListener::bind(config.listen)
+                    .await
+                    .with_context(|| format!("binding {}", config.listen))?;
+                let address = listener.local_addr().context("reading the bound address")?;
+                // The one machine-readable line a parent process waits for.
+                let line = serde_json::json!({ sandbox_protocol::LISTENING_KEY: address.to_string() });
+                let mut stdout = std::io::stdout().lock();
+                writeln!(stdout, "{line}").and_then(|()| stdout.flush()).context("writing the address line")?;
+                drop(stdout);
+                tracing::info!(%address, workspace = %config.workspace.display(), tools = ?config.registry, "listening");
+                sandbox_server::run(config, listener, shutdown::signal_received()).await
+            })
+        }
+    }
+}

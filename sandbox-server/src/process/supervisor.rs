@@ -1,0 +1,342 @@
+//! Spawning shells, reaping every child, and killing process trees.
+
+// `pre_exec` is the one unsafe call in the server; see the SAFETY comment at its use.
+#![allow(unsafe_code)]
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use tokio::net::unix::pipe;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::proc_fs::{self, ProcEntry};
+use super::{CALL_ID_ENV, ProcessError};
+
+/// How a shell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitStatus {
+    /// The exit code, or 128 + the signal number when a signal ended it (the shell convention).
+    pub code: i32,
+    pub signal: Option<i32>,
+}
+
+/// A running `bash -c` with its output pipes and a channel that yields its exit status.
+#[derive(Debug)]
+pub struct SpawnedShell {
+    pub pid: u32,
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
+    pub exit: oneshot::Receiver<ExitStatus>,
+}
+
+/// What a kill did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KillReport {
+    /// Every pid that was sent a signal.
+    pub killed: Vec<u32>,
+    /// Whether any needed SIGKILL after the grace period.
+    pub forced: bool,
+}
+
+/// Owns the server's children: spawns them, reaps them, kills them.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    self_pid: u32,
+    /// Exit waiters by pid. A std mutex: it is held only for a spawn or a non-blocking
+    /// `waitpid` loop, never across an await, and the spawn must be atomic with the insert.
+    waiters: Mutex<HashMap<u32, oneshot::Sender<ExitStatus>>>,
+    /// Calls whose shell is still running; their processes are foreground, the rest background.
+    running_calls: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means another thread panicked while holding it; the maps stay valid.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Default for Supervisor {
+    fn default() -> Self {
+        Supervisor::new()
+    }
+}
+
+impl Supervisor {
+    pub fn new() -> Supervisor {
+        Supervisor {
+            inner: Arc::new(Inner {
+                self_pid: std::process::id(),
+                waiters: Mutex::new(HashMap::new()),
+                running_calls: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    /// Makes this process a child subreaper and starts the reaper task. Call once, inside a
+    /// tokio runtime, before spawning anything.
+    pub fn start_reaper(&self) -> io::Result<()> {
+        if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
+            // Not fatal: escaped daemons then go to init instead of to us.
+            tracing::warn!(cause = %err, "could not become a child subreaper");
+        }
+        let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
+        let supervisor = self.clone();
+        tokio::spawn(async move {
+            // The interval catches a SIGCHLD coalesced with one already being handled.
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tokio::select! {
+                    _ = sigchld.recv() => {}
+                    _ = tick.tick() => {}
+                }
+                supervisor.reap();
+            }
+        });
+        Ok(())
+    }
+
+    /// Reaps every exited child, handing each tracked shell's status to its waiter.
+    fn reap(&self) {
+        let mut waiters = lock(&self.inner.waiters);
+        loop {
+            let (pid, status) = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) => (pid, ExitStatus { code, signal: None }),
+                Ok(WaitStatus::Signaled(pid, signal, _)) => {
+                    let number = signal as i32;
+                    (
+                        pid,
+                        ExitStatus {
+                            code: 128 + number,
+                            signal: Some(number),
+                        },
+                    )
+                }
+                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return,
+                Err(Errno::EINTR) => continue,
+                Ok(_) => continue,
+                Err(err) => {
+                    tracing::warn!(cause = %err, "waitpid failed");
+                    return;
+                }
+            };
+            let pid = pid.as_raw() as u32;
+            match waiters.remove(&pid) {
+                Some(waiter) => {
+                    let _ = waiter.send(status);
+                }
+                None => tracing::debug!(pid, ?status, "reaped an orphan"),
+            }
+        }
+    }
+
+    /// Starts `bash -c cmd` in `cwd`, in a new session, marked with `call_id`.
+    pub fn spawn_shell(
+        &self,
+        cmd: &str,
+        cwd: &Path,
+        call_id: &str,
+    ) -> Result<SpawnedShell, ProcessError> {
+        #[allow(clippy::disallowed_methods)] // this module is the one place allowed to spawn
+        let mut command = std::process::Command::new("bash");
+        command
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env(CALL_ID_ENV, call_id);
+        // The server's own settings (the token file among them) are not the command's business.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("SANDBOX_") && key != CALL_ID_ENV {
+                command.env_remove(key);
+            }
+        }
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe calls are allowed; setsid(2) is one and touches no shared memory.
+        unsafe {
+            command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+        }
+        let spawn_error = |source| ProcessError::Spawn {
+            program: "bash".to_owned(),
+            source,
+        };
+
+        let (exit_tx, exit_rx) = oneshot::channel();
+        let mut child = {
+            // Held across the spawn so the reaper cannot reap the child before its waiter exists.
+            let mut waiters = lock(&self.inner.waiters);
+            let child = command.spawn().map_err(spawn_error)?;
+            waiters.insert(child.id(), exit_tx);
+            child
+        };
+        let pid = child.id();
+        let to_receiver = |fd: Option<OwnedFd>| {
+            let fd = fd.ok_or_else(|| io::Error::other("child pipe missing"))?;
+            pipe::Receiver::from_owned_fd(fd)
+        };
+        let stdout = to_receiver(child.stdout.take().map(OwnedFd::from)).map_err(spawn_error)?;
+        let stderr = to_receiver(child.stderr.take().map(OwnedFd::from)).map_err(spawn_error)?;
+        // Dropping a std Child neither waits nor kills; the reaper owns its exit status.
+        drop(child);
+        Ok(SpawnedShell {
+            pid,
+            stdout,
+            stderr,
+            exit: exit_rx,
+        })
+    }
+
+    /// Marks a call as running (its processes are foreground) until `call_finished`.
+    pub fn call_started(&self, call_id: &str) {
+        lock(&self.inner.running_calls).insert(call_id.to_owned());
+    }
+
+    pub fn call_finished(&self, call_id: &str) {
+        lock(&self.inner.running_calls).remove(call_id);
+    }
+
+    pub fn is_call_running(&self, call_id: &str) -> bool {
+        lock(&self.inner.running_calls).contains(call_id)
+    }
+
+    /// The live processes this server started, with their call markers.
+    pub fn live_processes(&self) -> Vec<(ProcEntry, Option<String>)> {
+        let table = proc_fs::snapshot();
+        let mut found: Vec<(ProcEntry, Option<String>)> =
+            proc_fs::descendants(&table, self.inner.self_pid)
+                .into_iter()
+                .filter_map(|pid| table.get(&pid))
+                .filter(|entry| !entry.is_zombie())
+                .map(|entry| (entry.clone(), proc_fs::call_marker(entry.pid, CALL_ID_ENV)))
+                .collect();
+        found.sort_by_key(|(entry, _)| entry.pid);
+        found
+    }
+
+    /// Live processes of a call other than the shell itself, after the shell has exited.
+    pub fn call_processes(&self, call_id: &str) -> Vec<u32> {
+        self.live_processes()
+            .into_iter()
+            .filter(|(_, marker)| marker.as_deref() == Some(call_id))
+            .map(|(entry, _)| entry.pid)
+            .collect()
+    }
+
+    /// Kills everything a call started: the shell's descendants, its process group and
+    /// every process carrying the call's marker.
+    pub async fn kill_call(&self, shell_pid: u32, call_id: &str, grace: Duration) -> KillReport {
+        let call_id = call_id.to_owned();
+        self.terminate(grace, move |table, ours| {
+            let mut targets: HashSet<u32> =
+                proc_fs::descendants(table, shell_pid).into_iter().collect();
+            targets.insert(shell_pid);
+            for &pid in ours {
+                let Some(entry) = table.get(&pid) else {
+                    continue;
+                };
+                if entry.pgid == shell_pid
+                    || proc_fs::call_marker(pid, CALL_ID_ENV).as_deref() == Some(call_id.as_str())
+                {
+                    targets.insert(pid);
+                }
+            }
+            targets
+        })
+        .await
+    }
+
+    /// Kills one process that this server started, and its descendants.
+    pub async fn kill_tree(&self, pid: u32, grace: Duration) -> Result<KillReport, ProcessError> {
+        let table = proc_fs::snapshot();
+        let ours = proc_fs::descendants(&table, self.inner.self_pid);
+        let live = table.get(&pid).is_some_and(|entry| !entry.is_zombie());
+        if !live || !ours.contains(&pid) {
+            return Err(ProcessError::NotOurs(pid));
+        }
+        Ok(self
+            .terminate(grace, move |table, _| {
+                let mut targets: HashSet<u32> =
+                    proc_fs::descendants(table, pid).into_iter().collect();
+                targets.insert(pid);
+                targets
+            })
+            .await)
+    }
+
+    /// Kills every process this server started.
+    pub async fn kill_all(&self, grace: Duration) -> KillReport {
+        self.terminate(grace, |_, ours| ours.iter().copied().collect())
+            .await
+    }
+
+    /// SIGTERM to every target, then SIGKILL to whatever is left after `grace`. Targets are
+    /// recomputed on every round, so processes forked meanwhile are caught, and limited to
+    /// this server's live descendants, so nothing else is ever signalled.
+    async fn terminate(
+        &self,
+        grace: Duration,
+        select: impl Fn(&HashMap<u32, ProcEntry>, &HashSet<u32>) -> HashSet<u32>,
+    ) -> KillReport {
+        let mut report = KillReport::default();
+        let deadline = Instant::now() + grace;
+        let mut signal = Signal::SIGTERM;
+        // Bounded: the grace period, then at most 100 SIGKILL rounds of 10 ms.
+        for round in 0.. {
+            let table = proc_fs::snapshot();
+            let ours: HashSet<u32> = proc_fs::descendants(&table, self.inner.self_pid)
+                .into_iter()
+                .filter(|pid| table.get(pid).is_some_and(|entry| !entry.is_zombie()))
+                .collect();
+            let mut targets: Vec<u32> = select(&table, &ours)
+                .into_iter()
+                .filter(|pid| ours.contains(pid))
+                .collect();
+            targets.sort_unstable();
+            if targets.is_empty() {
+                break;
+            }
+            if signal == Signal::SIGTERM && Instant::now() >= deadline {
+                signal = Signal::SIGKILL;
+                report.forced = true;
+            }
+            for &pid in &targets {
+                let first_time = !report.killed.contains(&pid);
+                if signal == Signal::SIGKILL || first_time {
+                    let _ = kill(Pid::from_raw(pid as i32), signal);
+                    // A stopped process handles SIGTERM only once continued.
+                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+                }
+                if first_time {
+                    report.killed.push(pid);
+                }
+            }
+            if signal == Signal::SIGKILL && round > 1000 {
+                tracing::warn!(remaining = ?targets, "processes survived SIGKILL");
+                break;
+            }
+            let pause = if signal == Signal::SIGKILL { 10 } else { 20 };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            self.reap();
+        }
+        report.killed.sort_unstable();
+        report
+    }
+}

@@ -1,0 +1,367 @@
+//! Output in bounded memory: capture, artifacts, and the text a model sees.
+//!
+//! A stream is fed chunk by chunk. Memory holds only a head and a tail window (enough for the
+//! model-facing text); every byte up to the artifact cap goes to a file in the artifact store,
+//! hashed as it is written. Whatever a command prints, the server holds a few hundred KB.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use sandbox_protocol::Artifact;
+use sha2::{Digest, Sha256};
+
+/// Characters set aside for the elision marker when a text is cut.
+const MARKER_ALLOWANCE: usize = 200;
+
+/// Artifacts on disk, evicted oldest first past the retention budget.
+#[derive(Debug, Clone)]
+pub struct ArtifactStore {
+    dir: PathBuf,
+    cap: u64,
+    retention: u64,
+    inner: Arc<Mutex<StoreInner>>,
+}
+
+#[derive(Debug, Default)]
+struct StoreInner {
+    order: VecDeque<String>,
+    sizes: HashMap<String, u64>,
+    total: u64,
+}
+
+impl ArtifactStore {
+    /// Uses `dir` (created if missing) for artifact files.
+    pub fn new(dir: &Path, cap: u64, retention: u64) -> io::Result<ArtifactStore> {
+        fs::create_dir_all(dir)?;
+        Ok(ArtifactStore {
+            dir: dir.to_owned(),
+            cap,
+            retention,
+            inner: Arc::new(Mutex::new(StoreInner::default())),
+        })
+    }
+
+    /// The file of a stored artifact, if it exists.
+    pub fn path(&self, id: &str) -> Option<PathBuf> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.sizes.contains_key(id).then(|| self.dir.join(id))
+    }
+
+    /// Starts capturing one stream whose text may be cut to `text_limit` characters.
+    pub fn capture(&self, text_limit: usize) -> io::Result<StreamCapture> {
+        let id = format!("art_{:032x}", rand::random::<u128>());
+        let file = File::create(self.dir.join(&id))?;
+        // Four bytes per character is the most UTF-8 needs, so the windows always hold
+        // at least `text_limit` characters.
+        let window = text_limit.saturating_mul(4).max(4096);
+        Ok(StreamCapture {
+            id,
+            file: Some(file),
+            hasher: Sha256::new(),
+            stored: 0,
+            cap: self.cap,
+            total: 0,
+            window,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            utf8: Utf8Check::default(),
+        })
+    }
+
+    fn register(&self, id: &str, size: u64) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.order.push_back(id.to_owned());
+        inner.sizes.insert(id.to_owned(), size);
+        inner.total += size;
+        // Keep the newest artifact even when it alone is over the budget.
+        while inner.total > self.retention && inner.order.len() > 1 {
+            let Some(old) = inner.order.pop_front() else {
+                break;
+            };
+            let old_size = inner.sizes.remove(&old).unwrap_or(0);
+            inner.total -= old_size;
+            let _ = fs::remove_file(self.dir.join(&old));
+        }
+    }
+}
+
+/// One stream being captured.
+#[derive(Debug)]
+pub struct StreamCapture {
+    id: String,
+    /// `None` after a write failed (disk full): capture goes on in memory, the artifact stops.
+    file: Option<File>,
+    hasher: Sha256,
+    stored: u64,
+    cap: u64,
+    total: u64,
+    window: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    utf8: Utf8Check,
+}
+
+impl StreamCapture {
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        self.utf8.feed(chunk);
+
+        let room = (self.cap - self.stored).min(chunk.len() as u64) as usize;
+        if room > 0 {
+            let kept = &chunk[..room];
+            if let Some(file) = &mut self.file {
+                // Page-cache writes of at most one pipe buffer; cheap enough for the runtime.
+                match file.write_all(kept) {
+                    Ok(()) => {
+                        self.hasher.update(kept);
+                        self.stored += room as u64;
+                    }
+                    Err(err) => {
+                        tracing::warn!(artifact = %self.id, cause = %err, "artifact write failed; keeping only the text window");
+                        self.file = None;
+                    }
+                }
+            }
+        }
+
+        let to_head = (self.window - self.head.len()).min(chunk.len());
+        self.head.extend_from_slice(&chunk[..to_head]);
+        let rest = &chunk[to_head..];
+        if rest.len() >= self.window {
+            self.tail.clear();
+            self.tail.extend(&rest[rest.len() - self.window..]);
+        } else {
+            self.tail.extend(rest);
+            let excess = self.tail.len().saturating_sub(self.window);
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// Closes the artifact and returns what was captured.
+    pub fn finish(mut self, store: &ArtifactStore) -> CapturedStream {
+        self.utf8.finish();
+        if let Some(file) = self.file.take() {
+            drop(file);
+        }
+        let sha256 = hex::encode(self.hasher.finalize());
+        store.register(&self.id, self.stored);
+        let tail: Vec<u8> = self.tail.into_iter().collect();
+        let complete = tail.is_empty();
+        CapturedStream {
+            artifact: Artifact {
+                id: self.id,
+                size: self.stored,
+                total_bytes: self.total,
+                sha256,
+                capped: self.total > self.stored,
+                truncated: false,
+                invalid_utf8: self.utf8.invalid,
+            },
+            window: Window {
+                head: decode_head(&self.head, complete),
+                tail: decode_tail(&tail),
+                complete,
+                total_bytes: self.total,
+            },
+        }
+    }
+}
+
+/// A captured stream: its artifact and the text windows.
+#[derive(Debug)]
+pub struct CapturedStream {
+    pub artifact: Artifact,
+    pub window: Window,
+}
+
+/// The start and end of a text, with its full length in bytes.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    pub head: String,
+    /// Empty when `complete`.
+    pub tail: String,
+    /// Whether `head` is the whole text.
+    pub complete: bool,
+    pub total_bytes: u64,
+}
+
+impl Window {
+    pub fn whole(text: String) -> Window {
+        let total_bytes = text.len() as u64;
+        Window {
+            head: text,
+            tail: String::new(),
+            complete: true,
+            total_bytes,
+        }
+    }
+
+    /// The length in characters, or a byte-count stand-in when only the windows are known.
+    pub fn approx_chars(&self) -> usize {
+        if self.complete {
+            self.head.chars().count()
+        } else {
+            self.total_bytes as usize
+        }
+    }
+
+    /// The text cut to `limit` characters keeping head and tail, with a marker naming how
+    /// much was left out and `hint` on how to get the rest. Returns whether it was cut.
+    pub fn cut(&self, limit: usize, hint: &str) -> (String, bool) {
+        if self.complete && self.head.chars().count() <= limit {
+            return (self.head.clone(), false);
+        }
+        let keep = limit.saturating_sub(MARKER_ALLOWANCE) / 2;
+        let head: String = self.head.chars().take(keep).collect();
+        let source = if self.complete {
+            &self.head
+        } else {
+            &self.tail
+        };
+        let n_source = source.chars().count();
+        let tail: String = source.chars().skip(n_source.saturating_sub(keep)).collect();
+        let elided = self
+            .total_bytes
+            .saturating_sub((head.len() + tail.len()) as u64);
+        let text = format!("{head}\n...[{elided} bytes elided; {hint}]...\n{tail}");
+        (text, true)
+    }
+}
+
+/// Decodes a head window, dropping an incomplete character at its end when more followed.
+fn decode_head(bytes: &[u8], complete: bool) -> String {
+    let mut end = bytes.len();
+    if !complete
+        && let Err(err) = std::str::from_utf8(bytes)
+        && err.error_len().is_none()
+    {
+        end = err.valid_up_to();
+    }
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Decodes a tail window, skipping continuation bytes of a character cut at its start.
+fn decode_tail(bytes: &[u8]) -> String {
+    let skip = bytes
+        .iter()
+        .take(3)
+        .take_while(|&&b| (0x80..0xC0).contains(&b))
+        .count();
+    String::from_utf8_lossy(&bytes[skip..]).into_owned()
+}
+
+/// Incremental UTF-8 validation across chunk boundaries.
+#[derive(Debug, Default)]
+struct Utf8Check {
+    carry: Vec<u8>,
+    invalid: bool,
+}
+
+impl Utf8Check {
+    fn feed(&mut self, chunk: &[u8]) {
+        if self.invalid {
+            return;
+        }
+        let mut joined;
+        let data = if self.carry.is_empty() {
+            chunk
+        } else {
+            joined = std::mem::take(&mut self.carry);
+            joined.extend_from_slice(chunk);
+            &joined[..]
+        };
+        match std::str::from_utf8(data) {
+            Ok(_) => self.carry.clear(),
+            Err(err) if err.error_len().is_none() => {
+                self.carry = data[err.valid_up_to()..].to_vec();
+            }
+            Err(_) => self.invalid = true,
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.carry.is_empty() {
+            self.invalid = true;
+        }
+    }
+}
+
+/// Indents every non-blank line by two spaces, as Python's `textwrap.indent` does.
+pub fn indent(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for line in text.split_inclusive('\n') {
+        if !line.trim().is_empty() {
+            out.push_str("  ");
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture_all(chunks: &[&[u8]], limit: usize, cap: u64) -> CapturedStream {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::new(dir.path(), cap, u64::MAX).unwrap();
+        let mut capture = store.capture(limit).unwrap();
+        for chunk in chunks {
+            capture.push(chunk);
+        }
+        let captured = capture.finish(&store);
+        let stored = fs::read(store.path(&captured.artifact.id).unwrap()).unwrap();
+        assert_eq!(stored.len() as u64, captured.artifact.size);
+        assert_eq!(
+            hex::encode(Sha256::digest(&stored)),
+            captured.artifact.sha256
+        );
+        captured
+    }
+
+    #[test]
+    fn short_output_is_kept_whole() {
+        let captured = capture_all(&[b"hello ", b"world\n"], 100, 1 << 20);
+        assert_eq!(
+            captured.window.cut(100, "hint"),
+            ("hello world\n".to_owned(), false)
+        );
+        assert!(!captured.artifact.invalid_utf8);
+        assert!(!captured.artifact.capped);
+    }
+
+    #[test]
+    fn long_output_keeps_head_and_tail_within_the_limit() {
+        let line = b"0123456789\n".repeat(10_000);
+        let captured = capture_all(&[&line, b"THE END\n"], 1_000, 50_000);
+        assert!(captured.artifact.capped);
+        assert_eq!(captured.artifact.size, 50_000);
+        assert_eq!(captured.artifact.total_bytes, 110_008);
+        let (text, cut) = captured.window.cut(1_000, "see artifact");
+        assert!(cut);
+        assert!(text.chars().count() <= 1_000, "{}", text.len());
+        assert!(text.starts_with("0123456789\n"));
+        assert!(text.ends_with("THE END\n"));
+        assert!(text.contains("bytes elided; see artifact]"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_flagged_and_replaced_but_split_characters_are_not() {
+        let euro = "€".as_bytes();
+        let split = capture_all(&[&euro[..1], &euro[1..]], 100, 1 << 20);
+        assert!(!split.artifact.invalid_utf8);
+        assert_eq!(split.window.head, "€");
+
+        let broken = capture_all(&[b"ok \xff\xfe end"], 100, 1 << 20);
+        assert!(broken.artifact.invalid_utf8);
+        assert_eq!(broken.window.head, "ok \u{fffd}\u{fffd} end");
+    }
+
+    #[test]
+    fn indent_skips_blank_lines() {
+        assert_eq!(indent("a\n\n b\n"), "  a\n\n   b\n");
+    }
+}

@@ -1,0 +1,261 @@
+//! `bash`: run a shell command from the workspace root, with a timeout that kills its tree.
+
+use std::time::Duration;
+
+use sandbox_protocol::{BashArgs, BashResult};
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
+
+use crate::process::ExitStatus;
+use crate::sandbox::output::{StreamCapture, Window, indent};
+use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
+
+/// After the shell exits, how long to keep reading output that its children may still hold open.
+const DRAIN: Duration = Duration::from_millis(100);
+/// Room in the model-facing text for the `exit=` line and notes.
+const HEADER_ALLOWANCE: usize = 400;
+
+pub struct Bash;
+
+impl Validate for BashArgs {
+    fn validate(&self) -> Result<(), String> {
+        if let Some(timeout) = self.timeout
+            && !(1..=3600).contains(&timeout)
+        {
+            return Err(format!(
+                "timeout: must be between 1 and 3600 seconds, got {timeout}"
+            ));
+        }
+        if self.cmd.trim().is_empty() {
+            return Err("cmd: must not be empty".to_owned());
+        }
+        Ok(())
+    }
+}
+
+impl Tool for Bash {
+    type Args = BashArgs;
+    type Output = BashResult;
+
+    fn name(&self) -> &'static str {
+        "bash"
+    }
+
+    fn description(&self) -> &'static str {
+        "Run a shell command from the working directory. Timeout is in seconds (max 3600)."
+    }
+
+    async fn execute(&self, args: BashArgs, ctx: ToolContext) -> Result<BashResult, ToolError> {
+        let timeout_secs = args
+            .timeout
+            .unwrap_or(ctx.limits.default_timeout_secs)
+            .min(ctx.limits.max_timeout_secs);
+        // The call runs in its own task: if the client goes away, the command still ends by
+        // its timeout and its processes are still killed, instead of being left half-watched.
+        tokio::spawn(run(args.cmd, timeout_secs, ctx))
+            .await
+            .map_err(|err| ToolError::Internal(format!("bash task failed: {err}")))?
+    }
+}
+
+async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashResult, ToolError> {
+    let call_id = format!("call_{:016x}", rand::random::<u64>());
+    let limit = ctx.limits.output_limit_chars;
+    let mut stdout = ctx
+        .artifacts
+        .capture(limit)
+        .map_err(|err| ToolError::Internal(format!("creating an artifact: {err}")))?;
+    let mut stderr = ctx
+        .artifacts
+        .capture(limit)
+        .map_err(|err| ToolError::Internal(format!("creating an artifact: {err}")))?;
+
+    let start = Instant::now();
+    ctx.supervisor.call_started(&call_id);
+    let shell = match ctx
+        .supervisor
+        .spawn_shell(&cmd, ctx.workspace.root(), &call_id)
+    {
+        Ok(shell) => shell,
+        Err(err) => {
+            ctx.supervisor.call_finished(&call_id);
+            return Err(err.into());
+        }
+    };
+    let shell_pid = shell.pid;
+    tracing::debug!(%call_id, pid = shell_pid, "command started");
+
+    let mut out_pipe = shell.stdout;
+    let mut err_pipe = shell.stderr;
+    let mut exit_rx = shell.exit;
+    let (mut out_buf, mut err_buf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    let (mut out_open, mut err_open) = (true, true);
+    let mut exit: Option<ExitStatus> = None;
+    let deadline = start + Duration::from_secs(u64::from(timeout_secs));
+    let mut drain_until: Option<Instant> = None;
+    let mut killer: Option<tokio::task::JoinHandle<()>> = None;
+
+    while exit.is_none() || out_open || err_open {
+        let drain_deadline = drain_until.unwrap_or(deadline);
+        tokio::select! {
+            read = out_pipe.read(&mut out_buf), if out_open => match read {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => stdout.push(&out_buf[..n]),
+            },
+            read = err_pipe.read(&mut err_buf), if err_open => match read {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => stderr.push(&err_buf[..n]),
+            },
+            status = &mut exit_rx, if exit.is_none() => {
+                exit = Some(status.unwrap_or(ExitStatus { code: -1, signal: None }));
+                drain_until = Some(Instant::now() + DRAIN);
+            },
+            () = tokio::time::sleep_until(deadline), if killer.is_none() && exit.is_none() => {
+                tracing::info!(%call_id, timeout_secs, "command timed out; killing its processes");
+                let supervisor = ctx.supervisor.clone();
+                let grace = Duration::from_millis(ctx.limits.kill_grace_ms);
+                let id = call_id.clone();
+                killer = Some(tokio::spawn(async move {
+                    supervisor.kill_call(shell_pid, &id, grace).await;
+                }));
+            },
+            () = tokio::time::sleep_until(drain_deadline), if drain_until.is_some() => break,
+        }
+    }
+    let timed_out = killer.is_some();
+    if let Some(killer) = killer {
+        // Everything the call started is gone before the call returns.
+        let _ = killer.await;
+    }
+    let duration_ms = start.elapsed().as_millis() as u64;
+    let exit = exit.unwrap_or(ExitStatus {
+        code: -1,
+        signal: None,
+    });
+
+    // Children still holding the pipes keep running; read and discard what they print so they
+    // do not die of SIGPIPE. Redirect a background command's output to a file to keep it.
+    if out_open || err_open {
+        tokio::spawn(async move {
+            let mut sink = vec![0u8; 16 * 1024];
+            while out_open {
+                out_open = matches!(out_pipe.read(&mut sink).await, Ok(n) if n > 0);
+            }
+            while err_open {
+                err_open = matches!(err_pipe.read(&mut sink).await, Ok(n) if n > 0);
+            }
+        });
+    }
+    let background_pids = if timed_out {
+        Vec::new()
+    } else {
+        ctx.supervisor.call_processes(&call_id)
+    };
+    ctx.supervisor.call_finished(&call_id);
+
+    Ok(compose(Composition {
+        exit,
+        timed_out,
+        timeout_secs,
+        duration_ms,
+        stdout,
+        stderr,
+        background_pids,
+        call_id,
+        ctx: &ctx,
+    }))
+}
+
+struct Composition<'a> {
+    exit: ExitStatus,
+    timed_out: bool,
+    timeout_secs: u32,
+    duration_ms: u64,
+    stdout: StreamCapture,
+    stderr: StreamCapture,
+    background_pids: Vec<u32>,
+    call_id: String,
+    ctx: &'a ToolContext,
+}
+
+/// Lays out the result as the seed does: `exit=N`, then indented `stdout:` and `stderr:`
+/// blocks, all within the output limit.
+fn compose(parts: Composition<'_>) -> BashResult {
+    let limit = parts.ctx.limits.output_limit_chars;
+    let mut stdout = parts.stdout.finish(&parts.ctx.artifacts);
+    let mut stderr = parts.stderr.finish(&parts.ctx.artifacts);
+
+    let budget = limit.saturating_sub(HEADER_ALLOWANCE);
+    let (n_out, n_err) = (stdout.window.approx_chars(), stderr.window.approx_chars());
+    let (out_budget, err_budget) = if n_out + n_err <= budget {
+        (n_out, n_err)
+    } else if n_out.min(n_err) <= budget / 2 {
+        if n_out < n_err {
+            (n_out, budget - n_out)
+        } else {
+            (budget - n_err, n_err)
+        }
+    } else {
+        (budget / 2, budget / 2)
+    };
+    let hint =
+        |name: &str, id: &str| format!("the full {name} is artifact {id}: GET /v1/artifacts/{id}");
+    let (stdout_text, stdout_cut) = stdout
+        .window
+        .cut(out_budget, &hint("stdout", &stdout.artifact.id));
+    let (stderr_text, stderr_cut) = stderr
+        .window
+        .cut(err_budget, &hint("stderr", &stderr.artifact.id));
+    stdout.artifact.truncated = stdout_cut;
+    stderr.artifact.truncated = stderr_cut;
+
+    let mut sections = vec![format!("exit={}", parts.exit.code)];
+    if !stdout_text.is_empty() {
+        sections.push(format!(
+            "stdout:\n{}",
+            indent(stdout_text.trim_end_matches('\n'))
+        ));
+    }
+    if !stderr_text.is_empty() {
+        sections.push(format!(
+            "stderr:\n{}",
+            indent(stderr_text.trim_end_matches('\n'))
+        ));
+    }
+    if parts.timed_out {
+        sections.push(format!(
+            "timed out after {} s: the command and every process it started were killed",
+            parts.timeout_secs
+        ));
+    }
+    if !parts.background_pids.is_empty() {
+        let pids: Vec<String> = parts.background_pids.iter().map(u32::to_string).collect();
+        sections.push(format!(
+            "still running in the background: pid {} (output after this call is discarded)",
+            pids.join(", ")
+        ));
+    }
+    let mut output = sections.join("\n");
+    if output.chars().count() > limit {
+        // Indentation can push many short lines over the limit.
+        let hint = format!(
+            "full outputs: stdout artifact {}, stderr artifact {}",
+            stdout.artifact.id, stderr.artifact.id
+        );
+        output = Window::whole(output).cut(limit, &hint).0;
+    }
+
+    BashResult {
+        output,
+        exit_code: parts.exit.code,
+        signal: parts.exit.signal,
+        timed_out: parts.timed_out,
+        duration_ms: parts.duration_ms,
+        stdout: stdout_text,
+        stderr: stderr_text,
+        stdout_artifact: stdout.artifact,
+        stderr_artifact: stderr.artifact,
+        background_pids: parts.background_pids,
+        call_id: parts.call_id,
+    }
+}

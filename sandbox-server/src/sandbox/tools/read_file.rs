@@ -1,0 +1,148 @@
+//! `read_file`: numbered lines of a text file, a page at a time.
+
+use std::io::{BufRead, BufReader, Read, Seek};
+
+use sandbox_protocol::{ReadFileArgs, ReadFileResult};
+
+use super::{blocking, check_path, io_failure};
+use crate::sandbox::output::Window;
+use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
+
+const DEFAULT_LIMIT: u64 = 2000;
+const MAX_LIMIT: u64 = 100_000;
+/// How much of the start of a file decides whether it is binary.
+const SNIFF_BYTES: usize = 8192;
+
+pub struct ReadFile;
+
+impl Validate for ReadFileArgs {
+    fn validate(&self) -> Result<(), String> {
+        check_path(&self.path)?;
+        if let Some(limit) = self.limit
+            && !(1..=MAX_LIMIT).contains(&limit)
+        {
+            return Err(format!(
+                "limit: must be between 1 and {MAX_LIMIT}, got {limit}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Tool for ReadFile {
+    type Args = ReadFileArgs;
+    type Output = ReadFileResult;
+
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+
+    fn description(&self) -> &'static str {
+        "Read numbered lines from a file in the working directory."
+    }
+
+    async fn execute(
+        &self,
+        args: ReadFileArgs,
+        ctx: ToolContext,
+    ) -> Result<ReadFileResult, ToolError> {
+        blocking(move || read(&args, &ctx)).await
+    }
+}
+
+fn read(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ReadFileResult, ToolError> {
+    let path = args.path.as_str();
+    let offset = args.offset.unwrap_or(0);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+    let output_limit = ctx.limits.output_limit_chars;
+    let (mut file, size) = ctx.workspace.open_regular(path)?;
+
+    let mut sniff = Vec::with_capacity(SNIFF_BYTES);
+    (&mut file)
+        .take(SNIFF_BYTES as u64)
+        .read_to_end(&mut sniff)
+        .map_err(|err| io_failure(path, err))?;
+    if let Some(at) = sniff.iter().position(|&b| b == 0) {
+        return Err(ToolError::BinaryFile(format!(
+            "{path}: binary file ({size} bytes, a NUL byte at offset {at}); read_file shows text only, inspect it with bash instead (for example `xxd {path} | head`)"
+        )));
+    }
+    file.rewind().map_err(|err| io_failure(path, err))?;
+
+    // One pass: keep the lines of the page (each cut to what the model could ever see) and
+    // count all lines, so memory stays bounded whatever the file's size or line length.
+    let line_cap = output_limit.saturating_mul(4);
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut page: Vec<Vec<u8>> = Vec::new();
+    let mut current: Vec<u8> = Vec::new();
+    let mut n_lines: u64 = 0;
+    let mut at_line_start = true;
+    loop {
+        let chunk = reader.fill_buf().map_err(|err| io_failure(path, err))?;
+        if chunk.is_empty() {
+            break;
+        }
+        let chunk_len = chunk.len();
+        for piece in chunk.split_inclusive(|&b| b == b'\n') {
+            let in_page = n_lines >= offset && n_lines < offset.saturating_add(limit);
+            if in_page {
+                let room = line_cap.saturating_sub(current.len());
+                current.extend_from_slice(&piece[..piece.len().min(room)]);
+            }
+            at_line_start = piece.ends_with(b"\n");
+            if at_line_start {
+                if in_page {
+                    page.push(std::mem::take(&mut current));
+                }
+                n_lines += 1;
+            }
+        }
+        reader.consume(chunk_len);
+    }
+    if !at_line_start {
+        if n_lines >= offset && n_lines < offset.saturating_add(limit) {
+            page.push(current);
+        }
+        n_lines += 1;
+    }
+
+    let first_line = offset + 1;
+    let lines: Vec<String> = page
+        .iter()
+        .enumerate()
+        .map(|(idx, line)| {
+            let text = String::from_utf8_lossy(line);
+            format!(
+                "{:4}: {}",
+                first_line + idx as u64,
+                text.trim_end_matches(['\r', '\n'])
+            )
+        })
+        .collect();
+    let n_returned = lines.len() as u64;
+    let mut output = lines.join("\n");
+    if n_lines == 0 {
+        output = "(empty file)".to_owned();
+    } else if n_returned == 0 {
+        output = format!("(the file has {n_lines} lines; offset {offset} is past the end)");
+    } else if offset + n_returned < n_lines || offset > 0 {
+        let last = offset + n_returned;
+        output.push_str(&format!("\n... (lines {first_line}-{last} of {n_lines}"));
+        if last < n_lines {
+            output.push_str(&format!("; use offset={last} to read more"));
+        }
+        output.push(')');
+    }
+    let (output, truncated) = Window::whole(output).cut(
+        output_limit,
+        "the page was cut to the output limit: read fewer lines with a smaller limit, or a later offset",
+    );
+    Ok(ReadFileResult {
+        output,
+        path: path.to_owned(),
+        total_lines: n_lines,
+        first_line,
+        lines_returned: n_returned,
+        truncated,
+    })
+}

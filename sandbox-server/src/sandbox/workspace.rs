@@ -1,0 +1,342 @@
+//! The workspace boundary for file tools.
+//!
+//! Paths are resolved one component at a time with `openat` from a directory descriptor of
+//! the root, never by string manipulation on the full path. Every step is `O_NOFOLLOW`;
+//! symlinks are expanded here, by hand, so one that leads outside (as the last component or
+//! any parent) is refused, and one swapped in between the check and the open makes the open
+//! fail instead of escaping. `bash` is not confined by this module.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
+
+/// How many symlinks one resolution may follow, as Linux's own limit.
+const MAX_SYMLINKS: usize = 40;
+
+/// Why a path was refused or could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The path leads outside the workspace root (absolute, `..` or through a symlink).
+    #[error("{path}: path is outside the workspace ({why})")]
+    OutsideWorkspace { path: String, why: String },
+    /// The path names a directory, FIFO, socket or device where a regular file was expected.
+    #[error("{path}: not a regular file (it is a {kind})")]
+    NotRegularFile { path: String, kind: &'static str },
+    /// No file at that path.
+    #[error("{path}: no such file")]
+    NotFound { path: String },
+    /// The path is empty or contains a NUL byte.
+    #[error("path: {0}")]
+    InvalidPath(String),
+    /// The server's user may not access the file.
+    #[error("{path}: permission denied")]
+    PermissionDenied { path: String },
+    /// Any other I/O failure.
+    #[error("{path}: {source}")]
+    Io { path: String, source: io::Error },
+}
+
+/// The result of an atomic write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOutcome {
+    pub created: bool,
+}
+
+/// The confined workspace root.
+#[derive(Debug)]
+pub struct Workspace {
+    root: PathBuf,
+    root_fd: OwnedFd,
+}
+
+impl Workspace {
+    /// Opens the root; it must exist and be a directory.
+    pub fn open(root: &Path) -> io::Result<Workspace> {
+        let root = root.canonicalize()?;
+        let root_fd = openat(
+            nix::fcntl::AT_FDCWD,
+            &root,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Workspace { root, root_fd })
+    }
+
+    /// The canonical absolute path of the root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Opens a regular file for reading; returns it with its size.
+    pub fn open_regular(&self, path: &str) -> Result<(File, u64), WorkspaceError> {
+        let (dir, name) = self.resolve(path, false)?;
+        let flags = OFlag::O_RDONLY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_CLOEXEC
+            | OFlag::O_NOCTTY;
+        let fd = openat(&dir, name.as_os_str(), flags, Mode::empty())
+            .map_err(|errno| open_error(path, errno))?;
+        let stat = fstat(&fd).map_err(|errno| io_error(path, errno))?;
+        if let Some(kind) = irregular_kind(&stat) {
+            return Err(WorkspaceError::NotRegularFile {
+                path: path.to_owned(),
+                kind,
+            });
+        }
+        Ok((File::from(fd), stat.st_size as u64))
+    }
+
+    /// Replaces (or creates) a file with `content`: a temporary file in the same folder,
+    /// synced, then renamed over the target, so a crash leaves the old file or the new one,
+    /// never half of either. Missing parent folders are created; an existing file keeps its mode.
+    pub fn write_atomic(&self, path: &str, content: &[u8]) -> Result<WriteOutcome, WorkspaceError> {
+        let (dir, name) = self.resolve(path, true)?;
+        let existing = match fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(stat) => {
+                if let Some(kind) = irregular_kind(&stat) {
+                    return Err(WorkspaceError::NotRegularFile {
+                        path: path.to_owned(),
+                        kind,
+                    });
+                }
+                Some(stat)
+            }
+            Err(Errno::ENOENT) => None,
+            Err(errno) => return Err(io_error(path, errno)),
+        };
+        let temp_name = format!(".sandbox-tmp-{:016x}", rand::random::<u64>());
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(
+            &dir,
+            temp_name.as_str(),
+            flags,
+            Mode::from_bits_truncate(0o666),
+        )
+        .map_err(|errno| open_error(path, errno))?;
+        let result = (|| {
+            if let Some(stat) = &existing {
+                fchmod(&fd, Mode::from_bits_truncate(stat.st_mode & 0o7777))?;
+            }
+            let mut file = File::from(fd);
+            file.write_all(content)?;
+            file.sync_all()?;
+            renameat(&dir, temp_name.as_str(), &dir, name.as_os_str())?;
+            Ok::<(), io::Error>(())
+        })();
+        if let Err(source) = result {
+            let _ = unlinkat(&dir, temp_name.as_str(), UnlinkatFlags::NoRemoveDir);
+            return Err(WorkspaceError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+        Ok(WriteOutcome {
+            created: existing.is_none(),
+        })
+    }
+
+    /// Resolves `path` to its parent directory and final name, inside the root.
+    fn resolve(
+        &self,
+        path: &str,
+        create_parents: bool,
+    ) -> Result<(OwnedFd, OsString), WorkspaceError> {
+        let outside = |why: &str| WorkspaceError::OutsideWorkspace {
+            path: path.to_owned(),
+            why: why.to_owned(),
+        };
+        let mut queue = self
+            .components(path, Path::new(path))
+            .map_err(|why| match why {
+                Refusal::Outside(why) => outside(&why),
+                Refusal::Invalid(why) => WorkspaceError::InvalidPath(why),
+            })?;
+        let mut stack: Vec<OwnedFd> =
+            vec![self.dup_root().map_err(|source| WorkspaceError::Io {
+                path: path.to_owned(),
+                source,
+            })?];
+        let mut n_links = 0;
+        while let Some(component) = queue.pop_front() {
+            if component == "." {
+                continue;
+            }
+            if component == ".." {
+                if stack.len() == 1 {
+                    return Err(outside("`..` leads above the workspace root"));
+                }
+                stack.pop();
+                continue;
+            }
+            let is_last = queue.is_empty();
+            let top = stack.last().expect("the stack always holds the root");
+            match fstatat(top, component.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(stat)
+                    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT
+                        == SFlag::S_IFLNK =>
+                {
+                    n_links += 1;
+                    if n_links > MAX_SYMLINKS {
+                        return Err(outside("too many levels of symbolic links"));
+                    }
+                    let target = readlinkat(top, component.as_os_str())
+                        .map_err(|errno| io_error(path, errno))?;
+                    let target_path = PathBuf::from(&target);
+                    if target_path.is_absolute() {
+                        stack.truncate(1);
+                    }
+                    let mut expanded = self.components(path, &target_path).map_err(|_| {
+                        outside(&format!("a symlink points to {}", target_path.display()))
+                    })?;
+                    expanded.extend(queue);
+                    queue = expanded;
+                }
+                Ok(stat) if is_last => {
+                    let _ = stat;
+                    return Ok((dup(top).map_err(|errno| io_error(path, errno))?, component));
+                }
+                Ok(stat) => {
+                    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
+                        return Err(WorkspaceError::NotFound {
+                            path: path.to_owned(),
+                        });
+                    }
+                    stack.push(open_dir(top, &component).map_err(|errno| open_error(path, errno))?);
+                }
+                Err(Errno::ENOENT) if is_last => {
+                    return Ok((dup(top).map_err(|errno| io_error(path, errno))?, component));
+                }
+                Err(Errno::ENOENT) if create_parents => {
+                    match mkdirat(top, component.as_os_str(), Mode::from_bits_truncate(0o777)) {
+                        Ok(()) | Err(Errno::EEXIST) => {}
+                        Err(errno) => return Err(io_error(path, errno)),
+                    }
+                    stack.push(open_dir(top, &component).map_err(|errno| open_error(path, errno))?);
+                }
+                Err(Errno::ENOENT) => {
+                    return Err(WorkspaceError::NotFound {
+                        path: path.to_owned(),
+                    });
+                }
+                Err(errno) => return Err(io_error(path, errno)),
+            }
+        }
+        Err(WorkspaceError::NotRegularFile {
+            path: path.to_owned(),
+            kind: "directory",
+        })
+    }
+
+    /// Splits a path into components relative to the root. An absolute path is accepted only
+    /// when it lies under the root's canonical path.
+    fn components(&self, original: &str, path: &Path) -> Result<VecDeque<OsString>, Refusal> {
+        if path.as_os_str().is_empty() {
+            return Err(Refusal::Invalid(format!("`{original}` is empty")));
+        }
+        if path.as_os_str().as_bytes().contains(&0) {
+            return Err(Refusal::Invalid("contains a NUL byte".to_owned()));
+        }
+        let relative = if path.is_absolute() {
+            path.strip_prefix(&self.root).map_err(|_| {
+                Refusal::Outside(format!("absolute path not under {}", self.root.display()))
+            })?
+        } else {
+            path
+        };
+        Ok(relative
+            .components()
+            .filter_map(|component| match component {
+                Component::Normal(name) => Some(name.to_owned()),
+                Component::ParentDir => Some(OsString::from("..")),
+                Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+            })
+            .collect())
+    }
+
+    fn dup_root(&self) -> io::Result<OwnedFd> {
+        self.root_fd.try_clone()
+    }
+}
+
+enum Refusal {
+    Outside(String),
+    Invalid(String),
+}
+
+fn dup(fd: &OwnedFd) -> Result<OwnedFd, Errno> {
+    fd.try_clone()
+        .map_err(|err| Errno::from_raw(err.raw_os_error().unwrap_or(libc_eio())))
+}
+
+fn libc_eio() -> i32 {
+    Errno::EIO as i32
+}
+
+fn open_dir(parent: &OwnedFd, name: &OsStr) -> Result<OwnedFd, Errno> {
+    openat(
+        parent.as_fd(),
+        name,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// `None` for a regular file, else what it is.
+fn irregular_kind(stat: &FileStat) -> Option<&'static str> {
+    let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    match kind {
+        k if k == SFlag::S_IFREG => None,
+        k if k == SFlag::S_IFDIR => Some("directory"),
+        k if k == SFlag::S_IFIFO => Some("FIFO"),
+        k if k == SFlag::S_IFSOCK => Some("socket"),
+        k if k == SFlag::S_IFCHR => Some("character device"),
+        k if k == SFlag::S_IFBLK => Some("block device"),
+        k if k == SFlag::S_IFLNK => Some("symbolic link"),
+        _ => Some("special file"),
+    }
+}
+
+fn open_error(path: &str, errno: Errno) -> WorkspaceError {
+    match errno {
+        // O_NOFOLLOW met a symlink, or O_DIRECTORY a non-directory: the tree changed between
+        // the check and the open. Refuse rather than follow.
+        Errno::ELOOP | Errno::ENOTDIR => WorkspaceError::OutsideWorkspace {
+            path: path.to_owned(),
+            why: "a path component was replaced by a symlink while it was being opened".to_owned(),
+        },
+        Errno::ENOENT => WorkspaceError::NotFound {
+            path: path.to_owned(),
+        },
+        _ => io_error(path, errno),
+    }
+}
+
+fn io_error(path: &str, errno: Errno) -> WorkspaceError {
+    match errno {
+        Errno::EACCES | Errno::EPERM => WorkspaceError::PermissionDenied {
+            path: path.to_owned(),
+        },
+        Errno::ENOENT => WorkspaceError::NotFound {
+            path: path.to_owned(),
+        },
+        Errno::EISDIR => WorkspaceError::NotRegularFile {
+            path: path.to_owned(),
+            kind: "directory",
+        },
+        _ => WorkspaceError::Io {
+            path: path.to_owned(),
+            source: io::Error::from(errno),
+        },
+    }
+}
