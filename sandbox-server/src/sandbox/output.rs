@@ -5,6 +5,7 @@
 //! hashed as it is written. Whatever a command prints, the server holds a few hundred KB.
 
 use std::collections::{HashMap, VecDeque};
+
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -66,7 +67,7 @@ impl ArtifactStore {
             total: 0,
             window,
             head: Vec::new(),
-            tail: VecDeque::new(),
+            tail: Vec::new(),
             utf8: Utf8Check::default(),
         })
     }
@@ -100,7 +101,9 @@ pub struct StreamCapture {
     total: u64,
     window: usize,
     head: Vec<u8>,
-    tail: VecDeque<u8>,
+    /// The last bytes seen, up to `2 * window` between compactions so that trimming it is
+    /// an amortised memmove rather than work per byte.
+    tail: Vec<u8>,
     utf8: Utf8Check,
 }
 
@@ -132,11 +135,14 @@ impl StreamCapture {
         let rest = &chunk[to_head..];
         if rest.len() >= self.window {
             self.tail.clear();
-            self.tail.extend(&rest[rest.len() - self.window..]);
+            self.tail
+                .extend_from_slice(&rest[rest.len() - self.window..]);
         } else {
-            self.tail.extend(rest);
-            let excess = self.tail.len().saturating_sub(self.window);
-            self.tail.drain(..excess);
+            self.tail.extend_from_slice(rest);
+            if self.tail.len() > 2 * self.window {
+                let excess = self.tail.len() - self.window;
+                self.tail.drain(..excess);
+            }
         }
     }
 
@@ -148,7 +154,7 @@ impl StreamCapture {
         }
         let sha256 = hex::encode(self.hasher.finalize());
         store.register(&self.id, self.stored);
-        let tail: Vec<u8> = self.tail.into_iter().collect();
+        let tail = &self.tail[self.tail.len().saturating_sub(self.window)..];
         let complete = tail.is_empty();
         CapturedStream {
             artifact: Artifact {
@@ -162,7 +168,7 @@ impl StreamCapture {
             },
             window: Window {
                 head: decode_head(&self.head, complete),
-                tail: decode_tail(&tail),
+                tail: decode_tail(tail),
                 complete,
                 total_bytes: self.total,
             },

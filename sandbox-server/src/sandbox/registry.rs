@@ -166,6 +166,21 @@ pub fn parse_args<A: DeserializeOwned + Validate>(body: &[u8]) -> Result<A, Tool
             "request body is empty: send the tool's arguments as a JSON object".to_owned(),
         ));
     }
+    // serde would also accept a struct as a JSON array of its fields; a tool takes an object.
+    let first = body.iter().copied().find(|b| !b.is_ascii_whitespace());
+    if first != Some(b'{') {
+        let kind = match first {
+            Some(b'[') => "an array",
+            Some(b'"') => "a string",
+            Some(b'n') => "null",
+            Some(b't' | b'f') => "a boolean",
+            Some(b'-' | b'0'..=b'9') => "a number",
+            _ => "not JSON",
+        };
+        return Err(ToolError::InvalidArguments(format!(
+            "the arguments must be a JSON object, got {kind}"
+        )));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let args: A = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();

@@ -84,8 +84,19 @@ impl Workspace {
             | OFlag::O_NONBLOCK
             | OFlag::O_CLOEXEC
             | OFlag::O_NOCTTY;
-        let fd = openat(&dir, name.as_os_str(), flags, Mode::empty())
-            .map_err(|errno| open_error(path, errno))?;
+        let fd = openat(&dir, name.as_os_str(), flags, Mode::empty()).map_err(|errno| {
+            // A socket cannot be opened at all (ENXIO); say what it is rather than why.
+            match fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(stat) if errno != Errno::ELOOP => match irregular_kind(&stat) {
+                    Some(kind) => WorkspaceError::NotRegularFile {
+                        path: path.to_owned(),
+                        kind,
+                    },
+                    None => open_error(path, errno),
+                },
+                _ => open_error(path, errno),
+            }
+        })?;
         let stat = fstat(&fd).map_err(|errno| io_error(path, errno))?;
         if let Some(kind) = irregular_kind(&stat) {
             return Err(WorkspaceError::NotRegularFile {

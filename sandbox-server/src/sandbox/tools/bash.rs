@@ -153,17 +153,16 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
     };
     ctx.supervisor.call_finished(&call_id);
 
-    Ok(compose(Composition {
+    let parts = Composition {
         exit,
         timed_out,
         timeout_secs,
         duration_ms,
-        stdout,
-        stderr,
         background_pids,
         call_id,
         ctx: &ctx,
-    }))
+    };
+    Ok(compose(parts, stdout, stderr))
 }
 
 struct Composition<'a> {
@@ -171,8 +170,6 @@ struct Composition<'a> {
     timed_out: bool,
     timeout_secs: u32,
     duration_ms: u64,
-    stdout: StreamCapture,
-    stderr: StreamCapture,
     background_pids: Vec<u32>,
     call_id: String,
     ctx: &'a ToolContext,
@@ -180,14 +177,68 @@ struct Composition<'a> {
 
 /// Lays out the result as the seed does: `exit=N`, then indented `stdout:` and `stderr:`
 /// blocks, all within the output limit.
-fn compose(parts: Composition<'_>) -> BashResult {
+fn compose(parts: Composition<'_>, stdout: StreamCapture, stderr: StreamCapture) -> BashResult {
     let limit = parts.ctx.limits.output_limit_chars;
-    let mut stdout = parts.stdout.finish(&parts.ctx.artifacts);
-    let mut stderr = parts.stderr.finish(&parts.ctx.artifacts);
+    let mut stdout = stdout.finish(&parts.ctx.artifacts);
+    let mut stderr = stderr.finish(&parts.ctx.artifacts);
 
-    let budget = limit.saturating_sub(HEADER_ALLOWANCE);
     let (n_out, n_err) = (stdout.window.approx_chars(), stderr.window.approx_chars());
-    let (out_budget, err_budget) = if n_out + n_err <= budget {
+    let hint =
+        |name: &str, id: &str| format!("the full {name} is artifact {id}: GET /v1/artifacts/{id}");
+    let (out_hint, err_hint) = (
+        hint("stdout", &stdout.artifact.id),
+        hint("stderr", &stderr.artifact.id),
+    );
+    let attempt = |budget: usize| {
+        let (out_budget, err_budget) = split_budget(budget, n_out, n_err);
+        let stdout_cut = stdout.window.cut(out_budget, &out_hint);
+        let stderr_cut = stderr.window.cut(err_budget, &err_hint);
+        let output = layout(&parts, &stdout_cut.0, &stderr_cut.0);
+        (output, stdout_cut, stderr_cut)
+    };
+    // Indentation adds two characters a line, so many short lines can overflow the budget:
+    // shrink it by the overflow and lay out again (a few rounds at most).
+    let mut budget = limit.saturating_sub(HEADER_ALLOWANCE);
+    let (mut output, mut stdout_cut, mut stderr_cut) = attempt(budget);
+    for _ in 0..6 {
+        let n_chars = output.chars().count();
+        if n_chars <= limit {
+            break;
+        }
+        budget = budget.saturating_sub(n_chars - limit + 64);
+        (output, stdout_cut, stderr_cut) = attempt(budget);
+    }
+    if output.chars().count() > limit {
+        let hint = format!(
+            "full outputs: stdout artifact {}, stderr artifact {}",
+            stdout.artifact.id, stderr.artifact.id
+        );
+        output = Window::whole(output).cut(limit, &hint).0;
+    }
+    let ((stdout_text, stdout_truncated), (stderr_text, stderr_truncated)) =
+        (stdout_cut, stderr_cut);
+    stdout.artifact.truncated = stdout_truncated;
+    stderr.artifact.truncated = stderr_truncated;
+
+    BashResult {
+        output,
+        exit_code: parts.exit.code,
+        signal: parts.exit.signal,
+        timed_out: parts.timed_out,
+        duration_ms: parts.duration_ms,
+        stdout: stdout_text,
+        stderr: stderr_text,
+        stdout_artifact: stdout.artifact,
+        stderr_artifact: stderr.artifact,
+        background_pids: parts.background_pids,
+        call_id: parts.call_id,
+    }
+}
+
+/// Shares `budget` characters between the streams: a small one is kept whole, two large ones
+/// get half each.
+fn split_budget(budget: usize, n_out: usize, n_err: usize) -> (usize, usize) {
+    if n_out + n_err <= budget {
         (n_out, n_err)
     } else if n_out.min(n_err) <= budget / 2 {
         if n_out < n_err {
@@ -197,29 +248,23 @@ fn compose(parts: Composition<'_>) -> BashResult {
         }
     } else {
         (budget / 2, budget / 2)
-    };
-    let hint =
-        |name: &str, id: &str| format!("the full {name} is artifact {id}: GET /v1/artifacts/{id}");
-    let (stdout_text, stdout_cut) = stdout
-        .window
-        .cut(out_budget, &hint("stdout", &stdout.artifact.id));
-    let (stderr_text, stderr_cut) = stderr
-        .window
-        .cut(err_budget, &hint("stderr", &stderr.artifact.id));
-    stdout.artifact.truncated = stdout_cut;
-    stderr.artifact.truncated = stderr_cut;
+    }
+}
 
+/// The seed's layout: `exit=N`, then `stdout:` and `stderr:` blocks indented by two spaces,
+/// then notes on a timeout or on processes left running.
+fn layout(parts: &Composition<'_>, stdout: &str, stderr: &str) -> String {
     let mut sections = vec![format!("exit={}", parts.exit.code)];
-    if !stdout_text.is_empty() {
+    if !stdout.is_empty() {
         sections.push(format!(
             "stdout:\n{}",
-            indent(stdout_text.trim_end_matches('\n'))
+            indent(stdout.trim_end_matches('\n'))
         ));
     }
-    if !stderr_text.is_empty() {
+    if !stderr.is_empty() {
         sections.push(format!(
             "stderr:\n{}",
-            indent(stderr_text.trim_end_matches('\n'))
+            indent(stderr.trim_end_matches('\n'))
         ));
     }
     if parts.timed_out {
@@ -235,27 +280,5 @@ fn compose(parts: Composition<'_>) -> BashResult {
             pids.join(", ")
         ));
     }
-    let mut output = sections.join("\n");
-    if output.chars().count() > limit {
-        // Indentation can push many short lines over the limit.
-        let hint = format!(
-            "full outputs: stdout artifact {}, stderr artifact {}",
-            stdout.artifact.id, stderr.artifact.id
-        );
-        output = Window::whole(output).cut(limit, &hint).0;
-    }
-
-    BashResult {
-        output,
-        exit_code: parts.exit.code,
-        signal: parts.exit.signal,
-        timed_out: parts.timed_out,
-        duration_ms: parts.duration_ms,
-        stdout: stdout_text,
-        stderr: stderr_text,
-        stdout_artifact: stdout.artifact,
-        stderr_artifact: stderr.artifact,
-        background_pids: parts.background_pids,
-        call_id: parts.call_id,
-    }
+    sections.join("\n")
 }

@@ -1,0 +1,215 @@
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A running server over a temporary workspace; stopped with SIGTERM on drop.
+pub struct Server {
+    pub base: String,
+    pub child: Child,
+    pub workspace: tempfile::TempDir,
+    pub token: Option<String>,
+    pub client: reqwest::Client,
+    _token_dir: tempfile::TempDir,
+}
+
+#[derive(Default)]
+pub struct Options {
+    pub token: bool,
+    pub extra_args: Vec<String>,
+}
+
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sandbox-server"))
+}
+
+pub async fn start() -> Server {
+    start_with(Options::default()).await
+}
+
+pub async fn start_with(options: Options) -> Server {
+    let workspace = tempfile::tempdir().unwrap();
+    start_in(workspace, options).await
+}
+
+pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server {
+    let token_dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(binary());
+    command
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace.path())
+        .args(["--listen", "127.0.0.1:0"])
+        .args(&options.extra_args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let token = options.token.then(|| {
+        let path = token_dir.path().join("token");
+        std::fs::write(&path, format!("{TOKEN}\n")).unwrap();
+        command.arg("--token-file").arg(&path);
+        TOKEN.to_owned()
+    });
+    let mut child = command.spawn().expect("start sandbox-server");
+    let address = read_address(&mut child);
+    Server {
+        base: format!("http://{address}"),
+        child,
+        workspace,
+        token,
+        client: reqwest::Client::new(),
+        _token_dir: token_dir,
+    }
+}
+
+/// Reads the `{"listening": ADDR}` line the server prints once bound.
+pub fn read_address(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the address line");
+    let value: Value =
+        serde_json::from_str(&line).unwrap_or_else(|err| panic!("address line {line:?}: {err}"));
+    value["listening"]
+        .as_str()
+        .expect("listening key")
+        .to_owned()
+}
+
+impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.workspace.path().join(relative)
+    }
+
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let builder = self.client.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    /// Calls a tool; returns the status and the JSON body.
+    pub async fn call(&self, tool: &str, args: Value) -> (u16, Value) {
+        let response = self
+            .request(reqwest::Method::POST, &format!("/v1/tools/{tool}"))
+            .json(&args)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
+    /// Calls a tool that must succeed.
+    pub async fn ok(&self, tool: &str, args: Value) -> Value {
+        let (status, body) = self.call(tool, args).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let response = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        signal(self.child.id(), "TERM");
+        wait_exit(&mut self.child, Duration::from_secs(30)).expect("the server exits after SIGTERM")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            signal(self.child.id(), "TERM");
+            if wait_exit(&mut self.child, Duration::from_secs(15)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}
+
+pub fn signal(pid: u32, name: &str) {
+    Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+}
+
+pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Whether a pid names a live (non-zombie) process.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap();
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+/// Polls (bounded) until `pid` is gone.
+pub async fn gone_within(pid: u32, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Resident memory of a process in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("VmRSS")
+}
+
+pub fn read_pid_file(path: &Path) -> u32 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}

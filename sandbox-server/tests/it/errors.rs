@@ -1,0 +1,224 @@
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::common::{self, Options};
+
+async fn error_of(response: reqwest::Response) -> (u16, String, String) {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    let error = &body["error"];
+    (
+        status,
+        error["type"].as_str().unwrap().to_owned(),
+        error["message"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn missing_or_wrong_token_is_401_on_every_v1_route() {
+    let server = common::start_with(Options {
+        token: true,
+        ..Options::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    for (method, path) in [
+        (reqwest::Method::GET, "/v1/info"),
+        (reqwest::Method::GET, "/v1/tools"),
+        (reqwest::Method::POST, "/v1/tools/bash"),
+        (reqwest::Method::POST, "/v1/tools/nope"),
+        (reqwest::Method::GET, "/v1/processes"),
+        (reqwest::Method::GET, "/v1/artifacts/art_0"),
+    ] {
+        let url = format!("{}{path}", server.base);
+        let missing = client
+            .request(method.clone(), &url)
+            .json(&json!({"cmd": "true"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+        let (status, error_type, _) = error_of(missing).await;
+        assert_eq!(
+            (status, error_type.as_str()),
+            (401, "unauthorized"),
+            "{path}"
+        );
+        let wrong = client
+            .request(method, &url)
+            .bearer_auth("wrong-token-0123456789")
+            .send()
+            .await
+            .unwrap();
+        let (status, _, message) = error_of(wrong).await;
+        assert_eq!((status, message.as_str()), (401, "wrong token"), "{path}");
+    }
+    let ok = server.ok("bash", json!({"cmd": "true"})).await;
+    assert_eq!(ok["exit_code"], 0);
+}
+
+#[tokio::test]
+async fn unknown_tool_and_route_are_404_and_wrong_method_is_405() {
+    let server = common::start().await;
+    let (status, body) = server.call("rm_rf", json!({})).await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["type"], "unknown_tool");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("enabled tools: bash, read_file")
+    );
+
+    let (status, body) = server.get_json("/v2/nothing").await;
+    assert_eq!(
+        (status, body["error"]["type"].as_str().unwrap()),
+        (404, "not_found")
+    );
+
+    let response = server
+        .request(reqwest::Method::GET, "/v1/tools/bash")
+        .send()
+        .await
+        .unwrap();
+    let (status, error_type, _) = error_of(response).await;
+    assert_eq!((status, error_type.as_str()), (405, "method_not_allowed"));
+}
+
+#[tokio::test]
+async fn body_over_the_limit_is_413() {
+    let server = common::start_with(Options {
+        extra_args: vec!["--max-body-bytes".into(), "1000".into()],
+        ..Options::default()
+    })
+    .await;
+    let content = "x".repeat(2000);
+    let (status, body) = server
+        .call("write_file", json!({"path": "big.txt", "content": content}))
+        .await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["type"], "payload_too_large");
+    assert!(!server.path("big.txt").exists());
+}
+
+#[tokio::test]
+async fn invalid_arguments_are_422_naming_the_field() {
+    let server = common::start().await;
+    let cases = [
+        ("bash", json!({}), "missing field `cmd`"),
+        (
+            "bash",
+            json!({"cmd": 5}),
+            "cmd: invalid type: integer `5`, expected a string",
+        ),
+        (
+            "bash",
+            json!({"cmd": "ls", "cwd": "/"}),
+            "cwd: unknown field `cwd`, expected `cmd` or `timeout`",
+        ),
+        (
+            "bash",
+            json!({"cmd": "ls", "timeout": 0}),
+            "timeout: must be between 1 and 3600 seconds, got 0",
+        ),
+        (
+            "bash",
+            json!({"cmd": "ls", "timeout": 3601}),
+            "timeout: must be between 1 and 3600 seconds, got 3601",
+        ),
+        (
+            "bash",
+            json!({"cmd": "ls", "timeout": -1}),
+            "timeout: invalid value: integer `-1`, expected u32",
+        ),
+        (
+            "bash",
+            json!({"cmd": "ls", "timeout": "5"}),
+            "timeout: invalid type: string \"5\", expected u32",
+        ),
+        (
+            "bash",
+            json!(["ls"]),
+            "the arguments must be a JSON object, got an array",
+        ),
+        (
+            "bash",
+            json!(null),
+            "the arguments must be a JSON object, got null",
+        ),
+        (
+            "read_file",
+            json!({"path": "a", "limit": 0}),
+            "limit: must be between 1 and 100000, got 0",
+        ),
+        ("read_file", json!({"path": ""}), "path: must not be empty"),
+        (
+            "search_replace",
+            json!({"path": "a", "search": "", "replace": "b"}),
+            "search: must not be empty",
+        ),
+        (
+            "write_file",
+            json!({"path": "a"}),
+            "missing field `content`",
+        ),
+    ];
+    for (tool, args, expected) in cases {
+        let (status, body) = server.call(tool, args.clone()).await;
+        assert_eq!(status, 422, "{tool} {args}: {body}");
+        assert_eq!(body["error"]["type"], "invalid_arguments");
+        assert_eq!(body["error"]["message"], expected, "{tool} {args}");
+    }
+    let response = server
+        .request(reqwest::Method::POST, "/v1/tools/bash")
+        .body("{\"cmd\": ")
+        .send()
+        .await
+        .unwrap();
+    let (status, error_type, message) = error_of(response).await;
+    assert_eq!((status, error_type.as_str()), (422, "invalid_arguments"));
+    assert!(message.starts_with("body is not valid JSON"), "{message}");
+    let response = server
+        .request(reqwest::Method::POST, "/v1/tools/bash")
+        .send()
+        .await
+        .unwrap();
+    let (status, _, message) = error_of(response).await;
+    assert_eq!(status, 422);
+    assert!(message.contains("request body is empty"), "{message}");
+}
+
+#[tokio::test]
+async fn calls_over_the_concurrency_limit_get_429_with_retry_after() {
+    let server = common::start_with(Options {
+        extra_args: vec!["--max-concurrent-calls".into(), "2".into()],
+        ..Options::default()
+    })
+    .await;
+    let server = std::sync::Arc::new(server);
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let server = server.clone();
+        slow.push(tokio::spawn(async move {
+            server.ok("bash", json!({"cmd": "sleep 1"})).await
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let response = server
+        .request(reqwest::Method::POST, "/v1/tools/bash")
+        .json(&json!({"cmd": "true"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["retry-after"], "1");
+    let (status, error_type, _) = error_of(response).await;
+    assert_eq!((status, error_type.as_str()), (429, "overloaded"));
+    for call in slow {
+        assert_eq!(call.await.unwrap()["exit_code"], 0);
+    }
+    // Slots free again once the calls return.
+    assert_eq!(
+        server.ok("bash", json!({"cmd": "true"})).await["exit_code"],
+        0
+    );
+}

@@ -1,0 +1,107 @@
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{self, Options};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// Regenerates a committed file; on a difference, rewrites it and fails so the change is seen.
+fn ensure_file_contents(path: &Path, contents: &str) {
+    let current = std::fs::read_to_string(path).unwrap_or_default();
+    if current == contents {
+        return;
+    }
+    std::fs::write(path, contents).unwrap();
+    panic!(
+        "{} was stale and has been regenerated; review and commit it",
+        path.display()
+    );
+}
+
+#[test]
+fn committed_openapi_document_is_current() {
+    let output = Command::new(common::binary())
+        .arg("print-openapi")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let generated = String::from_utf8(output.stdout).unwrap();
+    ensure_file_contents(&repo_root().join("proto-docs/openapi.json"), &generated);
+}
+
+/// Every ```sh block in proto-docs/curl.md runs, in order, in one shell against a live server
+/// with a token, and its output contains each `# => text` line the block promises.
+#[tokio::test]
+async fn curl_examples_work_against_a_live_server() {
+    let server = common::start_with(Options {
+        token: true,
+        ..Options::default()
+    })
+    .await;
+    let doc = std::fs::read_to_string(repo_root().join("proto-docs/curl.md")).unwrap();
+    let mut blocks: Vec<String> = Vec::new();
+    let mut current: Option<String> = None;
+    for line in doc.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, "```sh") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(blocks.len() >= 10, "found only {} examples", blocks.len());
+
+    let token_file = server.workspace.path().join("../curl-token");
+    std::fs::write(&token_file, common::TOKEN).unwrap();
+    let mut script = String::from("set -u\n");
+    for (idx, block) in blocks.iter().enumerate() {
+        script.push_str(&format!("echo '@@@ block {idx}'\n{block}\necho\n"));
+    }
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(server.workspace.path())
+        .env("SANDBOX", &server.base)
+        .env("TOKEN", common::TOKEN)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "curl examples failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let outputs: Vec<&str> = stdout.split("@@@ block ").skip(1).collect();
+    assert_eq!(outputs.len(), blocks.len());
+    for (block, out) in blocks.iter().zip(outputs) {
+        assert!(
+            block.contains("curl"),
+            "every example is a curl call:\n{block}"
+        );
+        let expectations: Vec<&str> = block
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("# => "))
+            .collect();
+        assert!(
+            !expectations.is_empty(),
+            "example without a `# =>` expectation:\n{block}"
+        );
+        for expected in expectations {
+            assert!(
+                out.contains(expected),
+                "example:\n{block}\nprinted:\n{out}\nwithout {expected:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,181 @@
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::common::{self, Options};
+
+fn serve_fails(args: &[&str]) -> String {
+    let workspace = tempfile::tempdir().unwrap();
+    let output = Command::new(common::binary())
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace.path())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{args:?} should fail");
+    assert!(output.stdout.is_empty(), "no address line on failure");
+    String::from_utf8(output.stderr).unwrap()
+}
+
+#[test]
+fn refuses_a_non_loopback_address_without_a_token() {
+    let stderr = serve_fails(&["--listen", "0.0.0.0:0"]);
+    assert!(
+        stderr.contains("refusing to listen on a non-loopback address without a token"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_flags_are_named() {
+    let stderr = serve_fails(&["--listen", "127.0.0.1:0", "--tools", "bash,rm"]);
+    assert!(stderr.contains("--tools: unknown tool `rm`"), "{stderr}");
+    let stderr = serve_fails(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        "/nonexistent/token",
+    ]);
+    assert!(
+        stderr.contains("--token-file /nonexistent/token"),
+        "{stderr}"
+    );
+    let output = Command::new(common::binary())
+        .args([
+            "serve",
+            "--workspace",
+            "/nonexistent/workspace",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("--workspace /nonexistent/workspace"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn every_flag_is_also_an_environment_variable() {
+    let workspace = tempfile::tempdir().unwrap();
+    let mut child = Command::new(common::binary())
+        .arg("serve")
+        .env("SANDBOX_WORKSPACE", workspace.path())
+        .env("SANDBOX_LISTEN", "127.0.0.1:0")
+        .env("SANDBOX_TOOLS", "read_file")
+        .env("SANDBOX_LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = common::read_address(&mut child);
+    let info: serde_json::Value = reqwest::get(format!("http://{address}/v1/info"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["tools"], json!(["read_file"]));
+    common::signal(child.id(), "TERM");
+    assert!(
+        common::wait_exit(&mut child, Duration::from_secs(15))
+            .unwrap()
+            .success()
+    );
+}
+
+#[tokio::test]
+async fn sigterm_lets_in_flight_calls_finish_then_kills_background_processes() {
+    let mut server = common::start().await;
+    let background = server
+        .ok("bash", json!({"cmd": "sleep 300 & echo started"}))
+        .await;
+    let background_pid = background["background_pids"][0].as_u64().unwrap() as u32;
+    assert!(common::alive(background_pid));
+
+    let request = server
+        .request(reqwest::Method::POST, "/v1/tools/bash")
+        .json(&json!({"cmd": "sleep 1; echo finished"}))
+        .send();
+    let in_flight = tokio::spawn(request);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = server.pid();
+    let stopping = tokio::task::spawn_blocking(move || {
+        common::signal(pid, "TERM");
+    });
+    stopping.await.unwrap();
+    let response = in_flight.await.unwrap().unwrap();
+    let result: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(result["stdout"], "finished\n");
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !common::alive(background_pid),
+        "background process outlived the server"
+    );
+}
+
+#[tokio::test]
+async fn calls_that_outlive_the_shutdown_grace_are_killed_and_the_exit_is_still_clean() {
+    let mut server = common::start_with(Options {
+        extra_args: vec![
+            "--shutdown-grace-secs".into(),
+            "1".into(),
+            "--kill-grace-ms".into(),
+            "200".into(),
+        ],
+        ..Options::default()
+    })
+    .await;
+    let request = server
+        .request(reqwest::Method::POST, "/v1/tools/bash")
+        .json(&json!({"cmd": "echo $$ > long.pid; sleep 120"}))
+        .send();
+    let in_flight = tokio::spawn(request);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let shell_pid = common::read_pid_file(&server.path("long.pid"));
+    let start = Instant::now();
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(!common::alive(shell_pid));
+    // The call was answered (killed by a signal) or its connection closed; it did not hang.
+    let _ = tokio::time::timeout(Duration::from_secs(5), in_flight)
+        .await
+        .expect("the in-flight call ended");
+}
+
+#[tokio::test]
+async fn orphans_are_reaped_not_left_as_zombies() {
+    let server = common::start().await;
+    // The subshell exits at once; its sleep is orphaned, adopted by the server, and exits.
+    server
+        .ok("bash", json!({"cmd": "(sleep 0.2 &); (sleep 0.2 &); true"}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let pid = server.pid();
+    let zombies: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path().join("stat")).ok())
+        .filter(|stat| {
+            let fields: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect();
+            fields[0] == "Z" && fields[1] == pid.to_string()
+        })
+        .collect();
+    assert_eq!(zombies, Vec::<String>::new());
+}

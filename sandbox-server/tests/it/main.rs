@@ -1,0 +1,27 @@
+//! Integration tests: each runs a real `sandbox-server` process on 127.0.0.1:0 and talks to
+//! it over HTTP, as a client would.
+
+// These tests start the server binary and helper commands themselves.
+#![allow(clippy::disallowed_methods)]
+// Helpers shared by tests panic on failure like the tests themselves.
+#![allow(clippy::unwrap_used)]
+// A test binary has no public API; `pub` in its modules means "shared with the tests".
+#![allow(unreachable_pub)]
+
+/// Starting and stopping a server process; HTTP helpers.
+mod common;
+
+/// Health, info, the tool listing, the OpenAPI document and the docs page.
+mod api;
+/// `bash`: layout, timeouts that kill whole trees, background children, bounded output.
+mod bash;
+/// The workspace boundary: every escape attempt is refused.
+mod boundary;
+/// Error bodies and statuses: 401, 404, 405, 413, 422, 429.
+mod errors;
+/// `read_file`, `write_file` and `search_replace`.
+mod files;
+/// Generated and documented artefacts stay true: `proto-docs/openapi.json`, `proto-docs/curl.md`.
+mod generated;
+/// Start-up checks, graceful shutdown and reaping.
+mod lifecycle;
