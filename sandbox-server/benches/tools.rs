@@ -1,1 +1,262 @@
-fn main() {}
+//! Latency, throughput, memory and start-up time of a real sandbox-server over loopback HTTP.
+//!
+//! `cargo bench -p sandbox-server --bench tools` prints a table; figures are recorded in
+//! BENCHMARKS.md. Every loop is bounded by a count or a duration.
+
+// A benchmark binary prints its table and spawns the server it measures.
+#![allow(clippy::print_stdout, clippy::disallowed_methods, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const SEQUENTIAL_CALLS: usize = 500;
+const CONCURRENT_CLIENTS: usize = 16;
+const THROUGHPUT_WINDOW: Duration = Duration::from_secs(4);
+const STARTS: usize = 20;
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(workspace: &std::path::Path, worker_threads: usize) -> (Server, Duration) {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-server"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(workspace)
+        .args(["--worker-threads", &worker_threads.to_string()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address: Value = serde_json::from_str(&line).unwrap();
+    let base = format!("http://{}", address["listening"].as_str().unwrap());
+    // First healthy answer, over a fresh connection each try (bounded: 5 s).
+    let client = reqwest::blocking::Client::new();
+    while started.elapsed() < Duration::from_secs(5) {
+        if client
+            .get(format!("{base}/healthz"))
+            .send()
+            .is_ok_and(|r| r.status().is_success())
+        {
+            break;
+        }
+    }
+    let elapsed = started.elapsed();
+    (Server { child, base }, elapsed)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+struct Row {
+    what: String,
+    p50: Duration,
+    p99: Duration,
+}
+
+fn measure(what: &str, n: usize, mut f: impl FnMut()) -> Row {
+    for _ in 0..n / 10 {
+        f();
+    }
+    let mut samples: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    samples.sort();
+    Row {
+        what: what.to_owned(),
+        p50: percentile(&samples, 0.5),
+        p99: percentile(&samples, 0.99),
+    }
+}
+
+fn call(client: &reqwest::blocking::Client, base: &str, tool: &str, args: &Value) {
+    let response = client
+        .post(format!("{base}/v1/tools/{tool}"))
+        .json(args)
+        .send()
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "{tool}: {}",
+        response.status()
+    );
+    let _ = response.bytes().unwrap();
+}
+
+fn throughput(base: &str, tool: &'static str, args: Value) -> f64 {
+    let args = Arc::new(args);
+    let deadline = Instant::now() + THROUGHPUT_WINDOW;
+    let handles: Vec<_> = (0..CONCURRENT_CLIENTS)
+        .map(|_| {
+            let (base, args) = (base.to_owned(), args.clone());
+            std::thread::spawn(move || {
+                let client = reqwest::blocking::Client::new();
+                let mut n_calls = 0u64;
+                while Instant::now() < deadline {
+                    call(&client, &base, tool, &args);
+                    n_calls += 1;
+                }
+                n_calls
+            })
+        })
+        .collect();
+    let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    total as f64 / THROUGHPUT_WINDOW.as_secs_f64()
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(
+        workspace.path().join("ten-kb.txt"),
+        "abcdefghijklmnopqrstuvwxyz0123456789!\n".repeat(270),
+    )
+    .unwrap();
+    let content_10kb = "x".repeat(10_239) + "\n";
+
+    let mut starts: Vec<Duration> = Vec::new();
+    let mut idle_rss = Vec::new();
+    for _ in 0..STARTS {
+        let (server, elapsed) = start(workspace.path(), 2);
+        starts.push(elapsed);
+        std::thread::sleep(Duration::from_millis(100));
+        idle_rss.push(rss_kib(server.child.id()));
+    }
+    starts.sort();
+    idle_rss.sort_unstable();
+
+    let mut rows = vec![
+        measure("bare fork+exec `/bin/sh -c true`", SEQUENTIAL_CALLS, || {
+            assert!(
+                Command::new("/bin/sh")
+                    .args(["-c", "true"])
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }),
+        measure("bare fork+exec `bash -c true`", SEQUENTIAL_CALLS, || {
+            assert!(
+                Command::new("bash")
+                    .args(["-c", "true"])
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }),
+    ];
+    let mut rates = Vec::new();
+    let mut rss_after = Vec::new();
+    for worker_threads in [2, 1] {
+        let (server, _) = start(workspace.path(), worker_threads);
+        let client = reqwest::blocking::Client::new();
+        let base = server.base.clone();
+        let tag = format!(
+            "({worker_threads} worker thread{})",
+            if worker_threads == 1 { "" } else { "s" }
+        );
+        rows.push(measure(
+            &format!("HTTP bash `true` {tag}"),
+            SEQUENTIAL_CALLS,
+            || call(&client, &base, "bash", &json!({"cmd": "true"})),
+        ));
+        rows.push(measure(
+            &format!("HTTP read_file 10 KB {tag}"),
+            SEQUENTIAL_CALLS * 2,
+            || call(&client, &base, "read_file", &json!({"path": "ten-kb.txt"})),
+        ));
+        rows.push(measure(
+            &format!("HTTP write_file 10 KB {tag}"),
+            SEQUENTIAL_CALLS * 2,
+            || {
+                call(
+                    &client,
+                    &base,
+                    "write_file",
+                    &json!({"path": "out.txt", "content": content_10kb}),
+                )
+            },
+        ));
+        rows.push(measure(
+            &format!("HTTP GET /healthz {tag}"),
+            SEQUENTIAL_CALLS * 2,
+            || {
+                let _ = client
+                    .get(format!("{base}/healthz"))
+                    .send()
+                    .unwrap()
+                    .bytes()
+                    .unwrap();
+            },
+        ));
+        let bash_rps = throughput(&base, "bash", json!({"cmd": "true"}));
+        let read_rps = throughput(&base, "read_file", json!({"path": "ten-kb.txt"}));
+        rates.push(format!(
+            "| bash `true`, {CONCURRENT_CLIENTS} concurrent clients {tag} | {bash_rps:.0} calls/s |"
+        ));
+        rates.push(format!("| read_file 10 KB, {CONCURRENT_CLIENTS} concurrent clients {tag} | {read_rps:.0} calls/s |"));
+        rss_after.push(format!(
+            "| RSS after the runs above {tag} | {} KiB |",
+            rss_kib(server.child.id())
+        ));
+    }
+
+    println!("\n| measurement | p50 ms | p99 ms |");
+    println!("|---|---:|---:|");
+    for row in rows.drain(..) {
+        println!("| {} | {} | {} |", row.what, ms(row.p50), ms(row.p99));
+    }
+    println!(
+        "| start to first healthy answer ({STARTS} starts) | {} | {} |",
+        ms(percentile(&starts, 0.5)),
+        ms(percentile(&starts, 0.99))
+    );
+    println!();
+    println!("| measurement | value |");
+    println!("|---|---:|");
+    for line in rates.iter().chain(&rss_after) {
+        println!("{line}");
+    }
+    println!(
+        "| idle RSS after start (median of {STARTS}) | {} KiB |",
+        idle_rss[idle_rss.len() / 2]
+    );
+}

@@ -73,6 +73,10 @@ pub struct ServeArgs {
     /// After SIGTERM to a timed-out or killed tree, milliseconds before SIGKILL.
     #[arg(long, env = "SANDBOX_KILL_GRACE_MS", default_value_t = 2000)]
     pub kill_grace_ms: u64,
+    /// Async worker threads. Commands run in their own processes, so 1 or 2 suffice; 1 gives the
+    /// lowest latency on a small machine, 2 keeps one heavy output capture from delaying others.
+    #[arg(long, env = "SANDBOX_WORKER_THREADS", default_value_t = 2)]
+    pub worker_threads: usize,
     /// On SIGTERM or SIGINT, seconds that in-flight calls get to finish before they are killed.
     #[arg(long, env = "SANDBOX_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
     pub shutdown_grace_secs: u64,
@@ -107,6 +111,7 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
     pub max_body_bytes: u64,
     pub max_concurrent_calls: usize,
+    pub worker_threads: usize,
     pub kill_grace: Duration,
     pub shutdown_grace: Duration,
 }
@@ -193,6 +198,7 @@ impl ServeArgs {
         };
         positive("max-concurrent-calls", self.max_concurrent_calls as u64)?;
         positive("max-body-bytes", self.max_body_bytes)?;
+        positive("worker-threads", self.worker_threads as u64)?;
         positive("artifact-cap", self.artifact_cap)?;
         if self.output_limit < 1000 {
             return Err(ConfigError::Range {
@@ -211,6 +217,7 @@ impl ServeArgs {
             state_dir: self.state_dir,
             max_body_bytes: self.max_body_bytes,
             max_concurrent_calls: self.max_concurrent_calls,
+            worker_threads: self.worker_threads,
             kill_grace: Duration::from_millis(self.kill_grace_ms),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
         })

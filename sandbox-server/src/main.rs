@@ -23,6 +23,7 @@ fn main() -> anyhow::Result<()> {
             telemetry::init(args.log_format);
             let config = args.validate()?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(config.worker_threads)
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;

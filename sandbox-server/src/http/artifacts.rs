@@ -1,12 +1,15 @@
 //! The full output of a command stream, with `Range` support.
 
+use axum::body::Body;
 use axum::extract::{Path, Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sandbox_protocol::ErrorResponse;
 use tower::ServiceExt;
 use tower_http::services::ServeFile;
 
 use super::{ApiError, AppState};
+use crate::sandbox::output::StoredArtifact;
 
 /// The bytes of an artifact named in a `bash` result. Supports `Range: bytes=…` (206) for
 /// reading a large output in parts.
@@ -26,14 +29,40 @@ pub(crate) async fn get_artifact(
     Path(id): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let path = state.ctx.artifacts.path(&id).ok_or_else(|| {
+    let stored = state.ctx.artifacts.lookup(&id).ok_or_else(|| {
         ApiError::NotFound(format!(
             "no artifact `{id}` (unknown, or evicted past the retention budget)"
         ))
     })?;
+    let path = match stored {
+        StoredArtifact::File(path) => path,
+        StoredArtifact::Empty => return Ok(empty_artifact(&request)),
+    };
     let response = ServeFile::new(path)
         .oneshot(request)
         .await
         .map_err(|err| ApiError::NotFound(format!("artifact `{id}`: {err}")))?;
     Ok(response.into_response())
+}
+
+/// A stream that printed nothing: an empty body, and 416 for any range (none is satisfiable).
+fn empty_artifact(request: &Request) -> Response {
+    let status = if request.headers().contains_key(header::RANGE) {
+        StatusCode::RANGE_NOT_SATISFIABLE
+    } else {
+        StatusCode::OK
+    };
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/octet-stream"),
+    );
+    if status == StatusCode::RANGE_NOT_SATISFIABLE {
+        response.headers_mut().insert(
+            header::CONTENT_RANGE,
+            header::HeaderValue::from_static("bytes */0"),
+        );
+    }
+    response
 }

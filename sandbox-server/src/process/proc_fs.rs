@@ -43,6 +43,53 @@ pub(super) fn snapshot() -> HashMap<u32, ProcEntry> {
     entries
 }
 
+/// Every process below `root`, by pid, found by walking `/proc/<pid>/task/<tid>/children`,
+/// so the cost grows with the tree and not with the machine's process count. Falls back to a
+/// full scan on kernels built without `CONFIG_PROC_CHILDREN`.
+pub(super) fn tree(root: u32) -> HashMap<u32, ProcEntry> {
+    let mut found = HashMap::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        let Some(children) = children_of(pid) else {
+            if pid == root {
+                let table = snapshot();
+                return descendants(&table, root)
+                    .into_iter()
+                    .filter_map(|pid| table.get(&pid).map(|entry| (pid, entry.clone())))
+                    .collect();
+            }
+            continue;
+        };
+        for child in children {
+            if child != root
+                && !found.contains_key(&child)
+                && let Some(entry) = read_stat(child)
+            {
+                found.insert(child, entry);
+                queue.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// The children of every thread of `pid`; `None` when the kernel does not list them.
+fn children_of(pid: u32) -> Option<Vec<u32>> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut children = Vec::new();
+    let mut listed = false;
+    for task in tasks.flatten() {
+        if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+            listed = true;
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    listed.then_some(children)
+}
+
 /// Parses `/proc/<pid>/stat`; `None` when the process is gone.
 pub(super) fn read_stat(pid: u32) -> Option<ProcEntry> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -171,6 +171,8 @@ impl Supervisor {
         }
         // SAFETY: the closure runs in the child between fork and exec, where only
         // async-signal-safe calls are allowed; setsid(2) is one and touches no shared memory.
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe calls are allowed; setsid(2) is one and touches no shared memory.
         unsafe {
             command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
         }
@@ -219,14 +221,14 @@ impl Supervisor {
 
     /// The live processes this server started, with their call markers.
     pub fn live_processes(&self) -> Vec<(ProcEntry, Option<String>)> {
-        let table = proc_fs::snapshot();
-        let mut found: Vec<(ProcEntry, Option<String>)> =
-            proc_fs::descendants(&table, self.inner.self_pid)
-                .into_iter()
-                .filter_map(|pid| table.get(&pid))
-                .filter(|entry| !entry.is_zombie())
-                .map(|entry| (entry.clone(), proc_fs::call_marker(entry.pid, CALL_ID_ENV)))
-                .collect();
+        let mut found: Vec<(ProcEntry, Option<String>)> = proc_fs::tree(self.inner.self_pid)
+            .into_values()
+            .filter(|entry| !entry.is_zombie())
+            .map(|entry| {
+                let marker = proc_fs::call_marker(entry.pid, CALL_ID_ENV);
+                (entry, marker)
+            })
+            .collect();
         found.sort_by_key(|(entry, _)| entry.pid);
         found
     }
@@ -265,10 +267,8 @@ impl Supervisor {
 
     /// Kills one process that this server started, and its descendants.
     pub async fn kill_tree(&self, pid: u32, grace: Duration) -> Result<KillReport, ProcessError> {
-        let table = proc_fs::snapshot();
-        let ours = proc_fs::descendants(&table, self.inner.self_pid);
-        let live = table.get(&pid).is_some_and(|entry| !entry.is_zombie());
-        if !live || !ours.contains(&pid) {
+        let ours = proc_fs::tree(self.inner.self_pid);
+        if ours.get(&pid).is_none_or(ProcEntry::is_zombie) {
             return Err(ProcessError::NotOurs(pid));
         }
         Ok(self
@@ -300,10 +300,12 @@ impl Supervisor {
         let mut signal = Signal::SIGTERM;
         // Bounded: the grace period, then at most 100 SIGKILL rounds of 10 ms.
         for round in 0.. {
-            let table = proc_fs::snapshot();
-            let ours: HashSet<u32> = proc_fs::descendants(&table, self.inner.self_pid)
-                .into_iter()
-                .filter(|pid| table.get(pid).is_some_and(|entry| !entry.is_zombie()))
+            // Only this server's own tree: nothing outside it is ever signalled.
+            let table = proc_fs::tree(self.inner.self_pid);
+            let ours: HashSet<u32> = table
+                .values()
+                .filter(|entry| !entry.is_zombie())
+                .map(|entry| entry.pid)
                 .collect();
             let mut targets: Vec<u32> = select(&table, &ours)
                 .into_iter()

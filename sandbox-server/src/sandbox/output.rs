@@ -45,22 +45,26 @@ impl ArtifactStore {
         })
     }
 
-    /// The file of a stored artifact, if it exists.
-    pub fn path(&self, id: &str) -> Option<PathBuf> {
+    /// A stored artifact: its file, or `Empty` for a stream that printed nothing (no file is
+    /// created for those, which keeps a quiet command free of file-system work).
+    pub fn lookup(&self, id: &str) -> Option<StoredArtifact> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.sizes.contains_key(id).then(|| self.dir.join(id))
+        match inner.sizes.get(id)? {
+            0 => Some(StoredArtifact::Empty),
+            _ => Some(StoredArtifact::File(self.dir.join(id))),
+        }
     }
 
     /// Starts capturing one stream whose text may be cut to `text_limit` characters.
-    pub fn capture(&self, text_limit: usize) -> io::Result<StreamCapture> {
+    pub fn capture(&self, text_limit: usize) -> StreamCapture {
         let id = format!("art_{:032x}", rand::random::<u128>());
-        let file = File::create(self.dir.join(&id))?;
         // Four bytes per character is the most UTF-8 needs, so the windows always hold
         // at least `text_limit` characters.
         let window = text_limit.saturating_mul(4).max(4096);
-        Ok(StreamCapture {
+        StreamCapture {
+            path: self.dir.join(&id),
             id,
-            file: Some(file),
+            file: FileState::NotYet,
             hasher: Sha256::new(),
             stored: 0,
             cap: self.cap,
@@ -69,7 +73,7 @@ impl ArtifactStore {
             head: Vec::new(),
             tail: Vec::new(),
             utf8: Utf8Check::default(),
-        })
+        }
     }
 
     fn register(&self, id: &str, size: u64) {
@@ -89,12 +93,28 @@ impl ArtifactStore {
     }
 }
 
+/// Where a stored artifact's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredArtifact {
+    File(PathBuf),
+    Empty,
+}
+
+#[derive(Debug)]
+enum FileState {
+    /// Nothing printed yet: no file.
+    NotYet,
+    Open(File),
+    /// Creating or writing failed (disk full): capture goes on in memory, the artifact stops.
+    Failed,
+}
+
 /// One stream being captured.
 #[derive(Debug)]
 pub struct StreamCapture {
     id: String,
-    /// `None` after a write failed (disk full): capture goes on in memory, the artifact stops.
-    file: Option<File>,
+    path: PathBuf,
+    file: FileState,
     hasher: Sha256,
     stored: u64,
     cap: u64,
@@ -115,7 +135,16 @@ impl StreamCapture {
         let room = (self.cap - self.stored).min(chunk.len() as u64) as usize;
         if room > 0 {
             let kept = &chunk[..room];
-            if let Some(file) = &mut self.file {
+            if let FileState::NotYet = self.file {
+                self.file = match File::create(&self.path) {
+                    Ok(file) => FileState::Open(file),
+                    Err(err) => {
+                        tracing::warn!(artifact = %self.id, cause = %err, "could not create the artifact; keeping only the text window");
+                        FileState::Failed
+                    }
+                };
+            }
+            if let FileState::Open(file) = &mut self.file {
                 // Page-cache writes of at most one pipe buffer; cheap enough for the runtime.
                 match file.write_all(kept) {
                     Ok(()) => {
@@ -124,7 +153,7 @@ impl StreamCapture {
                     }
                     Err(err) => {
                         tracing::warn!(artifact = %self.id, cause = %err, "artifact write failed; keeping only the text window");
-                        self.file = None;
+                        self.file = FileState::Failed;
                     }
                 }
             }
@@ -149,9 +178,8 @@ impl StreamCapture {
     /// Closes the artifact and returns what was captured.
     pub fn finish(mut self, store: &ArtifactStore) -> CapturedStream {
         self.utf8.finish();
-        if let Some(file) = self.file.take() {
-            drop(file);
-        }
+        // Closes the file, if one was opened.
+        self.file = FileState::NotYet;
         let sha256 = hex::encode(self.hasher.finalize());
         store.register(&self.id, self.stored);
         let tail = &self.tail[self.tail.len().saturating_sub(self.window)..];
@@ -314,12 +342,15 @@ mod tests {
     fn capture_all(chunks: &[&[u8]], limit: usize, cap: u64) -> CapturedStream {
         let dir = tempfile::tempdir().unwrap();
         let store = ArtifactStore::new(dir.path(), cap, u64::MAX).unwrap();
-        let mut capture = store.capture(limit).unwrap();
+        let mut capture = store.capture(limit);
         for chunk in chunks {
             capture.push(chunk);
         }
         let captured = capture.finish(&store);
-        let stored = fs::read(store.path(&captured.artifact.id).unwrap()).unwrap();
+        let stored = match store.lookup(&captured.artifact.id).unwrap() {
+            StoredArtifact::File(path) => fs::read(path).unwrap(),
+            StoredArtifact::Empty => Vec::new(),
+        };
         assert_eq!(stored.len() as u64, captured.artifact.size);
         assert_eq!(
             hex::encode(Sha256::digest(&stored)),

@@ -223,6 +223,28 @@ async fn artifacts_support_ranges() {
         .await
         .unwrap();
     assert_eq!(outside.status(), 416);
+    // A stream that printed nothing has an artifact too: empty, with the empty string's hash.
+    let empty = &result["stderr_artifact"];
+    assert_eq!(
+        empty["sha256"],
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+    let url = format!("/v1/artifacts/{}", empty["id"].as_str().unwrap());
+    let whole = server
+        .request(reqwest::Method::GET, &url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(whole.status(), 200);
+    assert_eq!(whole.bytes().await.unwrap().len(), 0);
+    let ranged = server
+        .request(reqwest::Method::GET, &url)
+        .header("Range", "bytes=0-")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ranged.status(), 416);
+
     let (status, body) = server.get_json("/v1/artifacts/art_doesnotexist").await;
     assert_eq!(
         (status, body["error"]["type"].as_str().unwrap()),

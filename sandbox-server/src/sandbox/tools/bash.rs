@@ -61,14 +61,8 @@ impl Tool for Bash {
 async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashResult, ToolError> {
     let call_id = format!("call_{:016x}", rand::random::<u64>());
     let limit = ctx.limits.output_limit_chars;
-    let mut stdout = ctx
-        .artifacts
-        .capture(limit)
-        .map_err(|err| ToolError::Internal(format!("creating an artifact: {err}")))?;
-    let mut stderr = ctx
-        .artifacts
-        .capture(limit)
-        .map_err(|err| ToolError::Internal(format!("creating an artifact: {err}")))?;
+    let mut stdout = ctx.artifacts.capture(limit);
+    let mut stderr = ctx.artifacts.capture(limit);
 
     let start = Instant::now();
     ctx.supervisor.call_started(&call_id);
