@@ -5,6 +5,7 @@ mod artifacts;
 mod auth;
 mod docs;
 mod error;
+mod files;
 mod openapi;
 mod processes;
 mod service;
@@ -59,6 +60,14 @@ pub fn app(state: AppState) -> Router {
     let v1 = v1
         // Each tool is documented as its own operation (see `openapi`); one route serves them.
         .route("/v1/tools/{name}", axum::routing::post(tools::call_tool))
+        // Paths with `/` need catch-all routes, which `routes!` cannot register; they are
+        // documented through `openapi::FilesDoc`.
+        .route(
+            "/v1/files/{*path}",
+            axum::routing::get(files::get_file).put(files::put_file),
+        )
+        .route("/v1/dirs", axum::routing::get(files::list_root))
+        .route("/v1/dirs/{*path}", axum::routing::get(files::list_dir))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

@@ -6,7 +6,7 @@
 //!
 //! # Layout
 //! - [`error`]: the one error body every 4xx and 5xx answer carries.
-//! - [`service`]: health, info, the tool listing and background processes.
+//! - [`service`]: health, info, the tool listing, background processes and raw files.
 //! - [`tools`]: arguments and results of the four built-in tools.
 
 pub mod error;
@@ -15,8 +15,8 @@ pub mod tools;
 
 pub use error::{ErrorBody, ErrorResponse};
 pub use service::{
-    HealthResponse, InfoResponse, Limits, ProcessInfo, ProcessKillResponse, ProcessListResponse,
-    ToolSpec,
+    DirEntry, DirListing, FilePutResponse, HealthResponse, InfoResponse, Limits, ProcessInfo,
+    ProcessKillResponse, ProcessListResponse, ToolSpec,
 };
 pub use tools::{
     Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,

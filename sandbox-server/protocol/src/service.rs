@@ -85,3 +85,30 @@ pub struct ProcessKillResponse {
     /// Whether any of them needed SIGKILL after the grace period.
     pub forced: bool,
 }
+
+/// One entry of `GET /v1/dirs/{path}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DirEntry {
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other` (a FIFO, socket or device). Symlinks are not followed.
+    pub kind: String,
+    /// Size in bytes (of the link itself for a symlink).
+    pub size: u64,
+}
+
+/// The answer of `GET /v1/dirs/{path}`: the entries sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DirListing {
+    /// The path as given.
+    pub path: String,
+    pub entries: Vec<DirEntry>,
+}
+
+/// The answer of `PUT /v1/files/{path}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FilePutResponse {
+    pub path: String,
+    pub bytes_written: u64,
+    /// Whether the file did not exist before (the status is then 201).
+    pub created: bool,
+}

@@ -59,6 +59,7 @@ fn tool_status(err: &ToolError) -> (StatusCode, &'static str) {
         ToolError::Workspace(err) => match err {
             WorkspaceError::OutsideWorkspace { .. } => (StatusCode::FORBIDDEN, "outside_workspace"),
             WorkspaceError::NotRegularFile { .. } => (StatusCode::FORBIDDEN, "not_a_regular_file"),
+            WorkspaceError::NotADirectory { .. } => (StatusCode::FORBIDDEN, "not_a_directory"),
             WorkspaceError::PermissionDenied { .. } => (StatusCode::FORBIDDEN, "permission_denied"),
             WorkspaceError::NotFound { .. } => (StatusCode::NOT_FOUND, "file_not_found"),
             WorkspaceError::InvalidPath(_) => {

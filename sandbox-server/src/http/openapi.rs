@@ -24,15 +24,26 @@ use crate::sandbox::Registry;
         (name = "tools", description = "List and run tools"),
         (name = "processes", description = "Background processes left by commands"),
         (name = "artifacts", description = "Full command output"),
+        (name = "files", description = "Raw files and directory listings in the workspace"),
         (name = "service", description = "Health and server information"),
     ),
 )]
 struct ApiDoc;
 
+#[derive(OpenApi)]
+#[openapi(paths(
+    super::files::get_file,
+    super::files::put_file,
+    super::files::list_root,
+    super::files::list_dir
+))]
+struct FilesDoc;
+
 /// The document for a server with `registry`'s tools enabled.
 pub fn openapi(registry: &Registry) -> utoipa::openapi::OpenApi {
     let (public, v1) = super::documented_routes();
     let (_, mut api) = public.merge(v1).split_for_parts();
+    api.merge(FilesDoc::openapi());
     let base = ApiDoc::openapi();
     api.info = base.info;
     api.tags = base.tags;

@@ -40,9 +40,21 @@ pub enum WorkspaceError {
     /// The server's user may not access the file.
     #[error("{path}: permission denied")]
     PermissionDenied { path: String },
+    /// A directory was expected.
+    #[error("{path}: not a directory (it is a {kind})")]
+    NotADirectory { path: String, kind: &'static str },
     /// Any other I/O failure.
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: &'static str,
+    pub size: u64,
 }
 
 /// The result of an atomic write.
@@ -111,6 +123,16 @@ impl Workspace {
     /// synced, then renamed over the target, so a crash leaves the old file or the new one,
     /// never half of either. Missing parent folders are created; an existing file keeps its mode.
     pub fn write_atomic(&self, path: &str, content: &[u8]) -> Result<WriteOutcome, WorkspaceError> {
+        self.write_atomic_with_mode(path, content, None)
+    }
+
+    /// As [`Workspace::write_atomic`], setting the file's permission bits when `mode` is given.
+    pub fn write_atomic_with_mode(
+        &self,
+        path: &str,
+        content: &[u8],
+        mode: Option<u32>,
+    ) -> Result<WriteOutcome, WorkspaceError> {
         let (dir, name) = self.resolve(path, true)?;
         let existing = match fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(stat) => {
@@ -136,8 +158,9 @@ impl Workspace {
         )
         .map_err(|errno| open_error(path, errno))?;
         let result = (|| {
-            if let Some(stat) = &existing {
-                fchmod(&fd, Mode::from_bits_truncate(stat.st_mode & 0o7777))?;
+            let keep = existing.as_ref().map(|stat| stat.st_mode & 0o7777);
+            if let Some(bits) = mode.or(keep) {
+                fchmod(&fd, Mode::from_bits_truncate(bits & 0o7777))?;
             }
             let mut file = File::from(fd);
             file.write_all(content)?;
@@ -155,6 +178,65 @@ impl Workspace {
         Ok(WriteOutcome {
             created: existing.is_none(),
         })
+    }
+
+    /// The entries of a directory, sorted by name; `.` or an empty path is the root.
+    pub fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, WorkspaceError> {
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let is_root = Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::CurDir))
+            || path == self.root.to_string_lossy();
+        let fd = if is_root {
+            openat(&self.root_fd, ".", flags, Mode::empty())
+                .map_err(|errno| io_error(path, errno))?
+        } else {
+            let (dir, name) = self.resolve(path, false)?;
+            match openat(&dir, name.as_os_str(), flags, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(Errno::ENOTDIR) => {
+                    let stat = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+                        .map_err(|errno| io_error(path, errno))?;
+                    let kind = irregular_kind(&stat).unwrap_or("regular file");
+                    return Err(WorkspaceError::NotADirectory {
+                        path: path.to_owned(),
+                        kind,
+                    });
+                }
+                Err(errno) => return Err(open_error(path, errno)),
+            }
+        };
+        // A second descriptor of the same directory for fstatat while `dir` is being iterated.
+        let stat_fd = fd.try_clone().map_err(|source| WorkspaceError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut dir = nix::dir::Dir::from_fd(fd).map_err(|errno| io_error(path, errno))?;
+        let mut entries = Vec::new();
+        for entry in dir.iter() {
+            let entry = entry.map_err(|errno| io_error(path, errno))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name = OsStr::from_bytes(name);
+            let Ok(stat) = fstatat(&stat_fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let kind = match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
+                k if k == SFlag::S_IFREG => "file",
+                k if k == SFlag::S_IFDIR => "dir",
+                k if k == SFlag::S_IFLNK => "symlink",
+                _ => "other",
+            };
+            entries.push(DirEntry {
+                name: name.to_string_lossy().into_owned(),
+                kind,
+                size: stat.st_size as u64,
+            });
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
     }
 
     /// Resolves `path` to its parent directory and final name, inside the root.

@@ -106,6 +106,8 @@ async fn openapi_has_one_operation_per_tool_and_every_route() {
         "/v1/processes",
         "/v1/processes/{pid}",
         "/v1/artifacts/{id}",
+        "/v1/files/{path}",
+        "/v1/dirs/{path}",
     ] {
         assert!(paths.contains_key(path), "missing {path}");
     }

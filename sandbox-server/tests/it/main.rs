@@ -25,3 +25,5 @@ mod files;
 mod generated;
 /// Start-up checks, graceful shutdown and reaping.
 mod lifecycle;
+/// Raw files and directory listings.
+mod raw_files;

@@ -1,0 +1,160 @@
+//! Raw files and directory listings, within the same workspace boundary as the file tools.
+//! For seeding a workspace, reading context files (AGENTS.md, skills) and fetching results.
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use sandbox_protocol::{DirEntry, DirListing, ErrorResponse, FilePutResponse};
+use serde::Deserialize;
+use tokio_util::io::ReaderStream;
+use utoipa::IntoParams;
+
+use super::{ApiError, AppState};
+use crate::sandbox::ToolError;
+
+/// The bytes of a regular file in the workspace.
+#[utoipa::path(
+    get, path = "/v1/files/{path}", tag = "files",
+    params(("path" = String, Path, description = "Path relative to the workspace root; may contain `/`")),
+    responses(
+        (status = 200, description = "The file's bytes", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+        (status = 403, description = "Outside the workspace, or not a regular file", body = ErrorResponse),
+        (status = 404, description = "No such file", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get_file(
+    State(state): State<AppState>,
+    Path(path): Path<String>,
+) -> Result<Response, ApiError> {
+    let workspace = state.ctx.workspace.clone();
+    let (file, size) = tokio::task::spawn_blocking(move || workspace.open_regular(&path))
+        .await
+        .map_err(|err| ApiError::Tool(ToolError::Internal(format!("file task failed: {err}"))))?
+        .map_err(|err| ApiError::Tool(err.into()))?;
+    let body = Body::from_stream(ReaderStream::new(tokio::fs::File::from_std(file)));
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    Ok(response)
+}
+
+/// Query of `PUT /v1/files/{path}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct PutQuery {
+    /// Permission bits in octal, for example `0755`; an existing file keeps its own when absent.
+    mode: Option<String>,
+}
+
+/// Replaces (or creates) a file with the request body, atomically; creates missing folders.
+#[utoipa::path(
+    put, path = "/v1/files/{path}", tag = "files",
+    params(("path" = String, Path, description = "Path relative to the workspace root; may contain `/`"), PutQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses(
+        (status = 200, description = "Replaced", body = FilePutResponse),
+        (status = 201, description = "Created", body = FilePutResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+        (status = 403, description = "Outside the workspace, or not a regular file", body = ErrorResponse),
+        (status = 413, description = "Body over the limit", body = ErrorResponse),
+        (status = 422, description = "Bad mode", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn put_file(
+    State(state): State<AppState>,
+    Path(path): Path<String>,
+    Query(query): Query<PutQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let mode = match query.mode.as_deref() {
+        None => None,
+        Some(text) => Some(
+            u32::from_str_radix(text, 8)
+                .ok()
+                .filter(|bits| *bits <= 0o7777)
+                .ok_or_else(|| {
+                    ApiError::Tool(ToolError::InvalidArguments(format!(
+                        "mode: expected octal permission bits such as 0644, got `{text}`"
+                    )))
+                })?,
+        ),
+    };
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(state.limits.max_body_bytes)
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })?;
+    let workspace = state.ctx.workspace.clone();
+    let n_bytes = body.len() as u64;
+    let target = path.clone();
+    let outcome =
+        tokio::task::spawn_blocking(move || workspace.write_atomic_with_mode(&target, &body, mode))
+            .await
+            .map_err(|err| ApiError::Tool(ToolError::Internal(format!("file task failed: {err}"))))?
+            .map_err(|err| ApiError::Tool(err.into()))?;
+    let status = if outcome.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let answer = FilePutResponse {
+        path,
+        bytes_written: n_bytes,
+        created: outcome.created,
+    };
+    Ok((status, Json(answer)).into_response())
+}
+
+/// The entries of the workspace root, sorted by name.
+#[utoipa::path(
+    get, path = "/v1/dirs", tag = "files",
+    responses(
+        (status = 200, body = DirListing),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn list_root(state: State<AppState>) -> Result<Json<DirListing>, ApiError> {
+    list_dir(state, Path(".".to_owned())).await
+}
+
+/// The entries of a directory in the workspace, sorted by name.
+#[utoipa::path(
+    get, path = "/v1/dirs/{path}", tag = "files",
+    params(("path" = String, Path, description = "Path relative to the workspace root")),
+    responses(
+        (status = 200, body = DirListing),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+        (status = 403, description = "Outside the workspace, or not a directory", body = ErrorResponse),
+        (status = 404, description = "No such directory", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn list_dir(
+    State(state): State<AppState>,
+    Path(path): Path<String>,
+) -> Result<Json<DirListing>, ApiError> {
+    let workspace = state.ctx.workspace.clone();
+    let target = path.clone();
+    let entries = tokio::task::spawn_blocking(move || workspace.list_dir(&target))
+        .await
+        .map_err(|err| ApiError::Tool(ToolError::Internal(format!("file task failed: {err}"))))?
+        .map_err(|err| ApiError::Tool(err.into()))?;
+    let entries = entries
+        .into_iter()
+        .map(|entry| DirEntry {
+            name: entry.name,
+            kind: entry.kind.to_owned(),
+            size: entry.size,
+        })
+        .collect();
+    Ok(Json(DirListing { path, entries }))
+}
