@@ -1,1 +1,38 @@
-//! The controller (binary `harness`): placeholder crate until its own issue lands.
+//! The controller: everything that is not a tool. It reaches sandboxes only over HTTP.
+//!
+//! # Layout
+//! - [`cli`]: the command line.
+//! - [`config`]: the run's settings, resolved from flags and a task file.
+//! - [`llm`]: the `Model` trait, the three provider adapters, the scripted model, prices, retries.
+//! - [`run_loop`]: the agent loop and compaction.
+//! - [`prompt`]: the system prompt (AGENTS.md, skills).
+//! - [`policy`]: the seam that decides every tool call.
+//! - [`sandbox_client`], [`local_sandbox`], [`seed`]: reaching, starting and filling sandboxes.
+//! - [`task`]: task files.
+
+pub mod cli;
+pub mod config;
+pub mod llm;
+pub mod local_sandbox;
+pub mod policy;
+pub mod prompt;
+pub mod run_loop;
+pub mod sandbox_client;
+pub mod seed;
+pub mod task;
+
+/// How `harness run` exits.
+pub mod exit_code {
+    /// The agent finished (and the task's check, if any, passed).
+    pub const COMPLETED: i32 = 0;
+    /// Bad input, a model or sandbox failure.
+    pub const ERROR: i32 = 1;
+    /// The turn limit was hit.
+    pub const TURN_LIMIT: i32 = 3;
+    /// The cost limit was hit.
+    pub const COST_LIMIT: i32 = 4;
+    /// The agent finished but the task's check failed.
+    pub const CHECK_FAILED: i32 = 5;
+    /// Ctrl-C.
+    pub const INTERRUPTED: i32 = 130;
+}

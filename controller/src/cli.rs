@@ -1,0 +1,72 @@
+//! The command line: `harness run`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The agent harness: runs a model in a loop against a sandbox's tools.
+#[derive(Debug, Parser)]
+#[command(name = "harness", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one agent session: `harness run [--web-search] [WORKING_DIR] "TASK"`.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// `[WORKING_DIR] TASK…`: with two or more words the first is the working directory
+    /// (default `agent-harness-working`), the rest the task. With --task, at most a working
+    /// directory.
+    #[arg(value_name = "[WORKING_DIR] TASK")]
+    pub words: Vec<String>,
+    /// A task file (YAML): prompt, workspace source, setup, check, model, limits, sandbox, tools.
+    #[arg(long, value_name = "FILE")]
+    pub task: Option<PathBuf>,
+    /// PROVIDER/NAME: openai/… (Responses API), openai-compat/… (Chat Completions, needs
+    /// --base-url), anthropic/… (Messages API), or script:FILE (a scripted model, no LLM).
+    /// Default: openai/gpt-6-luna, as the seed.
+    #[arg(long, env = "CONTROLLER_MODEL")]
+    pub model: Option<String>,
+    /// The model API's base URL, overriding OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Reasoning effort for OpenAI models (minimal, low, medium, high); default low.
+    #[arg(long)]
+    pub reasoning_effort: Option<String>,
+    /// Add the provider's built-in web search tool (OpenAI Responses). Billed separately from tokens.
+    #[arg(long)]
+    pub web_search: bool,
+    /// Price as INPUT,OUTPUT[,CACHED_INPUT] in USD per million tokens, overriding the built-in table.
+    #[arg(long, value_name = "PRICES")]
+    pub price: Option<String>,
+    /// Most model turns before stopping [default: 30].
+    #[arg(long)]
+    pub max_turns: Option<u32>,
+    /// Stop before a turn once this much (USD) is spent [default: 1.00].
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// Compact the history above this many estimated tokens [default: 100000].
+    #[arg(long)]
+    pub compact_at: Option<usize>,
+    /// `local` (a sandbox-server child over WORKING_DIR) or the URL of a running server.
+    #[arg(long, value_name = "local|URL")]
+    pub sandbox: Option<String>,
+    /// The bearer token of a --sandbox URL, in a file.
+    #[arg(long, value_name = "FILE")]
+    pub sandbox_token_file: Option<PathBuf>,
+    /// The tools to give the model, comma-separated; all that the sandbox offers when absent.
+    #[arg(long, value_delimiter = ',')]
+    pub tools: Option<Vec<String>>,
+    /// Anthropic: the most tokens per reply [default: 8192].
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Anthropic: enable extended thinking with this many budget tokens.
+    #[arg(long)]
+    pub thinking_budget: Option<u32>,
+}

@@ -1,0 +1,183 @@
+//! Models: one [`Model`] trait, the provider adapters behind it, prices and retries.
+
+mod anthropic;
+mod chat;
+pub mod pricing;
+mod responses;
+mod retry;
+mod scripted;
+mod types;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use sandbox_protocol::ToolSpec;
+
+pub use anthropic::AnthropicModel;
+pub use chat::ChatModel;
+pub use pricing::Price;
+pub use responses::ResponsesModel;
+pub use retry::RetryPolicy;
+pub use scripted::ScriptedModel;
+pub use types::{AssistantMessage, Message, ModelReply, ToolCall, Usage, estimate_tokens};
+
+/// A language model behind some provider's API.
+pub trait Model: Send + Sync {
+    /// How the model names itself in logs and messages, e.g. `openai/gpt-5 (Responses API)`.
+    fn describe(&self) -> String;
+    /// Whether its cost per token is known (a price was found or given).
+    fn has_price(&self) -> bool;
+    /// One reply to the conversation, with the tools it may call.
+    fn complete<'a>(
+        &'a self,
+        messages: &'a [Message],
+        tools: &'a [ToolSpec],
+    ) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The provider answered with an error status; `message` is the provider's own.
+    #[error("{provider} answered {status}: {message}")]
+    Status {
+        provider: &'static str,
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// The request did not complete: connection refused or reset, DNS, a timeout.
+    #[error("{provider} request failed: {message}")]
+    Transport {
+        provider: &'static str,
+        message: String,
+    },
+    /// The provider answered 2xx with something this adapter cannot use.
+    #[error("{provider} answered with an unusable response: {message}")]
+    BadResponse {
+        provider: &'static str,
+        message: String,
+    },
+    /// A required API key is not set.
+    #[error("{variable} is not set: export it, or pick another model with --model")]
+    MissingKey { variable: &'static str },
+    /// The scripted model's file is unusable or has no turn left.
+    #[error("scripted model: {0}")]
+    Script(String),
+}
+
+impl ModelError {
+    /// Whether the same request may succeed later. Exhaustive on purpose: a new variant must
+    /// decide.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::Status { status, .. } => *status == 408 || *status == 429 || *status >= 500,
+            ModelError::Transport { .. } => true,
+            ModelError::BadResponse { .. }
+            | ModelError::MissingKey { .. }
+            | ModelError::Script(_) => false,
+        }
+    }
+}
+
+/// Which model to build, as the CLI and task files name it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpec {
+    /// `openai/NAME`, `openai-compat/NAME`, `anthropic/NAME` or `script:FILE`.
+    pub name: String,
+    pub base_url: Option<String>,
+    pub reasoning_effort: Option<String>,
+    pub web_search: bool,
+    pub price: Option<Price>,
+    pub max_tokens: u32,
+    pub thinking_budget: Option<u32>,
+}
+
+/// Builds the model named by `spec`. Keys come from the usual environment variables.
+pub fn build(spec: &ModelSpec, retry: RetryPolicy) -> anyhow::Result<Arc<dyn Model>> {
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+    };
+    if let Some(path) = spec.name.strip_prefix("script:") {
+        return Ok(Arc::new(ScriptedModel::load(std::path::Path::new(path))?));
+    }
+    let Some((provider, name)) = spec.name.split_once('/') else {
+        anyhow::bail!(
+            "--model {}: expected PROVIDER/NAME (openai/…, openai-compat/…, anthropic/…) or script:FILE",
+            spec.name
+        );
+    };
+    if name.is_empty() {
+        anyhow::bail!(
+            "--model {}: the model name after `{provider}/` is empty",
+            spec.name
+        );
+    }
+    let price = spec.price.or_else(|| pricing::builtin(provider, name));
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(30))
+        .timeout(Duration::from_secs(600))
+        .build()?;
+    Ok(match provider {
+        "openai" => {
+            let base_url = spec
+                .base_url
+                .clone()
+                .or_else(|| env("OPENAI_BASE_URL"))
+                .unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
+            let key = env("OPENAI_API_KEY").ok_or(ModelError::MissingKey {
+                variable: "OPENAI_API_KEY",
+            })?;
+            Arc::new(ResponsesModel {
+                client,
+                base_url,
+                key,
+                name: name.to_owned(),
+                price,
+                reasoning_effort: spec.reasoning_effort.clone(),
+                web_search: spec.web_search,
+                retry,
+            })
+        }
+        "openai-compat" => {
+            let base_url = spec.base_url.clone().or_else(|| env("OPENAI_BASE_URL")).ok_or_else(|| {
+                anyhow::anyhow!("--model {}: an OpenAI-compatible server needs --base-url (or OPENAI_BASE_URL), e.g. http://localhost:11434/v1", spec.name)
+            })?;
+            Arc::new(ChatModel {
+                client,
+                base_url,
+                key: env("OPENAI_API_KEY"),
+                name: name.to_owned(),
+                price,
+                retry,
+            })
+        }
+        "anthropic" => {
+            let base_url = spec
+                .base_url
+                .clone()
+                .or_else(|| env("ANTHROPIC_BASE_URL"))
+                .unwrap_or_else(|| "https://api.anthropic.com".to_owned());
+            let key = env("ANTHROPIC_API_KEY").ok_or(ModelError::MissingKey {
+                variable: "ANTHROPIC_API_KEY",
+            })?;
+            Arc::new(AnthropicModel {
+                client,
+                base_url,
+                key,
+                name: name.to_owned(),
+                price,
+                max_tokens: spec.max_tokens,
+                thinking_budget: spec.thinking_budget,
+                retry,
+            })
+        }
+        other => anyhow::bail!(
+            "--model {}: unknown provider `{other}`; use openai, openai-compat or anthropic",
+            spec.name
+        ),
+    })
+}

@@ -1,0 +1,150 @@
+//! `script:FILE`: a scripted model for tests and the quick start. It plays a file of turns in
+//! order and ignores what it is sent; no language model is involved.
+//!
+//! ```yaml
+//! turns:
+//!   - text: "I'll look first."
+//!     tool_calls:
+//!       - name: read_file
+//!         arguments: {path: greet.sh}     # an object, or a string sent as-is
+//!   - text: "Done."
+//! summary: "What the summary request gets."  # optional; compaction asks with no tools
+//! ```
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use sandbox_protocol::ToolSpec;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Script {
+    turns: Vec<Turn>,
+    #[serde(default)]
+    summary: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Turn {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    tool_calls: Vec<ScriptedCall>,
+    /// What this turn "costs", to exercise cost limits; 0 when absent.
+    #[serde(default)]
+    cost: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptedCall {
+    name: String,
+    #[serde(default = "empty_object")]
+    arguments: Value,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+pub struct ScriptedModel {
+    path: String,
+    script: Script,
+    next_turn: Mutex<usize>,
+}
+
+impl ScriptedModel {
+    pub fn load(path: &Path) -> Result<ScriptedModel, ModelError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| ModelError::Script(format!("reading {}: {err}", path.display())))?;
+        let script: Script = serde_norway::from_str(&text)
+            .map_err(|err| ModelError::Script(format!("{}: {err}", path.display())))?;
+        Ok(ScriptedModel {
+            path: path.display().to_string(),
+            script,
+            next_turn: Mutex::new(0),
+        })
+    }
+}
+
+impl Model for ScriptedModel {
+    fn describe(&self) -> String {
+        format!(
+            "script:{} (a scripted model: it plays a file of turns, no language model is called)",
+            self.path
+        )
+    }
+
+    fn has_price(&self) -> bool {
+        true
+    }
+
+    fn complete<'a>(
+        &'a self,
+        _messages: &'a [Message],
+        tools: &'a [ToolSpec],
+    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+        Box::pin(async move {
+            // A request without tools is a compaction summary: answer it without using a turn.
+            if tools.is_empty() {
+                let content = self.script.summary.clone().unwrap_or_default();
+                let raw = json!({"scripted": true, "summary": content});
+                let message = AssistantMessage {
+                    content,
+                    ..AssistantMessage::default()
+                };
+                return Ok(ModelReply {
+                    message,
+                    usage: Usage::default(),
+                    cost: Some(0.0),
+                    raw,
+                });
+            }
+            let turn_idx = {
+                let mut next = self.next_turn.lock().unwrap_or_else(|p| p.into_inner());
+                let idx = *next;
+                *next += 1;
+                idx
+            };
+            let turn = self.script.turns.get(turn_idx).ok_or_else(|| {
+                ModelError::Script(format!(
+                    "{} has {} turns and turn {} was asked for",
+                    self.path,
+                    self.script.turns.len(),
+                    turn_idx + 1
+                ))
+            })?;
+            let tool_calls = turn
+                .tool_calls
+                .iter()
+                .enumerate()
+                .map(|(call_idx, call)| ToolCall {
+                    id: format!("script_{}_{}", turn_idx + 1, call_idx + 1),
+                    name: call.name.clone(),
+                    arguments: match &call.arguments {
+                        Value::String(raw) => raw.clone(),
+                        other => other.to_string(),
+                    },
+                })
+                .collect();
+            let message = AssistantMessage {
+                content: turn.text.clone(),
+                tool_calls,
+                provider_items: None,
+            };
+            let raw = json!({"scripted": true, "turn": turn_idx + 1});
+            Ok(ModelReply {
+                message,
+                usage: Usage::default(),
+                cost: Some(turn.cost),
+                raw,
+            })
+        })
+    }
+}

@@ -1,0 +1,82 @@
+//! The provider-neutral conversation: messages, replies, tool calls and usage.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One message of the conversation, as the seed harness shapes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
+    Assistant(AssistantMessage),
+    Tool {
+        tool_call_id: String,
+        content: String,
+    },
+}
+
+/// A model's reply as it is kept in the conversation.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The provider's own items (Responses output items, Anthropic content blocks), sent back
+    /// verbatim on the next turn so reasoning and signatures survive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_items: Option<Value>,
+}
+
+/// A call the model asked for; `arguments` is the raw JSON text it produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// Tokens of one reply, normalised across providers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens billed at the full price (cached ones excluded).
+    pub input_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cached_input_tokens: u64,
+    /// Input tokens written to the cache (Anthropic bills them at 1.25× input).
+    pub cache_write_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// One model reply with what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelReply {
+    pub message: AssistantMessage,
+    pub usage: Usage,
+    /// USD; `None` when the model has no known price.
+    pub cost: Option<f64>,
+    /// The provider's raw response body, for the session log.
+    pub raw: Value,
+}
+
+/// Tokens estimated as characters / 4 over the JSON of each message, provider items first,
+/// as the seed does.
+pub fn estimate_tokens(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::Assistant(AssistantMessage {
+                provider_items: Some(items),
+                ..
+            }) => items.to_string().len(),
+            other => serde_json::to_string(other)
+                .map(|text| text.len())
+                .unwrap_or(0),
+        })
+        .sum::<usize>()
+        / 4
+}

@@ -1,0 +1,168 @@
+//! `--sandbox local`: a sandbox-server child process over a folder on this machine.
+//!
+//! Started on 127.0.0.1 with port 0 and a fresh random token; its address comes from the one
+//! line it prints. It is stopped (SIGTERM, then SIGKILL) when the session ends, on drop, and
+//! by the kernel if this process dies first (`PR_SET_PDEATHSIG`).
+
+// `pre_exec` for PR_SET_PDEATHSIG is this crate's one unsafe call; see the SAFETY comment.
+#![allow(unsafe_code)]
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::sandbox_client::SandboxClient;
+
+/// A running local sandbox-server.
+#[derive(Debug)]
+pub struct LocalSandbox {
+    child: tokio::process::Child,
+    pub client: SandboxClient,
+    /// Holds the token file until the server has read it.
+    _token_dir: tempfile::TempDir,
+}
+
+/// Where the sandbox-server binary is: beside this executable, else on PATH.
+pub fn find_server_binary() -> anyhow::Result<PathBuf> {
+    let name = "sandbox-server";
+    let exe = std::env::current_exe().context("finding this executable")?;
+    if let Some(beside) = exe
+        .parent()
+        .map(|dir| dir.join(name))
+        .filter(|path| path.is_file())
+    {
+        return Ok(beside);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    bail!(
+        "cannot find the `{name}` binary beside {} or on PATH: build it with \
+         `cargo build --release` (it lands beside `harness`), put it on PATH, or point \
+         --sandbox at a running server's URL",
+        exe.display()
+    )
+}
+
+impl LocalSandbox {
+    /// Starts a server over `workspace` and waits until it is healthy.
+    pub async fn start(workspace: &Path, tools: Option<&[String]>) -> anyhow::Result<LocalSandbox> {
+        let binary = find_server_binary()?;
+        let token = format!("{:032x}", rand::random::<u128>());
+        let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
+        let token_file = token_dir.path().join("token");
+        {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&token_file)
+                .context("writing the sandbox token")?;
+            file.write_all(token.as_bytes())
+                .context("writing the sandbox token")?;
+        }
+        #[allow(clippy::disallowed_methods)] // the controller's one child: its sandbox
+        let mut command = tokio::process::Command::new(&binary);
+        command
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace)
+            .args(["--listen", "127.0.0.1:0"])
+            .arg("--token-file")
+            .arg(&token_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        // The server's own progress lines would drown the session's; its warnings still show.
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "warn");
+        }
+        if let Some(tools) = tools {
+            command.arg("--tools").arg(tools.join(","));
+        }
+        // SAFETY: runs in the child between fork and exec; prctl(2) is async-signal-safe and
+        // touches no memory shared with the parent.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .context("the sandbox's stdout is piped")?;
+        let mut line = String::new();
+        let read = tokio::time::timeout(
+            Duration::from_secs(15),
+            BufReader::new(stdout).read_line(&mut line),
+        )
+        .await;
+        let address = match read {
+            Ok(Ok(n)) if n > 0 => {
+                let value: serde_json::Value = serde_json::from_str(&line).with_context(|| {
+                    format!("the sandbox printed {line:?} instead of its address line")
+                })?;
+                value[sandbox_protocol::LISTENING_KEY]
+                    .as_str()
+                    .with_context(|| {
+                        format!("the sandbox's address line {line:?} has no `listening`")
+                    })?
+                    .to_owned()
+            }
+            Ok(_) => {
+                let status = child.wait().await.ok();
+                bail!(
+                    "the sandbox-server exited before it was ready ({status:?}); its error is above"
+                );
+            }
+            Err(_) => bail!("the sandbox-server printed no address within 15 s"),
+        };
+        let client = SandboxClient::new(&format!("http://{address}"), Some(token));
+        client
+            .wait_healthy(Duration::from_secs(15))
+            .await
+            .context("waiting for the sandbox to be healthy")?;
+        Ok(LocalSandbox {
+            child,
+            client,
+            _token_dir: token_dir,
+        })
+    }
+
+    /// Stops the server: SIGTERM, up to 10 s for it to finish, then SIGKILL.
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(pid, "the sandbox did not stop within 10 s; killing it");
+                let _ = self.child.kill().await;
+            }
+        }
+    }
+
+    /// The child's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+}

@@ -1,0 +1,274 @@
+//! A typed HTTP client for one sandbox-server.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use sandbox_protocol::{DirListing, ErrorResponse, InfoResponse, ToolSpec};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Why a sandbox request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The sandbox did not answer: it is down, unreachable or cut the connection.
+    #[error("sandbox at {url} is unreachable: {message}")]
+    Unreachable { url: String, message: String },
+    /// The sandbox answered with an error body; for a tool call this is the tool's failure.
+    #[error("{message}")]
+    Api {
+        status: u16,
+        error_type: String,
+        message: String,
+    },
+    /// The sandbox answered with something that is not its API.
+    #[error("sandbox at {url} answered unexpectedly: {message}")]
+    BadResponse { url: String, message: String },
+}
+
+impl SandboxError {
+    /// Whether the sandbox itself failed (as opposed to a tool refusing its input).
+    pub fn is_infrastructure(&self) -> bool {
+        match self {
+            SandboxError::Unreachable { .. } | SandboxError::BadResponse { .. } => true,
+            SandboxError::Api {
+                status, error_type, ..
+            } => {
+                *status == 401
+                    || (*status >= 500 && error_type != "io_error" && error_type != "spawn_failed")
+            }
+        }
+    }
+}
+
+/// A cheap-to-clone client for one sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+/// Attempts for a call that gets 429 (every slot busy) before giving up.
+const OVERLOAD_ATTEMPTS: u32 = 20;
+
+impl SandboxClient {
+    pub fn new(base: &str, token: Option<String>) -> SandboxClient {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .expect("a client with only a connect timeout always builds");
+        SandboxClient {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let builder = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    fn unreachable(&self, err: &reqwest::Error) -> SandboxError {
+        let mut message = err.to_string();
+        let mut source = std::error::Error::source(err);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        SandboxError::Unreachable {
+            url: self.base.clone(),
+            message,
+        }
+    }
+
+    async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, SandboxError> {
+        let response = builder.send().await.map_err(|err| self.unreachable(&err))?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let text = response
+            .text()
+            .await
+            .map_err(|err| self.unreachable(&err))?;
+        match serde_json::from_str::<ErrorResponse>(&text) {
+            Ok(body) => Err(SandboxError::Api {
+                status,
+                error_type: body.error.error_type,
+                message: body.error.message,
+            }),
+            Err(_) => Err(SandboxError::BadResponse {
+                url: self.base.clone(),
+                message: format!(
+                    "status {status}: {}",
+                    text.chars().take(300).collect::<String>()
+                ),
+            }),
+        }
+    }
+
+    async fn json<T: DeserializeOwned>(
+        &self,
+        response: reqwest::Response,
+    ) -> Result<T, SandboxError> {
+        response
+            .json()
+            .await
+            .map_err(|err| SandboxError::BadResponse {
+                url: self.base.clone(),
+                message: err.to_string(),
+            })
+    }
+
+    /// `GET /healthz`.
+    pub async fn health(&self) -> Result<(), SandboxError> {
+        self.send(self.request(reqwest::Method::GET, "/healthz"))
+            .await
+            .map(drop)
+    }
+
+    pub async fn info(&self) -> Result<InfoResponse, SandboxError> {
+        let response = self
+            .send(self.request(reqwest::Method::GET, "/v1/info"))
+            .await?;
+        self.json(response).await
+    }
+
+    pub async fn tools(&self) -> Result<Vec<ToolSpec>, SandboxError> {
+        let response = self
+            .send(self.request(reqwest::Method::GET, "/v1/tools"))
+            .await?;
+        self.json(response).await
+    }
+
+    /// Runs a tool; retries (bounded) while the sandbox answers 429.
+    pub async fn call_tool(&self, name: &str, args: &Value) -> Result<Value, SandboxError> {
+        let path = format!("/v1/tools/{}", encode_segment(name));
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self
+                .send(self.request(reqwest::Method::POST, &path).json(args))
+                .await
+            {
+                Err(SandboxError::Api { status: 429, .. }) if attempt < OVERLOAD_ATTEMPTS => {
+                    tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt.min(8))))
+                        .await;
+                }
+                Ok(response) => return self.json(response).await,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// The bytes of a workspace file; `None` when it does not exist.
+    pub async fn get_file(&self, path: &str) -> Result<Option<Vec<u8>>, SandboxError> {
+        let request = self.request(
+            reqwest::Method::GET,
+            &format!("/v1/files/{}", encode_path(path)),
+        );
+        match self.send(request).await {
+            Ok(response) => {
+                let bytes = response
+                    .bytes()
+                    .await
+                    .map_err(|err| self.unreachable(&err))?;
+                Ok(Some(bytes.to_vec()))
+            }
+            Err(SandboxError::Api { status: 404, .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Writes a workspace file, creating folders; `mode` sets its permission bits.
+    pub async fn put_file(
+        &self,
+        path: &str,
+        bytes: Vec<u8>,
+        mode: Option<u32>,
+    ) -> Result<(), SandboxError> {
+        let mut url = format!("/v1/files/{}", encode_path(path));
+        if let Some(mode) = mode {
+            url.push_str(&format!("?mode={:04o}", mode & 0o7777));
+        }
+        self.send(self.request(reqwest::Method::PUT, &url).body(bytes))
+            .await
+            .map(drop)
+    }
+
+    /// A directory listing; `None` when it does not exist.
+    pub async fn list_dir(&self, path: &str) -> Result<Option<DirListing>, SandboxError> {
+        let request = self.request(
+            reqwest::Method::GET,
+            &format!("/v1/dirs/{}", encode_path(path)),
+        );
+        match self.send(request).await {
+            Ok(response) => Ok(Some(self.json(response).await?)),
+            Err(SandboxError::Api { status: 404, .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Polls `/healthz` until it answers or `limit` passes.
+    pub async fn wait_healthy(&self, limit: Duration) -> Result<(), SandboxError> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match self.health().await {
+                Ok(()) => return Ok(()),
+                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+}
+
+/// Whether an HTTP status means "not found" (for callers matching on errors).
+pub fn is_not_found(err: &SandboxError) -> bool {
+    matches!(err, SandboxError::Api { status, .. } if *status == StatusCode::NOT_FOUND.as_u16())
+}
+
+/// Percent-encodes each segment of a relative path, keeping the `/` between them.
+fn encode_path(path: &str) -> String {
+    path.split('/')
+        .map(encode_segment)
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_encoded_per_segment() {
+        assert_eq!(
+            encode_path(".agents/skills/my skill/SKILL.md"),
+            ".agents/skills/my%20skill/SKILL.md"
+        );
+        assert_eq!(encode_segment("a/b?c#d"), "a%2Fb%3Fc%23d");
+    }
+}

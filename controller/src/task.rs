@@ -1,0 +1,248 @@
+//! Task files (seed 004 §4.3): the prompt, where the workspace comes from, setup and check
+//! commands, the model, limits, sandbox and tools. Unknown keys and wrong types are errors
+//! naming the key and the file.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Deserialize;
+
+/// A task file as written.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFile {
+    /// What the agent is asked to do.
+    pub prompt: String,
+    /// Where the workspace comes from; the working directory as it is when absent.
+    #[serde(default)]
+    pub workspace: Option<WorkspaceSection>,
+    /// Commands run in the sandbox, in order, before the agent starts; any failure stops the run.
+    #[serde(default)]
+    pub setup: Vec<String>,
+    /// A command run after the agent finishes: exit 0 is a pass.
+    #[serde(default)]
+    pub check: Option<String>,
+    /// Seconds the check may take; 600 when absent.
+    #[serde(default)]
+    pub check_timeout: Option<u32>,
+    #[serde(default)]
+    pub model: Option<ModelSection>,
+    #[serde(default)]
+    pub limits: Option<LimitsSection>,
+    #[serde(default)]
+    pub sandbox: Option<SandboxSection>,
+    /// The tools the agent gets, in the server's order; all the sandbox offers when absent.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Adds the provider's built-in web search (OpenAI Responses only).
+    #[serde(default)]
+    pub web_search: Option<bool>,
+}
+
+/// `workspace:` as written: exactly one of `dir`, `archive` or `git`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceSection {
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    #[serde(default)]
+    pub archive: Option<PathBuf>,
+    #[serde(default)]
+    pub git: Option<GitSource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitSource {
+    pub repo: String,
+    pub commit: String,
+}
+
+/// Where the workspace's files come from. Paths are relative to the task file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkspaceSource {
+    /// A local folder, copied in.
+    Dir(PathBuf),
+    /// A tar archive (`.tar`, `.tar.gz`, `.tgz`), unpacked in.
+    Archive(PathBuf),
+    /// A git repository, cloned and checked out at a commit, `.git` included.
+    Git { repo: String, commit: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// `openai/NAME`, `openai-compat/NAME`, `anthropic/NAME` or `script:FILE`.
+    pub name: String,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+    #[serde(default)]
+    pub price: Option<PriceSection>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub thinking_budget: Option<u32>,
+}
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceSection {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cached_input: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    #[serde(default)]
+    pub max_cost: Option<f64>,
+    #[serde(default)]
+    pub compact_at: Option<usize>,
+}
+
+/// A running sandbox to use instead of a local one.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    pub url: String,
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+}
+
+impl WorkspaceSection {
+    /// The one source this section names.
+    pub fn source(&self) -> Result<WorkspaceSource, String> {
+        match (&self.dir, &self.archive, &self.git) {
+            (Some(dir), None, None) => Ok(WorkspaceSource::Dir(dir.clone())),
+            (None, Some(file), None) => Ok(WorkspaceSource::Archive(file.clone())),
+            (None, None, Some(git)) => Ok(WorkspaceSource::Git {
+                repo: git.repo.clone(),
+                commit: git.commit.clone(),
+            }),
+            (None, None, None) => {
+                Err("workspace: give one of `dir`, `archive` or `git`".to_owned())
+            }
+            _ => Err("workspace: give only one of `dir`, `archive` or `git`".to_owned()),
+        }
+    }
+}
+
+impl TaskFile {
+    /// The workspace source, checked.
+    pub fn workspace_source(&self) -> Result<Option<WorkspaceSource>, String> {
+        self.workspace
+            .as_ref()
+            .map(WorkspaceSection::source)
+            .transpose()
+    }
+
+    /// Reads and checks a task file; relative paths become relative to its folder.
+    pub fn load(path: &Path) -> anyhow::Result<TaskFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the task file {}", path.display()))?;
+        let mut task: TaskFile = serde_norway::from_str(&text)
+            .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
+        if task.prompt.trim().is_empty() {
+            anyhow::bail!("{}: prompt: must not be empty", path.display());
+        }
+        let base = path.parent().unwrap_or(Path::new("."));
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        task.workspace_source()
+            .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+        if let Some(section) = &mut task.workspace {
+            if let Some(dir) = &mut section.dir {
+                rebase(dir);
+            }
+            if let Some(file) = &mut section.archive {
+                rebase(file);
+            }
+            if let Some(git) = &mut section.git {
+                let local = base.join(&git.repo);
+                if !git.repo.contains("://") && !git.repo.contains('@') && local.exists() {
+                    git.repo = local.display().to_string();
+                }
+            }
+        }
+        if let Some(model) = &mut task.model
+            && let Some(script) = model.name.strip_prefix("script:")
+            && Path::new(script).is_relative()
+        {
+            model.name = format!("script:{}", base.join(script).display());
+        }
+        if let Some(SandboxSection {
+            token_file: Some(file),
+            ..
+        }) = &mut task.sandbox
+        {
+            rebase(file);
+        }
+        Ok(task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> anyhow::Result<TaskFile> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("task.yaml");
+        std::fs::write(&path, text).unwrap();
+        TaskFile::load(&path)
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_name_the_key_and_the_file() {
+        let err = load("prompt: hi\nmodle: {name: x}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("task.yaml") && err.contains("unknown field `modle`"),
+            "{err}"
+        );
+        let err = load("prompt: hi\nlimits: {max_turns: many}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("limits.max_turns") || err.contains("max_turns"),
+            "{err}"
+        );
+        assert!(err.contains("invalid type"), "{err}");
+        let err = load("prompt: hi\nworkspace: {zip: a.zip}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `zip`"), "{err}");
+        let err = load("prompt: hi\nworkspace: {dir: a, archive: b.tar}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("workspace: give only one of"), "{err}");
+        let err = load("prompt: '  '\n").unwrap_err().to_string();
+        assert!(err.contains("prompt: must not be empty"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_follow_the_task_file() {
+        let task =
+            load("prompt: hi\nworkspace: {dir: ws}\nmodel: {name: 'script:turns.yaml'}\n").unwrap();
+        let Some(WorkspaceSource::Dir(dir)) = task.workspace_source().unwrap() else {
+            panic!()
+        };
+        assert!(
+            dir.ends_with("ws") && dir.is_absolute(),
+            "{}",
+            dir.display()
+        );
+        assert!(task.model.unwrap().name.ends_with("/turns.yaml"));
+    }
+}

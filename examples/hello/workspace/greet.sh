@@ -1,0 +1,3 @@
+#!/bin/sh
+# Prints the greeting the task asks for.
+echo "Hello, world!"
