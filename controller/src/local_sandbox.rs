@@ -80,6 +80,9 @@ impl LocalSandbox {
             .args(["--listen", "127.0.0.1:0"])
             .arg("--token-file")
             .arg(&token_file)
+            // Stopping means the session is over (or abandoned on Ctrl-C): a command still
+            // running gets 2 s, then the server kills it, well within `stop`'s 10 s.
+            .args(["--shutdown-grace-secs", "2", "--kill-grace-ms", "1000"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -79,7 +79,16 @@ impl AnthropicModel {
         if !tools.is_empty() {
             body["tools"] = tools
                 .iter()
-                .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters}))
+                // `type: custom` is optional for client tools; naming it leaves no doubt which
+                // kind of tool this is (an MCP or server tool has the same other fields).
+                .map(|tool| {
+                    json!({
+                        "type": "custom",
+                        "name": tool.name,
+                        "description": tool.description,
+                        "input_schema": tool.parameters,
+                    })
+                })
                 .collect();
         }
         if let Some(budget) = self.thinking_budget {

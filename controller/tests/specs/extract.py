@@ -6,6 +6,9 @@ Run from the repository root: python3 controller/tests/specs/extract.py ../share
 Each output is {"$defs"-free} {"components": {"schemas": {...}}} so that the specs' own
 "#/components/schemas/X" references resolve unchanged. OpenAPI 3.0's `nullable: true` becomes
 a JSON Schema type union with "null"; 3.0's boolean exclusiveMinimum/Maximum become numbers.
+A `oneOf` with a discriminator mapping pins each alternative to its discriminator value, which
+is what the discriminator means (the Anthropic adapter names its tools `"type": "custom"`); a plain JSON Schema validator would otherwise find a block
+matching two alternatives (tool_use also fits ServerToolUseBlock) and reject it.
 """
 import json
 import pathlib
@@ -38,6 +41,18 @@ def to_json_schema(node):
     if not isinstance(node, dict):
         return node
     node = {k: to_json_schema(v) for k, v in node.items()}
+    discriminator = node.get("discriminator")
+    if isinstance(discriminator, dict) and discriminator.get("mapping") and "oneOf" in node:
+        prop = discriminator["propertyName"]
+        by_ref = {ref: value for value, ref in discriminator["mapping"].items()}
+        pinned = []
+        for alternative in node["oneOf"]:
+            value = by_ref.get(alternative.get("$ref")) if isinstance(alternative, dict) else None
+            if value is None:
+                pinned.append(alternative)
+            else:
+                pinned.append({"allOf": [alternative, {"properties": {prop: {"const": value}}, "required": [prop]}]})
+        node["oneOf"] = pinned
     if node.pop("nullable", False):
         kind = node.get("type")
         if isinstance(kind, str):

@@ -1,0 +1,112 @@
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn harness() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_harness"))
+}
+
+/// The sandbox-server binary beside `harness`, where `cargo build`/`cargo test --workspace` put it.
+pub fn sandbox_server() -> PathBuf {
+    let path = harness().with_file_name("sandbox-server");
+    assert!(
+        path.is_file(),
+        "{} is missing: run the tests with `cargo test --workspace`, which builds it",
+        path.display()
+    );
+    path
+}
+
+/// What a finished `harness` run printed.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// A `harness` command with a clean environment: no keys or endpoints leak in from the machine.
+pub fn command(args: &[&str]) -> Command {
+    sandbox_server();
+    let mut command = Command::new(harness());
+    command
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("CONTROLLER_MODEL")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Runs to the end, bounded by `limit` (then killed and reported as a failure).
+pub async fn run(mut command: Command, limit: Duration) -> Run {
+    tokio::task::spawn_blocking(move || {
+        let start = Instant::now();
+        let child = command.spawn().expect("start harness");
+        let pid = child.id();
+        let watchdog = std::thread::spawn(move || {
+            let deadline = Instant::now() + limit;
+            while Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    return;
+                }
+            }
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+        });
+        let output = child.wait_with_output().unwrap();
+        let _ = watchdog.join();
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            elapsed: start.elapsed(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// A workspace with an AGENTS.md and a skill.
+pub fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("AGENTS.md"),
+        "\n# Rules\n\nBe brief & careful.\n\n",
+    )
+    .unwrap();
+    let skill = dir.path().join(".agents/skills/data-tools");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: data-tools\ndescription: Summarise <CSV> files & tables.\n---\n# Data tools\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// Whether a pid is alive (not a zombie).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_owned();
+            state != "Z" && state != "X"
+        })
+        .unwrap_or(false)
+}

@@ -1,0 +1,19 @@
+//! Integration tests: the real `harness` binary against a real sandbox-server process and an
+//! HTTP double of each model API that validates every request against the vendor's schema.
+
+// These tests start the binaries they test, and share helpers that panic like tests do.
+#![allow(clippy::disallowed_methods, clippy::unwrap_used, unreachable_pub)]
+
+/// Running `harness`; finding the binaries.
+mod common;
+/// The model API double and the vendor-schema validator.
+mod double;
+
+/// Each adapter end to end: requests that fit the vendor schema, replies sent back verbatim.
+mod adapters;
+/// The loop: error paths, limits, compaction, the system prompt.
+mod agent_loop;
+/// Retries on 429 and 5xx, and errors that surface at once.
+mod retries;
+/// The local sandbox's lifecycle, task files and the quick-start example.
+mod sessions;

@@ -1,0 +1,365 @@
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::common;
+use crate::double::{ModelDouble, ev_chat};
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// Live sandbox-server processes serving `workspace`.
+fn sandboxes_serving(workspace: &Path) -> Vec<u32> {
+    let needle = workspace.to_str().unwrap().to_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains("sandbox-server serve")
+                && cmdline.contains(&needle)
+                && common::alive(*pid)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_quick_start_example_passes_its_check() {
+    let task = repo_root().join("examples/hello/task.yaml");
+    let run = common::run(
+        common::command(&["run", "--task", task.to_str().unwrap()]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("greet.sh now prints \"Hello, agent!\""),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("a scripted model"),
+        "the scripted model says so: {}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("  > read_file\n  > search_replace\n  > bash\n"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("check: passed"), "{}", run.stderr);
+    assert!(run.stderr.contains("cost=$0.0000"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_sandbox_is_gone_after_the_session() {
+    let double = ModelDouble::start().await;
+    double.push_json(ev_chat(None, &[("c1", "bash", r#"{"cmd": "true"}"#)], 1, 1));
+    double.push_json(ev_chat(Some("done"), &[], 1, 1));
+    let workspace = tempfile::tempdir().unwrap();
+    let base_url = format!("{}/v1", double.base);
+    let command = common::command(&[
+        "run",
+        "--model",
+        "openai-compat/m",
+        "--base-url",
+        &base_url,
+        workspace.path().to_str().unwrap(),
+        "t",
+    ]);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(sandboxes_serving(workspace.path()), Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_stops_the_sandbox_and_the_command_it_was_running() {
+    let double = ModelDouble::start().await;
+    double.push_json(ev_chat(
+        None,
+        &[(
+            "c1",
+            "bash",
+            r#"{"cmd": "echo $$ > shell.pid; sleep 60", "timeout": 120}"#,
+        )],
+        1,
+        1,
+    ));
+    let workspace = tempfile::tempdir().unwrap();
+    let base_url = format!("{}/v1", double.base);
+    let mut command = common::command(&[
+        "run",
+        "--model",
+        "openai-compat/m",
+        "--base-url",
+        &base_url,
+        workspace.path().to_str().unwrap(),
+        "t",
+    ]);
+    command.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = command.spawn().unwrap();
+    let pid_file = workspace.path().join("shell.pid");
+    let start = Instant::now();
+    while !pid_file.exists() && start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let shell_pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let servers = sandboxes_serving(workspace.path());
+    assert_eq!(servers.len(), 1);
+
+    std::process::Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let stopped = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(20),
+            "harness did not exit after Ctrl-C"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        !common::alive(servers[0]),
+        "the sandbox outlived the harness"
+    );
+    assert!(
+        !common::alive(shell_pid),
+        "the command outlived the sandbox"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_sandbox_is_reached_by_url_and_token() {
+    let workspace = tempfile::tempdir().unwrap();
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    std::fs::write(&token_file, "remote-token-0123456789\n").unwrap();
+    let mut server = std::process::Command::new(common::sandbox_server())
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(workspace.path())
+        .arg("--token-file")
+        .arg(&token_file)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let address: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let url = format!("http://{}", address["listening"].as_str().unwrap());
+
+    let double = ModelDouble::start().await;
+    double.push_json(ev_chat(
+        None,
+        &[(
+            "c1",
+            "write_file",
+            r#"{"path": "remote.txt", "content": "via url"}"#,
+        )],
+        1,
+        1,
+    ));
+    double.push_json(ev_chat(Some("written"), &[], 1, 1));
+    let base_url = format!("{}/v1", double.base);
+    let command = common::command(&[
+        "run",
+        "--model",
+        "openai-compat/m",
+        "--base-url",
+        &base_url,
+        "--sandbox",
+        &url,
+        "--sandbox-token-file",
+        token_file.to_str().unwrap(),
+        "Write",
+        "remote.txt",
+    ]);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("remote.txt")).unwrap(),
+        "via url"
+    );
+    assert!(
+        common::alive(server.id()),
+        "a remote sandbox is not the harness's to stop"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// A task whose workspace comes from a tar archive, with setup and a check, on the scripted model.
+#[tokio::test(flavor = "multi_thread")]
+async fn task_files_seed_from_an_archive_and_run_setup_and_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("src");
+    std::fs::create_dir_all(source.join("data")).unwrap();
+    std::fs::write(source.join("data/x.txt"), "hello\n").unwrap();
+    std::fs::write(source.join("run.sh"), "#!/bin/sh\ncat data/x.txt\n").unwrap();
+    std::fs::set_permissions(
+        source.join("run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let tar = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(dir.path().join("ws.tar.gz"))
+        .arg("-C")
+        .arg(&source)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "turns:\n  - tool_calls: [{name: bash, arguments: {cmd: './run.sh > out.txt'}}]\n  - text: ran it\n",
+    )
+    .unwrap();
+    let task = json!({
+        "prompt": "Run run.sh into out.txt",
+        "workspace": {"archive": "ws.tar.gz"},
+        "setup": ["test -x run.sh", "echo prepared > setup.txt"],
+        "check": "grep -qx hello out.txt && test -f setup.txt",
+        "model": {"name": "script:script.yaml"},
+        "limits": {"max_turns": 5},
+    });
+    std::fs::write(
+        dir.path().join("task.yaml"),
+        serde_json::to_string(&task).unwrap(),
+    )
+    .unwrap();
+    let target = dir.path().join("ws");
+    let command = common::command(&[
+        "run",
+        "--task",
+        dir.path().join("task.yaml").to_str().unwrap(),
+        target.to_str().unwrap(),
+    ]);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("seeded the workspace: 2 files"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("setup: echo prepared > setup.txt"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("check: passed"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(target.join("out.txt")).unwrap(),
+        "hello\n"
+    );
+}
+
+/// A git workspace is checked out at the named commit, history included; a failing check is exit 5.
+#[tokio::test(flavor = "multi_thread")]
+async fn task_files_seed_from_a_git_commit_and_a_failing_check_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&repo)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("version.txt"), "one\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "one"]);
+    let first = String::from_utf8(
+        std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(&repo)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    std::fs::write(repo.join("version.txt"), "two\n").unwrap();
+    git(&["commit", "-q", "-am", "two"]);
+
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "turns:\n  - text: nothing to do\n",
+    )
+    .unwrap();
+    let task = json!({
+        "prompt": "Look at version.txt",
+        "workspace": {"git": {"repo": "repo", "commit": first.trim()}},
+        "check": "grep -qx two version.txt",
+        "model": {"name": "script:script.yaml"},
+    });
+    std::fs::write(
+        dir.path().join("task.yaml"),
+        serde_json::to_string(&task).unwrap(),
+    )
+    .unwrap();
+    let target = dir.path().join("ws");
+    let command = common::command(&[
+        "run",
+        "--task",
+        dir.path().join("task.yaml").to_str().unwrap(),
+        target.to_str().unwrap(),
+    ]);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(
+        run.code, 5,
+        "the check fails at the first commit: {}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("check: failed"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(target.join("version.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(target.join(".git/HEAD").is_file(), "history comes along");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_task_file_names_the_key_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("task.yaml");
+    std::fs::write(&path, "prompt: hi\nlimits:\n  max_turn: 3\n").unwrap();
+    let run = common::run(
+        common::command(&["run", "--task", path.to_str().unwrap()]),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .contains("task.yaml: limits: unknown field `max_turn`"),
+        "{}",
+        run.stderr
+    );
+}
