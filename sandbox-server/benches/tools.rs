@@ -239,6 +239,61 @@ fn main() {
         ));
     }
 
+    // Change detection: one file changed among 10,000 (100 folders of 100).
+    let big = tempfile::tempdir().unwrap();
+    for dir_idx in 0..100 {
+        let dir = big.path().join(format!("pkg{dir_idx:03}"));
+        std::fs::create_dir(&dir).unwrap();
+        for file_idx in 0..100 {
+            std::fs::write(
+                dir.join(format!("mod{file_idx:03}.py")),
+                format!("# {dir_idx} {file_idx}\n").repeat(20),
+            )
+            .unwrap();
+        }
+    }
+    let (server, _) = start(big.path(), 2);
+    let client = reqwest::blocking::Client::new();
+    let first = Instant::now();
+    let snapshot: Value = client
+        .post(format!("{}/v1/workspace/snapshot", server.base))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let first_snapshot = first.elapsed();
+    let mut since = snapshot["snapshot_id"].as_str().unwrap().to_owned();
+    let mut round = 0;
+    rows.push(measure(
+        "changes?since: 1 changed file of 10,000",
+        40,
+        || {
+            round += 1;
+            std::fs::write(
+                big.path().join("pkg042/mod042.py"),
+                format!("changed {round}\n"),
+            )
+            .unwrap();
+            let changes: Value = client
+                .get(format!(
+                    "{}/v1/workspace/changes?since={since}",
+                    server.base
+                ))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            assert_eq!(changes["changes"].as_array().unwrap().len(), 1, "{changes}");
+            since = changes["snapshot_id"].as_str().unwrap().to_owned();
+        },
+    ));
+    rows.push(Row {
+        what: "first snapshot of 10,000 files (hashes all)".to_owned(),
+        p50: first_snapshot,
+        p99: first_snapshot,
+    });
+    drop(server);
+
     println!("\n| measurement | p50 ms | p99 ms |");
     println!("|---|---:|---:|");
     for row in rows.drain(..) {

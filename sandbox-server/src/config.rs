@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the API over a workspace.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the OpenAPI document (all built-in tools enabled) to stdout.
     PrintOpenapi,
 }
@@ -77,6 +77,22 @@ pub struct ServeArgs {
     /// lowest latency on a small machine, 2 keeps one heavy output capture from delaying others.
     #[arg(long, env = "SANDBOX_WORKER_THREADS", default_value_t = 2)]
     pub worker_threads: usize,
+    /// Paths left out of workspace snapshots, comma-separated: an entry with `/` is a path from
+    /// the root, one without matches that name at any depth.
+    #[arg(
+        long,
+        env = "SANDBOX_SNAPSHOT_IGNORE",
+        value_delimiter = ',',
+        default_value = ".git/objects,.git/lfs"
+    )]
+    pub snapshot_ignore: Vec<String>,
+    /// Paths outside the workspace whose hashes `GET /v1/state/fingerprint` reports
+    /// (comma-separated, absolute), e.g. `$HOME/.bashrc,$HOME/.ssh,/etc/hosts`.
+    #[arg(long, env = "SANDBOX_WATCH", value_delimiter = ',')]
+    pub watch: Vec<String>,
+    /// Snapshots keep file versions up to this size for `GET /v1/blobs`; larger ones are hashed only.
+    #[arg(long, env = "SANDBOX_BLOB_MAX_FILE_BYTES", default_value_t = 64 << 20)]
+    pub blob_max_file_bytes: u64,
     /// On SIGTERM or SIGINT, seconds that in-flight calls get to finish before they are killed.
     #[arg(long, env = "SANDBOX_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
     pub shutdown_grace_secs: u64,
@@ -112,6 +128,9 @@ pub struct Config {
     pub max_body_bytes: u64,
     pub max_concurrent_calls: usize,
     pub worker_threads: usize,
+    pub snapshot_ignore: Vec<String>,
+    pub watch: Vec<String>,
+    pub blob_max_file_bytes: u64,
     pub kill_grace: Duration,
     pub shutdown_grace: Duration,
 }
@@ -199,6 +218,16 @@ impl ServeArgs {
         positive("max-concurrent-calls", self.max_concurrent_calls as u64)?;
         positive("max-body-bytes", self.max_body_bytes)?;
         positive("worker-threads", self.worker_threads as u64)?;
+        if let Some(relative) = self
+            .watch
+            .iter()
+            .find(|path| !std::path::Path::new(path).is_absolute())
+        {
+            return Err(ConfigError::Range {
+                flag: "watch",
+                why: format!("`{relative}` is not an absolute path"),
+            });
+        }
         positive("artifact-cap", self.artifact_cap)?;
         if self.output_limit < 1000 {
             return Err(ConfigError::Range {
@@ -218,6 +247,9 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             max_concurrent_calls: self.max_concurrent_calls,
             worker_threads: self.worker_threads,
+            snapshot_ignore: self.snapshot_ignore,
+            watch: self.watch,
+            blob_max_file_bytes: self.blob_max_file_bytes,
             kill_grace: Duration::from_millis(self.kill_grace_ms),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
         })

@@ -10,6 +10,7 @@ mod openapi;
 mod processes;
 mod service;
 mod tools;
+mod workspace;
 
 use std::sync::Arc;
 
@@ -27,6 +28,8 @@ pub use error::ApiError;
 pub use openapi::openapi;
 
 use crate::config::Token;
+use crate::sandbox::blobs::BlobStore;
+use crate::sandbox::snapshot::{IgnoreList, Snapshots};
 use crate::sandbox::{Registry, ToolContext};
 
 /// Everything a handler may use. Cheap to clone.
@@ -40,6 +43,17 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// The OpenAPI document, serialized once at start.
     pub openapi: Arc<serde_json::Value>,
+    /// Snapshots, blobs and the watched paths of the fingerprint.
+    pub state: Arc<WorkspaceState>,
+}
+
+/// What the workspace-state routes use.
+#[derive(Debug)]
+pub struct WorkspaceState {
+    pub snapshots: Snapshots,
+    pub blobs: BlobStore,
+    pub ignore: IgnoreList,
+    pub watch: Vec<String>,
 }
 
 /// The documented routes, before authentication is layered on.
@@ -50,7 +64,13 @@ fn documented_routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(tools::list_tools))
         .routes(routes!(processes::list_processes))
         .routes(routes!(processes::kill_process))
-        .routes(routes!(artifacts::get_artifact));
+        .routes(routes!(artifacts::get_artifact))
+        .routes(routes!(workspace::take_snapshot))
+        .routes(routes!(workspace::get_snapshot))
+        .routes(routes!(workspace::get_changes))
+        .routes(routes!(workspace::get_blob))
+        .routes(routes!(workspace::get_archive, workspace::put_archive))
+        .routes(routes!(workspace::get_fingerprint));
     (public, v1)
 }
 

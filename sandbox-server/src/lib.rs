@@ -77,6 +77,16 @@ pub fn state(
         token: config.token.as_ref().map(|token| Arc::new(token.clone())),
         permits: Arc::new(Semaphore::new(config.max_concurrent_calls)),
         limits: Arc::new(limits),
+        state: Arc::new(http::WorkspaceState {
+            snapshots: Default::default(),
+            blobs: sandbox::blobs::BlobStore::new(
+                &state_dir.join("blobs"),
+                config.blob_max_file_bytes,
+            )
+            .with_context(|| format!("creating the blob store in {}", state_dir.display()))?,
+            ignore: sandbox::snapshot::IgnoreList::new(&config.snapshot_ignore),
+            watch: config.watch.clone(),
+        }),
     })
 }
 

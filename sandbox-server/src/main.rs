@@ -21,7 +21,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Serve(args) => {
             telemetry::init(args.log_format);
-            let config = args.validate()?;
+            let config = (*args).validate()?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(config.worker_threads)
                 .enable_all()

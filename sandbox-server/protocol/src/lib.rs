@@ -15,8 +15,10 @@ pub mod tools;
 
 pub use error::{ErrorBody, ErrorResponse};
 pub use service::{
-    DirEntry, DirListing, FilePutResponse, HealthResponse, InfoResponse, Limits, ProcessInfo,
-    ProcessKillResponse, ProcessListResponse, ToolSpec,
+    ArchivePutResponse, ChangesResponse, DirEntry, DirListing, FileChange, FilePutResponse,
+    FileVersion, FingerprintResponse, HealthResponse, InfoResponse, Limits, ListeningSocket,
+    ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse, ProcessListResponse,
+    SnapshotResponse, ToolSpec, WatchedPath,
 };
 pub use tools::{
     Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,

@@ -112,3 +112,99 @@ pub struct FilePutResponse {
     /// Whether the file did not exist before (the status is then 201).
     pub created: bool,
 }
+
+/// One version of a path in a manifest or a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FileVersion {
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: String,
+    pub size: u64,
+    /// Permission bits, e.g. 420 (0o644).
+    pub mode: u32,
+    /// Hex sha256 of a file's content; its bytes are at `GET /v1/blobs/{sha256}`.
+    pub sha256: Option<String>,
+    /// A symlink's target.
+    pub target: Option<String>,
+}
+
+/// One path of a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ManifestEntry {
+    /// Relative to the workspace root, `/`-separated.
+    pub path: String,
+    #[serde(flatten)]
+    pub version: FileVersion,
+}
+
+/// The answer of `POST /v1/workspace/snapshot`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SnapshotResponse {
+    pub snapshot_id: String,
+    pub n_files: u64,
+    pub n_bytes: u64,
+    /// Files whose content was hashed for this snapshot (the rest were unchanged).
+    pub n_hashed: u64,
+    pub taken_at: String,
+}
+
+/// The answer of `GET /v1/workspace/snapshots/{id}`: every path, sorted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ManifestResponse {
+    pub snapshot_id: String,
+    pub entries: Vec<ManifestEntry>,
+}
+
+/// What happened to one path between two snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FileChange {
+    pub path: String,
+    /// `added`, `modified`, `deleted`, `mode_changed` or `type_changed`.
+    pub change: String,
+    pub before: Option<FileVersion>,
+    pub after: Option<FileVersion>,
+}
+
+/// The answer of `GET /v1/workspace/changes?since=ID`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ChangesResponse {
+    pub since: String,
+    /// A new snapshot of the state these changes lead to; pass it as the next `since`.
+    pub snapshot_id: String,
+    pub changes: Vec<FileChange>,
+}
+
+/// The answer of `PUT /v1/workspace/archive`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ArchivePutResponse {
+    pub n_files: u64,
+    pub n_bytes: u64,
+}
+
+/// A listening socket in the sandbox's network namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ListeningSocket {
+    /// `tcp` or `tcp6`.
+    pub protocol: String,
+    pub address: String,
+    pub port: u16,
+    /// The pid that holds it, when it is one of the server's processes.
+    pub pid: Option<u32>,
+}
+
+/// A watched path outside the workspace and the hash of what is there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WatchedPath {
+    pub path: String,
+    /// `file`, `dir`, `symlink`, `other` or `missing`.
+    pub kind: String,
+    /// A file's sha256; for a folder, the sha256 of its sorted listing of names and hashes.
+    pub sha256: Option<String>,
+}
+
+/// The answer of `GET /v1/state/fingerprint`: side effects that tool results do not show.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FingerprintResponse {
+    pub processes: Vec<ProcessInfo>,
+    pub listening: Vec<ListeningSocket>,
+    pub watched: Vec<WatchedPath>,
+}

@@ -25,6 +25,8 @@ use crate::sandbox::Registry;
         (name = "processes", description = "Background processes left by commands"),
         (name = "artifacts", description = "Full command output"),
         (name = "files", description = "Raw files and directory listings in the workspace"),
+        (name = "workspace", description = "Snapshots, changes, file versions and archives of the workspace"),
+        (name = "state", description = "Side effects outside the workspace"),
         (name = "service", description = "Health and server information"),
     ),
 )]

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use sandbox_protocol::{ErrorResponse, ProcessInfo, ProcessKillResponse, ProcessListResponse};
 
 use super::{ApiError, AppState};
-use crate::process::{self, ProcessError};
+use crate::process::{self, ProcessError, Supervisor};
 use crate::time::rfc3339;
 
 /// Every live process the server started: commands still running and the background
@@ -22,28 +22,31 @@ use crate::time::rfc3339;
 )]
 pub(crate) async fn list_processes(State(state): State<AppState>) -> Json<ProcessListResponse> {
     let supervisor = state.ctx.supervisor.clone();
-    let processes = tokio::task::spawn_blocking(move || {
-        supervisor
-            .live_processes()
-            .into_iter()
-            .map(|(entry, call_id)| ProcessInfo {
-                pid: entry.pid,
-                ppid: entry.ppid,
-                pgid: entry.pgid,
-                command: process::command_line(entry.pid),
-                started_at: process::start_time_unix(entry.start_ticks)
-                    .map(rfc3339)
-                    .unwrap_or_default(),
-                foreground: call_id
-                    .as_deref()
-                    .is_some_and(|id| supervisor.is_call_running(id)),
-                call_id,
-            })
-            .collect()
-    })
-    .await
-    .unwrap_or_default();
+    let processes = tokio::task::spawn_blocking(move || process_infos(&supervisor))
+        .await
+        .unwrap_or_default();
     Json(ProcessListResponse { processes })
+}
+
+/// The live processes the server started, as the wire describes them. Blocking: reads `/proc`.
+pub(crate) fn process_infos(supervisor: &Supervisor) -> Vec<ProcessInfo> {
+    supervisor
+        .live_processes()
+        .into_iter()
+        .map(|(entry, call_id)| ProcessInfo {
+            pid: entry.pid,
+            ppid: entry.ppid,
+            pgid: entry.pgid,
+            command: process::command_line(entry.pid),
+            started_at: process::start_time_unix(entry.start_ticks)
+                .map(rfc3339)
+                .unwrap_or_default(),
+            foreground: call_id
+                .as_deref()
+                .is_some_and(|id| supervisor.is_call_running(id)),
+            call_id,
+        })
+        .collect()
 }
 
 /// Ends a process the server started, and its descendants: SIGTERM, then SIGKILL after the

@@ -27,3 +27,5 @@ mod generated;
 mod lifecycle;
 /// Raw files and directory listings.
 mod raw_files;
+/// Snapshots, changes, blobs, archives and the state fingerprint.
+mod workspace_state;

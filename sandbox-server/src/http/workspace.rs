@@ -1,0 +1,313 @@
+//! Workspace state: snapshots, changes, blobs, the archive, and the state fingerprint.
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use sandbox_protocol::{
+    ArchivePutResponse, ChangesResponse, ErrorResponse, FingerprintResponse, ManifestResponse,
+    ProcessInfo, SnapshotResponse,
+};
+use serde::Deserialize;
+use tower::ServiceExt;
+use tower_http::services::ServeFile;
+use utoipa::IntoParams;
+
+use super::{ApiError, AppState};
+use crate::sandbox::snapshot::{self, SnapshotError};
+use crate::sandbox::{ToolError, archive, fingerprint};
+use crate::time::rfc3339;
+
+fn internal(what: &str, err: impl std::fmt::Display) -> ApiError {
+    ApiError::Tool(ToolError::Internal(format!("{what}: {err}")))
+}
+
+fn snapshot_error(err: SnapshotError) -> ApiError {
+    match err {
+        SnapshotError::Unknown(_) => ApiError::NotFound(err.to_string()),
+        SnapshotError::Io(_) => internal("snapshot", err),
+    }
+}
+
+fn now() -> String {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(since_epoch.as_secs_f64())
+}
+
+/// Records a manifest of the workspace (path, kind, size, mode, sha256, symlink target) and
+/// keeps every file version it names in the blob store.
+#[utoipa::path(
+    post, path = "/v1/workspace/snapshot", tag = "workspace",
+    responses(
+        (status = 200, body = SnapshotResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn take_snapshot(
+    State(state): State<AppState>,
+) -> Result<Json<SnapshotResponse>, ApiError> {
+    let root = state.ctx.workspace.root().to_owned();
+    let shared = state.state.clone();
+    let snapshot::Taken {
+        id,
+        manifest,
+        n_hashed,
+        ..
+    } = tokio::task::spawn_blocking(move || {
+        shared
+            .snapshots
+            .take(&root, &shared.ignore, &shared.blobs, None)
+    })
+    .await
+    .map_err(|err| internal("snapshot task", err))?
+    .map_err(snapshot_error)?;
+    let files = manifest
+        .values()
+        .filter(|entry| entry.version.kind == "file");
+    let (n_files, n_bytes) = files.fold((0, 0), |(n, bytes), entry| {
+        (n + 1, bytes + entry.version.size)
+    });
+    Ok(Json(SnapshotResponse {
+        snapshot_id: id,
+        n_files,
+        n_bytes,
+        n_hashed,
+        taken_at: now(),
+    }))
+}
+
+/// Every path of a recorded snapshot.
+#[utoipa::path(
+    get, path = "/v1/workspace/snapshots/{id}", tag = "workspace",
+    params(("id" = String, Path, description = "A snapshot id")),
+    responses(
+        (status = 200, body = ManifestResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+        (status = 404, description = "Unknown, or older than the last 32 snapshots", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get_snapshot(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<ManifestResponse>, ApiError> {
+    let manifest = state
+        .state
+        .snapshots
+        .get(&id)
+        .ok_or_else(|| snapshot_error(SnapshotError::Unknown(id.clone())))?;
+    Ok(Json(ManifestResponse {
+        snapshot_id: id,
+        entries: snapshot::entries(&manifest),
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ChangesQuery {
+    /// The snapshot to compare with.
+    since: Option<String>,
+}
+
+/// The files added, modified, deleted or changed in mode since a snapshot, with a new snapshot
+/// of the state they lead to, taken in the same scan.
+#[utoipa::path(
+    get, path = "/v1/workspace/changes", tag = "workspace",
+    params(ChangesQuery),
+    responses(
+        (status = 200, body = ChangesResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+        (status = 404, description = "Unknown snapshot", body = ErrorResponse),
+        (status = 422, description = "`since` is missing", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get_changes(
+    State(state): State<AppState>,
+    Query(query): Query<ChangesQuery>,
+) -> Result<Json<ChangesResponse>, ApiError> {
+    let since = query.since.ok_or_else(|| {
+        ApiError::Tool(ToolError::InvalidArguments(
+            "since: required (a snapshot id from POST /v1/workspace/snapshot)".to_owned(),
+        ))
+    })?;
+    let root = state.ctx.workspace.root().to_owned();
+    let shared = state.state.clone();
+    let base_id = since.clone();
+    let snapshot::Taken {
+        id, manifest, base, ..
+    } = tokio::task::spawn_blocking(move || {
+        shared
+            .snapshots
+            .take(&root, &shared.ignore, &shared.blobs, Some(&base_id))
+    })
+    .await
+    .map_err(|err| internal("snapshot task", err))?
+    .map_err(snapshot_error)?;
+    let base = base.expect("a snapshot taken with `since` returns its base");
+    Ok(Json(ChangesResponse {
+        since,
+        snapshot_id: id,
+        changes: snapshot::diff(&base, &manifest),
+    }))
+}
+
+/// The content of a file version named in a manifest or a change list.
+#[utoipa::path(
+    get, path = "/v1/blobs/{sha256}", tag = "workspace",
+    params(("sha256" = String, Path, description = "Hex sha256 from a manifest or a change")),
+    responses(
+        (status = 200, content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+        (status = 404, description = "Not kept (never seen, or over the size limit)", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get_blob(
+    State(state): State<AppState>,
+    Path(sha256): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let path = state.state.blobs.path(&sha256).ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "no blob {sha256}: not in any snapshot, or over --blob-max-file-bytes"
+        ))
+    })?;
+    let response = ServeFile::new(path)
+        .oneshot(request)
+        .await
+        .map_err(|err| internal("blob", err))?;
+    Ok(response.into_response())
+}
+
+/// The workspace as a tar stream; symlinks stay symlinks.
+#[utoipa::path(
+    get, path = "/v1/workspace/archive", tag = "workspace",
+    responses(
+        (status = 200, content_type = "application/x-tar", body = Vec<u8>),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get_archive(State(state): State<AppState>) -> Response {
+    let root = state.ctx.workspace.root().to_owned();
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
+    tokio::task::spawn_blocking(move || {
+        let writer = ChannelWriter {
+            sender: sender.clone(),
+            buffer: Vec::with_capacity(CHUNK),
+        };
+        if let Err(err) = archive::write_tar(&root, writer) {
+            tracing::warn!(cause = %err, "writing the workspace archive failed");
+            let _ = sender.blocking_send(Err(err));
+        }
+    });
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-tar"),
+    );
+    response
+}
+
+const CHUNK: usize = 256 * 1024;
+
+/// A `Write` that sends what is written to a response body in chunks.
+struct ChannelWriter {
+    sender: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    buffer: Vec<u8>,
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buffer.extend_from_slice(data);
+        if self.buffer.len() >= CHUNK {
+            self.flush()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(
+            &mut self.buffer,
+            Vec::with_capacity(CHUNK),
+        ));
+        self.sender.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away")
+        })
+    }
+}
+
+/// Replaces the workspace with a tar (or tar.gz) archive: unpacked beside it first, so a bad
+/// archive changes nothing.
+#[utoipa::path(
+    put, path = "/v1/workspace/archive", tag = "workspace",
+    request_body(content = Vec<u8>, content_type = "application/x-tar"),
+    responses(
+        (status = 200, body = ArchivePutResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+        (status = 413, description = "Body over the limit", body = ErrorResponse),
+        (status = 422, description = "Not a tar archive, or an entry leads outside the workspace", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn put_archive(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ArchivePutResponse>, ApiError> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(state.limits.max_body_bytes)
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })?;
+    let root = state.ctx.workspace.root().to_owned();
+    let unpacked = tokio::task::spawn_blocking(move || archive::replace_from_tar(&root, &body))
+        .await
+        .map_err(|err| internal("archive task", err))?
+        .map_err(|err| ApiError::Tool(ToolError::InvalidArguments(format!("archive: {err}"))))?;
+    Ok(Json(ArchivePutResponse {
+        n_files: unpacked.n_files,
+        n_bytes: unpacked.n_bytes,
+    }))
+}
+
+/// The processes still alive that the server started, the listening sockets, and the hashes of
+/// the watched paths outside the workspace (`--watch`).
+#[utoipa::path(
+    get, path = "/v1/state/fingerprint", tag = "state",
+    responses(
+        (status = 200, body = FingerprintResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get_fingerprint(
+    State(state): State<AppState>,
+) -> Result<Json<FingerprintResponse>, ApiError> {
+    let supervisor = state.ctx.supervisor.clone();
+    let watch = state.state.watch.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        let processes = super::processes::process_infos(&supervisor);
+        let pids: Vec<u32> = processes
+            .iter()
+            .map(|process: &ProcessInfo| process.pid)
+            .collect();
+        let mut owners = fingerprint::socket_owners(&pids);
+        // The server's own listening socket is named too.
+        owners.extend(fingerprint::socket_owners(&[std::process::id()]));
+        FingerprintResponse {
+            processes,
+            listening: fingerprint::listening_sockets(&owners),
+            watched: fingerprint::watched(&watch),
+        }
+    })
+    .await
+    .map_err(|err| internal("fingerprint task", err))?;
+    Ok(Json(answer))
+}

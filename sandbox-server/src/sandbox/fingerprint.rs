@@ -1,0 +1,201 @@
+//! Side effects that tool results do not show: listening sockets and watched paths outside the
+//! workspace. (The processes come from the supervisor.)
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+
+use sandbox_protocol::{ListeningSocket, WatchedPath};
+use sha2::{Digest, Sha256};
+
+/// TCP sockets in LISTEN state, from `/proc/net/tcp` and `/proc/net/tcp6`; `owners` maps socket
+/// inodes to the pids of the server's processes that hold them.
+pub fn listening_sockets(owners: &HashMap<u64, u32>) -> Vec<ListeningSocket> {
+    let mut sockets = Vec::new();
+    for (protocol, file) in [("tcp", "/proc/net/tcp"), ("tcp6", "/proc/net/tcp6")] {
+        let Ok(text) = fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // local_address, rem_address, st (0A is LISTEN), ..., inode is field 9.
+            if fields.len() < 10 || fields[3] != "0A" {
+                continue;
+            }
+            let Some((address_hex, port_hex)) = fields[1].split_once(':') else {
+                continue;
+            };
+            let Ok(port) = u16::from_str_radix(port_hex, 16) else {
+                continue;
+            };
+            let inode: u64 = fields[9].parse().unwrap_or(0);
+            sockets.push(ListeningSocket {
+                protocol: protocol.to_owned(),
+                address: decode_address(address_hex),
+                port,
+                pid: owners.get(&inode).copied(),
+            });
+        }
+    }
+    sockets.sort_by(|a, b| (a.port, &a.address).cmp(&(b.port, &b.address)));
+    sockets
+}
+
+/// The socket inodes held by `pids`.
+pub fn socket_owners(pids: &[u32]) -> HashMap<u64, u32> {
+    let mut owners = HashMap::new();
+    for &pid in pids {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Ok(target) = fs::read_link(fd.path()) {
+                let target = target.to_string_lossy();
+                if let Some(inode) = target
+                    .strip_prefix("socket:[")
+                    .and_then(|s| s.strip_suffix(']'))
+                    && let Ok(inode) = inode.parse()
+                {
+                    owners.insert(inode, pid);
+                }
+            }
+        }
+    }
+    owners
+}
+
+/// `/proc/net/tcp` addresses are little-endian hex words.
+fn decode_address(hex: &str) -> String {
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .filter_map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    match bytes.len() {
+        4 => format!("{}.{}.{}.{}", bytes[3], bytes[2], bytes[1], bytes[0]),
+        16 => {
+            let words: Vec<String> = bytes
+                .chunks(4)
+                .flat_map(|word| {
+                    let b = [word[3], word[2], word[1], word[0]];
+                    [
+                        format!("{:x}", u16::from_be_bytes([b[0], b[1]])),
+                        format!("{:x}", u16::from_be_bytes([b[2], b[3]])),
+                    ]
+                })
+                .collect();
+            std::net::Ipv6Addr::from(
+                <[u16; 8]>::try_from(
+                    words
+                        .iter()
+                        .map(|w| u16::from_str_radix(w, 16).unwrap_or(0))
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap_or([0; 8]),
+            )
+            .to_string()
+        }
+        _ => hex.to_owned(),
+    }
+}
+
+/// The hash of what is at each watched path (a folder by its sorted listing, bounded).
+pub fn watched(paths: &[String]) -> Vec<WatchedPath> {
+    paths
+        .iter()
+        .map(|path| {
+            let (kind, sha256) = hash_path(Path::new(path), 0);
+            WatchedPath {
+                path: path.clone(),
+                kind: kind.to_owned(),
+                sha256,
+            }
+        })
+        .collect()
+}
+
+/// Folders deeper than this are hashed by their names only.
+const MAX_DEPTH: usize = 8;
+
+fn hash_path(path: &Path, depth: usize) -> (&'static str, Option<String>) {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return ("missing", None);
+    };
+    let file_type = meta.file_type();
+    if file_type.is_symlink() {
+        let target = fs::read_link(path)
+            .map(|t| t.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        return (
+            "symlink",
+            Some(hex::encode(Sha256::digest(target.as_bytes()))),
+        );
+    }
+    if file_type.is_file() {
+        let mut hasher = Sha256::new();
+        let Ok(mut file) = fs::File::open(path) else {
+            return ("file", None);
+        };
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            match file.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => hasher.update(&buffer[..n]),
+                Err(_) => return ("file", None),
+            }
+        }
+        return ("file", Some(hex::encode(hasher.finalize())));
+    }
+    if file_type.is_dir() {
+        let Ok(entries) = fs::read_dir(path) else {
+            return ("dir", None);
+        };
+        let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        let mut hasher = Sha256::new();
+        for name in names {
+            let child = if depth < MAX_DEPTH {
+                hash_path(&path.join(&name), depth + 1)
+                    .1
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
+            hasher.update(name.as_encoded_bytes());
+            hasher.update([0]);
+            hasher.update(child.as_bytes());
+            hasher.update([b'\n']);
+        }
+        return ("dir", Some(hex::encode(hasher.finalize())));
+    }
+    ("other", None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_decode() {
+        assert_eq!(decode_address("0100007F"), "127.0.0.1");
+        assert_eq!(decode_address("00000000000000000000000001000000"), "::1");
+    }
+
+    #[test]
+    fn watched_paths_change_with_their_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("profile");
+        let paths = vec![file.display().to_string(), dir.path().display().to_string()];
+        assert_eq!(watched(&paths)[0].kind, "missing");
+        std::fs::write(&file, "a").unwrap();
+        let first = watched(&paths);
+        std::fs::write(&file, "b").unwrap();
+        let second = watched(&paths);
+        assert_eq!(first[0].kind, "file");
+        assert_ne!(first[0].sha256, second[0].sha256);
+        assert_ne!(
+            first[1].sha256, second[1].sha256,
+            "the folder's hash follows its contents"
+        );
+    }
+}

@@ -1,0 +1,268 @@
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::common::{self, Options};
+
+async fn post_json(server: &common::Server, path: &str) -> Value {
+    let response = server
+        .request(reqwest::Method::POST, path)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+async fn blob(server: &common::Server, sha256: &str) -> Vec<u8> {
+    let response = server
+        .request(reqwest::Method::GET, &format!("/v1/blobs/{sha256}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "blob {sha256}");
+    response.bytes().await.unwrap().to_vec()
+}
+
+#[tokio::test]
+async fn changes_since_a_snapshot_name_every_file_with_both_versions() {
+    let server = common::start().await;
+    std::fs::write(server.path("keep.txt"), "keep").unwrap();
+    std::fs::write(server.path("edit.txt"), "before").unwrap();
+    std::fs::write(server.path("remove.txt"), "bye").unwrap();
+    std::fs::create_dir_all(server.path(".git/objects/ab")).unwrap();
+    std::fs::write(server.path(".git/objects/ab/cd"), "packed").unwrap();
+    let snapshot = post_json(&server, "/v1/workspace/snapshot").await;
+    let first = snapshot["snapshot_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        snapshot["n_files"], 3,
+        ".git/objects is ignored by default: {snapshot}"
+    );
+
+    server
+        .ok(
+            "search_replace",
+            json!({"path": "edit.txt", "search": "before", "replace": "after!"}),
+        )
+        .await;
+    server
+        .ok(
+            "bash",
+            json!({"cmd": "rm remove.txt && echo new > sub-new.txt && chmod +x keep.txt"}),
+        )
+        .await;
+    let (status, changes) = server
+        .get_json(&format!("/v1/workspace/changes?since={first}"))
+        .await;
+    assert_eq!(status, 200);
+    let summary: Vec<(String, String)> = changes["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().to_owned(),
+                c["change"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("edit.txt", "modified"),
+        ("keep.txt", "mode_changed"),
+        ("remove.txt", "deleted"),
+        ("sub-new.txt", "added"),
+    ];
+    assert_eq!(
+        summary,
+        expected.map(|(p, c)| (p.to_owned(), c.to_owned())).to_vec()
+    );
+
+    let edit = &changes["changes"][0];
+    assert_eq!(
+        (
+            edit["before"]["size"].as_u64(),
+            edit["after"]["size"].as_u64()
+        ),
+        (Some(6), Some(6))
+    );
+    assert_eq!(
+        blob(&server, edit["before"]["sha256"].as_str().unwrap()).await,
+        b"before"
+    );
+    assert_eq!(
+        blob(&server, edit["after"]["sha256"].as_str().unwrap()).await,
+        b"after!"
+    );
+    assert_eq!(
+        blob(
+            &server,
+            changes["changes"][2]["before"]["sha256"].as_str().unwrap()
+        )
+        .await,
+        b"bye"
+    );
+
+    let second = changes["snapshot_id"].as_str().unwrap();
+    let (_, none) = server
+        .get_json(&format!("/v1/workspace/changes?since={second}"))
+        .await;
+    assert_eq!(
+        none["changes"],
+        json!([]),
+        "nothing changed since the new snapshot"
+    );
+
+    let (status, manifest) = server
+        .get_json(&format!("/v1/workspace/snapshots/{second}"))
+        .await;
+    assert_eq!(status, 200);
+    let paths: Vec<&str> = manifest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, [".git", "edit.txt", "keep.txt", "sub-new.txt"]);
+
+    let (status, body) = server
+        .get_json("/v1/workspace/changes?since=snap_999")
+        .await;
+    assert_eq!(
+        (status, body["error"]["type"].as_str().unwrap()),
+        (404, "not_found")
+    );
+    let (status, _) = server.get_json("/v1/workspace/changes").await;
+    assert_eq!(status, 422);
+    let (status, _) = server
+        .get_json(&format!("/v1/blobs/{}", "0".repeat(64)))
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn the_archive_round_trips_and_a_bad_one_changes_nothing() {
+    let server = common::start().await;
+    std::fs::create_dir_all(server.path("src/deep")).unwrap();
+    std::fs::write(server.path("src/deep/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(server.path("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        server.path("run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("src/deep/main.rs", server.path("main-link")).unwrap();
+    let archive = server
+        .request(reqwest::Method::GET, "/v1/workspace/archive")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(archive.status(), 200);
+    assert_eq!(archive.headers()["content-type"], "application/x-tar");
+    let archive = archive.bytes().await.unwrap();
+
+    let other = common::start().await;
+    std::fs::write(other.path("stale.txt"), "stale").unwrap();
+    let response = other
+        .request(reqwest::Method::PUT, "/v1/workspace/archive")
+        .body(archive.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body, json!({"n_files": 2, "n_bytes": 23}));
+    assert!(!other.path("stale.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(other.path("src/deep/main.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+    assert_eq!(
+        std::fs::read_link(other.path("main-link"))
+            .unwrap()
+            .to_str(),
+        Some("src/deep/main.rs")
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(other.path("run.sh"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o755);
+
+    let response = other
+        .request(reqwest::Method::PUT, "/v1/workspace/archive")
+        .body("not a tar")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 422);
+    assert!(
+        other.path("src/deep/main.rs").exists(),
+        "a bad archive changes nothing"
+    );
+}
+
+#[tokio::test]
+async fn the_fingerprint_shows_processes_listeners_and_watched_paths() {
+    let watched = tempfile::tempdir().unwrap();
+    let profile = watched.path().join("profile");
+    std::fs::write(&profile, "export A=1\n").unwrap();
+    let server = common::start_with(Options {
+        extra_args: vec![
+            "--watch".into(),
+            format!(
+                "{},{}",
+                profile.display(),
+                watched.path().join("absent").display()
+            ),
+        ],
+        ..Options::default()
+    })
+    .await;
+    let (status, before) = server.get_json("/v1/state/fingerprint").await;
+    assert_eq!(status, 200);
+    assert_eq!(before["processes"], json!([]));
+    assert_eq!(before["watched"][1]["kind"], "missing");
+
+    let script = "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); \
+                  open('port','w').write(str(s.getsockname()[1])); time.sleep(60)";
+    server
+        .ok(
+            "bash",
+            json!({"cmd": format!("python3 -c \"{script}\" > /dev/null 2>&1 &")}),
+        )
+        .await;
+    let port_file = server.path("port");
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&port_file)
+        .map(|p| p.is_empty())
+        .unwrap_or(true)
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let port: u64 = std::fs::read_to_string(&port_file)
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::fs::write(&profile, "export A=2 # changed by a command\n").unwrap();
+
+    let (_, after) = server.get_json("/v1/state/fingerprint").await;
+    let processes = after["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 1, "{after}");
+    let command = processes[0]["command"].as_str().unwrap();
+    assert!(command.contains("python3 -c import socket"), "{command}");
+    let listener = after["listening"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["port"] == port)
+        .expect("the listener is seen");
+    assert_eq!(listener["pid"], processes[0]["pid"]);
+    assert_eq!(listener["address"], "127.0.0.1");
+    assert_ne!(
+        before["watched"][0]["sha256"],
+        after["watched"][0]["sha256"]
+    );
+}
