@@ -63,6 +63,13 @@ pub struct RunArgs {
     /// The tools to give the model, comma-separated; all that the sandbox offers when absent.
     #[arg(long, value_delimiter = ',')]
     pub tools: Option<Vec<String>>,
+    /// Where session logs go: each session is a folder `<log-dir>/<session-id>/`.
+    #[arg(long, env = "CONTROLLER_LOG_DIR", default_value = "runs")]
+    pub log_dir: PathBuf,
+    /// `durable` syncs every event to disk before the step goes on; `relaxed` leaves it to the OS
+    /// until the end (a machine crash may lose the last events, a killed harness does not).
+    #[arg(long, value_enum, default_value = "durable")]
+    pub log_durability: crate::event_log::Durability,
     /// Anthropic: the most tokens per reply [default: 8192].
     #[arg(long)]
     pub max_tokens: Option<u32>,

@@ -12,12 +12,15 @@
 
 pub mod cli;
 pub mod config;
+pub mod event_log;
 pub mod llm;
 pub mod local_sandbox;
 pub mod policy;
 pub mod prompt;
+pub mod recording;
 pub mod run_loop;
 pub mod sandbox_client;
+pub mod secrets;
 pub mod seed;
 pub mod task;
 

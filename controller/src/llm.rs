@@ -28,12 +28,24 @@ pub trait Model: Send + Sync {
     fn describe(&self) -> String;
     /// Whether its cost per token is known (a price was found or given).
     fn has_price(&self) -> bool;
-    /// One reply to the conversation, with the tools it may call.
-    fn complete<'a>(
+    /// The request body for the conversation and the tools it may call, exactly as it will be
+    /// sent (the session log records it before it goes out).
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> serde_json::Value;
+    /// Sends a body built by `build_request`; retries are inside.
+    fn send<'a>(
         &'a self,
-        messages: &'a [Message],
-        tools: &'a [ToolSpec],
+        body: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
+}
+
+/// One reply to the conversation: `build_request` then `send`.
+pub async fn complete(
+    model: &dyn Model,
+    messages: &[Message],
+    tools: &[ToolSpec],
+) -> Result<ModelReply, ModelError> {
+    let body = model.build_request(messages, tools);
+    model.send(&body).await
 }
 
 /// Why a model call failed.

@@ -87,6 +87,10 @@ impl LocalSandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
+        // The model API keys are the harness's, not the agent's: a command could print them.
+        for secret in crate::secrets::ENV_VARS {
+            command.env_remove(secret);
+        }
         // The server's own progress lines would drown the session's; its warnings still show.
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "warn");

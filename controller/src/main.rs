@@ -11,13 +11,19 @@ use anyhow::Context;
 use clap::Parser;
 use controller::cli::{Cli, Command, RunArgs};
 use controller::config::{RunConfig, SandboxTarget};
+use controller::event_log::{
+    self, CheckResult, ErrorEvent, Event, EventLog, RunSettings, SessionFinished, SessionStarted,
+    Text,
+};
 use controller::exit_code;
 use controller::llm::{self, RetryPolicy, ToolCall};
 use controller::local_sandbox::LocalSandbox;
 use controller::policy::AllowAll;
-use controller::run_loop::{Agent, Observer, Outcome};
+use controller::recording::Recorder;
+use controller::run_loop::{Agent, Observer, Outcome, Totals};
 use controller::sandbox_client::SandboxClient;
 use controller::{prompt, seed};
+use sandbox_protocol::ToolSpec;
 use serde_json::json;
 
 fn main() {
@@ -82,14 +88,69 @@ async fn run(args: RunArgs) -> i32 {
             return exit_code::ERROR;
         }
     };
-    let session = session(&config, model.as_ref(), &client);
-    let code = tokio::select! {
-        code = session => code,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("\ninterrupted: stopping the sandbox");
-            exit_code::INTERRUPTED
+    let secrets = controller::secrets::values(
+        &client
+            .token()
+            .map(str::to_owned)
+            .into_iter()
+            .collect::<Vec<_>>(),
+    );
+    let session_id = event_log::new_session_id();
+    let log_dir = args.log_dir.join(&session_id);
+    let log = match EventLog::create(&log_dir, args.log_durability, secrets) {
+        Ok(log) => log,
+        Err(err) => {
+            eprintln!("error: {err}");
+            if let Some(local) = local {
+                local.stop().await;
+            }
+            return exit_code::ERROR;
         }
     };
+    eprintln!("log: {}", log_dir.display());
+    let recorder = Recorder::new(log.clone(), client.clone());
+    let totals = std::sync::Mutex::new(Totals::default());
+    let started = std::time::Instant::now();
+    let parts = Session {
+        config: &config,
+        args: &args,
+        session_id: &session_id,
+        model: model.as_ref(),
+        client: &client,
+        recorder: &recorder,
+    };
+    let (code, outcome, answer) = tokio::select! {
+        result = parts.run(&totals) => result,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("\ninterrupted: stopping the sandbox");
+            (exit_code::INTERRUPTED, "interrupted", String::new())
+        }
+    };
+    let totals = *totals.lock().unwrap_or_else(|p| p.into_inner());
+    let empty = Text {
+        text: Some(String::new()),
+        blob: None,
+        preview: None,
+        size: 0,
+    };
+    let finished = SessionFinished {
+        outcome: outcome.to_owned(),
+        answer: log.text(&answer).unwrap_or(empty),
+        turns: totals.turns,
+        model_calls: totals.model_calls,
+        tool_calls: totals.tool_calls,
+        usage: totals.usage,
+        cost: totals.cost,
+        cost_known: totals.cost_known,
+        duration_ms: started.elapsed().as_millis() as u64,
+    };
+    if let Err(err) = log
+        .record(Event::SessionFinished(finished))
+        .await
+        .and(log.close().await)
+    {
+        eprintln!("error: {err}");
+    }
     if let Some(local) = local {
         local.stop().await;
     }
@@ -165,21 +226,179 @@ fn local_workspace(config: &RunConfig) -> anyhow::Result<PathBuf> {
     }
 }
 
-async fn session(config: &RunConfig, model: &dyn llm::Model, client: &SandboxClient) -> i32 {
-    match session_inner(config, model, client).await {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            exit_code::ERROR
+const POLICY_NAME: &str = "allow_all";
+
+/// One session once its sandbox is up.
+struct Session<'a> {
+    config: &'a RunConfig,
+    args: &'a RunArgs,
+    session_id: &'a str,
+    model: &'a dyn llm::Model,
+    client: &'a SandboxClient,
+    recorder: &'a Recorder,
+}
+
+impl Session<'_> {
+    /// Returns the exit code, the outcome for the log and the answer.
+    async fn run(&self, totals: &std::sync::Mutex<Totals>) -> (i32, &'static str, String) {
+        match self.run_inner(totals).await {
+            Ok(result) => result,
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                let event = ErrorEvent {
+                    class: "internal".to_owned(),
+                    message: format!("{err:#}"),
+                    call_id: None,
+                };
+                let _ = self.recorder.log.record(Event::Error(event)).await;
+                (exit_code::ERROR, "error", String::new())
+            }
         }
+    }
+
+    async fn run_inner(
+        &self,
+        totals: &std::sync::Mutex<Totals>,
+    ) -> anyhow::Result<(i32, &'static str, String)> {
+        let (config, client, recorder) = (self.config, self.client, self.recorder);
+        let (system, tools) = match prepare(config, self.model, client).await {
+            Ok(ready) => ready,
+            Err(err) => {
+                self.header(None).await?;
+                return Err(err);
+            }
+        };
+        self.header(Some((&system.text, &tools))).await?;
+        recorder
+            .initial_snapshot()
+            .await
+            .context("recording the initial workspace")?;
+        recorder
+            .fingerprint(None)
+            .await
+            .context("recording the state fingerprint")?;
+
+        let agent = Agent {
+            model: self.model,
+            sandbox: client,
+            policy: &AllowAll,
+            policy_name: POLICY_NAME,
+            tools,
+            limits: config.limits,
+            observer: &Terminal,
+            recorder,
+        };
+        let report = match agent.run(&system.text, &config.prompt, totals).await {
+            Ok(report) => report,
+            Err(err) => {
+                // Already an `error` event, with its class.
+                eprintln!("error: {err}");
+                return Ok((exit_code::ERROR, "error", String::new()));
+            }
+        };
+        recorder
+            .fingerprint(None)
+            .await
+            .context("recording the state fingerprint")?;
+        println!("{}", report.answer);
+        let spent = report.totals;
+        if spent.cost_known {
+            eprintln!("cost=${:.4}", spent.cost);
+        } else {
+            eprintln!(
+                "cost=unknown (at least ${:.4}; the model has no known price)",
+                spent.cost
+            );
+        }
+        let (mut code, mut outcome) = match report.outcome {
+            Outcome::Completed => (exit_code::COMPLETED, "completed"),
+            Outcome::TurnLimit => (exit_code::TURN_LIMIT, "turn_limit"),
+            Outcome::CostLimit => (exit_code::COST_LIMIT, "cost_limit"),
+        };
+        if let Some(check) = &config.check {
+            let started = std::time::Instant::now();
+            let result = bash(client, check, config.check_timeout)
+                .await
+                .context("running the check")?;
+            let passed = result["exit_code"] == 0;
+            let output = result["output"].as_str().unwrap_or("");
+            eprintln!(
+                "check: {} ({check})",
+                if passed { "passed" } else { "failed" }
+            );
+            let event = CheckResult {
+                command: check.clone(),
+                passed,
+                exit_code: result["exit_code"].as_i64().unwrap_or(-1) as i32,
+                output: recorder.log.text(output)?,
+                duration_ms: started.elapsed().as_millis() as u64,
+            };
+            recorder.log.record(Event::CheckResult(event)).await?;
+            if !passed {
+                eprintln!("{output}");
+                if code == exit_code::COMPLETED {
+                    (code, outcome) = (exit_code::CHECK_FAILED, "check_failed");
+                }
+            }
+        }
+        Ok((code, outcome, report.answer))
+    }
+
+    /// The header: written first, with whatever of the prompt and tools exist by then.
+    async fn header(&self, prompt: Option<(&str, &[ToolSpec])>) -> anyhow::Result<()> {
+        let (config, log) = (self.config, &self.recorder.log);
+        let (system_prompt, tools) = match prompt {
+            Some((text, tools)) => (
+                Some(log.text(text)?),
+                Some(log.json_blob(&serde_json::to_value(tools)?)?),
+            ),
+            None => (None, None),
+        };
+        let settings = RunSettings {
+            model: config.model.name.clone(),
+            model_description: self.model.describe(),
+            reasoning_effort: config.model.reasoning_effort.clone(),
+            web_search: config.model.web_search,
+            max_turns: config.limits.max_turns,
+            max_cost: config.limits.max_cost,
+            compact_at: config.limits.compact_at as u64,
+            tool_names: prompt
+                .map(|(_, tools)| tools.iter().map(|t| t.name.clone()).collect())
+                .unwrap_or_default(),
+            policy: POLICY_NAME.to_owned(),
+            sandbox: match config.sandbox {
+                SandboxTarget::Local => "local".to_owned(),
+                SandboxTarget::Remote { .. } => "remote".to_owned(),
+            },
+            sandbox_url: self.client.url().to_owned(),
+            working_dir: config
+                .working_dir
+                .as_ref()
+                .map(|dir| dir.display().to_string()),
+            setup: config.setup.clone(),
+            check: config.check.clone(),
+            log_durability: self.args.log_durability.name().to_owned(),
+        };
+        let started = SessionStarted {
+            format_version: event_log::FORMAT_VERSION,
+            session_id: self.session_id.to_owned(),
+            harness_version: env!("CARGO_PKG_VERSION").to_owned(),
+            task: config.prompt.clone(),
+            config: settings,
+            system_prompt,
+            tools,
+        };
+        log.record(Event::SessionStarted(Box::new(started))).await?;
+        Ok(())
     }
 }
 
-async fn session_inner(
+/// Seeds the workspace, runs setup, and builds the system prompt and tool list.
+async fn prepare(
     config: &RunConfig,
     model: &dyn llm::Model,
     client: &SandboxClient,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<(prompt::SystemPrompt, Vec<ToolSpec>)> {
     if let Some(source) = &config.workspace {
         let seeded = seed::seed(client, source)
             .await
@@ -202,7 +421,6 @@ async fn session_inner(
             anyhow::bail!("setup command failed: {command}");
         }
     }
-
     let info = client
         .info()
         .await
@@ -242,47 +460,7 @@ async fn session_inner(
             config.limits.max_cost
         );
     }
-
-    let agent = Agent {
-        model,
-        sandbox: client,
-        policy: &AllowAll,
-        tools,
-        limits: config.limits,
-        observer: &Terminal,
-    };
-    let report = agent.run(&system.text, &config.prompt).await?;
-    println!("{}", report.answer);
-    if report.cost_known {
-        eprintln!("cost=${:.4}", report.cost);
-    } else {
-        eprintln!(
-            "cost=unknown (at least ${:.4}; the model has no known price)",
-            report.cost
-        );
-    }
-    let mut code = match report.outcome {
-        Outcome::Completed => exit_code::COMPLETED,
-        Outcome::TurnLimit => exit_code::TURN_LIMIT,
-        Outcome::CostLimit => exit_code::COST_LIMIT,
-    };
-    if let Some(check) = &config.check {
-        let result = bash(client, check, config.check_timeout)
-            .await
-            .context("running the check")?;
-        let passed = result["exit_code"] == 0;
-        eprintln!(
-            "check: {} ({check})",
-            if passed { "passed" } else { "failed" }
-        );
-        if !passed {
-            eprintln!("{}", result["output"].as_str().unwrap_or(""));
-            if code == exit_code::COMPLETED {
-                code = exit_code::CHECK_FAILED;
-            }
-        }
-    }
-    Ok(code)
+    Ok((system, tools))
 }
 
 async fn bash(

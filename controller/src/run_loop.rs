@@ -1,11 +1,19 @@
 //! The agent loop, as the seed's `run()`: a system prompt and the task, then turns of model
-//! reply, tool calls and tool results until a reply calls no tool or a limit is hit.
+//! reply, tool calls and tool results until a reply calls no tool or a limit is hit. Every
+//! frame goes to the session log before the loop moves on.
+
+use std::time::Instant;
 
 use sandbox_protocol::ToolSpec;
 use serde_json::Value;
 
-use crate::llm::{Message, Model, ModelError, ToolCall, estimate_tokens};
+use crate::event_log::{
+    self, Compaction, ErrorEvent, Event, LoggedCall, LoggedUsage, ModelRequest, ModelResponse,
+    OutputRecord, PolicyDecision, ToolCallEvent, ToolResult,
+};
+use crate::llm::{Message, Model, ModelError, ModelReply, ToolCall, Usage, estimate_tokens};
 use crate::policy::{self, Decision, Policy};
+use crate::recording::{RecordError, Recorder};
 use crate::sandbox_client::{SandboxClient, SandboxError};
 
 /// Messages kept verbatim at the end when compacting, as the seed.
@@ -32,28 +40,66 @@ pub enum Outcome {
     CostLimit,
 }
 
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::TurnLimit => "turn_limit",
+            Outcome::CostLimit => "cost_limit",
+        }
+    }
+}
+
+/// Running totals of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Totals {
+    /// USD of the replies whose cost is known.
+    pub cost: f64,
+    /// Whether every reply had a known cost.
+    pub cost_known: bool,
+    pub turns: u32,
+    pub model_calls: u64,
+    pub tool_calls: u64,
+    pub n_compactions: u32,
+    pub usage: LoggedUsage,
+}
+
 /// What a session produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     pub outcome: Outcome,
     /// The final answer, or the seed's "Stopped: …" line.
     pub answer: String,
-    /// USD of the replies whose cost is known.
-    pub cost: f64,
-    /// Whether every reply had a known cost.
-    pub cost_known: bool,
-    pub turns: u32,
-    pub n_compactions: u32,
+    pub totals: Totals,
     pub messages: Vec<Message>,
 }
 
-/// Why a session could not go on.
+/// Why a session could not go on. Each is also an `error` event in the log.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error("model: {0}")]
     Model(#[from] ModelError),
     #[error("sandbox: {0}")]
     Sandbox(#[from] SandboxError),
+    #[error("session log: {0}")]
+    Log(#[from] RecordError),
+}
+
+impl SessionError {
+    /// The error class of the log: model, sandbox or internal.
+    pub fn class(&self) -> &'static str {
+        match self {
+            SessionError::Model(_) => "model",
+            SessionError::Sandbox(_) | SessionError::Log(RecordError::Sandbox(_)) => "sandbox",
+            SessionError::Log(RecordError::Log(_)) => "internal",
+        }
+    }
+}
+
+impl From<event_log::EventLogError> for SessionError {
+    fn from(err: event_log::EventLogError) -> Self {
+        SessionError::Log(RecordError::Log(err))
+    }
 }
 
 /// Hooks for whoever shows the session to a person.
@@ -69,13 +115,42 @@ pub struct Agent<'a> {
     pub model: &'a dyn Model,
     pub sandbox: &'a SandboxClient,
     pub policy: &'a dyn Policy,
+    /// The policy's name for the log.
+    pub policy_name: &'a str,
     pub tools: Vec<ToolSpec>,
     pub limits: Limits,
     pub observer: &'a dyn Observer,
+    pub recorder: &'a Recorder,
 }
 
 impl Agent<'_> {
-    pub async fn run(&self, system_prompt: &str, task: &str) -> Result<Report, SessionError> {
+    /// Runs the loop. `totals` is updated as it goes, so a caller that abandons the future
+    /// (Ctrl-C) still knows what was spent.
+    pub async fn run(
+        &self,
+        system_prompt: &str,
+        task: &str,
+        totals: &std::sync::Mutex<Totals>,
+    ) -> Result<Report, SessionError> {
+        let result = self.run_inner(system_prompt, task, totals).await;
+        if let Err(err) = &result {
+            let event = ErrorEvent {
+                class: err.class().to_owned(),
+                message: err.to_string(),
+                call_id: None,
+            };
+            // The session is failing already; a log that cannot take the error is reported by the caller.
+            let _ = self.recorder.log.record(Event::Error(event)).await;
+        }
+        result
+    }
+
+    async fn run_inner(
+        &self,
+        system_prompt: &str,
+        task: &str,
+        totals: &std::sync::Mutex<Totals>,
+    ) -> Result<Report, SessionError> {
         let mut messages = vec![
             Message::System {
                 content: system_prompt.to_owned(),
@@ -84,84 +159,183 @@ impl Agent<'_> {
                 content: task.to_owned(),
             },
         ];
-        let mut cost = 0.0;
-        let mut cost_known = true;
-        let mut n_compactions = 0;
-        let report =
-            |outcome, answer: String, turns, cost, cost_known, n_compactions, messages| Report {
-                outcome,
-                answer,
-                cost,
-                cost_known,
-                turns,
-                n_compactions,
-                messages,
-            };
-        for turn in 0..self.limits.max_turns {
-            if cost >= self.limits.max_cost {
-                let answer = format!("Stopped: spent ${cost:.2}.");
-                return Ok(report(
-                    Outcome::CostLimit,
+        let snapshot =
+            |totals: &std::sync::Mutex<Totals>| *totals.lock().unwrap_or_else(|p| p.into_inner());
+        totals.lock().unwrap_or_else(|p| p.into_inner()).cost_known = true;
+        for turn in 1..=self.limits.max_turns {
+            let current = snapshot(totals);
+            if current.cost >= self.limits.max_cost {
+                let answer = format!("Stopped: spent ${:.2}.", current.cost);
+                return Ok(Report {
+                    outcome: Outcome::CostLimit,
                     answer,
-                    turn,
-                    cost,
-                    cost_known,
-                    n_compactions,
+                    totals: current,
                     messages,
-                ));
+                });
             }
             if estimate_tokens(&messages) > self.limits.compact_at {
-                let before = messages.len();
-                let (compacted, summary_cost) = compact(messages, self.model).await?;
-                messages = compacted;
-                add_cost(&mut cost, &mut cost_known, summary_cost);
-                if messages.len() < before {
-                    n_compactions += 1;
-                    self.observer.compacted(before, messages.len());
-                }
+                messages = self.compact(messages, turn, totals).await?;
             }
-            let reply = self.model.complete(&messages, &self.tools).await?;
-            add_cost(&mut cost, &mut cost_known, reply.cost);
+            let reply = self
+                .ask(&messages, &self.tools, turn, "turn", totals)
+                .await?;
+            totals.lock().unwrap_or_else(|p| p.into_inner()).turns = turn;
             let calls = reply.message.tool_calls.clone();
             let content = reply.message.content.clone();
             messages.push(Message::Assistant(reply.message));
             if calls.is_empty() {
-                return Ok(report(
-                    Outcome::Completed,
-                    content,
-                    turn + 1,
-                    cost,
-                    cost_known,
-                    n_compactions,
+                return Ok(Report {
+                    outcome: Outcome::Completed,
+                    answer: content,
+                    totals: snapshot(totals),
                     messages,
-                ));
+                });
             }
             for call in &calls {
                 self.observer.tool_call(call);
+                totals.lock().unwrap_or_else(|p| p.into_inner()).tool_calls += 1;
                 let result = self.run_tool(call, task).await?;
                 messages.push(Message::Tool {
                     tool_call_id: call.id.clone(),
                     content: result,
                 });
+                self.recorder.after_tool_call(&call.id).await?;
+                self.recorder.fingerprint(Some(&call.id)).await?;
             }
         }
         let answer = format!("Stopped: hit {} turns.", self.limits.max_turns);
-        Ok(report(
-            Outcome::TurnLimit,
+        Ok(Report {
+            outcome: Outcome::TurnLimit,
             answer,
-            self.limits.max_turns,
-            cost,
-            cost_known,
-            n_compactions,
+            totals: snapshot(totals),
             messages,
-        ))
+        })
+    }
+
+    /// One model call, logged before it is sent and after it answers.
+    async fn ask(
+        &self,
+        messages: &[Message],
+        tools: &[ToolSpec],
+        turn: u32,
+        purpose: &str,
+        totals: &std::sync::Mutex<Totals>,
+    ) -> Result<ModelReply, SessionError> {
+        let body = self.model.build_request(messages, tools);
+        let request = ModelRequest {
+            turn,
+            purpose: purpose.to_owned(),
+            n_messages: messages.len() as u64,
+            estimated_tokens: estimate_tokens(messages) as u64,
+            body: self.recorder.log.json_blob(&body)?,
+        };
+        self.recorder
+            .log
+            .record(Event::ModelRequest(request))
+            .await?;
+        let started = Instant::now();
+        let reply = self.model.send(&body).await?;
+        let latency_ms = started.elapsed().as_millis() as u64;
+        {
+            let mut totals = totals.lock().unwrap_or_else(|p| p.into_inner());
+            totals.model_calls += 1;
+            match reply.cost {
+                Some(cost) => totals.cost += cost,
+                None => totals.cost_known = false,
+            }
+            add_usage(&mut totals.usage, &reply.usage);
+        }
+        let response = ModelResponse {
+            turn,
+            purpose: purpose.to_owned(),
+            text: self.recorder.log.text(&reply.message.content)?,
+            tool_calls: reply
+                .message
+                .tool_calls
+                .iter()
+                .map(|call| LoggedCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                })
+                .collect(),
+            usage: logged_usage(&reply.usage),
+            cost: reply.cost,
+            latency_ms,
+            raw: self.recorder.log.json_blob(&reply.raw)?,
+        };
+        self.recorder
+            .log
+            .record(Event::ModelResponse(response))
+            .await?;
+        Ok(reply)
     }
 
     /// One call's result text. Bad calls and failing tools come back as `ERROR: …` for the
     /// model; only a sandbox that stopped working ends the session.
     async fn run_tool(&self, call: &ToolCall, task: &str) -> Result<String, SessionError> {
+        let log = &self.recorder.log;
+        let call_event = ToolCallEvent {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        };
+        log.record(Event::ToolCall(call_event)).await?;
+        let started = Instant::now();
+        let (status, text, raw) = self.tool_outcome(call, task).await?;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let mut outputs = Vec::new();
+        if let Some(raw) = &raw {
+            for stream in ["stdout", "stderr"] {
+                let artifact = &raw[format!("{stream}_artifact")];
+                let (Some(id), Some(sha256)) =
+                    (artifact["id"].as_str(), artifact["sha256"].as_str())
+                else {
+                    continue;
+                };
+                let size = artifact["size"].as_u64().unwrap_or(0);
+                let blob = if size > 0 {
+                    match self.sandbox.artifact(id).await? {
+                        Some(bytes) => Some(log.blob(&bytes)?),
+                        None => None,
+                    }
+                } else {
+                    None
+                };
+                outputs.push(OutputRecord {
+                    stream: stream.to_owned(),
+                    sha256: sha256.to_owned(),
+                    size,
+                    total_bytes: artifact["total_bytes"].as_u64().unwrap_or(size),
+                    blob,
+                });
+            }
+        }
+        let result = ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            status: status.to_owned(),
+            output: log.text(&text)?,
+            exit_code: raw
+                .as_ref()
+                .and_then(|r| r["exit_code"].as_i64())
+                .map(|code| code as i32),
+            timed_out: raw.as_ref().and_then(|r| r["timed_out"].as_bool()),
+            duration_ms,
+            outputs,
+        };
+        log.record(Event::ToolResult(result)).await?;
+        Ok(text)
+    }
+
+    /// Decides and runs a call: (status, the text for the model, the sandbox's result).
+    async fn tool_outcome(
+        &self,
+        call: &ToolCall,
+        task: &str,
+    ) -> Result<(&'static str, String, Option<Value>), SessionError> {
         if !self.tools.iter().any(|tool| tool.name == call.name) {
-            return Ok(format!("ERROR: unknown tool {}", call.name));
+            return Ok(("error", format!("ERROR: unknown tool {}", call.name), None));
         }
         let args: Value = if call.arguments.trim().is_empty() {
             Value::Object(Default::default())
@@ -169,80 +343,130 @@ impl Agent<'_> {
             match serde_json::from_str(&call.arguments) {
                 Ok(args) => args,
                 Err(err) => {
-                    return Ok(format!(
-                        "ERROR: the arguments are not valid JSON ({err}): {}",
-                        call.arguments
+                    return Ok((
+                        "error",
+                        format!(
+                            "ERROR: the arguments are not valid JSON ({err}): {}",
+                            call.arguments
+                        ),
+                        None,
                     ));
                 }
             }
         };
-        let allowed = match self.policy.decide(task, &call.name, &args).await {
-            Decision::Allow => None,
-            Decision::Deny(reason) => Some(reason),
-            Decision::Ask(reason) => {
-                let (tool, shown, why) = (call.name.clone(), args.clone(), reason.clone());
-                let yes =
-                    tokio::task::spawn_blocking(move || policy::ask_user(&tool, &shown, &why))
-                        .await
-                        .unwrap_or(false);
-                (!yes).then_some(reason)
-            }
+        let decision = self.policy.decide(task, &call.name, &args).await;
+        let (name, reason, mut allowed, mut source) = match &decision {
+            Decision::Allow => ("allow", String::new(), true, self.policy_name.to_owned()),
+            Decision::Deny(reason) => ("deny", reason.clone(), false, self.policy_name.to_owned()),
+            Decision::Ask(reason) => ("ask", reason.clone(), false, self.policy_name.to_owned()),
         };
-        if let Some(reason) = allowed {
-            return Ok(policy::blocked_message(&reason));
+        if let Decision::Ask(reason) = &decision {
+            let (tool, shown, why) = (call.name.clone(), args.clone(), reason.clone());
+            allowed = tokio::task::spawn_blocking(move || policy::ask_user(&tool, &shown, &why))
+                .await
+                .unwrap_or(false);
+            source = "person".to_owned();
+        }
+        let event = PolicyDecision {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            decision: name.to_owned(),
+            allowed,
+            reason: reason.clone(),
+            source,
+        };
+        self.recorder
+            .log
+            .record(Event::PolicyDecision(event))
+            .await?;
+        if !allowed {
+            return Ok(("blocked", policy::blocked_message(&reason), None));
         }
         match self.sandbox.call_tool(&call.name, &args).await {
-            Ok(result) => Ok(match result["output"].as_str() {
-                Some(output) => output.to_owned(),
-                None => result.to_string(),
-            }),
+            Ok(result) => {
+                let text = match result["output"].as_str() {
+                    Some(output) => output.to_owned(),
+                    None => result.to_string(),
+                };
+                Ok(("ok", text, Some(result)))
+            }
             Err(err) if err.is_infrastructure() => Err(err.into()),
-            Err(err) => Ok(format!("ERROR: {err}")),
+            Err(err) => Ok(("error", format!("ERROR: {err}"), None)),
         }
     }
-}
 
-fn add_cost(total: &mut f64, known: &mut bool, cost: Option<f64>) {
-    match cost {
-        Some(cost) => *total += cost,
-        None => *known = false,
+    /// The seed's compaction: keep the first two messages and the last few, replace the middle
+    /// by the model's summary in `<summary_of_earlier_work>`. A tool result never leaves the
+    /// call that asked for it; an empty summary leaves the history unchanged.
+    async fn compact(
+        &self,
+        messages: Vec<Message>,
+        turn: u32,
+        totals: &std::sync::Mutex<Totals>,
+    ) -> Result<Vec<Message>, SessionError> {
+        let Some(split_at) = compaction_split(&messages) else {
+            return Ok(messages);
+        };
+        let mut request: Vec<Message> = messages[..split_at].to_vec();
+        request.push(Message::User {
+            content: SUMMARY_REQUEST.to_owned(),
+        });
+        let summary = self.ask(&request, &[], turn, "summary", totals).await?;
+        if summary.message.content.trim().is_empty() {
+            return Ok(messages);
+        }
+        let mut compacted: Vec<Message> = messages[..2].to_vec();
+        compacted.push(Message::User {
+            content: format!(
+                "<summary_of_earlier_work>\n{}\n</summary_of_earlier_work>",
+                summary.message.content
+            ),
+        });
+        compacted.extend(messages[split_at..].iter().cloned());
+        let replaced = serde_json::to_value(&messages[2..split_at]).expect("messages serialize");
+        let event = Compaction {
+            summary: self.recorder.log.text(&summary.message.content)?,
+            replaced: self.recorder.log.json_blob(&replaced)?,
+            n_replaced: (split_at - 2) as u64,
+            n_before: messages.len() as u64,
+            n_after: compacted.len() as u64,
+        };
+        self.recorder.log.record(Event::Compaction(event)).await?;
+        totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .n_compactions += 1;
+        self.observer.compacted(messages.len(), compacted.len());
+        Ok(compacted)
     }
 }
 
-/// The seed's compaction: keep the first two messages and the last few, replace the middle by
-/// the model's summary in `<summary_of_earlier_work>`. A tool result never leaves the call that
-/// asked for it; an empty summary leaves the history unchanged. Returns the summary's cost.
-pub async fn compact(
-    messages: Vec<Message>,
-    model: &dyn Model,
-) -> Result<(Vec<Message>, Option<f64>), ModelError> {
-    let split = messages
+/// Where the middle ends: the last `KEEP_RECENT` messages stay, moved back past any tool
+/// results so none is separated from its call. `None` when there is no middle.
+pub fn compaction_split(messages: &[Message]) -> Option<usize> {
+    let mut split_at = messages
         .len()
         .saturating_sub(KEEP_RECENT)
         .max(2)
         .min(messages.len());
-    let mut split_at = split;
     while split_at < messages.len() && matches!(messages[split_at], Message::Tool { .. }) {
         split_at += 1;
     }
-    if split_at <= 2 {
-        return Ok((messages, Some(0.0)));
+    (split_at > 2).then_some(split_at)
+}
+
+fn logged_usage(usage: &Usage) -> LoggedUsage {
+    LoggedUsage {
+        input_tokens: usage.input_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        output_tokens: usage.output_tokens,
     }
-    let mut request: Vec<Message> = messages[..split_at].to_vec();
-    request.push(Message::User {
-        content: SUMMARY_REQUEST.to_owned(),
-    });
-    let summary = model.complete(&request, &[]).await?;
-    if summary.message.content.trim().is_empty() {
-        return Ok((messages, summary.cost));
-    }
-    let mut compacted: Vec<Message> = messages[..2].to_vec();
-    compacted.push(Message::User {
-        content: format!(
-            "<summary_of_earlier_work>\n{}\n</summary_of_earlier_work>",
-            summary.message.content
-        ),
-    });
-    compacted.extend(messages[split_at..].iter().cloned());
-    Ok((compacted, summary.cost))
+}
+
+fn add_usage(total: &mut LoggedUsage, usage: &Usage) {
+    total.input_tokens += usage.input_tokens;
+    total.cached_input_tokens += usage.cached_input_tokens;
+    total.cache_write_tokens += usage.cache_write_tokens;
+    total.output_tokens += usage.output_tokens;
 }

@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use sandbox_protocol::{DirListing, ErrorResponse, InfoResponse, ToolSpec};
+use sandbox_protocol::{
+    ChangesResponse, DirListing, ErrorResponse, FingerprintResponse, InfoResponse,
+    ManifestResponse, SnapshotResponse, ToolSpec,
+};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -66,6 +69,11 @@ impl SandboxClient {
 
     pub fn url(&self) -> &str {
         &self.base
+    }
+
+    /// The bearer token, to keep it out of logs.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
@@ -219,6 +227,72 @@ impl SandboxClient {
             Err(SandboxError::Api { status: 404, .. }) => Ok(None),
             Err(err) => Err(err),
         }
+    }
+
+    /// `POST /v1/workspace/snapshot`.
+    pub async fn snapshot(&self) -> Result<SnapshotResponse, SandboxError> {
+        let response = self
+            .send(self.request(reqwest::Method::POST, "/v1/workspace/snapshot"))
+            .await?;
+        self.json(response).await
+    }
+
+    /// `GET /v1/workspace/snapshots/{id}`.
+    pub async fn manifest(&self, id: &str) -> Result<ManifestResponse, SandboxError> {
+        let path = format!("/v1/workspace/snapshots/{}", encode_segment(id));
+        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
+        self.json(response).await
+    }
+
+    /// `GET /v1/workspace/changes?since=ID`.
+    pub async fn changes(&self, since: &str) -> Result<ChangesResponse, SandboxError> {
+        let path = format!("/v1/workspace/changes?since={}", encode_segment(since));
+        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
+        self.json(response).await
+    }
+
+    /// `GET /v1/blobs/{sha256}`; `None` when the sandbox did not keep it.
+    pub async fn blob(&self, sha256: &str) -> Result<Option<Vec<u8>>, SandboxError> {
+        self.bytes_or_none(&format!("/v1/blobs/{}", encode_segment(sha256)))
+            .await
+    }
+
+    /// `GET /v1/artifacts/{id}`; `None` when it was evicted.
+    pub async fn artifact(&self, id: &str) -> Result<Option<Vec<u8>>, SandboxError> {
+        self.bytes_or_none(&format!("/v1/artifacts/{}", encode_segment(id)))
+            .await
+    }
+
+    async fn bytes_or_none(&self, path: &str) -> Result<Option<Vec<u8>>, SandboxError> {
+        match self.send(self.request(reqwest::Method::GET, path)).await {
+            Ok(response) => Ok(Some(
+                response
+                    .bytes()
+                    .await
+                    .map_err(|err| self.unreachable(&err))?
+                    .to_vec(),
+            )),
+            Err(SandboxError::Api { status: 404, .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// `GET /v1/state/fingerprint`.
+    pub async fn fingerprint(&self) -> Result<FingerprintResponse, SandboxError> {
+        let response = self
+            .send(self.request(reqwest::Method::GET, "/v1/state/fingerprint"))
+            .await?;
+        self.json(response).await
+    }
+
+    /// `PUT /v1/workspace/archive`: replaces the workspace with a tar archive.
+    pub async fn put_archive(&self, tar: Vec<u8>) -> Result<(), SandboxError> {
+        self.send(
+            self.request(reqwest::Method::PUT, "/v1/workspace/archive")
+                .body(tar),
+        )
+        .await
+        .map(drop)
     }
 
     /// Polls `/healthz` until it answers or `limit` passes.

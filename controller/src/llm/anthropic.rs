@@ -23,7 +23,7 @@ pub struct AnthropicModel {
 }
 
 impl AnthropicModel {
-    fn body(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+    fn request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
         let mut system = Vec::new();
         // (role, blocks); consecutive messages of one role are merged, as the API requires
         // alternating turns (tool results are user content).
@@ -153,26 +153,18 @@ impl Model for AnthropicModel {
         self.price.is_some()
     }
 
-    fn complete<'a>(
-        &'a self,
-        messages: &'a [Message],
-        tools: &'a [ToolSpec],
-    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+        self.request(messages, tools)
+    }
+
+    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             let url = format!("{}/v1/messages", self.base_url.trim_end_matches('/'));
             let headers = [
                 ("x-api-key", self.key.as_str()),
                 ("anthropic-version", API_VERSION),
             ];
-            let raw = post_json(
-                &self.client,
-                PROVIDER,
-                &url,
-                &headers,
-                &self.body(messages, tools),
-                self.retry,
-            )
-            .await?;
+            let raw = post_json(&self.client, PROVIDER, &url, &headers, body, self.retry).await?;
             parse(raw, self.price)
         })
     }

@@ -21,7 +21,7 @@ pub struct ChatModel {
 }
 
 impl ChatModel {
-    fn body(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+    fn request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
         let messages: Vec<Value> =
             messages
                 .iter()
@@ -125,11 +125,11 @@ impl Model for ChatModel {
         self.price.is_some()
     }
 
-    fn complete<'a>(
-        &'a self,
-        messages: &'a [Message],
-        tools: &'a [ToolSpec],
-    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+        self.request(messages, tools)
+    }
+
+    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
             let auth = self.key.as_ref().map(|key| format!("Bearer {key}"));
@@ -137,15 +137,7 @@ impl Model for ChatModel {
                 .iter()
                 .map(|value| ("authorization", value.as_str()))
                 .collect();
-            let raw = post_json(
-                &self.client,
-                PROVIDER,
-                &url,
-                &headers,
-                &self.body(messages, tools),
-                self.retry,
-            )
-            .await?;
+            let raw = post_json(&self.client, PROVIDER, &url, &headers, body, self.retry).await?;
             parse(raw, self.price)
         })
     }

@@ -22,7 +22,7 @@ pub struct ResponsesModel {
 }
 
 impl ResponsesModel {
-    fn body(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+    fn request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
         let mut input = Vec::new();
         for message in messages {
             match message {
@@ -148,11 +148,11 @@ impl Model for ResponsesModel {
         self.price.is_some()
     }
 
-    fn complete<'a>(
-        &'a self,
-        messages: &'a [Message],
-        tools: &'a [ToolSpec],
-    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+        self.request(messages, tools)
+    }
+
+    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             let url = format!("{}/responses", self.base_url.trim_end_matches('/'));
             let auth = format!("Bearer {}", self.key);
@@ -161,7 +161,7 @@ impl Model for ResponsesModel {
                 PROVIDER,
                 &url,
                 &[("authorization", &auth)],
-                &self.body(messages, tools),
+                body,
                 self.retry,
             )
             .await?;

@@ -85,14 +85,16 @@ impl Model for ScriptedModel {
         true
     }
 
-    fn complete<'a>(
-        &'a self,
-        _messages: &'a [Message],
-        tools: &'a [ToolSpec],
-    ) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    /// What the scripted model "receives": enough to tell a summary request (no tools) from a turn.
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+        let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+        json!({"scripted": true, "n_messages": messages.len(), "tools": names})
+    }
+
+    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             // A request without tools is a compaction summary: answer it without using a turn.
-            if tools.is_empty() {
+            if body["tools"].as_array().is_none_or(Vec::is_empty) {
                 let content = self.script.summary.clone().unwrap_or_default();
                 let raw = json!({"scripted": true, "summary": content});
                 let message = AssistantMessage {

@@ -38,6 +38,7 @@ pub fn command(args: &[&str]) -> Command {
         .env_remove("ANTHROPIC_BASE_URL")
         .env_remove("CONTROLLER_MODEL")
         .env("RUST_LOG", "warn")
+        .env("CONTROLLER_LOG_DIR", log_root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -109,4 +110,21 @@ pub fn alive(pid: u32) -> bool {
             state != "Z" && state != "X"
         })
         .unwrap_or(false)
+}
+
+/// Where test sessions write their logs (each run prints its own folder as `log: PATH`).
+pub fn log_root() -> PathBuf {
+    std::env::temp_dir().join("harness-test-logs")
+}
+
+impl Run {
+    /// The session folder this run reported.
+    pub fn log_dir(&self) -> PathBuf {
+        let line = self
+            .stderr
+            .lines()
+            .find_map(|line| line.strip_prefix("log: "))
+            .expect("the run prints its log folder");
+        PathBuf::from(line)
+    }
 }

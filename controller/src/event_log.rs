@@ -1,0 +1,318 @@
+//! The session log: one writer per session, every frame, crash-proof.
+//!
+//! `EventLog` is a cheap handle around a channel. One task owns `events.jsonl`: it assigns
+//! `seq` (gap-free) and `ts`, writes whole lines, and in `durable` mode fsyncs each batch
+//! (group commit) before acknowledging, so `record(..).await` returns once the event is on
+//! disk. Large payloads go to `blobs/<sha256>` first, written whole (temporary file, rename),
+//! so every reference in a complete line resolves. Secrets are redacted from both.
+
+mod event;
+pub mod reader;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, oneshot};
+
+pub use event::*;
+
+/// Payloads longer than this go to a blob instead of inline.
+pub const INLINE_LIMIT: usize = 4096;
+const PREVIEW_CHARS: usize = 300;
+
+/// How hard the writer works to keep events on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Durability {
+    /// fsync every batch before `record` returns (default): nothing acknowledged is lost.
+    Durable,
+    /// Write to the OS at once, fsync at the end: a crash of the process loses nothing, a crash
+    /// of the machine may lose the last events.
+    Relaxed,
+}
+
+impl Durability {
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Durable => "durable",
+            Durability::Relaxed => "relaxed",
+        }
+    }
+}
+
+/// Why the log could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum EventLogError {
+    /// Creating or writing the log folder, the events file or a blob failed.
+    #[error("session log {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The writer task has stopped (after a write error or `close`).
+    #[error("the session log writer has stopped")]
+    Closed,
+}
+
+enum Cmd {
+    Record {
+        event: Box<Event>,
+        ack: oneshot::Sender<Result<u64, String>>,
+    },
+    Close {
+        ack: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// A handle to one session's log. Clone it freely; only the writer task touches the file.
+#[derive(Debug, Clone)]
+pub struct EventLog {
+    tx: mpsc::Sender<Cmd>,
+    dir: PathBuf,
+    secrets: Arc<Vec<String>>,
+    durability: Durability,
+}
+
+impl std::fmt::Debug for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Cmd::Record { .. } => "Record",
+            Cmd::Close { .. } => "Close",
+        })
+    }
+}
+
+impl EventLog {
+    /// Creates `dir` (which must not exist yet) with `events.jsonl` and `blobs/`, and starts the writer.
+    pub fn create(
+        dir: &Path,
+        durability: Durability,
+        secrets: Vec<String>,
+    ) -> Result<EventLog, EventLogError> {
+        let io = |source| EventLogError::Io {
+            path: dir.to_owned(),
+            source,
+        };
+        fs::create_dir_all(dir.parent().unwrap_or(Path::new("."))).map_err(io)?;
+        fs::create_dir(dir).map_err(io)?;
+        fs::create_dir(dir.join("blobs")).map_err(io)?;
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(dir.join("events.jsonl"))
+            .map_err(io)?;
+        let secrets = Arc::new(secrets);
+        let (tx, rx) = mpsc::channel(1024);
+        let writer = Writer {
+            file,
+            path: dir.join("events.jsonl"),
+            next_seq: 0,
+            durability,
+            secrets: secrets.clone(),
+        };
+        std::thread::Builder::new()
+            .name("event-log-writer".to_owned())
+            .spawn(move || writer.run(rx))
+            .map_err(io)?;
+        Ok(EventLog {
+            tx,
+            dir: dir.to_owned(),
+            secrets,
+            durability,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// Sends an event; returns its `seq` once it is written (and, when durable, synced).
+    pub async fn record(&self, event: Event) -> Result<u64, EventLogError> {
+        let (ack, done) = oneshot::channel();
+        self.tx
+            .send(Cmd::Record {
+                event: Box::new(event),
+                ack,
+            })
+            .await
+            .map_err(|_| EventLogError::Closed)?;
+        match done.await {
+            Ok(Ok(seq)) => Ok(seq),
+            Ok(Err(message)) => Err(EventLogError::Io {
+                path: self.dir.clone(),
+                source: std::io::Error::other(message),
+            }),
+            Err(_) => Err(EventLogError::Closed),
+        }
+    }
+
+    /// Flushes and syncs everything, then stops the writer.
+    pub async fn close(&self) -> Result<(), EventLogError> {
+        let (ack, done) = oneshot::channel();
+        self.tx
+            .send(Cmd::Close { ack })
+            .await
+            .map_err(|_| EventLogError::Closed)?;
+        match done.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(EventLogError::Io {
+                path: self.dir.clone(),
+                source: std::io::Error::other(message),
+            }),
+            Err(_) => Err(EventLogError::Closed),
+        }
+    }
+
+    /// Stores bytes (redacted) as a blob; returns its reference. Written whole before return.
+    pub fn blob(&self, bytes: &[u8]) -> Result<BlobRef, EventLogError> {
+        let redacted = crate::secrets::redact_bytes(bytes, &self.secrets);
+        let sha256 = hex::encode(Sha256::digest(&redacted));
+        let path = self.dir.join("blobs").join(&sha256);
+        if !path.exists() {
+            let io = |source| EventLogError::Io {
+                path: path.clone(),
+                source,
+            };
+            let temp = self
+                .dir
+                .join("blobs")
+                .join(format!(".{sha256}.{:08x}", rand::random::<u32>()));
+            let mut file = File::create(&temp).map_err(io)?;
+            file.write_all(&redacted).map_err(io)?;
+            if self.durability == Durability::Durable {
+                file.sync_data().map_err(io)?;
+            }
+            fs::rename(&temp, &path).map_err(io)?;
+        }
+        Ok(BlobRef {
+            sha256,
+            size: redacted.len() as u64,
+        })
+    }
+
+    /// A JSON value as a blob.
+    pub fn json_blob(&self, value: &serde_json::Value) -> Result<BlobRef, EventLogError> {
+        self.blob(value.to_string().as_bytes())
+    }
+
+    /// Text inline when short, else a blob with a preview.
+    pub fn text(&self, text: &str) -> Result<Text, EventLogError> {
+        if text.len() <= INLINE_LIMIT {
+            return Ok(Text {
+                text: Some(text.to_owned()),
+                blob: None,
+                preview: None,
+                size: text.len() as u64,
+            });
+        }
+        let blob = self.blob(text.as_bytes())?;
+        let preview: String = text.chars().take(PREVIEW_CHARS).collect();
+        Ok(Text {
+            text: None,
+            blob: Some(blob),
+            preview: Some(crate::secrets::redact(&preview, &self.secrets)),
+            size: text.len() as u64,
+        })
+    }
+}
+
+/// The one owner of `events.jsonl`.
+struct Writer {
+    file: File,
+    path: PathBuf,
+    next_seq: u64,
+    durability: Durability,
+    secrets: Arc<Vec<String>>,
+}
+
+impl Writer {
+    /// Runs on its own thread: takes every pending command, writes one batch, syncs once, and
+    /// then acknowledges the batch (group commit).
+    fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        while let Some(first) = rx.blocking_recv() {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+            }
+            let mut buffer = Vec::new();
+            let mut acks = Vec::new();
+            let mut close = None;
+            for cmd in batch {
+                match cmd {
+                    Cmd::Record { event, ack } => {
+                        let seq = self.next_seq;
+                        self.next_seq += 1;
+                        let envelope = Envelope {
+                            seq,
+                            ts: now(),
+                            event: *event,
+                        };
+                        match serde_json::to_string(&envelope) {
+                            Ok(line) => {
+                                buffer.extend_from_slice(
+                                    crate::secrets::redact(&line, &self.secrets).as_bytes(),
+                                );
+                                buffer.push(b'\n');
+                                acks.push((ack, seq));
+                            }
+                            Err(err) => {
+                                // Cannot happen for these types; never leave a gap in `seq`.
+                                self.next_seq -= 1;
+                                let _ = ack.send(Err(format!("serializing an event: {err}")));
+                            }
+                        }
+                    }
+                    Cmd::Close { ack } => close = Some(ack),
+                }
+            }
+            let written = self.file.write_all(&buffer).and_then(|()| {
+                match (self.durability, close.is_some()) {
+                    (Durability::Durable, _) | (Durability::Relaxed, true) => self.file.sync_data(),
+                    (Durability::Relaxed, false) => Ok(()),
+                }
+            });
+            match written {
+                Ok(()) => {
+                    for (ack, seq) in acks {
+                        let _ = ack.send(Ok(seq));
+                    }
+                }
+                Err(err) => {
+                    let message = format!("writing {}: {err}", self.path.display());
+                    for (ack, _) in acks {
+                        let _ = ack.send(Err(message.clone()));
+                    }
+                    if let Some(ack) = close.take() {
+                        let _ = ack.send(Err(message));
+                    }
+                    return;
+                }
+            }
+            if let Some(ack) = close {
+                let _ = ack.send(Ok(()));
+                return;
+            }
+        }
+    }
+}
+
+/// Now, RFC 3339 UTC with milliseconds.
+pub fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// A sortable, unique session id: `20261130T004512Z-3f9a1c`.
+pub fn new_session_id() -> String {
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let compact: String = stamp
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    format!("{compact}-{:06x}", rand::random::<u32>() & 0xff_ffff)
+}

@@ -1,0 +1,350 @@
+//! The event types of a session log. `proto-docs/event-log.schema.json` is generated from
+//! these; `proto-docs/event-log.md` explains them.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The format version in `session_started`; bumped when a change breaks readers.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One line of the log: `{"seq", "ts", "type", "data"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    /// Gap-free, increasing from 0, assigned by the single writer.
+    pub seq: u64,
+    /// When the writer received the event, RFC 3339 UTC with milliseconds.
+    pub ts: String,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// What happened. New types may appear in later versions; readers that render or measure
+/// should skip types they do not know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum Event {
+    /// Always the first line: the header.
+    SessionStarted(Box<SessionStarted>),
+    /// The workspace as the agent found it: the base for restore and rerun.
+    WorkspaceSnapshot(WorkspaceSnapshot),
+    ModelRequest(ModelRequest),
+    ModelResponse(ModelResponse),
+    PolicyDecision(PolicyDecision),
+    ToolCall(ToolCallEvent),
+    ToolResult(ToolResult),
+    /// Files changed by a tool call, whichever tool it was.
+    WorkspaceChanged(WorkspaceChanged),
+    /// Processes, listeners and watched paths, when they changed.
+    StateFingerprint(StateFingerprint),
+    Compaction(Compaction),
+    Error(ErrorEvent),
+    CheckResult(CheckResult),
+    /// Always the last line of a session that ended (not of one that was killed).
+    SessionFinished(SessionFinished),
+}
+
+impl Event {
+    /// The `type` string of this event.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::SessionStarted(_) => "session_started",
+            Event::WorkspaceSnapshot(_) => "workspace_snapshot",
+            Event::ModelRequest(_) => "model_request",
+            Event::ModelResponse(_) => "model_response",
+            Event::PolicyDecision(_) => "policy_decision",
+            Event::ToolCall(_) => "tool_call",
+            Event::ToolResult(_) => "tool_result",
+            Event::WorkspaceChanged(_) => "workspace_changed",
+            Event::StateFingerprint(_) => "state_fingerprint",
+            Event::Compaction(_) => "compaction",
+            Event::Error(_) => "error",
+            Event::CheckResult(_) => "check_result",
+            Event::SessionFinished(_) => "session_finished",
+        }
+    }
+}
+
+/// A payload stored once in `blobs/<sha256>` beside the log, written before the event that
+/// names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BlobRef {
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// Text inline when short (at most 4 KiB), else a blob with a preview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Text {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<BlobRef>,
+    /// The first characters, when the text is a blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+    /// Length in bytes.
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionStarted {
+    pub format_version: u32,
+    pub session_id: String,
+    pub harness_version: String,
+    /// The user's task.
+    pub task: String,
+    pub config: RunSettings,
+    /// The system prompt the model was given; null when the session failed before it was built.
+    pub system_prompt: Option<Text>,
+    /// The tools as handed to the model (names, descriptions, schemas), as JSON; null likewise.
+    pub tools: Option<BlobRef>,
+}
+
+/// The effective configuration of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSettings {
+    pub model: String,
+    /// How the model describes itself (provider, endpoint; says when it is scripted).
+    pub model_description: String,
+    pub reasoning_effort: Option<String>,
+    pub web_search: bool,
+    pub max_turns: u32,
+    pub max_cost: f64,
+    pub compact_at: u64,
+    pub tool_names: Vec<String>,
+    /// Which policy decided tool calls.
+    pub policy: String,
+    /// `local` or `remote`.
+    pub sandbox: String,
+    pub sandbox_url: String,
+    pub working_dir: Option<String>,
+    pub setup: Vec<String>,
+    pub check: Option<String>,
+    /// `durable` or `relaxed`.
+    pub log_durability: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceSnapshot {
+    pub snapshot_id: String,
+    /// The manifest (a JSON array of `{path, kind, size, mode, sha256, target}`); every file's
+    /// content is a blob of this log.
+    pub manifest: BlobRef,
+    pub n_files: u64,
+    pub n_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelRequest {
+    /// The loop turn, from 1.
+    pub turn: u32,
+    /// `turn` or `summary` (a compaction).
+    pub purpose: String,
+    pub n_messages: u64,
+    pub estimated_tokens: u64,
+    /// The full request body sent to the provider.
+    pub body: BlobRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelResponse {
+    pub turn: u32,
+    pub purpose: String,
+    pub text: Text,
+    pub tool_calls: Vec<LoggedCall>,
+    pub usage: LoggedUsage,
+    /// USD; null when the model has no known price.
+    pub cost: Option<f64>,
+    pub latency_ms: u64,
+    /// The provider's raw response body.
+    pub raw: BlobRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoggedCall {
+    pub id: String,
+    pub name: String,
+    /// The raw JSON text the model produced.
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoggedUsage {
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyDecision {
+    pub call_id: String,
+    pub tool: String,
+    /// `allow`, `ask` or `deny`, as decided before any person was asked.
+    pub decision: String,
+    /// The final word: whether the call runs.
+    pub allowed: bool,
+    pub reason: String,
+    /// What decided: a policy name, a rule, a classifier, or `person`.
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallEvent {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    /// `ok`, `error` (the model saw `ERROR: …`) or `blocked`.
+    pub status: String,
+    /// The text the model saw.
+    pub output: Text,
+    pub exit_code: Option<i32>,
+    pub timed_out: Option<bool>,
+    pub duration_ms: u64,
+    /// The full output streams of a command.
+    pub outputs: Vec<OutputRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputRecord {
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    /// The sandbox's hash of the stream's kept bytes.
+    pub sha256: String,
+    pub size: u64,
+    /// Bytes printed; larger than `size` when the sandbox capped the stream.
+    pub total_bytes: u64,
+    /// The bytes, in this log.
+    pub blob: Option<BlobRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceChanged {
+    /// The tool call after which the changes were seen.
+    pub call_id: String,
+    pub snapshot_id: String,
+    pub changes: Vec<ChangeRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeRecord {
+    pub path: String,
+    /// `added`, `modified`, `deleted`, `mode_changed` or `type_changed`.
+    pub change: String,
+    pub before: Option<VersionRecord>,
+    pub after: Option<VersionRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VersionRecord {
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: String,
+    pub size: u64,
+    pub mode: u32,
+    /// A file's content hash; the bytes are a blob of this log.
+    pub sha256: Option<String>,
+    pub target: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StateFingerprint {
+    /// The tool call after which it was taken; null at the start and end.
+    pub call_id: Option<String>,
+    pub processes: Vec<ProcessRecord>,
+    pub listening: Vec<ListenerRecord>,
+    pub watched: Vec<WatchedRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessRecord {
+    pub pid: u32,
+    pub command: String,
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerRecord {
+    pub protocol: String,
+    pub address: String,
+    pub port: u16,
+    pub pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WatchedRecord {
+    pub path: String,
+    pub kind: String,
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Compaction {
+    pub summary: Text,
+    /// The messages the summary replaced, as JSON.
+    pub replaced: BlobRef,
+    pub n_replaced: u64,
+    pub n_before: u64,
+    pub n_after: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorEvent {
+    /// `model`, `sandbox`, `tool`, `policy` or `internal`.
+    pub class: String,
+    pub message: String,
+    pub call_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckResult {
+    pub command: String,
+    pub passed: bool,
+    pub exit_code: i32,
+    pub output: Text,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFinished {
+    /// `completed`, `turn_limit`, `cost_limit`, `check_failed`, `error` or `interrupted`.
+    pub outcome: String,
+    pub answer: Text,
+    pub turns: u32,
+    pub model_calls: u64,
+    pub tool_calls: u64,
+    pub usage: LoggedUsage,
+    pub cost: f64,
+    pub cost_known: bool,
+    pub duration_ms: u64,
+}
