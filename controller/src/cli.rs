@@ -16,6 +16,60 @@ pub struct Cli {
 pub enum Command {
     /// Run one agent session: `harness run [--web-search] [WORKING_DIR] "TASK"`.
     Run(RunArgs),
+    /// Read recorded sessions back: as a transcript, a workspace, metrics, or a re-run.
+    #[command(subcommand)]
+    Replay(ReplayCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReplayCommand {
+    /// The session as a readable transcript (Markdown, or one self-contained HTML page).
+    Show {
+        /// A session folder (`runs/<session-id>`) or its events.jsonl.
+        run: PathBuf,
+        #[arg(long, value_enum, default_value = "md")]
+        format: crate::replay::render::Format,
+        /// Write here instead of stdout.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+    },
+    /// Rebuild the workspace as it was after event SEQ, verifying every file's hash.
+    Restore {
+        run: PathBuf,
+        /// The event after which to restore (0 or the initial snapshot's seq: as the agent found it).
+        #[arg(long)]
+        step: u64,
+        /// An empty folder to write into.
+        #[arg(long, required_unless_present = "sandbox")]
+        to: Option<PathBuf>,
+        /// Restore into a running sandbox (its workspace is replaced) instead.
+        #[arg(long, value_name = "URL")]
+        sandbox: Option<String>,
+        #[arg(long, value_name = "FILE")]
+        sandbox_token_file: Option<PathBuf>,
+    },
+    /// Steps, model calls, tokens, cost, tool calls and latency, errors, time split; one row per run.
+    Metrics {
+        /// Session folders, or folders of sessions.
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-execute the recorded tool calls on a fresh sandbox at the recorded initial state, and
+    /// report the first divergence (exit code 6).
+    Rerun {
+        run: PathBuf,
+        /// `local` (default) or the URL of a running sandbox, whose workspace is replaced.
+        #[arg(long, value_name = "local|URL")]
+        sandbox: Option<String>,
+        #[arg(long, value_name = "FILE")]
+        sandbox_token_file: Option<PathBuf>,
+        /// Also replace matches of this regex before comparing outputs (repeatable).
+        #[arg(long, value_name = "REGEX")]
+        normalize: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -302,6 +302,17 @@ impl Writer {
     }
 }
 
+/// The JSON Schema of one line of the log, generated from these types.
+pub fn schema() -> serde_json::Value {
+    let mut schema =
+        serde_json::to_value(schemars::schema_for!(Envelope)).expect("a schema always serializes");
+    schema["title"] = serde_json::json!("harness session log line");
+    schema["description"] = serde_json::json!(
+        "One line of events.jsonl: {seq, ts, type, data}. The first line is session_started. New types may appear in later versions."
+    );
+    schema
+}
+
 /// Now, RFC 3339 UTC with milliseconds.
 pub fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()

@@ -18,6 +18,7 @@ pub mod local_sandbox;
 pub mod policy;
 pub mod prompt;
 pub mod recording;
+pub mod replay;
 pub mod run_loop;
 pub mod sandbox_client;
 pub mod secrets;
@@ -36,6 +37,8 @@ pub mod exit_code {
     pub const COST_LIMIT: i32 = 4;
     /// The agent finished but the task's check failed.
     pub const CHECK_FAILED: i32 = 5;
+    /// `replay rerun` found a divergence.
+    pub const DIVERGED: i32 = 6;
     /// Ctrl-C.
     pub const INTERRUPTED: i32 = 130;
 }

@@ -3,6 +3,7 @@
 mod anthropic;
 mod chat;
 pub mod pricing;
+mod replay_model;
 mod responses;
 mod retry;
 mod scripted;
@@ -17,6 +18,7 @@ use sandbox_protocol::ToolSpec;
 pub use anthropic::AnthropicModel;
 pub use chat::ChatModel;
 pub use pricing::Price;
+pub use replay_model::ReplayModel;
 pub use responses::ResponsesModel;
 pub use retry::RetryPolicy;
 pub use scripted::ScriptedModel;
@@ -113,6 +115,10 @@ pub fn build(spec: &ModelSpec, retry: RetryPolicy) -> anyhow::Result<Arc<dyn Mod
             .ok()
             .filter(|value| !value.trim().is_empty())
     };
+    if let Some(path) = spec.name.strip_prefix("replay:") {
+        let dir = crate::event_log::reader::session_dir(std::path::Path::new(path));
+        return Ok(Arc::new(ReplayModel::load(&dir)?));
+    }
     if let Some(path) = spec.name.strip_prefix("script:") {
         return Ok(Arc::new(ScriptedModel::load(std::path::Path::new(path))?));
     }

@@ -56,7 +56,15 @@ pub fn find_server_binary() -> anyhow::Result<PathBuf> {
 impl LocalSandbox {
     /// Starts a server over `workspace` and waits until it is healthy.
     pub async fn start(workspace: &Path, tools: Option<&[String]>) -> anyhow::Result<LocalSandbox> {
-        let binary = find_server_binary()?;
+        Self::start_binary(&find_server_binary()?, workspace, tools).await
+    }
+
+    /// As [`LocalSandbox::start`], with the server binary given.
+    pub async fn start_binary(
+        binary: &Path,
+        workspace: &Path,
+        tools: Option<&[String]>,
+    ) -> anyhow::Result<LocalSandbox> {
         let token = format!("{:032x}", rand::random::<u128>());
         let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
         let token_file = token_dir.path().join("token");
@@ -72,7 +80,7 @@ impl LocalSandbox {
                 .context("writing the sandbox token")?;
         }
         #[allow(clippy::disallowed_methods)] // the controller's one child: its sandbox
-        let mut command = tokio::process::Command::new(&binary);
+        let mut command = tokio::process::Command::new(binary);
         command
             .arg("serve")
             .arg("--workspace")

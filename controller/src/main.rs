@@ -4,6 +4,8 @@
 // Printing is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod replay_cmd;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -45,6 +47,7 @@ fn main() {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
+            Command::Replay(command) => replay_cmd::run(command).await,
         }
     });
     std::process::exit(code);
@@ -261,14 +264,15 @@ impl Session<'_> {
         totals: &std::sync::Mutex<Totals>,
     ) -> anyhow::Result<(i32, &'static str, String)> {
         let (config, client, recorder) = (self.config, self.client, self.recorder);
-        let (system, tools) = match prepare(config, self.model, client).await {
+        let (system, tools, root) = match prepare(config, self.model, client).await {
             Ok(ready) => ready,
             Err(err) => {
-                self.header(None).await?;
+                self.header(None, None).await?;
                 return Err(err);
             }
         };
-        self.header(Some((&system.text, &tools))).await?;
+        self.header(Some((&system.text, &tools)), Some(&root))
+            .await?;
         recorder
             .initial_snapshot()
             .await
@@ -345,7 +349,11 @@ impl Session<'_> {
     }
 
     /// The header: written first, with whatever of the prompt and tools exist by then.
-    async fn header(&self, prompt: Option<(&str, &[ToolSpec])>) -> anyhow::Result<()> {
+    async fn header(
+        &self,
+        prompt: Option<(&str, &[ToolSpec])>,
+        workspace_root: Option<&str>,
+    ) -> anyhow::Result<()> {
         let (config, log) = (self.config, &self.recorder.log);
         let (system_prompt, tools) = match prompt {
             Some((text, tools)) => (
@@ -371,6 +379,7 @@ impl Session<'_> {
                 SandboxTarget::Remote { .. } => "remote".to_owned(),
             },
             sandbox_url: self.client.url().to_owned(),
+            workspace_root: workspace_root.map(str::to_owned),
             working_dir: config
                 .working_dir
                 .as_ref()
@@ -398,7 +407,7 @@ async fn prepare(
     config: &RunConfig,
     model: &dyn llm::Model,
     client: &SandboxClient,
-) -> anyhow::Result<(prompt::SystemPrompt, Vec<ToolSpec>)> {
+) -> anyhow::Result<(prompt::SystemPrompt, Vec<ToolSpec>, String)> {
     if let Some(source) = &config.workspace {
         let seeded = seed::seed(client, source)
             .await
@@ -460,7 +469,7 @@ async fn prepare(
             config.limits.max_cost
         );
     }
-    Ok((system, tools))
+    Ok((system, tools, info.workspace_root))
 }
 
 async fn bash(

@@ -334,25 +334,9 @@ impl Agent<'_> {
         call: &ToolCall,
         task: &str,
     ) -> Result<(&'static str, String, Option<Value>), SessionError> {
-        if !self.tools.iter().any(|tool| tool.name == call.name) {
-            return Ok(("error", format!("ERROR: unknown tool {}", call.name), None));
-        }
-        let args: Value = if call.arguments.trim().is_empty() {
-            Value::Object(Default::default())
-        } else {
-            match serde_json::from_str(&call.arguments) {
-                Ok(args) => args,
-                Err(err) => {
-                    return Ok((
-                        "error",
-                        format!(
-                            "ERROR: the arguments are not valid JSON ({err}): {}",
-                            call.arguments
-                        ),
-                        None,
-                    ));
-                }
-            }
+        let args = match parse_call(&self.tools, call) {
+            Ok(args) => args,
+            Err(text) => return Ok(("error", text, None)),
         };
         let decision = self.policy.decide(task, &call.name, &args).await;
         let (name, reason, mut allowed, mut source) = match &decision {
@@ -382,17 +366,7 @@ impl Agent<'_> {
         if !allowed {
             return Ok(("blocked", policy::blocked_message(&reason), None));
         }
-        match self.sandbox.call_tool(&call.name, &args).await {
-            Ok(result) => {
-                let text = match result["output"].as_str() {
-                    Some(output) => output.to_owned(),
-                    None => result.to_string(),
-                };
-                Ok(("ok", text, Some(result)))
-            }
-            Err(err) if err.is_infrastructure() => Err(err.into()),
-            Err(err) => Ok(("error", format!("ERROR: {err}"), None)),
-        }
+        Ok(run_on_sandbox(self.sandbox, call, &args).await?)
     }
 
     /// The seed's compaction: keep the first two messages and the last few, replace the middle
@@ -438,6 +412,43 @@ impl Agent<'_> {
             .n_compactions += 1;
         self.observer.compacted(messages.len(), compacted.len());
         Ok(compacted)
+    }
+}
+
+/// Checks a call before anything runs: a known tool and JSON arguments. The error is the text
+/// the model gets.
+pub fn parse_call(tools: &[ToolSpec], call: &ToolCall) -> Result<Value, String> {
+    if !tools.iter().any(|tool| tool.name == call.name) {
+        return Err(format!("ERROR: unknown tool {}", call.name));
+    }
+    if call.arguments.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str(&call.arguments).map_err(|err| {
+        format!(
+            "ERROR: the arguments are not valid JSON ({err}): {}",
+            call.arguments
+        )
+    })
+}
+
+/// Runs an allowed call: (status, the text for the model, the sandbox's result). A tool's own
+/// failure is `ERROR: …` for the model; a sandbox that stopped working is an error.
+pub async fn run_on_sandbox(
+    sandbox: &SandboxClient,
+    call: &ToolCall,
+    args: &Value,
+) -> Result<(&'static str, String, Option<Value>), SandboxError> {
+    match sandbox.call_tool(&call.name, args).await {
+        Ok(result) => {
+            let text = match result["output"].as_str() {
+                Some(output) => output.to_owned(),
+                None => result.to_string(),
+            };
+            Ok(("ok", text, Some(result)))
+        }
+        Err(err) if err.is_infrastructure() => Err(err),
+        Err(err) => Ok(("error", format!("ERROR: {err}"), None)),
     }
 }
 

@@ -122,6 +122,8 @@ pub struct RunSettings {
     /// `local` or `remote`.
     pub sandbox: String,
     pub sandbox_url: String,
+    /// The workspace root inside the sandbox (outputs that print it are normalised by rerun).
+    pub workspace_root: Option<String>,
     pub working_dir: Option<String>,
     pub setup: Vec<String>,
     pub check: Option<String>,

@@ -2,7 +2,12 @@
 //! HTTP double of each model API that validates every request against the vendor's schema.
 
 // These tests start the binaries they test, and share helpers that panic like tests do.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used, unreachable_pub)]
+#![allow(
+    clippy::disallowed_methods,
+    clippy::unwrap_used,
+    clippy::print_stderr,
+    unreachable_pub
+)]
 
 /// Running `harness`; finding the binaries.
 mod common;
@@ -13,6 +18,8 @@ mod double;
 mod adapters;
 /// The loop: error paths, limits, compaction, the system prompt.
 mod agent_loop;
+/// The session log: recorded, rendered, restored, measured and re-run; crashes; secrets.
+mod replays;
 /// Retries on 429 and 5xx, and errors that surface at once.
 mod retries;
 /// The local sandbox's lifecycle, task files and the quick-start example.

@@ -1,0 +1,95 @@
+//! Reading a session back, at four levels: text (`show`), state (`restore`), metrics, and a
+//! regression re-run (`rerun`). Every reader streams the log, so its length does not matter.
+
+pub mod metrics;
+pub mod render;
+pub mod rerun;
+pub mod restore;
+
+use std::path::{Path, PathBuf};
+
+use crate::event_log::reader::{self, LineError};
+use crate::event_log::{BlobRef, Envelope, Text};
+
+/// What a replay could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The folder has no `events.jsonl`.
+    #[error("{0}: not a session log (no events.jsonl)")]
+    NotALog(PathBuf),
+    /// A complete line of the log is not a valid event.
+    #[error("{path}: {error}")]
+    BadLine { path: PathBuf, error: LineError },
+    /// A blob the log names is missing.
+    #[error("{path}: blob {sha256} is missing")]
+    MissingBlob { path: PathBuf, sha256: String },
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Every event of a session, in order. A torn last line is reported through `on_torn` and
+/// skipped; any other bad line is an error (replay needs the whole story).
+pub fn events(
+    dir: &Path,
+    mut on_torn: impl FnMut(&LineError),
+) -> Result<impl Iterator<Item = Result<Envelope, ReplayError>>, ReplayError> {
+    if !dir.join("events.jsonl").is_file() {
+        return Err(ReplayError::NotALog(dir.to_owned()));
+    }
+    let events =
+        reader::events(dir).map_err(|err| ReplayError::Io(format!("{}: {err}", dir.display())))?;
+    let path = dir.to_owned();
+    Ok(events.filter_map(move |item| match item {
+        Ok(envelope) => Some(Ok(envelope)),
+        Err(torn @ LineError::Torn { .. }) => {
+            on_torn(&torn);
+            None
+        }
+        Err(error) => Some(Err(ReplayError::BadLine {
+            path: path.clone(),
+            error,
+        })),
+    }))
+}
+
+/// The bytes of a blob.
+pub fn blob(dir: &Path, blob: &BlobRef) -> Result<Vec<u8>, ReplayError> {
+    reader::blob(dir, blob).map_err(|_| ReplayError::MissingBlob {
+        path: dir.to_owned(),
+        sha256: blob.sha256.clone(),
+    })
+}
+
+/// The whole of a `Text`, reading its blob when it has one.
+pub fn text(dir: &Path, text: &Text) -> Result<String, ReplayError> {
+    match (&text.text, &text.blob) {
+        (Some(inline), _) => Ok(inline.clone()),
+        (None, Some(reference)) => Ok(String::from_utf8_lossy(&blob(dir, reference)?).into_owned()),
+        (None, None) => Ok(String::new()),
+    }
+}
+
+/// Session folders named by `paths`: each is a session, or a folder of sessions (a batch).
+pub fn session_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReplayError> {
+    let mut dirs = Vec::new();
+    for path in paths {
+        let path = reader::session_dir(path);
+        if path.join("events.jsonl").is_file() {
+            dirs.push(path);
+            continue;
+        }
+        let entries = std::fs::read_dir(&path)
+            .map_err(|err| ReplayError::Io(format!("{}: {err}", path.display())))?;
+        let mut found: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("events.jsonl").is_file())
+            .collect();
+        if found.is_empty() {
+            return Err(ReplayError::NotALog(path));
+        }
+        found.sort();
+        dirs.extend(found);
+    }
+    Ok(dirs)
+}

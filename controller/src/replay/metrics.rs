@@ -1,0 +1,254 @@
+//! Metrics replay: what a session did and what it cost, from its log alone.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{ReplayError, events};
+use crate::event_log::Event;
+
+/// One session's figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunMetrics {
+    pub session_id: String,
+    /// From `session_finished`; `incomplete` when the log has none (the harness was killed).
+    pub outcome: String,
+    /// Events in the log.
+    pub steps: u64,
+    pub turns: u32,
+    pub model_calls: u64,
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost: f64,
+    pub cost_known: bool,
+    pub tool_calls: BTreeMap<String, u64>,
+    pub tool_latency_ms: BTreeMap<String, Latency>,
+    pub errors: BTreeMap<String, u64>,
+    /// The seq of the first `workspace_changed`, and the turn it came in.
+    pub first_modification_seq: Option<u64>,
+    pub first_modification_turn: Option<u32>,
+    pub model_ms: u64,
+    pub tool_ms: u64,
+    /// Everything else: the harness itself, the sandbox's bookkeeping, the log.
+    pub harness_ms: u64,
+    pub total_ms: u64,
+    pub check_passed: Option<bool>,
+    pub torn_lines: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Latency {
+    pub p50: u64,
+    pub p95: u64,
+    pub max: u64,
+}
+
+fn latency(mut samples: Vec<u64>) -> Latency {
+    samples.sort_unstable();
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
+    Latency {
+        p50: at(0.5),
+        p95: at(0.95),
+        max: *samples.last().unwrap_or(&0),
+    }
+}
+
+fn millis(ts: &str) -> Option<u128> {
+    humantime::parse_rfc3339_weak(ts)
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis())
+}
+
+/// Reads one session's log, streaming.
+pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
+    let mut metrics = RunMetrics {
+        outcome: "incomplete".to_owned(),
+        cost_known: true,
+        ..RunMetrics::default()
+    };
+    let mut samples: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let (mut first_ts, mut last_ts) = (None, None);
+    let mut finished_ms = None;
+    let mut turn = 0;
+    let mut torn = 0;
+    for envelope in events(dir, |_| torn += 1)? {
+        let envelope = envelope?;
+        metrics.steps += 1;
+        if first_ts.is_none() {
+            first_ts = millis(&envelope.ts);
+        }
+        last_ts = millis(&envelope.ts).or(last_ts);
+        match envelope.event {
+            Event::SessionStarted(header) => metrics.session_id = header.session_id,
+            Event::ModelRequest(request) => turn = request.turn,
+            Event::ModelResponse(response) => {
+                metrics.model_calls += 1;
+                metrics.turns = metrics.turns.max(response.turn);
+                metrics.input_tokens += response.usage.input_tokens;
+                metrics.cached_input_tokens += response.usage.cached_input_tokens;
+                metrics.output_tokens += response.usage.output_tokens;
+                match response.cost {
+                    Some(cost) => metrics.cost += cost,
+                    None => metrics.cost_known = false,
+                }
+                metrics.model_ms += response.latency_ms;
+            }
+            Event::ToolResult(result) => {
+                *metrics.tool_calls.entry(result.name.clone()).or_default() += 1;
+                samples
+                    .entry(result.name)
+                    .or_default()
+                    .push(result.duration_ms);
+                metrics.tool_ms += result.duration_ms;
+            }
+            Event::WorkspaceChanged(_) if metrics.first_modification_seq.is_none() => {
+                metrics.first_modification_seq = Some(envelope.seq);
+                metrics.first_modification_turn = Some(turn);
+            }
+            Event::Error(error) => *metrics.errors.entry(error.class).or_default() += 1,
+            Event::CheckResult(check) => metrics.check_passed = Some(check.passed),
+            Event::SessionFinished(finished) => {
+                metrics.outcome = finished.outcome;
+                finished_ms = Some(finished.duration_ms);
+            }
+            _ => {}
+        }
+    }
+    metrics.torn_lines = torn;
+    metrics.tool_latency_ms = samples
+        .into_iter()
+        .map(|(tool, values)| (tool, latency(values)))
+        .collect();
+    metrics.total_ms = finished_ms.unwrap_or_else(|| match (first_ts, last_ts) {
+        (Some(first), Some(last)) => (last - first) as u64,
+        _ => 0,
+    });
+    metrics.harness_ms = metrics
+        .total_ms
+        .saturating_sub(metrics.model_ms + metrics.tool_ms);
+    if metrics.session_id.is_empty() {
+        metrics.session_id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+    }
+    Ok(metrics)
+}
+
+/// One row per run, then totals; every tool's latency below.
+pub fn write_table(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>9}",
+        "session",
+        "outcome",
+        "steps",
+        "turns",
+        "tools",
+        "in tok",
+        "out tok",
+        "cost $",
+        "time s",
+        "errors",
+        "1st edit"
+    )?;
+    let cost = |run: &RunMetrics| {
+        if run.cost_known {
+            format!("{:.4}", run.cost)
+        } else {
+            format!("≥{:.4}", run.cost)
+        }
+    };
+    for run in runs {
+        writeln!(
+            out,
+            "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8.1} {:>6} {:>9}",
+            run.session_id,
+            run.outcome,
+            run.steps,
+            run.turns,
+            run.tool_calls.values().sum::<u64>(),
+            run.input_tokens + run.cached_input_tokens,
+            run.output_tokens,
+            cost(run),
+            run.total_ms as f64 / 1000.0,
+            run.errors.values().sum::<u64>(),
+            run.first_modification_seq
+                .map(|seq| seq.to_string())
+                .unwrap_or_else(|| "-".to_owned()),
+        )?;
+    }
+    if runs.len() > 1 {
+        let completed = runs.iter().filter(|r| r.outcome == "completed").count();
+        writeln!(
+            out,
+            "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10.4} {:>8.1} {:>6}",
+            format!("total ({} runs)", runs.len()),
+            format!("{completed} completed"),
+            runs.iter().map(|r| r.steps).sum::<u64>(),
+            runs.iter().map(|r| u64::from(r.turns)).sum::<u64>(),
+            runs.iter()
+                .map(|r| r.tool_calls.values().sum::<u64>())
+                .sum::<u64>(),
+            runs.iter()
+                .map(|r| r.input_tokens + r.cached_input_tokens)
+                .sum::<u64>(),
+            runs.iter().map(|r| r.output_tokens).sum::<u64>(),
+            runs.iter().map(|r| r.cost).sum::<f64>(),
+            runs.iter().map(|r| r.total_ms).sum::<u64>() as f64 / 1000.0,
+            runs.iter()
+                .map(|r| r.errors.values().sum::<u64>())
+                .sum::<u64>(),
+        )?;
+    }
+    let mut per_tool: BTreeMap<&str, (u64, Vec<Latency>)> = BTreeMap::new();
+    for run in runs {
+        for (tool, n) in &run.tool_calls {
+            let entry = per_tool.entry(tool).or_default();
+            entry.0 += n;
+            entry.1.extend(run.tool_latency_ms.get(tool).copied());
+        }
+    }
+    if !per_tool.is_empty() {
+        writeln!(
+            out,
+            "\n{:<20} {:>7} {:>9} {:>9} {:>9}",
+            "tool", "calls", "p50 ms", "p95 ms", "max ms"
+        )?;
+        for (tool, (n, latencies)) in per_tool {
+            let worst = |f: fn(&Latency) -> u64| latencies.iter().map(f).max().unwrap_or(0);
+            writeln!(
+                out,
+                "{tool:<20} {n:>7} {:>9} {:>9} {:>9}",
+                worst(|l| l.p50),
+                worst(|l| l.p95),
+                worst(|l| l.max)
+            )?;
+        }
+        if runs.len() > 1 {
+            writeln!(
+                out,
+                "(over several runs the percentiles shown are the worst run's)"
+            )?;
+        }
+    }
+    let (model_ms, tool_ms, harness_ms) = runs.iter().fold((0, 0, 0), |(m, t, h), r| {
+        (m + r.model_ms, t + r.tool_ms, h + r.harness_ms)
+    });
+    let total = (model_ms + tool_ms + harness_ms).max(1) as f64;
+    writeln!(
+        out,
+        "\ntime: model {:.1} s ({:.0}%), tools {:.1} s ({:.0}%), harness {:.1} s ({:.0}%)",
+        model_ms as f64 / 1000.0,
+        100.0 * model_ms as f64 / total,
+        tool_ms as f64 / 1000.0,
+        100.0 * tool_ms as f64 / total,
+        harness_ms as f64 / 1000.0,
+        100.0 * harness_ms as f64 / total
+    )
+}

@@ -1,0 +1,281 @@
+//! Regression replay: the recorded tool calls, re-executed in order against a sandbox at the
+//! recorded initial state, without a model; any difference in exit code, output (after
+//! normalisation) or files changed is a divergence.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use sandbox_protocol::ToolSpec;
+use sha2::{Digest, Sha256};
+
+use super::{ReplayError, blob, events, text};
+use crate::event_log::{ChangeRecord, Event};
+use crate::llm::ToolCall;
+use crate::run_loop::{parse_call, run_on_sandbox};
+use crate::sandbox_client::{SandboxClient, SandboxError};
+
+/// One recorded call with what it led to.
+#[derive(Debug, Clone)]
+pub struct RecordedCall {
+    pub seq: u64,
+    pub call: ToolCall,
+    pub allowed: bool,
+    pub status: String,
+    pub output: String,
+    pub exit_code: Option<i32>,
+    /// `(path, change, after sha256)` of the files it changed.
+    pub changes: Vec<(String, String, Option<String>)>,
+}
+
+/// What a log holds for a rerun.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub tools: Vec<ToolSpec>,
+    pub workspace_root: Option<String>,
+    pub initial_seq: u64,
+    pub calls: Vec<RecordedCall>,
+}
+
+/// Reads the calls of a session, in order.
+pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
+    let mut recording = Recording {
+        tools: Vec::new(),
+        workspace_root: None,
+        initial_seq: 0,
+        calls: Vec::new(),
+    };
+    let mut by_id: BTreeMap<String, usize> = BTreeMap::new();
+    for envelope in events(dir, |_| {})? {
+        let envelope = envelope?;
+        match envelope.event {
+            Event::SessionStarted(header) => {
+                recording.workspace_root = header.config.workspace_root.clone();
+                if let Some(tools) = &header.tools {
+                    recording.tools =
+                        serde_json::from_slice(&blob(dir, tools)?).map_err(|err| {
+                            ReplayError::Io(format!("the tool list of the log: {err}"))
+                        })?;
+                }
+            }
+            Event::WorkspaceSnapshot(_) => recording.initial_seq = envelope.seq,
+            Event::ToolCall(call) => {
+                by_id.insert(call.call_id.clone(), recording.calls.len());
+                recording.calls.push(RecordedCall {
+                    seq: envelope.seq,
+                    call: ToolCall {
+                        id: call.call_id,
+                        name: call.name,
+                        arguments: call.arguments,
+                    },
+                    allowed: true,
+                    status: String::new(),
+                    output: String::new(),
+                    exit_code: None,
+                    changes: Vec::new(),
+                });
+            }
+            Event::PolicyDecision(decision) => {
+                if let Some(&idx) = by_id.get(&decision.call_id) {
+                    recording.calls[idx].allowed = decision.allowed;
+                }
+            }
+            Event::ToolResult(result) => {
+                if let Some(&idx) = by_id.get(&result.call_id) {
+                    let call = &mut recording.calls[idx];
+                    call.status = result.status.clone();
+                    call.output = text(dir, &result.output)?;
+                    call.exit_code = result.exit_code;
+                }
+            }
+            Event::WorkspaceChanged(changed) => {
+                if let Some(&idx) = by_id.get(&changed.call_id) {
+                    recording.calls[idx].changes = summarize(&changed.changes);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(recording)
+}
+
+fn summarize(changes: &[ChangeRecord]) -> Vec<(String, String, Option<String>)> {
+    let mut summary: Vec<_> = changes
+        .iter()
+        .map(|c| {
+            (
+                c.path.clone(),
+                c.change.clone(),
+                c.after.as_ref().and_then(|a| a.sha256.clone()),
+            )
+        })
+        .collect();
+    summary.sort();
+    summary
+}
+
+/// Rewrites what legitimately differs between runs before outputs are compared.
+#[derive(Debug, Clone)]
+pub struct Normalizer {
+    rules: Vec<(Regex, String)>,
+}
+
+impl Normalizer {
+    /// Timestamps, pids, temporary paths and the server's call and artifact ids, plus `extra`
+    /// patterns (each replaced by `<normalized>`).
+    pub fn new(extra: &[String]) -> Result<Normalizer, regex::Error> {
+        let defaults = [
+            (
+                r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?",
+                "<timestamp>",
+            ),
+            (r"\b(pid|PID)( |=|: ?)\d+", "pid <n>"),
+            (r"/tmp/[A-Za-z0-9._-]+", "<tmp>"),
+            (r"call_[0-9a-f]{16}", "<call>"),
+            (r"art_[0-9a-f]{32}", "<artifact>"),
+        ];
+        let mut rules = Vec::new();
+        for (pattern, replacement) in defaults {
+            rules.push((Regex::new(pattern)?, replacement.to_owned()));
+        }
+        for pattern in extra {
+            rules.push((Regex::new(pattern)?, "<normalized>".to_owned()));
+        }
+        Ok(Normalizer { rules })
+    }
+
+    pub fn apply(&self, text: &str, workspace_root: Option<&str>) -> String {
+        let mut out = match workspace_root {
+            Some(root) if !root.is_empty() => text.replace(root, "<workspace>"),
+            _ => text.to_owned(),
+        };
+        for (regex, replacement) in &self.rules {
+            out = regex.replace_all(&out, replacement.as_str()).into_owned();
+        }
+        out
+    }
+}
+
+/// Where a rerun first differed from the recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    pub seq: u64,
+    pub call_id: String,
+    pub tool: String,
+    /// `status`, `exit_code`, `output` or `changes`.
+    pub field: String,
+    pub recorded: String,
+    pub rerun: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RerunReport {
+    pub n_calls: u64,
+    pub n_skipped: u64,
+    pub divergences: Vec<Divergence>,
+}
+
+/// Re-executes every recorded call on `sandbox` (already at the initial state) and compares.
+pub async fn rerun(
+    recording: &Recording,
+    sandbox: &SandboxClient,
+    normalizer: &Normalizer,
+) -> Result<RerunReport, SandboxError> {
+    let info = sandbox.info().await?;
+    let mut snapshot_id = sandbox.snapshot().await?.snapshot_id;
+    let mut report = RerunReport::default();
+    for recorded in &recording.calls {
+        if !recorded.allowed {
+            // A refused call never ran; its BLOCKED message depends on the policy, not the sandbox.
+            report.n_skipped += 1;
+            continue;
+        }
+        report.n_calls += 1;
+        let (status, output, raw) = match parse_call(&recording.tools, &recorded.call) {
+            Err(text) => ("error", text, None),
+            Ok(args) => run_on_sandbox(sandbox, &recorded.call, &args).await?,
+        };
+        let exit_code = raw
+            .as_ref()
+            .and_then(|r| r["exit_code"].as_i64())
+            .map(|c| c as i32);
+        let changes = sandbox.changes(&snapshot_id).await?;
+        snapshot_id = changes.snapshot_id.clone();
+        let changes: Vec<ChangeRecord> = changes
+            .changes
+            .iter()
+            .map(|c| ChangeRecord {
+                path: c.path.clone(),
+                change: c.change.clone(),
+                before: None,
+                after: c.after.as_ref().map(|a| crate::event_log::VersionRecord {
+                    kind: a.kind.clone(),
+                    size: a.size,
+                    mode: a.mode,
+                    sha256: a.sha256.clone(),
+                    target: a.target.clone(),
+                }),
+            })
+            .collect();
+        let rerun_changes = summarize(&changes);
+        let recorded_text = normalizer.apply(&recorded.output, recording.workspace_root.as_deref());
+        let rerun_text = normalizer.apply(&output, Some(&info.workspace_root));
+        let diverge = |field: &str, recorded_value: String, rerun_value: String| Divergence {
+            seq: recorded.seq,
+            call_id: recorded.call.id.clone(),
+            tool: recorded.call.name.clone(),
+            field: field.to_owned(),
+            recorded: recorded_value,
+            rerun: rerun_value,
+        };
+        if recorded.status != status {
+            report.divergences.push(diverge(
+                "status",
+                recorded.status.clone(),
+                status.to_owned(),
+            ));
+        } else if recorded.exit_code != exit_code {
+            report.divergences.push(diverge(
+                "exit_code",
+                format!("{:?}", recorded.exit_code),
+                format!("{exit_code:?}"),
+            ));
+        } else if hash(&recorded_text) != hash(&rerun_text) {
+            report
+                .divergences
+                .push(diverge("output", recorded_text, rerun_text));
+        } else if recorded.changes != rerun_changes {
+            let show = |changes: &[(String, String, Option<String>)]| {
+                changes
+                    .iter()
+                    .map(|(path, change, sha)| {
+                        format!("{change} {path} {}", sha.as_deref().unwrap_or("-"))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            report.divergences.push(diverge(
+                "changes",
+                show(&recorded.changes),
+                show(&rerun_changes),
+            ));
+        }
+    }
+    Ok(report)
+}
+
+fn hash(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// A divergence for a person: where, what, and a diff of recorded against rerun.
+pub fn describe(divergence: &Divergence) -> String {
+    let diff = similar::TextDiff::from_lines(&divergence.recorded, &divergence.rerun)
+        .unified_diff()
+        .context_radius(3)
+        .header("recorded", "rerun")
+        .to_string();
+    format!(
+        "first divergence at seq {} ({} `{}`): {} differs\n{diff}",
+        divergence.seq, divergence.call_id, divergence.tool, divergence.field
+    )
+}

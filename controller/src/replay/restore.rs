@@ -1,0 +1,202 @@
+//! State replay: the workspace exactly as it was after any event, verified file by file.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::{ReplayError, blob, events};
+use crate::event_log::{BlobRef, Event, VersionRecord};
+
+/// A workspace as the log knows it at one step: path to version.
+pub type State = BTreeMap<String, VersionRecord>;
+
+/// The recorded workspace after event `step` (the initial snapshot when `step` precedes every
+/// change). Also returns the seq of the initial snapshot.
+pub fn state_at(dir: &Path, step: u64) -> Result<(State, u64), ReplayError> {
+    let mut state: Option<State> = None;
+    let mut base_seq = 0;
+    for envelope in events(dir, |_| {})? {
+        let envelope = envelope?;
+        if envelope.seq > step && state.is_some() {
+            break;
+        }
+        match envelope.event {
+            Event::WorkspaceSnapshot(snapshot) => {
+                base_seq = envelope.seq;
+                state = Some(manifest(dir, &snapshot.manifest)?);
+            }
+            Event::WorkspaceChanged(changed) => {
+                let Some(current) = state.as_mut() else {
+                    continue;
+                };
+                for change in changed.changes {
+                    match change.after {
+                        Some(after) => {
+                            current.insert(change.path, after);
+                        }
+                        None => {
+                            // A deleted folder takes everything under it.
+                            let prefix = format!("{}/", change.path);
+                            current.retain(|path, _| {
+                                path != &change.path && !path.starts_with(&prefix)
+                            });
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let state = state.ok_or_else(|| {
+        ReplayError::Io(format!(
+            "{}: the log has no workspace_snapshot",
+            dir.display()
+        ))
+    })?;
+    Ok((state, base_seq))
+}
+
+fn manifest(dir: &Path, reference: &BlobRef) -> Result<State, ReplayError> {
+    let bytes = blob(dir, reference)?;
+    let entries: Vec<serde_json::Value> = serde_json::from_slice(&bytes)
+        .map_err(|err| ReplayError::Io(format!("the workspace manifest: {err}")))?;
+    let mut state = State::new();
+    for mut entry in entries {
+        let path = entry
+            .as_object_mut()
+            .and_then(|object| object.remove("path"))
+            .and_then(|p| p.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let version: VersionRecord = serde_json::from_value(entry)
+            .map_err(|err| ReplayError::Io(format!("a manifest entry: {err}")))?;
+        state.insert(path, version);
+    }
+    Ok(state)
+}
+
+/// What a restore wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restored {
+    pub n_files: u64,
+    pub n_dirs: u64,
+    pub n_symlinks: u64,
+    /// Files whose content could not be written or does not hash as recorded.
+    pub problems: Vec<String>,
+}
+
+/// Writes `state` into `to` (which must be empty or absent), then verifies every file's hash.
+pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, ReplayError> {
+    let io = |what: &str, err: std::io::Error| ReplayError::Io(format!("{what}: {err}"));
+    std::fs::create_dir_all(to).map_err(|err| io(&to.display().to_string(), err))?;
+    if std::fs::read_dir(to)
+        .map_err(|err| io(&to.display().to_string(), err))?
+        .next()
+        .is_some()
+    {
+        return Err(ReplayError::Io(format!(
+            "{}: not empty; restore writes into an empty folder",
+            to.display()
+        )));
+    }
+    let mut restored = Restored::default();
+    for (path, version) in state {
+        let target = to.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|err| io(path, err))?;
+        }
+        match version.kind.as_str() {
+            "dir" => {
+                std::fs::create_dir_all(&target).map_err(|err| io(path, err))?;
+                restored.n_dirs += 1;
+            }
+            "symlink" => {
+                std::os::unix::fs::symlink(version.target.as_deref().unwrap_or(""), &target)
+                    .map_err(|err| io(path, err))?;
+                restored.n_symlinks += 1;
+            }
+            "file" => {
+                let Some(sha256) = &version.sha256 else {
+                    restored.problems.push(format!(
+                        "{path}: no content was recorded (unreadable in the sandbox)"
+                    ));
+                    continue;
+                };
+                match std::fs::read(dir.join("blobs").join(sha256)) {
+                    Ok(bytes) => std::fs::write(&target, bytes).map_err(|err| io(path, err))?,
+                    Err(_) => {
+                        restored.problems.push(format!(
+                            "{path}: content {sha256} is not in the log (over the sandbox's blob size limit, or redacted)"
+                        ));
+                        continue;
+                    }
+                }
+                restored.n_files += 1;
+            }
+            _ => {}
+        }
+    }
+    // Modes last, so a read-only folder does not stop its own files from being written.
+    for (path, version) in state.iter().rev() {
+        if version.kind == "file" || version.kind == "dir" {
+            let _ = std::fs::set_permissions(
+                to.join(path),
+                std::fs::Permissions::from_mode(version.mode),
+            );
+        }
+    }
+    for (path, version) in state {
+        if version.kind != "file" {
+            continue;
+        }
+        let Some(expected) = &version.sha256 else {
+            continue;
+        };
+        match hash_file(&to.join(path)) {
+            Ok(actual) if &actual == expected => {}
+            Ok(actual) => restored
+                .problems
+                .push(format!("{path}: hashes to {actual}, recorded {expected}")),
+            Err(_)
+                if restored
+                    .problems
+                    .iter()
+                    .any(|p| p.starts_with(&format!("{path}:"))) => {}
+            Err(err) => restored.problems.push(format!("{path}: {err}")),
+        }
+    }
+    Ok(restored)
+}
+
+pub fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// A tar archive of a folder, for restoring into a live sandbox.
+pub fn tar_folder(from: &Path) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.follow_symlinks(false);
+    builder.mode(tar::HeaderMode::Complete);
+    let mut entries: Vec<_> = std::fs::read_dir(from)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|entry| entry.file_name());
+    for entry in entries {
+        if entry.file_type()?.is_dir() {
+            builder.append_dir_all(entry.file_name(), entry.path())?;
+        } else {
+            builder.append_path_with_name(entry.path(), entry.file_name())?;
+        }
+    }
+    builder.into_inner()
+}

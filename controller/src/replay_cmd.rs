@@ -1,0 +1,227 @@
+//! `harness replay …`: the command-line edge of `controller::replay`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use controller::cli::ReplayCommand;
+use controller::event_log::reader;
+use controller::exit_code;
+use controller::local_sandbox::LocalSandbox;
+use controller::replay::{self, metrics, render, rerun, restore};
+use controller::sandbox_client::SandboxClient;
+
+pub(crate) async fn run(command: ReplayCommand) -> i32 {
+    let result = match command {
+        ReplayCommand::Show {
+            run,
+            format,
+            output,
+        } => show(&run, format, output.as_deref()),
+        ReplayCommand::Restore {
+            run,
+            step,
+            to,
+            sandbox,
+            sandbox_token_file,
+        } => {
+            restore_cmd(
+                &run,
+                step,
+                to.as_deref(),
+                sandbox.as_deref(),
+                sandbox_token_file.as_deref(),
+            )
+            .await
+        }
+        ReplayCommand::Metrics { runs, json } => metrics_cmd(&runs, json),
+        ReplayCommand::Rerun {
+            run,
+            sandbox,
+            sandbox_token_file,
+            normalize,
+        } => {
+            rerun_cmd(
+                &run,
+                sandbox.as_deref(),
+                sandbox_token_file.as_deref(),
+                &normalize,
+            )
+            .await
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            exit_code::ERROR
+        }
+    }
+}
+
+fn show(run: &Path, format: render::Format, output: Option<&Path>) -> anyhow::Result<i32> {
+    let dir = reader::session_dir(run);
+    let n_events = match output {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            let n = render::render(&dir, format, &mut out)?;
+            out.flush().context("writing the transcript")?;
+            eprintln!("wrote {} ({n} events)", path.display());
+            n
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let n = render::render(&dir, format, &mut out)?;
+            out.flush().context("writing the transcript")?;
+            n
+        }
+    };
+    if n_events == 0 {
+        eprintln!("warning: the log has no events");
+    }
+    Ok(exit_code::COMPLETED)
+}
+
+fn token(file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    file.map(|file| {
+        std::fs::read_to_string(file)
+            .map(|t| t.trim().to_owned())
+            .with_context(|| format!("reading {}", file.display()))
+    })
+    .transpose()
+}
+
+async fn restore_cmd(
+    run: &Path,
+    step: u64,
+    to: Option<&Path>,
+    sandbox: Option<&str>,
+    token_file: Option<&Path>,
+) -> anyhow::Result<i32> {
+    let dir = reader::session_dir(run);
+    let (state, base_seq) = restore::state_at(&dir, step)?;
+    if step < base_seq {
+        eprintln!(
+            "note: step {step} precedes the initial snapshot (seq {base_seq}); restoring the workspace as the agent found it"
+        );
+    }
+    let (target, _scratch) = match (to, sandbox) {
+        (Some(to), _) => (to.to_owned(), None),
+        (None, _) => {
+            let scratch = tempfile::tempdir().context("creating a scratch folder")?;
+            (scratch.path().join("workspace"), Some(scratch))
+        }
+    };
+    let restored = restore::write_state(&dir, &state, &target)?;
+    for problem in &restored.problems {
+        eprintln!("mismatch: {problem}");
+    }
+    eprintln!(
+        "restored seq {step}: {} files, {} folders, {} symlinks; {} verified against the recorded hashes",
+        restored.n_files,
+        restored.n_dirs,
+        restored.n_symlinks,
+        restored.n_files as usize - restored.problems.len().min(restored.n_files as usize)
+    );
+    if let Some(url) = sandbox {
+        let client = SandboxClient::new(url, token(token_file)?);
+        client
+            .wait_healthy(Duration::from_secs(10))
+            .await
+            .with_context(|| format!("reaching {url}"))?;
+        let archive = restore::tar_folder(&target).context("packing the restored workspace")?;
+        client
+            .put_archive(archive)
+            .await
+            .with_context(|| format!("replacing the workspace of {url}"))?;
+        eprintln!("the workspace of {url} now holds seq {step}");
+    } else {
+        eprintln!("in {}", target.display());
+    }
+    Ok(if restored.problems.is_empty() {
+        exit_code::COMPLETED
+    } else {
+        exit_code::ERROR
+    })
+}
+
+fn metrics_cmd(runs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
+    let dirs = replay::session_dirs(runs)?;
+    let mut all = Vec::new();
+    for dir in &dirs {
+        all.push(metrics::measure(dir).with_context(|| format!("reading {}", dir.display()))?);
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &all).context("writing JSON")?;
+        writeln!(out).context("writing JSON")?;
+    } else {
+        metrics::write_table(&all, &mut out).context("writing the table")?;
+    }
+    Ok(exit_code::COMPLETED)
+}
+
+async fn rerun_cmd(
+    run: &Path,
+    sandbox: Option<&str>,
+    token_file: Option<&Path>,
+    normalize: &[String],
+) -> anyhow::Result<i32> {
+    let dir = reader::session_dir(run);
+    let normalizer = rerun::Normalizer::new(normalize).context("--normalize")?;
+    let recording = rerun::load(&dir)?;
+    let (state, _) = restore::state_at(&dir, recording.initial_seq)?;
+    let scratch = tempfile::tempdir().context("creating a scratch folder")?;
+    let workspace = scratch.path().join("workspace");
+    let restored = restore::write_state(&dir, &state, &workspace)?;
+    if !restored.problems.is_empty() {
+        for problem in &restored.problems {
+            eprintln!("mismatch: {problem}");
+        }
+        anyhow::bail!("the recorded initial workspace could not be rebuilt exactly");
+    }
+    let (local, client) = match sandbox {
+        None | Some("local") => {
+            let local = LocalSandbox::start(&workspace, None).await?;
+            let client = local.client.clone();
+            (Some(local), client)
+        }
+        Some(url) => {
+            let client = SandboxClient::new(url, token(token_file)?);
+            client
+                .wait_healthy(Duration::from_secs(10))
+                .await
+                .with_context(|| format!("reaching {url}"))?;
+            let archive =
+                restore::tar_folder(&workspace).context("packing the initial workspace")?;
+            client
+                .put_archive(archive)
+                .await
+                .context("seeding the sandbox")?;
+            (None, client)
+        }
+    };
+    let result = rerun::rerun(&recording, &client, &normalizer).await;
+    if let Some(local) = local {
+        local.stop().await;
+    }
+    let report = result.context("re-running the calls")?;
+    eprintln!(
+        "rerun: {} calls re-executed, {} refused calls skipped, {} divergences",
+        report.n_calls,
+        report.n_skipped,
+        report.divergences.len()
+    );
+    match report.divergences.first() {
+        None => Ok(exit_code::COMPLETED),
+        Some(first) => {
+            println!("{}", rerun::describe(first));
+            Ok(exit_code::DIVERGED)
+        }
+    }
+}

@@ -1,0 +1,589 @@
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::common;
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// Regenerates a committed file; on a difference, rewrites it and fails so the change is seen.
+fn ensure_file_contents(path: &Path, contents: &str) {
+    let current = std::fs::read_to_string(path).unwrap_or_default();
+    if current != contents {
+        std::fs::write(path, contents).unwrap();
+        panic!(
+            "{} was stale and has been regenerated; review and commit it",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn committed_event_log_schema_is_current() {
+    let schema = serde_json::to_string_pretty(&controller::event_log::schema()).unwrap() + "\n";
+    ensure_file_contents(
+        &repo_root().join("proto-docs/event-log.schema.json"),
+        &schema,
+    );
+}
+
+/// A task with a few files, edits, a deletion and a command, on the scripted model.
+fn write_task(dir: &Path) -> PathBuf {
+    let workspace = dir.join("workspace");
+    std::fs::create_dir_all(workspace.join("src")).unwrap();
+    std::fs::write(
+        workspace.join("src/app.py"),
+        "def main():\n    print('v1')\n",
+    )
+    .unwrap();
+    std::fs::write(workspace.join("notes.txt"), "remove me\n").unwrap();
+    std::fs::write(workspace.join("data.csv"), "a,b\n1,2\n").unwrap();
+    let script = json!({"turns": [
+        {"text": "Look first.", "tool_calls": [{"name": "bash", "arguments": {"cmd": "ls -R && wc -l data.csv"}}]},
+        {"text": "Edit.", "tool_calls": [
+            {"name": "search_replace", "arguments": {"path": "src/app.py", "search": "v1", "replace": "v2"}},
+            {"name": "write_file", "arguments": {"path": "src/new.py", "content": "X = 1\n"}},
+        ]},
+        {"text": "Clean up.", "tool_calls": [{"name": "bash", "arguments": {"cmd": "rm notes.txt && cat data.csv | wc -c"}}]},
+        {"text": "Check.", "tool_calls": [{"name": "read_file", "arguments": {"path": "src/app.py"}}]},
+        {"text": "Done: app prints v2."},
+    ]});
+    std::fs::write(
+        dir.join("script.yaml"),
+        serde_json::to_string(&script).unwrap(),
+    )
+    .unwrap();
+    let task = json!({
+        "prompt": "Make app print v2, add src/new.py, remove notes.txt",
+        "workspace": {"dir": "workspace"},
+        "check": "grep -q v2 src/app.py && test ! -e notes.txt",
+        "model": {"name": "script:script.yaml"},
+    });
+    let path = dir.join("task.yaml");
+    std::fs::write(&path, serde_json::to_string(&task).unwrap()).unwrap();
+    path
+}
+
+fn events(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+async fn harness(args: &[&str]) -> common::Run {
+    common::run(common::command(args), Duration::from_secs(60)).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_session_renders_restores_measures_and_reruns() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = write_task(dir.path());
+    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let log = run.log_dir();
+    let all = events(&log);
+
+    // One envelope, gap-free seq, header first, finished last, every blob resolves.
+    for (idx, event) in all.iter().enumerate() {
+        assert_eq!(event["seq"], idx as u64);
+        assert!(event["ts"].as_str().unwrap().ends_with('Z'));
+    }
+    let kinds: Vec<&str> = all.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"session_started"));
+    assert_eq!(kinds.last(), Some(&"session_finished"));
+    for kind in [
+        "workspace_snapshot",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "policy_decision",
+        "tool_result",
+        "workspace_changed",
+        "state_fingerprint",
+        "check_result",
+    ] {
+        assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");
+    }
+    assert_blobs_resolve(&log);
+    let header = &all[0]["data"];
+    assert_eq!(header["format_version"], 1);
+    assert_eq!(
+        header["config"]["tool_names"],
+        json!(["bash", "read_file", "write_file", "search_replace"])
+    );
+    let finished = &all.last().unwrap()["data"];
+    assert_eq!(finished["outcome"], "completed");
+    assert_eq!(
+        (finished["turns"].as_u64(), finished["tool_calls"].as_u64()),
+        (Some(5), Some(5))
+    );
+
+    // Changes: every tool that changed a file, with before and after hashes.
+    let changed: Vec<&Value> = all
+        .iter()
+        .filter(|e| e["type"] == "workspace_changed")
+        .collect();
+    let paths: Vec<(String, String)> = changed
+        .iter()
+        .flat_map(|e| e["data"]["changes"].as_array().unwrap().iter())
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().to_owned(),
+                c["change"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("src/app.py", "modified"),
+        ("src/new.py", "added"),
+        ("notes.txt", "deleted"),
+    ];
+    assert_eq!(
+        paths,
+        expected.map(|(p, c)| (p.to_owned(), c.to_owned())).to_vec()
+    );
+
+    // Text replay.
+    let md = harness(&["replay", "show", log.to_str().unwrap()]).await;
+    assert_eq!(md.code, 0, "{}", md.stderr);
+    assert!(
+        md.stdout.contains("-    print('v1')\n+    print('v2')"),
+        "{}",
+        md.stdout
+    );
+    assert!(md.stdout.contains("### Check passed"), "{}", md.stdout);
+    let html_path = dir.path().join("session.html");
+    let html = harness(&[
+        "replay",
+        "show",
+        log.to_str().unwrap(),
+        "--format",
+        "html",
+        "-o",
+        html_path.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(html.code, 0, "{}", html.stderr);
+    let page = std::fs::read_to_string(&html_path).unwrap();
+    assert!(page.contains("<ol class=\"timeline\">") && page.contains("class=\"del\""));
+    for external in ["src=\"http", "href=\"http", "<script src", "<link"] {
+        assert!(
+            !page.contains(external),
+            "the page must be self-contained ({external})"
+        );
+    }
+    check_in_browser(&html_path, all.len());
+
+    // State replay at several steps, each verified against the recorded hashes.
+    let initial = all
+        .iter()
+        .find(|e| e["type"] == "workspace_snapshot")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let after_edit = changed[0]["seq"].as_u64().unwrap();
+    let last = all.len() as u64 - 1;
+    for (step, app, notes, new) in [
+        (initial, "v1", true, false),
+        (after_edit, "v2", true, false),
+        (last, "v2", false, true),
+    ] {
+        let to = dir.path().join(format!("restored-{step}"));
+        let restore = harness(&[
+            "replay",
+            "restore",
+            log.to_str().unwrap(),
+            "--step",
+            &step.to_string(),
+            "--to",
+            to.to_str().unwrap(),
+        ])
+        .await;
+        assert_eq!(restore.code, 0, "{}", restore.stderr);
+        assert!(
+            restore
+                .stderr
+                .contains("verified against the recorded hashes"),
+            "{}",
+            restore.stderr
+        );
+        assert!(
+            std::fs::read_to_string(to.join("src/app.py"))
+                .unwrap()
+                .contains(app),
+            "step {step}"
+        );
+        assert_eq!(to.join("notes.txt").exists(), notes, "step {step}");
+        assert_eq!(to.join("src/new.py").exists(), new, "step {step}");
+    }
+
+    // Metrics.
+    let metrics = harness(&["replay", "metrics", log.to_str().unwrap(), "--json"]).await;
+    assert_eq!(metrics.code, 0, "{}", metrics.stderr);
+    let figures: Value = serde_json::from_str(&metrics.stdout).unwrap();
+    let figures = &figures[0];
+    assert_eq!(figures["outcome"], "completed");
+    assert_eq!(figures["steps"], all.len());
+    assert_eq!(figures["model_calls"], 5);
+    assert_eq!(
+        figures["tool_calls"],
+        json!({"bash": 2, "read_file": 1, "search_replace": 1, "write_file": 1})
+    );
+    assert_eq!(figures["first_modification_seq"], after_edit);
+    assert_eq!(figures["check_passed"], true);
+
+    // Regression replay: nothing changed, nothing diverges.
+    let rerun = harness(&["replay", "rerun", log.to_str().unwrap()]).await;
+    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
+    assert!(
+        rerun
+            .stderr
+            .contains("5 calls re-executed, 0 refused calls skipped, 0 divergences"),
+        "{}",
+        rerun.stderr
+    );
+
+    // The recorded replies, fed into a live loop, produce the same session.
+    let replayed = harness(&[
+        "run",
+        "--model",
+        &format!("replay:{}", log.display()),
+        "--task",
+        task.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(replayed.code, 0, "{}", replayed.stderr);
+    assert_eq!(replayed.stdout, "Done: app prints v2.\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_initial_state_diverges_at_the_right_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = write_task(dir.path());
+    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let log = run.log_dir();
+    // Change data.csv in the recorded initial state: the first bash call counts its lines.
+    let snapshot = events(&log)
+        .into_iter()
+        .find(|e| e["type"] == "workspace_snapshot")
+        .unwrap();
+    let manifest_sha = snapshot["data"]["manifest"]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let manifest: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(log.join("blobs").join(&manifest_sha)).unwrap())
+            .unwrap();
+    let data_sha = manifest.iter().find(|e| e["path"] == "data.csv").unwrap()["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let blob = log.join("blobs").join(&data_sha);
+    let mut permissions = std::fs::metadata(&blob).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    permissions.set_readonly(false);
+    std::fs::set_permissions(&blob, permissions).unwrap();
+    std::fs::write(&blob, "a,b\n1,2\n3,4\n").unwrap();
+    // Restore now refuses to pretend: the file no longer hashes as recorded.
+    let restore = harness(&[
+        "replay",
+        "restore",
+        log.to_str().unwrap(),
+        "--step",
+        "1",
+        "--to",
+        dir.path().join("r").to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(restore.code, 1);
+    assert!(
+        restore.stderr.contains("mismatch: data.csv"),
+        "{}",
+        restore.stderr
+    );
+    // Rerun the calls against the changed state, through the same code path as a real rerun.
+    let recording = controller::replay::rerun::load(&log).unwrap();
+    let (state, _) = controller::replay::restore::state_at(&log, recording.initial_seq).unwrap();
+    let workspace = dir.path().join("changed");
+    let restored = controller::replay::restore::write_state(&log, &state, &workspace).unwrap();
+    assert_eq!(restored.problems.len(), 1);
+    let sandbox = controller::local_sandbox::LocalSandbox::start_binary(
+        &common::sandbox_server(),
+        &workspace,
+        None,
+    )
+    .await
+    .unwrap();
+    let normalizer = controller::replay::rerun::Normalizer::new(&[]).unwrap();
+    let report = controller::replay::rerun::rerun(&recording, &sandbox.client, &normalizer)
+        .await
+        .unwrap();
+    sandbox.stop().await;
+    let first = report.divergences.first().expect("a divergence");
+    let first_call = events(&log)
+        .into_iter()
+        .find(|e| e["type"] == "tool_call")
+        .unwrap();
+    assert_eq!(
+        first.seq,
+        first_call["seq"].as_u64().unwrap(),
+        "the first call is where it diverges"
+    );
+    assert_eq!(first.field, "output");
+    assert!(
+        first.recorded.contains("2 data.csv") && first.rerun.contains("3 data.csv"),
+        "{first:?}"
+    );
+    let text = controller::replay::rerun::describe(first);
+    assert!(
+        text.contains(&format!("first divergence at seq {}", first.seq)),
+        "{text}"
+    );
+}
+
+/// Every blob a complete line names exists, with the size it says.
+pub fn assert_blobs_resolve(log: &Path) {
+    fn walk(value: &Value, found: &mut Vec<(String, u64)>) {
+        match value {
+            Value::Object(map) => {
+                if let (Some(Value::String(sha)), Some(Value::Number(size)), 2) =
+                    (map.get("sha256"), map.get("size"), map.len())
+                {
+                    found.push((sha.clone(), size.as_u64().unwrap()));
+                }
+                map.values().for_each(|v| walk(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, found)),
+            _ => {}
+        }
+    }
+    let text = std::fs::read_to_string(log.join("events.jsonl")).unwrap();
+    for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+        let event: Value = serde_json::from_str(line)
+            .unwrap_or_else(|err| panic!("an invalid complete line: {err}: {line}"));
+        let mut refs = Vec::new();
+        walk(&event["data"], &mut refs);
+        for (sha, size) in refs {
+            let path = log.join("blobs").join(&sha);
+            let meta = std::fs::metadata(&path)
+                .unwrap_or_else(|_| panic!("blob {sha} named by seq {} is missing", event["seq"]));
+            assert_eq!(meta.len(), size, "blob {sha}");
+        }
+    }
+}
+
+/// Opens the page in a real headless Chromium and checks the rendered DOM. CI installs
+/// Chromium and sets HARNESS_TEST_BROWSER=1; without it the check says so and is skipped.
+fn check_in_browser(page: &Path, n_events: usize) {
+    if std::env::var_os("HARNESS_TEST_BROWSER").is_none() {
+        eprintln!(
+            "HARNESS_TEST_BROWSER is not set: skipping the headless browser check of {}",
+            page.display()
+        );
+        return;
+    }
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|name| {
+            std::process::Command::new("which")
+                .arg(name)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("HARNESS_TEST_BROWSER is set but no Chromium is installed");
+    let profile = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        dom.matches("<li class=\"event ").count(),
+        n_events,
+        "one timeline entry per event"
+    );
+    assert!(dom.contains("Session finished: completed"));
+}
+
+/// Kills a real run with SIGKILL at several moments: every complete line is a valid event,
+/// `seq` has no gap, every blob resolves, at most the last line is torn, and readers carry on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_killed_at_any_moment_leaves_a_valid_log() {
+    let dir = tempfile::tempdir().unwrap();
+    // Outputs over 4 KiB, so blobs are written all the time.
+    let turns: Vec<Value> = (0..400)
+        .map(|idx| json!({"text": format!("step {idx}"), "tool_calls": [{"name": "bash", "arguments": {"cmd": format!("head -c 6000 /dev/zero | tr '\\\\0' {}; echo > f{idx}.txt", idx % 10)}}]}))
+        .collect();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        serde_json::to_string(&json!({"turns": turns})).unwrap(),
+    )
+    .unwrap();
+    for (attempt, delay_ms) in [400u64, 900, 1600].into_iter().enumerate() {
+        let logs = dir.path().join(format!("logs-{attempt}"));
+        let workspace = dir.path().join(format!("ws-{attempt}"));
+        std::fs::create_dir(&workspace).unwrap();
+        let script = format!("script:{}", dir.path().join("script.yaml").display());
+        let mut command = common::command(&[
+            "run",
+            "--model",
+            &script,
+            "--max-turns",
+            "400",
+            workspace.to_str().unwrap(),
+            "flood",
+        ]);
+        command
+            .env("CONTROLLER_LOG_DIR", &logs)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = command.spawn().unwrap();
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        let sandbox_pids: Vec<u32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    s.rsplit(')').next().unwrap().split_whitespace().nth(1)
+                        == Some(&child.id().to_string())
+                })
+            })
+            .collect();
+        std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        let _ = child.wait();
+
+        let session = std::fs::read_dir(&logs)
+            .unwrap()
+            .next()
+            .expect("a session folder")
+            .unwrap()
+            .path();
+        let text = std::fs::read_to_string(session.join("events.jsonl")).unwrap();
+        let complete: Vec<&str> = text
+            .split_inclusive('\n')
+            .filter(|l| l.ends_with('\n'))
+            .collect();
+        assert!(
+            complete.len() > 5,
+            "attempt {attempt}: only {} events after {delay_ms} ms",
+            complete.len()
+        );
+        for (idx, line) in complete.iter().enumerate() {
+            let envelope: controller::event_log::Envelope = serde_json::from_str(line)
+                .unwrap_or_else(|err| panic!("attempt {attempt}, line {idx}: {err}"));
+            assert_eq!(envelope.seq, idx as u64);
+        }
+        assert!(
+            !text.contains("session_finished"),
+            "a killed run does not finish"
+        );
+        assert_blobs_resolve(&session);
+        // The kernel stops the sandbox when its harness dies (PR_SET_PDEATHSIG).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while sandbox_pids.iter().any(|pid| common::alive(*pid))
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            sandbox_pids.iter().all(|pid| !common::alive(*pid)),
+            "the sandbox outlived a killed harness"
+        );
+
+        // A torn last line is reported, and readers carry on.
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(session.join("events.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"{\"seq\":999,\"ts\":\"2026-").unwrap();
+        let metrics = harness(&["replay", "metrics", session.to_str().unwrap(), "--json"]).await;
+        assert_eq!(metrics.code, 0, "{}", metrics.stderr);
+        let figures: Value = serde_json::from_str(&metrics.stdout).unwrap();
+        assert_eq!(figures[0]["torn_lines"], 1);
+        assert_eq!(figures[0]["outcome"], "incomplete");
+        let show = harness(&["replay", "show", session.to_str().unwrap()]).await;
+        assert_eq!(show.code, 0, "{}", show.stderr);
+        assert!(
+            show.stdout.contains("torn last line"),
+            "the transcript says so"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_never_reach_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "sk-test-0123456789abcdefSECRET";
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "bash", "arguments": {"cmd": format!("echo leaked {secret}; env | grep -c API_KEY || true")}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "k.txt", "content": format!("key={secret}\n")}}]},
+        {"text": format!("I saw {secret}")},
+    ]});
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        serde_json::to_string(&script).unwrap(),
+    )
+    .unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    let model = format!("script:{}", dir.path().join("script.yaml").display());
+    let mut command =
+        common::command(&["run", "--model", &model, workspace.to_str().unwrap(), "go"]);
+    command.env("OPENAI_API_KEY", secret);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let log = run.log_dir();
+    let mut n_files = 0;
+    for entry in std::fs::read_dir(log.join("blobs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .chain([log.join("events.jsonl")])
+    {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "{} holds the secret",
+            entry.display()
+        );
+        n_files += 1;
+    }
+    assert!(n_files > 3);
+    let events = std::fs::read_to_string(log.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("leaked [REDACTED]"),
+        "the output is kept, redacted"
+    );
+    // The sandbox never had the key: `env | grep -c API_KEY` found nothing.
+    assert!(
+        events.contains("stdout:\\n  leaked [REDACTED]\\n  0"),
+        "{events}"
+    );
+}
