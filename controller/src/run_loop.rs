@@ -325,6 +325,15 @@ impl Agent<'_> {
             outputs,
         };
         log.record(Event::ToolResult(result)).await?;
+        if status == "error" {
+            // The model saw it as `ERROR: …`; the log also files it by class for metrics.
+            let event = ErrorEvent {
+                class: "tool".to_owned(),
+                message: text.clone(),
+                call_id: Some(call.id.clone()),
+            };
+            log.record(Event::Error(event)).await?;
+        }
         Ok(text)
     }
 

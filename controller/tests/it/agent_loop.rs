@@ -88,6 +88,17 @@ async fn every_bad_call_comes_back_to_the_model_as_an_error() {
             run.stderr
         );
     }
+    // Each failure is also an `error` event of class `tool` in the session log.
+    let log = std::fs::read_to_string(run.log_dir().join("events.jsonl")).unwrap();
+    let tool_errors: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["type"] == "error")
+        .map(|event| event["data"].clone())
+        .collect();
+    assert_eq!(tool_errors.len(), 5);
+    assert!(tool_errors.iter().all(|e| e["class"] == "tool"));
+    assert_eq!(tool_errors[0]["call_id"], "c1");
 }
 
 #[tokio::test(flavor = "multi_thread")]
