@@ -15,10 +15,33 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one agent session: `harness run [--web-search] [WORKING_DIR] "TASK"`.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Check the safety policy against labelled tool calls.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Read recorded sessions back: as a transcript, a workspace, metrics, or a re-run.
     #[command(subcommand)]
     Replay(ReplayCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Run the policy over labelled examples (JSON Lines of `{request, tool, args, expected,
+    /// category}`) and print each decision and the agreement rate by category.
+    Eval {
+        file: PathBuf,
+        /// The classifier's model; without one, the rules decide and the rest is `ask`.
+        #[arg(long, value_name = "PROVIDER/NAME")]
+        model: Option<String>,
+        /// The model API's base URL.
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Extra rules, as `harness run --policy`.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        #[arg(long, default_value_t = 60)]
+        classifier_timeout: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -117,6 +140,24 @@ pub struct RunArgs {
     /// The tools to give the model, comma-separated; all that the sandbox offers when absent.
     #[arg(long, value_delimiter = ',')]
     pub tools: Option<Vec<String>>,
+    /// `FILE` (YAML: `deny`, `ask`, `allow` pattern lists, checked before the built-in rules
+    /// unless it sets `defaults: false`), or `allow-all` for disposable, isolated experiments.
+    #[arg(long, value_name = "FILE|allow-all")]
+    pub policy: Option<String>,
+    /// The model that scores risk for calls no rule covers; the run's model when absent.
+    #[arg(long, value_name = "PROVIDER/NAME")]
+    pub classifier_model: Option<String>,
+    /// Seconds the classifier may take for one call (retries included) before the call is asked.
+    #[arg(long, default_value_t = 60)]
+    pub classifier_timeout: u64,
+    /// Decide by rules only: a call no rule covers is asked.
+    #[arg(long)]
+    pub no_classifier: bool,
+    /// What happens to a call the policy asks about: `ask` the person at the terminal (no
+    /// terminal means no), `never` approve, or approve `auto`matically (unattended: the ask
+    /// rules and the classifier then stop nothing; only for disposable sandboxes).
+    #[arg(long, value_enum, default_value = "ask")]
+    pub approve: crate::policy::Approve,
     /// Where session logs go: each session is a folder `<log-dir>/<session-id>/`.
     #[arg(long, env = "CONTROLLER_LOG_DIR", default_value = "runs")]
     pub log_dir: PathBuf,

@@ -33,6 +33,16 @@ pub trait Model: Send + Sync {
     /// The request body for the conversation and the tools it may call, exactly as it will be
     /// sent (the session log records it before it goes out).
     fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> serde_json::Value;
+    /// A request for one JSON object that fits `schema` (structured output: a JSON schema for
+    /// OpenAI's APIs, a forced tool for Anthropic). Its reply carries the object as its text,
+    /// or as the arguments of its one tool call.
+    fn structured_request(
+        &self,
+        instructions: &str,
+        input: &str,
+        name: &str,
+        schema: &serde_json::Value,
+    ) -> serde_json::Value;
     /// Sends a body built by `build_request`; retries are inside.
     fn send<'a>(
         &'a self,

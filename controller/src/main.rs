@@ -4,6 +4,7 @@
 // Printing is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod policy_cmd;
 mod replay_cmd;
 
 use std::path::PathBuf;
@@ -20,7 +21,7 @@ use controller::event_log::{
 use controller::exit_code;
 use controller::llm::{self, RetryPolicy, ToolCall};
 use controller::local_sandbox::LocalSandbox;
-use controller::policy::AllowAll;
+use controller::policy::{self, AllowAll, Classifier, Pipeline, Policy};
 use controller::recording::Recorder;
 use controller::run_loop::{Agent, Observer, Outcome, Totals};
 use controller::sandbox_client::SandboxClient;
@@ -46,8 +47,9 @@ fn main() {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run(args).await,
+            Command::Run(args) => run(*args).await,
             Command::Replay(command) => replay_cmd::run(command).await,
+            Command::Policy(command) => policy_cmd::run(command).await,
         }
     });
     std::process::exit(code);
@@ -114,6 +116,16 @@ async fn run(args: RunArgs) -> i32 {
     let recorder = Recorder::new(log.clone(), client.clone());
     let totals = std::sync::Mutex::new(Totals::default());
     let started = std::time::Instant::now();
+    let policy = match build_policy(&args, &config, &model) {
+        Ok(policy) => policy,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            if let Some(local) = local {
+                local.stop().await;
+            }
+            return exit_code::ERROR;
+        }
+    };
     let parts = Session {
         config: &config,
         args: &args,
@@ -121,6 +133,7 @@ async fn run(args: RunArgs) -> i32 {
         model: model.as_ref(),
         client: &client,
         recorder: &recorder,
+        policy: policy.as_ref(),
     };
     let (code, outcome, answer) = tokio::select! {
         result = parts.run(&totals) => result,
@@ -229,7 +242,57 @@ fn local_workspace(config: &RunConfig) -> anyhow::Result<PathBuf> {
     }
 }
 
-const POLICY_NAME: &str = "allow_all";
+/// The policy of a run: `allow-all`, or rules (a file's and the built-in ones) then the classifier.
+fn build_policy(
+    args: &RunArgs,
+    config: &RunConfig,
+    model: &std::sync::Arc<dyn llm::Model>,
+) -> anyhow::Result<Box<dyn Policy>> {
+    if args.policy.as_deref() == Some("allow-all") {
+        eprintln!("policy: allow-all (every tool call runs unchecked)");
+        return Ok(Box::new(AllowAll));
+    }
+    let file = args.policy.as_deref().map(std::path::Path::new);
+    let rules = policy::load_rules(file)?;
+    let classifier = if args.no_classifier {
+        None
+    } else {
+        let (name, classifier_model) = match &args.classifier_model {
+            Some(name) => {
+                let spec = llm::ModelSpec {
+                    name: name.clone(),
+                    ..config.model.clone()
+                };
+                (name.clone(), llm::build(&spec, RetryPolicy::default())?)
+            }
+            None => (config.model.name.clone(), model.clone()),
+        };
+        Some(Classifier {
+            model: classifier_model,
+            model_name: name,
+            timeout: std::time::Duration::from_secs(args.classifier_timeout.max(1)),
+        })
+    };
+    let description = format!(
+        "rules ({}{} deny, {} ask, {} allow){}; asks: {:?}",
+        file.map(|f| format!("{} + built-in: ", f.display()))
+            .unwrap_or_else(|| "built-in: ".to_owned()),
+        rules.deny.len(),
+        rules.ask.len(),
+        rules.allow.len(),
+        classifier
+            .as_ref()
+            .map(|c| format!(" then classifier {}", c.model_name))
+            .unwrap_or_default(),
+        args.approve
+    );
+    eprintln!("policy: {description}");
+    Ok(Box::new(Pipeline {
+        rules,
+        classifier,
+        description,
+    }))
+}
 
 /// One session once its sandbox is up.
 struct Session<'a> {
@@ -239,6 +302,7 @@ struct Session<'a> {
     model: &'a dyn llm::Model,
     client: &'a SandboxClient,
     recorder: &'a Recorder,
+    policy: &'a dyn Policy,
 }
 
 impl Session<'_> {
@@ -285,8 +349,8 @@ impl Session<'_> {
         let agent = Agent {
             model: self.model,
             sandbox: client,
-            policy: &AllowAll,
-            policy_name: POLICY_NAME,
+            policy: self.policy,
+            approve: self.args.approve,
             tools,
             limits: config.limits,
             observer: &Terminal,
@@ -373,7 +437,7 @@ impl Session<'_> {
             tool_names: prompt
                 .map(|(_, tools)| tools.iter().map(|t| t.name.clone()).collect())
                 .unwrap_or_default(),
-            policy: POLICY_NAME.to_owned(),
+            policy: self.policy.name(),
             sandbox: match config.sandbox {
                 SandboxTarget::Local => "local".to_owned(),
                 SandboxTarget::Remote { .. } => "remote".to_owned(),

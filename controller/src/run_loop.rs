@@ -12,7 +12,7 @@ use crate::event_log::{
     OutputRecord, PolicyDecision, ToolCallEvent, ToolResult,
 };
 use crate::llm::{Message, Model, ModelError, ModelReply, ToolCall, Usage, estimate_tokens};
-use crate::policy::{self, Decision, Policy};
+use crate::policy::{self, Approve, Decision, Policy};
 use crate::recording::{RecordError, Recorder};
 use crate::sandbox_client::{SandboxClient, SandboxError};
 
@@ -115,8 +115,8 @@ pub struct Agent<'a> {
     pub model: &'a dyn Model,
     pub sandbox: &'a SandboxClient,
     pub policy: &'a dyn Policy,
-    /// The policy's name for the log.
-    pub policy_name: &'a str,
+    /// What happens to an `ask`.
+    pub approve: Approve,
     pub tools: Vec<ToolSpec>,
     pub limits: Limits,
     pub observer: &'a dyn Observer,
@@ -347,31 +347,50 @@ impl Agent<'_> {
             Ok(args) => args,
             Err(text) => return Ok(("error", text, None)),
         };
-        let decision = self.policy.decide(task, &call.name, &args).await;
-        let (name, reason, mut allowed, mut source) = match &decision {
-            Decision::Allow => ("allow", String::new(), true, self.policy_name.to_owned()),
-            Decision::Deny(reason) => ("deny", reason.clone(), false, self.policy_name.to_owned()),
-            Decision::Ask(reason) => ("ask", reason.clone(), false, self.policy_name.to_owned()),
+        let judgement = self.policy.decide(task, &call.name, &args).await;
+        let (name, reason) = match &judgement.decision {
+            Decision::Allow => ("allow", String::new()),
+            Decision::Deny(reason) => ("deny", reason.clone()),
+            Decision::Ask(reason) => ("ask", reason.clone()),
         };
-        if let Decision::Ask(reason) = &decision {
-            let (tool, shown, why) = (call.name.clone(), args.clone(), reason.clone());
-            allowed = tokio::task::spawn_blocking(move || policy::ask_user(&tool, &shown, &why))
-                .await
-                .unwrap_or(false);
-            source = "person".to_owned();
-        }
+        let (allowed, settled_by) = match (&judgement.decision, self.approve) {
+            (Decision::Allow, _) => (true, None),
+            (Decision::Deny(_), _) => (false, None),
+            (Decision::Ask(_), Approve::Never) => (false, Some("approve_never")),
+            (Decision::Ask(_), Approve::Auto) => (true, Some("approve_auto")),
+            (Decision::Ask(reason), Approve::Ask) => {
+                let (tool, shown, why) = (call.name.clone(), args.clone(), reason.clone());
+                let terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
+                let yes =
+                    tokio::task::spawn_blocking(move || policy::ask_user(&tool, &shown, &why))
+                        .await
+                        .unwrap_or(false);
+                (yes, Some(if terminal { "person" } else { "no_terminal" }))
+            }
+        };
         let event = PolicyDecision {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             decision: name.to_owned(),
             allowed,
             reason: reason.clone(),
-            source,
+            source: judgement.source.clone(),
+            rule: judgement.rule.clone(),
+            risk: judgement.risk,
+            authorized: judgement.authorized,
+            classifier_model: judgement.classifier_model.clone(),
+            settled_by: settled_by.map(str::to_owned),
         };
         self.recorder
             .log
             .record(Event::PolicyDecision(event))
             .await?;
+        let reason = match settled_by {
+            Some("no_terminal") => format!("{reason}; no one at a terminal to approve it"),
+            Some("approve_never") => format!("{reason}; --approve never"),
+            Some("person") if !allowed => format!("{reason}; the user said no"),
+            _ => reason,
+        };
         if !allowed {
             return Ok(("blocked", policy::blocked_message(&reason), None));
         }

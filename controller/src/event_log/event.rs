@@ -188,7 +188,7 @@ pub struct LoggedUsage {
     pub output_tokens: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyDecision {
     pub call_id: String,
@@ -198,8 +198,22 @@ pub struct PolicyDecision {
     /// The final word: whether the call runs.
     pub allowed: bool,
     pub reason: String,
-    /// What decided: a policy name, a rule, a classifier, or `person`.
+    /// What decided: `rule`, `read_only`, `classifier`, `classifier_failed`, `no_classifier`
+    /// or `allow_all`; an ask is then settled by `person`, `approve_never` or `approve_auto`.
     pub source: String,
+    /// The pattern that matched, when a rule decided.
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// The classifier's scores and model, when it answered.
+    #[serde(default)]
+    pub risk: Option<f64>,
+    #[serde(default)]
+    pub authorized: Option<f64>,
+    #[serde(default)]
+    pub classifier_model: Option<String>,
+    /// How an ask was settled: `person`, `no_terminal`, `approve_never` or `approve_auto`.
+    #[serde(default)]
+    pub settled_by: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

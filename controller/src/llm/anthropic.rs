@@ -157,6 +157,25 @@ impl Model for AnthropicModel {
         self.request(messages, tools)
     }
 
+    /// A forced tool: the verdict is the tool call's input. (Extended thinking cannot be
+    /// combined with a forced tool, so it is left out here.)
+    fn structured_request(
+        &self,
+        instructions: &str,
+        input: &str,
+        name: &str,
+        schema: &Value,
+    ) -> Value {
+        json!({
+            "model": self.name,
+            "max_tokens": 1024,
+            "system": instructions,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": input}]}],
+            "tools": [{"type": "custom", "name": name, "description": "Record the answer.", "input_schema": schema}],
+            "tool_choice": {"type": "tool", "name": name},
+        })
+    }
+
     fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             let url = format!("{}/v1/messages", self.base_url.trim_end_matches('/'));

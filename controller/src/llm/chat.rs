@@ -129,6 +129,20 @@ impl Model for ChatModel {
         self.request(messages, tools)
     }
 
+    fn structured_request(
+        &self,
+        instructions: &str,
+        input: &str,
+        name: &str,
+        schema: &Value,
+    ) -> Value {
+        json!({
+            "model": self.name,
+            "messages": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}},
+        })
+    }
+
     fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));

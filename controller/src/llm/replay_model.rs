@@ -16,6 +16,8 @@ pub struct ReplayModel {
     path: String,
     turns: Mutex<VecDeque<ModelReply>>,
     summaries: Mutex<VecDeque<ModelReply>>,
+    /// The classifier's recorded scores, in order, so a replayed run is judged as the original.
+    verdicts: Mutex<VecDeque<Value>>,
 }
 
 impl ReplayModel {
@@ -25,10 +27,18 @@ impl ReplayModel {
         };
         let mut turns = VecDeque::new();
         let mut summaries = VecDeque::new();
+        let mut verdicts = VecDeque::new();
         for envelope in crate::replay::events(dir, |_| {}).map_err(fail)? {
             let envelope = envelope.map_err(fail)?;
-            let Event::ModelResponse(response) = envelope.event else {
-                continue;
+            let response = match envelope.event {
+                Event::ModelResponse(response) => response,
+                Event::PolicyDecision(decision) => {
+                    if let (Some(risk), Some(authorized)) = (decision.risk, decision.authorized) {
+                        verdicts.push_back(json!({"risk": risk, "authorized": authorized, "rationale": "replayed"}));
+                    }
+                    continue;
+                }
+                _ => continue,
             };
             let content = crate::replay::text(dir, &response.text).map_err(fail)?;
             let tool_calls = response
@@ -66,6 +76,7 @@ impl ReplayModel {
             path: dir.display().to_string(),
             turns: Mutex::new(turns),
             summaries: Mutex::new(summaries),
+            verdicts: Mutex::new(verdicts),
         })
     }
 }
@@ -87,8 +98,41 @@ impl Model for ReplayModel {
         json!({"replay": true, "n_messages": messages.len(), "tools": names})
     }
 
+    fn structured_request(
+        &self,
+        _instructions: &str,
+        _input: &str,
+        name: &str,
+        _schema: &Value,
+    ) -> Value {
+        json!({"replay": true, "structured": name})
+    }
+
     fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
+            if body.get("structured").is_some() {
+                let verdict = self
+                    .verdicts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .pop_front();
+                let verdict = verdict.ok_or_else(|| {
+                    ModelError::Script(format!(
+                        "replay:{} has no more recorded classifier answers",
+                        self.path
+                    ))
+                })?;
+                let message = AssistantMessage {
+                    content: verdict.to_string(),
+                    ..AssistantMessage::default()
+                };
+                return Ok(ModelReply {
+                    message,
+                    usage: Usage::default(),
+                    cost: Some(0.0),
+                    raw: json!({"replayed_verdict": verdict}),
+                });
+            }
             let summary = body["tools"].as_array().is_none_or(Vec::is_empty);
             let queue = if summary {
                 &self.summaries

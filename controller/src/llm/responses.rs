@@ -152,6 +152,24 @@ impl Model for ResponsesModel {
         self.request(messages, tools)
     }
 
+    fn structured_request(
+        &self,
+        instructions: &str,
+        input: &str,
+        name: &str,
+        schema: &Value,
+    ) -> Value {
+        let mut body = json!({
+            "model": self.name,
+            "input": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
+            "text": {"format": {"type": "json_schema", "name": name, "schema": schema, "strict": true}},
+        });
+        if let Some(effort) = &self.reasoning_effort {
+            body["reasoning"] = json!({"effort": effort});
+        }
+        body
+    }
+
     fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             let url = format!("{}/responses", self.base_url.trim_end_matches('/'));

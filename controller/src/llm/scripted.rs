@@ -27,6 +27,9 @@ struct Script {
     turns: Vec<Turn>,
     #[serde(default)]
     summary: Option<String>,
+    /// Answers for the risk classifier, in order: `{risk, authorized, rationale}`.
+    #[serde(default)]
+    verdicts: Vec<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -57,6 +60,7 @@ pub struct ScriptedModel {
     path: String,
     script: Script,
     next_turn: Mutex<usize>,
+    next_verdict: Mutex<usize>,
 }
 
 impl ScriptedModel {
@@ -69,6 +73,7 @@ impl ScriptedModel {
             path: path.display().to_string(),
             script,
             next_turn: Mutex::new(0),
+            next_verdict: Mutex::new(0),
         })
     }
 }
@@ -91,8 +96,42 @@ impl Model for ScriptedModel {
         json!({"scripted": true, "n_messages": messages.len(), "tools": names})
     }
 
+    fn structured_request(
+        &self,
+        _instructions: &str,
+        _input: &str,
+        name: &str,
+        _schema: &Value,
+    ) -> Value {
+        json!({"scripted": true, "structured": name})
+    }
+
     fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
+            if body.get("structured").is_some() {
+                let verdict = {
+                    let mut next = self.next_verdict.lock().unwrap_or_else(|p| p.into_inner());
+                    let verdict = self.script.verdicts.get(*next).cloned();
+                    *next += 1;
+                    verdict
+                };
+                let verdict = verdict.ok_or_else(|| {
+                    ModelError::Script(format!(
+                        "{} has no `verdicts` left for the classifier",
+                        self.path
+                    ))
+                })?;
+                let message = AssistantMessage {
+                    content: verdict.to_string(),
+                    ..AssistantMessage::default()
+                };
+                return Ok(ModelReply {
+                    message,
+                    usage: Usage::default(),
+                    cost: Some(0.0),
+                    raw: json!({"scripted": true, "verdict": verdict}),
+                });
+            }
             // A request without tools is a compaction summary: answer it without using a turn.
             if body["tools"].as_array().is_none_or(Vec::is_empty) {
                 let content = self.script.summary.clone().unwrap_or_default();

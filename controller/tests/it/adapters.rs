@@ -48,6 +48,8 @@ async fn openai_responses_sends_output_items_back_verbatim() {
     let workspace = common::workspace();
     let mut command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--model",
         "openai/gpt-5",
         workspace.path().to_str().unwrap(),
@@ -118,6 +120,8 @@ async fn openai_web_search_and_a_response_that_is_not_completed() {
     let workspace = tempfile::tempdir().unwrap();
     let mut command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--web-search",
         "--model",
         "openai/gpt-5",
@@ -157,6 +161,8 @@ async fn chat_completions_uses_tool_calls_and_tool_messages() {
     let base_url = format!("{}/v1", double.base);
     let command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--model",
         "openai-compat/local-model",
         "--base-url",
@@ -228,6 +234,8 @@ async fn anthropic_sends_thinking_blocks_back_exactly() {
     let workspace = common::workspace();
     let mut command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--model",
         "anthropic/claude-sonnet-4-5",
         "--thinking-budget",
@@ -284,6 +292,8 @@ async fn a_missing_key_names_the_variable() {
         let workspace = tempfile::tempdir().unwrap();
         let command = common::command(&[
             "run",
+            "--policy",
+            "allow-all",
             "--model",
             model,
             workspace.path().to_str().unwrap(),

@@ -14,6 +14,8 @@ fn chat_command(
     let base_url = format!("{}/v1", double.base);
     let mut args = vec![
         "run",
+        "--policy",
+        "allow-all",
         "--model",
         "openai-compat/local-model",
         "--base-url",

@@ -90,6 +90,11 @@ pub fn assert_fits(schema: Schema, body: &Value) {
 #[derive(Debug, Clone)]
 pub enum Answer {
     Json(Value),
+    /// Answers after a delay (bounded by the test's own timeouts).
+    Slow {
+        seconds: u64,
+        body: Value,
+    },
     Status {
         status: u16,
         retry_after: Option<String>,
@@ -187,19 +192,26 @@ async fn handle(
         _ => Schema::CreateMessageRequest,
     };
     let problems = violations(schema, &body);
-    let mut inner = inner.lock().unwrap();
-    if !problems.is_empty() {
-        inner.violations.push(format!(
-            "{path} ({schema:?}):\n{}\nbody: {body:#}",
-            problems.join("\n")
-        ));
-    }
-    inner.requests.push(Captured {
-        path,
-        headers,
-        body,
-    });
-    match inner.answers.pop_front() {
+    let answer = {
+        let mut inner = inner.lock().unwrap();
+        if !problems.is_empty() {
+            inner.violations.push(format!(
+                "{path} ({schema:?}):\n{}\nbody: {body:#}",
+                problems.join("\n")
+            ));
+        }
+        inner.requests.push(Captured {
+            path,
+            headers,
+            body,
+        });
+        inner.answers.pop_front()
+    };
+    match answer {
+        Some(Answer::Slow { seconds, body }) => {
+            tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+            axum::Json(body).into_response()
+        }
         Some(Answer::Json(value)) => axum::Json(value).into_response(),
         Some(Answer::Status {
             status,

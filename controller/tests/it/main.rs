@@ -18,6 +18,8 @@ mod double;
 mod adapters;
 /// The loop: error paths, limits, compaction, the system prompt.
 mod agent_loop;
+/// The policy: rules, the classifier through each adapter, asks, provenance.
+mod policy;
 /// The session log: recorded, rendered, restored, measured and re-run; crashes; secrets.
 mod replays;
 /// Retries on 429 and 5xx, and errors that surface at once.

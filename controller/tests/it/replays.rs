@@ -51,6 +51,10 @@ fn write_task(dir: &Path) -> PathBuf {
         {"text": "Clean up.", "tool_calls": [{"name": "bash", "arguments": {"cmd": "rm notes.txt && cat data.csv | wc -c"}}]},
         {"text": "Check.", "tool_calls": [{"name": "read_file", "arguments": {"path": "src/app.py"}}]},
         {"text": "Done: app prints v2."},
+    ], "verdicts": [
+        {"risk": 0.3, "authorized": 0.9, "rationale": "the edit the task asks for"},
+        {"risk": 0.2, "authorized": 0.9, "rationale": "the new file the task asks for"},
+        {"risk": 0.6, "authorized": 0.8, "rationale": "removes the file the task names"},
     ]});
     std::fs::write(
         dir.join("script.yaml"),
@@ -448,6 +452,8 @@ async fn a_run_killed_at_any_moment_leaves_a_valid_log() {
         let script = format!("script:{}", dir.path().join("script.yaml").display());
         let mut command = common::command(&[
             "run",
+            "--policy",
+            "allow-all",
             "--model",
             &script,
             "--max-turns",
@@ -554,8 +560,15 @@ async fn secrets_never_reach_the_log() {
     let workspace = dir.path().join("ws");
     std::fs::create_dir(&workspace).unwrap();
     let model = format!("script:{}", dir.path().join("script.yaml").display());
-    let mut command =
-        common::command(&["run", "--model", &model, workspace.to_str().unwrap(), "go"]);
+    let mut command = common::command(&[
+        "run",
+        "--policy",
+        "allow-all",
+        "--model",
+        &model,
+        workspace.to_str().unwrap(),
+        "go",
+    ]);
     command.env("OPENAI_API_KEY", secret);
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);

@@ -9,6 +9,8 @@ use crate::double::{Answer, ModelDouble, ev_message, ev_response};
 fn responses_command(double: &ModelDouble, workspace: &std::path::Path) -> std::process::Command {
     let mut command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--model",
         "openai/gpt-5-mini",
         workspace.to_str().unwrap(),

@@ -68,6 +68,8 @@ async fn the_local_sandbox_is_gone_after_the_session() {
     let base_url = format!("{}/v1", double.base);
     let command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--model",
         "openai-compat/m",
         "--base-url",
@@ -97,6 +99,8 @@ async fn ctrl_c_stops_the_sandbox_and_the_command_it_was_running() {
     let base_url = format!("{}/v1", double.base);
     let mut command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--model",
         "openai-compat/m",
         "--base-url",
@@ -185,6 +189,8 @@ async fn a_remote_sandbox_is_reached_by_url_and_token() {
     let base_url = format!("{}/v1", double.base);
     let command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--model",
         "openai-compat/m",
         "--base-url",
@@ -253,6 +259,8 @@ async fn task_files_seed_from_an_archive_and_run_setup_and_check() {
     let target = dir.path().join("ws");
     let command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--task",
         dir.path().join("task.yaml").to_str().unwrap(),
         target.to_str().unwrap(),
@@ -327,6 +335,8 @@ async fn task_files_seed_from_a_git_commit_and_a_failing_check_is_reported() {
     let target = dir.path().join("ws");
     let command = common::command(&[
         "run",
+        "--policy",
+        "allow-all",
         "--task",
         dir.path().join("task.yaml").to_str().unwrap(),
         target.to_str().unwrap(),
@@ -351,7 +361,13 @@ async fn a_bad_task_file_names_the_key_and_the_file() {
     let path = dir.path().join("task.yaml");
     std::fs::write(&path, "prompt: hi\nlimits:\n  max_turn: 3\n").unwrap();
     let run = common::run(
-        common::command(&["run", "--task", path.to_str().unwrap()]),
+        common::command(&[
+            "run",
+            "--policy",
+            "allow-all",
+            "--task",
+            path.to_str().unwrap(),
+        ]),
         Duration::from_secs(30),
     )
     .await;
