@@ -137,6 +137,10 @@ pub struct RunArgs {
     /// The bearer token of a --sandbox URL, in a file.
     #[arg(long, value_name = "FILE")]
     pub sandbox_token_file: Option<PathBuf>,
+    /// A local sandbox's network: `none` (commands may open only Unix sockets) or `host`.
+    /// Default `none`, or the task file's `network`.
+    #[arg(long, value_name = "none|host")]
+    pub network: Option<String>,
     /// The tools to give the model, comma-separated; all that the sandbox offers when absent.
     #[arg(long, value_delimiter = ',')]
     pub tools: Option<Vec<String>>,

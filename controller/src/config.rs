@@ -36,6 +36,8 @@ pub struct RunConfig {
     pub limits: Limits,
     pub sandbox: SandboxTarget,
     pub tools: Option<Vec<String>>,
+    /// A local sandbox's `--network`: `none` or `host`.
+    pub network: String,
 }
 
 impl RunConfig {
@@ -153,9 +155,19 @@ impl RunConfig {
             limits: None,
             sandbox: None,
             tools: None,
+            network: None,
             web_search: None,
         });
+        let network = args
+            .network
+            .clone()
+            .or_else(|| task.network.clone())
+            .unwrap_or_else(|| "none".to_owned());
+        if network != "none" && network != "host" {
+            bail!("network: expected `none` or `host`, got `{network}`");
+        }
         Ok(RunConfig {
+            network,
             prompt,
             working_dir,
             workspace: task.workspace_source().map_err(anyhow::Error::msg)?,

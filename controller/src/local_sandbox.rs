@@ -55,8 +55,12 @@ pub fn find_server_binary() -> anyhow::Result<PathBuf> {
 
 impl LocalSandbox {
     /// Starts a server over `workspace` and waits until it is healthy.
-    pub async fn start(workspace: &Path, tools: Option<&[String]>) -> anyhow::Result<LocalSandbox> {
-        Self::start_binary(&find_server_binary()?, workspace, tools).await
+    pub async fn start(
+        workspace: &Path,
+        tools: Option<&[String]>,
+        network: &str,
+    ) -> anyhow::Result<LocalSandbox> {
+        Self::start_binary(&find_server_binary()?, workspace, tools, network).await
     }
 
     /// As [`LocalSandbox::start`], with the server binary given.
@@ -64,6 +68,7 @@ impl LocalSandbox {
         binary: &Path,
         workspace: &Path,
         tools: Option<&[String]>,
+        network: &str,
     ) -> anyhow::Result<LocalSandbox> {
         let token = format!("{:032x}", rand::random::<u128>());
         let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
@@ -91,6 +96,7 @@ impl LocalSandbox {
             // Stopping means the session is over (or abandoned on Ctrl-C): a command still
             // running gets 2 s, then the server kills it, well within `stop`'s 10 s.
             .args(["--shutdown-grace-secs", "2", "--kill-grace-ms", "1000"])
+            .args(["--network", network])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -178,7 +178,8 @@ async fn connect(config: &RunConfig) -> anyhow::Result<(Option<LocalSandbox>, Sa
         SandboxTarget::Local => {
             let dir = local_workspace(config)?;
             eprintln!("workspace: {}", dir.display());
-            let sandbox = LocalSandbox::start(&dir, config.tools.as_deref()).await?;
+            let sandbox =
+                LocalSandbox::start(&dir, config.tools.as_deref(), &config.network).await?;
             let client = sandbox.client.clone();
             Ok((Some(sandbox), client))
         }

@@ -34,6 +34,9 @@ pub struct TaskFile {
     /// The tools the agent gets, in the server's order; all the sandbox offers when absent.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// A local sandbox's network: `none` (default) or `host` (to download data or packages).
+    #[serde(default)]
+    pub network: Option<String>,
     /// Adds the provider's built-in web search (OpenAI Responses only).
     #[serde(default)]
     pub web_search: Option<bool>,

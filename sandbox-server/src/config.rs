@@ -27,6 +27,12 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Network {
+    None,
+    Host,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -93,6 +99,41 @@ pub struct ServeArgs {
     /// Snapshots keep file versions up to this size for `GET /v1/blobs`; larger ones are hashed only.
     #[arg(long, env = "SANDBOX_BLOB_MAX_FILE_BYTES", default_value_t = 64 << 20)]
     pub blob_max_file_bytes: u64,
+    /// `none`: commands may open only Unix sockets (seccomp; a fresh network namespace too where
+    /// the host allows one), so they reach nothing, the server included. `host`: no restriction.
+    #[arg(long, env = "SANDBOX_NETWORK", value_enum, default_value = "none")]
+    pub network: Network,
+    /// Confine commands' writes to the workspace and a private temporary folder with Landlock.
+    #[arg(long, env = "SANDBOX_LANDLOCK", default_value_t = true, action = clap::ArgAction::Set)]
+    pub landlock: bool,
+    /// More paths commands may write beneath, comma-separated.
+    #[arg(long, env = "SANDBOX_WRITABLE", value_delimiter = ',')]
+    pub writable: Vec<PathBuf>,
+    /// Run commands as this user (`UID[:GID]`) when the server is root.
+    #[arg(long, env = "SANDBOX_RUN_AS")]
+    pub run_as: Option<String>,
+    /// More environment variables commands may see, comma-separated (besides PATH, HOME, LANG,
+    /// LC_*, TERM, TZ, USER, LOGNAME, SHELL).
+    #[arg(long, env = "SANDBOX_ENV_ALLOW", value_delimiter = ',')]
+    pub env_allow: Vec<String>,
+    /// CPU seconds per command (RLIMIT_CPU); 0 is unlimited.
+    #[arg(long, env = "SANDBOX_LIMIT_CPU_SECS", default_value_t = 3600)]
+    pub limit_cpu_secs: u64,
+    /// Address space per process in bytes (RLIMIT_AS); 0 is unlimited.
+    #[arg(long, env = "SANDBOX_LIMIT_MEMORY", default_value_t = 8 << 30)]
+    pub limit_memory: u64,
+    /// Largest file a command may write, in bytes (RLIMIT_FSIZE); 0 is unlimited.
+    #[arg(long, env = "SANDBOX_LIMIT_FILE_SIZE", default_value_t = 8 << 30)]
+    pub limit_file_size: u64,
+    /// Processes of the commands' user (RLIMIT_NPROC; it does not bind root); 0 is unlimited.
+    #[arg(long, env = "SANDBOX_LIMIT_PROCESSES", default_value_t = 4096)]
+    pub limit_processes: u64,
+    /// Open files per process (RLIMIT_NOFILE); 0 is unlimited.
+    #[arg(long, env = "SANDBOX_LIMIT_OPEN_FILES", default_value_t = 4096)]
+    pub limit_open_files: u64,
+    /// Refuse to start when a protection cannot be applied.
+    #[arg(long, env = "SANDBOX_REQUIRE_PROTECTIONS")]
+    pub require_protections: bool,
     /// On SIGTERM or SIGINT, seconds that in-flight calls get to finish before they are killed.
     #[arg(long, env = "SANDBOX_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
     pub shutdown_grace_secs: u64,
@@ -131,6 +172,8 @@ pub struct Config {
     pub snapshot_ignore: Vec<String>,
     pub watch: Vec<String>,
     pub blob_max_file_bytes: u64,
+    pub confine: crate::process::confine::ConfineRequest,
+    pub require_protections: bool,
     pub kill_grace: Duration,
     pub shutdown_grace: Duration,
 }
@@ -150,6 +193,8 @@ pub enum ConfigError {
     Tools(String),
     #[error("--{flag}: {why}")]
     Range { flag: &'static str, why: String },
+    #[error("--require-protections: {0}")]
+    MissingProtections(String),
 }
 
 impl ServeArgs {
@@ -235,6 +280,24 @@ impl ServeArgs {
                 why: format!("must be at least 1000, got {}", self.output_limit),
             });
         }
+        let run_as = match &self.run_as {
+            None => None,
+            Some(text) => {
+                let (uid, gid) = text
+                    .split_once(':')
+                    .unwrap_or((text.as_str(), text.as_str()));
+                let parse = |value: &str| value.trim().parse::<u32>().ok();
+                match (parse(uid), parse(gid)) {
+                    (Some(uid), Some(gid)) => Some((uid, gid)),
+                    _ => {
+                        return Err(ConfigError::Range {
+                            flag: "run-as",
+                            why: format!("expected UID[:GID] as numbers, got `{text}`"),
+                        });
+                    }
+                }
+            }
+        };
         Ok(Config {
             workspace,
             listen: self.listen,
@@ -250,6 +313,21 @@ impl ServeArgs {
             snapshot_ignore: self.snapshot_ignore,
             watch: self.watch,
             blob_max_file_bytes: self.blob_max_file_bytes,
+            confine: crate::process::confine::ConfineRequest {
+                rlimits: crate::process::confine::Rlimits {
+                    cpu_secs: self.limit_cpu_secs,
+                    memory_bytes: self.limit_memory,
+                    file_size_bytes: self.limit_file_size,
+                    processes: self.limit_processes,
+                    open_files: self.limit_open_files,
+                },
+                landlock: self.landlock,
+                writable: self.writable.clone(),
+                network_none: self.network == Network::None,
+                run_as,
+                env_allow: self.env_allow.clone(),
+            },
+            require_protections: self.require_protections,
             kill_grace: Duration::from_millis(self.kill_grace_ms),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
         })

@@ -43,6 +43,8 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// The OpenAPI document, serialized once at start.
     pub openapi: Arc<serde_json::Value>,
+    /// The containment of commands, for `/healthz` and `/v1/info`.
+    pub protections: Arc<Vec<sandbox_protocol::Protection>>,
     /// Snapshots, blobs and the watched paths of the fingerprint.
     pub state: Arc<WorkspaceState>,
 }
@@ -62,7 +64,10 @@ fn documented_routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
     let v1 = OpenApiRouter::new()
         .routes(routes!(service::info))
         .routes(routes!(tools::list_tools))
-        .routes(routes!(processes::list_processes))
+        .routes(routes!(
+            processes::list_processes,
+            processes::kill_background
+        ))
         .routes(routes!(processes::kill_process))
         .routes(routes!(artifacts::get_artifact))
         .routes(routes!(workspace::take_snapshot))

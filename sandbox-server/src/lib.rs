@@ -38,6 +38,15 @@ pub fn state(
     supervisor: Supervisor,
     state_dir: &std::path::Path,
 ) -> anyhow::Result<AppState> {
+    let protections = supervisor
+        .protections()
+        .iter()
+        .map(|p| sandbox_protocol::Protection {
+            name: p.name.to_owned(),
+            active: p.active,
+            detail: p.detail.clone(),
+        })
+        .collect();
     let workspace = Workspace::open(&config.workspace)
         .with_context(|| format!("opening the workspace {}", config.workspace.display()))?;
     let artifacts = ArtifactStore::new(
@@ -75,6 +84,7 @@ pub fn state(
             limits: Arc::new(tool_limits),
         },
         token: config.token.as_ref().map(|token| Arc::new(token.clone())),
+        protections: Arc::new(protections),
         permits: Arc::new(Semaphore::new(config.max_concurrent_calls)),
         limits: Arc::new(limits),
         state: Arc::new(http::WorkspaceState {
@@ -97,10 +107,6 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let supervisor = Supervisor::new();
-    supervisor
-        .start_reaper()
-        .context("starting the child reaper")?;
     let (state_dir, owned_state_dir) = match &config.state_dir {
         Some(dir) => (dir.clone(), false),
         None => (
@@ -108,6 +114,12 @@ pub async fn run(
             true,
         ),
     };
+    // Prepared before the reaper starts: probing for a network namespace forks and waits.
+    let confinement = confine(&config, &state_dir)?;
+    let supervisor = Supervisor::new(Arc::new(confinement));
+    supervisor
+        .start_reaper()
+        .context("starting the child reaper")?;
     let state = state(&config, supervisor.clone(), &state_dir)?;
     let router = app(state);
 
@@ -153,6 +165,48 @@ pub async fn run(
         .context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Prepares the containment of commands and reports it; with `--require-protections`, a
+/// protection that cannot be applied stops the start.
+fn confine(
+    config: &Config,
+    state_dir: &std::path::Path,
+) -> anyhow::Result<process::confine::Confinement> {
+    let private_tmp = state_dir.join("tmp");
+    std::fs::create_dir_all(&private_tmp)
+        .with_context(|| format!("creating {}", private_tmp.display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&private_tmp, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("securing {}", private_tmp.display()))?;
+    }
+    if let Some((uid, gid)) = config.confine.run_as {
+        nix::unistd::chown(
+            &private_tmp,
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )
+        .with_context(|| format!("giving {} to uid {uid}", private_tmp.display()))?;
+    }
+    let confinement =
+        process::confine::Confinement::prepare(&config.confine, &config.workspace, &private_tmp);
+    for protection in &confinement.protections {
+        if protection.active {
+            tracing::info!(protection = protection.name, detail = %protection.detail, "protection in force");
+        } else {
+            tracing::warn!(protection = protection.name, detail = %protection.detail, "protection NOT in force");
+        }
+    }
+    let missing: Vec<String> = confinement
+        .missing()
+        .iter()
+        .map(|p| format!("{} ({})", p.name, p.detail))
+        .collect();
+    if config.require_protections && !missing.is_empty() {
+        return Err(config::ConfigError::MissingProtections(missing.join("; ")).into());
+    }
+    Ok(confinement)
 }
 
 fn remove_dir(dir: &PathBuf) {

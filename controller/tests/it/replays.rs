@@ -322,6 +322,7 @@ async fn a_changed_initial_state_diverges_at_the_right_step() {
         &common::sandbox_server(),
         &workspace,
         None,
+        "none",
     )
     .await
     .unwrap();

@@ -18,7 +18,7 @@ pub use service::{
     ArchivePutResponse, ChangesResponse, DirEntry, DirListing, FileChange, FilePutResponse,
     FileVersion, FingerprintResponse, HealthResponse, InfoResponse, Limits, ListeningSocket,
     ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse, ProcessListResponse,
-    SnapshotResponse, ToolSpec, WatchedPath,
+    Protection, SnapshotResponse, ToolSpec, WatchedPath,
 };
 pub use tools::{
     Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,

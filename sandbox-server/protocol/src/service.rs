@@ -8,6 +8,19 @@ use utoipa::ToSchema;
 pub struct HealthResponse {
     /// Always `ok` when the server answers.
     pub status: String,
+    /// The containment of commands, as in force.
+    pub protections: Vec<Protection>,
+}
+
+/// One layer of containment and whether it is in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Protection {
+    /// `process_group`, `clean_environment`, `resource_limits`, `unprivileged_user`,
+    /// `landlock`, `network_none` or `network_namespace`.
+    pub name: String,
+    pub active: bool,
+    /// What it does here, or why it could not be applied.
+    pub detail: String,
 }
 
 /// The answer of `GET /v1/info`.
@@ -20,6 +33,8 @@ pub struct InfoResponse {
     /// The absolute path of the workspace root on the server's machine.
     pub workspace_root: String,
     pub limits: Limits,
+    /// The containment of commands, as in force.
+    pub protections: Vec<Protection>,
 }
 
 /// The limits the server enforces.

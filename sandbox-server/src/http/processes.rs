@@ -49,6 +49,24 @@ pub(crate) fn process_infos(supervisor: &Supervisor) -> Vec<ProcessInfo> {
         .collect()
 }
 
+/// Ends every background process (those no running call owns), and their descendants:
+/// SIGTERM, then SIGKILL after the kill grace period, repeated until none is left.
+#[utoipa::path(
+    delete, path = "/v1/processes", tag = "processes",
+    responses(
+        (status = 200, body = ProcessKillResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn kill_background(State(state): State<AppState>) -> Json<ProcessKillResponse> {
+    let grace = Duration::from_millis(state.ctx.limits.kill_grace_ms);
+    let report = state.ctx.supervisor.kill_background(grace).await;
+    Json(ProcessKillResponse {
+        killed: report.killed,
+        forced: report.forced,
+    })
+}
+
 /// Ends a process the server started, and its descendants: SIGTERM, then SIGKILL after the
 /// kill grace period.
 #[utoipa::path(

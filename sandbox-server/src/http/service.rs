@@ -11,9 +11,10 @@ use super::AppState;
     get, path = "/healthz", tag = "service", security(()),
     responses((status = 200, description = "The server is up", body = HealthResponse)),
 )]
-pub(crate) async fn health() -> Json<HealthResponse> {
+pub(crate) async fn health(State(state): State<AppState>) -> Json<HealthResponse> {
     Json(HealthResponse {
         status: "ok".to_owned(),
+        protections: (*state.protections).clone(),
     })
 }
 
@@ -36,5 +37,6 @@ pub(crate) async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
             .collect(),
         workspace_root: state.ctx.workspace.root().display().to_string(),
         limits: (*state.limits).clone(),
+        protections: (*state.protections).clone(),
     })
 }

@@ -57,6 +57,8 @@ pub struct Supervisor {
 
 #[derive(Debug)]
 struct Inner {
+    /// Applied to every command between fork and exec.
+    confinement: Arc<super::confine::Confinement>,
     self_pid: u32,
     /// Exit waiters by pid. A std mutex: it is held only for a spawn or a non-blocking
     /// `waitpid` loop, never across an await, and the spawn must be atomic with the insert.
@@ -72,16 +74,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl Default for Supervisor {
-    fn default() -> Self {
-        Supervisor::new()
-    }
-}
-
 impl Supervisor {
-    pub fn new() -> Supervisor {
+    pub fn new(confinement: Arc<super::confine::Confinement>) -> Supervisor {
         Supervisor {
             inner: Arc::new(Inner {
+                confinement,
                 self_pid: std::process::id(),
                 waiters: Mutex::new(HashMap::new()),
                 running_calls: Mutex::new(HashSet::new()),
@@ -161,20 +158,25 @@ impl Supervisor {
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env(CALL_ID_ENV, call_id);
-        // The server's own settings (the token file among them) are not the command's business.
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("SANDBOX_") && key != CALL_ID_ENV {
-                command.env_remove(key);
-            }
-        }
+            .stderr(Stdio::piped());
+        // A clean environment: the allow-list only, never the server's own variables.
+        command.env_clear().envs(
+            self.inner
+                .confinement
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        command.env(CALL_ID_ENV, call_id);
+        let mut confine = self.inner.confinement.child_setup();
         // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe calls are allowed; setsid(2) is one and touches no shared memory.
-        // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe calls are allowed; setsid(2) is one and touches no shared memory.
+        // async-signal-safe calls are allowed: setsid(2), then the raw system calls of
+        // `child_setup`, all on values prepared before the fork.
         unsafe {
-            command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+            command.pre_exec(move || {
+                nix::unistd::setsid().map_err(io::Error::from)?;
+                confine()
+            });
         }
         let spawn_error = |source| ProcessError::Spawn {
             program: "bash".to_owned(),
@@ -204,6 +206,11 @@ impl Supervisor {
             stderr,
             exit: exit_rx,
         })
+    }
+
+    /// The containment applied to every command.
+    pub fn protections(&self) -> &[super::confine::Protection] {
+        &self.inner.confinement.protections
     }
 
     /// Marks a call as running (its processes are foreground) until `call_finished`.
@@ -279,6 +286,22 @@ impl Supervisor {
                 targets
             })
             .await)
+    }
+
+    /// Kills every process that no running call owns (the background ones), round after round
+    /// until none is left, so even a fork bomb ends.
+    pub async fn kill_background(&self, grace: Duration) -> KillReport {
+        let running = lock(&self.inner.running_calls).clone();
+        self.terminate(grace, move |table, ours| {
+            ours.iter()
+                .copied()
+                .filter(|pid| table.contains_key(pid))
+                .filter(|pid| {
+                    !proc_fs::call_marker(*pid, CALL_ID_ENV).is_some_and(|id| running.contains(&id))
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Kills every process this server started.

@@ -16,7 +16,25 @@ async fn health_needs_no_token_and_info_describes_the_server() {
         .json()
         .await
         .unwrap();
-    assert_eq!(health, json!({"status": "ok"}));
+    assert_eq!(health["status"], "ok");
+    let names: Vec<&str> = health["protections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "process_group",
+            "clean_environment",
+            "resource_limits",
+            "unprivileged_user",
+            "landlock",
+            "network_none",
+            "network_namespace"
+        ]
+    );
 
     let (status, info) = server.get_json("/v1/info").await;
     assert_eq!(status, 200);

@@ -17,6 +17,8 @@ mod api;
 mod bash;
 /// The workspace boundary: every escape attempt is refused.
 mod boundary;
+/// Containment: the network, the environment, Landlock, resource limits, an unprivileged user.
+mod containment;
 /// Error bodies and statuses: 401, 404, 405, 413, 422, 429.
 mod errors;
 /// `read_file`, `write_file` and `search_replace`.

@@ -216,6 +216,9 @@ async fn the_fingerprint_shows_processes_listeners_and_watched_paths() {
                 profile.display(),
                 watched.path().join("absent").display()
             ),
+            // The listener below needs sockets: `--network none` would refuse them.
+            "--network".into(),
+            "host".into(),
         ],
         ..Options::default()
     })

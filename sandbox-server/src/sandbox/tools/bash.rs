@@ -261,6 +261,9 @@ fn layout(parts: &Composition<'_>, stdout: &str, stderr: &str) -> String {
             indent(stderr.trim_end_matches('\n'))
         ));
     }
+    if let Some(note) = limit_note(parts.exit.code, parts.timed_out) {
+        sections.push(note.to_owned());
+    }
     if parts.timed_out {
         sections.push(format!(
             "timed out after {} s: the command and every process it started were killed",
@@ -275,4 +278,17 @@ fn layout(parts: &Composition<'_>, stdout: &str, stderr: &str) -> String {
         ));
     }
     sections.join("\n")
+}
+
+/// Why a command died, when a containment limit is the likely cause (bash reports 128 + the
+/// signal of the command that died).
+fn limit_note(exit_code: i32, timed_out: bool) -> Option<&'static str> {
+    match exit_code {
+        152 => Some("a command was killed by SIGXCPU: it used up its CPU-time limit"),
+        153 => Some(
+            "a command was killed by SIGXFSZ: it tried to write a file larger than the file-size limit",
+        ),
+        137 if !timed_out => Some("a command was killed by SIGKILL: it may have run out of memory"),
+        _ => None,
+    }
 }

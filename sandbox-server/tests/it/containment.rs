@@ -1,0 +1,342 @@
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::common::{self, Options};
+
+fn protection<'a>(info: &'a Value, name: &str) -> &'a Value {
+    info["protections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
+#[tokio::test]
+async fn network_none_refuses_sockets_even_to_loopback() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+
+    let closed = common::start().await;
+    let (_, info) = closed.get_json("/v1/info").await;
+    assert_eq!(protection(&info, "network_none")["active"], true);
+    let result = closed.ok("bash", json!({"cmd": cmd})).await;
+    assert_ne!(result["exit_code"], 0, "{result}");
+    assert!(
+        result["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{result}"
+    );
+    let address = closed.base.trim_start_matches("http://").to_owned();
+    let (host, server_port) = address.split_once(':').unwrap();
+    let to_server = closed
+        .ok(
+            "bash",
+            json!({"cmd": format!("exec 3<>/dev/tcp/{host}/{server_port}")}),
+        )
+        .await;
+    assert_ne!(
+        to_server["exit_code"], 0,
+        "not even the server itself: {to_server}"
+    );
+    let unix = closed
+        .ok(
+            "bash",
+            json!({"cmd": "python3 -c 'import socket; socket.socketpair(); print(\"unix ok\")'"}),
+        )
+        .await;
+    assert_eq!(
+        unix["stdout"], "unix ok\n",
+        "Unix sockets still work: {unix}"
+    );
+
+    let open = common::start_with(Options {
+        extra_args: vec!["--network".into(), "host".into()],
+        ..Options::default()
+    })
+    .await;
+    let result = open.ok("bash", json!({"cmd": cmd})).await;
+    assert_eq!(
+        result["stdout"], "connected\n",
+        "control: with --network host it connects: {result}"
+    );
+}
+
+#[tokio::test]
+async fn commands_see_a_clean_environment() {
+    let workspace = tempfile::tempdir().unwrap();
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    std::fs::write(&token_file, common::TOKEN).unwrap();
+    let mut child = std::process::Command::new(common::binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(workspace.path())
+        .env("SANDBOX_TOKEN_FILE", &token_file)
+        .env("OPENAI_API_KEY", "sk-server-secret-123456")
+        .env("DATABASE_URL", "postgres://admin:hunter2@db/prod")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let address = common::read_address(&mut child);
+    let client = reqwest::Client::new();
+    let result: Value = client
+        .post(format!("http://{address}/v1/tools/bash"))
+        .bearer_auth(common::TOKEN)
+        .json(&json!({"cmd": "env; cat /proc/self/environ | tr '\\\\0' '\\\\n' | wc -l"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let env = result["stdout"].as_str().unwrap();
+    for leaked in [
+        "SANDBOX_TOKEN_FILE",
+        "sk-server-secret",
+        "hunter2",
+        common::TOKEN,
+    ] {
+        assert!(!env.contains(leaked), "{leaked} leaked into: {env}");
+    }
+    assert!(
+        env.contains("PATH=") && env.contains("TMPDIR=") && env.contains("SANDBOX_CALL_ID="),
+        "{env}"
+    );
+    common::signal(child.id(), "TERM");
+    common::wait_exit(&mut child, Duration::from_secs(15));
+}
+
+#[tokio::test]
+async fn landlock_confines_bash_writes_to_the_workspace_and_its_temp_folder() {
+    let server = common::start().await;
+    let (_, info) = server.get_json("/v1/info").await;
+    if protection(&info, "landlock")["active"] != true {
+        panic!(
+            "Landlock is not available on this kernel: {}",
+            protection(&info, "landlock")["detail"]
+        );
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escaped.txt");
+    let cmd = format!(
+        "echo in > inside.txt && echo tmp > $TMPDIR/scratch && cat $TMPDIR/scratch && echo out > {} ; echo status=$?",
+        target.display()
+    );
+    let result = server.ok("bash", json!({"cmd": cmd})).await;
+    assert!(
+        result["stdout"].as_str().unwrap().contains("tmp\nstatus=1"),
+        "{result}"
+    );
+    assert!(
+        result["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{result}"
+    );
+    assert!(!target.exists(), "bash wrote outside the workspace");
+    assert_eq!(
+        std::fs::read_to_string(server.path("inside.txt")).unwrap(),
+        "in\n"
+    );
+    // Reading the system stays allowed.
+    let read = server
+        .ok(
+            "bash",
+            json!({"cmd": "head -1 /etc/os-release > /dev/null && echo readable"}),
+        )
+        .await;
+    assert_eq!(read["stdout"], "readable\n");
+}
+
+#[tokio::test]
+async fn a_memory_bomb_and_a_disk_filler_end_with_a_clear_report_while_other_calls_go_on() {
+    let server = std::sync::Arc::new(
+        common::start_with(Options {
+            extra_args: vec![
+                "--limit-memory".into(),
+                (1u64 << 30).to_string(),
+                "--limit-file-size".into(),
+                (10u64 << 20).to_string(),
+            ],
+            ..Options::default()
+        })
+        .await,
+    );
+    std::fs::write(server.path("notes.txt"), "still here\n").unwrap();
+    let bomb = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            server
+                .ok(
+                    "bash",
+                    json!({"cmd": "python3 -c 'x = bytearray(10 * 1024**3)'", "timeout": 60}),
+                )
+                .await
+        })
+    };
+    let read = server.ok("read_file", json!({"path": "notes.txt"})).await;
+    assert_eq!(read["output"], "   1: still here");
+    let bomb = bomb.await.unwrap();
+    assert_ne!(bomb["exit_code"], 0);
+    assert!(
+        bomb["stderr"].as_str().unwrap().contains("MemoryError"),
+        "{bomb}"
+    );
+
+    let filler = server
+        .ok("bash", json!({"cmd": "head -c 100M /dev/zero > big.bin"}))
+        .await;
+    assert_eq!(filler["exit_code"], 153, "{filler}");
+    assert!(
+        filler["output"]
+            .as_str()
+            .unwrap()
+            .contains("it tried to write a file larger than the file-size limit"),
+        "{filler}"
+    );
+    assert_eq!(
+        std::fs::metadata(server.path("big.bin")).unwrap().len(),
+        10 << 20
+    );
+}
+
+/// As root, a fork bomb is contained by running commands as an unprivileged user, whose process
+/// limit binds. (Not as root, the server's own user is already unprivileged.)
+#[tokio::test]
+async fn a_fork_bomb_is_contained_and_the_server_keeps_answering() {
+    let workspace = tempfile::tempdir().unwrap();
+    let is_root = nix::unistd::geteuid().is_root();
+    let mut extra_args = vec![
+        "--limit-processes".into(),
+        "200".into(),
+        "--kill-grace-ms".into(),
+        "200".into(),
+    ];
+    if is_root {
+        std::os::unix::fs::chown(workspace.path(), Some(65534), Some(65534)).unwrap();
+        std::fs::set_permissions(workspace.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        extra_args.extend(["--run-as".into(), "65534:65534".into()]);
+    }
+    let server = std::sync::Arc::new(
+        common::start_in(
+            workspace,
+            Options {
+                extra_args,
+                ..Options::default()
+            },
+        )
+        .await,
+    );
+    let (_, info) = server.get_json("/v1/info").await;
+    assert_eq!(
+        protection(&info, "unprivileged_user")["active"],
+        true,
+        "{info}"
+    );
+    let whoami = server.ok("bash", json!({"cmd": "id -u"})).await;
+    if is_root {
+        assert_eq!(whoami["stdout"], "65534\n");
+    }
+    // A bomb still running at its timeout dies with its call.
+    let start = Instant::now();
+    let bomb = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            server
+                .ok(
+                    "bash",
+                    json!({"cmd": "bomb() { bomb | bomb & }; bomb; sleep 30", "timeout": 3}),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (status, health) = server.get_json("/healthz").await;
+    assert_eq!(
+        (status, health["status"].as_str()),
+        (200, Some("ok")),
+        "the server answers during the bomb"
+    );
+    std::fs::write(server.path("notes.txt"), "still here\n").unwrap_or(());
+    let bomb = bomb.await.unwrap();
+    assert_eq!(bomb["timed_out"], true, "{bomb}");
+    assert!(
+        bomb["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Resource temporarily unavailable"),
+        "the process limit bound: {bomb}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+    let (_, processes) = server.get_json("/v1/processes").await;
+    assert_eq!(
+        processes["processes"],
+        json!([]),
+        "every bomb process died with its call"
+    );
+
+    // A bomb left in the background is cleared by DELETE /v1/processes, round after round.
+    let left = server
+        .ok(
+            "bash",
+            json!({"cmd": "bomb() { bomb | bomb & }; bomb; sleep 1", "timeout": 10}),
+        )
+        .await;
+    assert!(
+        !left["background_pids"].as_array().unwrap().is_empty(),
+        "{left}"
+    );
+    let response = server
+        .request(reqwest::Method::DELETE, "/v1/processes")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let killed: Value = response.json().await.unwrap();
+    assert!(!killed["killed"].as_array().unwrap().is_empty());
+    let (_, processes) = server.get_json("/v1/processes").await;
+    assert_eq!(
+        processes["processes"],
+        json!([]),
+        "the background bomb is gone"
+    );
+    let after = server.ok("bash", json!({"cmd": "echo alive"})).await;
+    assert_eq!(after["stdout"], "alive\n");
+}
+
+#[test]
+fn require_protections_refuses_to_start_without_them() {
+    let workspace = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(common::binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--require-protections",
+            "--landlock",
+            "false",
+            "--workspace",
+        ])
+        .arg(workspace.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--require-protections: ")
+            && stderr.contains("landlock (turned off (--landlock false))"),
+        "{stderr}"
+    );
+}
