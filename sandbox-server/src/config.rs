@@ -109,6 +109,9 @@ pub struct ServeArgs {
     /// More paths commands may write beneath, comma-separated.
     #[arg(long, env = "SANDBOX_WRITABLE", value_delimiter = ',')]
     pub writable: Vec<PathBuf>,
+    /// Paths whose files commands may not read, comma-separated (the token file always is).
+    #[arg(long, env = "SANDBOX_HIDDEN", value_delimiter = ',')]
+    pub hidden: Vec<PathBuf>,
     /// Run commands as this user (`UID[:GID]`) when the server is root.
     #[arg(long, env = "SANDBOX_RUN_AS")]
     pub run_as: Option<String>,
@@ -323,6 +326,12 @@ impl ServeArgs {
                 },
                 landlock: self.landlock,
                 writable: self.writable.clone(),
+                hidden: self
+                    .hidden
+                    .iter()
+                    .cloned()
+                    .chain(self.token_file.clone())
+                    .collect(),
                 network_none: self.network == Network::None,
                 run_as,
                 env_allow: self.env_allow.clone(),

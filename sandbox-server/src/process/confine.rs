@@ -29,6 +29,8 @@ pub struct ConfineRequest {
     pub landlock: bool,
     /// Extra paths commands may write beneath, besides the workspace and the private temp folder.
     pub writable: Vec<PathBuf>,
+    /// Paths whose files commands may not read (names stay listable); the token file by default.
+    pub hidden: Vec<PathBuf>,
     pub network_none: bool,
     pub run_as: Option<(u32, u32)>,
     /// Extra environment variables passed through, besides the base allow-list.
@@ -121,16 +123,31 @@ impl Confinement {
         if request.landlock {
             let mut writable = vec![workspace.to_owned(), private_tmp.to_owned()];
             writable.extend(request.writable.iter().cloned());
-            match landlock_ruleset(&writable) {
+            let hidden: Vec<PathBuf> = request
+                .hidden
+                .iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .collect();
+            match landlock_ruleset(&writable, &hidden) {
                 Ok((fd, abi)) => {
                     landlock_fd = Some(fd);
                     let paths: Vec<String> =
                         writable.iter().map(|p| p.display().to_string()).collect();
+                    let reading = if hidden.is_empty() {
+                        "reading stays allowed".to_owned()
+                    } else {
+                        let names: Vec<String> =
+                            hidden.iter().map(|p| p.display().to_string()).collect();
+                        format!(
+                            "reading stays allowed except the files of {}",
+                            names.join(", ")
+                        )
+                    };
                     protections.push(Protection {
                         name: "landlock",
                         active: true,
                         detail: format!(
-                            "ABI {abi}: writes only beneath {} and /dev; reading stays allowed",
+                            "ABI {abi}: writes only beneath {} and /dev; {reading}",
                             paths.join(", ")
                         ),
                     });
@@ -312,10 +329,47 @@ struct PathBeneathAttr {
     parent_fd: i32,
 }
 
+const ACCESS_FS_READ_FILE: u64 = 1 << 2;
+
+/// The roots beneath which reading files stays allowed when `hidden` paths must not be read:
+/// starting from `/`, each ancestor of a hidden path is replaced by its other entries. (Entries
+/// created later inside such an ancestor are not readable; the hidden paths themselves never.)
+fn readable_roots(hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let mut roots = vec![PathBuf::from("/")];
+    for target in hidden {
+        let mut next = Vec::new();
+        for root in roots {
+            if target == &root {
+                continue;
+            }
+            if !target.starts_with(&root) {
+                next.push(root);
+                continue;
+            }
+            // Punch out: walk from `root` down to `target`, keeping every sibling on the way.
+            let mut dir = root;
+            for component in target.strip_prefix(&dir).expect("an ancestor").components() {
+                let child = dir.join(component);
+                if let Ok(entries) = std::fs::read_dir(&dir) {
+                    for entry in entries.flatten() {
+                        if entry.path() != child {
+                            next.push(entry.path());
+                        }
+                    }
+                }
+                dir = child;
+            }
+        }
+        roots = next;
+    }
+    roots
+}
+
 /// A ruleset that handles every kind of write, granting them beneath `writable` (and file
-/// writes beneath `/dev`, for `/dev/null` and the terminal). Reading and executing are not
-/// handled, so they stay allowed everywhere.
-fn landlock_ruleset(writable: &[PathBuf]) -> Result<(OwnedFd, i64), String> {
+/// writes beneath `/dev`, for `/dev/null` and the terminal). Executing is not handled, so it
+/// stays allowed; reading files is handled only when some paths are `hidden`, and then granted
+/// everywhere but there.
+fn landlock_ruleset(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(OwnedFd, i64), String> {
     // SAFETY: the version query passes no pointer.
     let abi = unsafe {
         libc::syscall(
@@ -347,8 +401,13 @@ fn landlock_ruleset(writable: &[PathBuf]) -> Result<(OwnedFd, i64), String> {
     if abi >= 3 {
         writes |= ACCESS_FS_TRUNCATE;
     }
+    let reads = if hidden.is_empty() {
+        0
+    } else {
+        ACCESS_FS_READ_FILE
+    };
     let attr = RulesetAttr {
-        handled_access_fs: writes,
+        handled_access_fs: writes | reads,
     };
     // SAFETY: `attr` is a valid ruleset attribute of the size passed.
     let fd = unsafe {
@@ -370,6 +429,9 @@ fn landlock_ruleset(writable: &[PathBuf]) -> Result<(OwnedFd, i64), String> {
     let dev_writes = ACCESS_FS_WRITE_FILE | if abi >= 3 { ACCESS_FS_TRUNCATE } else { 0 };
     let mut grants: Vec<(PathBuf, u64)> = writable.iter().map(|p| (p.clone(), writes)).collect();
     grants.push((PathBuf::from("/dev"), dev_writes));
+    if reads != 0 {
+        grants.extend(readable_roots(hidden).into_iter().map(|root| (root, reads)));
+    }
     for (path, access) in grants {
         let c_path = CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| format!("{}: a NUL in the path", path.display()))?;
@@ -389,8 +451,11 @@ fn landlock_ruleset(writable: &[PathBuf]) -> Result<(OwnedFd, i64), String> {
         let allowed = if is_dir {
             access
         } else {
-            access & (ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE)
+            access & (ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE | ACCESS_FS_READ_FILE)
         };
+        if allowed == 0 {
+            continue;
+        }
         let rule = PathBeneathAttr {
             allowed_access: allowed,
             parent_fd: parent.as_raw_fd(),

@@ -345,7 +345,7 @@ async fn sixty_four_concurrent_calls_all_complete() {
     }
     for call in calls {
         let (idx, result) = call.await.unwrap();
-        assert_eq!(result["stdout"], format!("{idx}\n"));
-        assert_eq!(result["exit_code"], 0);
+        assert_eq!(result["stdout"], format!("{idx}\n"), "{result}");
+        assert_eq!(result["exit_code"], 0, "{result}");
     }
 }

@@ -109,6 +109,25 @@ async fn commands_see_a_clean_environment() {
         env.contains("PATH=") && env.contains("TMPDIR=") && env.contains("SANDBOX_CALL_ID="),
         "{env}"
     );
+    // The token file itself is hidden by Landlock: its name lists, its bytes do not read.
+    let read: Value = client
+        .post(format!("http://{address}/v1/tools/bash"))
+        .bearer_auth(common::TOKEN)
+        .json(&json!({"cmd": format!("cat {}", token_file.display())}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        read["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{read}"
+    );
+    assert!(!read["stdout"].as_str().unwrap().contains(common::TOKEN));
     common::signal(child.id(), "TERM");
     common::wait_exit(&mut child, Duration::from_secs(15));
 }
