@@ -122,16 +122,8 @@ impl Model for ReplayModel {
                         self.path
                     ))
                 })?;
-                let message = AssistantMessage {
-                    content: verdict.to_string(),
-                    ..AssistantMessage::default()
-                };
-                return Ok(ModelReply {
-                    message,
-                    usage: Usage::default(),
-                    cost: Some(0.0),
-                    raw: json!({"replayed_verdict": verdict}),
-                });
+                let raw = json!({"replayed_verdict": verdict});
+                return Ok(ModelReply::free_text(verdict.to_string(), raw));
             }
             let summary = body["tools"].as_array().is_none_or(Vec::is_empty);
             let queue = if summary {

@@ -121,16 +121,8 @@ impl Model for ScriptedModel {
                         self.path
                     ))
                 })?;
-                let message = AssistantMessage {
-                    content: verdict.to_string(),
-                    ..AssistantMessage::default()
-                };
-                return Ok(ModelReply {
-                    message,
-                    usage: Usage::default(),
-                    cost: Some(0.0),
-                    raw: json!({"scripted": true, "verdict": verdict}),
-                });
+                let raw = json!({"scripted": true, "verdict": verdict});
+                return Ok(ModelReply::free_text(verdict.to_string(), raw));
             }
             // A request without tools is a compaction summary: answer it without using a turn.
             if body["tools"].as_array().is_none_or(Vec::is_empty) {

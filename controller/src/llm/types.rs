@@ -63,6 +63,21 @@ pub struct ModelReply {
     pub raw: Value,
 }
 
+impl ModelReply {
+    /// A reply of text alone that cost nothing (a scripted or replayed answer).
+    pub fn free_text(content: String, raw: Value) -> ModelReply {
+        ModelReply {
+            message: AssistantMessage {
+                content,
+                ..AssistantMessage::default()
+            },
+            usage: Usage::default(),
+            cost: Some(0.0),
+            raw,
+        }
+    }
+}
+
 /// Tokens estimated as characters / 4 over the JSON of each message, provider items first,
 /// as the seed does.
 pub fn estimate_tokens(messages: &[Message]) -> usize {

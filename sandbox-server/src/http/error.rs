@@ -39,6 +39,18 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// A request body that could not be read: over the limit (413), or broken (400).
+    pub(crate) fn from_body(
+        rejection: &axum::extract::rejection::BytesRejection,
+        limit: u64,
+    ) -> ApiError {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(limit)
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    }
+
     fn status_and_type(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use tokio_util::io::ReaderStream;
 use utoipa::IntoParams;
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, blocking};
 use crate::sandbox::ToolError;
 
 /// The bytes of a regular file in the workspace.
@@ -31,9 +31,8 @@ pub(crate) async fn get_file(
     Path(path): Path<String>,
 ) -> Result<Response, ApiError> {
     let workspace = state.ctx.workspace.clone();
-    let (file, size) = tokio::task::spawn_blocking(move || workspace.open_regular(&path))
-        .await
-        .map_err(|err| ApiError::Tool(ToolError::Internal(format!("file task failed: {err}"))))?
+    let (file, size) = blocking(move || workspace.open_regular(&path))
+        .await?
         .map_err(|err| ApiError::Tool(err.into()))?;
     let body = Body::from_stream(ReaderStream::new(tokio::fs::File::from_std(file)));
     let mut response = Response::new(body);
@@ -87,21 +86,14 @@ pub(crate) async fn put_file(
                 })?,
         ),
     };
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(state.limits.max_body_bytes)
-        } else {
-            ApiError::BadRequest(rejection.body_text())
-        }
-    })?;
+    let body =
+        body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
     let workspace = state.ctx.workspace.clone();
     let n_bytes = body.len() as u64;
     let target = path.clone();
-    let outcome =
-        tokio::task::spawn_blocking(move || workspace.write_atomic_with_mode(&target, &body, mode))
-            .await
-            .map_err(|err| ApiError::Tool(ToolError::Internal(format!("file task failed: {err}"))))?
-            .map_err(|err| ApiError::Tool(err.into()))?;
+    let outcome = blocking(move || workspace.write_atomic_with_mode(&target, &body, mode))
+        .await?
+        .map_err(|err| ApiError::Tool(err.into()))?;
     let status = if outcome.created {
         StatusCode::CREATED
     } else {
@@ -144,9 +136,8 @@ pub(crate) async fn list_dir(
 ) -> Result<Json<DirListing>, ApiError> {
     let workspace = state.ctx.workspace.clone();
     let target = path.clone();
-    let entries = tokio::task::spawn_blocking(move || workspace.list_dir(&target))
-        .await
-        .map_err(|err| ApiError::Tool(ToolError::Internal(format!("file task failed: {err}"))))?
+    let entries = blocking(move || workspace.list_dir(&target))
+        .await?
         .map_err(|err| ApiError::Tool(err.into()))?;
     let entries = entries
         .into_iter()

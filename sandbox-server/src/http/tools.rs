@@ -4,7 +4,6 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use sandbox_protocol::{ErrorResponse, ToolSpec};
 
 use super::{ApiError, AppState};
@@ -39,13 +38,8 @@ pub(crate) async fn call_tool(
             "tool `{name}` {why}; enabled tools: {enabled}"
         )));
     };
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(state.limits.max_body_bytes)
-        } else {
-            ApiError::BadRequest(rejection.body_text())
-        }
-    })?;
+    let body =
+        body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
     let _permit = state
         .permits
         .clone()

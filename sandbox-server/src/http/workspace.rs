@@ -4,7 +4,7 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use sandbox_protocol::{
     ArchivePutResponse, ChangesResponse, ErrorResponse, FingerprintResponse, ManifestResponse,
@@ -15,7 +15,7 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 use utoipa::IntoParams;
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, blocking};
 use crate::sandbox::snapshot::{self, SnapshotError};
 use crate::sandbox::{ToolError, archive, fingerprint};
 use crate::time::rfc3339;
@@ -57,13 +57,12 @@ pub(crate) async fn take_snapshot(
         manifest,
         n_hashed,
         ..
-    } = tokio::task::spawn_blocking(move || {
+    } = blocking(move || {
         shared
             .snapshots
             .take(&root, &shared.ignore, &shared.blobs, None)
     })
-    .await
-    .map_err(|err| internal("snapshot task", err))?
+    .await?
     .map_err(snapshot_error)?;
     let files = manifest
         .values()
@@ -138,13 +137,12 @@ pub(crate) async fn get_changes(
     let base_id = since.clone();
     let snapshot::Taken {
         id, manifest, base, ..
-    } = tokio::task::spawn_blocking(move || {
+    } = blocking(move || {
         shared
             .snapshots
             .take(&root, &shared.ignore, &shared.blobs, Some(&base_id))
     })
-    .await
-    .map_err(|err| internal("snapshot task", err))?
+    .await?
     .map_err(snapshot_error)?;
     let base = base.expect("a snapshot taken with `since` returns its base");
     Ok(Json(ChangesResponse {
@@ -192,6 +190,7 @@ pub(crate) async fn get_blob(
 pub(crate) async fn get_archive(State(state): State<AppState>) -> Response {
     let root = state.ctx.workspace.root().to_owned();
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
+    // Not awaited: the writer feeds the response body while it streams.
     tokio::task::spawn_blocking(move || {
         let writer = ChannelWriter {
             sender: sender.clone(),
@@ -260,13 +259,8 @@ pub(crate) async fn put_archive(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ArchivePutResponse>, ApiError> {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(state.limits.max_body_bytes)
-        } else {
-            ApiError::BadRequest(rejection.body_text())
-        }
-    })?;
+    let body =
+        body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
     let root = state.ctx.workspace.root().to_owned();
     let unpacked = tokio::task::spawn_blocking(move || archive::replace_from_tar(&root, &body))
         .await
@@ -292,7 +286,7 @@ pub(crate) async fn get_fingerprint(
 ) -> Result<Json<FingerprintResponse>, ApiError> {
     let supervisor = state.ctx.supervisor.clone();
     let watch = state.state.watch.clone();
-    let answer = tokio::task::spawn_blocking(move || {
+    let answer = blocking(move || {
         let processes = super::processes::process_infos(&supervisor);
         let pids: Vec<u32> = processes
             .iter()
@@ -307,7 +301,6 @@ pub(crate) async fn get_fingerprint(
             watched: fingerprint::watched(&watch),
         }
     })
-    .await
-    .map_err(|err| internal("fingerprint task", err))?;
+    .await?;
     Ok(Json(answer))
 }
