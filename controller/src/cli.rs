@@ -141,6 +141,10 @@ pub struct RunArgs {
     /// Default `none`, or the task file's `network`.
     #[arg(long, value_name = "none|host")]
     pub network: Option<String>,
+    /// More paths a local sandbox's commands may write beneath (they may write only in the
+    /// workspace and a private TMPDIR otherwise), comma-separated, e.g. `~/.cargo,~/.cache`.
+    #[arg(long, value_delimiter = ',', value_name = "PATHS")]
+    pub writable: Vec<PathBuf>,
     /// The tools to give the model, comma-separated; all that the sandbox offers when absent.
     #[arg(long, value_delimiter = ',')]
     pub tools: Option<Vec<String>>,

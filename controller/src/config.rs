@@ -38,6 +38,8 @@ pub struct RunConfig {
     pub tools: Option<Vec<String>>,
     /// A local sandbox's `--network`: `none` or `host`.
     pub network: String,
+    /// More paths a local sandbox's commands may write beneath.
+    pub writable: Vec<PathBuf>,
 }
 
 impl RunConfig {
@@ -168,6 +170,7 @@ impl RunConfig {
         }
         Ok(RunConfig {
             network,
+            writable: args.writable.clone(),
             prompt,
             working_dir,
             workspace: task.workspace_source().map_err(anyhow::Error::msg)?,

@@ -59,8 +59,9 @@ impl LocalSandbox {
         workspace: &Path,
         tools: Option<&[String]>,
         network: &str,
+        writable: &[PathBuf],
     ) -> anyhow::Result<LocalSandbox> {
-        Self::start_binary(&find_server_binary()?, workspace, tools, network).await
+        Self::start_binary(&find_server_binary()?, workspace, tools, network, writable).await
     }
 
     /// As [`LocalSandbox::start`], with the server binary given.
@@ -69,6 +70,7 @@ impl LocalSandbox {
         workspace: &Path,
         tools: Option<&[String]>,
         network: &str,
+        writable: &[PathBuf],
     ) -> anyhow::Result<LocalSandbox> {
         let token = format!("{:032x}", rand::random::<u128>());
         let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
@@ -111,6 +113,13 @@ impl LocalSandbox {
         }
         if let Some(tools) = tools {
             command.arg("--tools").arg(tools.join(","));
+        }
+        if !writable.is_empty() {
+            let paths: Vec<String> = writable
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect();
+            command.arg("--writable").arg(paths.join(","));
         }
         // SAFETY: runs in the child between fork and exec; prctl(2) is async-signal-safe and
         // touches no memory shared with the parent.

@@ -178,8 +178,13 @@ async fn connect(config: &RunConfig) -> anyhow::Result<(Option<LocalSandbox>, Sa
         SandboxTarget::Local => {
             let dir = local_workspace(config)?;
             eprintln!("workspace: {}", dir.display());
-            let sandbox =
-                LocalSandbox::start(&dir, config.tools.as_deref(), &config.network).await?;
+            let sandbox = LocalSandbox::start(
+                &dir,
+                config.tools.as_deref(),
+                &config.network,
+                &config.writable,
+            )
+            .await?;
             let client = sandbox.client.clone();
             Ok((Some(sandbox), client))
         }

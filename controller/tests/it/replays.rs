@@ -323,6 +323,7 @@ async fn a_changed_initial_state_diverges_at_the_right_step() {
         &workspace,
         None,
         "none",
+        &[],
     )
     .await
     .unwrap();
