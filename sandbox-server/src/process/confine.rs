@@ -54,6 +54,8 @@ pub struct Confinement {
     seccomp: Option<Vec<libc::sock_filter>>,
     netns: bool,
     run_as: Option<(u32, u32)>,
+    /// Per-command cgroups, where this process may create them.
+    pub cgroups: Option<super::cgroups::Cgroups>,
     pub protections: Vec<Protection>,
 }
 
@@ -199,6 +201,29 @@ impl Confinement {
             (None, false)
         };
 
+        let cgroups = match super::cgroups::Cgroups::probe() {
+            Ok(cgroups) => {
+                protections.push(Protection {
+                    name: "cgroup",
+                    active: true,
+                    detail: format!(
+                        "each command gets its own group ({}): processes {}, memory {} for its whole tree, root included",
+                        cgroups.describe(),
+                        show(limits.processes),
+                        show_bytes(limits.memory_bytes)
+                    ),
+                });
+                Some(cgroups)
+            }
+            Err(why) => {
+                protections.push(Protection {
+                    name: "cgroup",
+                    active: false,
+                    detail: why,
+                });
+                None
+            }
+        };
         Confinement {
             env,
             rlimits: request.rlimits,
@@ -206,8 +231,13 @@ impl Confinement {
             seccomp,
             netns,
             run_as,
+            cgroups,
             protections,
         }
+    }
+
+    pub fn rlimits(&self) -> Rlimits {
+        self.rlimits
     }
 
     /// Names of the protections that could not be applied although asked for.
@@ -217,7 +247,10 @@ impl Confinement {
 
     /// The closure to run in the child between fork and exec. It must only make
     /// async-signal-safe calls: everything it touches was prepared in `prepare`.
-    pub fn child_setup(&self) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    pub fn child_setup(
+        &self,
+        join: Vec<RawFd>,
+    ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
         let rlimits = self.rlimits;
         let landlock = self.landlock_fd.as_ref().map(AsRawFd::as_raw_fd);
         let seccomp: Option<(usize, usize)> = self
@@ -230,6 +263,28 @@ impl Confinement {
             // SAFETY (whole closure): each call below is a raw system call on values prepared
             // before fork; none allocates or takes a lock. The seccomp program pointer stays
             // valid because the `Confinement` that owns it lives as long as the server.
+            // Join the call's cgroups first, while still privileged: write our pid, formatted
+            // on the stack.
+            if !join.is_empty() {
+                let mut digits = [0u8; 12];
+                let mut at = digits.len();
+                let mut pid = unsafe { libc::getpid() } as u32;
+                loop {
+                    at -= 1;
+                    digits[at] = b'0' + (pid % 10) as u8;
+                    pid /= 10;
+                    if pid == 0 {
+                        break;
+                    }
+                }
+                for &fd in &join {
+                    let written =
+                        unsafe { libc::write(fd, digits[at..].as_ptr().cast(), digits.len() - at) };
+                    if written < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+            }
             if netns {
                 check(unsafe { libc::unshare(libc::CLONE_NEWNET) })?;
             }

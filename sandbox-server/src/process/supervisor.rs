@@ -65,6 +65,8 @@ struct Inner {
     waiters: Mutex<HashMap<u32, oneshot::Sender<ExitStatus>>>,
     /// Calls whose shell is still running; their processes are foreground, the rest background.
     running_calls: Mutex<HashSet<String>>,
+    /// Each call's cgroups, until they are empty.
+    groups: Mutex<HashMap<String, super::cgroups::CallGroup>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -82,6 +84,7 @@ impl Supervisor {
                 self_pid: std::process::id(),
                 waiters: Mutex::new(HashMap::new()),
                 running_calls: Mutex::new(HashSet::new()),
+                groups: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -168,7 +171,26 @@ impl Supervisor {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         );
         command.env(CALL_ID_ENV, call_id);
-        let mut confine = self.inner.confinement.child_setup();
+        // The call's cgroups, created before the fork; the child joins them first thing.
+        let group = match &self.inner.confinement.cgroups {
+            Some(cgroups) => {
+                let limits = self.inner.confinement.rlimits();
+                Some(
+                    cgroups
+                        .create(call_id, limits.processes, limits.memory_bytes)
+                        .map_err(|source| ProcessError::Spawn {
+                            program: "a cgroup for the command".to_owned(),
+                            source,
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let join: Vec<std::os::fd::RawFd> = group
+            .iter()
+            .flat_map(|g| g.procs.iter().map(std::os::fd::AsRawFd::as_raw_fd))
+            .collect();
+        let mut confine = self.inner.confinement.child_setup(join);
         // SAFETY: the closure runs in the child between fork and exec, where only
         // async-signal-safe calls are allowed: setsid(2), then the raw system calls of
         // `child_setup`, all on values prepared before the fork.
@@ -192,6 +214,9 @@ impl Supervisor {
             child
         };
         let pid = child.id();
+        if let Some(group) = group {
+            lock(&self.inner.groups).insert(call_id.to_owned(), group);
+        }
         let to_receiver = |fd: Option<OwnedFd>| {
             let fd = fd.ok_or_else(|| io::Error::other("child pipe missing"))?;
             pipe::Receiver::from_owned_fd(fd)
@@ -220,6 +245,28 @@ impl Supervisor {
 
     pub fn call_finished(&self, call_id: &str) {
         lock(&self.inner.running_calls).remove(call_id);
+        self.remove_empty_groups();
+    }
+
+    /// Removes the cgroups of calls whose processes have all ended.
+    fn remove_empty_groups(&self) {
+        let mut groups = lock(&self.inner.groups);
+        groups.retain(|_, group| {
+            if group.members().is_empty() {
+                group.remove();
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// The pids in a call's cgroups (none without cgroups).
+    fn group_members(&self, call_id: &str) -> Vec<u32> {
+        lock(&self.inner.groups)
+            .get(call_id)
+            .map(super::cgroups::CallGroup::members)
+            .unwrap_or_default()
     }
 
     pub fn is_call_running(&self, call_id: &str) -> bool {
@@ -253,10 +300,13 @@ impl Supervisor {
     /// every process carrying the call's marker.
     pub async fn kill_call(&self, shell_pid: u32, call_id: &str, grace: Duration) -> KillReport {
         let call_id = call_id.to_owned();
+        let supervisor = self.clone();
         self.terminate(grace, move |table, ours| {
             let mut targets: HashSet<u32> =
                 proc_fs::descendants(table, shell_pid).into_iter().collect();
             targets.insert(shell_pid);
+            // The cgroup holds every process of the call, whatever it did to its environment.
+            targets.extend(supervisor.group_members(&call_id));
             for &pid in ours {
                 let Some(entry) = table.get(&pid) else {
                     continue;
@@ -306,8 +356,14 @@ impl Supervisor {
 
     /// Kills every process this server started.
     pub async fn kill_all(&self, grace: Duration) -> KillReport {
-        self.terminate(grace, |_, ours| ours.iter().copied().collect())
-            .await
+        let report = self
+            .terminate(grace, |_, ours| ours.iter().copied().collect())
+            .await;
+        self.remove_empty_groups();
+        if let Some(cgroups) = &self.inner.confinement.cgroups {
+            cgroups.sweep();
+        }
+        report
     }
 
     /// SIGTERM to every target, then SIGKILL to whatever is left after `grace`. Targets are

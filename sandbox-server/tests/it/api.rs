@@ -32,7 +32,8 @@ async fn health_needs_no_token_and_info_describes_the_server() {
             "unprivileged_user",
             "landlock",
             "network_none",
-            "network_namespace"
+            "network_namespace",
+            "cgroup"
         ]
     );
 

@@ -335,6 +335,64 @@ async fn a_fork_bomb_is_contained_and_the_server_keeps_answering() {
     assert_eq!(after["stdout"], "alive\n");
 }
 
+/// Where the server may create cgroups, a fork bomb is contained even when commands run as
+/// root: the call's `pids.max` binds the whole tree. Where it may not, the server says why (and
+/// this test does not set off a bomb that nothing would stop).
+#[tokio::test]
+async fn a_fork_bomb_as_root_is_contained_by_the_commands_cgroup() {
+    let server = std::sync::Arc::new(
+        common::start_with(Options {
+            extra_args: vec![
+                "--limit-processes".into(),
+                "100".into(),
+                "--kill-grace-ms".into(),
+                "200".into(),
+            ],
+            ..Options::default()
+        })
+        .await,
+    );
+    let (_, info) = server.get_json("/v1/info").await;
+    let cgroup = protection(&info, "cgroup");
+    if cgroup["active"] != true {
+        assert!(!cgroup["detail"].as_str().unwrap().is_empty(), "{cgroup}");
+        eprintln!(
+            "no writable cgroup here ({}): not setting off a fork bomb",
+            cgroup["detail"]
+        );
+        return;
+    }
+    assert!(
+        cgroup["detail"].as_str().unwrap().contains("processes 100"),
+        "{cgroup}"
+    );
+    let bomb = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            server
+                .ok(
+                    "bash",
+                    json!({"cmd": "bomb() { bomb | bomb & }; bomb; sleep 30", "timeout": 3}),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (status, _) = server.get_json("/healthz").await;
+    assert_eq!(status, 200, "the server answers during the bomb");
+    let bomb = bomb.await.unwrap();
+    assert_eq!(bomb["timed_out"], true, "{bomb}");
+    assert!(
+        bomb["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Resource temporarily unavailable"),
+        "pids.max bound: {bomb}"
+    );
+    let (_, processes) = server.get_json("/v1/processes").await;
+    assert_eq!(processes["processes"], json!([]));
+}
+
 #[test]
 fn require_protections_refuses_to_start_without_them() {
     let workspace = tempfile::tempdir().unwrap();

@@ -1,0 +1,149 @@
+//! Per-command cgroups (v1 `pids` and `memory` hierarchies, where this process may create
+//! child groups): a process count and a memory limit that bind the command's whole tree, root
+//! included, and a membership list that finds every process of a call. On cgroup v2, which
+//! needs a delegated subtree, the server reports that it uses resource limits alone.
+
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+/// Where per-command groups are created.
+#[derive(Debug, Clone)]
+pub struct Cgroups {
+    pids: Option<PathBuf>,
+    memory: Option<PathBuf>,
+    /// `sandbox-<server pid>-`: other servers on the same host share the parent folders, so
+    /// each names (and sweeps) only its own groups.
+    prefix: String,
+}
+
+/// One command's groups: the folders, and `cgroup.procs` opened for the child to join.
+#[derive(Debug)]
+pub struct CallGroup {
+    pub dirs: Vec<PathBuf>,
+    pub procs: Vec<OwnedFd>,
+}
+
+const PREFIX: &str = "sandbox-";
+
+impl Cgroups {
+    /// The hierarchies this process may create groups in; an explanation when there are none.
+    pub fn probe() -> Result<Cgroups, String> {
+        if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            return Err("cgroup v2: per-command groups need a delegated subtree, which this server does not set up; resource limits apply per process".to_owned());
+        }
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|err| format!("reading /proc/self/cgroup: {err}"))?;
+        let place = |controller: &str| -> Option<PathBuf> {
+            let relative = own.lines().find_map(|line| {
+                let mut fields = line.splitn(3, ':');
+                let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+                controllers
+                    .split(',')
+                    .any(|c| c == controller)
+                    .then(|| path.trim_start_matches('/').to_owned())
+            })?;
+            let dir = Path::new("/sys/fs/cgroup").join(controller).join(relative);
+            let probe = dir.join(format!("{PREFIX}{}-probe", std::process::id()));
+            fs::create_dir(&probe).ok()?;
+            let _ = fs::remove_dir(&probe);
+            Some(dir)
+        };
+        let prefix = format!("{PREFIX}{}-", std::process::id());
+        let cgroups = Cgroups {
+            pids: place("pids"),
+            memory: place("memory"),
+            prefix,
+        };
+        if cgroups.pids.is_none() && cgroups.memory.is_none() {
+            return Err("no writable cgroup (v1 pids or memory) for per-command groups; resource limits apply per process".to_owned());
+        }
+        Ok(cgroups)
+    }
+
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(dir) = &self.pids {
+            parts.push(format!("pids under {}", dir.display()));
+        }
+        if let Some(dir) = &self.memory {
+            parts.push(format!("memory under {}", dir.display()));
+        }
+        parts.join(", ")
+    }
+
+    /// Creates a call's groups with their limits (0: no limit) and opens their `cgroup.procs`.
+    pub fn create(
+        &self,
+        call_id: &str,
+        processes: u64,
+        memory_bytes: u64,
+    ) -> std::io::Result<CallGroup> {
+        let mut group = CallGroup {
+            dirs: Vec::new(),
+            procs: Vec::new(),
+        };
+        let name = format!("{}{call_id}", self.prefix);
+        for (base, file, limit) in [
+            (&self.pids, "pids.max", processes),
+            (&self.memory, "memory.limit_in_bytes", memory_bytes),
+        ] {
+            let Some(base) = base else { continue };
+            let dir = base.join(&name);
+            fs::create_dir(&dir)?;
+            group.dirs.push(dir.clone());
+            if limit > 0 {
+                fs::write(dir.join(file), limit.to_string())?;
+            }
+            let procs = fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))?;
+            group.procs.push(OwnedFd::from(procs));
+        }
+        Ok(group)
+    }
+
+    /// Removes this server's empty call groups (those whose processes have all ended).
+    pub fn sweep(&self) {
+        for base in [&self.pids, &self.memory].into_iter().flatten() {
+            let Ok(entries) = fs::read_dir(base) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(&self.prefix)
+                {
+                    let _ = fs::remove_dir(entry.path());
+                }
+            }
+        }
+    }
+}
+
+impl CallGroup {
+    /// The pids in the call's groups.
+    pub fn members(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self
+            .dirs
+            .iter()
+            .filter_map(|dir| fs::read_to_string(dir.join("cgroup.procs")).ok())
+            .flat_map(|text| {
+                text.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Removes the groups if they are empty (background processes keep them until they end).
+    pub fn remove(&self) {
+        for dir in &self.dirs {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
