@@ -602,3 +602,82 @@ async fn secrets_never_reach_the_log() {
         "{events}"
     );
 }
+
+/// Restore and rerun into a running sandbox (a remote one, reached by URL and token), whose
+/// workspace they replace.
+#[tokio::test(flavor = "multi_thread")]
+async fn restore_and_rerun_work_against_a_running_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = write_task(dir.path());
+    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let log = run.log_dir();
+
+    let remote = tempfile::tempdir().unwrap();
+    std::fs::write(remote.path().join("stale.txt"), "replaced by the restore").unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "remote-token-0123456789").unwrap();
+    let mut server = std::process::Command::new(common::sandbox_server())
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(remote.path())
+        .arg("--token-file")
+        .arg(&token_file)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let address: Value = serde_json::from_str(&line).unwrap();
+    let url = format!("http://{}", address["listening"].as_str().unwrap());
+
+    let initial = events(&log)
+        .into_iter()
+        .find(|e| e["type"] == "workspace_snapshot")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let restore = harness(&[
+        "replay",
+        "restore",
+        log.to_str().unwrap(),
+        "--step",
+        &initial.to_string(),
+        "--sandbox",
+        &url,
+        "--sandbox-token-file",
+        token_file.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(restore.code, 0, "{}", restore.stderr);
+    assert!(!remote.path().join("stale.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(remote.path().join("src/app.py")).unwrap(),
+        "def main():\n    print('v1')\n"
+    );
+
+    let rerun = harness(&[
+        "replay",
+        "rerun",
+        log.to_str().unwrap(),
+        "--sandbox",
+        &url,
+        "--sandbox-token-file",
+        token_file.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
+    assert!(rerun.stderr.contains("0 divergences"), "{}", rerun.stderr);
+    assert!(
+        std::fs::read_to_string(remote.path().join("src/app.py"))
+            .unwrap()
+            .contains("v2"),
+        "the calls ran there"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
