@@ -32,13 +32,15 @@ fn main() -> anyhow::Result<()> {
                     .await
                     .with_context(|| format!("binding {}", config.listen))?;
                 let address = listener.local_addr().context("reading the bound address")?;
+                // Handlers first: a parent may signal as soon as it reads the address line.
+                let shutdown = shutdown::install().context("installing the signal handlers")?;
                 // The one machine-readable line a parent process waits for.
                 let line = serde_json::json!({ sandbox_protocol::LISTENING_KEY: address.to_string() });
                 let mut stdout = std::io::stdout().lock();
                 writeln!(stdout, "{line}").and_then(|()| stdout.flush()).context("writing the address line")?;
                 drop(stdout);
                 tracing::info!(%address, workspace = %config.workspace.display(), tools = ?config.registry, "listening");
-                sandbox_server::run(config, listener, shutdown::signal_received()).await
+                sandbox_server::run(config, listener, shutdown).await
             })
         }
     }

@@ -1,18 +1,19 @@
 //! The shutdown signal: SIGTERM or SIGINT.
 
+use std::future::Future;
+
 use tokio::signal::unix::{SignalKind, signal};
 
-/// Resolves on the first SIGTERM or SIGINT.
-pub async fn signal_received() {
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("could not install signal handlers; stop the server with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT received; shutting down"),
-    }
+/// Installs the SIGTERM and SIGINT handlers now, and returns a future that resolves on the first
+/// of them. Call it before announcing the address: a signal that arrives before the handlers
+/// exist would kill the server without its cleanup.
+pub fn install() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT received; shutting down"),
+        }
+    })
 }

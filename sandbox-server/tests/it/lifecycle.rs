@@ -179,3 +179,24 @@ async fn orphans_are_reaped_not_left_as_zombies() {
         .collect();
     assert_eq!(zombies, Vec::<String>::new());
 }
+
+/// Regression: the signal handlers were installed after the address line was printed, so a
+/// parent that signalled at once killed the server without its cleanup.
+#[test]
+fn sigterm_right_after_the_address_line_still_exits_cleanly() {
+    for _ in 0..5 {
+        let workspace = tempfile::tempdir().unwrap();
+        let mut child = Command::new(common::binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+            .arg(workspace.path())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        common::read_address(&mut child);
+        common::signal(child.id(), "TERM");
+        let status = common::wait_exit(&mut child, Duration::from_secs(15)).expect("exits");
+        assert!(status.success(), "{status:?}");
+    }
+}
