@@ -69,6 +69,16 @@ impl Observer for Terminal {
 }
 
 async fn run(args: RunArgs) -> i32 {
+    // Registered now, not when first awaited: a Ctrl-C while the sandbox starts must still end
+    // in the cleanup below rather than in the default action.
+    let mut interrupt =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
+            Ok(signal) => signal,
+            Err(err) => {
+                eprintln!("error: installing the Ctrl-C handler: {err}");
+                return exit_code::ERROR;
+            }
+        };
     let config = match RunConfig::resolve(&args) {
         Ok(config) => config,
         Err(err) => {
@@ -137,7 +147,7 @@ async fn run(args: RunArgs) -> i32 {
     };
     let (code, outcome, answer) = tokio::select! {
         result = parts.run(&totals) => result,
-        _ = tokio::signal::ctrl_c() => {
+        _ = interrupt.recv() => {
             eprintln!("\ninterrupted: stopping the sandbox");
             (exit_code::INTERRUPTED, "interrupted", String::new())
         }
