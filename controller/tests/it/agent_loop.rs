@@ -151,36 +151,25 @@ async fn the_cost_limit_is_checked_before_each_turn() {
     double.assert_clean();
 }
 
-/// Four messages of history then a compaction: the summary replaces the middle, and the
-/// second tool result of the first turn moves into the summarised part with its call.
-#[tokio::test(flavor = "multi_thread")]
-async fn compaction_replaces_the_middle_and_keeps_calls_with_their_results() {
+/// A session of three tool-calling turns (two calls, one, two) under `--compact-at 10`, whose
+/// fourth request is the summary request, answered with `summary`.
+async fn compaction_session(summary: &str) -> (common::Run, ModelDouble) {
     let double = ModelDouble::start().await;
-    double.push_json(ev_chat(
-        None,
+    let turns: [&[(&str, &str, &str)]; 3] = [
         &[
             ("a", "bash", r#"{"cmd": "echo a"}"#),
             ("b", "bash", r#"{"cmd": "echo b"}"#),
         ],
-        10,
-        10,
-    ));
-    double.push_json(ev_chat(
-        None,
         &[("c", "bash", r#"{"cmd": "echo c"}"#)],
-        10,
-        10,
-    ));
-    double.push_json(ev_chat(
-        None,
         &[
             ("d", "bash", r#"{"cmd": "echo d"}"#),
             ("e", "bash", r#"{"cmd": "echo e"}"#),
         ],
-        10,
-        10,
-    ));
-    double.push_json(ev_chat(Some("Ran echo a and echo b."), &[], 10, 10));
+    ];
+    for calls in turns {
+        double.push_json(ev_chat(None, calls, 10, 10));
+    }
+    double.push_json(ev_chat(Some(summary), &[], 10, 10));
     double.push_json(ev_chat(Some("Finished."), &[], 10, 10));
     let workspace = tempfile::tempdir().unwrap();
     let run = common::run(
@@ -188,6 +177,14 @@ async fn compaction_replaces_the_middle_and_keeps_calls_with_their_results() {
         Duration::from_secs(60),
     )
     .await;
+    (run, double)
+}
+
+/// Four messages of history then a compaction: the summary replaces the middle, and the
+/// second tool result of the first turn moves into the summarised part with its call.
+#[tokio::test(flavor = "multi_thread")]
+async fn compaction_replaces_the_middle_and_keeps_calls_with_their_results() {
+    let (run, double) = compaction_session("Ran echo a and echo b.").await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "Finished.\n");
     assert!(
@@ -259,39 +256,7 @@ async fn compaction_replaces_the_middle_and_keeps_calls_with_their_results() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_empty_summary_keeps_the_history_unchanged() {
-    let double = ModelDouble::start().await;
-    double.push_json(ev_chat(
-        None,
-        &[
-            ("a", "bash", r#"{"cmd": "echo a"}"#),
-            ("b", "bash", r#"{"cmd": "echo b"}"#),
-        ],
-        10,
-        10,
-    ));
-    double.push_json(ev_chat(
-        None,
-        &[("c", "bash", r#"{"cmd": "echo c"}"#)],
-        10,
-        10,
-    ));
-    double.push_json(ev_chat(
-        None,
-        &[
-            ("d", "bash", r#"{"cmd": "echo d"}"#),
-            ("e", "bash", r#"{"cmd": "echo e"}"#),
-        ],
-        10,
-        10,
-    ));
-    double.push_json(ev_chat(Some(""), &[], 10, 10));
-    double.push_json(ev_chat(Some("Finished."), &[], 10, 10));
-    let workspace = tempfile::tempdir().unwrap();
-    let run = common::run(
-        chat_command(&double, workspace.path(), &["--compact-at", "10"]),
-        Duration::from_secs(60),
-    )
-    .await;
+    let (run, double) = compaction_session("").await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let requests = double.requests();
     assert_eq!(
