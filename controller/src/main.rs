@@ -290,7 +290,7 @@ fn build_policy(
         })
     };
     let description = format!(
-        "rules ({}{} deny, {} ask, {} allow){}; asks: {:?}",
+        "rules ({}{} deny, {} ask, {} allow){}; asks settled by: {}",
         file.map(|f| format!("{} + built-in: ", f.display()))
             .unwrap_or_else(|| "built-in: ".to_owned()),
         rules.deny.len(),
@@ -300,7 +300,11 @@ fn build_policy(
             .as_ref()
             .map(|c| format!(" then classifier {}", c.model_name))
             .unwrap_or_default(),
-        args.approve
+        match args.approve {
+            policy::Approve::Ask => "the person at the terminal (none means no)",
+            policy::Approve::Never => "nobody (--approve never: every ask is a no)",
+            policy::Approve::Auto => "automatic approval (--approve auto)",
+        }
     );
     eprintln!("policy: {description}");
     Ok(Box::new(Pipeline {
