@@ -22,6 +22,20 @@ pub enum Command {
     /// Read recorded sessions back: as a transcript, a workspace, metrics, or a re-run.
     #[command(subcommand)]
     Replay(ReplayCommand),
+    /// Manage the containers of `--sandbox docker`.
+    #[command(subcommand)]
+    Sandboxes(SandboxesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxesCommand {
+    /// Remove the sandbox containers a crashed or killed harness left: those whose controller
+    /// process is gone from this host, or whose lifetime has passed.
+    Prune {
+        /// Remove every container the harness made, running sessions' and other hosts' too.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -103,8 +117,24 @@ pub struct RunArgs {
     #[arg(value_name = "[WORKING_DIR] TASK")]
     pub words: Vec<String>,
     /// A task file (YAML): prompt, workspace source, setup, check, model, limits, sandbox, tools.
-    #[arg(long, value_name = "FILE")]
+    /// A folder of task files with --task-index picks one (a Kubernetes Indexed Job's pod).
+    #[arg(long, value_name = "FILE|DIR")]
     pub task: Option<PathBuf>,
+    /// With `--task DIR`: run the task file at this position (from 0) among the folder's
+    /// `*.yaml`/`*.yml` files in name order; its log folder is named after the file.
+    #[arg(long, env = "JOB_COMPLETION_INDEX", value_name = "N")]
+    pub task_index: Option<usize>,
+    /// The session folder's name under --log-dir [default: the session id, or the task's name
+    /// with --task-index].
+    #[arg(long, value_name = "NAME")]
+    pub log_name: Option<String>,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// The flags a session takes, shared by `run` and `batch`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SessionArgs {
     /// PROVIDER/NAME: openai/… (Responses API), openai-compat/… (Chat Completions, needs
     /// --base-url), anthropic/… (Messages API), or script:FILE (a scripted model, no LLM).
     /// Default: openai/gpt-6-luna, as the seed.
@@ -131,9 +161,27 @@ pub struct RunArgs {
     /// Compact the history above this many estimated tokens [default: 100000].
     #[arg(long)]
     pub compact_at: Option<usize>,
-    /// `local` (a sandbox-server child over WORKING_DIR) or the URL of a running server.
-    #[arg(long, value_name = "local|URL")]
+    /// `local` (a sandbox-server child over WORKING_DIR), `docker` (a fresh container of
+    /// --image per session, through the Docker Engine API) or the URL of a running server.
+    #[arg(long, value_name = "local|docker|URL")]
     pub sandbox: Option<String>,
+    /// `--sandbox docker`: the sandbox image [default: $HARNESS_SANDBOX_IMAGE, else
+    /// agent-harness/sandbox; docker/README.md builds it].
+    #[arg(long)]
+    pub image: Option<String>,
+    /// `--sandbox docker`: the container's memory (no swap beyond it), e.g. `2g`.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// `--sandbox docker`: the container's CPUs, e.g. `1.5`.
+    #[arg(long)]
+    pub cpus: Option<f64>,
+    /// `--sandbox docker`: the most processes and threads in the container.
+    #[arg(long)]
+    pub pids: Option<i64>,
+    /// The longest the session may run (wall clock, e.g. `30m`), any sandbox; a container
+    /// past it is also removed by `harness sandboxes prune`.
+    #[arg(long, value_name = "DURATION")]
+    pub lifetime: Option<humantime::Duration>,
     /// The bearer token of a --sandbox URL, in a file.
     #[arg(long, value_name = "FILE")]
     pub sandbox_token_file: Option<PathBuf>,

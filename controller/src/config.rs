@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, SessionArgs};
+use crate::docker_sandbox::{self, DockerSpec};
 use crate::llm::{ModelSpec, Price};
 use crate::run_loop::Limits;
 use crate::task::{TaskFile, WorkspaceSource};
@@ -21,6 +22,19 @@ pub enum SandboxTarget {
         url: String,
         token_file: Option<PathBuf>,
     },
+    /// A fresh container per session.
+    Docker(DockerSpec),
+}
+
+impl SandboxTarget {
+    /// `local`, `docker` or `remote`, as the log names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SandboxTarget::Local => "local",
+            SandboxTarget::Remote { .. } => "remote",
+            SandboxTarget::Docker(_) => "docker",
+        }
+    }
 }
 
 /// A resolved run.
@@ -40,22 +54,33 @@ pub struct RunConfig {
     pub network: String,
     /// More paths a local sandbox's commands may write beneath.
     pub writable: Vec<PathBuf>,
+    /// The longest the session may run.
+    pub lifetime: Option<std::time::Duration>,
 }
 
 impl RunConfig {
     pub fn resolve(args: &RunArgs) -> anyhow::Result<RunConfig> {
-        let task = args.task.as_deref().map(TaskFile::load).transpose()?;
+        Self::build(&args.words, args.task.as_deref(), &args.session)
+    }
+
+    /// One run from its words (`[WORKING_DIR] TASK…`), task file and flags.
+    pub fn build(
+        words: &[String],
+        task_file: Option<&std::path::Path>,
+        args: &SessionArgs,
+    ) -> anyhow::Result<RunConfig> {
+        let task = task_file.map(TaskFile::load).transpose()?;
         let (working_dir, prompt) = match &task {
             Some(task) => {
-                if args.words.len() > 1 {
+                if words.len() > 1 {
                     bail!(
                         "with --task, give at most a working directory, not a task text ({} words given)",
-                        args.words.len()
+                        words.len()
                     );
                 }
-                (args.words.first().map(PathBuf::from), task.prompt.clone())
+                (words.first().map(PathBuf::from), task.prompt.clone())
             }
-            None => match args.words.as_slice() {
+            None => match words {
                 [] => bail!(
                     "usage: harness run [--web-search] [WORKING_DIR] \"TASK\" (or --task FILE)"
                 ),
@@ -123,30 +148,95 @@ impl RunConfig {
         if !(limits.max_cost.is_finite() && limits.max_cost >= 0.0) {
             bail!("--max-cost must be a non-negative number of USD");
         }
-        let sandbox = match args.sandbox.as_deref() {
-            None | Some("local") => match task.as_ref().and_then(|t| t.sandbox.clone()) {
-                Some(remote) if args.sandbox.is_none() => SandboxTarget::Remote {
-                    url: remote.url,
-                    token_file: remote.token_file,
-                },
-                _ => SandboxTarget::Local,
+        let section = task
+            .as_ref()
+            .and_then(|t| t.sandbox.clone())
+            .unwrap_or_default();
+        let kind = match args.sandbox.as_deref() {
+            Some(flag) => flag.to_owned(),
+            None => match (&section.provider, &section.url) {
+                (Some(provider), _) => provider.clone(),
+                (None, Some(_)) => "remote".to_owned(),
+                (None, None) => "local".to_owned(),
             },
-            Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+        };
+        let docker_only = [
+            ("memory", args.memory.is_some() || section.memory.is_some()),
+            ("cpus", args.cpus.is_some() || section.cpus.is_some()),
+            ("pids", args.pids.is_some() || section.pids.is_some()),
+            ("image", args.image.is_some() || section.image.is_some()),
+        ];
+        if kind != "docker"
+            && let Some((name, _)) = docker_only.iter().find(|(_, given)| *given)
+        {
+            bail!(
+                "{name}: a container limit, for `--sandbox docker` only (this run's sandbox is {kind}); \
+                 a local sandbox takes its limits from the machine"
+            );
+        }
+        let lifetime: Option<std::time::Duration> = match (args.lifetime, &section.lifetime) {
+            (Some(flag), _) => Some(flag.into()),
+            (None, Some(text)) => Some(
+                humantime::parse_duration(text)
+                    .map_err(|err| anyhow::anyhow!("sandbox.lifetime `{text}`: {err}"))?,
+            ),
+            (None, None) => None,
+        };
+        if lifetime.is_some_and(|l| l.is_zero()) {
+            bail!("lifetime: must be longer than zero");
+        }
+        let sandbox = match kind.as_str() {
+            "local" => SandboxTarget::Local,
+            "remote" if args.sandbox.is_none() => SandboxTarget::Remote {
+                url: section
+                    .url
+                    .clone()
+                    .context("sandbox: `provider: remote` needs a `url`")?,
+                token_file: section.token_file,
+            },
+            "docker" => {
+                let memory = match args.memory.as_ref().or(section.memory.as_ref()) {
+                    Some(text) => Some(
+                        docker_sandbox::parse_bytes(text)
+                            .map_err(|why| anyhow::anyhow!("memory: {why}"))?,
+                    ),
+                    None => None,
+                };
+                let cpus = args.cpus.or(section.cpus);
+                if let Some(cpus) = cpus
+                    && !(cpus.is_finite() && cpus > 0.0)
+                {
+                    bail!("cpus: expected a positive number, got {cpus}");
+                }
+                let pids = args.pids.or(section.pids);
+                if let Some(pids) = pids
+                    && pids < 8
+                {
+                    bail!("pids: {pids} is too few for a shell and the server (at least 8)");
+                }
+                SandboxTarget::Docker(DockerSpec {
+                    image: args
+                        .image
+                        .clone()
+                        .or(section.image)
+                        .or_else(|| std::env::var("HARNESS_SANDBOX_IMAGE").ok())
+                        .unwrap_or_else(|| docker_sandbox::DEFAULT_IMAGE.to_owned()),
+                    memory,
+                    cpus,
+                    pids,
+                    lifetime,
+                    network: String::new(),
+                    tools: None,
+                })
+            }
+            url if url.starts_with("http://") || url.starts_with("https://") => {
                 SandboxTarget::Remote {
                     url: url.to_owned(),
                     token_file: args.sandbox_token_file.clone(),
                 }
             }
-            Some(other) => bail!("--sandbox {other}: expected `local` or an http(s) URL"),
+            other => bail!("sandbox `{other}`: expected `local`, `docker` or an http(s) URL"),
         };
-        if let SandboxTarget::Remote {
-            token_file: Some(file),
-            ..
-        } = &sandbox
-        {
-            std::fs::metadata(file)
-                .with_context(|| format!("--sandbox-token-file {}", file.display()))?;
-        }
         let task = task.unwrap_or(TaskFile {
             prompt: prompt.clone(),
             workspace: None,
@@ -168,7 +258,17 @@ impl RunConfig {
         if network != "none" && network != "host" {
             bail!("network: expected `none` or `host`, got `{network}`");
         }
+        let tools = args.tools.clone().or(task.tools.clone());
+        let sandbox = match sandbox {
+            SandboxTarget::Docker(spec) => SandboxTarget::Docker(DockerSpec {
+                network: network.clone(),
+                tools: tools.clone(),
+                ..spec
+            }),
+            other => other,
+        };
         Ok(RunConfig {
+            lifetime,
             network,
             writable: args.writable.clone(),
             prompt,
@@ -180,7 +280,7 @@ impl RunConfig {
             model,
             limits,
             sandbox,
-            tools: args.tools.clone().or(task.tools),
+            tools,
         })
     }
 }

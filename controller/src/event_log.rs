@@ -319,6 +319,27 @@ pub fn now() -> String {
 }
 
 /// A sortable, unique session id: `20261130T004512Z-3f9a1c`.
+/// Moves an earlier attempt's session folder `<root>/<name>` aside, to
+/// `<root>/attempts/<name>.<n>` (the first free n from 1), so the name is free for a new
+/// attempt and the old log is kept, out of the way of `replay metrics <root>`. Returns where it
+/// went, or `None` when there was nothing there.
+pub fn set_aside(root: &Path, name: &str) -> std::io::Result<Option<PathBuf>> {
+    let current = root.join(name);
+    if !current.exists() {
+        return Ok(None);
+    }
+    let attempts = root.join("attempts");
+    std::fs::create_dir_all(&attempts)?;
+    for n in 1.. {
+        let target = attempts.join(format!("{name}.{n}"));
+        if !target.exists() {
+            std::fs::rename(&current, &target)?;
+            return Ok(Some(target));
+        }
+    }
+    unreachable!("some attempt number is free")
+}
+
 pub fn new_session_id() -> String {
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let compact: String = stamp

@@ -7,11 +7,14 @@
 //! - [`run_loop`]: the agent loop and compaction.
 //! - [`prompt`]: the system prompt (AGENTS.md, skills).
 //! - [`policy`]: the seam that decides every tool call.
-//! - [`sandbox_client`], [`local_sandbox`], [`seed`]: reaching, starting and filling sandboxes.
+//! - [`session`]: one session end to end, for `run` and `batch`.
+//! - [`sandbox_client`], [`local_sandbox`], [`docker_sandbox`], [`seed`]: reaching, starting
+//!   and filling sandboxes.
 //! - [`task`]: task files.
 
 pub mod cli;
 pub mod config;
+pub mod docker_sandbox;
 pub mod event_log;
 pub mod llm;
 pub mod local_sandbox;
@@ -23,6 +26,7 @@ pub mod run_loop;
 pub mod sandbox_client;
 pub mod secrets;
 pub mod seed;
+pub mod session;
 pub mod task;
 
 /// How `harness run` exits.
@@ -39,6 +43,10 @@ pub mod exit_code {
     pub const CHECK_FAILED: i32 = 5;
     /// `replay rerun` found a divergence.
     pub const DIVERGED: i32 = 6;
+    /// The session's lifetime (wall clock) ran out.
+    pub const TIME_LIMIT: i32 = 7;
+    /// The sandbox died, could not start or stopped answering.
+    pub const INFRASTRUCTURE: i32 = 8;
     /// Ctrl-C.
     pub const INTERRUPTED: i32 = 130;
 }

@@ -57,22 +57,31 @@ impl LocalSandbox {
     /// Starts a server over `workspace` and waits until it is healthy.
     pub async fn start(
         workspace: &Path,
+        token: &str,
         tools: Option<&[String]>,
         network: &str,
         writable: &[PathBuf],
     ) -> anyhow::Result<LocalSandbox> {
-        Self::start_binary(&find_server_binary()?, workspace, tools, network, writable).await
+        Self::start_binary(
+            &find_server_binary()?,
+            workspace,
+            token,
+            tools,
+            network,
+            writable,
+        )
+        .await
     }
 
     /// As [`LocalSandbox::start`], with the server binary given.
     pub async fn start_binary(
         binary: &Path,
         workspace: &Path,
+        token: &str,
         tools: Option<&[String]>,
         network: &str,
         writable: &[PathBuf],
     ) -> anyhow::Result<LocalSandbox> {
-        let token = format!("{:032x}", rand::random::<u128>());
         let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
         let token_file = token_dir.path().join("token");
         {
@@ -162,7 +171,7 @@ impl LocalSandbox {
             }
             Err(_) => bail!("the sandbox-server printed no address within 15 s"),
         };
-        let client = SandboxClient::new(&format!("http://{address}"), Some(token));
+        let client = SandboxClient::new(&format!("http://{address}"), Some(token.to_owned()));
         client
             .wait_healthy(Duration::from_secs(15))
             .await
@@ -189,6 +198,11 @@ impl LocalSandbox {
                 let _ = self.child.kill().await;
             }
         }
+    }
+
+    /// How the server exited, if it has.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// The child's pid, while it runs.

@@ -187,7 +187,14 @@ async fn rerun_cmd(
     }
     let (local, client) = match sandbox {
         None | Some("local") => {
-            let local = LocalSandbox::start(&workspace, None, "none", &[]).await?;
+            let local = LocalSandbox::start(
+                &workspace,
+                &format!("{:032x}", rand::random::<u128>()),
+                None,
+                "none",
+                &[],
+            )
+            .await?;
             let client = local.client.clone();
             (Some(local), client)
         }

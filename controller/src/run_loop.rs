@@ -108,6 +108,8 @@ pub trait Observer: Send + Sync {
     fn tool_call(&self, call: &ToolCall);
     /// The history was compacted from `before` to `after` messages.
     fn compacted(&self, before: usize, after: usize);
+    /// A line of progress or a warning, for whoever shows the session.
+    fn note(&self, _text: &str) {}
 }
 
 /// Everything one session needs.

@@ -110,13 +110,32 @@ pub struct LimitsSection {
     pub compact_at: Option<usize>,
 }
 
-/// A running sandbox to use instead of a local one.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// Where the session's sandbox runs: `local` (default), `docker`, or `remote` (a running
+/// server at `url`, implied by `url`). The flags override each key.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSection {
-    pub url: String,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
     #[serde(default)]
     pub token_file: Option<PathBuf>,
+    /// `docker`: the image.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// `docker`: memory, e.g. `2g` (no swap beyond it).
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// `docker`: CPUs, e.g. `1.5`.
+    #[serde(default)]
+    pub cpus: Option<f64>,
+    /// `docker`: the most processes and threads.
+    #[serde(default)]
+    pub pids: Option<i64>,
+    /// The longest the session may run, e.g. `30m`.
+    #[serde(default)]
+    pub lifetime: Option<String>,
 }
 
 impl WorkspaceSection {
@@ -163,6 +182,15 @@ impl TaskFile {
         };
         task.workspace_source()
             .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+        if let Some(section) = &task.sandbox
+            && let Some(provider) = &section.provider
+            && !["local", "docker", "remote"].contains(&provider.as_str())
+        {
+            anyhow::bail!(
+                "{}: sandbox.provider: expected `local`, `docker` or `remote`, got `{provider}`",
+                path.display()
+            );
+        }
         if let Some(section) = &mut task.workspace {
             if let Some(dir) = &mut section.dir {
                 rebase(dir);
@@ -192,6 +220,61 @@ impl TaskFile {
         }
         Ok(task)
     }
+}
+
+/// A task's name: its file name without the extension (`fix-bug.yaml` is `fix-bug`).
+pub fn task_id(path: &Path) -> String {
+    path.file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "task".to_owned())
+}
+
+/// The task files of a folder, in name order: `*.yaml` and `*.yml`, hidden names skipped (a
+/// mounted ConfigMap keeps its own bookkeeping in `..data` entries).
+pub fn task_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)
+        .with_context(|| format!("reading the task folder {}", dir.display()))?
+    {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if !name.starts_with('.')
+            && (name.ends_with(".yaml") || name.ends_with(".yml"))
+            && path.is_file()
+        {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// `--task DIR --task-index N`: the arguments with the N-th task file, and its name for the
+/// log folder. Other arguments pass through untouched.
+pub fn pick_indexed(
+    mut args: crate::cli::RunArgs,
+) -> anyhow::Result<(crate::cli::RunArgs, Option<String>)> {
+    let Some(dir) = args.task.clone().filter(|path| path.is_dir()) else {
+        return Ok((args, None));
+    };
+    let Some(index) = args.task_index else {
+        anyhow::bail!(
+            "--task {} is a folder: give --task-index N (or JOB_COMPLETION_INDEX) to pick a task",
+            dir.display()
+        );
+    };
+    let files = task_files(&dir)?;
+    let Some(file) = files.get(index) else {
+        anyhow::bail!(
+            "--task-index {index}: {} holds {} task files (indexes 0 to {})",
+            dir.display(),
+            files.len(),
+            files.len().saturating_sub(1)
+        );
+    };
+    let id = task_id(file);
+    args.task = Some(file.clone());
+    Ok((args, Some(id)))
 }
 
 #[cfg(test)]

@@ -119,9 +119,15 @@ pub struct RunSettings {
     pub tool_names: Vec<String>,
     /// Which policy decided tool calls.
     pub policy: String,
-    /// `local` or `remote`.
+    /// `local`, `docker` or `remote`.
     pub sandbox: String,
     pub sandbox_url: String,
+    /// `docker`: the container and its limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerRecord>,
+    /// The longest the session may run, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime_secs: Option<u64>,
     /// The workspace root inside the sandbox (outputs that print it are normalised by rerun).
     pub workspace_root: Option<String>,
     pub working_dir: Option<String>,
@@ -350,11 +356,28 @@ pub struct CheckResult {
     pub duration_ms: u64,
 }
 
+/// A `docker` sandbox's container.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerRecord {
+    pub id: String,
+    pub image: String,
+    pub memory_bytes: Option<i64>,
+    pub cpus: Option<f64>,
+    pub pids: Option<i64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionFinished {
-    /// `completed`, `turn_limit`, `cost_limit`, `check_failed`, `error` or `interrupted`.
+    /// `completed`, `turn_limit`, `cost_limit`, `time_limit`, `check_failed`, `error` or
+    /// `interrupted`.
     pub outcome: String,
+    /// Why it did not pass: `check`, `limit`, `model` (the model API failed),
+    /// `infrastructure` (the sandbox died, could not start or stopped answering),
+    /// `interrupted` or `error`; absent for a pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     pub answer: Text,
     pub turns: u32,
     pub model_calls: u64,

@@ -18,6 +18,10 @@ mod double;
 mod adapters;
 /// The loop: error paths, limits, compaction, the system prompt.
 mod agent_loop;
+/// deploy/: the manifests validate, and the Job's pods' command runs (HARNESS_TEST_DEPLOY=1).
+mod deploy;
+/// `--sandbox docker` against a real engine (when HARNESS_TEST_DOCKER=1).
+mod docker;
 /// The policy: rules, the classifier through each adapter, asks, provenance.
 mod policy;
 /// The session log: recorded, rendered, restored, measured and re-run; crashes; secrets.

@@ -321,6 +321,7 @@ async fn a_changed_initial_state_diverges_at_the_right_step() {
     let sandbox = controller::local_sandbox::LocalSandbox::start_binary(
         &common::sandbox_server(),
         &workspace,
+        "a-token-for-the-rerun-test",
         None,
         "none",
         &[],

@@ -379,3 +379,70 @@ async fn a_bad_task_file_names_the_key_and_the_file() {
         run.stderr
     );
 }
+
+/// The controller's side of the Kubernetes Indexed Job (deploy/evaluation): each pod mounts the
+/// ConfigMap of task files as a folder and runs the task at its completion index; the log goes
+/// to `<log-dir>/<task name>/`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_pod_runs_the_task_at_its_completion_index_and_logs_under_its_name() {
+    let tasks = tempfile::tempdir().unwrap();
+    let script = repo_root().join("examples/hello/script.yaml");
+    for (name, word) in [
+        ("a-first", "alpha"),
+        ("b-second", "beta"),
+        ("c-third", "gamma"),
+    ] {
+        std::fs::write(
+            tasks.path().join(format!("{name}.yaml")),
+            format!(
+                "prompt: say {word}\nmodel: {{name: 'script:{}'}}\ncheck: 'true'\n",
+                script.display()
+            ),
+        )
+        .unwrap();
+    }
+    // A mounted ConfigMap's own entries, which are not tasks.
+    std::fs::create_dir(tasks.path().join("..2026_11_30_data")).unwrap();
+    std::fs::write(tasks.path().join("README.txt"), "not a task").unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let mut command = common::command(&[
+        "run",
+        "--policy",
+        "allow-all",
+        "--task",
+        tasks.path().to_str().unwrap(),
+        "--log-dir",
+        logs.path().to_str().unwrap(),
+        workspace.path().to_str().unwrap(),
+    ]);
+    command.env("JOB_COMPLETION_INDEX", "1");
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.log_dir(), logs.path().join("b-second"));
+    let first = std::fs::read_to_string(logs.path().join("b-second/events.jsonl"))
+        .unwrap()
+        .lines()
+        .next()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .unwrap();
+    assert_eq!(first["data"]["task"], "say beta");
+    let entries: Vec<_> = std::fs::read_dir(logs.path()).unwrap().collect();
+    assert_eq!(entries.len(), 1, "one pod, one session folder");
+
+    let mut command = common::command(&[
+        "run",
+        "--task",
+        tasks.path().to_str().unwrap(),
+        "--task-index",
+        "3",
+    ]);
+    command.env_remove("JOB_COMPLETION_INDEX");
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("--task-index 3") && run.stderr.contains("holds 3 task files"),
+        "{}",
+        run.stderr
+    );
+}

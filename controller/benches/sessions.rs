@@ -1,0 +1,123 @@
+//! Whole sessions, local and in containers.
+//!
+//! `cargo bench -p controller --bench sessions` runs the quick-start task (scripted model, so
+//! the figures are the harness's and the sandbox's, not a model's) and prints a table:
+//! - the time from starting `harness run` to the first tool call's event (median of 10);
+//! - sessions per minute with 4 `harness run` processes at once (20 sessions).
+//!
+//! `--sandbox docker` rows need a Docker engine and the image `agent-harness/sandbox`
+//! (docker/README.md); without them the table says so. Loops are bounded by count.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::disallowed_methods
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const FIRST_CALL_RUNS: usize = 10;
+const PARALLEL: usize = 4;
+const SESSIONS: usize = 20;
+
+fn task() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello/task.yaml")
+}
+
+/// Runs one session; returns the wall time and the session folder.
+fn session(sandbox: &str, logs: &Path) -> (Duration, PathBuf, u128) {
+    let started_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let start = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--sandbox", sandbox, "--task"])
+        .arg(task())
+        .arg("--log-dir")
+        .arg(logs)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let elapsed = start.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "session failed: {stderr}");
+    let dir = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("log: "))
+        .map(PathBuf::from)
+        .unwrap();
+    (elapsed, dir, started_ms)
+}
+
+/// Milliseconds from `started_ms` to the first `tool_call` event of the log.
+fn to_first_call(dir: &Path, started_ms: u128) -> u128 {
+    let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.contains("\"type\":\"tool_call\""))
+        .unwrap();
+    let event: serde_json::Value = serde_json::from_str(line).unwrap();
+    let ts = humantime::parse_rfc3339_weak(event["ts"].as_str().unwrap().trim_end_matches('Z'))
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    ts.saturating_sub(started_ms)
+}
+
+fn median(mut values: Vec<u128>) -> u128 {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+fn docker_ready() -> bool {
+    Command::new("docker")
+        .args(["image", "inspect", "agent-harness/sandbox"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn main() {
+    let logs = tempfile::tempdir().unwrap();
+    println!(
+        "| sandbox | start to first tool call, median of {FIRST_CALL_RUNS} | session wall time, median | sessions/min with {PARALLEL} at once ({SESSIONS} sessions) |"
+    );
+    println!("|---|---|---|---|");
+    for sandbox in ["local", "docker"] {
+        if sandbox == "docker" && !docker_ready() {
+            println!("| docker | (no engine or no agent-harness/sandbox image) | | |");
+            continue;
+        }
+        // The workspace folder of a local run; a task with a workspace gets a fresh one each.
+        let (mut first, mut wall) = (Vec::new(), Vec::new());
+        for _ in 0..FIRST_CALL_RUNS {
+            let (elapsed, dir, started) = session(sandbox, logs.path());
+            first.push(to_first_call(&dir, started));
+            wall.push(elapsed.as_millis());
+        }
+        let start = Instant::now();
+        let per_worker = SESSIONS / PARALLEL;
+        std::thread::scope(|scope| {
+            for _ in 0..PARALLEL {
+                scope.spawn(|| {
+                    for _ in 0..per_worker {
+                        session(sandbox, logs.path());
+                    }
+                });
+            }
+        });
+        let per_minute = (per_worker * PARALLEL) as f64 / start.elapsed().as_secs_f64() * 60.0;
+        println!(
+            "| {sandbox} | {} ms | {} ms | {per_minute:.0} |",
+            median(first),
+            median(wall)
+        );
+    }
+}

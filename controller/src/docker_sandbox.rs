@@ -1,0 +1,526 @@
+//! `--sandbox docker`: a fresh container of the sandbox image per session, through the Docker
+//! Engine API (the version is negotiated, so old and new engines both work).
+//!
+//! The container gets the task's limits (memory without swap, CPUs, pids), drops every
+//! capability, and publishes the server's port on the engine host's loopback only. The token
+//! is uploaded into the created container before it starts (never an environment variable,
+//! which `docker inspect` and `/proc` would show); the workspace is seeded later through the
+//! sandbox API, so nothing of the host is mounted and a remote engine works the same way.
+//!
+//! Every container carries [`LABEL_MANAGED`] and the controller's host, pid and process start
+//! time: [`prune`] removes those whose controller is gone (a SIGKILL leaves them behind) or
+//! whose lifetime has passed. A session removes its own on every path it controls.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
+    LogsOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use futures::StreamExt;
+
+use crate::sandbox_client::SandboxClient;
+
+/// On every container the harness creates.
+pub const LABEL_MANAGED: &str = "agent-harness.managed";
+const LABEL_SESSION: &str = "agent-harness.session";
+const LABEL_HOST: &str = "agent-harness.controller.host";
+const LABEL_PID: &str = "agent-harness.controller.pid";
+const LABEL_PID_START: &str = "agent-harness.controller.pid-start";
+const LABEL_EXPIRES: &str = "agent-harness.expires";
+
+/// The image when neither the flag, the task nor `HARNESS_SANDBOX_IMAGE` names one.
+pub const DEFAULT_IMAGE: &str = "agent-harness/sandbox";
+/// Where the image's server listens and reads its token (docker/sandbox.Dockerfile).
+const SERVER_PORT: &str = "8080/tcp";
+const TOKEN_PATH: &str = "run/secrets/sandbox-token";
+/// The image's non-root user, who must be able to read the token.
+const SANDBOX_UID: u64 = 10001;
+
+/// What to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DockerSpec {
+    pub image: String,
+    /// Bytes; swap is capped at the same figure, so the limit is real.
+    pub memory: Option<i64>,
+    pub cpus: Option<f64>,
+    pub pids: Option<i64>,
+    /// After this the container is fair game for `prune` even while its controller lives.
+    pub lifetime: Option<Duration>,
+    /// The server's `--network`: `none` (commands reach no address) or `host` (the
+    /// container's own bridged network).
+    pub network: String,
+    pub tools: Option<Vec<String>>,
+}
+
+/// A running container with a healthy sandbox-server in it.
+#[derive(Debug)]
+pub struct DockerSandbox {
+    docker: Docker,
+    pub id: String,
+    pub client: SandboxClient,
+    removed: bool,
+}
+
+/// What the engine says about a container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerState {
+    pub running: bool,
+    pub oom_killed: bool,
+    pub exit_code: Option<i64>,
+    pub status: String,
+}
+
+/// Connects to the engine the environment names (`DOCKER_HOST`, else the local socket) and
+/// agrees on an API version with it.
+pub async fn connect() -> anyhow::Result<Docker> {
+    let docker = Docker::connect_with_defaults()
+        .context("connecting to the Docker engine (DOCKER_HOST, else /var/run/docker.sock)")?;
+    docker
+        .negotiate_version()
+        .await
+        .context("reaching the Docker engine: is it running, and may this user use its socket?")
+}
+
+/// The host the engine publishes ports on, as the controller reaches it.
+fn engine_host() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|url| {
+            let rest = url.strip_prefix("tcp://")?;
+            let host = rest.split([':', '/']).next()?;
+            (!host.is_empty()).then(|| host.to_owned())
+        })
+        .unwrap_or_else(|| "127.0.0.1".to_owned())
+}
+
+/// This process's start time in clock ticks since boot, which with the pid names it uniquely.
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; the fields after its last `)` do not.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+fn this_host() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .unwrap_or_default()
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A tar holding the token file, readable by the image's user only.
+fn token_archive(token: &str) -> anyhow::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for dir in ["run/", "run/secrets/"] {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_mode(0o755);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_size(0);
+        header.set_mtime(now_secs());
+        builder.append_data(&mut header, dir, std::io::empty())?;
+    }
+    let mut header = tar::Header::new_gnu();
+    header.set_mode(0o400);
+    header.set_uid(SANDBOX_UID);
+    header.set_gid(SANDBOX_UID);
+    header.set_size(token.len() as u64);
+    header.set_mtime(now_secs());
+    builder.append_data(&mut header, TOKEN_PATH, token.as_bytes())?;
+    Ok(builder.into_inner()?)
+}
+
+impl DockerSandbox {
+    /// Creates, fills and starts a container, and waits until its server is healthy. On any
+    /// failure the container is removed before the error returns.
+    pub async fn start(
+        spec: &DockerSpec,
+        session_id: &str,
+        token: &str,
+    ) -> anyhow::Result<DockerSandbox> {
+        let docker = connect().await?;
+        let pid = std::process::id();
+        let mut labels = HashMap::from([
+            (LABEL_MANAGED.to_owned(), "true".to_owned()),
+            (LABEL_SESSION.to_owned(), session_id.to_owned()),
+            (LABEL_HOST.to_owned(), this_host()),
+            (LABEL_PID.to_owned(), pid.to_string()),
+            (
+                LABEL_PID_START.to_owned(),
+                process_start(pid).unwrap_or(0).to_string(),
+            ),
+        ]);
+        if let Some(lifetime) = spec.lifetime {
+            labels.insert(
+                LABEL_EXPIRES.to_owned(),
+                (now_secs() + lifetime.as_secs()).to_string(),
+            );
+        }
+        let mut cmd = vec![
+            "--network".to_owned(),
+            spec.network.clone(),
+            // Removal follows the session; a command still running gets 2 s.
+            "--shutdown-grace-secs".to_owned(),
+            "2".to_owned(),
+        ];
+        if let Some(tools) = &spec.tools {
+            cmd.extend(["--tools".to_owned(), tools.join(",")]);
+        }
+        let remote = engine_host() != "127.0.0.1";
+        let host_config = HostConfig {
+            memory: spec.memory,
+            memory_swap: spec.memory,
+            nano_cpus: spec.cpus.map(|cpus| (cpus * 1e9) as i64),
+            pids_limit: spec.pids,
+            cap_drop: Some(vec!["ALL".to_owned()]),
+            security_opt: Some(vec!["no-new-privileges".to_owned()]),
+            port_bindings: Some(HashMap::from([(
+                SERVER_PORT.to_owned(),
+                Some(vec![PortBinding {
+                    // The server has a token, but on a local engine nobody else need reach it.
+                    host_ip: Some(if remote { "0.0.0.0" } else { "127.0.0.1" }.to_owned()),
+                    host_port: Some(String::new()),
+                }]),
+            )])),
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            cmd: Some(cmd),
+            labels: Some(labels),
+            exposed_ports: Some(vec![SERVER_PORT.to_owned()]),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        let name = format!("harness-{session_id}");
+        let created = docker
+            .create_container(
+                Some(CreateContainerOptionsBuilder::new().name(&name).build()),
+                body,
+            )
+            .await
+            .map_err(|err| match &err {
+                bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                } => anyhow::anyhow!(
+                    "the image `{}` is not on the Docker engine: build it (docker/README.md) or \
+                     name another with --image",
+                    spec.image
+                ),
+                _ => anyhow::Error::new(err).context("creating the sandbox container"),
+            })?;
+        let mut sandbox = DockerSandbox {
+            docker,
+            id: created.id,
+            client: SandboxClient::new("http://127.0.0.1:0", Some(token.to_owned())),
+            removed: false,
+        };
+        match sandbox.boot(token).await {
+            Ok(client) => {
+                sandbox.client = client;
+                Ok(sandbox)
+            }
+            Err(err) => {
+                let logs = sandbox.logs().await;
+                sandbox.remove().await;
+                Err(err.context(if logs.is_empty() {
+                    "the container printed nothing".to_owned()
+                } else {
+                    format!("the container's last lines:\n{logs}")
+                }))
+            }
+        }
+    }
+
+    async fn boot(&self, token: &str) -> anyhow::Result<SandboxClient> {
+        self.docker
+            .upload_to_container(
+                &self.id,
+                Some(UploadToContainerOptionsBuilder::new().path("/").build()),
+                bollard::body_full(token_archive(token)?.into()),
+            )
+            .await
+            .context("uploading the sandbox token into the container")?;
+        self.docker
+            .start_container(&self.id, None)
+            .await
+            .context("starting the sandbox container")?;
+        let inspect = self
+            .docker
+            .inspect_container(&self.id, None::<InspectContainerOptions>)
+            .await
+            .context("inspecting the sandbox container")?;
+        let port = inspect
+            .network_settings
+            .and_then(|settings| settings.ports)
+            .and_then(|ports| ports.get(SERVER_PORT).cloned().flatten())
+            .and_then(|bindings| bindings.into_iter().find_map(|b| b.host_port))
+            .context("the engine published no port for the sandbox server")?;
+        let client = SandboxClient::new(
+            &format!("http://{}:{port}", engine_host()),
+            Some(token.to_owned()),
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match client.health().await {
+                Ok(()) => return Ok(client),
+                Err(err) => {
+                    let state = self.state().await?;
+                    if !state.running {
+                        bail!(
+                            "the sandbox container stopped while starting ({})",
+                            state.describe()
+                        );
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(anyhow::Error::new(err)
+                            .context("the sandbox in the container was not healthy within 30 s"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+            }
+        }
+    }
+
+    /// The container's state as the engine reports it.
+    pub async fn state(&self) -> anyhow::Result<ContainerState> {
+        let inspect = self
+            .docker
+            .inspect_container(&self.id, None::<InspectContainerOptions>)
+            .await
+            .context("inspecting the sandbox container")?;
+        let state = inspect.state.unwrap_or_default();
+        Ok(ContainerState {
+            running: state.running.unwrap_or(false),
+            oom_killed: state.oom_killed.unwrap_or(false),
+            exit_code: state.exit_code,
+            status: state
+                .status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "unknown".to_owned()),
+        })
+    }
+
+    /// The container's last 20 lines of output.
+    async fn logs(&self) -> String {
+        let options = LogsOptionsBuilder::new()
+            .stdout(true)
+            .stderr(true)
+            .tail("20")
+            .build();
+        let mut stream = self.docker.logs(&self.id, Some(options));
+        let mut text = String::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            text.push_str(&chunk.to_string());
+        }
+        text.trim_end().to_owned()
+    }
+
+    /// Stops and removes the container (its workspace goes with it).
+    pub async fn remove(&mut self) {
+        if self.removed {
+            return;
+        }
+        let options = RemoveContainerOptionsBuilder::new().force(true).build();
+        match self.docker.remove_container(&self.id, Some(options)).await {
+            Ok(()) => self.removed = true,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => self.removed = true,
+            Err(err) => tracing::warn!(
+                container = %self.id,
+                "could not remove the sandbox container ({err}); `harness sandboxes prune` will"
+            ),
+        }
+    }
+}
+
+impl ContainerState {
+    /// In words, for the log: `exited with 137, killed for memory (OOM)`.
+    pub fn describe(&self) -> String {
+        let mut text = match self.exit_code {
+            Some(code) if !self.running => format!("{} with {code}", self.status),
+            _ => self.status.clone(),
+        };
+        if self.oom_killed {
+            text.push_str(", killed for memory (OOM)");
+        }
+        text
+    }
+}
+
+impl Drop for DockerSandbox {
+    /// A path that forgot [`DockerSandbox::remove`] (a panic) still removes the container,
+    /// from a thread of its own since no runtime may be left to await on.
+    fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
+        let (docker, id) = (self.docker.clone(), self.id.clone());
+        let removal = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            let options = RemoveContainerOptionsBuilder::new().force(true).build();
+            let _ = runtime.block_on(docker.remove_container(&id, Some(options)));
+        });
+        let _ = removal.join();
+    }
+}
+
+/// A container `prune` looked at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pruned {
+    pub id: String,
+    pub session: String,
+    pub reason: String,
+}
+
+/// Removes the harness's containers whose controller is gone from this host, whose lifetime
+/// has passed, or (`all`) every one. Returns those removed and, separately, those kept.
+pub async fn prune(all: bool) -> anyhow::Result<(Vec<Pruned>, Vec<Pruned>)> {
+    let docker = connect().await?;
+    let filters = HashMap::from([("label".to_owned(), vec![LABEL_MANAGED.to_owned()])]);
+    let containers = docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .context("listing containers")?;
+    let host = this_host();
+    let now = now_secs();
+    let (mut removed, mut kept) = (Vec::new(), Vec::new());
+    for container in containers {
+        let labels = container.labels.unwrap_or_default();
+        let label = |key: &str| labels.get(key).cloned().unwrap_or_default();
+        let id = container.id.unwrap_or_default();
+        let expired = label(LABEL_EXPIRES)
+            .parse::<u64>()
+            .is_ok_and(|expires| expires <= now);
+        let pid: Option<u32> = label(LABEL_PID).parse().ok();
+        let owner_alive = label(LABEL_HOST) == host
+            && pid.is_some_and(|pid| {
+                process_start(pid).map(|start| start.to_string()) == Some(label(LABEL_PID_START))
+            });
+        let reason = if all {
+            Some("--all".to_owned())
+        } else if expired {
+            Some("its lifetime has passed".to_owned())
+        } else if label(LABEL_HOST) != host {
+            None
+        } else if !owner_alive {
+            Some(format!("its controller (pid {}) is gone", label(LABEL_PID)))
+        } else {
+            None
+        };
+        let entry = |reason: String| Pruned {
+            id: id.chars().take(12).collect(),
+            session: label(LABEL_SESSION),
+            reason,
+        };
+        match reason {
+            Some(reason) => {
+                let options = RemoveContainerOptionsBuilder::new().force(true).build();
+                docker
+                    .remove_container(&id, Some(options))
+                    .await
+                    .with_context(|| format!("removing container {id}"))?;
+                removed.push(entry(reason));
+            }
+            None if label(LABEL_HOST) != host => kept.push(entry(format!(
+                "its controller runs on {} (use --all)",
+                label(LABEL_HOST)
+            ))),
+            None => kept.push(entry(format!(
+                "its controller (pid {}) is running",
+                label(LABEL_PID)
+            ))),
+        }
+    }
+    Ok((removed, kept))
+}
+
+/// Parses a size as the task file writes it: `512m`, `2g`, `1.5g`, `1048576`.
+pub fn parse_bytes(text: &str) -> Result<i64, String> {
+    let trimmed = text.trim().to_ascii_lowercase();
+    let trimmed = trimmed.trim_end_matches('b').trim_end_matches('i');
+    let (number, unit) = match trimmed.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => trimmed.split_at(at),
+        None => (trimmed, ""),
+    };
+    let scale: f64 = match unit {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("`{text}` is not a size (try 512m or 2g)")),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(value) if value > 0.0 && value.is_finite() => Ok((value * scale) as i64),
+        _ => Err(format!("`{text}` is not a size (try 512m or 2g)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_as_docker_writes_them() {
+        assert_eq!(parse_bytes("512m"), Ok(512 * 1024 * 1024));
+        assert_eq!(parse_bytes("2g"), Ok(2 * 1024 * 1024 * 1024));
+        assert_eq!(parse_bytes("1.5GiB"), Ok(3 * 512 * 1024 * 1024));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("lots").unwrap_err().contains("`lots`"));
+        assert!(parse_bytes("-1g").is_err());
+        assert!(parse_bytes("2t").is_err());
+    }
+
+    #[test]
+    fn the_token_archive_holds_one_private_file_for_the_image_user() {
+        let bytes = token_archive("secret").unwrap();
+        let mut archive = tar::Archive::new(bytes.as_slice());
+        let entries: Vec<(String, u32, u64)> = archive
+            .entries()
+            .unwrap()
+            .map(|entry| {
+                let entry = entry.unwrap();
+                let header = entry.header();
+                (
+                    entry.path().unwrap().display().to_string(),
+                    header.mode().unwrap(),
+                    header.uid().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            entries.last().unwrap(),
+            &("run/secrets/sandbox-token".to_owned(), 0o400, SANDBOX_UID)
+        );
+    }
+
+    #[test]
+    fn a_process_start_time_is_read_for_this_process_and_none_for_a_missing_one() {
+        assert!(process_start(std::process::id()).is_some());
+        assert_eq!(process_start(u32::MAX), None);
+    }
+}

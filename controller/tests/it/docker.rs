@@ -1,0 +1,296 @@
+//! `--sandbox docker` against a real Docker engine and the sandbox image (docker/README.md).
+//!
+//! These need the engine and the image, so they run when `HARNESS_TEST_DOCKER=1` (CI sets it
+//! after starting the engine and building the image; `HARNESS_TEST_IMAGE` names another
+//! image). Without it each test says it was skipped and passes.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common;
+
+fn enabled(test: &str) -> bool {
+    let on = std::env::var("HARNESS_TEST_DOCKER").is_ok_and(|v| v == "1");
+    if !on {
+        eprintln!("skipped {test}: set HARNESS_TEST_DOCKER=1 with a Docker engine and the image");
+    }
+    on
+}
+
+fn image() -> String {
+    std::env::var("HARNESS_TEST_IMAGE").unwrap_or_else(|_| "agent-harness/sandbox".to_owned())
+}
+
+fn docker(args: &[&str]) -> (bool, String) {
+    let output = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("run docker");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).trim().to_owned(),
+    )
+}
+
+/// A task in `dir` playing `turns` (YAML) in a container with `sandbox` (YAML flow mapping).
+fn task(dir: &Path, turns: &str, sandbox: &str, extra: &str) -> std::path::PathBuf {
+    std::fs::write(dir.join("script.yaml"), format!("turns:\n{turns}")).unwrap();
+    let path = dir.join("task.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "prompt: probe the container\nmodel: {{name: 'script:script.yaml'}}\n\
+             sandbox: {{provider: docker, image: '{}', {sandbox}}}\n{extra}",
+            image()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// The tool results' texts, in order.
+fn outputs(events: &[Value]) -> Vec<String> {
+    of_type(events, "tool_result")
+        .iter()
+        .map(|e| {
+            e["data"]["output"]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+fn bash_turn(cmd: &str) -> String {
+    format!(
+        "  - text: run\n    tool_calls:\n      - name: bash\n        arguments: {{cmd: {}}}\n",
+        serde_json::to_string(cmd).unwrap()
+    )
+}
+
+#[tokio::test]
+async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
+    if !enabled("a_session_runs_in_a_fresh_container_that_is_gone_after_it") {
+        return;
+    }
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello/task.yaml");
+    let mut command = common::command(&[
+        "run",
+        "--policy",
+        "allow-all",
+        "--sandbox",
+        "docker",
+        "--image",
+        &image(),
+        "--memory",
+        "256m",
+        "--cpus",
+        "1",
+        "--pids",
+        "128",
+        "--task",
+        example.to_str().unwrap(),
+    ]);
+    command.current_dir(tempfile::tempdir().unwrap().keep());
+    let run = common::run(command, Duration::from_secs(120)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("check: passed"), "{}", run.stderr);
+    let events = events(&run.log_dir());
+    let config = &events[0]["data"]["config"];
+    assert_eq!(config["sandbox"], "docker");
+    assert_eq!(config["container"]["memory_bytes"], 256 * 1024 * 1024);
+    assert_eq!(config["container"]["pids"], 128);
+    let id = config["container"]["id"].as_str().unwrap();
+    assert_eq!(config["workspace_root"], "/workspace");
+    let (found, _) = docker(&["inspect", id]);
+    assert!(!found, "container {id} is still there after the session");
+}
+
+#[tokio::test]
+async fn the_memory_limit_kills_a_memory_bomb_and_the_session_records_it() {
+    if !enabled("the_memory_limit_kills_a_memory_bomb_and_the_session_records_it") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let turns =
+        bash_turn("python3 -c 'a = []\nwhile True: a.append(bytearray(10**7))'; echo status=$?")
+            + &bash_turn("echo the server survived")
+            + "  - text: done\n";
+    let path = task(dir.path(), &turns, "memory: 128m", "");
+    let mut command = common::command(&["run", "--policy", "allow-all", "--task"]);
+    command.arg(&path).current_dir(dir.path());
+    let run = common::run(command, Duration::from_secs(120)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let events = events(&run.log_dir());
+    let outputs = outputs(&events);
+    assert!(
+        outputs[0].contains("status=137") && outputs[0].contains("Killed"),
+        "the bomb was not killed by the limit: {outputs:?}"
+    );
+    assert!(outputs[1].contains("the server survived"), "{outputs:?}");
+}
+
+/// The docker bridge's gateway: the host as the containers see it.
+fn bridge_gateway() -> String {
+    let (ok, gateway) = docker(&[
+        "network",
+        "inspect",
+        "bridge",
+        "--format",
+        "{{(index .IPAM.Config 0).Gateway}}",
+    ]);
+    assert!(ok && !gateway.is_empty(), "no bridge gateway: {gateway}");
+    gateway
+}
+
+/// Runs a connect to a listener on the bridge gateway from inside a container; returns what the
+/// command printed and whether the listener saw a connection.
+async fn connect_from_container(network: &str) -> (String, bool) {
+    let gateway = bridge_gateway();
+    let listener = std::net::TcpListener::bind((gateway.as_str(), 0)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let probe = format!(
+        "python3 -c \"import socket; socket.create_connection(('{gateway}', {port}), 5); print('connected')\" 2>&1 | tail -1"
+    );
+    let turns = bash_turn(&probe) + "  - text: done\n";
+    let path = task(dir.path(), &turns, "", &format!("network: {network}\n"));
+    let mut command = common::command(&["run", "--policy", "allow-all", "--task"]);
+    command.arg(&path).current_dir(dir.path());
+    let run = common::run(command, Duration::from_secs(120)).await;
+    assert_eq!(
+        run.code, 0,
+        "the controller must reach the server: {}",
+        run.stderr
+    );
+    let output = outputs(&events(&run.log_dir())).remove(0);
+    let accepted = listener.accept().is_ok();
+    (output, accepted)
+}
+
+#[tokio::test]
+async fn offline_commands_reach_no_address_while_the_controller_reaches_the_server() {
+    if !enabled("offline_commands_reach_no_address_while_the_controller_reaches_the_server") {
+        return;
+    }
+    let (output, accepted) = connect_from_container("none").await;
+    assert!(
+        !output.contains("connected")
+            && (output.contains("Permission denied") || output.contains("not permitted")),
+        "an offline command opened a connection: {output}"
+    );
+    assert!(
+        !accepted,
+        "the listener saw a connection from an offline container"
+    );
+    // The same probe with the network open does connect: the refusal above is the mode's.
+    let (output, accepted) = connect_from_container("host").await;
+    assert!(output.contains("connected"), "{output}");
+    assert!(accepted);
+}
+
+#[tokio::test]
+async fn containment_holds_inside_the_container() {
+    if !enabled("containment_holds_inside_the_container") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let turns = [
+        "id -u",
+        "touch /etc/harness-probe 2>&1; echo status=$?",
+        "cat /run/secrets/sandbox-token 2>&1; echo status=$?",
+        "echo count=$(tr '\\0' '\\n' < /proc/1/environ | grep -c '^SANDBOX_TOKEN=')",
+        "touch /workspace/written && echo wrote",
+        "mount -t tmpfs none /mnt 2>&1; echo status=$?",
+    ]
+    .iter()
+    .map(|cmd| bash_turn(cmd))
+    .collect::<String>()
+        + "  - text: done\n";
+    let path = task(dir.path(), &turns, "pids: 64", "");
+    let mut command = common::command(&["run", "--policy", "allow-all", "--task"]);
+    command.arg(&path).current_dir(dir.path());
+    let run = common::run(command, Duration::from_secs(120)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let outputs = outputs(&events(&run.log_dir()));
+    assert!(
+        outputs[0].contains("10001"),
+        "commands run as the image's user: {outputs:?}"
+    );
+    assert!(
+        outputs[1].contains("Permission denied") && outputs[1].contains("status=1"),
+        "a write outside the workspace: {outputs:?}"
+    );
+    assert!(
+        outputs[2].contains("Permission denied") && outputs[2].contains("status=1"),
+        "the token file: {outputs:?}"
+    );
+    assert!(
+        outputs[3].contains("count=0"),
+        "the token in the environment: {outputs:?}"
+    );
+    assert!(outputs[4].contains("wrote"), "{outputs:?}");
+    assert!(
+        outputs[5].contains("status=") && !outputs[5].contains("status=0"),
+        "{outputs:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_killed_controller_leaves_a_container_that_prune_removes() {
+    if !enabled("a_killed_controller_leaves_a_container_that_prune_removes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let turns = bash_turn("sleep 60") + "  - text: done\n";
+    let path = task(dir.path(), &turns, "", "");
+    let mut command = common::command(&["run", "--policy", "allow-all", "--task"]);
+    command.arg(&path).current_dir(dir.path());
+    let mut child = command.spawn().unwrap();
+    let label = format!("label=agent-harness.controller.pid={}", child.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let container = loop {
+        let (_, id) = docker(&["ps", "-q", "--filter", &label]);
+        if !id.is_empty() {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no container appeared within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (found, _) = docker(&["inspect", &container]);
+    assert!(found, "a SIGKILLed controller cannot remove its container");
+    let prune = common::run(
+        common::command(&["sandboxes", "prune"]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(prune.code, 0, "{}", prune.stderr);
+    assert!(
+        prune.stdout.contains(&container) && prune.stdout.contains("is gone"),
+        "{}",
+        prune.stdout
+    );
+    let (found, _) = docker(&["inspect", &container]);
+    assert!(!found, "prune left {container}");
+}
