@@ -5,6 +5,10 @@
 //! - the time from starting `harness run` to the first tool call's event (median of 10);
 //! - sessions per minute with 4 `harness run` processes at once (20 sessions).
 //!
+//! - `harness batch` of 24 such tasks at 1, 2, 4 and 8 at once: tasks per minute, and the
+//!   harness's own time per task (everything but tool and model time: starting and stopping the
+//!   sandbox, seeding, snapshots, the log), median over the tasks, from their logs.
+//!
 //! `--sandbox docker` rows need a Docker engine and the image `agent-harness/sandbox`
 //! (docker/README.md); without them the table says so. Loops are bounded by count.
 
@@ -84,6 +88,66 @@ fn docker_ready() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+const BATCH_TASKS: usize = 24;
+
+/// A folder of `BATCH_TASKS` copies of the quick-start task (its workspace and script beside).
+fn batch_tasks(root: &Path) -> PathBuf {
+    let example = task().parent().unwrap().to_owned();
+    let dir = root.join("tasks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(example.join("workspace"))
+        .arg(dir.join("workspace"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::copy(example.join("script.yaml"), dir.join("script.turns")).unwrap();
+    let text = std::fs::read_to_string(task())
+        .unwrap()
+        .replace("script:script.yaml", "script:script.turns");
+    for i in 0..BATCH_TASKS {
+        std::fs::write(dir.join(format!("t{i:02}.yaml")), &text).unwrap();
+    }
+    dir
+}
+
+/// Runs a batch; returns its wall time and each task's harness time (ms).
+fn run_batch(sandbox: &str, parallel: usize, tasks: &Path, out: &Path) -> (Duration, Vec<u64>) {
+    let start = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args([
+            "batch",
+            "--progress",
+            "lines",
+            "--sandbox",
+            sandbox,
+            "--parallel",
+        ])
+        .arg(parallel.to_string())
+        .arg("--out")
+        .arg(out)
+        .arg(tasks)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        output.status.success(),
+        "batch failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let harness: Vec<u64> = (0..BATCH_TASKS)
+        .map(|i| {
+            controller::replay::metrics::measure(&out.join(format!("t{i:02}")))
+                .unwrap()
+                .harness_ms
+        })
+        .collect();
+    (elapsed, harness)
+}
+
 fn main() {
     let logs = tempfile::tempdir().unwrap();
     println!(
@@ -119,5 +183,27 @@ fn main() {
             median(first),
             median(wall)
         );
+    }
+
+    let root = tempfile::tempdir().unwrap();
+    let tasks = batch_tasks(root.path());
+    println!(
+        "\n| sandbox | at once | tasks/min ({BATCH_TASKS} tasks) | harness time per task, median |"
+    );
+    println!("|---|---:|---:|---:|");
+    for sandbox in ["local", "docker"] {
+        if sandbox == "docker" && !docker_ready() {
+            println!("| docker | (no engine or no agent-harness/sandbox image) | | |");
+            continue;
+        }
+        for parallel in [1, 2, 4, 8] {
+            let out = root.path().join(format!("{sandbox}-{parallel}"));
+            let (elapsed, harness) = run_batch(sandbox, parallel, &tasks, &out);
+            let per_minute = BATCH_TASKS as f64 / elapsed.as_secs_f64() * 60.0;
+            println!(
+                "| {sandbox} | {parallel} | {per_minute:.0} | {} ms |",
+                median(harness.into_iter().map(u128::from).collect())
+            );
+        }
     }
 }

@@ -16,6 +16,8 @@ pub struct Cli {
 pub enum Command {
     /// Run one agent session: `harness run [--web-search] [WORKING_DIR] "TASK"`.
     Run(Box<RunArgs>),
+    /// Run many tasks at once, each in its own sandbox with its own log, and report.
+    Batch(Box<BatchArgs>),
     /// Check the safety policy against labelled tool calls.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -93,6 +95,10 @@ pub enum ReplayCommand {
         /// JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// For a batch folder: also write `report.html` there, with each task's transcript in
+        /// `transcripts/`.
+        #[arg(long)]
+        html: bool,
     },
     /// Re-execute the recorded tool calls on a fresh sandbox at the recorded initial state, and
     /// report the first divergence (exit code 6).
@@ -107,6 +113,48 @@ pub enum ReplayCommand {
         #[arg(long, value_name = "REGEX")]
         normalize: Vec<String>,
     },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BatchArgs {
+    /// Task files, or folders of them (their `*.yaml`/`*.yml` in name order). A task's name is
+    /// its file name without the extension, and names its log folder.
+    #[arg(required = true, value_name = "TASK_FILES")]
+    pub tasks: Vec<PathBuf>,
+    /// Tasks at once [default: from the machine: 2 per core, capped by available memory at
+    /// 512 MiB per local task or the container's --memory (1 GiB when unset); one per pool
+    /// member].
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
+    /// The batch folder [default: <log-dir>/batch-<id>]; each task's log is `<out>/<task>/`.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Run only the tasks of --out without a finished log (after a Ctrl-C or a crash).
+    #[arg(long, requires = "out")]
+    pub resume: bool,
+    /// Retries of a task whose sandbox died, could not start or stopped answering, each on a
+    /// fresh sandbox. Other failures are not retried.
+    #[arg(long, default_value_t = 1)]
+    pub retries: u32,
+    /// Model request limits per endpoint, shared by every task: `ENDPOINT=CONCURRENCY[,PER_MINUTE]`
+    /// where ENDPOINT is a provider (`openai`, `openai-compat`, `anthropic`), a base URL, or `*`;
+    /// repeatable. Without one, an endpoint is unbounded until it answers 429, which then
+    /// holds every task using it for the wait it asks.
+    #[arg(long = "rate-limit", value_name = "ENDPOINT=N[,RPM]")]
+    pub rate_limits: Vec<String>,
+    /// `bar` (a live bar and a line per running task), `lines` (a line per event), or `auto`:
+    /// the bar when stdout is a terminal.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: ProgressMode,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    Auto,
+    Bar,
+    Lines,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -162,8 +210,9 @@ pub struct SessionArgs {
     #[arg(long)]
     pub compact_at: Option<usize>,
     /// `local` (a sandbox-server child over WORKING_DIR), `docker` (a fresh container of
-    /// --image per session, through the Docker Engine API) or the URL of a running server.
-    #[arg(long, value_name = "local|docker|URL")]
+    /// --image per session, through the Docker Engine API) or the URL of a running server;
+    /// for `batch`, `local`, `docker` or `pool:URL,URL…` (running servers, leased per task).
+    #[arg(long, value_name = "local|docker|URL|pool:URLS")]
     pub sandbox: Option<String>,
     /// `--sandbox docker`: the sandbox image [default: $HARNESS_SANDBOX_IMAGE, else
     /// agent-harness/sandbox; docker/README.md builds it].

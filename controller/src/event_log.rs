@@ -103,25 +103,74 @@ impl EventLog {
             .append(true)
             .open(dir.join("events.jsonl"))
             .map_err(io)?;
+        Self::start(dir, file, 0, durability, secrets).map_err(io)
+    }
+
+    /// Starts the writer thread over an open file whose next event is `next_seq`.
+    fn start(
+        dir: &Path,
+        file: File,
+        next_seq: u64,
+        durability: Durability,
+        secrets: Vec<String>,
+    ) -> std::io::Result<EventLog> {
         let secrets = Arc::new(secrets);
         let (tx, rx) = mpsc::channel(1024);
         let writer = Writer {
             file,
             path: dir.join("events.jsonl"),
-            next_seq: 0,
+            next_seq,
             durability,
             secrets: secrets.clone(),
         };
         std::thread::Builder::new()
             .name("event-log-writer".to_owned())
-            .spawn(move || writer.run(rx))
-            .map_err(io)?;
+            .spawn(move || writer.run(rx))?;
         Ok(EventLog {
             tx,
             dir: dir.to_owned(),
             secrets,
             durability,
         })
+    }
+
+    /// Opens the log in `dir` again to add to it (a resumed batch): the next event's `seq`
+    /// follows the last complete line's. A torn last line (a killed writer) is moved to
+    /// `events.torn-at-<seq>.part` beside the log, so that the log stays whole.
+    pub fn reopen(
+        dir: &Path,
+        durability: Durability,
+        secrets: Vec<String>,
+    ) -> Result<EventLog, EventLogError> {
+        let path = dir.join("events.jsonl");
+        let io = |source| EventLogError::Io {
+            path: path.clone(),
+            source,
+        };
+        let text = fs::read(&path).map_err(io)?;
+        let next_seq = text
+            .split(|b| *b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+            .filter_map(|value| value["seq"].as_u64())
+            .max()
+            .map_or(0, |seq| seq + 1);
+        fs::create_dir_all(dir.join("blobs")).map_err(io)?;
+        let whole = text
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |at| at + 1);
+        if whole < text.len() {
+            // A torn last line would sit mid-file once more lines follow, where readers take
+            // it for corruption: its bytes are kept beside the log, and the log cut after its
+            // last whole line.
+            let aside = dir.join(format!("events.torn-at-{next_seq}.part"));
+            fs::write(&aside, &text[whole..]).map_err(io)?;
+            let file = OpenOptions::new().write(true).open(&path).map_err(io)?;
+            file.set_len(whole as u64).map_err(io)?;
+            file.sync_all().map_err(io)?;
+        }
+        let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
+        Self::start(dir, file, next_seq, durability, secrets).map_err(io)
     }
 
     pub fn dir(&self) -> &Path {
@@ -347,4 +396,66 @@ pub fn new_session_id() -> String {
         .filter(|c| c.is_ascii_alphanumeric())
         .collect();
     format!("{compact}-{:06x}", rand::random::<u32>() & 0xff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(message: &str) -> Event {
+        Event::Error(ErrorEvent {
+            class: "internal".to_owned(),
+            message: message.to_owned(),
+            call_id: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_reopened_log_goes_on_after_its_last_whole_line_and_sets_a_torn_one_aside() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("log");
+        let log = EventLog::create(&dir, Durability::Durable, Vec::new()).unwrap();
+        assert_eq!(log.record(error("one")).await.unwrap(), 0);
+        assert_eq!(log.record(error("two")).await.unwrap(), 1);
+        log.close().await.unwrap();
+        // A writer killed mid-line.
+        let path = dir.join("events.jsonl");
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"{\"seq\":2,\"ts\":\"2026-").unwrap();
+        drop(file);
+
+        let log = EventLog::reopen(&dir, Durability::Durable, Vec::new()).unwrap();
+        assert_eq!(log.record(error("three")).await.unwrap(), 2);
+        log.close().await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[2].contains("\"three\"") && lines[2].starts_with("{\"seq\":2"));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("events.torn-at-2.part")).unwrap(),
+            "{\"seq\":2,\"ts\":\"2026-",
+            "the torn bytes are kept"
+        );
+        assert_eq!(
+            reader::events(&dir).unwrap().filter(|e| e.is_err()).count(),
+            0
+        );
+    }
+
+    #[test]
+    fn an_earlier_attempt_is_set_aside_under_attempts_with_the_next_free_number() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(set_aside(root.path(), "task").unwrap(), None);
+        for n in 1..=2 {
+            std::fs::create_dir(root.path().join("task")).unwrap();
+            std::fs::write(root.path().join("task/events.jsonl"), format!("{n}")).unwrap();
+            let moved = set_aside(root.path(), "task").unwrap().unwrap();
+            assert_eq!(moved, root.path().join(format!("attempts/task.{n}")));
+            assert_eq!(
+                std::fs::read_to_string(moved.join("events.jsonl")).unwrap(),
+                n.to_string()
+            );
+        }
+        assert!(!root.path().join("task").exists());
+    }
 }

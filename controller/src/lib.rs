@@ -8,10 +8,12 @@
 //! - [`prompt`]: the system prompt (AGENTS.md, skills).
 //! - [`policy`]: the seam that decides every tool call.
 //! - [`session`]: one session end to end, for `run` and `batch`.
+//! - [`batch`]: many sessions at once: scheduling, retries, pools, the batch log and report.
 //! - [`sandbox_client`], [`local_sandbox`], [`docker_sandbox`], [`seed`]: reaching, starting
 //!   and filling sandboxes.
 //! - [`task`]: task files.
 
+pub mod batch;
 pub mod cli;
 pub mod config;
 pub mod docker_sandbox;
@@ -47,6 +49,8 @@ pub mod exit_code {
     pub const TIME_LIMIT: i32 = 7;
     /// The sandbox died, could not start or stopped answering.
     pub const INFRASTRUCTURE: i32 = 8;
+    /// `batch`: every task ran, and some did not pass.
+    pub const SOME_FAILED: i32 = 9;
     /// Ctrl-C.
     pub const INTERRUPTED: i32 = 130;
 }

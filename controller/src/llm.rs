@@ -2,6 +2,7 @@
 
 mod anthropic;
 mod chat;
+pub mod gate;
 pub mod pricing;
 mod replay_model;
 mod responses;
@@ -120,6 +121,15 @@ pub struct ModelSpec {
 
 /// Builds the model named by `spec`. Keys come from the usual environment variables.
 pub fn build(spec: &ModelSpec, retry: RetryPolicy) -> anyhow::Result<Arc<dyn Model>> {
+    build_gated(spec, retry, None)
+}
+
+/// As [`build`], with the model's requests passing the gate of its endpoint from `gates`.
+pub fn build_gated(
+    spec: &ModelSpec,
+    retry: RetryPolicy,
+    gates: Option<&gate::Gates>,
+) -> anyhow::Result<Arc<dyn Model>> {
     let env = |name: &str| {
         std::env::var(name)
             .ok()
@@ -160,6 +170,7 @@ pub fn build(spec: &ModelSpec, retry: RetryPolicy) -> anyhow::Result<Arc<dyn Mod
                 variable: "OPENAI_API_KEY",
             })?;
             Arc::new(ResponsesModel {
+                gate: gates.map(|g| g.gate(provider, &base_url)),
                 client,
                 base_url,
                 key,
@@ -175,6 +186,7 @@ pub fn build(spec: &ModelSpec, retry: RetryPolicy) -> anyhow::Result<Arc<dyn Mod
                 anyhow::anyhow!("--model {}: an OpenAI-compatible server needs --base-url (or OPENAI_BASE_URL), e.g. http://localhost:11434/v1", spec.name)
             })?;
             Arc::new(ChatModel {
+                gate: gates.map(|g| g.gate(provider, &base_url)),
                 client,
                 base_url,
                 key: env("OPENAI_API_KEY"),
@@ -193,6 +205,7 @@ pub fn build(spec: &ModelSpec, retry: RetryPolicy) -> anyhow::Result<Arc<dyn Mod
                 variable: "ANTHROPIC_API_KEY",
             })?;
             Arc::new(AnthropicModel {
+                gate: gates.map(|g| g.gate(provider, &base_url)),
                 client,
                 base_url,
                 key,

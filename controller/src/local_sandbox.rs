@@ -54,13 +54,15 @@ pub fn find_server_binary() -> anyhow::Result<PathBuf> {
 }
 
 impl LocalSandbox {
-    /// Starts a server over `workspace` and waits until it is healthy.
+    /// Starts a server over `workspace` and waits until it is healthy. Its own log lines go to
+    /// `server_log` when given, else to this process's stderr.
     pub async fn start(
         workspace: &Path,
         token: &str,
         tools: Option<&[String]>,
         network: &str,
         writable: &[PathBuf],
+        server_log: Option<&Path>,
     ) -> anyhow::Result<LocalSandbox> {
         Self::start_binary(
             &find_server_binary()?,
@@ -69,6 +71,7 @@ impl LocalSandbox {
             tools,
             network,
             writable,
+            server_log,
         )
         .await
     }
@@ -81,7 +84,15 @@ impl LocalSandbox {
         tools: Option<&[String]>,
         network: &str,
         writable: &[PathBuf],
+        server_log: Option<&Path>,
     ) -> anyhow::Result<LocalSandbox> {
+        let stderr = match server_log {
+            Some(path) => Stdio::from(
+                std::fs::File::create(path)
+                    .with_context(|| format!("creating {}", path.display()))?,
+            ),
+            None => Stdio::inherit(),
+        };
         let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
         let token_file = token_dir.path().join("token");
         {
@@ -110,7 +121,7 @@ impl LocalSandbox {
             .args(["--network", network])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .kill_on_drop(true);
         // The model API keys are the harness's, not the agent's: a command could print them.
         for secret in crate::secrets::ENV_VARS {

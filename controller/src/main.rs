@@ -4,6 +4,7 @@
 // Printing is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod batch_cmd;
 mod policy_cmd;
 mod replay_cmd;
 
@@ -35,6 +36,7 @@ fn main() {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run(*args).await,
+            Command::Batch(args) => batch_cmd::run(*args).await,
             Command::Replay(command) => replay_cmd::run(command).await,
             Command::Policy(command) => policy_cmd::run(command).await,
             Command::Sandboxes(command) => sandboxes(command).await,
@@ -146,6 +148,8 @@ async fn run(args: RunArgs) -> i32 {
         policy: PolicySettings::from_args(&args.session),
         log_dir: args.session.log_dir.join(log_name),
         durability: args.session.log_durability,
+        sandbox_log_in_folder: false,
+        gates: None,
     };
     let cancel = CancellationToken::new();
     let on_interrupt = {

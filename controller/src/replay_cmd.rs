@@ -35,7 +35,7 @@ pub(crate) async fn run(command: ReplayCommand) -> i32 {
             )
             .await
         }
-        ReplayCommand::Metrics { runs, json } => metrics_cmd(&runs, json),
+        ReplayCommand::Metrics { runs, json, html } => metrics_cmd(&runs, json, html),
         ReplayCommand::Rerun {
             run,
             sandbox,
@@ -149,7 +149,31 @@ async fn restore_cmd(
     })
 }
 
-fn metrics_cmd(runs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
+fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> {
+    // A batch folder is reported as a batch: its tasks, attempts and totals.
+    if let [dir] = runs
+        && controller::batch::report::is_batch(dir)
+    {
+        let report = controller::batch::report::load(dir)
+            .with_context(|| format!("reading the batch {}", dir.display()))?;
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        if json {
+            serde_json::to_writer_pretty(&mut out, &report).context("writing JSON")?;
+            writeln!(out).context("writing JSON")?;
+        } else {
+            controller::batch::report::write_text(&report, &mut out)
+                .context("writing the report")?;
+        }
+        if html {
+            let path = controller::batch::report::write_html(dir, &report)?;
+            eprintln!("wrote {}", path.display());
+        }
+        return Ok(exit_code::COMPLETED);
+    }
+    if html {
+        anyhow::bail!("--html is for a batch folder (one with a batch log)");
+    }
     let dirs = replay::session_dirs(runs)?;
     let mut all = Vec::new();
     for dir in &dirs {
@@ -193,6 +217,7 @@ async fn rerun_cmd(
                 None,
                 "none",
                 &[],
+                None,
             )
             .await?;
             let client = local.client.clone();

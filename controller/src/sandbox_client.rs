@@ -295,6 +295,13 @@ impl SandboxClient {
         .map(drop)
     }
 
+    /// `DELETE /v1/processes`: ends every background process a command left.
+    pub async fn kill_background(&self) -> Result<(), SandboxError> {
+        self.send(self.request(reqwest::Method::DELETE, "/v1/processes"))
+            .await
+            .map(drop)
+    }
+
     /// Polls `/healthz` until it answers or `limit` passes.
     pub async fn wait_healthy(&self, limit: Duration) -> Result<(), SandboxError> {
         let deadline = tokio::time::Instant::now() + limit;

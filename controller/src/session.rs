@@ -93,6 +93,11 @@ pub struct SessionOptions {
     /// The session's own folder; `<log-dir>/<session-id>` for `harness run`.
     pub log_dir: PathBuf,
     pub durability: Durability,
+    /// A local sandbox's own log lines go to `<log_dir>/sandbox-server.log` instead of stderr
+    /// (a batch, whose display they would break).
+    pub sandbox_log_in_folder: bool,
+    /// The rate gates a classifier model's requests pass too (a batch's, shared by all tasks).
+    pub gates: Option<Arc<crate::llm::gate::Gates>>,
 }
 
 /// How a session ended.
@@ -122,29 +127,39 @@ impl SandboxHandle {
     /// Why the sandbox is gone, if it is: its process or container exited, or it stopped
     /// answering. `None` while it is healthy.
     pub async fn dead(&mut self, client: &SandboxClient) -> Option<String> {
-        match self {
-            SandboxHandle::Local(local) => {
-                if let Some(status) = local.exited() {
-                    return Some(format!("the local sandbox-server exited ({status})"));
+        let unanswered = match tokio::time::timeout(Duration::from_secs(10), client.health()).await
+        {
+            Ok(Ok(())) => return None,
+            Ok(Err(err)) => format!("the sandbox stopped answering: {err}"),
+            Err(_) => "the sandbox did not answer /healthz within 10 s".to_owned(),
+        };
+        // Say what happened to it if we can: a process or container takes a moment to be
+        // reported gone after its connections drop.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            match self {
+                SandboxHandle::Local(local) => {
+                    if let Some(status) = local.exited() {
+                        return Some(format!("the local sandbox-server exited ({status})"));
+                    }
                 }
+                SandboxHandle::Docker(docker) => match docker.state().await {
+                    Ok(state) if !state.running => {
+                        return Some(format!(
+                            "the sandbox container {} {}",
+                            &docker.id[..12.min(docker.id.len())],
+                            state.describe()
+                        ));
+                    }
+                    Ok(_) => {}
+                    Err(err) => return Some(format!("{unanswered}; the Docker engine: {err:#}")),
+                },
+                SandboxHandle::Remote => return Some(unanswered),
             }
-            SandboxHandle::Docker(docker) => match docker.state().await {
-                Ok(state) if !state.running => {
-                    return Some(format!(
-                        "the sandbox container {} {}",
-                        &docker.id[..12.min(docker.id.len())],
-                        state.describe()
-                    ));
-                }
-                Ok(_) => {}
-                Err(err) => return Some(format!("the Docker engine: {err:#}")),
-            },
-            SandboxHandle::Remote => {}
-        }
-        match tokio::time::timeout(Duration::from_secs(10), client.health()).await {
-            Ok(Ok(())) => None,
-            Ok(Err(err)) => Some(format!("the sandbox stopped answering: {err}")),
-            Err(_) => Some("the sandbox did not answer /healthz within 10 s".to_owned()),
+            if tokio::time::Instant::now() >= deadline {
+                return Some(unanswered);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -177,6 +192,7 @@ pub async fn start_sandbox(
     config: &RunConfig,
     session_id: &str,
     token: &str,
+    server_log: Option<&Path>,
     observer: &dyn Observer,
 ) -> anyhow::Result<(SandboxHandle, SandboxClient)> {
     match &config.sandbox {
@@ -189,6 +205,7 @@ pub async fn start_sandbox(
                 config.tools.as_deref(),
                 &config.network,
                 &config.writable,
+                server_log,
             )
             .await?;
             let client = sandbox.client.clone();
@@ -283,6 +300,7 @@ pub fn build_policy(
     settings: &PolicySettings,
     config: &RunConfig,
     model: &Arc<dyn llm::Model>,
+    gates: Option<&crate::llm::gate::Gates>,
 ) -> anyhow::Result<Box<dyn Policy>> {
     if settings.policy.as_deref() == Some("allow-all") {
         return Ok(Box::new(AllowAll));
@@ -298,7 +316,10 @@ pub fn build_policy(
                     name: name.clone(),
                     ..config.model.clone()
                 };
-                (name.clone(), llm::build(&spec, RetryPolicy::default())?)
+                (
+                    name.clone(),
+                    llm::build_gated(&spec, RetryPolicy::default(), gates)?,
+                )
             }
             None => (config.model.name.clone(), model.clone()),
         };
@@ -368,7 +389,7 @@ pub async fn run_session(
         Ok(token) => token,
         Err(err) => return fail(err, totals),
     };
-    let policy = match build_policy(&options.policy, config, &model) {
+    let policy = match build_policy(&options.policy, config, &model, options.gates.as_deref()) {
         Ok(policy) => policy,
         Err(err) => return fail(err, totals),
     };
@@ -385,8 +406,11 @@ pub async fn run_session(
     observer.note(&format!("log: {}", options.log_dir.display()));
 
     // From here every path writes `session_finished` and stops what it started.
+    let server_log = options
+        .sandbox_log_in_folder
+        .then(|| options.log_dir.join("sandbox-server.log"));
     let boot = tokio::select! {
-        result = start_sandbox(config, &session_id, &token, observer) => Some(result),
+        result = start_sandbox(config, &session_id, &token, server_log.as_deref(), observer) => Some(result),
         () = cancel.cancelled() => None,
     };
     let (mut handle, client) = match boot {

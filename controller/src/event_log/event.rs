@@ -42,6 +42,18 @@ pub enum Event {
     CheckResult(CheckResult),
     /// Always the last line of a session that ended (not of one that was killed).
     SessionFinished(SessionFinished),
+    /// A batch's own log (`<batch folder>/events.jsonl`): always its first line.
+    BatchStarted(BatchStarted),
+    /// A task's attempt began; its session log is `log_dir`.
+    TaskStarted(TaskStarted),
+    /// A task's attempt ended.
+    TaskFinished(TaskFinished),
+    /// A task's attempt failed on the infrastructure and runs again on a fresh sandbox.
+    TaskRetried(TaskRetried),
+    /// `--resume`: a task whose log had finished already, not run again.
+    TaskSkipped(TaskSkipped),
+    /// The last line of a batch that ended (Ctrl-C included).
+    BatchFinished(BatchFinished),
 }
 
 impl Event {
@@ -61,6 +73,12 @@ impl Event {
             Event::Error(_) => "error",
             Event::CheckResult(_) => "check_result",
             Event::SessionFinished(_) => "session_finished",
+            Event::BatchStarted(_) => "batch_started",
+            Event::TaskStarted(_) => "task_started",
+            Event::TaskFinished(_) => "task_finished",
+            Event::TaskRetried(_) => "task_retried",
+            Event::TaskSkipped(_) => "task_skipped",
+            Event::BatchFinished(_) => "batch_finished",
         }
     }
 }
@@ -386,4 +404,100 @@ pub struct SessionFinished {
     pub cost: f64,
     pub cost_known: bool,
     pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchStarted {
+    pub format_version: u32,
+    pub batch_id: String,
+    pub harness_version: String,
+    /// Every task of the batch, in order.
+    pub tasks: Vec<BatchTask>,
+    /// Tasks at once.
+    pub parallel: u32,
+    /// How `parallel` was chosen, in words.
+    pub parallel_reason: String,
+    /// `local`, `docker` or `pool` (with its URLs).
+    pub sandbox: String,
+    /// Retries of an infrastructure failure, per task.
+    pub retries: u32,
+    /// Whether this run resumes an earlier one in the same folder.
+    pub resumed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchTask {
+    /// The task's name: its file name without the extension; its log folder's name.
+    pub id: String,
+    pub file: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStarted {
+    pub task: String,
+    /// From 1.
+    pub attempt: u32,
+    /// The session folder, relative to the batch folder.
+    pub log_dir: String,
+    /// The sandbox it runs in (a pool member's URL), when known before it starts.
+    pub sandbox: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFinished {
+    pub task: String,
+    pub attempt: u32,
+    /// The session's outcome (`session_finished`).
+    pub outcome: String,
+    /// The session's failure class; absent for a pass.
+    pub failure: Option<String>,
+    pub passed: bool,
+    pub duration_ms: u64,
+    pub cost: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRetried {
+    pub task: String,
+    /// The attempt about to run.
+    pub attempt: u32,
+    pub reason: String,
+    /// Where the failed attempt's log was moved, relative to the batch folder.
+    pub previous_log: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSkipped {
+    pub task: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchFinished {
+    /// Ctrl-C stopped it before every task ran.
+    pub interrupted: bool,
+    pub n_passed: u32,
+    pub n_failed: u32,
+    /// Tasks never started (Ctrl-C).
+    pub n_not_run: u32,
+    pub n_retries: u32,
+    pub duration_ms: u64,
+    /// Per model endpoint: 429s seen and time tasks waited at the rate gate.
+    pub rate_limits: Vec<GateRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GateRecord {
+    pub endpoint: String,
+    pub requests: u64,
+    pub throttled: u64,
+    pub waited_ms: u64,
 }

@@ -20,6 +20,8 @@ pub struct AnthropicModel {
     pub(super) max_tokens: u32,
     pub(super) thinking_budget: Option<u32>,
     pub(super) retry: RetryPolicy,
+    /// Shared with every session on this endpoint (`harness batch`).
+    pub(super) gate: Option<std::sync::Arc<super::gate::RateGate>>,
 }
 
 impl AnthropicModel {
@@ -183,7 +185,16 @@ impl Model for AnthropicModel {
                 ("x-api-key", self.key.as_str()),
                 ("anthropic-version", API_VERSION),
             ];
-            let raw = post_json(&self.client, PROVIDER, &url, &headers, body, self.retry).await?;
+            let raw = post_json(
+                &self.client,
+                PROVIDER,
+                &url,
+                &headers,
+                body,
+                self.retry,
+                self.gate.as_deref(),
+            )
+            .await?;
             parse(raw, self.price)
         })
     }

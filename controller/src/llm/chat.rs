@@ -18,6 +18,8 @@ pub struct ChatModel {
     pub(super) name: String,
     pub(super) price: Option<Price>,
     pub(super) retry: RetryPolicy,
+    /// Shared with every session on this endpoint (`harness batch`).
+    pub(super) gate: Option<std::sync::Arc<super::gate::RateGate>>,
 }
 
 impl ChatModel {
@@ -151,7 +153,16 @@ impl Model for ChatModel {
                 .iter()
                 .map(|value| ("authorization", value.as_str()))
                 .collect();
-            let raw = post_json(&self.client, PROVIDER, &url, &headers, body, self.retry).await?;
+            let raw = post_json(
+                &self.client,
+                PROVIDER,
+                &url,
+                &headers,
+                body,
+                self.retry,
+                self.gate.as_deref(),
+            )
+            .await?;
             parse(raw, self.price)
         })
     }

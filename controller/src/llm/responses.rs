@@ -19,6 +19,8 @@ pub struct ResponsesModel {
     pub(super) reasoning_effort: Option<String>,
     pub(super) web_search: bool,
     pub(super) retry: RetryPolicy,
+    /// Shared with every session on this endpoint (`harness batch`).
+    pub(super) gate: Option<std::sync::Arc<super::gate::RateGate>>,
 }
 
 impl ResponsesModel {
@@ -181,6 +183,7 @@ impl Model for ResponsesModel {
                 &[("authorization", &auth)],
                 body,
                 self.retry,
+                self.gate.as_deref(),
             )
             .await?;
             parse(raw, self.price)

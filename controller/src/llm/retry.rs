@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::ModelError;
+use super::gate::RateGate;
 
 /// How often and how long to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,11 +46,17 @@ pub(crate) async fn post_json(
     headers: &[(&str, &str)],
     body: &Value,
     policy: RetryPolicy,
+    gate: Option<&RateGate>,
 ) -> Result<Value, ModelError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
+        let pass = match gate {
+            Some(gate) => Some(gate.pass().await),
+            None => None,
+        };
         let result = send_once(client, provider, url, headers, body).await;
+        drop(pass);
         match result {
             Ok(value) => return Ok(value),
             Err(err) if err.is_retryable() && attempt < policy.max_attempts => {
@@ -61,6 +68,10 @@ pub(crate) async fn post_json(
                     _ => policy.backoff(attempt - 1),
                 }
                 .min(policy.max_delay);
+                // A 429 slows every session on this endpoint, not only this one.
+                if let (Some(gate), ModelError::Status { status: 429, .. }) = (gate, &err) {
+                    gate.throttle(wait);
+                }
                 tracing::warn!(provider, attempt, wait_ms = wait.as_millis() as u64, cause = %err, "model request failed; retrying");
                 tokio::time::sleep(wait).await;
             }

@@ -36,7 +36,12 @@ pub struct RunMetrics {
     pub harness_ms: u64,
     pub total_ms: u64,
     pub check_passed: Option<bool>,
+    /// From `session_finished`: why it did not pass.
+    pub failure: Option<String>,
     pub torn_lines: u64,
+    /// Every tool call's duration, for percentiles pooled over many runs.
+    #[serde(skip)]
+    pub tool_samples_ms: BTreeMap<String, Vec<u64>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -46,7 +51,10 @@ pub struct Latency {
     pub max: u64,
 }
 
-fn latency(mut samples: Vec<u64>) -> Latency {
+pub(crate) fn latency(mut samples: Vec<u64>) -> Latency {
+    if samples.is_empty() {
+        return Latency::default();
+    }
     samples.sort_unstable();
     let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
     Latency {
@@ -114,6 +122,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             Event::CheckResult(check) => metrics.check_passed = Some(check.passed),
             Event::SessionFinished(finished) => {
                 metrics.outcome = finished.outcome;
+                metrics.failure = finished.failure;
                 finished_ms = Some(finished.duration_ms);
             }
             _ => {}
@@ -121,9 +130,10 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
     }
     metrics.torn_lines = torn;
     metrics.tool_latency_ms = samples
-        .into_iter()
-        .map(|(tool, values)| (tool, latency(values)))
+        .iter()
+        .map(|(tool, values)| (tool.clone(), latency(values.clone())))
         .collect();
+    metrics.tool_samples_ms = samples;
     metrics.total_ms = finished_ms.unwrap_or_else(|| match (first_ts, last_ts) {
         (Some(first), Some(last)) => (last - first) as u64,
         _ => 0,

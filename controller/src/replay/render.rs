@@ -92,6 +92,53 @@ fn block(dir: &Path, seq: u64, ts: String, event: &Event) -> Result<Option<Block
         notes: Vec::new(),
     };
     match event {
+        Event::BatchStarted(batch) => {
+            block.title = format!(
+                "Batch started: {} tasks, {} at once, sandbox {}",
+                batch.tasks.len(),
+                batch.parallel,
+                batch.sandbox
+            );
+            block.notes.push(batch.parallel_reason.clone());
+        }
+        Event::TaskStarted(task) => {
+            block.title = format!("Task {} started (attempt {})", task.task, task.attempt);
+            block.notes.push(format!("log: {}", task.log_dir));
+        }
+        Event::TaskFinished(task) => {
+            block.title = format!(
+                "Task {} {} ({}{})",
+                task.task,
+                if task.passed { "passed" } else { "failed" },
+                task.outcome,
+                task.failure
+                    .as_ref()
+                    .map(|f| format!(", {f}"))
+                    .unwrap_or_default()
+            );
+        }
+        Event::TaskRetried(task) => {
+            block.title = format!("Task {} retried: attempt {}", task.task, task.attempt);
+            block.notes.push(task.reason.clone());
+        }
+        Event::TaskSkipped(task) => {
+            block.title = format!("Task {} skipped", task.task);
+            block.notes.push(task.reason.clone());
+        }
+        Event::BatchFinished(batch) => {
+            block.title = format!(
+                "Batch finished{}: {} passed, {} failed, {} not run, {} retries",
+                if batch.interrupted {
+                    " (interrupted)"
+                } else {
+                    ""
+                },
+                batch.n_passed,
+                batch.n_failed,
+                batch.n_not_run,
+                batch.n_retries
+            );
+        }
         Event::SessionStarted(header) => {
             let config = &header.config;
             block.title = "Session started".to_owned();
@@ -271,7 +318,10 @@ fn block(dir: &Path, seq: u64, ts: String, event: &Event) -> Result<Option<Block
             } else {
                 format!("at least ${:.4} (unknown price)", finished.cost)
             };
-            block.title = format!("Session finished: {}", finished.outcome);
+            block.title = match &finished.failure {
+                Some(failure) => format!("Session finished: {} ({failure})", finished.outcome),
+                None => format!("Session finished: {}", finished.outcome),
+            };
             block.notes.push(format!(
                 "{} turns, {} model calls, {} tool calls, {} in / {} out tokens, {cost}, {:.1} s",
                 finished.turns,

@@ -294,3 +294,63 @@ async fn a_killed_controller_leaves_a_container_that_prune_removes() {
     let (found, _) = docker(&["inspect", &container]);
     assert!(!found, "prune left {container}");
 }
+
+#[tokio::test]
+async fn a_container_that_dies_mid_session_is_an_infrastructure_failure() {
+    if !enabled("a_container_that_dies_mid_session_is_an_infrastructure_failure") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let turns = bash_turn("sleep 60") + "  - text: done\n";
+    let path = task(dir.path(), &turns, "", "check: 'true'\n");
+    let mut command = common::command(&["run", "--policy", "allow-all", "--task"]);
+    command
+        .arg(&path)
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().unwrap();
+    let label = format!("label=agent-harness.controller.pid={}", child.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let container = loop {
+        let (_, id) = docker(&["ps", "-q", "--filter", &label]);
+        if !id.is_empty() {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no container appeared within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Let the command start, then take the container away under it.
+    std::thread::sleep(Duration::from_millis(500));
+    let (killed, _) = docker(&["kill", &container]);
+    assert!(killed);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(8), "{stderr}");
+    let log_dir = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("log: "))
+        .unwrap();
+    let events = events(Path::new(log_dir));
+    let finished = of_type(&events, "session_finished");
+    assert_eq!(finished[0]["data"]["failure"], "infrastructure");
+    assert!(
+        of_type(&events, "error").iter().any(|e| {
+            e["data"]["class"] == "infrastructure"
+                && e["data"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("exited with 137")
+        }),
+        "the log says the container died: {events:?}"
+    );
+    assert!(
+        of_type(&events, "check_result").is_empty(),
+        "no check ran: never a pass"
+    );
+    let (found, _) = docker(&["inspect", &container]);
+    assert!(!found, "the dead container was removed");
+}

@@ -108,6 +108,8 @@ pub struct Captured {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Value,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -204,6 +206,7 @@ async fn handle(
             path,
             headers,
             body,
+            at: std::time::Instant::now(),
         });
         inner.answers.pop_front()
     };

@@ -18,6 +18,8 @@ mod double;
 mod adapters;
 /// The loop: error paths, limits, compaction, the system prompt.
 mod agent_loop;
+/// `harness batch`: parallel tasks, retries, Ctrl-C, resume, pools, rate limits, the report.
+mod batches;
 /// deploy/: the manifests validate, and the Job's pods' command runs (HARNESS_TEST_DEPLOY=1).
 mod deploy;
 /// `--sandbox docker` against a real engine (when HARNESS_TEST_DOCKER=1).

@@ -325,6 +325,7 @@ async fn a_changed_initial_state_diverges_at_the_right_step() {
         None,
         "none",
         &[],
+        None,
     )
     .await
     .unwrap();

@@ -1,0 +1,130 @@
+//! `--sandbox pool:URL,URL…`: running sandbox-servers (the standalone Kubernetes sandbox, say),
+//! leased one task at a time. Before a lease the member must answer `/healthz`, and its
+//! workspace is reset through the API: background processes ended, the workspace replaced by
+//! an empty archive. A member that fails either goes back to the end of the queue and the next
+//! is tried; a lease waits at most a minute for a healthy one.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::sandbox_client::SandboxClient;
+
+/// How long a lease waits for a healthy member.
+const LEASE_PATIENCE: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+pub struct Pool {
+    members: Vec<SandboxClient>,
+    free: Mutex<VecDeque<usize>>,
+    returned: Notify,
+}
+
+/// A member leased to one task; it goes back to the pool when dropped.
+#[derive(Debug)]
+pub struct Lease<'a> {
+    pool: &'a Pool,
+    index: usize,
+}
+
+impl Lease<'_> {
+    pub fn url(&self) -> &str {
+        self.pool.members[self.index].url()
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        self.pool
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(self.index);
+        self.pool.returned.notify_one();
+    }
+}
+
+impl Pool {
+    /// Every member shares the token in `token_file`.
+    pub fn new(urls: &[String], token_file: Option<&Path>) -> anyhow::Result<Pool> {
+        let token = match token_file {
+            Some(file) => Some(
+                std::fs::read_to_string(file)
+                    .with_context(|| format!("reading the pool's token {}", file.display()))?
+                    .trim()
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        Ok(Pool {
+            members: urls
+                .iter()
+                .map(|url| SandboxClient::new(url, token.clone()))
+                .collect(),
+            free: Mutex::new((0..urls.len()).collect()),
+            returned: Notify::new(),
+        })
+    }
+
+    fn take(&self) -> Option<usize> {
+        self.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+    }
+
+    /// A healthy member with an empty workspace.
+    pub async fn lease(&self, cancel: &CancellationToken) -> anyhow::Result<Lease<'_>> {
+        let deadline = tokio::time::Instant::now() + LEASE_PATIENCE;
+        let mut last_problem = String::from("every member was busy");
+        loop {
+            if let Some(index) = self.take() {
+                let lease = Lease { pool: self, index };
+                match self.reset(&self.members[index]).await {
+                    Ok(()) => return Ok(lease),
+                    Err(err) => {
+                        last_problem = format!("{}: {err:#}", self.members[index].url());
+                        tracing::warn!("pool member not leased: {last_problem}");
+                        drop(lease);
+                    }
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "no pool member was healthy within {} s (last: {last_problem})",
+                    LEASE_PATIENCE.as_secs()
+                );
+            }
+            tokio::select! {
+                () = self.returned.notified() => {}
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = cancel.cancelled() => anyhow::bail!("interrupted while waiting for a pool sandbox"),
+            }
+        }
+    }
+
+    /// Health, then a clean slate: no background processes, an empty workspace.
+    async fn reset(&self, member: &SandboxClient) -> anyhow::Result<()> {
+        tokio::time::timeout(Duration::from_secs(5), member.health())
+            .await
+            .context("no answer to /healthz within 5 s")?
+            .context("unhealthy")?;
+        member
+            .kill_background()
+            .await
+            .context("ending its background processes")?;
+        let empty = tar::Builder::new(Vec::new())
+            .into_inner()
+            .context("building an empty archive")?;
+        member
+            .put_archive(empty)
+            .await
+            .context("emptying its workspace")?;
+        Ok(())
+    }
+}

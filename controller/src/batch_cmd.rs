@@ -1,0 +1,303 @@
+//! `harness batch`: the edge that shows a batch to a person (a live bar, or a line per event)
+//! and handles Ctrl-C in two steps.
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use controller::batch::{
+    self, BatchObserver, BatchOptions, Progress, ProgressState, SandboxSource, Stop, report,
+};
+use controller::cli::{BatchArgs, ProgressMode};
+use controller::exit_code;
+use controller::llm::gate::Gates;
+use controller::policy::Approve;
+use controller::session::SessionSummary;
+
+pub(crate) async fn run(args: BatchArgs) -> i32 {
+    match run_inner(args).await {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            exit_code::ERROR
+        }
+    }
+}
+
+async fn run_inner(mut args: BatchArgs) -> anyhow::Result<i32> {
+    // Registered first: a Ctrl-C at any point takes the two-step path.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("installing the Ctrl-C handler")?;
+    let tasks = batch::collect_tasks(&args.tasks)?;
+    let sandbox = SandboxSource::parse(args.session.sandbox.as_deref().unwrap_or("local"))
+        .map_err(anyhow::Error::msg)?;
+    let rules = args
+        .rate_limits
+        .iter()
+        .map(|rule| Gates::parse_rule(rule))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    if args.session.approve == Approve::Ask {
+        eprintln!(
+            "note: a batch has nobody to ask, so a call the policy asks about is refused \
+             (--approve never); --approve auto approves them instead"
+        );
+        args.session.approve = Approve::Never;
+    }
+    let per_task = match (&sandbox, &args.session.memory) {
+        (SandboxSource::Docker, Some(text)) => controller::docker_sandbox::parse_bytes(text)
+            .map_err(|why| anyhow::anyhow!("--memory {why}"))?
+            as u64,
+        (SandboxSource::Docker, None) => 1 << 30,
+        _ => 512 << 20,
+    };
+    let pool_size = match &sandbox {
+        SandboxSource::Pool(urls) => Some(urls.len()),
+        _ => None,
+    };
+    let (parallel, parallel_reason) = match args.parallel {
+        Some(0) => anyhow::bail!("--parallel must be at least 1"),
+        Some(n) => (n, format!("{n} (--parallel)")),
+        None => batch::default_parallel(per_task, pool_size),
+    };
+    let batch_id = match (&args.out, args.resume) {
+        (Some(out), true) => out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "batch".to_owned()),
+        _ => format!("batch-{}", controller::event_log::new_session_id()),
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.session.log_dir.join(&batch_id));
+    let options = BatchOptions {
+        batch_id,
+        tasks,
+        session: args.session.clone(),
+        sandbox,
+        parallel,
+        parallel_reason: parallel_reason.clone(),
+        retries: args.retries,
+        out: out.clone(),
+        resume: args.resume,
+    };
+    let bar = match args.progress {
+        ProgressMode::Bar => true,
+        ProgressMode::Lines => false,
+        ProgressMode::Auto => std::io::stdout().is_terminal(),
+    };
+    eprintln!(
+        "batch: {} tasks, {parallel_reason}, sandbox {}, log {}",
+        options.tasks.len(),
+        args.session.sandbox.as_deref().unwrap_or("local"),
+        out.display()
+    );
+
+    let stop = Stop::default();
+    let on_interrupt = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if interrupt.recv().await.is_some() {
+                eprintln!(
+                    "\ninterrupted: no new tasks start; the running ones finish (Ctrl-C again to stop them)"
+                );
+                stop.new_tasks.cancel();
+            }
+            if interrupt.recv().await.is_some() {
+                eprintln!("\nstopping the running tasks and removing their sandboxes");
+                stop.running.cancel();
+            }
+        })
+    };
+    let progress = Arc::new(Progress::default());
+    let display = Arc::new(Display {
+        bar,
+        pending: Mutex::new(Vec::new()),
+        drawn: Mutex::new(0),
+    });
+    let painter = bar.then(|| {
+        let (display, progress) = (display.clone(), progress.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            loop {
+                display.paint(&progress.snapshot(), started, parallel);
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    });
+    let gates = Arc::new(Gates::new(rules));
+    let result = batch::run_batch(&options, progress.clone(), display.clone(), gates, stop).await;
+    on_interrupt.abort();
+    if let Some(painter) = painter {
+        painter.abort();
+        display.clear();
+    }
+    display.flush();
+    let outcome = result?;
+
+    let report = report::load(&out).context("reading the batch back for its report")?;
+    let json = serde_json::to_vec_pretty(&report).context("writing the report")?;
+    std::fs::write(out.join("report.json"), json)
+        .with_context(|| format!("writing {}", out.join("report.json").display()))?;
+    let html = report::write_html(&out, &report)?;
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    report::write_text(&report, &mut lock).context("writing the report")?;
+    writeln!(
+        lock,
+        "report: {} and report.json; logs: {}/<task>/",
+        html.display(),
+        out.display()
+    )
+    .context("writing the report")?;
+    Ok(if outcome.interrupted {
+        exit_code::INTERRUPTED
+    } else if outcome.failed > 0 {
+        exit_code::SOME_FAILED
+    } else {
+        exit_code::COMPLETED
+    })
+}
+
+/// The one writer of stdout while the batch runs: event lines, and in bar mode the bar.
+struct Display {
+    bar: bool,
+    /// Lines waiting to be printed above the bar.
+    pending: Mutex<Vec<String>>,
+    /// Lines the bar took last time it was drawn.
+    drawn: Mutex<usize>,
+}
+
+impl Display {
+    fn line(&self, text: String) {
+        if self.bar {
+            self.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(text);
+        } else {
+            println!("{text}");
+        }
+    }
+
+    /// Erases the bar.
+    fn clear(&self) {
+        let mut drawn = self.drawn.lock().unwrap_or_else(|p| p.into_inner());
+        if *drawn > 0 {
+            print!("\x1b[{}F\x1b[J", *drawn);
+            *drawn = 0;
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Prints what is pending.
+    fn flush(&self) {
+        let lines: Vec<String> =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        for line in lines {
+            println!("{line}");
+        }
+    }
+
+    fn paint(&self, state: &ProgressState, started: Instant, parallel: usize) {
+        self.clear();
+        self.flush();
+        if state.total == 0 && state.skipped == 0 {
+            // Not started yet.
+            return;
+        }
+        let width = 30;
+        let filled = (width * state.done)
+            .checked_div(state.total)
+            .unwrap_or(width);
+        let eta = if state.durations.is_empty() || state.done >= state.total {
+            "--".to_owned()
+        } else {
+            let mean = state.durations.iter().sum::<Duration>() / state.durations.len() as u32;
+            let remaining = (state.total - state.done) as u32;
+            let at_once = parallel.max(1).min(state.total - state.done) as u32;
+            clock(mean * remaining.div_ceil(at_once))
+        };
+        let mut lines = vec![format!(
+            "[{}{}] {}/{} done  {} passed  {} failed  {} running{}  elapsed {}  left ~{eta}",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            state.done,
+            state.total,
+            state.passed,
+            state.failed,
+            state.running.len(),
+            if state.retries > 0 {
+                format!("  {} retried", state.retries)
+            } else {
+                String::new()
+            },
+            clock(started.elapsed()),
+        )];
+        for (task, running) in &state.running {
+            let totals = *running.totals.lock().unwrap_or_else(|p| p.into_inner());
+            lines.push(format!(
+                "  {task:<28} try {}  step {:>3}  tools {:>3}  ${:.4}  {}",
+                running.attempt,
+                totals.turns,
+                totals.tool_calls,
+                totals.cost,
+                clock(running.started.elapsed())
+            ));
+        }
+        // A line wider than the terminal would wrap and throw off the redraw.
+        let columns = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.parse::<usize>().ok())
+            .unwrap_or(100)
+            .max(20);
+        for line in &lines {
+            println!("{}", line.chars().take(columns - 1).collect::<String>());
+        }
+        *self.drawn.lock().unwrap_or_else(|p| p.into_inner()) = lines.len();
+        let _ = std::io::stdout().flush();
+    }
+}
+
+fn clock(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    if secs >= 3600 {
+        format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+    } else {
+        format!("{}:{:02}", secs / 60, secs % 60)
+    }
+}
+
+impl BatchObserver for Display {
+    fn task_started(&self, task: &str, attempt: u32) {
+        if !self.bar {
+            self.line(format!("started  {task} (attempt {attempt})"));
+        }
+    }
+
+    fn task_finished(&self, task: &str, summary: &SessionSummary, passed: bool) {
+        let verdict = if passed { "passed" } else { "FAILED" };
+        let why = summary
+            .failure
+            .map(|f| format!(" [{}]", f.name()))
+            .unwrap_or_default();
+        self.line(format!(
+            "{verdict:<8} {task}: {}{why}, {} steps, {} tool calls, ${:.4}, {:.1} s",
+            summary.outcome,
+            summary.totals.turns,
+            summary.totals.tool_calls,
+            summary.totals.cost,
+            summary.duration.as_secs_f64()
+        ));
+    }
+
+    fn task_retried(&self, task: &str, attempt: u32, reason: &str) {
+        self.line(format!("retry    {task} (attempt {attempt}): {reason}"));
+    }
+
+    fn note(&self, text: &str) {
+        self.line(format!("note     {text}"));
+    }
+}
