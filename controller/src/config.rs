@@ -284,3 +284,76 @@ impl RunConfig {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// Resolves `harness run ARGS` with a task file holding `task`.
+    fn resolve(task: &str, args: &[&str]) -> anyhow::Result<RunConfig> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("task.yaml");
+        std::fs::write(&path, task).unwrap();
+        let mut argv = vec!["harness", "run", "--task", path.to_str().unwrap()];
+        argv.extend_from_slice(args);
+        let Command::Run(run) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not run")
+        };
+        RunConfig::resolve(&run)
+    }
+
+    #[test]
+    fn a_docker_sandbox_takes_its_limits_from_the_task_and_the_flags() {
+        let config = resolve(
+            "prompt: p\nnetwork: host\nsandbox: {provider: docker, memory: 2g, cpus: 1.5, lifetime: 30m}\n",
+            &["--pids", "256"],
+        )
+        .unwrap();
+        let SandboxTarget::Docker(spec) = config.sandbox else {
+            panic!("{:?}", config.sandbox)
+        };
+        assert_eq!(spec.memory, Some(2 << 30));
+        assert_eq!(spec.cpus, Some(1.5));
+        assert_eq!(spec.pids, Some(256));
+        assert_eq!(spec.network, "host");
+        assert_eq!(spec.lifetime, Some(std::time::Duration::from_secs(1800)));
+        assert_eq!(config.lifetime, spec.lifetime);
+        // The flag wins over the task's provider.
+        let config = resolve(
+            "prompt: p\nsandbox: {provider: docker}\n",
+            &["--sandbox", "local"],
+        );
+        assert_eq!(config.unwrap().sandbox, SandboxTarget::Local);
+    }
+
+    #[test]
+    fn container_limits_outside_docker_and_bad_values_are_named() {
+        let err = resolve("prompt: p\n", &["--memory", "1g"]).unwrap_err();
+        assert!(
+            err.to_string().contains("memory") && err.to_string().contains("--sandbox docker"),
+            "{err}"
+        );
+        let err = resolve(
+            "prompt: p\nsandbox: {provider: docker, memory: lots}\n",
+            &[],
+        );
+        assert!(err.unwrap_err().to_string().contains("`lots`"));
+        let err = resolve("prompt: p\nsandbox: {lifetime: soon}\n", &[]);
+        assert!(
+            err.unwrap_err()
+                .to_string()
+                .contains("sandbox.lifetime `soon`")
+        );
+        let err = resolve("prompt: p\nsandbox: {provider: docker}\n", &["--pids", "2"]);
+        assert!(err.unwrap_err().to_string().contains("pids: 2"));
+        let err = resolve("prompt: p\nsandbox: {provider: vm}\n", &[]);
+        assert!(
+            err.unwrap_err()
+                .to_string()
+                .contains("sandbox.provider: expected")
+        );
+    }
+}

@@ -215,11 +215,11 @@ impl DockerSandbox {
             .map_err(|err| match &err {
                 bollard::errors::Error::DockerResponseServerError {
                     status_code: 404, ..
-                } => anyhow::anyhow!(
+                } => anyhow::Error::new(crate::session::BadInput(format!(
                     "the image `{}` is not on the Docker engine: build it (docker/README.md) or \
                      name another with --image",
                     spec.image
-                ),
+                ))),
                 _ => anyhow::Error::new(err).context("creating the sandbox container"),
             })?;
         let mut sandbox = DockerSandbox {

@@ -30,6 +30,17 @@ use crate::run_loop::{Agent, Observer, Outcome, Totals};
 use crate::sandbox_client::SandboxClient;
 use crate::{prompt, seed};
 
+/// An error that is the input's fault, not the infrastructure's: not worth a retry.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+impl BadInput {
+    pub fn wrap(err: &anyhow::Error) -> anyhow::Error {
+        anyhow::Error::new(BadInput(format!("{err:#}")))
+    }
+}
+
 /// Why a session did not pass, as batch reports group them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
@@ -197,7 +208,7 @@ pub async fn start_sandbox(
 ) -> anyhow::Result<(SandboxHandle, SandboxClient)> {
     match &config.sandbox {
         SandboxTarget::Local => {
-            let dir = local_workspace(config)?;
+            let dir = local_workspace(config).map_err(|err| BadInput::wrap(&err))?;
             observer.note(&format!("workspace: {}", dir.display()));
             let sandbox = LocalSandbox::start(
                 &dir,
@@ -413,42 +424,50 @@ pub async fn run_session(
         result = start_sandbox(config, &session_id, &token, server_log.as_deref(), observer) => Some(result),
         () = cancel.cancelled() => None,
     };
+    let nowhere = SandboxClient::new("http://unreachable.invalid", None);
+    let unstarted = Parts {
+        options,
+        session_id: &session_id,
+        model: model.as_ref(),
+        policy: policy.as_ref(),
+        client: &nowhere,
+        container: None,
+        recorder: None,
+        observer,
+    };
     let (mut handle, client) = match boot {
         Some(Ok(pair)) => pair,
         Some(Err(err)) => {
-            // Nothing of the task ran: whatever stopped the sandbox is the infrastructure's.
+            // Nothing of the task ran. A sandbox that would not start is the infrastructure's
+            // failure, unless the input was wrong (a folder that is not empty, an image the
+            // engine does not have).
+            let bad_input = err.chain().any(|cause| cause.is::<BadInput>());
+            let (class, failure, code) = if bad_input {
+                ("internal", Failure::Error, exit_code::ERROR)
+            } else {
+                (
+                    "infrastructure",
+                    Failure::Infrastructure,
+                    exit_code::INFRASTRUCTURE,
+                )
+            };
             let message = format!("starting the sandbox: {err:#}");
             observer.note(&format!("error: {message}"));
-            let parts = Parts {
-                options,
-                session_id: &session_id,
-                model: model.as_ref(),
-                policy: policy.as_ref(),
-                client: &SandboxClient::new("http://unreachable.invalid", None),
-                container: None,
-                recorder: None,
-                observer,
-            };
-            let _ = parts.header(&log, None, None).await;
+            let _ = unstarted.header(&log, None, None).await;
             let event = ErrorEvent {
-                class: "infrastructure".to_owned(),
+                class: class.to_owned(),
                 message,
                 call_id: None,
             };
             let _ = log.record(Event::Error(event)).await;
             return finish(
                 &log,
-                summary(
-                    exit_code::INFRASTRUCTURE,
-                    "error",
-                    Some(Failure::Infrastructure),
-                    String::new(),
-                    totals,
-                ),
+                summary(code, "error", Some(failure), String::new(), totals),
             )
             .await;
         }
         None => {
+            let _ = unstarted.header(&log, None, None).await;
             let _ = log
                 .record(Event::Error(ErrorEvent {
                     class: "interrupted".to_owned(),
