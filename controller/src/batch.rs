@@ -298,6 +298,21 @@ pub async fn run_batch(
             options.out.display()
         );
     }
+    if !log_exists && options.out.exists() {
+        let empty = std::fs::read_dir(&options.out)
+            .with_context(|| format!("reading {}", options.out.display()))?
+            .next()
+            .is_none();
+        if !empty {
+            anyhow::bail!(
+                "{} exists and is not a batch folder (it has no batch log): choose another --out",
+                options.out.display()
+            );
+        }
+        // An empty folder made for the batch: the log makes it again.
+        std::fs::remove_dir(&options.out)
+            .with_context(|| format!("using {}", options.out.display()))?;
+    }
     let secrets = crate::secrets::values(&[]);
     let log = if log_exists {
         EventLog::reopen(&options.out, Durability::Durable, secrets)

@@ -623,6 +623,24 @@ async fn bad_batches_are_refused_before_anything_runs() {
         run.stderr
     );
 
+    // An existing folder that is not a batch is never written into.
+    let run = common::run(
+        batch(&[
+            "--out",
+            other.path().to_str().unwrap(),
+            tasks.path().join("fine.yaml").to_str().unwrap(),
+        ]),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("is not a batch folder"),
+        "{}",
+        run.stderr
+    );
+    assert!(!other.path().join("events.jsonl").exists());
+
     let run = common::run(
         batch(&[
             "--rate-limit",
