@@ -354,3 +354,67 @@ async fn a_container_that_dies_mid_session_is_an_infrastructure_failure() {
     let (found, _) = docker(&["inspect", &container]);
     assert!(!found, "the dead container was removed");
 }
+
+#[tokio::test]
+async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
+    if !enabled("a_batch_runs_each_task_in_its_own_container_and_leaves_none") {
+        return;
+    }
+    let tasks = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        let dir = tasks.path();
+        std::fs::write(
+            dir.join(format!("c{i}.turns")),
+            format!(
+                "turns:\n{}  - text: done\n",
+                bash_turn(&format!("echo {i} > n"))
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(format!("c{i}.yaml")),
+            format!(
+                "prompt: p\nmodel: {{name: 'script:c{i}.turns'}}\ncheck: 'test $(cat n) = {i}'\n"
+            ),
+        )
+        .unwrap();
+    }
+    let out = tempfile::tempdir().unwrap().path().join("batch");
+    let run = common::run(
+        common::command(&[
+            "batch",
+            "--policy",
+            "allow-all",
+            "--sandbox",
+            "docker",
+            "--image",
+            &image(),
+            "--memory",
+            "256m",
+            "--parallel",
+            "2",
+            "--progress",
+            "lines",
+            "--out",
+            out.to_str().unwrap(),
+            tasks.path().to_str().unwrap(),
+        ]),
+        Duration::from_secs(180),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let events = events(&out.join(format!("c{i}")));
+        let id = events[0]["data"]["config"]["container"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (found, _) = docker(&["inspect", &id]);
+        assert!(!found, "c{i}'s container {id} is still there");
+        ids.push(id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "one container per task");
+}
