@@ -128,3 +128,11 @@ impl Run {
         PathBuf::from(line)
     }
 }
+
+/// One turn of a scripted model (YAML, indented for `turns:`) that runs `cmd` with `bash`.
+pub fn bash_turn(cmd: &str) -> String {
+    format!(
+        "  - text: run\n    tool_calls:\n      - name: bash\n        arguments: {{cmd: {}}}\n",
+        serde_json::to_string(cmd).unwrap()
+    )
+}

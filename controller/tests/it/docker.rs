@@ -76,11 +76,23 @@ fn outputs(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn bash_turn(cmd: &str) -> String {
-    format!(
-        "  - text: run\n    tool_calls:\n      - name: bash\n        arguments: {{cmd: {}}}\n",
-        serde_json::to_string(cmd).unwrap()
-    )
+use common::bash_turn;
+
+/// The id of the container the harness with this pid started, once it exists (bounded).
+fn container_of(harness_pid: u32) -> String {
+    let label = format!("label=agent-harness.controller.pid={harness_pid}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, id) = docker(&["ps", "-q", "--filter", &label]);
+        if !id.is_empty() {
+            return id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no container appeared within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[tokio::test]
@@ -263,19 +275,7 @@ async fn a_killed_controller_leaves_a_container_that_prune_removes() {
     let mut command = common::command(&["run", "--policy", "allow-all", "--task"]);
     command.arg(&path).current_dir(dir.path());
     let mut child = command.spawn().unwrap();
-    let label = format!("label=agent-harness.controller.pid={}", child.id());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let container = loop {
-        let (_, id) = docker(&["ps", "-q", "--filter", &label]);
-        if !id.is_empty() {
-            break id;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no container appeared within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let container = container_of(child.id());
     child.kill().unwrap();
     child.wait().unwrap();
     let (found, _) = docker(&["inspect", &container]);
@@ -310,19 +310,7 @@ async fn a_container_that_dies_mid_session_is_an_infrastructure_failure() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = command.spawn().unwrap();
-    let label = format!("label=agent-harness.controller.pid={}", child.id());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let container = loop {
-        let (_, id) = docker(&["ps", "-q", "--filter", &label]);
-        if !id.is_empty() {
-            break id;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no container appeared within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let container = container_of(child.id());
     // Let the command start, then take the container away under it.
     std::thread::sleep(Duration::from_millis(500));
     let (killed, _) = docker(&["kill", &container]);
