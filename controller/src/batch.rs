@@ -291,6 +291,12 @@ pub async fn run_batch(
         anyhow::bail!("the batch did not start:\n  {}", problems.join("\n  "));
     }
     let log_exists = options.out.join("events.jsonl").is_file();
+    if log_exists && !report::is_batch(&options.out) {
+        anyhow::bail!(
+            "{} holds a log that is not a batch's (a session's?): choose another --out",
+            options.out.display()
+        );
+    }
     if log_exists && !options.resume {
         anyhow::bail!(
             "{} holds a batch already: add --resume to run the tasks it has not finished, or \
@@ -642,7 +648,12 @@ impl TaskContext<'_> {
         let _ = self
             .log
             .record(Event::Error(crate::event_log::ErrorEvent {
-                class: failure.name().to_owned(),
+                class: match failure {
+                    Failure::Infrastructure => "infrastructure",
+                    Failure::Interrupted => "interrupted",
+                    _ => "internal",
+                }
+                .to_owned(),
                 message: format!("{}: {err:#}", task.id),
                 call_id: None,
             }))

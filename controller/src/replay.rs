@@ -69,22 +69,42 @@ pub fn text(dir: &Path, text: &Text) -> Result<String, ReplayError> {
     }
 }
 
-/// Session folders named by `paths`: each is a session, or a folder of sessions (a batch).
+/// The folders directly under `dir` that hold a log.
+fn child_logs(dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|err| ReplayError::Io(format!("{}: {err}", dir.display())))?;
+    Ok(entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("events.jsonl").is_file())
+        .collect())
+}
+
+/// Session folders named by `paths`: each is a session, or a folder of sessions (a batch's
+/// tasks, or a log folder in which a batch folder stands for its tasks).
 pub fn session_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReplayError> {
     let mut dirs = Vec::new();
     for path in paths {
         let path = reader::session_dir(path);
+        if crate::batch::report::is_batch(&path) {
+            let mut tasks = child_logs(&path)?;
+            tasks.sort();
+            dirs.extend(tasks);
+            continue;
+        }
         if path.join("events.jsonl").is_file() {
             dirs.push(path);
             continue;
         }
-        let entries = std::fs::read_dir(&path)
-            .map_err(|err| ReplayError::Io(format!("{}: {err}", path.display())))?;
-        let mut found: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.join("events.jsonl").is_file())
-            .collect();
+        let mut found = Vec::new();
+        for child in child_logs(&path)? {
+            // A batch folder among them stands for its tasks' sessions, not for itself.
+            if crate::batch::report::is_batch(&child) {
+                found.extend(child_logs(&child)?);
+            } else {
+                found.push(child);
+            }
+        }
         if found.is_empty() {
             return Err(ReplayError::NotALog(path));
         }

@@ -17,6 +17,8 @@ use crate::sandbox_client::SandboxClient;
 
 /// How long a lease waits for a healthy member.
 const LEASE_PATIENCE: Duration = Duration::from_secs(60);
+/// How long ending a member's processes and emptying its workspace may take.
+const RESET_PATIENCE: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 pub struct Pool {
@@ -108,23 +110,28 @@ impl Pool {
         }
     }
 
-    /// Health, then a clean slate: no background processes, an empty workspace.
+    /// Health, then a clean slate: no background processes, an empty workspace. A member that
+    /// answers its health check but then hangs is given up on after a minute.
     async fn reset(&self, member: &SandboxClient) -> anyhow::Result<()> {
         tokio::time::timeout(Duration::from_secs(5), member.health())
             .await
             .context("no answer to /healthz within 5 s")?
             .context("unhealthy")?;
-        member
-            .kill_background()
+        let clean = async {
+            member
+                .kill_background()
+                .await
+                .context("ending its background processes")?;
+            let empty = tar::Builder::new(Vec::new())
+                .into_inner()
+                .context("building an empty archive")?;
+            member
+                .put_archive(empty)
+                .await
+                .context("emptying its workspace")
+        };
+        tokio::time::timeout(RESET_PATIENCE, clean)
             .await
-            .context("ending its background processes")?;
-        let empty = tar::Builder::new(Vec::new())
-            .into_inner()
-            .context("building an empty archive")?;
-        member
-            .put_archive(empty)
-            .await
-            .context("emptying its workspace")?;
-        Ok(())
+            .with_context(|| format!("no reset within {} s", RESET_PATIENCE.as_secs()))?
     }
 }

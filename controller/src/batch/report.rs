@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::super::replay::metrics::{self, Latency};
 use super::super::replay::{ReplayError, events, render};
 use crate::event_log::{Event, GateRecord};
+use crate::prompt::escape;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskRow {
@@ -324,13 +325,6 @@ pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<
         )?;
     }
     Ok(())
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// Writes `transcripts/<task>.html` for every task that ran, then `report.html` linking them;

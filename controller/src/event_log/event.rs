@@ -358,7 +358,9 @@ pub struct Compaction {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorEvent {
-    /// `model`, `sandbox`, `tool`, `policy` or `internal`.
+    /// `model`, `sandbox` (a request to it failed), `tool`, `policy`, `infrastructure` (the
+    /// sandbox was found dead, or would not start), `limit` (the lifetime ran out),
+    /// `interrupted` or `internal`.
     pub class: String,
     pub message: String,
     pub call_id: Option<String>,

@@ -25,12 +25,7 @@ fn write_task(dir: &Path, name: &str, turns: &str, extra: &str) {
     .unwrap();
 }
 
-fn bash(cmd: &str) -> String {
-    format!(
-        "  - text: working\n    tool_calls:\n      - name: bash\n        arguments: {{cmd: {}}}\n",
-        serde_json::to_string(cmd).unwrap()
-    )
-}
+use common::bash_turn as bash;
 
 const DONE: &str = "  - text: done\n";
 
@@ -217,6 +212,24 @@ async fn twenty_tasks_four_at_once_with_failures_a_retry_and_a_report_that_agree
         assert_eq!(task["tool_calls"], tools, "{name}");
         assert_eq!(task["duration_ms"], m["total_ms"], "{name}");
     }
+    // A log folder holding the batch measures the batch's tasks, not the batch log itself.
+    let folder = common::run(
+        common::command(&[
+            "replay",
+            "metrics",
+            "--json",
+            out.parent().unwrap().to_str().unwrap(),
+        ]),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(folder.code, 0, "{}", folder.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&folder.stdout).unwrap();
+    assert_eq!(rows.len(), 20);
+    assert!(
+        rows.iter().all(|r| r["outcome"] != "incomplete"),
+        "{rows:?}"
+    );
     // `replay metrics` on the batch folder is the same report.
     let again = common::run(
         common::command(&["replay", "metrics", "--json", out.to_str().unwrap()]),
@@ -621,6 +634,27 @@ async fn bad_batches_are_refused_before_anything_runs() {
         run.stderr.contains("two tasks are named `fine`"),
         "{}",
         run.stderr
+    );
+
+    // A session's log is never taken for a batch's, even with --resume.
+    let session = tempfile::tempdir().unwrap();
+    let header = "{\"seq\":0,\"ts\":\"2026-11-30T00:00:00.000Z\",\"type\":\"session_started\",\"data\":{}}\n";
+    std::fs::write(session.path().join("events.jsonl"), header).unwrap();
+    let run = common::run(
+        batch(&[
+            "--resume",
+            "--out",
+            session.path().to_str().unwrap(),
+            tasks.path().join("fine.yaml").to_str().unwrap(),
+        ]),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("not a batch's"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(session.path().join("events.jsonl")).unwrap(),
+        header
     );
 
     // An existing folder that is not a batch is never written into.
