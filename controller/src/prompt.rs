@@ -1,6 +1,8 @@
 //! The system prompt: the base prompt, the workspace's AGENTS.md, then the skills catalogue,
 //! each read through the sandbox API, in the seed's format.
 
+use sandbox_protocol::EntryKind;
+
 use crate::sandbox_client::{SandboxClient, SandboxError};
 
 /// The seed's base prompt.
@@ -70,7 +72,7 @@ async fn find_skills(sandbox: &SandboxClient) -> Result<(Vec<Skill>, Vec<String>
     for entry in listing
         .entries
         .iter()
-        .filter(|entry| entry.kind == "dir" || entry.kind == "symlink")
+        .filter(|entry| matches!(entry.kind, EntryKind::Dir | EntryKind::Symlink))
     {
         let location = format!("{SKILLS_DIR}/{}/SKILL.md", entry.name);
         let bytes = match sandbox.get_file(&location).await {

@@ -130,7 +130,7 @@ impl Recorder {
 
 fn version_record(version: &FileVersion) -> VersionRecord {
     VersionRecord {
-        kind: version.kind.clone(),
+        kind: version.kind,
         size: version.size,
         mode: version.mode,
         sha256: version.sha256.clone(),
@@ -141,7 +141,7 @@ fn version_record(version: &FileVersion) -> VersionRecord {
 fn change_record(change: &FileChange) -> ChangeRecord {
     ChangeRecord {
         path: change.path.clone(),
-        change: change.change.clone(),
+        change: change.change,
         before: change.before.as_ref().map(version_record),
         after: change.after.as_ref().map(version_record),
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use sandbox_protocol::{
-    ChangesResponse, DirListing, ErrorResponse, FingerprintResponse, InfoResponse,
+    ChangesResponse, DirListing, ErrorResponse, ErrorType, FingerprintResponse, InfoResponse,
     ManifestResponse, SnapshotResponse, ToolSpec,
 };
 use serde::de::DeserializeOwned;
@@ -20,7 +20,7 @@ pub enum SandboxError {
     #[error("{message}")]
     Api {
         status: u16,
-        error_type: String,
+        error_type: ErrorType,
         message: String,
     },
     /// The sandbox answered with something that is not its API.
@@ -35,10 +35,7 @@ impl SandboxError {
             SandboxError::Unreachable { .. } | SandboxError::BadResponse { .. } => true,
             SandboxError::Api {
                 status, error_type, ..
-            } => {
-                *status == 401
-                    || (*status >= 500 && error_type != "io_error" && error_type != "spawn_failed")
-            }
+            } => error_type.is_infrastructure(*status),
         }
     }
 }

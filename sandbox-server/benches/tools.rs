@@ -150,96 +150,136 @@ fn main() {
         "abcdefghijklmnopqrstuvwxyz0123456789!\n".repeat(270),
     )
     .unwrap();
-    let content_10kb = "x".repeat(10_239) + "\n";
+    let (starts, idle_rss) = starts(workspace.path());
+    let mut rows = bare_spawns();
+    let mut values = Vec::new();
+    for worker_threads in [2, 1] {
+        http_rows(workspace.path(), worker_threads, &mut rows, &mut values);
+    }
+    rows.extend(change_detection());
+    rows.push(Row {
+        what: format!("start to first healthy answer ({STARTS} starts)"),
+        p50: percentile(&starts, 0.5),
+        p99: percentile(&starts, 0.99),
+    });
+    values.push(format!(
+        "| idle RSS after start (median of {STARTS}) | {} KiB |",
+        idle_rss[idle_rss.len() / 2]
+    ));
+    println!("\n| measurement | p50 ms | p99 ms |");
+    println!("|---|---:|---:|");
+    for row in rows {
+        println!("| {} | {} | {} |", row.what, ms(row.p50), ms(row.p99));
+    }
+    println!();
+    println!("| measurement | value |");
+    println!("|---|---:|");
+    for line in &values {
+        println!("{line}");
+    }
+}
 
+/// Start-up times and idle memory over `STARTS` fresh servers, sorted.
+fn starts(workspace: &std::path::Path) -> (Vec<Duration>, Vec<u64>) {
     let mut starts: Vec<Duration> = Vec::new();
     let mut idle_rss = Vec::new();
     for _ in 0..STARTS {
-        let (server, elapsed) = start(workspace.path(), 2);
+        let (server, elapsed) = start(workspace, 2);
         starts.push(elapsed);
         std::thread::sleep(Duration::from_millis(100));
         idle_rss.push(rss_kib(server.child.id()));
     }
     starts.sort();
     idle_rss.sort_unstable();
+    (starts, idle_rss)
+}
 
-    let mut rows = vec![
-        measure("bare fork+exec `/bin/sh -c true`", SEQUENTIAL_CALLS, || {
-            assert!(
-                Command::new("/bin/sh")
-                    .args(["-c", "true"])
-                    .status()
-                    .unwrap()
-                    .success()
-            );
-        }),
-        measure("bare fork+exec `bash -c true`", SEQUENTIAL_CALLS, || {
-            assert!(
-                Command::new("bash")
-                    .args(["-c", "true"])
-                    .status()
-                    .unwrap()
-                    .success()
-            );
-        }),
-    ];
-    let mut rates = Vec::new();
-    let mut rss_after = Vec::new();
-    for worker_threads in [2, 1] {
-        let (server, _) = start(workspace.path(), worker_threads);
-        let client = reqwest::blocking::Client::new();
-        let base = server.base.clone();
-        let tag = format!(
-            "({worker_threads} worker thread{})",
-            if worker_threads == 1 { "" } else { "s" }
-        );
-        rows.push(measure(
-            &format!("HTTP bash `true` {tag}"),
+/// The floor: a bare fork and exec of each shell, no server in between.
+fn bare_spawns() -> Vec<Row> {
+    ["/bin/sh", "bash"]
+        .into_iter()
+        .map(|shell| {
+            measure(
+                &format!("bare fork+exec `{shell} -c true`"),
+                SEQUENTIAL_CALLS,
+                || {
+                    let status = Command::new(shell).args(["-c", "true"]).status();
+                    assert!(status.unwrap().success());
+                },
+            )
+        })
+        .collect()
+}
+
+/// Latency of each tool over one keep-alive client, then throughput with many clients.
+fn http_rows(
+    workspace: &std::path::Path,
+    worker_threads: usize,
+    rows: &mut Vec<Row>,
+    values: &mut Vec<String>,
+) {
+    let content_10kb = "x".repeat(10_239) + "\n";
+    let (server, _) = start(workspace, worker_threads);
+    let client = reqwest::blocking::Client::new();
+    let base = server.base.clone();
+    let tag = format!(
+        "({worker_threads} worker thread{})",
+        if worker_threads == 1 { "" } else { "s" }
+    );
+    let calls: [(&str, &str, Value, usize); 3] = [
+        (
+            "bash `true`",
+            "bash",
+            json!({"cmd": "true"}),
             SEQUENTIAL_CALLS,
-            || call(&client, &base, "bash", &json!({"cmd": "true"})),
-        ));
-        rows.push(measure(
-            &format!("HTTP read_file 10 KB {tag}"),
+        ),
+        (
+            "read_file 10 KB",
+            "read_file",
+            json!({"path": "ten-kb.txt"}),
             SEQUENTIAL_CALLS * 2,
-            || call(&client, &base, "read_file", &json!({"path": "ten-kb.txt"})),
-        ));
-        rows.push(measure(
-            &format!("HTTP write_file 10 KB {tag}"),
+        ),
+        (
+            "write_file 10 KB",
+            "write_file",
+            json!({"path": "out.txt", "content": content_10kb}),
             SEQUENTIAL_CALLS * 2,
-            || {
-                call(
-                    &client,
-                    &base,
-                    "write_file",
-                    &json!({"path": "out.txt", "content": content_10kb}),
-                )
-            },
-        ));
-        rows.push(measure(
-            &format!("HTTP GET /healthz {tag}"),
-            SEQUENTIAL_CALLS * 2,
-            || {
-                let _ = client
-                    .get(format!("{base}/healthz"))
-                    .send()
-                    .unwrap()
-                    .bytes()
-                    .unwrap();
-            },
-        ));
-        let bash_rps = throughput(&base, "bash", json!({"cmd": "true"}));
-        let read_rps = throughput(&base, "read_file", json!({"path": "ten-kb.txt"}));
-        rates.push(format!(
-            "| bash `true`, {CONCURRENT_CLIENTS} concurrent clients {tag} | {bash_rps:.0} calls/s |"
-        ));
-        rates.push(format!("| read_file 10 KB, {CONCURRENT_CLIENTS} concurrent clients {tag} | {read_rps:.0} calls/s |"));
-        rss_after.push(format!(
-            "| RSS after the runs above {tag} | {} KiB |",
-            rss_kib(server.child.id())
-        ));
+        ),
+    ];
+    for (what, tool, args, n) in calls {
+        rows.push(measure(&format!("HTTP {what} {tag}"), n, || {
+            call(&client, &base, tool, &args)
+        }));
     }
+    rows.push(measure(
+        &format!("HTTP GET /healthz {tag}"),
+        SEQUENTIAL_CALLS * 2,
+        || {
+            let _ = client
+                .get(format!("{base}/healthz"))
+                .send()
+                .unwrap()
+                .bytes()
+                .unwrap();
+        },
+    ));
+    let bash_rps = throughput(&base, "bash", json!({"cmd": "true"}));
+    let read_rps = throughput(&base, "read_file", json!({"path": "ten-kb.txt"}));
+    values.push(format!(
+        "| bash `true`, {CONCURRENT_CLIENTS} concurrent clients {tag} | {bash_rps:.0} calls/s |"
+    ));
+    values.push(format!(
+        "| read_file 10 KB, {CONCURRENT_CLIENTS} concurrent clients {tag} | {read_rps:.0} calls/s |"
+    ));
+    values.push(format!(
+        "| RSS after the runs above {tag} | {} KiB |",
+        rss_kib(server.child.id())
+    ));
+}
 
-    // Change detection: one file changed among 10,000 (100 folders of 100).
+/// Change detection: one file changed among 10,000 (100 folders of 100), and the first
+/// snapshot that hashes them all.
+fn change_detection() -> Vec<Row> {
     let big = tempfile::tempdir().unwrap();
     for dir_idx in 0..100 {
         let dir = big.path().join(format!("pkg{dir_idx:03}"));
@@ -254,6 +294,7 @@ fn main() {
     }
     let (server, _) = start(big.path(), 2);
     let client = reqwest::blocking::Client::new();
+    let get = |url: String| -> Value { client.get(url).send().unwrap().json().unwrap() };
     let first = Instant::now();
     let snapshot: Value = client
         .post(format!("{}/v1/workspace/snapshot", server.base))
@@ -264,54 +305,24 @@ fn main() {
     let first_snapshot = first.elapsed();
     let mut since = snapshot["snapshot_id"].as_str().unwrap().to_owned();
     let mut round = 0;
-    rows.push(measure(
-        "changes?since: 1 changed file of 10,000",
-        40,
-        || {
-            round += 1;
-            std::fs::write(
-                big.path().join("pkg042/mod042.py"),
-                format!("changed {round}\n"),
-            )
-            .unwrap();
-            let changes: Value = client
-                .get(format!(
-                    "{}/v1/workspace/changes?since={since}",
-                    server.base
-                ))
-                .send()
-                .unwrap()
-                .json()
-                .unwrap();
-            assert_eq!(changes["changes"].as_array().unwrap().len(), 1, "{changes}");
-            since = changes["snapshot_id"].as_str().unwrap().to_owned();
-        },
-    ));
-    rows.push(Row {
+    let changes = measure("changes?since: 1 changed file of 10,000", 40, || {
+        round += 1;
+        std::fs::write(
+            big.path().join("pkg042/mod042.py"),
+            format!("changed {round}\n"),
+        )
+        .unwrap();
+        let changes = get(format!(
+            "{}/v1/workspace/changes?since={since}",
+            server.base
+        ));
+        assert_eq!(changes["changes"].as_array().unwrap().len(), 1, "{changes}");
+        since = changes["snapshot_id"].as_str().unwrap().to_owned();
+    });
+    let first = Row {
         what: "first snapshot of 10,000 files (hashes all)".to_owned(),
         p50: first_snapshot,
         p99: first_snapshot,
-    });
-    drop(server);
-
-    println!("\n| measurement | p50 ms | p99 ms |");
-    println!("|---|---:|---:|");
-    for row in rows.drain(..) {
-        println!("| {} | {} | {} |", row.what, ms(row.p50), ms(row.p99));
-    }
-    println!(
-        "| start to first healthy answer ({STARTS} starts) | {} | {} |",
-        ms(percentile(&starts, 0.5)),
-        ms(percentile(&starts, 0.99))
-    );
-    println!();
-    println!("| measurement | value |");
-    println!("|---|---:|");
-    for line in rates.iter().chain(&rss_after) {
-        println!("{line}");
-    }
-    println!(
-        "| idle RSS after start (median of {STARTS}) | {} KiB |",
-        idle_rss[idle_rss.len() / 2]
-    );
+    };
+    vec![changes, first]
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::process::confine::{ConfineRequest, Rlimits};
 use crate::sandbox::Registry;
 
 /// One isolated workspace behind an HTTP API: bash and file tools with hard timeouts,
@@ -175,7 +176,7 @@ pub struct Config {
     pub snapshot_ignore: Vec<String>,
     pub watch: Vec<String>,
     pub blob_max_file_bytes: u64,
-    pub confine: crate::process::confine::ConfineRequest,
+    pub confine: ConfineRequest,
     pub require_protections: bool,
     pub kill_grace: Duration,
     pub shutdown_grace: Duration,
@@ -202,105 +203,14 @@ pub enum ConfigError {
 
 impl ServeArgs {
     pub fn validate(self) -> Result<Config, ConfigError> {
-        let workspace_error = |why: String| ConfigError::Workspace {
-            path: self.workspace.clone(),
-            why,
-        };
-        let workspace = self
-            .workspace
-            .canonicalize()
-            .map_err(|err| workspace_error(err.to_string()))?;
-        if !workspace.is_dir() {
-            return Err(workspace_error("not a directory".to_owned()));
-        }
-        let token = match &self.token_file {
-            None => None,
-            Some(path) => {
-                let token_error = |why: String| ConfigError::TokenFile {
-                    path: path.clone(),
-                    why,
-                };
-                let text =
-                    std::fs::read_to_string(path).map_err(|err| token_error(err.to_string()))?;
-                let token = text.trim();
-                if token.is_empty() {
-                    return Err(token_error("the file is empty".to_owned()));
-                }
-                if token.len() < 16 {
-                    return Err(token_error(
-                        "the token is shorter than 16 characters".to_owned(),
-                    ));
-                }
-                Some(Token(token.to_owned()))
-            }
-        };
+        let workspace = self.workspace()?;
+        let token = self.token()?;
         if token.is_none() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::NoToken(self.listen));
         }
-        let registry = match &self.tools {
-            None => Registry::builtin(),
-            Some(names) => {
-                let names: Vec<String> = names
-                    .iter()
-                    .map(|n| n.trim().to_owned())
-                    .filter(|n| !n.is_empty())
-                    .collect();
-                if names.is_empty() {
-                    return Err(ConfigError::Tools("name at least one tool".to_owned()));
-                }
-                Registry::builtin()
-                    .select(&names)
-                    .map_err(ConfigError::Tools)?
-            }
-        };
-        let positive = |flag: &'static str, value: u64| {
-            if value == 0 {
-                Err(ConfigError::Range {
-                    flag,
-                    why: "must be at least 1".to_owned(),
-                })
-            } else {
-                Ok(())
-            }
-        };
-        positive("max-concurrent-calls", self.max_concurrent_calls as u64)?;
-        positive("max-body-bytes", self.max_body_bytes)?;
-        positive("worker-threads", self.worker_threads as u64)?;
-        if let Some(relative) = self
-            .watch
-            .iter()
-            .find(|path| !std::path::Path::new(path).is_absolute())
-        {
-            return Err(ConfigError::Range {
-                flag: "watch",
-                why: format!("`{relative}` is not an absolute path"),
-            });
-        }
-        positive("artifact-cap", self.artifact_cap)?;
-        if self.output_limit < 1000 {
-            return Err(ConfigError::Range {
-                flag: "output-limit",
-                why: format!("must be at least 1000, got {}", self.output_limit),
-            });
-        }
-        let run_as = match &self.run_as {
-            None => None,
-            Some(text) => {
-                let (uid, gid) = text
-                    .split_once(':')
-                    .unwrap_or((text.as_str(), text.as_str()));
-                let parse = |value: &str| value.trim().parse::<u32>().ok();
-                match (parse(uid), parse(gid)) {
-                    (Some(uid), Some(gid)) => Some((uid, gid)),
-                    _ => {
-                        return Err(ConfigError::Range {
-                            flag: "run-as",
-                            why: format!("expected UID[:GID] as numbers, got `{text}`"),
-                        });
-                    }
-                }
-            }
-        };
+        let registry = self.registry()?;
+        self.check_ranges()?;
+        let confine = self.confine_request()?;
         Ok(Config {
             workspace,
             listen: self.listen,
@@ -316,29 +226,137 @@ impl ServeArgs {
             snapshot_ignore: self.snapshot_ignore,
             watch: self.watch,
             blob_max_file_bytes: self.blob_max_file_bytes,
-            confine: crate::process::confine::ConfineRequest {
-                rlimits: crate::process::confine::Rlimits {
-                    cpu_secs: self.limit_cpu_secs,
-                    memory_bytes: self.limit_memory,
-                    file_size_bytes: self.limit_file_size,
-                    processes: self.limit_processes,
-                    open_files: self.limit_open_files,
-                },
-                landlock: self.landlock,
-                writable: self.writable.clone(),
-                hidden: self
-                    .hidden
-                    .iter()
-                    .cloned()
-                    .chain(self.token_file.clone())
-                    .collect(),
-                network_none: self.network == Network::None,
-                run_as,
-                env_allow: self.env_allow.clone(),
-            },
+            confine,
             require_protections: self.require_protections,
             kill_grace: Duration::from_millis(self.kill_grace_ms),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+        })
+    }
+
+    fn workspace(&self) -> Result<PathBuf, ConfigError> {
+        let workspace_error = |why: String| ConfigError::Workspace {
+            path: self.workspace.clone(),
+            why,
+        };
+        let workspace = self
+            .workspace
+            .canonicalize()
+            .map_err(|err| workspace_error(err.to_string()))?;
+        if !workspace.is_dir() {
+            return Err(workspace_error("not a directory".to_owned()));
+        }
+        Ok(workspace)
+    }
+
+    fn token(&self) -> Result<Option<Token>, ConfigError> {
+        let Some(path) = &self.token_file else {
+            return Ok(None);
+        };
+        let token_error = |why: String| ConfigError::TokenFile {
+            path: path.clone(),
+            why,
+        };
+        let text = std::fs::read_to_string(path).map_err(|err| token_error(err.to_string()))?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(token_error("the file is empty".to_owned()));
+        }
+        if token.len() < 16 {
+            return Err(token_error(
+                "the token is shorter than 16 characters".to_owned(),
+            ));
+        }
+        Ok(Some(Token(token.to_owned())))
+    }
+
+    fn registry(&self) -> Result<Registry, ConfigError> {
+        let Some(names) = &self.tools else {
+            return Ok(Registry::builtin());
+        };
+        let names: Vec<String> = names
+            .iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            return Err(ConfigError::Tools("name at least one tool".to_owned()));
+        }
+        Registry::builtin()
+            .select(&names)
+            .map_err(ConfigError::Tools)
+    }
+
+    fn check_ranges(&self) -> Result<(), ConfigError> {
+        let positive = |flag: &'static str, value: u64| {
+            if value == 0 {
+                Err(ConfigError::Range {
+                    flag,
+                    why: "must be at least 1".to_owned(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        positive("max-concurrent-calls", self.max_concurrent_calls as u64)?;
+        positive("max-body-bytes", self.max_body_bytes)?;
+        positive("worker-threads", self.worker_threads as u64)?;
+        positive("artifact-cap", self.artifact_cap)?;
+        if let Some(relative) = self
+            .watch
+            .iter()
+            .find(|path| !std::path::Path::new(path).is_absolute())
+        {
+            return Err(ConfigError::Range {
+                flag: "watch",
+                why: format!("`{relative}` is not an absolute path"),
+            });
+        }
+        if self.output_limit < 1000 {
+            return Err(ConfigError::Range {
+                flag: "output-limit",
+                why: format!("must be at least 1000, got {}", self.output_limit),
+            });
+        }
+        Ok(())
+    }
+
+    fn run_as(&self) -> Result<Option<(u32, u32)>, ConfigError> {
+        let Some(text) = &self.run_as else {
+            return Ok(None);
+        };
+        let (uid, gid) = text
+            .split_once(':')
+            .unwrap_or((text.as_str(), text.as_str()));
+        let parse = |value: &str| value.trim().parse::<u32>().ok();
+        match (parse(uid), parse(gid)) {
+            (Some(uid), Some(gid)) => Ok(Some((uid, gid))),
+            _ => Err(ConfigError::Range {
+                flag: "run-as",
+                why: format!("expected UID[:GID] as numbers, got `{text}`"),
+            }),
+        }
+    }
+
+    fn confine_request(&self) -> Result<ConfineRequest, ConfigError> {
+        Ok(ConfineRequest {
+            rlimits: Rlimits {
+                cpu_secs: self.limit_cpu_secs,
+                memory_bytes: self.limit_memory,
+                file_size_bytes: self.limit_file_size,
+                processes: self.limit_processes,
+                open_files: self.limit_open_files,
+            },
+            landlock: self.landlock,
+            writable: self.writable.clone(),
+            hidden: self
+                .hidden
+                .iter()
+                .cloned()
+                .chain(self.token_file.clone())
+                .collect(),
+            network_none: self.network == Network::None,
+            run_as: self.run_as()?,
+            env_allow: self.env_allow.clone(),
         })
     }
 }

@@ -1,5 +1,5 @@
-//! The HTTP edge: routing, authentication, errors and the OpenAPI document. The only module
-//! that knows about axum.
+//! The HTTP edge: routing, authentication, errors, the OpenAPI document and serving. The only
+//! module that knows about axum.
 
 mod artifacts;
 mod auth;
@@ -12,13 +12,16 @@ mod service;
 mod tools;
 mod workspace;
 
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
 use axum::middleware;
 use sandbox_protocol::Limits;
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
@@ -107,19 +110,63 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(error::log_server_errors))
+        // 5xx are logged once, with their cause, by `log_server_errors`.
+        .layer(TraceLayer::new_for_http().on_failure(()))
         .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves; then stops accepting and gives
+/// in-flight calls `grace` to finish. Past it, `end_calls` runs (it kills their processes, so
+/// they return at once), and whatever is still open 5 s later is abandoned.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+    end_calls: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let mut graceful_rx = stop_rx.clone();
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let _ = graceful_rx.wait_for(|stop| *stop).await;
+    });
+    let mut server = tokio::spawn(server.into_future());
+    let finished = tokio::select! {
+        result = &mut server => Some(result),
+        _ = stop_rx.wait_for(|stop| *stop) => None,
+    };
+    let result = match finished {
+        Some(result) => result,
+        None => match tokio::time::timeout(grace, &mut server).await {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::warn!(
+                    ?grace,
+                    "in-flight calls outlived the grace period; killing them"
+                );
+                end_calls.await;
+                match tokio::time::timeout(Duration::from_secs(5), &mut server).await {
+                    Ok(result) => result,
+                    Err(_) => Ok(Ok(())),
+                }
+            }
+        },
+    };
+    result.map_err(std::io::Error::other)?
 }
 
 /// Runs blocking work (the file system, `/proc`) off the async threads; a panicked task is a 500.
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work).await.map_err(|err| {
-        ApiError::Tool(crate::sandbox::ToolError::Internal(format!(
-            "a blocking task failed: {err}"
-        )))
-    })
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| ApiError::Internal(format!("a blocking task failed: {err}")))
 }
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {

@@ -38,15 +38,7 @@ pub fn state(
     supervisor: Supervisor,
     state_dir: &std::path::Path,
 ) -> anyhow::Result<AppState> {
-    let protections = supervisor
-        .protections()
-        .iter()
-        .map(|p| sandbox_protocol::Protection {
-            name: p.name.to_owned(),
-            active: p.active,
-            detail: p.detail.clone(),
-        })
-        .collect();
+    let protections = supervisor.protections().to_vec();
     let workspace = Workspace::open(&config.workspace)
         .with_context(|| format!("opening the workspace {}", config.workspace.display()))?;
     let artifacts = ArtifactStore::new(
@@ -123,36 +115,13 @@ pub async fn run(
     let state = state(&config, supervisor.clone(), &state_dir)?;
     let router = app(state);
 
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-    let mut graceful_rx = stop_rx.clone();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let _ = graceful_rx.wait_for(|stop| *stop).await;
-    });
-    let mut server = tokio::spawn(server.into_future());
-
-    let served = tokio::select! {
-        result = &mut server => Some(result),
-        _ = stop_rx.wait_for(|stop| *stop) => None,
+    // Past the grace period, in-flight calls are ended by killing their processes.
+    let kill_grace = config.kill_grace;
+    let killer = supervisor.clone();
+    let end_calls = async move {
+        killer.kill_all(kill_grace).await;
     };
-    let served = match served {
-        Some(result) => result,
-        None => match tokio::time::timeout(config.shutdown_grace, &mut server).await {
-            Ok(result) => result,
-            Err(_) => {
-                tracing::warn!(grace = ?config.shutdown_grace, "in-flight calls outlived the grace period; killing them");
-                supervisor.kill_all(config.kill_grace).await;
-                // Killed commands return at once; anything still open after that is abandoned.
-                match tokio::time::timeout(std::time::Duration::from_secs(5), &mut server).await {
-                    Ok(result) => result,
-                    Err(_) => Ok(Ok(())),
-                }
-            }
-        },
-    };
+    let served = http::serve(listener, router, shutdown, config.shutdown_grace, end_calls).await;
     let report = supervisor.kill_all(config.kill_grace).await;
     if !report.killed.is_empty() {
         tracing::info!(killed = ?report.killed, "stopped the processes left running");
@@ -160,9 +129,7 @@ pub async fn run(
     if owned_state_dir {
         remove_dir(&state_dir);
     }
-    served
-        .context("server task failed")?
-        .context("serving HTTP")?;
+    served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -192,16 +159,17 @@ fn confine(
     let confinement =
         process::confine::Confinement::prepare(&config.confine, &config.workspace, &private_tmp);
     for protection in &confinement.protections {
+        let name = protection.name.as_str();
         if protection.active {
-            tracing::info!(protection = protection.name, detail = %protection.detail, "protection in force");
+            tracing::info!(protection = name, detail = %protection.detail, "protection in force");
         } else {
-            tracing::warn!(protection = protection.name, detail = %protection.detail, "protection NOT in force");
+            tracing::warn!(protection = name, detail = %protection.detail, "protection NOT in force");
         }
     }
     let missing: Vec<String> = confinement
         .missing()
         .iter()
-        .map(|p| format!("{} ({})", p.name, p.detail))
+        .map(|p| format!("{} ({})", p.name.as_str(), p.detail))
         .collect();
     if config.require_protections && !missing.is_empty() {
         return Err(config::ConfigError::MissingProtections(missing.join("; ")).into());

@@ -14,6 +14,14 @@ pub fn rfc3339(unix_seconds: f64) -> String {
     )
 }
 
+/// Now, as [`rfc3339`] formats it.
+pub fn now_rfc3339() -> String {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(since_epoch.as_secs_f64())
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;

@@ -1,6 +1,7 @@
 //! The event types of a session log. `proto-docs/event-log.schema.json` is generated from
 //! these; `proto-docs/event-log.md` explains them.
 
+use sandbox_protocol::{ChangeKind, EntryKind, SocketProtocol, WatchedKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -291,8 +292,7 @@ pub struct WorkspaceChanged {
 #[serde(deny_unknown_fields)]
 pub struct ChangeRecord {
     pub path: String,
-    /// `added`, `modified`, `deleted`, `mode_changed` or `type_changed`.
-    pub change: String,
+    pub change: ChangeKind,
     pub before: Option<VersionRecord>,
     pub after: Option<VersionRecord>,
 }
@@ -300,8 +300,7 @@ pub struct ChangeRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VersionRecord {
-    /// `file`, `dir`, `symlink` or `other`.
-    pub kind: String,
+    pub kind: EntryKind,
     pub size: u64,
     pub mode: u32,
     /// A file's content hash; the bytes are a blob of this log.
@@ -330,7 +329,7 @@ pub struct ProcessRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListenerRecord {
-    pub protocol: String,
+    pub protocol: SocketProtocol,
     pub address: String,
     pub port: u16,
     pub pid: Option<u32>,
@@ -340,7 +339,7 @@ pub struct ListenerRecord {
 #[serde(deny_unknown_fields)]
 pub struct WatchedRecord {
     pub path: String,
-    pub kind: String,
+    pub kind: WatchedKind,
     pub sha256: Option<String>,
 }
 

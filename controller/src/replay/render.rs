@@ -4,6 +4,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use sandbox_protocol::EntryKind;
+
 use super::{ReplayError, blob, events, text};
 use crate::event_log::{BlobRef, ChangeRecord, Event, Text};
 
@@ -286,7 +288,9 @@ fn block(dir: &Path, seq: u64, ts: String, event: &Event) -> Result<Option<Block
             for socket in &fingerprint.listening {
                 block.notes.push(format!(
                     "listening {} {}:{}",
-                    socket.protocol, socket.address, socket.port
+                    socket.protocol.as_str(),
+                    socket.address,
+                    socket.port
                 ));
             }
         }
@@ -385,10 +389,10 @@ fn folded(dir: &Path, label: &str, value: &Text) -> Result<Section, ReplayError>
 
 /// A unified diff of a changed text file, or a line saying what changed.
 fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
-    let label = format!("{} {}", change.change, change.path);
+    let label = format!("{} {}", change.change.as_str(), change.path);
     let content = |version: &Option<crate::event_log::VersionRecord>| -> Option<String> {
         let version = version.as_ref()?;
-        if version.kind != "file" || version.size > DIFF_MAX_BYTES {
+        if version.kind != EntryKind::File || version.size > DIFF_MAX_BYTES {
             return None;
         }
         let bytes = blob(
@@ -405,7 +409,7 @@ fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
         Some(String::from_utf8_lossy(&bytes).into_owned())
     };
     let is_text = |version: &Option<crate::event_log::VersionRecord>| {
-        version.as_ref().is_none_or(|v| v.kind == "file")
+        version.as_ref().is_none_or(|v| v.kind == EntryKind::File)
     };
     let (before, after) = (content(&change.before), content(&change.after));
     let diffable = (before.is_some() || change.before.is_none())
@@ -427,7 +431,7 @@ fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
     let describe = |version: &Option<crate::event_log::VersionRecord>| match version {
         Some(v) => format!(
             "{} {} bytes mode {:o}{}",
-            v.kind,
+            v.kind.as_str(),
             v.size,
             v.mode,
             v.target

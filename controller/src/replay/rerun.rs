@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use regex::Regex;
+use sandbox_protocol::ChangeKind;
 use sandbox_protocol::ToolSpec;
 use sha2::{Digest, Sha256};
 
@@ -24,7 +25,7 @@ pub struct RecordedCall {
     pub output: String,
     pub exit_code: Option<i32>,
     /// `(path, change, after sha256)` of the files it changed.
-    pub changes: Vec<(String, String, Option<String>)>,
+    pub changes: Vec<(String, ChangeKind, Option<String>)>,
 }
 
 /// What a log holds for a rerun.
@@ -98,13 +99,13 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
     Ok(recording)
 }
 
-fn summarize(changes: &[ChangeRecord]) -> Vec<(String, String, Option<String>)> {
+fn summarize(changes: &[ChangeRecord]) -> Vec<(String, ChangeKind, Option<String>)> {
     let mut summary: Vec<_> = changes
         .iter()
         .map(|c| {
             (
                 c.path.clone(),
-                c.change.clone(),
+                c.change,
                 c.after.as_ref().and_then(|a| a.sha256.clone()),
             )
         })
@@ -205,10 +206,10 @@ pub async fn rerun(
             .iter()
             .map(|c| ChangeRecord {
                 path: c.path.clone(),
-                change: c.change.clone(),
+                change: c.change,
                 before: None,
                 after: c.after.as_ref().map(|a| crate::event_log::VersionRecord {
-                    kind: a.kind.clone(),
+                    kind: a.kind,
                     size: a.size,
                     mode: a.mode,
                     sha256: a.sha256.clone(),
@@ -244,10 +245,11 @@ pub async fn rerun(
                 .divergences
                 .push(diverge("output", recorded_text, rerun_text));
         } else if recorded.changes != rerun_changes {
-            let show = |changes: &[(String, String, Option<String>)]| {
+            let show = |changes: &[(String, ChangeKind, Option<String>)]| {
                 changes
                     .iter()
                     .map(|(path, change, sha)| {
+                        let change = change.as_str();
                         format!("{change} {path} {}", sha.as_deref().unwrap_or("-"))
                     })
                     .collect::<Vec<_>>()

@@ -5,6 +5,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use sandbox_protocol::EntryKind;
 use sha2::{Digest, Sha256};
 
 use super::{ReplayError, blob, events};
@@ -107,17 +108,17 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|err| io(path, err))?;
         }
-        match version.kind.as_str() {
-            "dir" => {
+        match version.kind {
+            EntryKind::Dir => {
                 std::fs::create_dir_all(&target).map_err(|err| io(path, err))?;
                 restored.n_dirs += 1;
             }
-            "symlink" => {
+            EntryKind::Symlink => {
                 std::os::unix::fs::symlink(version.target.as_deref().unwrap_or(""), &target)
                     .map_err(|err| io(path, err))?;
                 restored.n_symlinks += 1;
             }
-            "file" => {
+            EntryKind::File => {
                 let Some(sha256) = &version.sha256 else {
                     restored.problems.push(format!(
                         "{path}: no content was recorded (unreadable in the sandbox)"
@@ -135,12 +136,12 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
                 }
                 restored.n_files += 1;
             }
-            _ => {}
+            EntryKind::Other => {}
         }
     }
     // Modes last, so a read-only folder does not stop its own files from being written.
     for (path, version) in state.iter().rev() {
-        if version.kind == "file" || version.kind == "dir" {
+        if matches!(version.kind, EntryKind::File | EntryKind::Dir) {
             let _ = std::fs::set_permissions(
                 to.join(path),
                 std::fs::Permissions::from_mode(version.mode),
@@ -148,7 +149,7 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
         }
     }
     for (path, version) in state {
-        if version.kind != "file" {
+        if version.kind != EntryKind::File {
             continue;
         }
         let Some(expected) = &version.sha256 else {

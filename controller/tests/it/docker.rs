@@ -157,17 +157,28 @@ async fn the_memory_limit_kills_a_memory_bomb_and_the_session_records_it() {
     assert!(outputs[1].contains("the server survived"), "{outputs:?}");
 }
 
-/// The docker bridge's gateway: the host as the containers see it.
+/// The docker bridge's gateway: the host as the containers see it. Some engines leave
+/// `Gateway` out of the network's IPAM config; the bridge then takes the subnet's first address.
 fn bridge_gateway() -> String {
-    let (ok, gateway) = docker(&[
+    let (ok, config) = docker(&[
         "network",
         "inspect",
         "bridge",
         "--format",
-        "{{(index .IPAM.Config 0).Gateway}}",
+        "{{(index .IPAM.Config 0).Gateway}}|{{(index .IPAM.Config 0).Subnet}}",
     ]);
-    assert!(ok && !gateway.is_empty(), "no bridge gateway: {gateway}");
-    gateway
+    assert!(ok, "inspecting the bridge network: {config}");
+    let mut fields = config.split('|');
+    let (gateway, subnet) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+    if gateway.parse::<std::net::Ipv4Addr>().is_ok() {
+        return gateway.to_owned();
+    }
+    let network: std::net::Ipv4Addr = subnet
+        .split('/')
+        .next()
+        .and_then(|address| address.parse().ok())
+        .unwrap_or_else(|| panic!("no bridge gateway or subnet: {config}"));
+    std::net::Ipv4Addr::from(u32::from(network) + 1).to_string()
 }
 
 /// Runs a connect to a listener on the bridge gateway from inside a container; returns what the

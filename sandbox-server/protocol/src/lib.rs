@@ -13,12 +13,13 @@ pub mod error;
 pub mod service;
 pub mod tools;
 
-pub use error::{ErrorBody, ErrorResponse};
+pub use error::{ErrorBody, ErrorResponse, ErrorType};
 pub use service::{
-    ArchivePutResponse, ChangesResponse, DirEntry, DirListing, FileChange, FilePutResponse,
-    FileVersion, FingerprintResponse, HealthResponse, InfoResponse, Limits, ListeningSocket,
-    ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse, ProcessListResponse,
-    Protection, SnapshotResponse, ToolSpec, WatchedPath,
+    ArchivePutResponse, ChangeKind, ChangesResponse, DirEntry, DirListing, EntryKind, FileChange,
+    FilePutResponse, FileVersion, FingerprintResponse, HealthResponse, InfoResponse, Limits,
+    ListeningSocket, ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse,
+    ProcessListResponse, Protection, ProtectionName, SnapshotResponse, SocketProtocol, ToolSpec,
+    WatchedKind, WatchedPath,
 };
 pub use tools::{
     Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,

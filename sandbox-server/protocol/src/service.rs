@@ -15,12 +15,52 @@ pub struct HealthResponse {
 /// One layer of containment and whether it is in force.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Protection {
-    /// `process_group`, `clean_environment`, `resource_limits`, `unprivileged_user`,
-    /// `landlock`, `network_none` or `network_namespace`.
-    pub name: String,
+    pub name: ProtectionName,
     pub active: bool,
     /// What it does here, or why it could not be applied.
     pub detail: String,
+}
+
+/// The layers of containment a server reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtectionName {
+    /// Each command leads its own process group, so a timeout reaches all of it.
+    ProcessGroup,
+    /// Commands get a clean environment: none of the server's variables.
+    CleanEnvironment,
+    /// rlimits on each command (processes, open files, core dumps).
+    ResourceLimits,
+    /// Commands run as an unprivileged user.
+    UnprivilegedUser,
+    /// Landlock confines writes (and reads of hidden paths).
+    Landlock,
+    /// A seccomp filter refuses sockets other than Unix ones.
+    NetworkNone,
+    /// Each command runs in an empty network namespace.
+    NetworkNamespace,
+    /// Each command has its own cgroup (pids, memory).
+    Cgroup,
+    /// A name this client does not know (a newer server).
+    #[serde(other, skip_serializing)]
+    Unknown,
+}
+
+impl ProtectionName {
+    /// The name as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtectionName::ProcessGroup => "process_group",
+            ProtectionName::CleanEnvironment => "clean_environment",
+            ProtectionName::ResourceLimits => "resource_limits",
+            ProtectionName::UnprivilegedUser => "unprivileged_user",
+            ProtectionName::Landlock => "landlock",
+            ProtectionName::NetworkNone => "network_none",
+            ProtectionName::NetworkNamespace => "network_namespace",
+            ProtectionName::Cgroup => "cgroup",
+            ProtectionName::Unknown => "unknown",
+        }
+    }
 }
 
 /// The answer of `GET /v1/info`.
@@ -105,8 +145,8 @@ pub struct ProcessKillResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DirEntry {
     pub name: String,
-    /// `file`, `dir`, `symlink` or `other` (a FIFO, socket or device). Symlinks are not followed.
-    pub kind: String,
+    /// Symlinks are not followed.
+    pub kind: EntryKind,
     /// Size in bytes (of the link itself for a symlink).
     pub size: u64,
 }
@@ -128,11 +168,34 @@ pub struct FilePutResponse {
     pub created: bool,
 }
 
+/// What a path is. Symlinks are never followed.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+impl EntryKind {
+    /// The value as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Dir => "dir",
+            EntryKind::Symlink => "symlink",
+            EntryKind::Other => "other",
+        }
+    }
+}
+
 /// One version of a path in a manifest or a change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FileVersion {
-    /// `file`, `dir`, `symlink` or `other`.
-    pub kind: String,
+    pub kind: EntryKind,
     pub size: u64,
     /// Permission bits, e.g. 420 (0o644).
     pub mode: u32,
@@ -169,12 +232,41 @@ pub struct ManifestResponse {
     pub entries: Vec<ManifestEntry>,
 }
 
+/// How a path differs between two snapshots.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Added,
+    /// The content (or a symlink's target) changed.
+    Modified,
+    Deleted,
+    /// Only the permission bits changed.
+    ModeChanged,
+    /// A file became a folder, a symlink, …
+    TypeChanged,
+}
+
+impl ChangeKind {
+    /// The value as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Added => "added",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+            ChangeKind::ModeChanged => "mode_changed",
+            ChangeKind::TypeChanged => "type_changed",
+        }
+    }
+}
+
 /// What happened to one path between two snapshots.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FileChange {
     pub path: String,
-    /// `added`, `modified`, `deleted`, `mode_changed` or `type_changed`.
-    pub change: String,
+    pub change: ChangeKind,
     pub before: Option<FileVersion>,
     pub after: Option<FileVersion>,
 }
@@ -198,20 +290,62 @@ pub struct ArchivePutResponse {
 /// A listening socket in the sandbox's network namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ListeningSocket {
-    /// `tcp` or `tcp6`.
-    pub protocol: String,
+    pub protocol: SocketProtocol,
     pub address: String,
     pub port: u16,
     /// The pid that holds it, when it is one of the server's processes.
     pub pid: Option<u32>,
 }
 
+/// The protocol of a listening socket.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SocketProtocol {
+    Tcp,
+    Tcp6,
+}
+
+impl SocketProtocol {
+    /// The value as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SocketProtocol::Tcp => "tcp",
+            SocketProtocol::Tcp6 => "tcp6",
+        }
+    }
+}
+
+/// What a watched path is now.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchedKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+    Missing,
+}
+
+impl WatchedKind {
+    /// The value as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchedKind::File => "file",
+            WatchedKind::Dir => "dir",
+            WatchedKind::Symlink => "symlink",
+            WatchedKind::Other => "other",
+            WatchedKind::Missing => "missing",
+        }
+    }
+}
+
 /// A watched path outside the workspace and the hash of what is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WatchedPath {
     pub path: String,
-    /// `file`, `dir`, `symlink`, `other` or `missing`.
-    pub kind: String,
+    pub kind: WatchedKind,
     /// A file's sha256; for a folder, the sha256 of its sorted listing of names and hashes.
     pub sha256: Option<String>,
 }

@@ -1,12 +1,21 @@
 //! `ApiError`: every failure an HTTP answer can carry, mapped to a status and a stable type.
+//!
+//! The mapping is this file's one `match`; `sandbox_protocol::ErrorType` is the closed set of
+//! types on the wire. A 5xx keeps its cause in the response's extensions, where
+//! [`log_server_errors`] logs it once, with the request it answered; the client only reads
+//! that the server failed.
 
 use axum::Json;
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use sandbox_protocol::ErrorResponse;
+use sandbox_protocol::{ErrorResponse, ErrorType};
 
 use crate::process::ProcessError;
 use crate::sandbox::ToolError;
+use crate::sandbox::archive::ArchiveError;
+use crate::sandbox::snapshot::SnapshotError;
 use crate::sandbox::workspace::WorkspaceError;
 
 /// An error at the HTTP edge.
@@ -18,7 +27,7 @@ pub enum ApiError {
     /// No tool of that name is enabled.
     #[error("{0}")]
     UnknownTool(String),
-    /// No route, artifact or process by that name.
+    /// No route, artifact or blob by that name.
     #[error("{0}")]
     NotFound(String),
     /// The route exists but not for this method.
@@ -30,13 +39,35 @@ pub enum ApiError {
     /// Every tool-call slot is taken.
     #[error("all {0} tool-call slots are busy; retry shortly")]
     Overloaded(usize),
-    /// A malformed request outside tool arguments (a bad path parameter).
+    /// A malformed request: a body that could not be read, a path parameter of the wrong type.
     #[error("{0}")]
     BadRequest(String),
-    /// The tool failed.
+    /// A query parameter or body that is well-formed but fails a check; the message names it.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// A tool call failed (its arguments, its path, its process).
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// A raw file or directory route refused the path or failed on it.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// A snapshot was unknown or could not be taken.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// An archive was refused, or replacing the workspace failed.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    /// A process could not be found or signalled.
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    /// The server itself failed (a task panicked, a response could not be built).
+    #[error("{0}")]
+    Internal(String),
 }
+
+/// The cause of a 5xx, carried to [`log_server_errors`] in the response's extensions.
+#[derive(Debug, Clone)]
+struct ServerErrorCause(String);
 
 impl ApiError {
     /// A request body that could not be read: over the limit (413), or broken (400).
@@ -51,71 +82,126 @@ impl ApiError {
         }
     }
 
-    fn status_and_type(&self) -> (StatusCode, &'static str) {
+    fn status_and_type(&self) -> (StatusCode, ErrorType) {
         match self {
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::UnknownTool(_) => (StatusCode::NOT_FOUND, "unknown_tool"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-            ApiError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "overloaded"),
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorType::Unauthorized),
+            ApiError::UnknownTool(_) => (StatusCode::NOT_FOUND, ErrorType::UnknownTool),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorType::NotFound),
+            ApiError::MethodNotAllowed(_) => {
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorType::MethodNotAllowed)
+            }
+            ApiError::PayloadTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
+            }
+            ApiError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorType::Overloaded),
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, ErrorType::BadRequest),
+            ApiError::InvalidArguments(_) => invalid_arguments(),
             ApiError::Tool(err) => tool_status(err),
+            ApiError::Workspace(err) => workspace_status(err),
+            ApiError::Snapshot(SnapshotError::Unknown(_)) => {
+                (StatusCode::NOT_FOUND, ErrorType::NotFound)
+            }
+            ApiError::Snapshot(SnapshotError::Io(_)) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::IoError)
+            }
+            ApiError::Archive(ArchiveError::Invalid(_)) => invalid_arguments(),
+            ApiError::Archive(ArchiveError::Io(_)) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::IoError)
+            }
+            ApiError::Process(err) => process_status(err),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::Internal),
         }
     }
 }
 
-fn tool_status(err: &ToolError) -> (StatusCode, &'static str) {
+fn invalid_arguments() -> (StatusCode, ErrorType) {
+    (
+        StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorType::InvalidArguments,
+    )
+}
+
+fn tool_status(err: &ToolError) -> (StatusCode, ErrorType) {
     match err {
-        ToolError::InvalidArguments(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_arguments"),
-        ToolError::Workspace(err) => match err {
-            WorkspaceError::OutsideWorkspace { .. } => (StatusCode::FORBIDDEN, "outside_workspace"),
-            WorkspaceError::NotRegularFile { .. } => (StatusCode::FORBIDDEN, "not_a_regular_file"),
-            WorkspaceError::NotADirectory { .. } => (StatusCode::FORBIDDEN, "not_a_directory"),
-            WorkspaceError::PermissionDenied { .. } => (StatusCode::FORBIDDEN, "permission_denied"),
-            WorkspaceError::NotFound { .. } => (StatusCode::NOT_FOUND, "file_not_found"),
-            WorkspaceError::InvalidPath(_) => {
-                (StatusCode::UNPROCESSABLE_ENTITY, "invalid_arguments")
-            }
-            WorkspaceError::Io { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "io_error"),
-        },
-        ToolError::BinaryFile(_) => (StatusCode::UNPROCESSABLE_ENTITY, "binary_file"),
-        ToolError::MatchCount { count: 0, .. } => (StatusCode::UNPROCESSABLE_ENTITY, "no_match"),
-        ToolError::MatchCount { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "multiple_matches"),
-        ToolError::Process(ProcessError::Spawn { .. }) => {
-            (StatusCode::INTERNAL_SERVER_ERROR, "spawn_failed")
+        ToolError::InvalidArguments(_) => invalid_arguments(),
+        ToolError::Workspace(err) => workspace_status(err),
+        ToolError::BinaryFile(_) => (StatusCode::UNPROCESSABLE_ENTITY, ErrorType::BinaryFile),
+        ToolError::MatchCount { count: 0, .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, ErrorType::NoMatch)
         }
-        ToolError::Process(ProcessError::NotOurs(_)) => {
-            (StatusCode::NOT_FOUND, "process_not_found")
+        ToolError::MatchCount { .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, ErrorType::MultipleMatches)
         }
-        ToolError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        ToolError::Process(err) => process_status(err),
+        ToolError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::Internal),
+    }
+}
+
+fn workspace_status(err: &WorkspaceError) -> (StatusCode, ErrorType) {
+    match err {
+        WorkspaceError::OutsideWorkspace { .. } => {
+            (StatusCode::FORBIDDEN, ErrorType::OutsideWorkspace)
+        }
+        WorkspaceError::NotRegularFile { .. } => {
+            (StatusCode::FORBIDDEN, ErrorType::NotARegularFile)
+        }
+        WorkspaceError::NotADirectory { .. } => (StatusCode::FORBIDDEN, ErrorType::NotADirectory),
+        WorkspaceError::PermissionDenied { .. } => {
+            (StatusCode::FORBIDDEN, ErrorType::PermissionDenied)
+        }
+        WorkspaceError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorType::FileNotFound),
+        WorkspaceError::InvalidPath(_) => invalid_arguments(),
+        WorkspaceError::Io { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::IoError),
+    }
+}
+
+fn process_status(err: &ProcessError) -> (StatusCode, ErrorType) {
+    match err {
+        ProcessError::Spawn { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::SpawnFailed),
+        ProcessError::NotOurs(_) => (StatusCode::NOT_FOUND, ErrorType::ProcessNotFound),
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, error_type) = self.status_and_type();
-        let message = match &self {
-            // Internal details go to the log (by the trace layer's failure hook), not the client.
-            ApiError::Tool(ToolError::Internal(_)) => {
-                "internal error; see the server log".to_owned()
-            }
-            other => other.to_string(),
+        let message = if status.is_server_error() {
+            // The details are for the server's log, not the client.
+            "internal error; see the server log".to_owned()
+        } else {
+            self.to_string()
         };
-        if status.is_server_error() {
-            tracing::error!(error_type, cause = %self, "request failed");
-        }
         let mut response = (status, Json(ErrorResponse::new(error_type, message))).into_response();
-        if let ApiError::Overloaded(_) = self {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        if let ApiError::Unauthorized(_) = self {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        let headers = response.headers_mut();
+        match self {
+            ApiError::Overloaded(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            ApiError::Unauthorized(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ if status.is_server_error() => {
+                response
+                    .extensions_mut()
+                    .insert(ServerErrorCause(format!("{error_type:?}: {self}")));
+            }
+            _ => {}
         }
         response
     }
+}
+
+/// Logs every 5xx once, with its cause and the request it answered: a 5xx means the server is
+/// broken, and is worth a line in its log.
+pub(crate) async fn log_server_errors(request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let response = next.run(request).await;
+    if response.status().is_server_error() {
+        let cause = response
+            .extensions()
+            .get::<ServerErrorCause>()
+            .map_or("no cause recorded", |cause| cause.0.as_str());
+        tracing::error!(%method, path, status = response.status().as_u16(), cause, "request failed");
+    }
+    response
 }

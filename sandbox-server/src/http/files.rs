@@ -7,13 +7,12 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sandbox_protocol::{DirEntry, DirListing, ErrorResponse, FilePutResponse};
+use sandbox_protocol::{DirListing, ErrorResponse, FilePutResponse};
 use serde::Deserialize;
 use tokio_util::io::ReaderStream;
 use utoipa::IntoParams;
 
 use super::{ApiError, AppState, blocking};
-use crate::sandbox::ToolError;
 
 /// The bytes of a regular file in the workspace.
 #[utoipa::path(
@@ -31,9 +30,7 @@ pub(crate) async fn get_file(
     Path(path): Path<String>,
 ) -> Result<Response, ApiError> {
     let workspace = state.ctx.workspace.clone();
-    let (file, size) = blocking(move || workspace.open_regular(&path))
-        .await?
-        .map_err(|err| ApiError::Tool(err.into()))?;
+    let (file, size) = blocking(move || workspace.open_regular(&path)).await??;
     let body = Body::from_stream(ReaderStream::new(tokio::fs::File::from_std(file)));
     let mut response = Response::new(body);
     let headers = response.headers_mut();
@@ -80,9 +77,9 @@ pub(crate) async fn put_file(
                 .ok()
                 .filter(|bits| *bits <= 0o7777)
                 .ok_or_else(|| {
-                    ApiError::Tool(ToolError::InvalidArguments(format!(
+                    ApiError::InvalidArguments(format!(
                         "mode: expected octal permission bits such as 0644, got `{text}`"
-                    )))
+                    ))
                 })?,
         ),
     };
@@ -91,9 +88,8 @@ pub(crate) async fn put_file(
     let workspace = state.ctx.workspace.clone();
     let n_bytes = body.len() as u64;
     let target = path.clone();
-    let outcome = blocking(move || workspace.write_atomic_with_mode(&target, &body, mode))
-        .await?
-        .map_err(|err| ApiError::Tool(err.into()))?;
+    let outcome =
+        blocking(move || workspace.write_atomic_with_mode(&target, &body, mode)).await??;
     let status = if outcome.created {
         StatusCode::CREATED
     } else {
@@ -136,16 +132,6 @@ pub(crate) async fn list_dir(
 ) -> Result<Json<DirListing>, ApiError> {
     let workspace = state.ctx.workspace.clone();
     let target = path.clone();
-    let entries = blocking(move || workspace.list_dir(&target))
-        .await?
-        .map_err(|err| ApiError::Tool(err.into()))?;
-    let entries = entries
-        .into_iter()
-        .map(|entry| DirEntry {
-            name: entry.name,
-            kind: entry.kind.to_owned(),
-            size: entry.size,
-        })
-        .collect();
+    let entries = blocking(move || workspace.list_dir(&target)).await??;
     Ok(Json(DirListing { path, entries }))
 }

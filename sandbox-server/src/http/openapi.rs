@@ -12,6 +12,7 @@ use utoipa::{PartialSchema, ToSchema};
 
 use super::AppState;
 use crate::sandbox::Registry;
+use crate::sandbox::registry::DynTool;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -70,10 +71,19 @@ pub fn openapi(registry: &Registry) -> utoipa::openapi::OpenApi {
     }
 
     for tool in registry.iter() {
-        let schemas = tool.schemas();
-        for (name, schema) in schemas.components {
-            components.schemas.insert(name, schema);
-        }
+        add_tool(&mut api, tool.as_ref());
+    }
+    api
+}
+
+/// One tool's operation, `POST /v1/tools/{name}`, with its argument and result schemas.
+fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
+    let schemas = tool.schemas();
+    let components = api.components.get_or_insert_with(Default::default);
+    for (name, schema) in schemas.components {
+        components.schemas.insert(name, schema);
+    }
+    {
         let error = |description: &str| {
             ResponseBuilder::new()
                 .description(description)
@@ -125,7 +135,6 @@ pub fn openapi(registry: &Registry) -> utoipa::openapi::OpenApi {
             PathItem::new(HttpMethod::Post, operation),
         );
     }
-    api
 }
 
 /// This document, generated from the code.

@@ -7,8 +7,8 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use sandbox_protocol::{
-    ArchivePutResponse, ChangesResponse, ErrorResponse, FingerprintResponse, ManifestResponse,
-    ProcessInfo, SnapshotResponse,
+    ArchivePutResponse, ChangesResponse, EntryKind, ErrorResponse, FingerprintResponse,
+    ManifestResponse, SnapshotResponse,
 };
 use serde::Deserialize;
 use tower::ServiceExt;
@@ -17,26 +17,8 @@ use utoipa::IntoParams;
 
 use super::{ApiError, AppState, blocking};
 use crate::sandbox::snapshot::{self, SnapshotError};
-use crate::sandbox::{ToolError, archive, fingerprint};
-use crate::time::rfc3339;
-
-fn internal(what: &str, err: impl std::fmt::Display) -> ApiError {
-    ApiError::Tool(ToolError::Internal(format!("{what}: {err}")))
-}
-
-fn snapshot_error(err: SnapshotError) -> ApiError {
-    match err {
-        SnapshotError::Unknown(_) => ApiError::NotFound(err.to_string()),
-        SnapshotError::Io(_) => internal("snapshot", err),
-    }
-}
-
-fn now() -> String {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    rfc3339(since_epoch.as_secs_f64())
-}
+use crate::sandbox::{archive, fingerprint};
+use crate::time;
 
 /// Records a manifest of the workspace (path, kind, size, mode, sha256, symlink target) and
 /// keeps every file version it names in the blob store.
@@ -62,11 +44,10 @@ pub(crate) async fn take_snapshot(
             .snapshots
             .take(&root, &shared.ignore, &shared.blobs, None)
     })
-    .await?
-    .map_err(snapshot_error)?;
+    .await??;
     let files = manifest
         .values()
-        .filter(|entry| entry.version.kind == "file");
+        .filter(|entry| entry.version.kind == EntryKind::File);
     let (n_files, n_bytes) = files.fold((0, 0), |(n, bytes), entry| {
         (n + 1, bytes + entry.version.size)
     });
@@ -75,7 +56,7 @@ pub(crate) async fn take_snapshot(
         n_files,
         n_bytes,
         n_hashed,
-        taken_at: now(),
+        taken_at: time::now_rfc3339(),
     }))
 }
 
@@ -97,7 +78,7 @@ pub(crate) async fn get_snapshot(
         .state
         .snapshots
         .get(&id)
-        .ok_or_else(|| snapshot_error(SnapshotError::Unknown(id.clone())))?;
+        .ok_or_else(|| SnapshotError::Unknown(id.clone()))?;
     Ok(Json(ManifestResponse {
         snapshot_id: id,
         entries: snapshot::entries(&manifest),
@@ -128,9 +109,9 @@ pub(crate) async fn get_changes(
     Query(query): Query<ChangesQuery>,
 ) -> Result<Json<ChangesResponse>, ApiError> {
     let since = query.since.ok_or_else(|| {
-        ApiError::Tool(ToolError::InvalidArguments(
+        ApiError::InvalidArguments(
             "since: required (a snapshot id from POST /v1/workspace/snapshot)".to_owned(),
-        ))
+        )
     })?;
     let root = state.ctx.workspace.root().to_owned();
     let shared = state.state.clone();
@@ -142,8 +123,7 @@ pub(crate) async fn get_changes(
             .snapshots
             .take(&root, &shared.ignore, &shared.blobs, Some(&base_id))
     })
-    .await?
-    .map_err(snapshot_error)?;
+    .await??;
     let base = base.expect("a snapshot taken with `since` returns its base");
     Ok(Json(ChangesResponse {
         since,
@@ -175,7 +155,7 @@ pub(crate) async fn get_blob(
     let response = ServeFile::new(path)
         .oneshot(request)
         .await
-        .map_err(|err| internal("blob", err))?;
+        .map_err(|err| ApiError::Internal(format!("serving blob {sha256}: {err}")))?;
     Ok(response.into_response())
 }
 
@@ -262,10 +242,7 @@ pub(crate) async fn put_archive(
     let body =
         body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
     let root = state.ctx.workspace.root().to_owned();
-    let unpacked = tokio::task::spawn_blocking(move || archive::replace_from_tar(&root, &body))
-        .await
-        .map_err(|err| internal("archive task", err))?
-        .map_err(|err| ApiError::Tool(ToolError::InvalidArguments(format!("archive: {err}"))))?;
+    let unpacked = blocking(move || archive::replace_from_tar(&root, &body)).await??;
     Ok(Json(ArchivePutResponse {
         n_files: unpacked.n_files,
         n_bytes: unpacked.n_bytes,
@@ -286,21 +263,6 @@ pub(crate) async fn get_fingerprint(
 ) -> Result<Json<FingerprintResponse>, ApiError> {
     let supervisor = state.ctx.supervisor.clone();
     let watch = state.state.watch.clone();
-    let answer = blocking(move || {
-        let processes = super::processes::process_infos(&supervisor);
-        let pids: Vec<u32> = processes
-            .iter()
-            .map(|process: &ProcessInfo| process.pid)
-            .collect();
-        let mut owners = fingerprint::socket_owners(&pids);
-        // The server's own listening socket is named too.
-        owners.extend(fingerprint::socket_owners(&[std::process::id()]));
-        FingerprintResponse {
-            processes,
-            listening: fingerprint::listening_sockets(&owners),
-            watched: fingerprint::watched(&watch),
-        }
-    })
-    .await?;
+    let answer = blocking(move || fingerprint::take(&supervisor, &watch)).await?;
     Ok(Json(answer))
 }

@@ -3,9 +3,63 @@
 //! included, and a membership list that finds every process of a call. On cgroup v2, which
 //! needs a delegated subtree, the server reports that it uses resource limits alone.
 
+#![allow(unsafe_code)] // joining a group between fork and exec: getpid and write
+
 use std::fs;
-use std::os::fd::OwnedFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+
+use nix::libc;
+use sandbox_protocol::{Protection, ProtectionName};
+
+use super::confine::{Rlimits, protection, show, show_bytes};
+
+/// Per-command groups where this process may create them, and the protection.
+pub fn prepare(limits: Rlimits) -> (Option<Cgroups>, Protection) {
+    match Cgroups::probe() {
+        Ok(cgroups) => {
+            let detail = format!(
+                "each command gets its own group ({}): processes {}, memory {} for its whole tree, root included",
+                cgroups.describe(),
+                show(limits.processes),
+                show_bytes(limits.memory_bytes)
+            );
+            (
+                Some(cgroups),
+                protection(ProtectionName::Cgroup, true, detail),
+            )
+        }
+        Err(why) => (None, protection(ProtectionName::Cgroup, false, why)),
+    }
+}
+
+/// In the child, first (while still privileged): writes its pid, formatted on the stack, to
+/// each group's `cgroup.procs`.
+pub fn join_in_child(procs: &[RawFd]) -> std::io::Result<()> {
+    if procs.is_empty() {
+        return Ok(());
+    }
+    let mut digits = [0u8; 12];
+    let mut at = digits.len();
+    // SAFETY: getpid has no arguments and cannot fail.
+    let mut pid = unsafe { libc::getpid() } as u32;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (pid % 10) as u8;
+        pid /= 10;
+        if pid == 0 {
+            break;
+        }
+    }
+    for &fd in procs {
+        // SAFETY: writes bytes from our stack to a descriptor opened before the fork.
+        let written = unsafe { libc::write(fd, digits[at..].as_ptr().cast(), digits.len() - at) };
+        if written < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
 
 /// Where per-command groups are created.
 #[derive(Debug, Clone)]

@@ -171,21 +171,7 @@ impl Supervisor {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         );
         command.env(CALL_ID_ENV, call_id);
-        // The call's cgroups, created before the fork; the child joins them first thing.
-        let group = match &self.inner.confinement.cgroups {
-            Some(cgroups) => {
-                let limits = self.inner.confinement.rlimits();
-                Some(
-                    cgroups
-                        .create(call_id, limits.processes, limits.memory_bytes)
-                        .map_err(|source| ProcessError::Spawn {
-                            program: "a cgroup for the command".to_owned(),
-                            source,
-                        })?,
-                )
-            }
-            None => None,
-        };
+        let group = self.create_group(call_id)?;
         let join: Vec<std::os::fd::RawFd> = group
             .iter()
             .flat_map(|g| g.procs.iter().map(std::os::fd::AsRawFd::as_raw_fd))
@@ -233,8 +219,27 @@ impl Supervisor {
         })
     }
 
+    /// The call's cgroups, created before the fork (the child joins them first thing); none
+    /// where this server may not create groups.
+    fn create_group(
+        &self,
+        call_id: &str,
+    ) -> Result<Option<super::cgroups::CallGroup>, ProcessError> {
+        let Some(cgroups) = &self.inner.confinement.cgroups else {
+            return Ok(None);
+        };
+        let limits = self.inner.confinement.rlimits();
+        cgroups
+            .create(call_id, limits.processes, limits.memory_bytes)
+            .map(Some)
+            .map_err(|source| ProcessError::Spawn {
+                program: "a cgroup for the command".to_owned(),
+                source,
+            })
+    }
+
     /// The containment applied to every command.
-    pub fn protections(&self) -> &[super::confine::Protection] {
+    pub fn protections(&self) -> &[sandbox_protocol::Protection] {
         &self.inner.confinement.protections
     }
 
@@ -285,6 +290,26 @@ impl Supervisor {
             .collect();
         found.sort_by_key(|(entry, _)| entry.pid);
         found
+    }
+
+    /// The live processes, as the wire describes them. Blocking: reads `/proc`.
+    pub fn process_infos(&self) -> Vec<sandbox_protocol::ProcessInfo> {
+        self.live_processes()
+            .into_iter()
+            .map(|(entry, call_id)| sandbox_protocol::ProcessInfo {
+                pid: entry.pid,
+                ppid: entry.ppid,
+                pgid: entry.pgid,
+                command: proc_fs::command_line(entry.pid),
+                started_at: proc_fs::start_time_unix(entry.start_ticks)
+                    .map(crate::time::rfc3339)
+                    .unwrap_or_default(),
+                foreground: call_id
+                    .as_deref()
+                    .is_some_and(|id| self.is_call_running(id)),
+                call_id,
+            })
+            .collect()
     }
 
     /// Live processes of a call other than the shell itself, after the shell has exited.

@@ -29,6 +29,17 @@ pub fn write_tar(root: &Path, out: impl Write) -> io::Result<()> {
 
 const STAGING_PREFIX: &str = ".sandbox-restore-";
 
+/// Why an archive did not replace the workspace.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// The archive itself is unusable (not tar, an entry leading outside); nothing changed.
+    #[error("archive: {0}")]
+    Invalid(io::Error),
+    /// Replacing the workspace with the unpacked archive failed.
+    #[error("replacing the workspace: {0}")]
+    Io(io::Error),
+}
+
 /// What an archive brought in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unpacked {
@@ -39,16 +50,22 @@ pub struct Unpacked {
 /// Replaces everything under `root` with the archive in `bytes` (tar, or tar.gz by its magic
 /// bytes). The archive is unpacked into a staging folder first; the workspace is touched only
 /// once that succeeded, so a bad archive changes nothing.
-pub fn replace_from_tar(root: &Path, bytes: &[u8]) -> io::Result<Unpacked> {
+pub fn replace_from_tar(root: &Path, bytes: &[u8]) -> Result<Unpacked, ArchiveError> {
     let staging = root.join(format!("{STAGING_PREFIX}{:016x}", rand::random::<u64>()));
-    fs::create_dir(&staging)?;
+    fs::create_dir(&staging).map_err(ArchiveError::Io)?;
     let unpacked = match unpack(&staging, bytes) {
         Ok(unpacked) => unpacked,
         Err(err) => {
             let _ = fs::remove_dir_all(&staging);
-            return Err(err);
+            return Err(ArchiveError::Invalid(err));
         }
     };
+    swap_in(root, &staging).map_err(ArchiveError::Io)?;
+    Ok(unpacked)
+}
+
+/// Empties `root` but for `staging`, then moves what `staging` holds into `root`.
+fn swap_in(root: &Path, staging: &Path) -> io::Result<()> {
     for entry in fs::read_dir(root)? {
         let entry = entry?;
         if entry.path() == staging {
@@ -60,12 +77,11 @@ pub fn replace_from_tar(root: &Path, bytes: &[u8]) -> io::Result<Unpacked> {
             fs::remove_file(entry.path())?;
         }
     }
-    for entry in fs::read_dir(&staging)? {
+    for entry in fs::read_dir(staging)? {
         let entry = entry?;
         fs::rename(entry.path(), root.join(entry.file_name()))?;
     }
-    fs::remove_dir(&staging)?;
-    Ok(unpacked)
+    fs::remove_dir(staging)
 }
 
 fn unpack(into: &Path, bytes: &[u8]) -> io::Result<Unpacked> {

@@ -1,19 +1,40 @@
 //! Side effects that tool results do not show: listening sockets and watched paths outside the
-//! workspace. (The processes come from the supervisor.)
+//! workspace, with the processes the supervisor knows: the state fingerprint.
 
 use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
 use std::path::Path;
 
-use sandbox_protocol::{ListeningSocket, WatchedPath};
+use sandbox_protocol::{
+    FingerprintResponse, ListeningSocket, SocketProtocol, WatchedKind, WatchedPath,
+};
+
+use crate::process::Supervisor;
+
+/// The processes the server started, the listening sockets (with the server's own and its
+/// processes' named), and the hashes of the watched paths. Blocking: reads `/proc` and files.
+pub fn take(supervisor: &Supervisor, watch: &[String]) -> FingerprintResponse {
+    let processes = supervisor.process_infos();
+    let mut pids: Vec<u32> = processes.iter().map(|process| process.pid).collect();
+    pids.push(std::process::id());
+    let owners = socket_owners(&pids);
+    FingerprintResponse {
+        processes,
+        listening: listening_sockets(&owners),
+        watched: watched(watch),
+    }
+}
 use sha2::{Digest, Sha256};
 
 /// TCP sockets in LISTEN state, from `/proc/net/tcp` and `/proc/net/tcp6`; `owners` maps socket
 /// inodes to the pids of the server's processes that hold them.
 pub fn listening_sockets(owners: &HashMap<u64, u32>) -> Vec<ListeningSocket> {
     let mut sockets = Vec::new();
-    for (protocol, file) in [("tcp", "/proc/net/tcp"), ("tcp6", "/proc/net/tcp6")] {
+    for (protocol, file) in [
+        (SocketProtocol::Tcp, "/proc/net/tcp"),
+        (SocketProtocol::Tcp6, "/proc/net/tcp6"),
+    ] {
         let Ok(text) = fs::read_to_string(file) else {
             continue;
         };
@@ -31,7 +52,7 @@ pub fn listening_sockets(owners: &HashMap<u64, u32>) -> Vec<ListeningSocket> {
             };
             let inode: u64 = fields[9].parse().unwrap_or(0);
             sockets.push(ListeningSocket {
-                protocol: protocol.to_owned(),
+                protocol,
                 address: decode_address(address_hex),
                 port,
                 pid: owners.get(&inode).copied(),
@@ -107,7 +128,7 @@ pub fn watched(paths: &[String]) -> Vec<WatchedPath> {
             let (kind, sha256) = hash_path(Path::new(path), 0);
             WatchedPath {
                 path: path.clone(),
-                kind: kind.to_owned(),
+                kind,
                 sha256,
             }
         })
@@ -117,9 +138,9 @@ pub fn watched(paths: &[String]) -> Vec<WatchedPath> {
 /// Folders deeper than this are hashed by their names only.
 const MAX_DEPTH: usize = 8;
 
-fn hash_path(path: &Path, depth: usize) -> (&'static str, Option<String>) {
+fn hash_path(path: &Path, depth: usize) -> (WatchedKind, Option<String>) {
     let Ok(meta) = fs::symlink_metadata(path) else {
-        return ("missing", None);
+        return (WatchedKind::Missing, None);
     };
     let file_type = meta.file_type();
     if file_type.is_symlink() {
@@ -127,28 +148,28 @@ fn hash_path(path: &Path, depth: usize) -> (&'static str, Option<String>) {
             .map(|t| t.to_string_lossy().into_owned())
             .unwrap_or_default();
         return (
-            "symlink",
+            WatchedKind::Symlink,
             Some(hex::encode(Sha256::digest(target.as_bytes()))),
         );
     }
     if file_type.is_file() {
         let mut hasher = Sha256::new();
         let Ok(mut file) = fs::File::open(path) else {
-            return ("file", None);
+            return (WatchedKind::File, None);
         };
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
             match file.read(&mut buffer) {
                 Ok(0) => break,
                 Ok(n) => hasher.update(&buffer[..n]),
-                Err(_) => return ("file", None),
+                Err(_) => return (WatchedKind::File, None),
             }
         }
-        return ("file", Some(hex::encode(hasher.finalize())));
+        return (WatchedKind::File, Some(hex::encode(hasher.finalize())));
     }
     if file_type.is_dir() {
         let Ok(entries) = fs::read_dir(path) else {
-            return ("dir", None);
+            return (WatchedKind::Dir, None);
         };
         let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
         names.sort();
@@ -166,9 +187,9 @@ fn hash_path(path: &Path, depth: usize) -> (&'static str, Option<String>) {
             hasher.update(child.as_bytes());
             hasher.update([b'\n']);
         }
-        return ("dir", Some(hex::encode(hasher.finalize())));
+        return (WatchedKind::Dir, Some(hex::encode(hasher.finalize())));
     }
-    ("other", None)
+    (WatchedKind::Other, None)
 }
 
 #[cfg(test)]
@@ -186,12 +207,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("profile");
         let paths = vec![file.display().to_string(), dir.path().display().to_string()];
-        assert_eq!(watched(&paths)[0].kind, "missing");
+        assert_eq!(watched(&paths)[0].kind, WatchedKind::Missing);
         std::fs::write(&file, "a").unwrap();
         let first = watched(&paths);
         std::fs::write(&file, "b").unwrap();
         let second = watched(&paths);
-        assert_eq!(first[0].kind, "file");
+        assert_eq!(first[0].kind, WatchedKind::File);
         assert_ne!(first[0].sha256, second[0].sha256);
         assert_ne!(
             first[1].sha256, second[1].sha256,

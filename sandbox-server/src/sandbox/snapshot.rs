@@ -10,7 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use sandbox_protocol::{FileChange, FileVersion, ManifestEntry};
+use sandbox_protocol::{ChangeKind, EntryKind, FileChange, FileVersion, ManifestEntry};
 
 use super::blobs::BlobStore;
 
@@ -98,73 +98,74 @@ pub fn scan(
             let Ok(meta) = std::fs::symlink_metadata(dirent.path()) else {
                 continue;
             };
-            let stamp = (
-                meta.mtime(),
-                meta.mtime_nsec(),
-                meta.ctime(),
-                meta.ctime_nsec(),
-                meta.ino(),
-            );
-            let mode = meta.mode() & 0o7777;
-            let file_type = meta.file_type();
-            let version = if file_type.is_dir() {
-                stack.push(relative.clone());
-                FileVersion {
-                    kind: "dir".into(),
-                    size: 0,
-                    mode,
-                    sha256: None,
-                    target: None,
-                }
-            } else if file_type.is_symlink() {
-                let target = std::fs::read_link(dirent.path())
-                    .map(|t| t.to_string_lossy().into_owned())
-                    .ok();
-                FileVersion {
-                    kind: "symlink".into(),
-                    size: meta.len(),
-                    mode,
-                    sha256: None,
-                    target,
-                }
-            } else if file_type.is_file() {
-                let unchanged = previous.and_then(|m| m.get(&relative)).filter(|old| {
-                    old.stamp == stamp
-                        && old.version.size == meta.len()
-                        && old.version.kind == "file"
-                });
-                let sha256 = match unchanged {
-                    Some(old) => old.version.sha256.clone(),
-                    None => {
-                        n_hashed += 1;
-                        match blobs.put_file(&dirent.path(), meta.len()) {
-                            Ok((sha256, _kept)) => Some(sha256),
-                            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-                            Err(err) if err.kind() == io::ErrorKind::PermissionDenied => None,
-                            Err(err) => return Err(err),
-                        }
-                    }
-                };
-                FileVersion {
-                    kind: "file".into(),
-                    size: meta.len(),
-                    mode,
-                    sha256,
-                    target: None,
-                }
-            } else {
-                FileVersion {
-                    kind: "other".into(),
-                    size: 0,
-                    mode,
-                    sha256: None,
-                    target: None,
-                }
+            let old = previous.and_then(|m| m.get(&relative));
+            let Some((entry, hashed)) = scan_entry(&dirent.path(), &meta, old, blobs)? else {
+                continue;
             };
-            manifest.insert(relative, Entry { version, stamp });
+            if entry.version.kind == EntryKind::Dir {
+                stack.push(relative.clone());
+            }
+            n_hashed += u64::from(hashed);
+            manifest.insert(relative, entry);
         }
     }
     Ok((manifest, n_hashed))
+}
+
+/// One path's entry, hashing a file only when its stamp differs from `old`; `None` when it
+/// vanished meanwhile. Also says whether it was hashed.
+fn scan_entry(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    old: Option<&Entry>,
+    blobs: &BlobStore,
+) -> io::Result<Option<(Entry, bool)>> {
+    let stamp = (
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+        meta.ino(),
+    );
+    let file_type = meta.file_type();
+    let mut version = FileVersion {
+        kind: EntryKind::Other,
+        size: 0,
+        mode: meta.mode() & 0o7777,
+        sha256: None,
+        target: None,
+    };
+    let mut hashed = false;
+    if file_type.is_dir() {
+        version.kind = EntryKind::Dir;
+    } else if file_type.is_symlink() {
+        version.kind = EntryKind::Symlink;
+        version.size = meta.len();
+        version.target = std::fs::read_link(path)
+            .map(|t| t.to_string_lossy().into_owned())
+            .ok();
+    } else if file_type.is_file() {
+        version.kind = EntryKind::File;
+        version.size = meta.len();
+        let unchanged = old.filter(|old| {
+            old.stamp == stamp
+                && old.version.size == meta.len()
+                && old.version.kind == EntryKind::File
+        });
+        version.sha256 = match unchanged {
+            Some(old) => old.version.sha256.clone(),
+            None => {
+                hashed = true;
+                match blobs.put_file(path, meta.len()) {
+                    Ok((sha256, _kept)) => Some(sha256),
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+                    Err(err) if err.kind() == io::ErrorKind::PermissionDenied => None,
+                    Err(err) => return Err(err),
+                }
+            }
+        };
+    }
+    Ok(Some((Entry { version, stamp }, hashed)))
 }
 
 /// The changes from `before` to `after`, sorted by path.
@@ -174,24 +175,24 @@ pub fn diff(before: &Manifest, after: &Manifest) -> Vec<FileChange> {
         match after.get(path) {
             None => changes.push(FileChange {
                 path: path.clone(),
-                change: "deleted".into(),
+                change: ChangeKind::Deleted,
                 before: Some(old.version.clone()),
                 after: None,
             }),
             Some(new) if new.version != old.version => {
                 let change = if new.version.kind != old.version.kind {
-                    "type_changed"
+                    ChangeKind::TypeChanged
                 } else if new.version.sha256 == old.version.sha256
                     && new.version.target == old.version.target
                     && new.version.size == old.version.size
                 {
-                    "mode_changed"
+                    ChangeKind::ModeChanged
                 } else {
-                    "modified"
+                    ChangeKind::Modified
                 };
                 changes.push(FileChange {
                     path: path.clone(),
-                    change: change.into(),
+                    change,
                     before: Some(old.version.clone()),
                     after: Some(new.version.clone()),
                 });
@@ -203,7 +204,7 @@ pub fn diff(before: &Manifest, after: &Manifest) -> Vec<FileChange> {
         if !before.contains_key(path) {
             changes.push(FileChange {
                 path: path.clone(),
-                change: "added".into(),
+                change: ChangeKind::Added,
                 before: None,
                 after: Some(new.version.clone()),
             });
@@ -341,20 +342,17 @@ mod tests {
         std::fs::set_permissions(root.join("mode.sh"), std::fs::Permissions::from_mode(0o755))
             .unwrap();
         let (after, hashed) = scan(root, &ignore, Some(&before), &blobs).unwrap();
-        let changes: Vec<(String, String)> = diff(&before, &after)
+        let changes: Vec<(String, ChangeKind)> = diff(&before, &after)
             .into_iter()
             .map(|c| (c.path, c.change))
             .collect();
         let expected = [
-            ("edit.txt", "modified"),
-            ("gone.txt", "deleted"),
-            ("mode.sh", "mode_changed"),
-            ("new.txt", "added"),
+            ("edit.txt", ChangeKind::Modified),
+            ("gone.txt", ChangeKind::Deleted),
+            ("mode.sh", ChangeKind::ModeChanged),
+            ("new.txt", ChangeKind::Added),
         ];
-        assert_eq!(
-            changes,
-            expected.map(|(p, c)| (p.to_owned(), c.to_owned())).to_vec()
-        );
+        assert_eq!(changes, expected.map(|(p, c)| (p.to_owned(), c)).to_vec());
         assert_eq!(
             hashed, 3,
             "edit.txt, new.txt and mode.sh (its ctime changed); same.txt reused"

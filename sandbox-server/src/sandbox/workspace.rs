@@ -18,6 +18,7 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
+use sandbox_protocol::{DirEntry, EntryKind};
 
 /// How many symlinks one resolution may follow, as Linux's own limit.
 const MAX_SYMLINKS: usize = 40;
@@ -46,15 +47,6 @@ pub enum WorkspaceError {
     /// Any other I/O failure.
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },
-}
-
-/// One entry of a directory listing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirEntry {
-    pub name: String,
-    /// `file`, `dir`, `symlink` or `other`.
-    pub kind: &'static str,
-    pub size: u64,
 }
 
 /// The result of an atomic write.
@@ -224,10 +216,10 @@ impl Workspace {
                 continue;
             };
             let kind = match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
-                k if k == SFlag::S_IFREG => "file",
-                k if k == SFlag::S_IFDIR => "dir",
-                k if k == SFlag::S_IFLNK => "symlink",
-                _ => "other",
+                k if k == SFlag::S_IFREG => EntryKind::File,
+                k if k == SFlag::S_IFDIR => EntryKind::Dir,
+                k if k == SFlag::S_IFLNK => EntryKind::Symlink,
+                _ => EntryKind::Other,
             };
             entries.push(DirEntry {
                 name: name.to_string_lossy().into_owned(),
@@ -245,78 +237,31 @@ impl Workspace {
         path: &str,
         create_parents: bool,
     ) -> Result<(OwnedFd, OsString), WorkspaceError> {
-        let outside = |why: &str| WorkspaceError::OutsideWorkspace {
-            path: path.to_owned(),
-            why: why.to_owned(),
-        };
-        let mut queue = self
-            .components(path, Path::new(path))
-            .map_err(|why| match why {
-                Refusal::Outside(why) => outside(&why),
-                Refusal::Invalid(why) => WorkspaceError::InvalidPath(why),
-            })?;
-        let mut stack: Vec<OwnedFd> =
-            vec![self.dup_root().map_err(|source| WorkspaceError::Io {
-                path: path.to_owned(),
-                source,
-            })?];
-        let mut n_links = 0;
-        while let Some(component) = queue.pop_front() {
+        let mut walk = Walk::start(self, path)?;
+        while let Some(component) = walk.queue.pop_front() {
             if component == "." {
                 continue;
             }
             if component == ".." {
-                if stack.len() == 1 {
-                    return Err(outside("`..` leads above the workspace root"));
-                }
-                stack.pop();
+                walk.up()?;
                 continue;
             }
-            let is_last = queue.is_empty();
-            let top = stack.last().expect("the stack always holds the root");
-            match fstatat(top, component.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
-                Ok(stat)
-                    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT
-                        == SFlag::S_IFLNK =>
-                {
-                    n_links += 1;
-                    if n_links > MAX_SYMLINKS {
-                        return Err(outside("too many levels of symbolic links"));
-                    }
-                    let target = readlinkat(top, component.as_os_str())
-                        .map_err(|errno| io_error(path, errno))?;
-                    let target_path = PathBuf::from(&target);
-                    if target_path.is_absolute() {
-                        stack.truncate(1);
-                    }
-                    let mut expanded = self.components(path, &target_path).map_err(|_| {
-                        outside(&format!("a symlink points to {}", target_path.display()))
-                    })?;
-                    expanded.extend(queue);
-                    queue = expanded;
+            let is_last = walk.queue.is_empty();
+            match fstatat(
+                walk.top(),
+                component.as_os_str(),
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) {
+                Ok(stat) if file_type(&stat) == SFlag::S_IFLNK => walk.follow(self, &component)?,
+                Ok(_) if is_last => return walk.finish(component),
+                Ok(stat) if file_type(&stat) != SFlag::S_IFDIR => {
+                    return Err(WorkspaceError::NotFound {
+                        path: path.to_owned(),
+                    });
                 }
-                Ok(stat) if is_last => {
-                    let _ = stat;
-                    return Ok((dup(top).map_err(|errno| io_error(path, errno))?, component));
-                }
-                Ok(stat) => {
-                    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
-                        return Err(WorkspaceError::NotFound {
-                            path: path.to_owned(),
-                        });
-                    }
-                    stack.push(open_dir(top, &component).map_err(|errno| open_error(path, errno))?);
-                }
-                Err(Errno::ENOENT) if is_last => {
-                    return Ok((dup(top).map_err(|errno| io_error(path, errno))?, component));
-                }
-                Err(Errno::ENOENT) if create_parents => {
-                    match mkdirat(top, component.as_os_str(), Mode::from_bits_truncate(0o777)) {
-                        Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(errno) => return Err(io_error(path, errno)),
-                    }
-                    stack.push(open_dir(top, &component).map_err(|errno| open_error(path, errno))?);
-                }
+                Ok(_) => walk.descend(&component)?,
+                Err(Errno::ENOENT) if is_last => return walk.finish(component),
+                Err(Errno::ENOENT) if create_parents => walk.create(&component)?,
                 Err(Errno::ENOENT) => {
                     return Err(WorkspaceError::NotFound {
                         path: path.to_owned(),
@@ -383,6 +328,100 @@ fn open_dir(parent: &OwnedFd, name: &OsStr) -> Result<OwnedFd, Errno> {
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
+}
+
+/// One resolution in progress: the components left, and a descriptor per folder entered.
+struct Walk<'a> {
+    path: &'a str,
+    queue: VecDeque<OsString>,
+    /// The root first; `..` pops.
+    stack: Vec<OwnedFd>,
+    n_links: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn start(workspace: &Workspace, path: &'a str) -> Result<Walk<'a>, WorkspaceError> {
+        let queue = workspace
+            .components(path, Path::new(path))
+            .map_err(|why| match why {
+                Refusal::Outside(why) => outside(path, &why),
+                Refusal::Invalid(why) => WorkspaceError::InvalidPath(why),
+            })?;
+        let root = workspace.dup_root().map_err(|source| WorkspaceError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Walk {
+            path,
+            queue,
+            stack: vec![root],
+            n_links: 0,
+        })
+    }
+
+    fn top(&self) -> &OwnedFd {
+        self.stack.last().expect("the stack always holds the root")
+    }
+
+    fn up(&mut self) -> Result<(), WorkspaceError> {
+        if self.stack.len() == 1 {
+            return Err(outside(self.path, "`..` leads above the workspace root"));
+        }
+        self.stack.pop();
+        Ok(())
+    }
+
+    /// Expands a symlink in place: its target's components go first in the queue.
+    fn follow(&mut self, workspace: &Workspace, link: &OsStr) -> Result<(), WorkspaceError> {
+        self.n_links += 1;
+        if self.n_links > MAX_SYMLINKS {
+            return Err(outside(self.path, "too many levels of symbolic links"));
+        }
+        let target = readlinkat(self.top(), link).map_err(|errno| io_error(self.path, errno))?;
+        let target_path = PathBuf::from(&target);
+        if target_path.is_absolute() {
+            self.stack.truncate(1);
+        }
+        let mut expanded = workspace.components(self.path, &target_path).map_err(|_| {
+            outside(
+                self.path,
+                &format!("a symlink points to {}", target_path.display()),
+            )
+        })?;
+        expanded.extend(std::mem::take(&mut self.queue));
+        self.queue = expanded;
+        Ok(())
+    }
+
+    fn descend(&mut self, dir: &OsStr) -> Result<(), WorkspaceError> {
+        let opened = open_dir(self.top(), dir).map_err(|errno| open_error(self.path, errno))?;
+        self.stack.push(opened);
+        Ok(())
+    }
+
+    fn create(&mut self, dir: &OsStr) -> Result<(), WorkspaceError> {
+        match mkdirat(self.top(), dir, Mode::from_bits_truncate(0o777)) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(errno) => return Err(io_error(self.path, errno)),
+        }
+        self.descend(dir)
+    }
+
+    fn finish(self, name: OsString) -> Result<(OwnedFd, OsString), WorkspaceError> {
+        let parent = dup(self.top()).map_err(|errno| io_error(self.path, errno))?;
+        Ok((parent, name))
+    }
+}
+
+fn outside(path: &str, why: &str) -> WorkspaceError {
+    WorkspaceError::OutsideWorkspace {
+        path: path.to_owned(),
+        why: why.to_owned(),
+    }
+}
+
+fn file_type(stat: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT
 }
 
 /// `None` for a regular file, else what it is.

@@ -231,6 +231,13 @@ async fn a_memory_bomb_and_a_disk_filler_end_with_a_clear_report_while_other_cal
 /// limit binds. (Not as root, the server's own user is already unprivileged.)
 #[tokio::test]
 async fn a_fork_bomb_is_contained_and_the_server_keeps_answering() {
+    let server = std::sync::Arc::new(unprivileged_server_with_a_process_limit().await);
+    a_bomb_at_its_timeout_dies_with_its_call(&server).await;
+    a_background_bomb_is_cleared_by_delete_processes(&server).await;
+}
+
+/// A server whose commands may start 200 processes; as root, they run as nobody.
+async fn unprivileged_server_with_a_process_limit() -> common::Server {
     let workspace = tempfile::tempdir().unwrap();
     let is_root = nix::unistd::geteuid().is_root();
     let mut extra_args = vec![
@@ -244,16 +251,11 @@ async fn a_fork_bomb_is_contained_and_the_server_keeps_answering() {
         std::fs::set_permissions(workspace.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         extra_args.extend(["--run-as".into(), "65534:65534".into()]);
     }
-    let server = std::sync::Arc::new(
-        common::start_in(
-            workspace,
-            Options {
-                extra_args,
-                ..Options::default()
-            },
-        )
-        .await,
-    );
+    let options = Options {
+        extra_args,
+        ..Options::default()
+    };
+    let server = common::start_in(workspace, options).await;
     let (_, info) = server.get_json("/v1/info").await;
     assert_eq!(
         protection(&info, "unprivileged_user")["active"],
@@ -264,7 +266,10 @@ async fn a_fork_bomb_is_contained_and_the_server_keeps_answering() {
     if is_root {
         assert_eq!(whoami["stdout"], "65534\n");
     }
-    // A bomb still running at its timeout dies with its call.
+    server
+}
+
+async fn a_bomb_at_its_timeout_dies_with_its_call(server: &std::sync::Arc<common::Server>) {
     let start = Instant::now();
     let bomb = {
         let server = server.clone();
@@ -284,7 +289,6 @@ async fn a_fork_bomb_is_contained_and_the_server_keeps_answering() {
         (200, Some("ok")),
         "the server answers during the bomb"
     );
-    std::fs::write(server.path("notes.txt"), "still here\n").unwrap_or(());
     let bomb = bomb.await.unwrap();
     assert_eq!(bomb["timed_out"], true, "{bomb}");
     assert!(
@@ -305,8 +309,10 @@ async fn a_fork_bomb_is_contained_and_the_server_keeps_answering() {
         json!([]),
         "every bomb process died with its call"
     );
+}
 
-    // A bomb left in the background is cleared by DELETE /v1/processes, round after round.
+/// Round after round, until none is left.
+async fn a_background_bomb_is_cleared_by_delete_processes(server: &common::Server) {
     let left = server
         .ok(
             "bash",

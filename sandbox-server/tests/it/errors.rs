@@ -101,74 +101,78 @@ async fn body_over_the_limit_is_413() {
     assert!(!server.path("big.txt").exists());
 }
 
+/// (tool, arguments as JSON text, the message naming what is wrong).
+const INVALID_ARGUMENTS: &[(&str, &str, &str)] = &[
+    ("bash", r#"{}"#, "missing field `cmd`"),
+    (
+        "bash",
+        r#"{"cmd": 5}"#,
+        "cmd: invalid type: integer `5`, expected a string",
+    ),
+    (
+        "bash",
+        r#"{"cmd": "ls", "cwd": "/"}"#,
+        "cwd: unknown field `cwd`, expected `cmd` or `timeout`",
+    ),
+    (
+        "bash",
+        r#"{"cmd": "ls", "timeout": 0}"#,
+        "timeout: must be between 1 and 3600 seconds, got 0",
+    ),
+    (
+        "bash",
+        r#"{"cmd": "ls", "timeout": 3601}"#,
+        "timeout: must be between 1 and 3600 seconds, got 3601",
+    ),
+    (
+        "bash",
+        r#"{"cmd": "ls", "timeout": -1}"#,
+        "timeout: invalid value: integer `-1`, expected u32",
+    ),
+    (
+        "bash",
+        r#"{"cmd": "ls", "timeout": "5"}"#,
+        "timeout: invalid type: string \"5\", expected u32",
+    ),
+    (
+        "bash",
+        r#"["ls"]"#,
+        "the arguments must be a JSON object, got an array",
+    ),
+    (
+        "bash",
+        "null",
+        "the arguments must be a JSON object, got null",
+    ),
+    (
+        "read_file",
+        r#"{"path": "a", "limit": 0}"#,
+        "limit: must be between 1 and 100000, got 0",
+    ),
+    ("read_file", r#"{"path": ""}"#, "path: must not be empty"),
+    (
+        "search_replace",
+        r#"{"path": "a", "search": "", "replace": "b"}"#,
+        "search: must not be empty",
+    ),
+    ("write_file", r#"{"path": "a"}"#, "missing field `content`"),
+];
+
 #[tokio::test]
 async fn invalid_arguments_are_422_naming_the_field() {
     let server = common::start().await;
-    let cases = [
-        ("bash", json!({}), "missing field `cmd`"),
-        (
-            "bash",
-            json!({"cmd": 5}),
-            "cmd: invalid type: integer `5`, expected a string",
-        ),
-        (
-            "bash",
-            json!({"cmd": "ls", "cwd": "/"}),
-            "cwd: unknown field `cwd`, expected `cmd` or `timeout`",
-        ),
-        (
-            "bash",
-            json!({"cmd": "ls", "timeout": 0}),
-            "timeout: must be between 1 and 3600 seconds, got 0",
-        ),
-        (
-            "bash",
-            json!({"cmd": "ls", "timeout": 3601}),
-            "timeout: must be between 1 and 3600 seconds, got 3601",
-        ),
-        (
-            "bash",
-            json!({"cmd": "ls", "timeout": -1}),
-            "timeout: invalid value: integer `-1`, expected u32",
-        ),
-        (
-            "bash",
-            json!({"cmd": "ls", "timeout": "5"}),
-            "timeout: invalid type: string \"5\", expected u32",
-        ),
-        (
-            "bash",
-            json!(["ls"]),
-            "the arguments must be a JSON object, got an array",
-        ),
-        (
-            "bash",
-            json!(null),
-            "the arguments must be a JSON object, got null",
-        ),
-        (
-            "read_file",
-            json!({"path": "a", "limit": 0}),
-            "limit: must be between 1 and 100000, got 0",
-        ),
-        ("read_file", json!({"path": ""}), "path: must not be empty"),
-        (
-            "search_replace",
-            json!({"path": "a", "search": "", "replace": "b"}),
-            "search: must not be empty",
-        ),
-        (
-            "write_file",
-            json!({"path": "a"}),
-            "missing field `content`",
-        ),
-    ];
-    for (tool, args, expected) in cases {
+    for (tool, args, expected) in INVALID_ARGUMENTS {
+        let args: Value = serde_json::from_str(args).unwrap();
         let (status, body) = server.call(tool, args.clone()).await;
         assert_eq!(status, 422, "{tool} {args}: {body}");
         assert_eq!(body["error"]["type"], "invalid_arguments");
-        assert_eq!(body["error"]["message"], expected, "{tool} {args}");
+        assert_eq!(body["error"]["message"], *expected, "{tool} {args}");
     }
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_or_empty_is_422() {
+    let server = common::start().await;
     let response = server
         .request(reqwest::Method::POST, "/v1/tools/bash")
         .body("{\"cmd\": ")

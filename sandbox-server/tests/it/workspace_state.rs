@@ -28,18 +28,31 @@ async fn blob(server: &common::Server, sha256: &str) -> Vec<u8> {
 #[tokio::test]
 async fn changes_since_a_snapshot_name_every_file_with_both_versions() {
     let server = common::start().await;
+    let first = seed_and_snapshot(&server).await;
+    edit_remove_add_and_chmod(&server).await;
+    let changes = changes_name_each_path_once(&server, &first).await;
+    both_versions_are_blobs(&server, &changes).await;
+    let second = changes["snapshot_id"].as_str().unwrap();
+    nothing_changed_since_the_new_snapshot(&server, second).await;
+    unknown_and_missing_ids_are_refused(&server).await;
+}
+
+/// Three files and an ignored `.git/objects` entry, then a snapshot; returns its id.
+async fn seed_and_snapshot(server: &common::Server) -> String {
     std::fs::write(server.path("keep.txt"), "keep").unwrap();
     std::fs::write(server.path("edit.txt"), "before").unwrap();
     std::fs::write(server.path("remove.txt"), "bye").unwrap();
     std::fs::create_dir_all(server.path(".git/objects/ab")).unwrap();
     std::fs::write(server.path(".git/objects/ab/cd"), "packed").unwrap();
-    let snapshot = post_json(&server, "/v1/workspace/snapshot").await;
-    let first = snapshot["snapshot_id"].as_str().unwrap().to_owned();
+    let snapshot = post_json(server, "/v1/workspace/snapshot").await;
     assert_eq!(
         snapshot["n_files"], 3,
         ".git/objects is ignored by default: {snapshot}"
     );
+    snapshot["snapshot_id"].as_str().unwrap().to_owned()
+}
 
+async fn edit_remove_add_and_chmod(server: &common::Server) {
     server
         .ok(
             "search_replace",
@@ -52,8 +65,11 @@ async fn changes_since_a_snapshot_name_every_file_with_both_versions() {
             json!({"cmd": "rm remove.txt && echo new > sub-new.txt && chmod +x keep.txt"}),
         )
         .await;
+}
+
+async fn changes_name_each_path_once(server: &common::Server, since: &str) -> Value {
     let (status, changes) = server
-        .get_json(&format!("/v1/workspace/changes?since={first}"))
+        .get_json(&format!("/v1/workspace/changes?since={since}"))
         .await;
     assert_eq!(status, 200);
     let summary: Vec<(String, String)> = changes["changes"]
@@ -77,7 +93,10 @@ async fn changes_since_a_snapshot_name_every_file_with_both_versions() {
         summary,
         expected.map(|(p, c)| (p.to_owned(), c.to_owned())).to_vec()
     );
+    changes
+}
 
+async fn both_versions_are_blobs(server: &common::Server, changes: &Value) {
     let edit = &changes["changes"][0];
     assert_eq!(
         (
@@ -86,24 +105,15 @@ async fn changes_since_a_snapshot_name_every_file_with_both_versions() {
         ),
         (Some(6), Some(6))
     );
-    assert_eq!(
-        blob(&server, edit["before"]["sha256"].as_str().unwrap()).await,
-        b"before"
-    );
-    assert_eq!(
-        blob(&server, edit["after"]["sha256"].as_str().unwrap()).await,
-        b"after!"
-    );
-    assert_eq!(
-        blob(
-            &server,
-            changes["changes"][2]["before"]["sha256"].as_str().unwrap()
-        )
-        .await,
-        b"bye"
-    );
+    let version =
+        |change: &Value, which: &str| change[which]["sha256"].as_str().unwrap().to_owned();
+    assert_eq!(blob(server, &version(edit, "before")).await, b"before");
+    assert_eq!(blob(server, &version(edit, "after")).await, b"after!");
+    let removed = &changes["changes"][2];
+    assert_eq!(blob(server, &version(removed, "before")).await, b"bye");
+}
 
-    let second = changes["snapshot_id"].as_str().unwrap();
+async fn nothing_changed_since_the_new_snapshot(server: &common::Server, second: &str) {
     let (_, none) = server
         .get_json(&format!("/v1/workspace/changes?since={second}"))
         .await;
@@ -112,7 +122,6 @@ async fn changes_since_a_snapshot_name_every_file_with_both_versions() {
         json!([]),
         "nothing changed since the new snapshot"
     );
-
     let (status, manifest) = server
         .get_json(&format!("/v1/workspace/snapshots/{second}"))
         .await;
@@ -124,7 +133,9 @@ async fn changes_since_a_snapshot_name_every_file_with_both_versions() {
         .map(|e| e["path"].as_str().unwrap())
         .collect();
     assert_eq!(paths, [".git", "edit.txt", "keep.txt", "sub-new.txt"]);
+}
 
+async fn unknown_and_missing_ids_are_refused(server: &common::Server) {
     let (status, body) = server
         .get_json("/v1/workspace/changes?since=snap_999")
         .await;

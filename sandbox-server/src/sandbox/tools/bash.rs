@@ -6,7 +6,7 @@ use sandbox_protocol::{BashArgs, BashResult};
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use crate::process::ExitStatus;
+use crate::process::{ExitStatus, SpawnedShell};
 use crate::sandbox::output::{StreamCapture, Window, indent};
 use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
 
@@ -61,9 +61,7 @@ impl Tool for Bash {
 async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashResult, ToolError> {
     let call_id = format!("call_{:016x}", rand::random::<u64>());
     let limit = ctx.limits.output_limit_chars;
-    let mut stdout = ctx.artifacts.capture(limit);
-    let mut stderr = ctx.artifacts.capture(limit);
-
+    let (mut stdout, mut stderr) = (ctx.artifacts.capture(limit), ctx.artifacts.capture(limit));
     let start = Instant::now();
     ctx.supervisor.call_started(&call_id);
     let shell = match ctx
@@ -76,77 +74,20 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
             return Err(err.into());
         }
     };
-    let shell_pid = shell.pid;
-    tracing::debug!(%call_id, pid = shell_pid, "command started");
-
-    let mut out_pipe = shell.stdout;
-    let mut err_pipe = shell.stderr;
-    let mut exit_rx = shell.exit;
-    let (mut out_buf, mut err_buf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
-    let (mut out_open, mut err_open) = (true, true);
-    let mut exit: Option<ExitStatus> = None;
+    tracing::debug!(%call_id, pid = shell.pid, "command started");
     let deadline = start + Duration::from_secs(u64::from(timeout_secs));
-    let mut drain_until: Option<Instant> = None;
-    let mut killer: Option<tokio::task::JoinHandle<()>> = None;
-
-    while exit.is_none() || out_open || err_open {
-        let drain_deadline = drain_until.unwrap_or(deadline);
-        tokio::select! {
-            read = out_pipe.read(&mut out_buf), if out_open => match read {
-                Ok(0) | Err(_) => out_open = false,
-                Ok(n) => stdout.push(&out_buf[..n]),
-            },
-            read = err_pipe.read(&mut err_buf), if err_open => match read {
-                Ok(0) | Err(_) => err_open = false,
-                Ok(n) => stderr.push(&err_buf[..n]),
-            },
-            status = &mut exit_rx, if exit.is_none() => {
-                exit = Some(status.unwrap_or(ExitStatus { code: -1, signal: None }));
-                drain_until = Some(Instant::now() + DRAIN);
-            },
-            () = tokio::time::sleep_until(deadline), if killer.is_none() && exit.is_none() => {
-                tracing::info!(%call_id, timeout_secs, "command timed out; killing its processes");
-                let supervisor = ctx.supervisor.clone();
-                let grace = Duration::from_millis(ctx.limits.kill_grace_ms);
-                let id = call_id.clone();
-                killer = Some(tokio::spawn(async move {
-                    supervisor.kill_call(shell_pid, &id, grace).await;
-                }));
-            },
-            () = tokio::time::sleep_until(drain_deadline), if drain_until.is_some() => break,
-        }
-    }
-    let timed_out = killer.is_some();
-    if let Some(killer) = killer {
-        // Everything the call started is gone before the call returns.
-        let _ = killer.await;
-    }
+    let mut watch = Watch::new(shell);
+    let (exit, timed_out) = watch
+        .until_done(&mut stdout, &mut stderr, deadline, &ctx, &call_id)
+        .await;
     let duration_ms = start.elapsed().as_millis() as u64;
-    let exit = exit.unwrap_or(ExitStatus {
-        code: -1,
-        signal: None,
-    });
-
-    // Children still holding the pipes keep running; read and discard what they print so they
-    // do not die of SIGPIPE. Redirect a background command's output to a file to keep it.
-    if out_open || err_open {
-        tokio::spawn(async move {
-            let mut sink = vec![0u8; 16 * 1024];
-            while out_open {
-                out_open = matches!(out_pipe.read(&mut sink).await, Ok(n) if n > 0);
-            }
-            while err_open {
-                err_open = matches!(err_pipe.read(&mut sink).await, Ok(n) if n > 0);
-            }
-        });
-    }
+    watch.discard_the_rest();
     let background_pids = if timed_out {
         Vec::new()
     } else {
         ctx.supervisor.call_processes(&call_id)
     };
     ctx.supervisor.call_finished(&call_id);
-
     let parts = Composition {
         exit,
         timed_out,
@@ -157,6 +98,112 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
         ctx: &ctx,
     };
     Ok(compose(parts, stdout, stderr))
+}
+
+/// A running shell's pipes and exit status, read until both are done.
+struct Watch {
+    pid: u32,
+    out_pipe: tokio::net::unix::pipe::Receiver,
+    err_pipe: tokio::net::unix::pipe::Receiver,
+    exit_rx: tokio::sync::oneshot::Receiver<ExitStatus>,
+    out_open: bool,
+    err_open: bool,
+}
+
+impl Watch {
+    fn new(shell: SpawnedShell) -> Watch {
+        Watch {
+            pid: shell.pid,
+            out_pipe: shell.stdout,
+            err_pipe: shell.stderr,
+            exit_rx: shell.exit,
+            out_open: true,
+            err_open: true,
+        }
+    }
+
+    /// Reads both streams until the shell has exited and its pipes closed (or `DRAIN` after its
+    /// exit, when background children keep them open). At `deadline` the call's processes are
+    /// killed; they are all gone before this returns. Returns the exit and whether it timed out.
+    async fn until_done(
+        &mut self,
+        stdout: &mut StreamCapture,
+        stderr: &mut StreamCapture,
+        deadline: Instant,
+        ctx: &ToolContext,
+        call_id: &str,
+    ) -> (ExitStatus, bool) {
+        let (mut out_buf, mut err_buf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+        let mut exit: Option<ExitStatus> = None;
+        let mut drain_until: Option<Instant> = None;
+        let mut killer: Option<tokio::task::JoinHandle<()>> = None;
+        while exit.is_none() || self.out_open || self.err_open {
+            let drain_deadline = drain_until.unwrap_or(deadline);
+            tokio::select! {
+                read = self.out_pipe.read(&mut out_buf), if self.out_open => match read {
+                    Ok(0) | Err(_) => self.out_open = false,
+                    Ok(n) => stdout.push(&out_buf[..n]),
+                },
+                read = self.err_pipe.read(&mut err_buf), if self.err_open => match read {
+                    Ok(0) | Err(_) => self.err_open = false,
+                    Ok(n) => stderr.push(&err_buf[..n]),
+                },
+                status = &mut self.exit_rx, if exit.is_none() => {
+                    exit = Some(status.unwrap_or(ExitStatus { code: -1, signal: None }));
+                    drain_until = Some(Instant::now() + DRAIN);
+                },
+                () = tokio::time::sleep_until(deadline), if killer.is_none() && exit.is_none() => {
+                    tracing::info!(call_id, "command timed out; killing its processes");
+                    killer = Some(self.kill(ctx, call_id));
+                },
+                () = tokio::time::sleep_until(drain_deadline), if drain_until.is_some() => break,
+            }
+        }
+        let timed_out = killer.is_some();
+        if let Some(killer) = killer {
+            // Everything the call started is gone before the call returns.
+            let _ = killer.await;
+        }
+        let exit = exit.unwrap_or(ExitStatus {
+            code: -1,
+            signal: None,
+        });
+        (exit, timed_out)
+    }
+
+    /// Kills the call's processes in a task of its own, so reading goes on meanwhile.
+    fn kill(&self, ctx: &ToolContext, call_id: &str) -> tokio::task::JoinHandle<()> {
+        let supervisor = ctx.supervisor.clone();
+        let grace = Duration::from_millis(ctx.limits.kill_grace_ms);
+        let (shell_pid, id) = (self.pid, call_id.to_owned());
+        tokio::spawn(async move {
+            supervisor.kill_call(shell_pid, &id, grace).await;
+        })
+    }
+
+    /// Children still holding the pipes keep running; what they print is read and discarded so
+    /// they do not die of SIGPIPE. (A background command's output is kept by redirecting it.)
+    fn discard_the_rest(self) {
+        let Watch {
+            mut out_pipe,
+            mut err_pipe,
+            mut out_open,
+            mut err_open,
+            ..
+        } = self;
+        if !(out_open || err_open) {
+            return;
+        }
+        tokio::spawn(async move {
+            let mut sink = vec![0u8; 16 * 1024];
+            while out_open {
+                out_open = matches!(out_pipe.read(&mut sink).await, Ok(n) if n > 0);
+            }
+            while err_open {
+                err_open = matches!(err_pipe.read(&mut sink).await, Ok(n) if n > 0);
+            }
+        });
+    }
 }
 
 struct Composition<'a> {

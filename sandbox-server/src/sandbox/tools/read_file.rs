@@ -56,9 +56,34 @@ fn read(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ReadFileResult, ToolEr
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let output_limit = ctx.limits.output_limit_chars;
     let (mut file, size) = ctx.workspace.open_regular(path)?;
+    refuse_binary(&mut file, path, size)?;
+    let page = read_page(
+        file,
+        path,
+        offset..offset.saturating_add(limit),
+        output_limit,
+    )?;
+    let first_line = offset + 1;
+    let n_returned = page.lines.len() as u64;
+    let output = render(&page, offset);
+    let (output, truncated) = Window::whole(output).cut(
+        output_limit,
+        "the page was cut to the output limit: read fewer lines with a smaller limit, or a later offset",
+    );
+    Ok(ReadFileResult {
+        output,
+        path: path.to_owned(),
+        total_lines: page.n_lines,
+        first_line,
+        lines_returned: n_returned,
+        truncated,
+    })
+}
 
+/// A file with a NUL byte in its first bytes is not text.
+fn refuse_binary(file: &mut std::fs::File, path: &str, size: u64) -> Result<(), ToolError> {
     let mut sniff = Vec::with_capacity(SNIFF_BYTES);
-    (&mut file)
+    (&mut *file)
         .take(SNIFF_BYTES as u64)
         .read_to_end(&mut sniff)
         .map_err(|err| io_failure(path, err))?;
@@ -67,15 +92,30 @@ fn read(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ReadFileResult, ToolEr
             "{path}: binary file ({size} bytes, a NUL byte at offset {at}); read_file shows text only, inspect it with bash instead (for example `xxd {path} | head`)"
         )));
     }
-    file.rewind().map_err(|err| io_failure(path, err))?;
+    file.rewind().map_err(|err| io_failure(path, err))
+}
 
-    // One pass: keep the lines of the page (each cut to what the model could ever see) and
-    // count all lines, so memory stays bounded whatever the file's size or line length.
+/// The lines of a page, and how many lines the whole file has.
+struct Page {
+    lines: Vec<Vec<u8>>,
+    n_lines: u64,
+}
+
+/// One pass: keeps the lines of the page (each cut to what the model could ever see) and
+/// counts all lines, so memory stays bounded whatever the file's size or line length.
+fn read_page(
+    file: std::fs::File,
+    path: &str,
+    wanted: std::ops::Range<u64>,
+    output_limit: usize,
+) -> Result<Page, ToolError> {
     let line_cap = output_limit.saturating_mul(4);
     let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut page: Vec<Vec<u8>> = Vec::new();
+    let mut page = Page {
+        lines: Vec::new(),
+        n_lines: 0,
+    };
     let mut current: Vec<u8> = Vec::new();
-    let mut n_lines: u64 = 0;
     let mut at_line_start = true;
     loop {
         let chunk = reader.fill_buf().map_err(|err| io_failure(path, err))?;
@@ -84,7 +124,7 @@ fn read(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ReadFileResult, ToolEr
         }
         let chunk_len = chunk.len();
         for piece in chunk.split_inclusive(|&b| b == b'\n') {
-            let in_page = n_lines >= offset && n_lines < offset.saturating_add(limit);
+            let in_page = wanted.contains(&page.n_lines);
             if in_page {
                 let room = line_cap.saturating_sub(current.len());
                 current.extend_from_slice(&piece[..piece.len().min(room)]);
@@ -92,22 +132,29 @@ fn read(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ReadFileResult, ToolEr
             at_line_start = piece.ends_with(b"\n");
             if at_line_start {
                 if in_page {
-                    page.push(std::mem::take(&mut current));
+                    page.lines.push(std::mem::take(&mut current));
                 }
-                n_lines += 1;
+                page.n_lines += 1;
             }
         }
         reader.consume(chunk_len);
     }
     if !at_line_start {
-        if n_lines >= offset && n_lines < offset.saturating_add(limit) {
-            page.push(current);
+        if wanted.contains(&page.n_lines) {
+            page.lines.push(current);
         }
-        n_lines += 1;
+        page.n_lines += 1;
     }
+    Ok(page)
+}
 
+/// Numbered lines, `{n:4}: text`, then where the page sits in the file.
+fn render(page: &Page, offset: u64) -> String {
     let first_line = offset + 1;
+    let n_lines = page.n_lines;
+    let n_returned = page.lines.len() as u64;
     let lines: Vec<String> = page
+        .lines
         .iter()
         .enumerate()
         .map(|(idx, line)| {
@@ -119,7 +166,6 @@ fn read(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ReadFileResult, ToolEr
             )
         })
         .collect();
-    let n_returned = lines.len() as u64;
     let mut output = lines.join("\n");
     if n_lines == 0 {
         output = "(empty file)".to_owned();
@@ -133,16 +179,5 @@ fn read(args: &ReadFileArgs, ctx: &ToolContext) -> Result<ReadFileResult, ToolEr
         }
         output.push(')');
     }
-    let (output, truncated) = Window::whole(output).cut(
-        output_limit,
-        "the page was cut to the output limit: read fewer lines with a smaller limit, or a later offset",
-    );
-    Ok(ReadFileResult {
-        output,
-        path: path.to_owned(),
-        total_lines: n_lines,
-        first_line,
-        lines_returned: n_returned,
-        truncated,
-    })
+    output
 }

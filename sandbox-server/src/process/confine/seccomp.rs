@@ -1,0 +1,97 @@
+//! `--network none`: a seccomp filter under which sockets other than Unix ones (and io_uring,
+//! which can open sockets without `socket`) fail with EACCES.
+
+#![allow(unsafe_code)] // installing a seccomp filter is a raw prctl
+
+use nix::libc;
+use sandbox_protocol::{Protection, ProtectionName};
+
+use super::{check, protection};
+
+/// The filter (none on an architecture it does not know), and the protection.
+pub fn prepare() -> (Option<Vec<libc::sock_filter>>, Protection) {
+    let filter = seccomp_filter();
+    let detail = match &filter {
+        Some(_) => "seccomp refuses every socket but Unix sockets (and io_uring)",
+        None => "seccomp filters are not supported on this architecture",
+    };
+    let active = filter.is_some();
+    (
+        filter,
+        protection(ProtectionName::NetworkNone, active, detail),
+    )
+}
+
+/// A prepared program, as the child needs it: a pointer and a length, no allocation.
+#[derive(Debug, Clone, Copy)]
+pub struct Program {
+    filter: usize,
+    len: usize,
+}
+
+impl Program {
+    /// The program of a filter that lives as long as the server (the `Confinement` owns it).
+    pub fn of(filter: &[libc::sock_filter]) -> Program {
+        Program {
+            filter: filter.as_ptr() as usize,
+            len: filter.len(),
+        }
+    }
+
+    /// In the child (after `PR_SET_NO_NEW_PRIVS`): installs the filter.
+    pub fn install_in_child(self) -> std::io::Result<()> {
+        let program = libc::sock_fprog {
+            len: self.len as u16,
+            filter: self.filter as *mut libc::sock_filter,
+        };
+        // SAFETY: the pointer is to the filter the `Confinement` keeps alive for the server's
+        // whole life; prctl only reads it.
+        check(unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const libc::sock_fprog,
+            )
+        })
+    }
+}
+
+/// The seccomp program for `--network none`: sockets other than `AF_UNIX`, and io_uring (which
+/// can open sockets without the `socket` call), fail with EACCES; foreign system-call ABIs fail.
+fn seccomp_filter() -> Option<Vec<libc::sock_filter>> {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    let ret_errno: u32 = 0x0005_0000 | libc::EACCES as u32;
+    #[cfg(target_arch = "x86_64")]
+    let arch: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    let arch: u32 = 0xC000_00B7;
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    return None;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let mut program = vec![
+        op(LD_W_ABS, 0, 0, 4), // arch
+        op(JEQ_K, 1, 0, arch),
+        op(RET_K, 0, 0, ret_errno),
+        op(LD_W_ABS, 0, 0, 0), // syscall number
+    ];
+    if cfg!(target_arch = "x86_64") {
+        // x32 system calls carry bit 30; refuse them rather than mirror the whole table.
+        program.push(op(JGE_K, 0, 1, 0x4000_0000));
+        program.push(op(RET_K, 0, 0, ret_errno));
+    }
+    program.extend([
+        op(JEQ_K, 0, 1, libc::SYS_io_uring_setup as u32),
+        op(RET_K, 0, 0, ret_errno),
+        op(JEQ_K, 1, 0, libc::SYS_socket as u32),
+        op(RET_K, 0, 0, RET_ALLOW),
+        op(LD_W_ABS, 0, 0, 16), // args[0], the domain (low 32 bits)
+        op(JEQ_K, 0, 1, libc::AF_UNIX as u32),
+        op(RET_K, 0, 0, RET_ALLOW),
+        op(RET_K, 0, 0, ret_errno),
+    ]);
+    Some(program)
+}
