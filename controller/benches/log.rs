@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use controller::event_log::{
-    Durability, Event, EventLog, LoggedCall, LoggedUsage, ModelResponse, Text, ToolCallEvent,
-    ToolResult,
+    Durability, Event, EventLog, LoggedCall, LoggedUsage, ModelResponse, Purpose, Text,
+    ToolCallEvent, ToolResult, ToolStatus,
 };
 
 const WRITES: u64 = 2_000;
@@ -31,7 +31,7 @@ fn events_for(log: &EventLog, idx: u64) -> Event {
         1 => Event::ToolResult(ToolResult {
             call_id: format!("call_{idx}"),
             name: "bash".to_owned(),
-            status: "ok".to_owned(),
+            status: ToolStatus::Ok,
             output: log.text(&format!("exit=0\nstdout:\n  {idx}")).unwrap(),
             exit_code: Some(0),
             timed_out: Some(false),
@@ -40,7 +40,7 @@ fn events_for(log: &EventLog, idx: u64) -> Event {
         }),
         _ => Event::ModelResponse(ModelResponse {
             turn: idx as u32,
-            purpose: "turn".to_owned(),
+            purpose: Purpose::Turn,
             text: Text {
                 text: Some(format!("step {idx}")),
                 blob: None,

@@ -1,19 +1,29 @@
-//! The command line: `harness run`.
+//! The command line: clap's types live here, in the binary's edge, and nowhere in the
+//! library. Each subcommand's module turns its flags into the library's validated config.
+
+mod batch;
+mod policy;
+mod replay;
+mod run;
+mod sandboxes;
+mod terminal;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use controller::config::SessionFlags;
 
 /// The agent harness: runs a model in a loop against a sandbox's tools.
 #[derive(Debug, Parser)]
 #[command(name = "harness", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run one agent session: `harness run [--web-search] [WORKING_DIR] "TASK"`.
     Run(Box<RunArgs>),
     /// Run many tasks at once, each in its own sandbox with its own log, and report.
@@ -30,7 +40,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum SandboxesCommand {
+pub(crate) enum SandboxesCommand {
     /// Remove the sandbox containers a crashed or killed harness left: those whose controller
     /// process is gone from this host, or whose lifetime has passed.
     Prune {
@@ -41,7 +51,7 @@ pub enum SandboxesCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum PolicyCommand {
+pub(crate) enum PolicyCommand {
     /// Run the policy over labelled examples (JSON Lines of `{request, tool, args, expected,
     /// category}`) and print each decision and the agreement rate by category.
     Eval {
@@ -61,13 +71,13 @@ pub enum PolicyCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ReplayCommand {
+pub(crate) enum ReplayCommand {
     /// The session as a readable transcript (Markdown, or one self-contained HTML page).
     Show {
         /// A session folder (`runs/<session-id>`) or its events.jsonl.
         run: PathBuf,
         #[arg(long, value_enum, default_value = "md")]
-        format: crate::replay::render::Format,
+        format: FormatArg,
         /// Write here instead of stdout.
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
@@ -116,164 +126,265 @@ pub enum ReplayCommand {
 }
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct BatchArgs {
+pub(crate) struct BatchArgs {
     /// Task files, or folders of them (their `*.yaml`/`*.yml` in name order). A task's name is
     /// its file name without the extension, and names its log folder.
     #[arg(required = true, value_name = "TASK_FILES")]
-    pub tasks: Vec<PathBuf>,
+    pub(crate) tasks: Vec<PathBuf>,
     /// Tasks at once [default: from the machine: 2 per core, capped by available memory at
     /// 512 MiB per local task or the container's --memory (1 GiB when unset); one per pool
     /// member].
     #[arg(long, value_name = "N")]
-    pub parallel: Option<usize>,
+    pub(crate) parallel: Option<usize>,
     /// The batch folder [default: <log-dir>/batch-<id>]; each task's log is `<out>/<task>/`.
     #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Run only the tasks of --out without a finished log (after a Ctrl-C or a crash).
     #[arg(long, requires = "out")]
-    pub resume: bool,
+    pub(crate) resume: bool,
     /// Retries of a task whose sandbox died, could not start or stopped answering, each on a
     /// fresh sandbox. Other failures are not retried.
     #[arg(long, default_value_t = 1)]
-    pub retries: u32,
+    pub(crate) retries: u32,
     /// Model request limits per endpoint, shared by every task: `ENDPOINT=CONCURRENCY[,PER_MINUTE]`
     /// where ENDPOINT is a provider (`openai`, `openai-compat`, `anthropic`), a base URL, or `*`;
     /// repeatable. Without one, an endpoint is unbounded until it answers 429, which then
     /// holds every task using it for the wait it asks.
     #[arg(long = "rate-limit", value_name = "ENDPOINT=N[,RPM]")]
-    pub rate_limits: Vec<String>,
+    pub(crate) rate_limits: Vec<String>,
     /// `bar` (a live bar and a line per running task), `lines` (a line per event), or `auto`:
     /// the bar when stdout is a terminal.
     #[arg(long, value_enum, default_value = "auto")]
-    pub progress: ProgressMode,
+    pub(crate) progress: ProgressMode,
     #[command(flatten)]
-    pub session: SessionArgs,
+    pub(crate) session: SessionArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProgressMode {
+pub(crate) enum ProgressMode {
     Auto,
     Bar,
     Lines,
 }
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// `[WORKING_DIR] TASK…`: with two or more words the first is the working directory
     /// (default `agent-harness-working`), the rest the task. With --task, at most a working
     /// directory.
     #[arg(value_name = "[WORKING_DIR] TASK")]
-    pub words: Vec<String>,
+    pub(crate) words: Vec<String>,
     /// A task file (YAML): prompt, workspace source, setup, check, model, limits, sandbox, tools.
     /// A folder of task files with --task-index picks one (a Kubernetes Indexed Job's pod).
     #[arg(long, value_name = "FILE|DIR")]
-    pub task: Option<PathBuf>,
+    pub(crate) task: Option<PathBuf>,
     /// With `--task DIR`: run the task file at this position (from 0) among the folder's
     /// `*.yaml`/`*.yml` files in name order; its log folder is named after the file.
     #[arg(long, env = "JOB_COMPLETION_INDEX", value_name = "N")]
-    pub task_index: Option<usize>,
+    pub(crate) task_index: Option<usize>,
     /// The session folder's name under --log-dir [default: the session id, or the task's name
     /// with --task-index].
     #[arg(long, value_name = "NAME")]
-    pub log_name: Option<String>,
+    pub(crate) log_name: Option<String>,
     #[command(flatten)]
-    pub session: SessionArgs,
+    pub(crate) session: SessionArgs,
 }
 
 /// The flags a session takes, shared by `run` and `batch`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SessionArgs {
+pub(crate) struct SessionArgs {
     /// PROVIDER/NAME: openai/… (Responses API), openai-compat/… (Chat Completions, needs
     /// --base-url), anthropic/… (Messages API), or script:FILE (a scripted model, no LLM).
     /// Default: openai/gpt-6-luna, as the seed.
     #[arg(long, env = "CONTROLLER_MODEL")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The model API's base URL, overriding OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
     #[arg(long)]
-    pub base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// Reasoning effort for OpenAI models (minimal, low, medium, high); default low.
     #[arg(long)]
-    pub reasoning_effort: Option<String>,
+    pub(crate) reasoning_effort: Option<String>,
     /// Add the provider's built-in web search tool (OpenAI Responses). Billed separately from tokens.
     #[arg(long)]
-    pub web_search: bool,
+    pub(crate) web_search: bool,
     /// Price as INPUT,OUTPUT[,CACHED_INPUT] in USD per million tokens, overriding the built-in table.
     #[arg(long, value_name = "PRICES")]
-    pub price: Option<String>,
+    pub(crate) price: Option<String>,
     /// Most model turns before stopping [default: 30].
     #[arg(long)]
-    pub max_turns: Option<u32>,
+    pub(crate) max_turns: Option<u32>,
     /// Stop before a turn once this much (USD) is spent [default: 1.00].
     #[arg(long)]
-    pub max_cost: Option<f64>,
+    pub(crate) max_cost: Option<f64>,
     /// Compact the history above this many estimated tokens [default: 100000].
     #[arg(long)]
-    pub compact_at: Option<usize>,
+    pub(crate) compact_at: Option<usize>,
     /// `local` (a sandbox-server child over WORKING_DIR), `docker` (a fresh container of
     /// --image per session, through the Docker Engine API) or the URL of a running server;
     /// for `batch`, `local`, `docker` or `pool:URL,URL…` (running servers, leased per task).
     #[arg(long, value_name = "local|docker|URL|pool:URLS")]
-    pub sandbox: Option<String>,
+    pub(crate) sandbox: Option<String>,
     /// `--sandbox docker`: the sandbox image [default: $HARNESS_SANDBOX_IMAGE, else
     /// agent-harness/sandbox; docker/README.md builds it].
     #[arg(long)]
-    pub image: Option<String>,
+    pub(crate) image: Option<String>,
     /// `--sandbox docker`: the container's memory (no swap beyond it), e.g. `2g`.
     #[arg(long, value_name = "SIZE")]
-    pub memory: Option<String>,
+    pub(crate) memory: Option<String>,
     /// `--sandbox docker`: the container's CPUs, e.g. `1.5`.
     #[arg(long)]
-    pub cpus: Option<f64>,
+    pub(crate) cpus: Option<f64>,
     /// `--sandbox docker`: the most processes and threads in the container.
     #[arg(long)]
-    pub pids: Option<i64>,
+    pub(crate) pids: Option<i64>,
     /// The longest the session may run (wall clock, e.g. `30m`), any sandbox; a container
     /// past it is also removed by `harness sandboxes prune`.
     #[arg(long, value_name = "DURATION")]
-    pub lifetime: Option<humantime::Duration>,
+    pub(crate) lifetime: Option<humantime::Duration>,
     /// The bearer token of a --sandbox URL, in a file.
     #[arg(long, value_name = "FILE")]
-    pub sandbox_token_file: Option<PathBuf>,
+    pub(crate) sandbox_token_file: Option<PathBuf>,
     /// A local sandbox's network: `none` (commands may open only Unix sockets) or `host`.
     /// Default `none`, or the task file's `network`.
     #[arg(long, value_name = "none|host")]
-    pub network: Option<String>,
+    pub(crate) network: Option<String>,
     /// More paths a local sandbox's commands may write beneath (they may write only in the
     /// workspace and a private TMPDIR otherwise), comma-separated, e.g. `~/.cargo,~/.cache`.
     #[arg(long, value_delimiter = ',', value_name = "PATHS")]
-    pub writable: Vec<PathBuf>,
+    pub(crate) writable: Vec<PathBuf>,
     /// The tools to give the model, comma-separated; all that the sandbox offers when absent.
     #[arg(long, value_delimiter = ',')]
-    pub tools: Option<Vec<String>>,
+    pub(crate) tools: Option<Vec<String>>,
     /// `FILE` (YAML: `deny`, `ask`, `allow` pattern lists, checked before the built-in rules
     /// unless it sets `defaults: false`), or `allow-all` for disposable, isolated experiments.
     #[arg(long, value_name = "FILE|allow-all")]
-    pub policy: Option<String>,
+    pub(crate) policy: Option<String>,
     /// The model that scores risk for calls no rule covers; the run's model when absent.
     #[arg(long, value_name = "PROVIDER/NAME")]
-    pub classifier_model: Option<String>,
+    pub(crate) classifier_model: Option<String>,
     /// Seconds the classifier may take for one call (retries included) before the call is asked.
     #[arg(long, default_value_t = 60)]
-    pub classifier_timeout: u64,
+    pub(crate) classifier_timeout: u64,
     /// Decide by rules only: a call no rule covers is asked.
     #[arg(long)]
-    pub no_classifier: bool,
+    pub(crate) no_classifier: bool,
     /// What happens to a call the policy asks about: `ask` the person at the terminal (no
     /// terminal means no), `never` approve, or approve `auto`matically (unattended: the ask
     /// rules and the classifier then stop nothing; only for disposable sandboxes).
     #[arg(long, value_enum, default_value = "ask")]
-    pub approve: crate::policy::Approve,
+    pub(crate) approve: ApproveArg,
     /// Where session logs go: each session is a folder `<log-dir>/<session-id>/`.
     #[arg(long, env = "CONTROLLER_LOG_DIR", default_value = "runs")]
-    pub log_dir: PathBuf,
+    pub(crate) log_dir: PathBuf,
     /// `durable` syncs every event to disk before the step goes on; `relaxed` leaves it to the OS
     /// until the end (a machine crash may lose the last events, a killed harness does not).
     #[arg(long, value_enum, default_value = "durable")]
-    pub log_durability: crate::event_log::Durability,
+    pub(crate) log_durability: DurabilityArg,
     /// Anthropic: the most tokens per reply [default: 8192].
     #[arg(long)]
-    pub max_tokens: Option<u32>,
+    pub(crate) max_tokens: Option<u32>,
     /// Anthropic: enable extended thinking with this many budget tokens.
     #[arg(long)]
-    pub thinking_budget: Option<u32>,
+    pub(crate) thinking_budget: Option<u32>,
+}
+
+/// `--format` of `replay show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FormatArg {
+    Md,
+    Html,
+}
+
+/// `--approve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ApproveArg {
+    /// Never approve: every ask is a no.
+    Never,
+    /// Ask the person at the terminal; without one, the answer is no (the default).
+    Ask,
+    /// Approve every ask without a person. Only for disposable, isolated sandboxes: the
+    /// classifier and the rules' ask list then stop nothing.
+    Auto,
+}
+
+/// `--log-durability`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DurabilityArg {
+    /// fsync every batch before `record` returns (default): nothing acknowledged is lost.
+    Durable,
+    /// Write to the OS at once, fsync at the end: a crash of the process loses nothing, a crash
+    /// of the machine may lose the last events.
+    Relaxed,
+}
+
+impl From<FormatArg> for controller::replay::render::Format {
+    fn from(arg: FormatArg) -> Self {
+        match arg {
+            FormatArg::Md => controller::replay::render::Format::Md,
+            FormatArg::Html => controller::replay::render::Format::Html,
+        }
+    }
+}
+
+impl From<ApproveArg> for controller::policy::Approve {
+    fn from(arg: ApproveArg) -> Self {
+        match arg {
+            ApproveArg::Never => controller::policy::Approve::Never,
+            ApproveArg::Ask => controller::policy::Approve::Ask,
+            ApproveArg::Auto => controller::policy::Approve::Auto,
+        }
+    }
+}
+
+impl From<DurabilityArg> for controller::event_log::Durability {
+    fn from(arg: DurabilityArg) -> Self {
+        match arg {
+            DurabilityArg::Durable => controller::event_log::Durability::Durable,
+            DurabilityArg::Relaxed => controller::event_log::Durability::Relaxed,
+        }
+    }
+}
+
+impl SessionArgs {
+    /// The flags as the library takes them.
+    pub(crate) fn flags(&self) -> SessionFlags {
+        SessionFlags {
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            reasoning_effort: self.reasoning_effort.clone(),
+            web_search: self.web_search,
+            price: self.price.clone(),
+            max_turns: self.max_turns,
+            max_cost: self.max_cost,
+            compact_at: self.compact_at,
+            sandbox: self.sandbox.clone(),
+            image: self.image.clone(),
+            memory: self.memory.clone(),
+            cpus: self.cpus,
+            pids: self.pids,
+            lifetime: self.lifetime.map(Into::into),
+            sandbox_token_file: self.sandbox_token_file.clone(),
+            network: self.network.clone(),
+            writable: self.writable.clone(),
+            tools: self.tools.clone(),
+            policy: self.policy.clone(),
+            classifier_model: self.classifier_model.clone(),
+            classifier_timeout: Duration::from_secs(self.classifier_timeout),
+            no_classifier: self.no_classifier,
+            approve: self.approve.into(),
+            max_tokens: self.max_tokens,
+            thinking_budget: self.thinking_budget,
+        }
+    }
+}
+
+/// Runs a parsed command line; its exit code.
+pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Run(args) => run::run(*args).await,
+        Command::Batch(args) => batch::run(*args).await,
+        Command::Replay(command) => replay::run(command).await,
+        Command::Policy(command) => policy::run(command).await,
+        Command::Sandboxes(command) => sandboxes::run(command).await,
+    }
 }

@@ -7,7 +7,9 @@
 //! so every reference in a complete line resolves. Secrets are redacted from both.
 
 mod event;
+mod kinds;
 pub mod reader;
+mod writer;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -18,29 +20,12 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
 
 pub use event::*;
+pub use kinds::*;
+use writer::Cmd;
 
 /// Payloads longer than this go to a blob instead of inline.
 pub const INLINE_LIMIT: usize = 4096;
 const PREVIEW_CHARS: usize = 300;
-
-/// How hard the writer works to keep events on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Durability {
-    /// fsync every batch before `record` returns (default): nothing acknowledged is lost.
-    Durable,
-    /// Write to the OS at once, fsync at the end: a crash of the process loses nothing, a crash
-    /// of the machine may lose the last events.
-    Relaxed,
-}
-
-impl Durability {
-    pub fn name(self) -> &'static str {
-        match self {
-            Durability::Durable => "durable",
-            Durability::Relaxed => "relaxed",
-        }
-    }
-}
 
 /// Why the log could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -56,16 +41,6 @@ pub enum EventLogError {
     Closed,
 }
 
-enum Cmd {
-    Record {
-        event: Box<Event>,
-        ack: oneshot::Sender<Result<u64, String>>,
-    },
-    Close {
-        ack: oneshot::Sender<Result<(), String>>,
-    },
-}
-
 /// A handle to one session's log. Clone it freely; only the writer task touches the file.
 #[derive(Debug, Clone)]
 pub struct EventLog {
@@ -73,15 +48,6 @@ pub struct EventLog {
     dir: PathBuf,
     secrets: Arc<Vec<String>>,
     durability: Durability,
-}
-
-impl std::fmt::Debug for Cmd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Cmd::Record { .. } => "Record",
-            Cmd::Close { .. } => "Close",
-        })
-    }
 }
 
 impl EventLog {
@@ -115,17 +81,13 @@ impl EventLog {
         secrets: Vec<String>,
     ) -> std::io::Result<EventLog> {
         let secrets = Arc::new(secrets);
-        let (tx, rx) = mpsc::channel(1024);
-        let writer = Writer {
+        let tx = writer::spawn(
             file,
-            path: dir.join("events.jsonl"),
+            dir.join("events.jsonl"),
             next_seq,
             durability,
-            secrets: secrets.clone(),
-        };
-        std::thread::Builder::new()
-            .name("event-log-writer".to_owned())
-            .spawn(move || writer.run(rx))?;
+            secrets.clone(),
+        )?;
         Ok(EventLog {
             tx,
             dir: dir.to_owned(),
@@ -271,86 +233,6 @@ impl EventLog {
     }
 }
 
-/// The one owner of `events.jsonl`.
-struct Writer {
-    file: File,
-    path: PathBuf,
-    next_seq: u64,
-    durability: Durability,
-    secrets: Arc<Vec<String>>,
-}
-
-impl Writer {
-    /// Runs on its own thread: takes every pending command, writes one batch, syncs once, and
-    /// then acknowledges the batch (group commit).
-    fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
-        while let Some(first) = rx.blocking_recv() {
-            let mut batch = vec![first];
-            while let Ok(more) = rx.try_recv() {
-                batch.push(more);
-            }
-            let mut buffer = Vec::new();
-            let mut acks = Vec::new();
-            let mut close = None;
-            for cmd in batch {
-                match cmd {
-                    Cmd::Record { event, ack } => {
-                        let seq = self.next_seq;
-                        self.next_seq += 1;
-                        let envelope = Envelope {
-                            seq,
-                            ts: now(),
-                            event: *event,
-                        };
-                        match serde_json::to_string(&envelope) {
-                            Ok(line) => {
-                                buffer.extend_from_slice(
-                                    crate::secrets::redact(&line, &self.secrets).as_bytes(),
-                                );
-                                buffer.push(b'\n');
-                                acks.push((ack, seq));
-                            }
-                            Err(err) => {
-                                // Cannot happen for these types; never leave a gap in `seq`.
-                                self.next_seq -= 1;
-                                let _ = ack.send(Err(format!("serializing an event: {err}")));
-                            }
-                        }
-                    }
-                    Cmd::Close { ack } => close = Some(ack),
-                }
-            }
-            let written = self.file.write_all(&buffer).and_then(|()| {
-                match (self.durability, close.is_some()) {
-                    (Durability::Durable, _) | (Durability::Relaxed, true) => self.file.sync_data(),
-                    (Durability::Relaxed, false) => Ok(()),
-                }
-            });
-            match written {
-                Ok(()) => {
-                    for (ack, seq) in acks {
-                        let _ = ack.send(Ok(seq));
-                    }
-                }
-                Err(err) => {
-                    let message = format!("writing {}: {err}", self.path.display());
-                    for (ack, _) in acks {
-                        let _ = ack.send(Err(message.clone()));
-                    }
-                    if let Some(ack) = close.take() {
-                        let _ = ack.send(Err(message));
-                    }
-                    return;
-                }
-            }
-            if let Some(ack) = close {
-                let _ = ack.send(Ok(()));
-                return;
-            }
-        }
-    }
-}
-
 /// The JSON Schema of one line of the log, generated from these types.
 pub fn schema() -> serde_json::Value {
     let mut schema =
@@ -367,7 +249,6 @@ pub fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
-/// A sortable, unique session id: `20261130T004512Z-3f9a1c`.
 /// Moves an earlier attempt's session folder `<root>/<name>` aside, to
 /// `<root>/attempts/<name>.<n>` (the first free n from 1), so the name is free for a new
 /// attempt and the old log is kept, out of the way of `replay metrics <root>`. Returns where it
@@ -389,6 +270,7 @@ pub fn set_aside(root: &Path, name: &str) -> std::io::Result<Option<PathBuf>> {
     unreachable!("some attempt number is free")
 }
 
+/// A sortable, unique session id: `20261130T004512Z-3f9a1c`.
 pub fn new_session_id() -> String {
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let compact: String = stamp
@@ -404,7 +286,7 @@ mod tests {
 
     fn error(message: &str) -> Event {
         Event::Error(ErrorEvent {
-            class: "internal".to_owned(),
+            class: ErrorClass::Internal,
             message: message.to_owned(),
             call_id: None,
         })

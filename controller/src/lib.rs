@@ -1,42 +1,46 @@
-//! The controller: everything that is not a tool. It reaches sandboxes only over HTTP.
+//! The controller: everything that is not a tool. It reaches sandboxes only over HTTP, and it
+//! never talks to a person: the binary's edge (`main.rs`, `cli/`) parses the command line,
+//! prints, and asks.
 //!
 //! # Layout
-//! - [`cli`]: the command line.
-//! - [`config`]: the run's settings, resolved from flags and a task file.
-//! - [`llm`]: the `Model` trait, the three provider adapters, the scripted model, prices, retries.
-//! - [`run_loop`]: the agent loop and compaction.
+//! - [`config`]: a run's settings, resolved from flags and a task file; [`task`]: task files.
+//! - [`session`]: one session end to end, for `run` and `batch`: the sandbox, the agent, the
+//!   check, the log's header and footer, and the outcome.
+//! - [`run_loop`]: the agent loop, each model call and tool call, compaction.
+//! - [`llm`]: the `Model` trait, the three provider adapters, the scripted model, prices,
+//!   retries and rate gates.
+//! - [`policy`]: the seam that decides every tool call, and how asks are settled.
 //! - [`prompt`]: the system prompt (AGENTS.md, skills).
-//! - [`policy`]: the seam that decides every tool call.
-//! - [`session`]: one session end to end, for `run` and `batch`.
-//! - [`batch`]: many sessions at once: scheduling, retries, pools, the batch log and report.
-//! - [`sandbox_client`], [`local_sandbox`], [`docker_sandbox`], [`seed`]: reaching, starting
-//!   and filling sandboxes.
-//! - [`task`]: task files.
+//! - [`sandbox`]: reaching, starting, leasing and filling sandboxes; the typed client.
+//! - [`recording`]: what the log records about the sandbox (workspace, changes, fingerprint).
+//! - [`event_log`]: the session log (one writer), its event types and its reader.
+//! - [`replay`]: reading logs back: transcripts, restore, metrics, batch reports, rerun.
+//! - [`batch`]: many sessions at once: scheduling, retries, the batch log.
+//! - [`secrets`], [`text`]: redaction; escaping and sizes.
 
 pub mod batch;
-pub mod cli;
 pub mod config;
-pub mod docker_sandbox;
 pub mod event_log;
 pub mod llm;
-pub mod local_sandbox;
 pub mod policy;
 pub mod prompt;
 pub mod recording;
 pub mod replay;
 pub mod run_loop;
-pub mod sandbox_client;
+pub mod sandbox;
 pub mod secrets;
-pub mod seed;
 pub mod session;
 pub mod task;
+pub mod text;
 
-/// How `harness run` exits.
+/// How `harness` exits.
 pub mod exit_code {
     /// The agent finished (and the task's check, if any, passed).
     pub const COMPLETED: i32 = 0;
     /// Bad input, a model or sandbox failure.
     pub const ERROR: i32 = 1;
+    /// The command line is wrong (clap's own code).
+    pub const USAGE: i32 = 2;
     /// The turn limit was hit.
     pub const TURN_LIMIT: i32 = 3;
     /// The cost limit was hit.

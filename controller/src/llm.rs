@@ -3,8 +3,8 @@
 mod anthropic;
 mod chat;
 pub mod gate;
+pub mod offline;
 pub mod pricing;
-mod replay_model;
 mod responses;
 mod retry;
 mod scripted;
@@ -19,7 +19,6 @@ use sandbox_protocol::ToolSpec;
 pub use anthropic::AnthropicModel;
 pub use chat::ChatModel;
 pub use pricing::Price;
-pub use replay_model::ReplayModel;
 pub use responses::ResponsesModel;
 pub use retry::RetryPolicy;
 pub use scripted::ScriptedModel;
@@ -130,15 +129,6 @@ pub fn build_gated(
     retry: RetryPolicy,
     gates: Option<&gate::Gates>,
 ) -> anyhow::Result<Arc<dyn Model>> {
-    let env = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .filter(|value| !value.trim().is_empty())
-    };
-    if let Some(path) = spec.name.strip_prefix("replay:") {
-        let dir = crate::event_log::reader::session_dir(std::path::Path::new(path));
-        return Ok(Arc::new(ReplayModel::load(&dir)?));
-    }
     if let Some(path) = spec.name.strip_prefix("script:") {
         return Ok(Arc::new(ScriptedModel::load(std::path::Path::new(path))?));
     }
@@ -154,71 +144,123 @@ pub fn build_gated(
             spec.name
         );
     }
-    let price = spec.price.or_else(|| pricing::builtin(provider, name));
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(30))
-        .timeout(Duration::from_secs(600))
-        .build()?;
+    let endpoint = Endpoint {
+        name: name.to_owned(),
+        price: spec.price.or_else(|| pricing::builtin(provider, name)),
+        client: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .timeout(Duration::from_secs(600))
+            .build()?,
+        retry,
+    };
     Ok(match provider {
-        "openai" => {
-            let base_url = spec
-                .base_url
-                .clone()
-                .or_else(|| env("OPENAI_BASE_URL"))
-                .unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
-            let key = env("OPENAI_API_KEY").ok_or(ModelError::MissingKey {
-                variable: "OPENAI_API_KEY",
-            })?;
-            Arc::new(ResponsesModel {
-                gate: gates.map(|g| g.gate(provider, &base_url)),
-                client,
-                base_url,
-                key,
-                name: name.to_owned(),
-                price,
-                reasoning_effort: spec.reasoning_effort.clone(),
-                web_search: spec.web_search,
-                retry,
-            })
-        }
-        "openai-compat" => {
-            let base_url = spec.base_url.clone().or_else(|| env("OPENAI_BASE_URL")).ok_or_else(|| {
-                anyhow::anyhow!("--model {}: an OpenAI-compatible server needs --base-url (or OPENAI_BASE_URL), e.g. http://localhost:11434/v1", spec.name)
-            })?;
-            Arc::new(ChatModel {
-                gate: gates.map(|g| g.gate(provider, &base_url)),
-                client,
-                base_url,
-                key: env("OPENAI_API_KEY"),
-                name: name.to_owned(),
-                price,
-                retry,
-            })
-        }
-        "anthropic" => {
-            let base_url = spec
-                .base_url
-                .clone()
-                .or_else(|| env("ANTHROPIC_BASE_URL"))
-                .unwrap_or_else(|| "https://api.anthropic.com".to_owned());
-            let key = env("ANTHROPIC_API_KEY").ok_or(ModelError::MissingKey {
-                variable: "ANTHROPIC_API_KEY",
-            })?;
-            Arc::new(AnthropicModel {
-                gate: gates.map(|g| g.gate(provider, &base_url)),
-                client,
-                base_url,
-                key,
-                name: name.to_owned(),
-                price,
-                max_tokens: spec.max_tokens,
-                thinking_budget: spec.thinking_budget,
-                retry,
-            })
-        }
+        "openai" => openai(spec, endpoint, gates)?,
+        "openai-compat" => openai_compat(spec, endpoint, gates)?,
+        "anthropic" => anthropic(spec, endpoint, gates)?,
         other => anyhow::bail!(
             "--model {}: unknown provider `{other}`; use openai, openai-compat or anthropic",
             spec.name
         ),
     })
+}
+
+/// What every provider's adapter takes.
+struct Endpoint {
+    name: String,
+    price: Option<Price>,
+    client: reqwest::Client,
+    retry: RetryPolicy,
+}
+
+/// An environment variable, when set and not blank.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+}
+
+/// The base URL (the flag, else `url_variable`, else `default`) and the key (`key_variable`,
+/// which must be set) of a hosted provider.
+fn hosted(
+    spec: &ModelSpec,
+    url_variable: &'static str,
+    default: &str,
+    key_variable: &'static str,
+) -> Result<(String, String), ModelError> {
+    let base_url = spec
+        .base_url
+        .clone()
+        .or_else(|| env(url_variable))
+        .unwrap_or_else(|| default.to_owned());
+    let key = env(key_variable).ok_or(ModelError::MissingKey {
+        variable: key_variable,
+    })?;
+    Ok((base_url, key))
+}
+
+fn openai(
+    spec: &ModelSpec,
+    endpoint: Endpoint,
+    gates: Option<&gate::Gates>,
+) -> anyhow::Result<Arc<dyn Model>> {
+    let (base_url, key) = hosted(
+        spec,
+        "OPENAI_BASE_URL",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+    )?;
+    Ok(Arc::new(ResponsesModel {
+        gate: gates.map(|g| g.gate("openai", &base_url)),
+        client: endpoint.client,
+        base_url,
+        key,
+        name: endpoint.name,
+        price: endpoint.price,
+        reasoning_effort: spec.reasoning_effort.clone(),
+        web_search: spec.web_search,
+        retry: endpoint.retry,
+    }))
+}
+
+fn openai_compat(
+    spec: &ModelSpec,
+    endpoint: Endpoint,
+    gates: Option<&gate::Gates>,
+) -> anyhow::Result<Arc<dyn Model>> {
+    let base_url = spec.base_url.clone().or_else(|| env("OPENAI_BASE_URL")).ok_or_else(|| {
+        anyhow::anyhow!("--model {}: an OpenAI-compatible server needs --base-url (or OPENAI_BASE_URL), e.g. http://localhost:11434/v1", spec.name)
+    })?;
+    Ok(Arc::new(ChatModel {
+        gate: gates.map(|g| g.gate("openai-compat", &base_url)),
+        client: endpoint.client,
+        base_url,
+        key: env("OPENAI_API_KEY"),
+        name: endpoint.name,
+        price: endpoint.price,
+        retry: endpoint.retry,
+    }))
+}
+
+fn anthropic(
+    spec: &ModelSpec,
+    endpoint: Endpoint,
+    gates: Option<&gate::Gates>,
+) -> anyhow::Result<Arc<dyn Model>> {
+    let (base_url, key) = hosted(
+        spec,
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+    )?;
+    Ok(Arc::new(AnthropicModel {
+        gate: gates.map(|g| g.gate("anthropic", &base_url)),
+        client: endpoint.client,
+        base_url,
+        key,
+        name: endpoint.name,
+        price: endpoint.price,
+        max_tokens: spec.max_tokens,
+        thinking_budget: spec.thinking_budget,
+        retry: endpoint.retry,
+    }))
 }

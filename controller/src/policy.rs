@@ -2,18 +2,23 @@
 //! rules first, read-only tools skip the classifier, then the LLM risk classifier for what the
 //! rules leave open. The answer is allow, ask or deny, with a reason and where it came from.
 
+pub mod approval;
+mod build;
 pub mod classifier;
 pub mod rules;
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use approval::{Approval, Approve, Asker, Nobody, Settled};
+pub use build::{PolicySettings, build_policy};
 pub use classifier::Classifier;
-pub use rules::{RuleSet, Verdict};
+pub use rules::RuleSet;
+
+use crate::event_log::{DecisionSource, Verdict};
 
 /// What to do with a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,12 +30,30 @@ pub enum Decision {
     Deny(String),
 }
 
+impl Decision {
+    /// The verdict, as the log files it.
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            Decision::Allow => Verdict::Allow,
+            Decision::Ask(_) => Verdict::Ask,
+            Decision::Deny(_) => Verdict::Deny,
+        }
+    }
+
+    /// Why, when it is not an allow.
+    pub fn reason(&self) -> &str {
+        match self {
+            Decision::Allow => "",
+            Decision::Ask(reason) | Decision::Deny(reason) => reason,
+        }
+    }
+}
+
 /// A decision with its provenance, for the log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Judgement {
     pub decision: Decision,
-    /// `rule`, `read_only`, `classifier`, `classifier_failed`, `allow_all` or `no_classifier`.
-    pub source: String,
+    pub source: DecisionSource,
     pub rule: Option<String>,
     pub risk: Option<f64>,
     pub authorized: Option<f64>,
@@ -38,10 +61,10 @@ pub struct Judgement {
 }
 
 impl Judgement {
-    fn new(decision: Decision, source: &str) -> Judgement {
+    fn new(decision: Decision, source: DecisionSource) -> Judgement {
         Judgement {
             decision,
-            source: source.to_owned(),
+            source,
             rule: None,
             risk: None,
             authorized: None,
@@ -67,7 +90,7 @@ pub struct AllowAll;
 
 impl Policy for AllowAll {
     fn name(&self) -> String {
-        "allow_all".to_owned()
+        DecisionSource::AllowAll.as_str().to_owned()
     }
 
     fn decide<'a>(
@@ -76,7 +99,7 @@ impl Policy for AllowAll {
         _tool: &'a str,
         _args: &'a Value,
     ) -> BoxFuture<'a, Judgement> {
-        Box::pin(async { Judgement::new(Decision::Allow, "allow_all") })
+        Box::pin(async { Judgement::new(Decision::Allow, DecisionSource::AllowAll) })
     }
 }
 
@@ -109,17 +132,17 @@ impl Policy for Pipeline {
                     Verdict::Ask => Decision::Ask(reason),
                     Verdict::Allow => Decision::Allow,
                 };
-                let mut judgement = Judgement::new(decision, "rule");
+                let mut judgement = Judgement::new(decision, DecisionSource::Rule);
                 judgement.rule = Some(rule.pattern.clone());
                 return judgement;
             }
             if READ_ONLY_TOOLS.contains(&tool) {
-                return Judgement::new(Decision::Allow, "read_only");
+                return Judgement::new(Decision::Allow, DecisionSource::ReadOnly);
             }
             let Some(classifier) = &self.classifier else {
                 return Judgement::new(
                     Decision::Ask("no rule matched and no classifier is configured".to_owned()),
-                    "no_classifier",
+                    DecisionSource::NoClassifier,
                 );
             };
             classifier.judge(request, tool, args).await
@@ -157,38 +180,6 @@ pub fn load_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
         rules.extend(RuleSet::defaults());
     }
     Ok(rules)
-}
-
-/// What happens to an `ask` decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Approve {
-    /// Never approve: every ask is a no.
-    Never,
-    /// Ask the person at the terminal; without one, the answer is no (the default).
-    Ask,
-    /// Approve every ask without a person. Only for disposable, isolated sandboxes: the
-    /// classifier and the rules' ask list then stop nothing.
-    Auto,
-}
-
-/// The seed's prompt on a terminal; no terminal means no.
-pub fn ask_user(tool: &str, args: &Value, reason: &str) -> bool {
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return false;
-    }
-    let mut stderr = std::io::stderr();
-    if write!(stderr, "\nAllow {tool} {args}? ({reason}) [y/N] ")
-        .and_then(|()| stderr.flush())
-        .is_err()
-    {
-        return false;
-    }
-    let mut answer = String::new();
-    match stdin.lock().read_line(&mut answer) {
-        Ok(0) | Err(_) => false,
-        Ok(_) => matches!(answer.trim().to_lowercase().as_str(), "y" | "yes"),
-    }
 }
 
 /// The message a refused call returns to the model, as the seed words it.

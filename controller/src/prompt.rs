@@ -3,7 +3,8 @@
 
 use sandbox_protocol::EntryKind;
 
-use crate::sandbox_client::{SandboxClient, SandboxError};
+use crate::sandbox::{SandboxClient, SandboxError};
+use crate::text::escape;
 
 /// The seed's base prompt.
 pub const BASE_PROMPT: &str = "You are a coding agent. Use the tools to complete the user's task in the \
@@ -200,22 +201,6 @@ pub fn format_skills(skills: &[Skill]) -> String {
     )
 }
 
-/// Python's `html.escape(text, quote=True)`.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#x27;"),
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,10 +242,6 @@ Resolve relative paths in a skill against the skill's folder.
   </skill>
 </available_skills>";
         assert_eq!(format_skills(&skills), expected);
-        assert_eq!(
-            escape(r#"a<b & "c" 'd'>"#),
-            "a&lt;b &amp; &quot;c&quot; &#x27;d&#x27;&gt;"
-        );
     }
 
     #[test]

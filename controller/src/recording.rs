@@ -8,7 +8,7 @@ use crate::event_log::{
     ChangeRecord, Event, EventLog, EventLogError, ListenerRecord, ProcessRecord, StateFingerprint,
     VersionRecord, WatchedRecord, WorkspaceChanged, WorkspaceSnapshot,
 };
-use crate::sandbox_client::{SandboxClient, SandboxError};
+use crate::sandbox::{SandboxClient, SandboxError};
 
 /// Why recording failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,8 +1,11 @@
-//! Reading a session back, at four levels: text (`show`), state (`restore`), metrics, and a
-//! regression re-run (`rerun`). Every reader streams the log, so its length does not matter.
+//! Reading a session back, at four levels: text (`show`), state (`restore`), metrics (one
+//! session, or a batch's [`report`]), and a regression re-run (`rerun`); and its recorded
+//! replies as a [`model`]. Every reader streams the log, so its length does not matter.
 
 pub mod metrics;
+pub mod model;
 pub mod render;
+pub mod report;
 pub mod rerun;
 pub mod restore;
 
@@ -86,7 +89,7 @@ pub fn session_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReplayError> {
     let mut dirs = Vec::new();
     for path in paths {
         let path = reader::session_dir(path);
-        if crate::batch::report::is_batch(&path) {
+        if report::is_batch(&path) {
             let mut tasks = child_logs(&path)?;
             tasks.sort();
             dirs.extend(tasks);
@@ -99,7 +102,7 @@ pub fn session_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReplayError> {
         let mut found = Vec::new();
         for child in child_logs(&path)? {
             // A batch folder among them stands for its tasks' sessions, not for itself.
-            if crate::batch::report::is_batch(&child) {
+            if report::is_batch(&child) {
                 found.extend(child_logs(&child)?);
             } else {
                 found.push(child);

@@ -157,6 +157,23 @@ impl WorkspaceSection {
 }
 
 impl TaskFile {
+    /// A task that is only its prompt (`harness run "TASK"`).
+    pub fn from_prompt(prompt: &str) -> TaskFile {
+        TaskFile {
+            prompt: prompt.to_owned(),
+            workspace: None,
+            setup: Vec::new(),
+            check: None,
+            check_timeout: None,
+            model: None,
+            limits: None,
+            sandbox: None,
+            tools: None,
+            network: None,
+            web_search: None,
+        }
+    }
+
     /// The workspace source, checked.
     pub fn workspace_source(&self) -> Result<Option<WorkspaceSource>, String> {
         self.workspace
@@ -249,21 +266,16 @@ pub fn task_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// `--task DIR --task-index N`: the arguments with the N-th task file, and its name for the
-/// log folder. Other arguments pass through untouched.
-pub fn pick_indexed(
-    mut args: crate::cli::RunArgs,
-) -> anyhow::Result<(crate::cli::RunArgs, Option<String>)> {
-    let Some(dir) = args.task.clone().filter(|path| path.is_dir()) else {
-        return Ok((args, None));
-    };
-    let Some(index) = args.task_index else {
+/// `--task DIR --task-index N`: the N-th task file of a folder, and its name (for the log
+/// folder of a Kubernetes Indexed Job's pod).
+pub fn pick_indexed(dir: &Path, index: Option<usize>) -> anyhow::Result<(PathBuf, String)> {
+    let Some(index) = index else {
         anyhow::bail!(
             "--task {} is a folder: give --task-index N (or JOB_COMPLETION_INDEX) to pick a task",
             dir.display()
         );
     };
-    let files = task_files(&dir)?;
+    let files = task_files(dir)?;
     let Some(file) = files.get(index) else {
         anyhow::bail!(
             "--task-index {index}: {} holds {} task files (indexes 0 to {})",
@@ -272,9 +284,7 @@ pub fn pick_indexed(
             files.len().saturating_sub(1)
         );
     };
-    let id = task_id(file);
-    args.task = Some(file.clone());
-    Ok((args, Some(id)))
+    Ok((file.clone(), task_id(file)))
 }
 
 #[cfg(test)]

@@ -271,7 +271,7 @@ impl ServeArgs {
 
     fn registry(&self) -> Result<Registry, ConfigError> {
         let Some(names) = &self.tools else {
-            return Ok(Registry::builtin());
+            return Ok(crate::sandbox::tools::builtin());
         };
         let names: Vec<String> = names
             .iter()
@@ -281,7 +281,7 @@ impl ServeArgs {
         if names.is_empty() {
             return Err(ConfigError::Tools("name at least one tool".to_owned()));
         }
-        Registry::builtin()
+        crate::sandbox::tools::builtin()
             .select(&names)
             .map_err(ConfigError::Tools)
     }

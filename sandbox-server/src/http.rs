@@ -160,15 +160,6 @@ pub async fn serve(
     result.map_err(std::io::Error::other)?
 }
 
-/// Runs blocking work (the file system, `/proc`) off the async threads; a panicked task is a 500.
-pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|err| ApiError::Internal(format!("a blocking task failed: {err}")))
-}
-
 async fn not_found(method: Method, uri: Uri) -> ApiError {
     ApiError::NotFound(format!(
         "no route for {method} {}; see /openapi.json or /docs",

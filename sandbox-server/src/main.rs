@@ -5,14 +5,13 @@ use std::io::Write;
 use anyhow::Context;
 use clap::Parser;
 use sandbox_server::config::{Cli, Command};
-use sandbox_server::sandbox::Registry;
 use sandbox_server::{shutdown, telemetry};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::PrintOpenapi => {
-            let document = sandbox_server::openapi(&Registry::builtin());
+            let document = sandbox_server::openapi(&sandbox_server::sandbox::tools::builtin());
             let json = serde_json::to_string_pretty(&document)
                 .context("serializing the OpenAPI document")?;
             let mut stdout = std::io::stdout().lock();

@@ -10,7 +10,6 @@
 //! the union of the shell's descendants, its process group, and every process carrying that
 //! marker, so children that escaped the group are caught too.
 
-pub mod cgroups;
 pub mod confine;
 mod proc_fs;
 mod supervisor;

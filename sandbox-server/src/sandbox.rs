@@ -11,3 +11,13 @@ pub mod tools;
 pub mod workspace;
 
 pub use registry::{Registry, Tool, ToolContext, ToolError, ToolLimits, Validate};
+
+/// Runs blocking work (the file system, `/proc`) off the async threads. The one helper for it:
+/// a task that panicked is an internal error.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| ToolError::Internal(format!("a blocking task failed: {err}")))
+}

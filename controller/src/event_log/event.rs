@@ -5,6 +5,11 @@ use sandbox_protocol::{ChangeKind, EntryKind, SocketProtocol, WatchedKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::kinds::{
+    DecisionSource, Durability, ErrorClass, FailureClass, Outcome, Purpose, SandboxKind, SettledBy,
+    Stream, ToolStatus, Verdict,
+};
+
 /// The format version in `session_started`; bumped when a change breaks readers.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -138,8 +143,8 @@ pub struct RunSettings {
     pub tool_names: Vec<String>,
     /// Which policy decided tool calls.
     pub policy: String,
-    /// `local`, `docker` or `remote`.
-    pub sandbox: String,
+    pub sandbox: SandboxKind,
+    /// Empty when the sandbox never started.
     pub sandbox_url: String,
     /// `docker`: the container and its limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,8 +157,7 @@ pub struct RunSettings {
     pub working_dir: Option<String>,
     pub setup: Vec<String>,
     pub check: Option<String>,
-    /// `durable` or `relaxed`.
-    pub log_durability: String,
+    pub log_durability: Durability,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -172,8 +176,7 @@ pub struct WorkspaceSnapshot {
 pub struct ModelRequest {
     /// The loop turn, from 1.
     pub turn: u32,
-    /// `turn` or `summary` (a compaction).
-    pub purpose: String,
+    pub purpose: Purpose,
     pub n_messages: u64,
     pub estimated_tokens: u64,
     /// The full request body sent to the provider.
@@ -184,7 +187,7 @@ pub struct ModelRequest {
 #[serde(deny_unknown_fields)]
 pub struct ModelResponse {
     pub turn: u32,
-    pub purpose: String,
+    pub purpose: Purpose,
     pub text: Text,
     pub tool_calls: Vec<LoggedCall>,
     pub usage: LoggedUsage,
@@ -218,14 +221,13 @@ pub struct LoggedUsage {
 pub struct PolicyDecision {
     pub call_id: String,
     pub tool: String,
-    /// `allow`, `ask` or `deny`, as decided before any person was asked.
-    pub decision: String,
+    /// As decided before any person was asked.
+    pub decision: Verdict,
     /// The final word: whether the call runs.
     pub allowed: bool,
     pub reason: String,
-    /// What decided: `rule`, `read_only`, `classifier`, `classifier_failed`, `no_classifier`
-    /// or `allow_all`; an ask is then settled by `person`, `approve_never` or `approve_auto`.
-    pub source: String,
+    /// What decided; an ask is then settled as `settled_by` says.
+    pub source: DecisionSource,
     /// The pattern that matched, when a rule decided.
     #[serde(default)]
     pub rule: Option<String>,
@@ -236,9 +238,9 @@ pub struct PolicyDecision {
     pub authorized: Option<f64>,
     #[serde(default)]
     pub classifier_model: Option<String>,
-    /// How an ask was settled: `person`, `no_terminal`, `approve_never` or `approve_auto`.
+    /// How an ask was settled.
     #[serde(default)]
-    pub settled_by: Option<String>,
+    pub settled_by: Option<SettledBy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -254,8 +256,7 @@ pub struct ToolCallEvent {
 pub struct ToolResult {
     pub call_id: String,
     pub name: String,
-    /// `ok`, `error` (the model saw `ERROR: …`) or `blocked`.
-    pub status: String,
+    pub status: ToolStatus,
     /// The text the model saw.
     pub output: Text,
     pub exit_code: Option<i32>,
@@ -268,8 +269,7 @@ pub struct ToolResult {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutputRecord {
-    /// `stdout` or `stderr`.
-    pub stream: String,
+    pub stream: Stream,
     /// The sandbox's hash of the stream's kept bytes.
     pub sha256: String,
     pub size: u64,
@@ -357,10 +357,7 @@ pub struct Compaction {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorEvent {
-    /// `model`, `sandbox` (a request to it failed), `tool`, `policy`, `infrastructure` (the
-    /// sandbox was found dead, or would not start), `limit` (the lifetime ran out),
-    /// `interrupted` or `internal`.
-    pub class: String,
+    pub class: ErrorClass,
     pub message: String,
     pub call_id: Option<String>,
 }
@@ -389,14 +386,10 @@ pub struct ContainerRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionFinished {
-    /// `completed`, `turn_limit`, `cost_limit`, `time_limit`, `check_failed`, `error` or
-    /// `interrupted`.
-    pub outcome: String,
-    /// Why it did not pass: `check`, `limit`, `model` (the model API failed),
-    /// `infrastructure` (the sandbox died, could not start or stopped answering),
-    /// `interrupted` or `error`; absent for a pass.
+    pub outcome: Outcome,
+    /// Why it did not pass; absent for a pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
+    pub failure: Option<FailureClass>,
     pub answer: Text,
     pub turns: u32,
     pub model_calls: u64,
@@ -453,9 +446,9 @@ pub struct TaskFinished {
     pub task: String,
     pub attempt: u32,
     /// The session's outcome (`session_finished`).
-    pub outcome: String,
+    pub outcome: Outcome,
     /// The session's failure class; absent for a pass.
-    pub failure: Option<String>,
+    pub failure: Option<FailureClass>,
     pub passed: bool,
     pub duration_ms: u64,
     pub cost: f64,

@@ -19,6 +19,7 @@ use sandbox_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::offline::{self, OfflineAsk};
 use super::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
 
 #[derive(Debug, Deserialize)]
@@ -92,8 +93,7 @@ impl Model for ScriptedModel {
 
     /// What the scripted model "receives": enough to tell a summary request (no tools) from a turn.
     fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
-        json!({"scripted": true, "n_messages": messages.len(), "tools": names})
+        offline::request("scripted", messages, tools)
     }
 
     fn structured_request(
@@ -103,12 +103,13 @@ impl Model for ScriptedModel {
         name: &str,
         _schema: &Value,
     ) -> Value {
-        json!({"scripted": true, "structured": name})
+        offline::structured("scripted", name)
     }
 
     fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
-            if body.get("structured").is_some() {
+            let ask = offline::ask(body);
+            if ask == OfflineAsk::Verdict {
                 let verdict = {
                     let mut next = self.next_verdict.lock().unwrap_or_else(|p| p.into_inner());
                     let verdict = self.script.verdicts.get(*next).cloned();
@@ -125,7 +126,7 @@ impl Model for ScriptedModel {
                 return Ok(ModelReply::free_text(verdict.to_string(), raw));
             }
             // A request without tools is a compaction summary: answer it without using a turn.
-            if body["tools"].as_array().is_none_or(Vec::is_empty) {
+            if ask == OfflineAsk::Summary {
                 let content = self.script.summary.clone().unwrap_or_default();
                 let raw = json!({"scripted": true, "summary": content});
                 let message = AssistantMessage {

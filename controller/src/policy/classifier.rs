@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Decision, Judgement};
+use crate::event_log::DecisionSource;
 use crate::llm::Model;
 
 /// The seed's four levels, scored 0 (low) to 3 (critical).
@@ -83,7 +84,7 @@ impl Classifier {
     pub async fn judge(&self, request: &str, tool: &str, args: &Value) -> Judgement {
         let mut judgement = Judgement {
             decision: Decision::Ask(String::new()),
-            source: "classifier".to_owned(),
+            source: DecisionSource::Classifier,
             rule: None,
             risk: None,
             authorized: None,
@@ -103,7 +104,7 @@ impl Classifier {
                 };
             }
             Err(failure) => {
-                judgement.source = "classifier_failed".to_owned();
+                judgement.source = DecisionSource::ClassifierFailed;
                 judgement.decision = Decision::Ask(format!("classifier unavailable ({failure})"));
             }
         }

@@ -13,13 +13,7 @@
 
 use serde_json::Value;
 
-/// What a rule says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Deny,
-    Ask,
-    Allow,
-}
+pub use crate::event_log::Verdict;
 
 /// One parsed pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,14 +7,49 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{ReplayError, events};
-use crate::event_log::Event;
+use crate::event_log::{Event, FailureClass, Outcome};
+
+/// How a run ended, as reports show it: its session's outcome, or why it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum RunOutcome {
+    /// From `session_finished`.
+    Finished(Outcome),
+    Unfinished(Unfinished),
+}
+
+/// Why a run has no outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unfinished {
+    /// The log has no `session_finished`: the harness was killed.
+    Incomplete,
+    /// A batch's task that never started.
+    NotRun,
+}
+
+impl Default for RunOutcome {
+    fn default() -> RunOutcome {
+        RunOutcome::Unfinished(Unfinished::Incomplete)
+    }
+}
+
+impl RunOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Finished(outcome) => outcome.as_str(),
+            RunOutcome::Unfinished(Unfinished::Incomplete) => "incomplete",
+            RunOutcome::Unfinished(Unfinished::NotRun) => "not_run",
+        }
+    }
+}
 
 /// One session's figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RunMetrics {
     pub session_id: String,
     /// From `session_finished`; `incomplete` when the log has none (the harness was killed).
-    pub outcome: String,
+    pub outcome: RunOutcome,
     /// Events in the log.
     pub steps: u64,
     pub turns: u32,
@@ -26,7 +61,7 @@ pub struct RunMetrics {
     pub cost_known: bool,
     pub tool_calls: BTreeMap<String, u64>,
     pub tool_latency_ms: BTreeMap<String, Latency>,
-    pub errors: BTreeMap<String, u64>,
+    pub errors: BTreeMap<crate::event_log::ErrorClass, u64>,
     /// The seq of the first `workspace_changed`, and the turn it came in.
     pub first_modification_seq: Option<u64>,
     pub first_modification_turn: Option<u32>,
@@ -37,7 +72,7 @@ pub struct RunMetrics {
     pub total_ms: u64,
     pub check_passed: Option<bool>,
     /// From `session_finished`: why it did not pass.
-    pub failure: Option<String>,
+    pub failure: Option<FailureClass>,
     pub torn_lines: u64,
     /// Every tool call's duration, for percentiles pooled over many runs.
     #[serde(skip)]
@@ -75,7 +110,6 @@ fn millis(ts: &str) -> Option<u128> {
 /// Reads one session's log, streaming.
 pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
     let mut metrics = RunMetrics {
-        outcome: "incomplete".to_owned(),
         cost_known: true,
         ..RunMetrics::default()
     };
@@ -121,7 +155,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             Event::Error(error) => *metrics.errors.entry(error.class).or_default() += 1,
             Event::CheckResult(check) => metrics.check_passed = Some(check.passed),
             Event::SessionFinished(finished) => {
-                metrics.outcome = finished.outcome;
+                metrics.outcome = RunOutcome::Finished(finished.outcome);
                 metrics.failure = finished.failure;
                 finished_ms = Some(finished.duration_ms);
             }
@@ -150,7 +184,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
     Ok(metrics)
 }
 
-/// One row per run, then totals; every tool's latency below.
+/// One row per run, then totals; every tool's latency below, and where the time went.
 pub fn write_table(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
@@ -167,55 +201,64 @@ pub fn write_table(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<
         "errors",
         "1st edit"
     )?;
-    let cost = |run: &RunMetrics| {
-        if run.cost_known {
-            format!("{:.4}", run.cost)
-        } else {
-            format!("≥{:.4}", run.cost)
-        }
-    };
     for run in runs {
-        writeln!(
-            out,
-            "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8.1} {:>6} {:>9}",
-            run.session_id,
-            run.outcome,
-            run.steps,
-            run.turns,
-            run.tool_calls.values().sum::<u64>(),
-            run.input_tokens + run.cached_input_tokens,
-            run.output_tokens,
-            cost(run),
-            run.total_ms as f64 / 1000.0,
-            run.errors.values().sum::<u64>(),
-            run.first_modification_seq
-                .map(|seq| seq.to_string())
-                .unwrap_or_else(|| "-".to_owned()),
-        )?;
+        write_row(run, out)?;
     }
     if runs.len() > 1 {
-        let completed = runs.iter().filter(|r| r.outcome == "completed").count();
-        writeln!(
-            out,
-            "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10.4} {:>8.1} {:>6}",
-            format!("total ({} runs)", runs.len()),
-            format!("{completed} completed"),
-            runs.iter().map(|r| r.steps).sum::<u64>(),
-            runs.iter().map(|r| u64::from(r.turns)).sum::<u64>(),
-            runs.iter()
-                .map(|r| r.tool_calls.values().sum::<u64>())
-                .sum::<u64>(),
-            runs.iter()
-                .map(|r| r.input_tokens + r.cached_input_tokens)
-                .sum::<u64>(),
-            runs.iter().map(|r| r.output_tokens).sum::<u64>(),
-            runs.iter().map(|r| r.cost).sum::<f64>(),
-            runs.iter().map(|r| r.total_ms).sum::<u64>() as f64 / 1000.0,
-            runs.iter()
-                .map(|r| r.errors.values().sum::<u64>())
-                .sum::<u64>(),
-        )?;
+        write_totals(runs, out)?;
     }
+    write_tool_latency(runs, out)?;
+    write_time_split(runs, out)
+}
+
+fn write_row(run: &RunMetrics, out: &mut dyn Write) -> std::io::Result<()> {
+    let cost = if run.cost_known {
+        format!("{:.4}", run.cost)
+    } else {
+        format!("≥{:.4}", run.cost)
+    };
+    writeln!(
+        out,
+        "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8.1} {:>6} {:>9}",
+        run.session_id,
+        run.outcome.as_str(),
+        run.steps,
+        run.turns,
+        run.tool_calls.values().sum::<u64>(),
+        run.input_tokens + run.cached_input_tokens,
+        run.output_tokens,
+        cost,
+        run.total_ms as f64 / 1000.0,
+        run.errors.values().sum::<u64>(),
+        run.first_modification_seq
+            .map(|seq| seq.to_string())
+            .unwrap_or_else(|| "-".to_owned()),
+    )
+}
+
+fn write_totals(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<()> {
+    let completed = runs
+        .iter()
+        .filter(|r| r.outcome == RunOutcome::Finished(Outcome::Completed))
+        .count();
+    let sum = |f: &dyn Fn(&RunMetrics) -> u64| runs.iter().map(f).sum::<u64>();
+    writeln!(
+        out,
+        "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10.4} {:>8.1} {:>6}",
+        format!("total ({} runs)", runs.len()),
+        format!("{completed} completed"),
+        sum(&|r| r.steps),
+        sum(&|r| u64::from(r.turns)),
+        sum(&|r| r.tool_calls.values().sum::<u64>()),
+        sum(&|r| r.input_tokens + r.cached_input_tokens),
+        sum(&|r| r.output_tokens),
+        runs.iter().map(|r| r.cost).sum::<f64>(),
+        sum(&|r| r.total_ms) as f64 / 1000.0,
+        sum(&|r| r.errors.values().sum::<u64>()),
+    )
+}
+
+fn write_tool_latency(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<()> {
     let mut per_tool: BTreeMap<&str, (u64, Vec<Latency>)> = BTreeMap::new();
     for run in runs {
         for (tool, n) in &run.tool_calls {
@@ -224,29 +267,34 @@ pub fn write_table(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<
             entry.1.extend(run.tool_latency_ms.get(tool).copied());
         }
     }
-    if !per_tool.is_empty() {
+    if per_tool.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\n{:<20} {:>7} {:>9} {:>9} {:>9}",
+        "tool", "calls", "p50 ms", "p95 ms", "max ms"
+    )?;
+    for (tool, (n, latencies)) in per_tool {
+        let worst = |f: fn(&Latency) -> u64| latencies.iter().map(f).max().unwrap_or(0);
         writeln!(
             out,
-            "\n{:<20} {:>7} {:>9} {:>9} {:>9}",
-            "tool", "calls", "p50 ms", "p95 ms", "max ms"
+            "{tool:<20} {n:>7} {:>9} {:>9} {:>9}",
+            worst(|l| l.p50),
+            worst(|l| l.p95),
+            worst(|l| l.max)
         )?;
-        for (tool, (n, latencies)) in per_tool {
-            let worst = |f: fn(&Latency) -> u64| latencies.iter().map(f).max().unwrap_or(0);
-            writeln!(
-                out,
-                "{tool:<20} {n:>7} {:>9} {:>9} {:>9}",
-                worst(|l| l.p50),
-                worst(|l| l.p95),
-                worst(|l| l.max)
-            )?;
-        }
-        if runs.len() > 1 {
-            writeln!(
-                out,
-                "(over several runs the percentiles shown are the worst run's)"
-            )?;
-        }
     }
+    if runs.len() > 1 {
+        writeln!(
+            out,
+            "(over several runs the percentiles shown are the worst run's)"
+        )?;
+    }
+    Ok(())
+}
+
+fn write_time_split(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<()> {
     let (model_ms, tool_ms, harness_ms) = runs.iter().fold((0, 0, 0), |(m, t, h), r| {
         (m + r.model_ms, t + r.tool_ms, h + r.harness_ms)
     });

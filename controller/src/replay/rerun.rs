@@ -5,15 +5,15 @@
 use std::collections::BTreeMap;
 
 use regex::Regex;
-use sandbox_protocol::ChangeKind;
 use sandbox_protocol::ToolSpec;
+use sandbox_protocol::{ChangeKind, FileChange};
 use sha2::{Digest, Sha256};
 
 use super::{ReplayError, blob, events, text};
-use crate::event_log::{ChangeRecord, Event};
+use crate::event_log::{ChangeRecord, Event, ToolStatus};
 use crate::llm::ToolCall;
-use crate::run_loop::{parse_call, run_on_sandbox};
-use crate::sandbox_client::{SandboxClient, SandboxError};
+use crate::run_loop::{CallOutcome, parse_call, run_on_sandbox};
+use crate::sandbox::{SandboxClient, SandboxError, ToolReply};
 
 /// One recorded call with what it led to.
 #[derive(Debug, Clone)]
@@ -21,7 +21,8 @@ pub struct RecordedCall {
     pub seq: u64,
     pub call: ToolCall,
     pub allowed: bool,
-    pub status: String,
+    /// Absent when the log has no result for the call (a killed session).
+    pub status: Option<ToolStatus>,
     pub output: String,
     pub exit_code: Option<i32>,
     /// `(path, change, after sha256)` of the files it changed.
@@ -69,7 +70,7 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
                         arguments: call.arguments,
                     },
                     allowed: true,
-                    status: String::new(),
+                    status: None,
                     output: String::new(),
                     exit_code: None,
                     changes: Vec::new(),
@@ -83,7 +84,7 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
             Event::ToolResult(result) => {
                 if let Some(&idx) = by_id.get(&result.call_id) {
                     let call = &mut recording.calls[idx];
-                    call.status = result.status.clone();
+                    call.status = Some(result.status);
                     call.output = text(dir, &result.output)?;
                     call.exit_code = result.exit_code;
                 }
@@ -191,78 +192,106 @@ pub async fn rerun(
             continue;
         }
         report.n_calls += 1;
-        let (status, output, raw) = match parse_call(&recording.tools, &recorded.call) {
-            Err(text) => ("error", text, None),
+        let outcome = match parse_call(&recording.tools, &recorded.call) {
+            Err(text) => CallOutcome {
+                status: ToolStatus::Error,
+                text,
+                reply: None,
+            },
             Ok(args) => run_on_sandbox(sandbox, &recorded.call, &args).await?,
         };
-        let exit_code = raw
-            .as_ref()
-            .and_then(|r| r["exit_code"].as_i64())
-            .map(|c| c as i32);
         let changes = sandbox.changes(&snapshot_id).await?;
         snapshot_id = changes.snapshot_id.clone();
-        let changes: Vec<ChangeRecord> = changes
-            .changes
-            .iter()
-            .map(|c| ChangeRecord {
-                path: c.path.clone(),
-                change: c.change,
-                before: None,
-                after: c.after.as_ref().map(|a| crate::event_log::VersionRecord {
-                    kind: a.kind,
-                    size: a.size,
-                    mode: a.mode,
-                    sha256: a.sha256.clone(),
-                    target: a.target.clone(),
-                }),
-            })
-            .collect();
-        let rerun_changes = summarize(&changes);
-        let recorded_text = normalizer.apply(&recorded.output, recording.workspace_root.as_deref());
-        let rerun_text = normalizer.apply(&output, Some(&info.workspace_root));
-        let diverge = |field: &str, recorded_value: String, rerun_value: String| Divergence {
-            seq: recorded.seq,
-            call_id: recorded.call.id.clone(),
-            tool: recorded.call.name.clone(),
-            field: field.to_owned(),
-            recorded: recorded_value,
-            rerun: rerun_value,
+        let again = Again {
+            status: outcome.status,
+            exit_code: outcome
+                .reply
+                .as_ref()
+                .and_then(ToolReply::bash)
+                .map(|result| result.exit_code),
+            text: normalizer.apply(&outcome.text, Some(&info.workspace_root)),
+            changes: summarize_wire(&changes.changes),
         };
-        if recorded.status != status {
-            report.divergences.push(diverge(
-                "status",
-                recorded.status.clone(),
-                status.to_owned(),
-            ));
-        } else if recorded.exit_code != exit_code {
-            report.divergences.push(diverge(
-                "exit_code",
-                format!("{:?}", recorded.exit_code),
-                format!("{exit_code:?}"),
-            ));
-        } else if hash(&recorded_text) != hash(&rerun_text) {
-            report
-                .divergences
-                .push(diverge("output", recorded_text, rerun_text));
-        } else if recorded.changes != rerun_changes {
-            let show = |changes: &[(String, ChangeKind, Option<String>)]| {
-                changes
-                    .iter()
-                    .map(|(path, change, sha)| {
-                        let change = change.as_str();
-                        format!("{change} {path} {}", sha.as_deref().unwrap_or("-"))
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            };
-            report.divergences.push(diverge(
-                "changes",
-                show(&recorded.changes),
-                show(&rerun_changes),
-            ));
+        let recorded_text = normalizer.apply(&recorded.output, recording.workspace_root.as_deref());
+        if let Some(divergence) = first_difference(recorded, recorded_text, again) {
+            report.divergences.push(divergence);
         }
     }
     Ok(report)
+}
+
+/// What a call did when run again.
+struct Again {
+    status: ToolStatus,
+    exit_code: Option<i32>,
+    /// Normalised.
+    text: String,
+    changes: Vec<(String, ChangeKind, Option<String>)>,
+}
+
+/// Status, then exit code, then output, then the files changed: the first that differs.
+fn first_difference(
+    recorded: &RecordedCall,
+    recorded_text: String,
+    again: Again,
+) -> Option<Divergence> {
+    let diverge = |field: &str, recorded_value: String, rerun_value: String| Divergence {
+        seq: recorded.seq,
+        call_id: recorded.call.id.clone(),
+        tool: recorded.call.name.clone(),
+        field: field.to_owned(),
+        recorded: recorded_value,
+        rerun: rerun_value,
+    };
+    let show = |changes: &[(String, ChangeKind, Option<String>)]| {
+        changes
+            .iter()
+            .map(|(path, change, sha)| {
+                let change = change.as_str();
+                format!("{change} {path} {}", sha.as_deref().unwrap_or("-"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if recorded.status != Some(again.status) {
+        Some(diverge(
+            "status",
+            recorded
+                .status
+                .map_or("none", ToolStatus::as_str)
+                .to_owned(),
+            again.status.as_str().to_owned(),
+        ))
+    } else if recorded.exit_code != again.exit_code {
+        Some(diverge(
+            "exit_code",
+            format!("{:?}", recorded.exit_code),
+            format!("{:?}", again.exit_code),
+        ))
+    } else if hash(&recorded_text) != hash(&again.text) {
+        Some(diverge("output", recorded_text, again.text))
+    } else if recorded.changes != again.changes {
+        Some(diverge(
+            "changes",
+            show(&recorded.changes),
+            show(&again.changes),
+        ))
+    } else {
+        None
+    }
+}
+
+/// The changes the sandbox reports, as a recording summarises them.
+fn summarize_wire(changes: &[FileChange]) -> Vec<(String, ChangeKind, Option<String>)> {
+    let mut summary: Vec<_> = changes
+        .iter()
+        .map(|c| {
+            let sha256 = c.after.as_ref().and_then(|a| a.sha256.clone());
+            (c.path.clone(), c.change, sha256)
+        })
+        .collect();
+    summary.sort();
+    summary
 }
 
 fn hash(text: &str) -> String {

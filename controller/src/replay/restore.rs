@@ -139,7 +139,13 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
             EntryKind::Other => {}
         }
     }
-    // Modes last, so a read-only folder does not stop its own files from being written.
+    set_modes(state, to);
+    verify(state, to, &mut restored);
+    Ok(restored)
+}
+
+/// Modes last, so a read-only folder does not stop its own files from being written.
+fn set_modes(state: &State, to: &Path) {
     for (path, version) in state.iter().rev() {
         if matches!(version.kind, EntryKind::File | EntryKind::Dir) {
             let _ = std::fs::set_permissions(
@@ -148,6 +154,10 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
             );
         }
     }
+}
+
+/// Every file's hash against the recorded one; mismatches go to `restored.problems`.
+fn verify(state: &State, to: &Path, restored: &mut Restored) {
     for (path, version) in state {
         if version.kind != EntryKind::File {
             continue;
@@ -168,7 +178,6 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
             Err(err) => restored.problems.push(format!("{path}: {err}")),
         }
     }
-    Ok(restored)
 }
 
 pub fn hash_file(path: &Path) -> std::io::Result<String> {

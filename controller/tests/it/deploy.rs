@@ -117,6 +117,31 @@ fn the_standalone_sandbox_is_locked_down() {
 
 /// What a pod of the Job runs, run here: each completion index picks its task from the
 /// ConfigMap's files, and the log lands in `<log-dir>/<task name>/`.
+/// The Job pod's arguments with this machine's paths for the pod's mounts: `folder` for the
+/// ConfigMap, `runs` for the log volume, and a local sandbox instead of the sidecar.
+fn local_pod_args(args: &[String], folder: &Path, runs: &Path, job_name: &str) -> Vec<String> {
+    let mut pod_args: Vec<String> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--task" => {
+                rest.next();
+                pod_args.extend(["--task".into(), folder.display().to_string()]);
+            }
+            "--sandbox" | "--sandbox-token-file" => {
+                rest.next();
+            }
+            "--log-dir" => {
+                let value = rest.next().unwrap().replace("$(JOB_NAME)", job_name);
+                let local = value.replacen("/runs", &runs.display().to_string(), 1);
+                pod_args.extend(["--log-dir".into(), local]);
+            }
+            other => pod_args.push(other.to_owned()),
+        }
+    }
+    pod_args
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn each_completion_index_runs_its_task_as_the_job_pod_would() {
     if !enabled("each_completion_index_runs_its_task_as_the_job_pod_would") {
@@ -149,25 +174,7 @@ async fn each_completion_index_runs_its_task_as_the_job_pod_would() {
     let runs = tempfile::tempdir().unwrap();
     let job_name = "harness-eval";
     for index in 0..tasks.len() {
-        let mut pod_args: Vec<String> = Vec::new();
-        let mut rest = args.iter();
-        while let Some(arg) = rest.next() {
-            match arg.as_str() {
-                "--task" => {
-                    rest.next();
-                    pod_args.extend(["--task".into(), folder.path().display().to_string()]);
-                }
-                "--sandbox" | "--sandbox-token-file" => {
-                    rest.next();
-                }
-                "--log-dir" => {
-                    let value = rest.next().unwrap().replace("$(JOB_NAME)", job_name);
-                    let local = value.replacen("/runs", &runs.path().display().to_string(), 1);
-                    pod_args.extend(["--log-dir".into(), local]);
-                }
-                other => pod_args.push(other.to_owned()),
-            }
-        }
+        let mut pod_args = local_pod_args(&args, folder.path(), runs.path(), job_name);
         let workspace = tempfile::tempdir().unwrap();
         pod_args.push(workspace.path().display().to_string());
         let refs: Vec<&str> = pod_args.iter().map(String::as_str).collect();

@@ -9,6 +9,8 @@
     unreachable_pub
 )]
 
+/// The invariants of ARCHITECTURE.md that the source can show.
+mod architecture;
 /// Running `harness`; finding the binaries.
 mod common;
 /// The model API double and the vendor-schema validator.
@@ -18,15 +20,21 @@ mod double;
 mod adapters;
 /// The loop: error paths, limits, compaction, the system prompt.
 mod agent_loop;
-/// `harness batch`: parallel tasks, retries, Ctrl-C, resume, pools, rate limits, the report.
+/// `harness batch` over a pool of running sandboxes, and under a rate limit.
+mod batch_pools;
+/// `harness batch` stopped by Ctrl-C, once and twice, and resumed.
+mod batch_stops;
+/// `harness batch`: parallel tasks, retries, the report, bad batches refused.
 mod batches;
 /// deploy/: the manifests validate, and the Job's pods' command runs (HARNESS_TEST_DEPLOY=1).
 mod deploy;
 /// `--sandbox docker` against a real engine (when HARNESS_TEST_DOCKER=1).
 mod docker;
+/// The session log under a killed harness, secrets, and a running sandbox.
+mod log_safety;
 /// The policy: rules, the classifier through each adapter, asks, provenance.
 mod policy;
-/// The session log: recorded, rendered, restored, measured and re-run; crashes; secrets.
+/// The session log: recorded, rendered, restored, measured and re-run.
 mod replays;
 /// Retries on 429 and 5xx, and errors that surface at once.
 mod retries;

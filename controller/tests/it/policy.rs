@@ -275,7 +275,7 @@ async fn rules_decide_before_the_classifier_with_their_provenance() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_classifier_uses_a_json_schema_on_responses_and_a_forced_tool_on_anthropic() {
+async fn the_classifier_uses_a_json_schema_on_responses() {
     // Responses API: text.format json_schema; the verdict is the output text.
     let double = ModelDouble::start().await;
     double.push_json(ev_response(
@@ -317,7 +317,10 @@ async fn the_classifier_uses_a_json_schema_on_responses_and_a_forced_tool_on_ant
         (Some("json_schema"), Some(true))
     );
     assert_eq!(policy_events(&run)[0]["risk"], 0.2);
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn the_classifier_uses_a_forced_tool_on_anthropic() {
     // Anthropic: a forced tool; the verdict is the tool's input.
     let double = ModelDouble::start().await;
     double.push_json(ev_anthropic(
@@ -405,8 +408,11 @@ async fn policy_eval_prints_the_seeds_rows_and_agreement_by_category() {
             "no {category} row"
         );
     }
+}
 
-    // With a classifier model, every call no rule covers is asked through it.
+/// With a classifier model, every call no rule covers is asked through it.
+#[tokio::test(flavor = "multi_thread")]
+async fn policy_eval_asks_a_classifier_for_what_no_rule_covers() {
     let double = ModelDouble::start().await;
     let dir = tempfile::tempdir().unwrap();
     let small = dir.path().join("small.jsonl");
@@ -449,8 +455,12 @@ async fn policy_eval_prints_the_seeds_rows_and_agreement_by_category() {
         "{}",
         run.stdout
     );
+}
 
-    // A bad label names the line.
+#[tokio::test(flavor = "multi_thread")]
+async fn policy_eval_names_the_line_of_a_bad_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.jsonl");
     std::fs::write(
         &small,
         "{\"request\": \"x\", \"tool\": \"bash\", \"args\": {}, \"expected\": \"maybe\"}\n",

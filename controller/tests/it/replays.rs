@@ -32,7 +32,7 @@ fn committed_event_log_schema_is_current() {
 }
 
 /// A task with a few files, edits, a deletion and a command, on the scripted model.
-fn write_task(dir: &Path) -> PathBuf {
+pub fn write_task(dir: &Path) -> PathBuf {
     let workspace = dir.join("workspace");
     std::fs::create_dir_all(workspace.join("src")).unwrap();
     std::fs::write(
@@ -72,7 +72,7 @@ fn write_task(dir: &Path) -> PathBuf {
     path
 }
 
-fn events(log: &Path) -> Vec<Value> {
+pub fn events(log: &Path) -> Vec<Value> {
     std::fs::read_to_string(log.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -80,7 +80,7 @@ fn events(log: &Path) -> Vec<Value> {
         .collect()
 }
 
-async fn harness(args: &[&str]) -> common::Run {
+pub async fn harness(args: &[&str]) -> common::Run {
     common::run(common::command(args), Duration::from_secs(60)).await
 }
 
@@ -92,8 +92,18 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let log = run.log_dir();
     let all = events(&log);
+    every_line_is_one_envelope_in_order(&log, &all);
+    let changed = every_change_is_recorded(&all);
+    the_transcript_renders_as_markdown_and_html(&log, dir.path(), all.len()).await;
+    let after_edit = changed[0]["seq"].as_u64().unwrap();
+    the_workspace_restores_at_several_steps(&log, dir.path(), &all, after_edit).await;
+    the_metrics_count_what_happened(&log, all.len(), after_edit).await;
+    a_rerun_finds_no_divergence(&log).await;
+    the_recorded_replies_replay_the_session(&log, &task).await;
+}
 
-    // One envelope, gap-free seq, header first, finished last, every blob resolves.
+/// One envelope, gap-free seq, header first, finished last, every blob resolves.
+fn every_line_is_one_envelope_in_order(log: &Path, all: &[Value]) {
     for (idx, event) in all.iter().enumerate() {
         assert_eq!(event["seq"], idx as u64);
         assert!(event["ts"].as_str().unwrap().ends_with('Z'));
@@ -114,7 +124,7 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
     ] {
         assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");
     }
-    assert_blobs_resolve(&log);
+    assert_blobs_resolve(log);
     let header = &all[0]["data"];
     assert_eq!(header["format_version"], 1);
     assert_eq!(
@@ -127,8 +137,10 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
         (finished["turns"].as_u64(), finished["tool_calls"].as_u64()),
         (Some(5), Some(5))
     );
+}
 
-    // Changes: every tool that changed a file, with before and after hashes.
+/// Every tool that changed a file, with before and after hashes.
+fn every_change_is_recorded(all: &[Value]) -> Vec<&Value> {
     let changed: Vec<&Value> = all
         .iter()
         .filter(|e| e["type"] == "workspace_changed")
@@ -153,7 +165,10 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
         expected.map(|(p, c)| (p.to_owned(), c.to_owned())).to_vec()
     );
 
-    // Text replay.
+    changed
+}
+
+async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path, n_events: usize) {
     let md = harness(&["replay", "show", log.to_str().unwrap()]).await;
     assert_eq!(md.code, 0, "{}", md.stderr);
     assert!(
@@ -162,7 +177,7 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
         md.stdout
     );
     assert!(md.stdout.contains("### Check passed"), "{}", md.stdout);
-    let html_path = dir.path().join("session.html");
+    let html_path = dir.join("session.html");
     let html = harness(&[
         "replay",
         "show",
@@ -182,23 +197,29 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
             "the page must be self-contained ({external})"
         );
     }
-    check_in_browser(&html_path, all.len());
+    check_in_browser(&html_path, n_events);
+}
 
-    // State replay at several steps, each verified against the recorded hashes.
+/// State replay at several steps, each verified against the recorded hashes.
+async fn the_workspace_restores_at_several_steps(
+    log: &Path,
+    dir: &Path,
+    all: &[Value],
+    after_edit: u64,
+) {
     let initial = all
         .iter()
         .find(|e| e["type"] == "workspace_snapshot")
         .unwrap()["seq"]
         .as_u64()
         .unwrap();
-    let after_edit = changed[0]["seq"].as_u64().unwrap();
     let last = all.len() as u64 - 1;
     for (step, app, notes, new) in [
         (initial, "v1", true, false),
         (after_edit, "v2", true, false),
         (last, "v2", false, true),
     ] {
-        let to = dir.path().join(format!("restored-{step}"));
+        let to = dir.join(format!("restored-{step}"));
         let restore = harness(&[
             "replay",
             "restore",
@@ -226,14 +247,15 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
         assert_eq!(to.join("notes.txt").exists(), notes, "step {step}");
         assert_eq!(to.join("src/new.py").exists(), new, "step {step}");
     }
+}
 
-    // Metrics.
+async fn the_metrics_count_what_happened(log: &Path, n_events: usize, after_edit: u64) {
     let metrics = harness(&["replay", "metrics", log.to_str().unwrap(), "--json"]).await;
     assert_eq!(metrics.code, 0, "{}", metrics.stderr);
     let figures: Value = serde_json::from_str(&metrics.stdout).unwrap();
     let figures = &figures[0];
     assert_eq!(figures["outcome"], "completed");
-    assert_eq!(figures["steps"], all.len());
+    assert_eq!(figures["steps"], n_events);
     assert_eq!(figures["model_calls"], 5);
     assert_eq!(
         figures["tool_calls"],
@@ -241,8 +263,10 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
     );
     assert_eq!(figures["first_modification_seq"], after_edit);
     assert_eq!(figures["check_passed"], true);
+}
 
-    // Regression replay: nothing changed, nothing diverges.
+/// Regression replay: nothing changed, nothing diverges.
+async fn a_rerun_finds_no_divergence(log: &Path) {
     let rerun = harness(&["replay", "rerun", log.to_str().unwrap()]).await;
     assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
     assert!(
@@ -252,8 +276,10 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
         "{}",
         rerun.stderr
     );
+}
 
-    // The recorded replies, fed into a live loop, produce the same session.
+/// The recorded replies, fed into a live loop, produce the same session.
+async fn the_recorded_replies_replay_the_session(log: &Path, task: &Path) {
     let replayed = harness(&[
         "run",
         "--model",
@@ -274,27 +300,7 @@ async fn a_changed_initial_state_diverges_at_the_right_step() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let log = run.log_dir();
     // Change data.csv in the recorded initial state: the first bash call counts its lines.
-    let snapshot = events(&log)
-        .into_iter()
-        .find(|e| e["type"] == "workspace_snapshot")
-        .unwrap();
-    let manifest_sha = snapshot["data"]["manifest"]["sha256"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let manifest: Vec<Value> =
-        serde_json::from_slice(&std::fs::read(log.join("blobs").join(&manifest_sha)).unwrap())
-            .unwrap();
-    let data_sha = manifest.iter().find(|e| e["path"] == "data.csv").unwrap()["sha256"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let blob = log.join("blobs").join(&data_sha);
-    let mut permissions = std::fs::metadata(&blob).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    permissions.set_readonly(false);
-    std::fs::set_permissions(&blob, permissions).unwrap();
-    std::fs::write(&blob, "a,b\n1,2\n3,4\n").unwrap();
+    overwrite_recorded_file(&log, "data.csv", "a,b\n1,2\n3,4\n");
     // Restore now refuses to pretend: the file no longer hashes as recorded.
     let restore = harness(&[
         "replay",
@@ -312,18 +318,48 @@ async fn a_changed_initial_state_diverges_at_the_right_step() {
         "{}",
         restore.stderr
     );
-    // Rerun the calls against the changed state, through the same code path as a real rerun.
+    the_rerun_diverges_at_the_first_call(&log, dir.path()).await;
+}
+
+/// Rewrites a file's content in a log's initial snapshot, as if the workspace had differed.
+fn overwrite_recorded_file(log: &Path, path: &str, content: &str) {
+    let snapshot = events(log)
+        .into_iter()
+        .find(|e| e["type"] == "workspace_snapshot")
+        .unwrap();
+    let manifest_sha = snapshot["data"]["manifest"]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let manifest: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(log.join("blobs").join(&manifest_sha)).unwrap())
+            .unwrap();
+    let data_sha = manifest.iter().find(|e| e["path"] == path).unwrap()["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let blob = log.join("blobs").join(&data_sha);
+    let mut permissions = std::fs::metadata(&blob).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    permissions.set_readonly(false);
+    std::fs::set_permissions(&blob, permissions).unwrap();
+    std::fs::write(&blob, content).unwrap();
+}
+
+/// Reruns the calls against the changed state, through the same code path as a real rerun.
+async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
+    let log = log.to_owned();
     let recording = controller::replay::rerun::load(&log).unwrap();
     let (state, _) = controller::replay::restore::state_at(&log, recording.initial_seq).unwrap();
-    let workspace = dir.path().join("changed");
+    let workspace = dir.join("changed");
     let restored = controller::replay::restore::write_state(&log, &state, &workspace).unwrap();
     assert_eq!(restored.problems.len(), 1);
-    let sandbox = controller::local_sandbox::LocalSandbox::start_binary(
+    let sandbox = controller::sandbox::local::LocalSandbox::start_binary(
         &common::sandbox_server(),
         &workspace,
         "a-token-for-the-rerun-test",
         None,
-        "none",
+        controller::sandbox::NetworkMode::None,
         &[],
         None,
     )
@@ -433,253 +469,4 @@ fn check_in_browser(page: &Path, n_events: usize) {
         "one timeline entry per event"
     );
     assert!(dom.contains("Session finished: completed"));
-}
-
-/// Kills a real run with SIGKILL at several moments: every complete line is a valid event,
-/// `seq` has no gap, every blob resolves, at most the last line is torn, and readers carry on.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_run_killed_at_any_moment_leaves_a_valid_log() {
-    let dir = tempfile::tempdir().unwrap();
-    // Outputs over 4 KiB, so blobs are written all the time.
-    let turns: Vec<Value> = (0..400)
-        .map(|idx| json!({"text": format!("step {idx}"), "tool_calls": [{"name": "bash", "arguments": {"cmd": format!("head -c 6000 /dev/zero | tr '\\\\0' {}; echo > f{idx}.txt", idx % 10)}}]}))
-        .collect();
-    std::fs::write(
-        dir.path().join("script.yaml"),
-        serde_json::to_string(&json!({"turns": turns})).unwrap(),
-    )
-    .unwrap();
-    for (attempt, delay_ms) in [400u64, 900, 1600].into_iter().enumerate() {
-        let logs = dir.path().join(format!("logs-{attempt}"));
-        let workspace = dir.path().join(format!("ws-{attempt}"));
-        std::fs::create_dir(&workspace).unwrap();
-        let script = format!("script:{}", dir.path().join("script.yaml").display());
-        let mut command = common::command(&[
-            "run",
-            "--policy",
-            "allow-all",
-            "--model",
-            &script,
-            "--max-turns",
-            "400",
-            workspace.to_str().unwrap(),
-            "flood",
-        ]);
-        command
-            .env("CONTROLLER_LOG_DIR", &logs)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        let mut child = command.spawn().unwrap();
-        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-        let sandbox_pids: Vec<u32> = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                    s.rsplit(')').next().unwrap().split_whitespace().nth(1)
-                        == Some(&child.id().to_string())
-                })
-            })
-            .collect();
-        std::process::Command::new("kill")
-            .arg("-KILL")
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        let _ = child.wait();
-
-        let session = std::fs::read_dir(&logs)
-            .unwrap()
-            .next()
-            .expect("a session folder")
-            .unwrap()
-            .path();
-        let text = std::fs::read_to_string(session.join("events.jsonl")).unwrap();
-        let complete: Vec<&str> = text
-            .split_inclusive('\n')
-            .filter(|l| l.ends_with('\n'))
-            .collect();
-        assert!(
-            complete.len() > 5,
-            "attempt {attempt}: only {} events after {delay_ms} ms",
-            complete.len()
-        );
-        for (idx, line) in complete.iter().enumerate() {
-            let envelope: controller::event_log::Envelope = serde_json::from_str(line)
-                .unwrap_or_else(|err| panic!("attempt {attempt}, line {idx}: {err}"));
-            assert_eq!(envelope.seq, idx as u64);
-        }
-        assert!(
-            !text.contains("session_finished"),
-            "a killed run does not finish"
-        );
-        assert_blobs_resolve(&session);
-        // The kernel stops the sandbox when its harness dies (PR_SET_PDEATHSIG).
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while sandbox_pids.iter().any(|pid| common::alive(*pid))
-            && std::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(
-            sandbox_pids.iter().all(|pid| !common::alive(*pid)),
-            "the sandbox outlived a killed harness"
-        );
-
-        // A torn last line is reported, and readers carry on.
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(session.join("events.jsonl"))
-            .unwrap();
-        std::io::Write::write_all(&mut file, b"{\"seq\":999,\"ts\":\"2026-").unwrap();
-        let metrics = harness(&["replay", "metrics", session.to_str().unwrap(), "--json"]).await;
-        assert_eq!(metrics.code, 0, "{}", metrics.stderr);
-        let figures: Value = serde_json::from_str(&metrics.stdout).unwrap();
-        assert_eq!(figures[0]["torn_lines"], 1);
-        assert_eq!(figures[0]["outcome"], "incomplete");
-        let show = harness(&["replay", "show", session.to_str().unwrap()]).await;
-        assert_eq!(show.code, 0, "{}", show.stderr);
-        assert!(
-            show.stdout.contains("torn last line"),
-            "the transcript says so"
-        );
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn secrets_never_reach_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let secret = "sk-test-0123456789abcdefSECRET";
-    let script = json!({"turns": [
-        {"tool_calls": [{"name": "bash", "arguments": {"cmd": format!("echo leaked {secret}; env | grep -c API_KEY || true")}}]},
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "k.txt", "content": format!("key={secret}\n")}}]},
-        {"text": format!("I saw {secret}")},
-    ]});
-    std::fs::write(
-        dir.path().join("script.yaml"),
-        serde_json::to_string(&script).unwrap(),
-    )
-    .unwrap();
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir(&workspace).unwrap();
-    let model = format!("script:{}", dir.path().join("script.yaml").display());
-    let mut command = common::command(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--model",
-        &model,
-        workspace.to_str().unwrap(),
-        "go",
-    ]);
-    command.env("OPENAI_API_KEY", secret);
-    let run = common::run(command, Duration::from_secs(60)).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let log = run.log_dir();
-    let mut n_files = 0;
-    for entry in std::fs::read_dir(log.join("blobs"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .chain([log.join("events.jsonl")])
-    {
-        let bytes = std::fs::read(&entry).unwrap();
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains(secret),
-            "{} holds the secret",
-            entry.display()
-        );
-        n_files += 1;
-    }
-    assert!(n_files > 3);
-    let events = std::fs::read_to_string(log.join("events.jsonl")).unwrap();
-    assert!(
-        events.contains("leaked [REDACTED]"),
-        "the output is kept, redacted"
-    );
-    // The sandbox never had the key: `env | grep -c API_KEY` found nothing.
-    assert!(
-        events.contains("stdout:\\n  leaked [REDACTED]\\n  0"),
-        "{events}"
-    );
-}
-
-/// Restore and rerun into a running sandbox (a remote one, reached by URL and token), whose
-/// workspace they replace.
-#[tokio::test(flavor = "multi_thread")]
-async fn restore_and_rerun_work_against_a_running_sandbox() {
-    let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path());
-    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let log = run.log_dir();
-
-    let remote = tempfile::tempdir().unwrap();
-    std::fs::write(remote.path().join("stale.txt"), "replaced by the restore").unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "remote-token-0123456789").unwrap();
-    let mut server = std::process::Command::new(common::sandbox_server())
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(remote.path())
-        .arg("--token-file")
-        .arg(&token_file)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let address: Value = serde_json::from_str(&line).unwrap();
-    let url = format!("http://{}", address["listening"].as_str().unwrap());
-
-    let initial = events(&log)
-        .into_iter()
-        .find(|e| e["type"] == "workspace_snapshot")
-        .unwrap()["seq"]
-        .as_u64()
-        .unwrap();
-    let restore = harness(&[
-        "replay",
-        "restore",
-        log.to_str().unwrap(),
-        "--step",
-        &initial.to_string(),
-        "--sandbox",
-        &url,
-        "--sandbox-token-file",
-        token_file.to_str().unwrap(),
-    ])
-    .await;
-    assert_eq!(restore.code, 0, "{}", restore.stderr);
-    assert!(!remote.path().join("stale.txt").exists());
-    assert_eq!(
-        std::fs::read_to_string(remote.path().join("src/app.py")).unwrap(),
-        "def main():\n    print('v1')\n"
-    );
-
-    let rerun = harness(&[
-        "replay",
-        "rerun",
-        log.to_str().unwrap(),
-        "--sandbox",
-        &url,
-        "--sandbox-token-file",
-        token_file.to_str().unwrap(),
-    ])
-    .await;
-    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
-    assert!(rerun.stderr.contains("0 divergences"), "{}", rerun.stderr);
-    assert!(
-        std::fs::read_to_string(remote.path().join("src/app.py"))
-            .unwrap()
-            .contains("v2"),
-        "the calls ran there"
-    );
-    let _ = server.kill();
-    let _ = server.wait();
 }

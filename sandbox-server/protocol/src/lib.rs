@@ -23,7 +23,7 @@ pub use service::{
 };
 pub use tools::{
     Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,
-    SearchReplaceResult, WriteFileArgs, WriteFileResult,
+    SearchReplaceResult, ToolOutput, WriteFileArgs, WriteFileResult,
 };
 
 /// The header a parent process reads from the server's stdout to learn the bound address.

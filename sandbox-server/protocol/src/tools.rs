@@ -44,6 +44,13 @@ pub struct BashResult {
     pub call_id: String,
 }
 
+/// What every tool's result carries, whatever else a tool plugin adds: the text for the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ToolOutput {
+    /// The model-facing text.
+    pub output: String,
+}
+
 /// The full bytes of one output stream, kept on the server: `GET /v1/artifacts/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Artifact {

@@ -12,7 +12,8 @@ use serde::Deserialize;
 use tokio_util::io::ReaderStream;
 use utoipa::IntoParams;
 
-use super::{ApiError, AppState, blocking};
+use super::{ApiError, AppState};
+use crate::sandbox::blocking;
 
 /// The bytes of a regular file in the workspace.
 #[utoipa::path(

@@ -7,7 +7,8 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use sandbox_protocol::{ErrorResponse, ProcessKillResponse, ProcessListResponse};
 
-use super::{ApiError, AppState, blocking};
+use super::{ApiError, AppState};
+use crate::sandbox::blocking;
 
 /// Every live process the server started: commands still running and the background
 /// processes that commands left behind (`sleep 100 &`). All are killed when the server stops.

@@ -7,7 +7,6 @@ use axum::extract::{Path, State};
 use sandbox_protocol::{ErrorResponse, ToolSpec};
 
 use super::{ApiError, AppState};
-use crate::sandbox::Registry;
 
 /// The enabled tools, in the order to show them to a model, with their argument schemas.
 #[utoipa::path(
@@ -29,7 +28,7 @@ pub(crate) async fn call_tool(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Some(tool) = state.registry.get(&name) else {
         let enabled = state.registry.names().join(", ");
-        let why = if Registry::builtin().get(&name).is_some() {
+        let why = if crate::sandbox::tools::builtin().get(&name).is_some() {
             "is not enabled on this server"
         } else {
             "does not exist"

@@ -15,7 +15,8 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 use utoipa::IntoParams;
 
-use super::{ApiError, AppState, blocking};
+use super::{ApiError, AppState};
+use crate::sandbox::blocking;
 use crate::sandbox::snapshot::{self, SnapshotError};
 use crate::sandbox::{archive, fingerprint};
 use crate::time;

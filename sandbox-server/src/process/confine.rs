@@ -2,14 +2,15 @@
 //! [`environment`] (a clean environment), [`rlimits`] (resource limits), [`user`] (an
 //! unprivileged user), [`landlock`] (writes only in the workspace and a private temporary
 //! folder; hidden paths unreadable), [`seccomp`] (only Unix sockets under `--network none`) and
-//! [`netns`] (a fresh network namespace where the host permits one), plus the per-command
-//! cgroups of [`super::cgroups`].
+//! [`netns`] (a fresh network namespace where the host permits one) and [`cgroups`] (a group
+//! per command where this process may create them).
 //!
 //! Everything that allocates is prepared here in the parent; the child only makes
 //! async-signal-safe system calls on values prepared before the fork.
 
 #![allow(unsafe_code)] // every mechanism ends in raw system calls; see each `// SAFETY:`
 
+pub mod cgroups;
 pub mod environment;
 pub mod landlock;
 pub mod netns;
@@ -50,7 +51,7 @@ pub struct Confinement {
     netns: bool,
     run_as: Option<(u32, u32)>,
     /// Per-command cgroups, where this process may create them.
-    pub cgroups: Option<super::cgroups::Cgroups>,
+    pub cgroups: Option<cgroups::Cgroups>,
     pub protections: Vec<Protection>,
 }
 
@@ -94,7 +95,7 @@ impl Confinement {
             ));
             (None, false)
         };
-        let (cgroups, cgroup) = super::cgroups::prepare(request.rlimits);
+        let (cgroups, cgroup) = cgroups::prepare(request.rlimits);
         protections.push(cgroup);
         Confinement {
             env,
@@ -131,7 +132,7 @@ impl Confinement {
         let netns = self.netns;
         let run_as = self.run_as;
         move || {
-            super::cgroups::join_in_child(&join)?;
+            cgroups::join_in_child(&join)?;
             if netns {
                 netns::enter_in_child()?;
             }

@@ -66,7 +66,7 @@ struct Inner {
     /// Calls whose shell is still running; their processes are foreground, the rest background.
     running_calls: Mutex<HashSet<String>>,
     /// Each call's cgroups, until they are empty.
-    groups: Mutex<HashMap<String, super::cgroups::CallGroup>>,
+    groups: Mutex<HashMap<String, super::confine::cgroups::CallGroup>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -224,7 +224,7 @@ impl Supervisor {
     fn create_group(
         &self,
         call_id: &str,
-    ) -> Result<Option<super::cgroups::CallGroup>, ProcessError> {
+    ) -> Result<Option<super::confine::cgroups::CallGroup>, ProcessError> {
         let Some(cgroups) = &self.inner.confinement.cgroups else {
             return Ok(None);
         };
@@ -270,7 +270,7 @@ impl Supervisor {
     fn group_members(&self, call_id: &str) -> Vec<u32> {
         lock(&self.inner.groups)
             .get(call_id)
-            .map(super::cgroups::CallGroup::members)
+            .map(super::confine::cgroups::CallGroup::members)
             .unwrap_or_default()
     }
 

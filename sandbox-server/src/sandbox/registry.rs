@@ -2,7 +2,7 @@
 //!
 //! A tool is one type implementing [`Tool`]: its name, description, argument and result
 //! types (whose JSON Schemas are derived, never written by hand) and an async `execute`.
-//! Adding a tool is one file in `tools/` and one line in [`Registry::builtin`]; the order of
+//! Adding a tool is one file in `tools/` and one line in `tools::builtin`; the order of
 //! registration is the order in which tools are listed to the model.
 
 use std::future::Future;
@@ -221,16 +221,6 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// The built-in tools, in the order the model sees them.
-    pub fn builtin() -> Registry {
-        let mut registry = Registry::default();
-        registry.register(super::tools::Bash);
-        registry.register(super::tools::ReadFile);
-        registry.register(super::tools::WriteFile);
-        registry.register(super::tools::SearchReplace);
-        registry
-    }
-
     /// Adds a tool at the end of the listing. Panics on a duplicate name: that is a bug.
     pub fn register<T: Tool>(&mut self, tool: T) {
         assert!(

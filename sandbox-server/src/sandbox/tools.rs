@@ -10,17 +10,8 @@ pub use read_file::ReadFile;
 pub use search_replace::SearchReplace;
 pub use write_file::WriteFile;
 
-use super::registry::ToolError;
+use super::registry::{Registry, ToolError};
 use super::workspace::WorkspaceError;
-
-/// Runs blocking file work off the async runtime.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
-) -> Result<T, ToolError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|err| ToolError::Internal(format!("file task failed: {err}")))?
-}
 
 fn check_path(path: &str) -> Result<(), String> {
     if path.is_empty() {
@@ -34,4 +25,14 @@ fn io_failure(path: &str, source: std::io::Error) -> ToolError {
         path: path.to_owned(),
         source,
     })
+}
+
+/// The built-in tools, in the order the model sees them.
+pub fn builtin() -> Registry {
+    let mut registry = Registry::default();
+    registry.register(Bash);
+    registry.register(ReadFile);
+    registry.register(WriteFile);
+    registry.register(SearchReplace);
+    registry
 }

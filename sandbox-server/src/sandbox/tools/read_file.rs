@@ -4,7 +4,8 @@ use std::io::{BufRead, BufReader, Read, Seek};
 
 use sandbox_protocol::{ReadFileArgs, ReadFileResult};
 
-use super::{blocking, check_path, io_failure};
+use super::{check_path, io_failure};
+use crate::sandbox::blocking;
 use crate::sandbox::output::Window;
 use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
 
@@ -46,7 +47,7 @@ impl Tool for ReadFile {
         args: ReadFileArgs,
         ctx: ToolContext,
     ) -> Result<ReadFileResult, ToolError> {
-        blocking(move || read(&args, &ctx)).await
+        blocking(move || read(&args, &ctx)).await?
     }
 }
 

@@ -4,7 +4,8 @@ use std::io::Read;
 
 use sandbox_protocol::{SearchReplaceArgs, SearchReplaceResult};
 
-use super::{blocking, check_path, io_failure};
+use super::{check_path, io_failure};
+use crate::sandbox::blocking;
 use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
 
 pub struct SearchReplace;
@@ -66,6 +67,6 @@ impl Tool for SearchReplace {
                 bytes_written: updated.len() as u64,
             })
         })
-        .await
+        .await?
     }
 }

@@ -2,7 +2,8 @@
 
 use sandbox_protocol::{WriteFileArgs, WriteFileResult};
 
-use super::{blocking, check_path};
+use super::check_path;
+use crate::sandbox::blocking;
 use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
 
 pub struct WriteFile;
@@ -42,6 +43,6 @@ impl Tool for WriteFile {
                 created: outcome.created,
             })
         })
-        .await
+        .await?
     }
 }

@@ -18,12 +18,15 @@ use anyhow::{Context, bail};
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    LogsOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, InspectContainerOptions, LogsOptionsBuilder,
+    RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use futures::StreamExt;
 
-use crate::sandbox_client::SandboxClient;
+use super::{NetworkMode, SandboxClient, StartError};
+
+mod prune;
+pub use prune::{Pruned, prune};
 
 /// On every container the harness creates.
 pub const LABEL_MANAGED: &str = "agent-harness.managed";
@@ -53,7 +56,7 @@ pub struct DockerSpec {
     pub lifetime: Option<Duration>,
     /// The server's `--network`: `none` (commands reach no address) or `host` (the
     /// container's own bridged network).
-    pub network: String,
+    pub network: NetworkMode,
     pub tools: Option<Vec<String>>,
 }
 
@@ -120,6 +123,65 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// The labels that say whose container this is: `prune` reads them.
+fn labels(spec: &DockerSpec, session_id: &str) -> HashMap<String, String> {
+    let pid = std::process::id();
+    let mut labels = HashMap::from([
+        (LABEL_MANAGED.to_owned(), "true".to_owned()),
+        (LABEL_SESSION.to_owned(), session_id.to_owned()),
+        (LABEL_HOST.to_owned(), this_host()),
+        (LABEL_PID.to_owned(), pid.to_string()),
+        (
+            LABEL_PID_START.to_owned(),
+            process_start(pid).unwrap_or(0).to_string(),
+        ),
+    ]);
+    if let Some(lifetime) = spec.lifetime {
+        labels.insert(
+            LABEL_EXPIRES.to_owned(),
+            (now_secs() + lifetime.as_secs()).to_string(),
+        );
+    }
+    labels
+}
+
+/// The image's server arguments (its entrypoint is `sandbox-server serve`).
+fn server_args(spec: &DockerSpec) -> Vec<String> {
+    let mut cmd = vec![
+        "--network".to_owned(),
+        spec.network.as_str().to_owned(),
+        // Removal follows the session; a command still running gets 2 s.
+        "--shutdown-grace-secs".to_owned(),
+        "2".to_owned(),
+    ];
+    if let Some(tools) = &spec.tools {
+        cmd.extend(["--tools".to_owned(), tools.join(",")]);
+    }
+    cmd
+}
+
+/// Limits, no capabilities, no new privileges, and the server's port on the engine host.
+fn host_config(spec: &DockerSpec) -> HostConfig {
+    let remote = engine_host() != "127.0.0.1";
+    HostConfig {
+        memory: spec.memory,
+        memory_swap: spec.memory,
+        nano_cpus: spec.cpus.map(|cpus| (cpus * 1e9) as i64),
+        pids_limit: spec.pids,
+        cap_drop: Some(vec!["ALL".to_owned()]),
+        security_opt: Some(vec!["no-new-privileges".to_owned()]),
+        port_bindings: Some(HashMap::from([(
+            SERVER_PORT.to_owned(),
+            Some(vec![PortBinding {
+                // The server has a token, but on a local engine nobody else need reach it.
+                host_ip: Some(if remote { "0.0.0.0" } else { "127.0.0.1" }.to_owned()),
+                host_port: Some(String::new()),
+            }]),
+        )])),
+        ..Default::default()
+    }
+}
+
 /// A tar holding the token file, readable by the image's user only.
 fn token_archive(token: &str) -> anyhow::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
@@ -150,59 +212,14 @@ impl DockerSandbox {
         spec: &DockerSpec,
         session_id: &str,
         token: &str,
-    ) -> anyhow::Result<DockerSandbox> {
+    ) -> Result<DockerSandbox, StartError> {
         let docker = connect().await?;
-        let pid = std::process::id();
-        let mut labels = HashMap::from([
-            (LABEL_MANAGED.to_owned(), "true".to_owned()),
-            (LABEL_SESSION.to_owned(), session_id.to_owned()),
-            (LABEL_HOST.to_owned(), this_host()),
-            (LABEL_PID.to_owned(), pid.to_string()),
-            (
-                LABEL_PID_START.to_owned(),
-                process_start(pid).unwrap_or(0).to_string(),
-            ),
-        ]);
-        if let Some(lifetime) = spec.lifetime {
-            labels.insert(
-                LABEL_EXPIRES.to_owned(),
-                (now_secs() + lifetime.as_secs()).to_string(),
-            );
-        }
-        let mut cmd = vec![
-            "--network".to_owned(),
-            spec.network.clone(),
-            // Removal follows the session; a command still running gets 2 s.
-            "--shutdown-grace-secs".to_owned(),
-            "2".to_owned(),
-        ];
-        if let Some(tools) = &spec.tools {
-            cmd.extend(["--tools".to_owned(), tools.join(",")]);
-        }
-        let remote = engine_host() != "127.0.0.1";
-        let host_config = HostConfig {
-            memory: spec.memory,
-            memory_swap: spec.memory,
-            nano_cpus: spec.cpus.map(|cpus| (cpus * 1e9) as i64),
-            pids_limit: spec.pids,
-            cap_drop: Some(vec!["ALL".to_owned()]),
-            security_opt: Some(vec!["no-new-privileges".to_owned()]),
-            port_bindings: Some(HashMap::from([(
-                SERVER_PORT.to_owned(),
-                Some(vec![PortBinding {
-                    // The server has a token, but on a local engine nobody else need reach it.
-                    host_ip: Some(if remote { "0.0.0.0" } else { "127.0.0.1" }.to_owned()),
-                    host_port: Some(String::new()),
-                }]),
-            )])),
-            ..Default::default()
-        };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
-            cmd: Some(cmd),
-            labels: Some(labels),
+            cmd: Some(server_args(spec)),
+            labels: Some(labels(spec, session_id)),
             exposed_ports: Some(vec![SERVER_PORT.to_owned()]),
-            host_config: Some(host_config),
+            host_config: Some(host_config(spec)),
             ..Default::default()
         };
         let name = format!("harness-{session_id}");
@@ -215,12 +232,14 @@ impl DockerSandbox {
             .map_err(|err| match &err {
                 bollard::errors::Error::DockerResponseServerError {
                     status_code: 404, ..
-                } => anyhow::Error::new(crate::session::BadInput(format!(
+                } => StartError::BadInput(format!(
                     "the image `{}` is not on the Docker engine: build it (docker/README.md) or \
                      name another with --image",
                     spec.image
-                ))),
-                _ => anyhow::Error::new(err).context("creating the sandbox container"),
+                )),
+                _ => StartError::Failed(
+                    anyhow::Error::new(err).context("creating the sandbox container"),
+                ),
             })?;
         let mut sandbox = DockerSandbox {
             docker,
@@ -236,11 +255,11 @@ impl DockerSandbox {
             Err(err) => {
                 let logs = sandbox.logs().await;
                 sandbox.remove().await;
-                Err(err.context(if logs.is_empty() {
+                Err(StartError::Failed(err.context(if logs.is_empty() {
                     "the container printed nothing".to_owned()
                 } else {
                     format!("the container's last lines:\n{logs}")
-                }))
+                })))
             }
         }
     }
@@ -384,116 +403,9 @@ impl Drop for DockerSandbox {
     }
 }
 
-/// A container `prune` looked at.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pruned {
-    pub id: String,
-    pub session: String,
-    pub reason: String,
-}
-
-/// Removes the harness's containers whose controller is gone from this host, whose lifetime
-/// has passed, or (`all`) every one. Returns those removed and, separately, those kept.
-pub async fn prune(all: bool) -> anyhow::Result<(Vec<Pruned>, Vec<Pruned>)> {
-    let docker = connect().await?;
-    let filters = HashMap::from([("label".to_owned(), vec![LABEL_MANAGED.to_owned()])]);
-    let containers = docker
-        .list_containers(Some(
-            ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build(),
-        ))
-        .await
-        .context("listing containers")?;
-    let host = this_host();
-    let now = now_secs();
-    let (mut removed, mut kept) = (Vec::new(), Vec::new());
-    for container in containers {
-        let labels = container.labels.unwrap_or_default();
-        let label = |key: &str| labels.get(key).cloned().unwrap_or_default();
-        let id = container.id.unwrap_or_default();
-        let expired = label(LABEL_EXPIRES)
-            .parse::<u64>()
-            .is_ok_and(|expires| expires <= now);
-        let pid: Option<u32> = label(LABEL_PID).parse().ok();
-        let owner_alive = label(LABEL_HOST) == host
-            && pid.is_some_and(|pid| {
-                process_start(pid).map(|start| start.to_string()) == Some(label(LABEL_PID_START))
-            });
-        let reason = if all {
-            Some("--all".to_owned())
-        } else if expired {
-            Some("its lifetime has passed".to_owned())
-        } else if label(LABEL_HOST) != host {
-            None
-        } else if !owner_alive {
-            Some(format!("its controller (pid {}) is gone", label(LABEL_PID)))
-        } else {
-            None
-        };
-        let entry = |reason: String| Pruned {
-            id: id.chars().take(12).collect(),
-            session: label(LABEL_SESSION),
-            reason,
-        };
-        match reason {
-            Some(reason) => {
-                let options = RemoveContainerOptionsBuilder::new().force(true).build();
-                docker
-                    .remove_container(&id, Some(options))
-                    .await
-                    .with_context(|| format!("removing container {id}"))?;
-                removed.push(entry(reason));
-            }
-            None if label(LABEL_HOST) != host => kept.push(entry(format!(
-                "its controller runs on {} (use --all)",
-                label(LABEL_HOST)
-            ))),
-            None => kept.push(entry(format!(
-                "its controller (pid {}) is running",
-                label(LABEL_PID)
-            ))),
-        }
-    }
-    Ok((removed, kept))
-}
-
-/// Parses a size as the task file writes it: `512m`, `2g`, `1.5g`, `1048576`.
-pub fn parse_bytes(text: &str) -> Result<i64, String> {
-    let trimmed = text.trim().to_ascii_lowercase();
-    let trimmed = trimmed.trim_end_matches('b').trim_end_matches('i');
-    let (number, unit) = match trimmed.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(at) => trimmed.split_at(at),
-        None => (trimmed, ""),
-    };
-    let scale: f64 = match unit {
-        "" => 1.0,
-        "k" => 1024.0,
-        "m" => 1024.0 * 1024.0,
-        "g" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!("`{text}` is not a size (try 512m or 2g)")),
-    };
-    match number.trim().parse::<f64>() {
-        Ok(value) if value > 0.0 && value.is_finite() => Ok((value * scale) as i64),
-        _ => Err(format!("`{text}` is not a size (try 512m or 2g)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_as_docker_writes_them() {
-        assert_eq!(parse_bytes("512m"), Ok(512 * 1024 * 1024));
-        assert_eq!(parse_bytes("2g"), Ok(2 * 1024 * 1024 * 1024));
-        assert_eq!(parse_bytes("1.5GiB"), Ok(3 * 512 * 1024 * 1024));
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert!(parse_bytes("lots").unwrap_err().contains("`lots`"));
-        assert!(parse_bytes("-1g").is_err());
-        assert!(parse_bytes("2t").is_err());
-    }
 
     #[test]
     fn the_token_archive_holds_one_private_file_for_the_image_user() {

@@ -6,14 +6,14 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox_client::SandboxClient;
+use super::SandboxClient;
 
 /// How long a lease waits for a healthy member.
 const LEASE_PATIENCE: Duration = Duration::from_secs(60);
@@ -29,18 +29,23 @@ pub struct Pool {
 
 /// A member leased to one task; it goes back to the pool when dropped.
 #[derive(Debug)]
-pub struct Lease<'a> {
-    pool: &'a Pool,
+pub struct Lease {
+    pool: Arc<Pool>,
     index: usize,
 }
 
-impl Lease<'_> {
+impl Lease {
     pub fn url(&self) -> &str {
         self.pool.members[self.index].url()
     }
+
+    /// A client of the leased member.
+    pub fn client(&self) -> SandboxClient {
+        self.pool.members[self.index].clone()
+    }
 }
 
-impl Drop for Lease<'_> {
+impl Drop for Lease {
     fn drop(&mut self) {
         self.pool
             .free
@@ -81,12 +86,15 @@ impl Pool {
     }
 
     /// A healthy member with an empty workspace.
-    pub async fn lease(&self, cancel: &CancellationToken) -> anyhow::Result<Lease<'_>> {
+    pub async fn lease(self: &Arc<Pool>, cancel: &CancellationToken) -> anyhow::Result<Lease> {
         let deadline = tokio::time::Instant::now() + LEASE_PATIENCE;
         let mut last_problem = String::from("every member was busy");
         loop {
             if let Some(index) = self.take() {
-                let lease = Lease { pool: self, index };
+                let lease = Lease {
+                    pool: self.clone(),
+                    index,
+                };
                 match self.reset(&self.members[index]).await {
                     Ok(()) => return Ok(lease),
                     Err(err) => {

@@ -1,4 +1,4 @@
-//! `replay:RUN`: the recorded model replies of a session, fed into a live loop in order. No
+//! `--model replay:RUN`: the recorded model replies of a session, fed into a live loop in order. No
 //! language model is called; the tools run for real, so a changed environment shows.
 
 use std::collections::VecDeque;
@@ -9,8 +9,10 @@ use futures::future::BoxFuture;
 use sandbox_protocol::ToolSpec;
 use serde_json::{Value, json};
 
-use super::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
-use crate::event_log::Event;
+use super::ReplayError;
+use crate::event_log::{Event, ModelResponse, Purpose};
+use crate::llm::offline::{self, OfflineAsk};
+use crate::llm::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
 
 pub struct ReplayModel {
     path: String,
@@ -21,55 +23,31 @@ pub struct ReplayModel {
 }
 
 impl ReplayModel {
+    /// Reads the recorded replies and classifier answers of the session in `dir`.
     pub fn load(dir: &Path) -> Result<ReplayModel, ModelError> {
-        let fail = |err: crate::replay::ReplayError| {
-            ModelError::Script(format!("replay:{}: {err}", dir.display()))
-        };
+        let fail =
+            |err: ReplayError| ModelError::Script(format!("replay:{}: {err}", dir.display()));
         let mut turns = VecDeque::new();
         let mut summaries = VecDeque::new();
         let mut verdicts = VecDeque::new();
-        for envelope in crate::replay::events(dir, |_| {}).map_err(fail)? {
+        for envelope in super::events(dir, |_| {}).map_err(fail)? {
             let envelope = envelope.map_err(fail)?;
-            let response = match envelope.event {
-                Event::ModelResponse(response) => response,
+            match envelope.event {
+                Event::ModelResponse(response) => {
+                    let reply = recorded_reply(dir, &response, envelope.seq).map_err(fail)?;
+                    match response.purpose {
+                        Purpose::Summary => summaries.push_back(reply),
+                        Purpose::Turn => turns.push_back(reply),
+                    }
+                }
                 Event::PolicyDecision(decision) => {
                     if let (Some(risk), Some(authorized)) = (decision.risk, decision.authorized) {
-                        verdicts.push_back(json!({"risk": risk, "authorized": authorized, "rationale": "replayed"}));
+                        verdicts.push_back(
+                            json!({"risk": risk, "authorized": authorized, "rationale": "replayed"}),
+                        );
                     }
-                    continue;
                 }
-                _ => continue,
-            };
-            let content = crate::replay::text(dir, &response.text).map_err(fail)?;
-            let tool_calls = response
-                .tool_calls
-                .iter()
-                .map(|call| ToolCall {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                })
-                .collect();
-            let usage = Usage {
-                input_tokens: response.usage.input_tokens,
-                cached_input_tokens: response.usage.cached_input_tokens,
-                cache_write_tokens: response.usage.cache_write_tokens,
-                output_tokens: response.usage.output_tokens,
-            };
-            let reply = ModelReply {
-                message: AssistantMessage {
-                    content,
-                    tool_calls,
-                    provider_items: None,
-                },
-                usage,
-                cost: response.cost,
-                raw: json!({"replayed_from_seq": envelope.seq}),
-            };
-            if response.purpose == "summary" {
-                summaries.push_back(reply);
-            } else {
-                turns.push_back(reply);
+                _ => {}
             }
         }
         Ok(ReplayModel {
@@ -79,6 +57,40 @@ impl ReplayModel {
             verdicts: Mutex::new(verdicts),
         })
     }
+}
+
+/// A recorded response as the reply the loop gets.
+fn recorded_reply(
+    dir: &Path,
+    response: &ModelResponse,
+    seq: u64,
+) -> Result<ModelReply, ReplayError> {
+    let content = super::text(dir, &response.text)?;
+    let tool_calls = response
+        .tool_calls
+        .iter()
+        .map(|call| ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        })
+        .collect();
+    let usage = Usage {
+        input_tokens: response.usage.input_tokens,
+        cached_input_tokens: response.usage.cached_input_tokens,
+        cache_write_tokens: response.usage.cache_write_tokens,
+        output_tokens: response.usage.output_tokens,
+    };
+    Ok(ModelReply {
+        message: AssistantMessage {
+            content,
+            tool_calls,
+            provider_items: None,
+        },
+        usage,
+        cost: response.cost,
+        raw: json!({"replayed_from_seq": seq}),
+    })
 }
 
 impl Model for ReplayModel {
@@ -94,8 +106,7 @@ impl Model for ReplayModel {
     }
 
     fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
-        json!({"replay": true, "n_messages": messages.len(), "tools": names})
+        offline::request("replay", messages, tools)
     }
 
     fn structured_request(
@@ -105,12 +116,13 @@ impl Model for ReplayModel {
         name: &str,
         _schema: &Value,
     ) -> Value {
-        json!({"replay": true, "structured": name})
+        offline::structured("replay", name)
     }
 
     fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
-            if body.get("structured").is_some() {
+            let ask = offline::ask(body);
+            if ask == OfflineAsk::Verdict {
                 let verdict = self
                     .verdicts
                     .lock()
@@ -125,7 +137,7 @@ impl Model for ReplayModel {
                 let raw = json!({"replayed_verdict": verdict});
                 return Ok(ModelReply::free_text(verdict.to_string(), raw));
             }
-            let summary = body["tools"].as_array().is_none_or(Vec::is_empty);
+            let summary = ask == OfflineAsk::Summary;
             let queue = if summary {
                 &self.summaries
             } else {

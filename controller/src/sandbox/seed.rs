@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use anyhow::{Context, bail};
 
-use crate::sandbox_client::SandboxClient;
+use super::SandboxClient;
 use crate::task::WorkspaceSource;
 
 /// What was copied in.

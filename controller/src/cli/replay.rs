@@ -5,20 +5,21 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use controller::cli::ReplayCommand;
 use controller::event_log::reader;
 use controller::exit_code;
-use controller::local_sandbox::LocalSandbox;
-use controller::replay::{self, metrics, render, rerun, restore};
-use controller::sandbox_client::SandboxClient;
+use controller::replay::{self, metrics, render, report, rerun, restore};
+use controller::sandbox::local::LocalSandbox;
+use controller::sandbox::{NetworkMode, SandboxClient};
 
-pub(crate) async fn run(command: ReplayCommand) -> i32 {
-    let result = match command {
+use super::ReplayCommand;
+
+pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
+    match command {
         ReplayCommand::Show {
             run,
             format,
             output,
-        } => show(&run, format, output.as_deref()),
+        } => show(&run, format.into(), output.as_deref()),
         ReplayCommand::Restore {
             run,
             step,
@@ -49,13 +50,6 @@ pub(crate) async fn run(command: ReplayCommand) -> i32 {
                 &normalize,
             )
             .await
-        }
-    };
-    match result {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            exit_code::ERROR
         }
     }
 }
@@ -152,21 +146,20 @@ async fn restore_cmd(
 fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> {
     // A batch folder is reported as a batch: its tasks, attempts and totals.
     if let [dir] = runs
-        && controller::batch::report::is_batch(dir)
+        && report::is_batch(dir)
     {
-        let report = controller::batch::report::load(dir)
-            .with_context(|| format!("reading the batch {}", dir.display()))?;
+        let report =
+            report::load(dir).with_context(|| format!("reading the batch {}", dir.display()))?;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         if json {
             serde_json::to_writer_pretty(&mut out, &report).context("writing JSON")?;
             writeln!(out).context("writing JSON")?;
         } else {
-            controller::batch::report::write_text(&report, &mut out)
-                .context("writing the report")?;
+            report::write_text(&report, &mut out).context("writing the report")?;
         }
         if html {
-            let path = controller::batch::report::write_html(dir, &report)?;
+            let path = report::write_html(dir, &report)?;
             eprintln!("wrote {}", path.display());
         }
         return Ok(exit_code::COMPLETED);
@@ -215,7 +208,7 @@ async fn rerun_cmd(
                 &workspace,
                 &format!("{:032x}", rand::random::<u128>()),
                 None,
-                "none",
+                NetworkMode::None,
                 &[],
                 None,
             )

@@ -1,14 +1,51 @@
-//! A typed HTTP client for one sandbox-server.
+//! A typed HTTP client for one sandbox-server: every route takes and returns the wire types
+//! of `sandbox-protocol`.
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use sandbox_protocol::{
-    ChangesResponse, DirListing, ErrorResponse, ErrorType, FingerprintResponse, InfoResponse,
-    ManifestResponse, SnapshotResponse, ToolSpec,
+    BashArgs, BashResult, ChangesResponse, DirListing, ErrorResponse, ErrorType,
+    FingerprintResponse, InfoResponse, ManifestResponse, ReadFileResult, SearchReplaceResult,
+    SnapshotResponse, ToolOutput, ToolSpec, WriteFileResult,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+/// A tool's result, decoded as its type: the built-in tools' own, any other tool's common part.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolReply {
+    Bash(Box<BashResult>),
+    ReadFile(ReadFileResult),
+    WriteFile(WriteFileResult),
+    SearchReplace(SearchReplaceResult),
+    /// A tool plugin's result: its `output`, whatever else it carries.
+    Other(ToolOutput),
+}
+
+impl ToolReply {
+    /// The text for the model.
+    pub fn output(&self) -> &str {
+        match self {
+            ToolReply::Bash(result) => &result.output,
+            ToolReply::ReadFile(result) => &result.output,
+            ToolReply::WriteFile(result) => &result.output,
+            ToolReply::SearchReplace(result) => &result.output,
+            ToolReply::Other(result) => &result.output,
+        }
+    }
+
+    /// The command's result, for a `bash` call.
+    pub fn bash(&self) -> Option<&BashResult> {
+        match self {
+            ToolReply::Bash(result) => Some(result),
+            ToolReply::ReadFile(_)
+            | ToolReply::WriteFile(_)
+            | ToolReply::SearchReplace(_)
+            | ToolReply::Other(_) => None,
+        }
+    }
+}
 
 /// Why a sandbox request failed.
 #[derive(Debug, thiserror::Error)]
@@ -158,8 +195,30 @@ impl SandboxClient {
         self.json(response).await
     }
 
-    /// Runs a tool; retries (bounded) while the sandbox answers 429.
-    pub async fn call_tool(&self, name: &str, args: &Value) -> Result<Value, SandboxError> {
+    /// Runs a tool with the arguments a model wrote; its result decoded by the tool's name.
+    pub async fn call_tool(&self, name: &str, args: &Value) -> Result<ToolReply, SandboxError> {
+        let response = self.post_tool(name, args).await?;
+        Ok(match name {
+            "bash" => ToolReply::Bash(Box::new(self.json(response).await?)),
+            "read_file" => ToolReply::ReadFile(self.json(response).await?),
+            "write_file" => ToolReply::WriteFile(self.json(response).await?),
+            "search_replace" => ToolReply::SearchReplace(self.json(response).await?),
+            _ => ToolReply::Other(self.json(response).await?),
+        })
+    }
+
+    /// `POST /v1/tools/bash`.
+    pub async fn bash(&self, args: &BashArgs) -> Result<BashResult, SandboxError> {
+        let response = self.post_tool("bash", args).await?;
+        self.json(response).await
+    }
+
+    /// Posts a tool call; retries (bounded) while the sandbox answers 429.
+    async fn post_tool(
+        &self,
+        name: &str,
+        args: &impl serde::Serialize,
+    ) -> Result<reqwest::Response, SandboxError> {
         let path = format!("/v1/tools/{}", encode_segment(name));
         let mut attempt = 0;
         loop {
@@ -172,8 +231,7 @@ impl SandboxClient {
                     tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt.min(8))))
                         .await;
                 }
-                Ok(response) => return self.json(response).await,
-                Err(err) => return Err(err),
+                other => return other,
             }
         }
     }

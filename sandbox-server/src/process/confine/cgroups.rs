@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use nix::libc;
 use sandbox_protocol::{Protection, ProtectionName};
 
-use super::confine::{Rlimits, protection, show, show_bytes};
+use super::{Rlimits, protection, show, show_bytes};
 
 /// Per-command groups where this process may create them, and the protection.
 pub fn prepare(limits: Rlimits) -> (Option<Cgroups>, Protection) {

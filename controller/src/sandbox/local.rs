@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::sandbox_client::SandboxClient;
+use super::{NetworkMode, SandboxClient};
 
 /// A running local sandbox-server.
 #[derive(Debug)]
@@ -60,7 +60,7 @@ impl LocalSandbox {
         workspace: &Path,
         token: &str,
         tools: Option<&[String]>,
-        network: &str,
+        network: NetworkMode,
         writable: &[PathBuf],
         server_log: Option<&Path>,
     ) -> anyhow::Result<LocalSandbox> {
@@ -82,7 +82,7 @@ impl LocalSandbox {
         workspace: &Path,
         token: &str,
         tools: Option<&[String]>,
-        network: &str,
+        network: NetworkMode,
         writable: &[PathBuf],
         server_log: Option<&Path>,
     ) -> anyhow::Result<LocalSandbox> {
@@ -93,44 +93,9 @@ impl LocalSandbox {
             ),
             None => Stdio::inherit(),
         };
-        let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
-        let token_file = token_dir.path().join("token");
-        {
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&token_file)
-                .context("writing the sandbox token")?;
-            file.write_all(token.as_bytes())
-                .context("writing the sandbox token")?;
-        }
-        #[allow(clippy::disallowed_methods)] // the controller's one child: its sandbox
-        let mut command = tokio::process::Command::new(binary);
-        command
-            .arg("serve")
-            .arg("--workspace")
-            .arg(workspace)
-            .args(["--listen", "127.0.0.1:0"])
-            .arg("--token-file")
-            .arg(&token_file)
-            // Stopping means the session is over (or abandoned on Ctrl-C): a command still
-            // running gets 2 s, then the server kills it, well within `stop`'s 10 s.
-            .args(["--shutdown-grace-secs", "2", "--kill-grace-ms", "1000"])
-            .args(["--network", network])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .kill_on_drop(true);
-        // The model API keys are the harness's, not the agent's: a command could print them.
-        for secret in crate::secrets::ENV_VARS {
-            command.env_remove(secret);
-        }
-        // The server's own progress lines would drown the session's; its warnings still show.
-        if std::env::var_os("RUST_LOG").is_none() {
-            command.env("RUST_LOG", "warn");
-        }
+        let (token_dir, token_file) = write_token(token)?;
+        let mut command = server_command(binary, workspace, &token_file, network);
+        command.stderr(stderr);
         if let Some(tools) = tools {
             command.arg("--tools").arg(tools.join(","));
         }
@@ -141,47 +106,10 @@ impl LocalSandbox {
                 .collect();
             command.arg("--writable").arg(paths.join(","));
         }
-        // SAFETY: runs in the child between fork and exec; prctl(2) is async-signal-safe and
-        // touches no memory shared with the parent.
-        unsafe {
-            command.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
-                    .map_err(std::io::Error::from)
-            });
-        }
         let mut child = command
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
-        let stdout = child
-            .stdout
-            .take()
-            .context("the sandbox's stdout is piped")?;
-        let mut line = String::new();
-        let read = tokio::time::timeout(
-            Duration::from_secs(15),
-            BufReader::new(stdout).read_line(&mut line),
-        )
-        .await;
-        let address = match read {
-            Ok(Ok(n)) if n > 0 => {
-                let value: serde_json::Value = serde_json::from_str(&line).with_context(|| {
-                    format!("the sandbox printed {line:?} instead of its address line")
-                })?;
-                value[sandbox_protocol::LISTENING_KEY]
-                    .as_str()
-                    .with_context(|| {
-                        format!("the sandbox's address line {line:?} has no `listening`")
-                    })?
-                    .to_owned()
-            }
-            Ok(_) => {
-                let status = child.wait().await.ok();
-                bail!(
-                    "the sandbox-server exited before it was ready ({status:?}); its error is above"
-                );
-            }
-            Err(_) => bail!("the sandbox-server printed no address within 15 s"),
-        };
+        let address = read_address(&mut child).await?;
         let client = SandboxClient::new(&format!("http://{address}"), Some(token.to_owned()));
         client
             .wait_healthy(Duration::from_secs(15))
@@ -219,5 +147,96 @@ impl LocalSandbox {
     /// The child's pid, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+}
+
+/// The token in a private file of a fresh folder (kept until the server has read it).
+fn write_token(token: &str) -> anyhow::Result<(tempfile::TempDir, PathBuf)> {
+    use std::io::Write;
+    let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
+    let token_file = token_dir.path().join("token");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&token_file)
+        .context("writing the sandbox token")?;
+    file.write_all(token.as_bytes())
+        .context("writing the sandbox token")?;
+    Ok((token_dir, token_file))
+}
+
+/// `sandbox-server serve` on a free loopback port, without the harness's secrets, ended with
+/// the harness.
+fn server_command(
+    binary: &Path,
+    workspace: &Path,
+    token_file: &Path,
+    network: NetworkMode,
+) -> tokio::process::Command {
+    #[allow(clippy::disallowed_methods)] // the controller's one child: its sandbox
+    let mut command = tokio::process::Command::new(binary);
+    command
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace)
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--token-file")
+        .arg(token_file)
+        // Stopping means the session is over (or abandoned on Ctrl-C): a command still
+        // running gets 2 s, then the server kills it, well within `stop`'s 10 s.
+        .args(["--shutdown-grace-secs", "2", "--kill-grace-ms", "1000"])
+        .args(["--network", network.as_str()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    // The model API keys are the harness's, not the agent's: a command could print them.
+    for secret in crate::secrets::ENV_VARS {
+        command.env_remove(secret);
+    }
+    // The server's own progress lines would drown the session's; its warnings still show.
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", "warn");
+    }
+    // SAFETY: runs in the child between fork and exec; prctl(2) is async-signal-safe and
+    // touches no memory shared with the parent.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                .map_err(std::io::Error::from)
+        });
+    }
+    command
+}
+
+/// The address from the one line the server prints once it is bound.
+async fn read_address(child: &mut tokio::process::Child) -> anyhow::Result<String> {
+    let stdout = child
+        .stdout
+        .take()
+        .context("the sandbox's stdout is piped")?;
+    let mut line = String::new();
+    let read = tokio::time::timeout(
+        Duration::from_secs(15),
+        BufReader::new(stdout).read_line(&mut line),
+    )
+    .await;
+    match read {
+        Ok(Ok(n)) if n > 0 => {
+            /// `{"listening":"127.0.0.1:PORT"}` (`sandbox_protocol::LISTENING_KEY`).
+            #[derive(serde::Deserialize)]
+            struct AddressLine {
+                listening: String,
+            }
+            let parsed: AddressLine = serde_json::from_str(&line).with_context(|| {
+                format!("the sandbox printed {line:?} instead of its address line")
+            })?;
+            Ok(parsed.listening)
+        }
+        Ok(_) => {
+            let status = child.wait().await.ok();
+            bail!("the sandbox-server exited before it was ready ({status:?}); its error is above")
+        }
+        Err(_) => bail!("the sandbox-server printed no address within 15 s"),
     }
 }

@@ -7,54 +7,91 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use controller::batch::{
-    self, BatchObserver, BatchOptions, Progress, ProgressState, SandboxSource, Stop, report,
+    self, BatchConfig, BatchObserver, Progress, ProgressState, SandboxSource, Stopping,
 };
-use controller::cli::{BatchArgs, ProgressMode};
 use controller::exit_code;
 use controller::llm::gate::Gates;
 use controller::policy::Approve;
+use controller::replay::report;
 use controller::session::SessionSummary;
 
-pub(crate) async fn run(args: BatchArgs) -> i32 {
-    match run_inner(args).await {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            exit_code::ERROR
-        }
-    }
-}
+use super::{BatchArgs, ProgressMode};
 
-async fn run_inner(mut args: BatchArgs) -> anyhow::Result<i32> {
+pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     // Registered first: a Ctrl-C at any point takes the two-step path.
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+    let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("installing the Ctrl-C handler")?;
-    let tasks = batch::collect_tasks(&args.tasks)?;
-    let sandbox = SandboxSource::parse(args.session.sandbox.as_deref().unwrap_or("local"))
-        .map_err(anyhow::Error::msg)?;
     let rules = args
         .rate_limits
         .iter()
         .map(|rule| Gates::parse_rule(rule))
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
-    if args.session.approve == Approve::Ask {
+    let config = batch_config(&args)?;
+    let bar = match args.progress {
+        ProgressMode::Bar => true,
+        ProgressMode::Lines => false,
+        ProgressMode::Auto => std::io::stdout().is_terminal(),
+    };
+    eprintln!(
+        "batch: {} tasks, {}, sandbox {}, log {}",
+        config.tasks.len(),
+        config.parallel_reason,
+        args.session.sandbox.as_deref().unwrap_or("local"),
+        config.out.display()
+    );
+    let stopping = Stopping::default();
+    let on_interrupt = stop_on_interrupt(interrupt, stopping.clone());
+    let progress = Arc::new(Progress::default());
+    let display = Arc::new(Display {
+        bar,
+        pending: Mutex::new(Vec::new()),
+        drawn: Mutex::new(0),
+    });
+    let painter = bar.then(|| paint_every_quarter_second(&display, &progress, config.parallel));
+    let gates = Arc::new(Gates::new(rules));
+    let result =
+        batch::run_batch(&config, progress.clone(), display.clone(), gates, stopping).await;
+    on_interrupt.abort();
+    if let Some(painter) = painter {
+        painter.abort();
+        display.clear();
+    }
+    display.flush();
+    let outcome = result?;
+    write_report(&config.out)?;
+    Ok(if outcome.interrupted {
+        exit_code::INTERRUPTED
+    } else if outcome.failed > 0 {
+        exit_code::SOME_FAILED
+    } else {
+        exit_code::COMPLETED
+    })
+}
+
+/// The batch's config from its flags: its tasks, sandboxes, parallelism and folder.
+fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
+    let tasks = batch::collect_tasks(&args.tasks)?;
+    let sandbox = SandboxSource::parse(args.session.sandbox.as_deref().unwrap_or("local"))
+        .map_err(anyhow::Error::msg)?;
+    let mut flags = args.session.flags();
+    if flags.approve == Approve::Ask {
         eprintln!(
             "note: a batch has nobody to ask, so a call the policy asks about is refused \
              (--approve never); --approve auto approves them instead"
         );
-        args.session.approve = Approve::Never;
+        flags.approve = Approve::Never;
     }
-    let per_task = match (&sandbox, &args.session.memory) {
-        (SandboxSource::Docker, Some(text)) => controller::docker_sandbox::parse_bytes(text)
+    let per_task = match (&sandbox, &flags.memory) {
+        (SandboxSource::Docker, Some(text)) => controller::text::parse_size(text)
             .map_err(|why| anyhow::anyhow!("--memory {why}"))?
             as u64,
         (SandboxSource::Docker, None) => 1 << 30,
-        _ => 512 << 20,
+        (SandboxSource::Local | SandboxSource::Pool(_), _) => 512 << 20,
     };
     let pool_size = match &sandbox {
         SandboxSource::Pool(urls) => Some(urls.len()),
-        _ => None,
+        SandboxSource::Local | SandboxSource::Docker => None,
     };
     let (parallel, parallel_reason) = match args.parallel {
         Some(0) => anyhow::bail!("--parallel must be at least 1"),
@@ -72,76 +109,61 @@ async fn run_inner(mut args: BatchArgs) -> anyhow::Result<i32> {
         .out
         .clone()
         .unwrap_or_else(|| args.session.log_dir.join(&batch_id));
-    let options = BatchOptions {
+    Ok(BatchConfig {
         batch_id,
         tasks,
-        session: args.session.clone(),
+        flags,
         sandbox,
         parallel,
-        parallel_reason: parallel_reason.clone(),
+        parallel_reason,
         retries: args.retries,
-        out: out.clone(),
+        out,
         resume: args.resume,
-    };
-    let bar = match args.progress {
-        ProgressMode::Bar => true,
-        ProgressMode::Lines => false,
-        ProgressMode::Auto => std::io::stdout().is_terminal(),
-    };
-    eprintln!(
-        "batch: {} tasks, {parallel_reason}, sandbox {}, log {}",
-        options.tasks.len(),
-        args.session.sandbox.as_deref().unwrap_or("local"),
-        out.display()
-    );
+        durability: args.session.log_durability.into(),
+    })
+}
 
-    let stop = Stop::default();
-    let on_interrupt = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            if interrupt.recv().await.is_some() {
-                eprintln!(
-                    "\ninterrupted: no new tasks start; the running ones finish (Ctrl-C again to stop them)"
-                );
-                stop.new_tasks.cancel();
-            }
-            if interrupt.recv().await.is_some() {
-                eprintln!("\nstopping the running tasks and removing their sandboxes");
-                stop.running.cancel();
-            }
-        })
-    };
-    let progress = Arc::new(Progress::default());
-    let display = Arc::new(Display {
-        bar,
-        pending: Mutex::new(Vec::new()),
-        drawn: Mutex::new(0),
-    });
-    let painter = bar.then(|| {
-        let (display, progress) = (display.clone(), progress.clone());
-        tokio::spawn(async move {
-            let started = Instant::now();
-            loop {
-                display.paint(&progress.snapshot(), started, parallel);
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        })
-    });
-    let gates = Arc::new(Gates::new(rules));
-    let result = batch::run_batch(&options, progress.clone(), display.clone(), gates, stop).await;
-    on_interrupt.abort();
-    if let Some(painter) = painter {
-        painter.abort();
-        display.clear();
-    }
-    display.flush();
-    let outcome = result?;
+/// Ctrl-C once: no new tasks; twice: the running ones stop too.
+fn stop_on_interrupt(
+    mut interrupt: tokio::signal::unix::Signal,
+    stopping: Stopping,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if interrupt.recv().await.is_some() {
+            eprintln!(
+                "\ninterrupted: no new tasks start; the running ones finish (Ctrl-C again to stop them)"
+            );
+            stopping.new_tasks.cancel();
+        }
+        if interrupt.recv().await.is_some() {
+            eprintln!("\nstopping the running tasks and removing their sandboxes");
+            stopping.running.cancel();
+        }
+    })
+}
 
-    let report = report::load(&out).context("reading the batch back for its report")?;
+fn paint_every_quarter_second(
+    display: &Arc<Display>,
+    progress: &Arc<Progress>,
+    parallel: usize,
+) -> tokio::task::JoinHandle<()> {
+    let (display, progress) = (display.clone(), progress.clone());
+    tokio::spawn(async move {
+        let started = Instant::now();
+        loop {
+            display.paint(&progress.snapshot(), started, parallel);
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+}
+
+/// `report.json`, `report.html` and the table on stdout, all read back from the logs.
+fn write_report(out: &std::path::Path) -> anyhow::Result<()> {
+    let report = report::load(out).context("reading the batch back for its report")?;
     let json = serde_json::to_vec_pretty(&report).context("writing the report")?;
     std::fs::write(out.join("report.json"), json)
         .with_context(|| format!("writing {}", out.join("report.json").display()))?;
-    let html = report::write_html(&out, &report)?;
+    let html = report::write_html(out, &report)?;
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     report::write_text(&report, &mut lock).context("writing the report")?;
@@ -151,14 +173,7 @@ async fn run_inner(mut args: BatchArgs) -> anyhow::Result<i32> {
         html.display(),
         out.display()
     )
-    .context("writing the report")?;
-    Ok(if outcome.interrupted {
-        exit_code::INTERRUPTED
-    } else if outcome.failed > 0 {
-        exit_code::SOME_FAILED
-    } else {
-        exit_code::COMPLETED
-    })
+    .context("writing the report")
 }
 
 /// The one writer of stdout while the batch runs: event lines, and in bar mode the bar.
@@ -277,15 +292,20 @@ impl BatchObserver for Display {
         }
     }
 
-    fn task_finished(&self, task: &str, summary: &SessionSummary, passed: bool) {
-        let verdict = if passed { "passed" } else { "FAILED" };
+    fn task_finished(&self, task: &str, summary: &SessionSummary) {
+        let verdict = if summary.outcome.passed() {
+            "passed"
+        } else {
+            "FAILED"
+        };
         let why = summary
-            .failure
-            .map(|f| format!(" [{}]", f.name()))
+            .outcome
+            .failure_class()
+            .map(|f| format!(" [{}]", f.as_str()))
             .unwrap_or_default();
         self.line(format!(
             "{verdict:<8} {task}: {}{why}, {} steps, {} tool calls, ${:.4}, {:.1} s",
-            summary.outcome,
+            summary.outcome.logged().as_str(),
             summary.totals.turns,
             summary.totals.tool_calls,
             summary.totals.cost,

@@ -1,0 +1,258 @@
+//! One task of a batch: its attempts, each on a fresh sandbox, the batch log's record of them,
+//! and the progress a display shows.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{BatchConfig, BatchObserver, Progress, Running, Stopping, TaskSpec};
+use crate::config::RunConfig;
+use crate::event_log::{
+    self, ErrorClass, ErrorEvent, Event, EventLog, FailureClass, TaskFinished, TaskRetried,
+    TaskStarted,
+};
+use crate::llm::gate::Gates;
+use crate::policy::Nobody;
+use crate::run_loop::{Observer, Totals};
+use crate::sandbox::pool::{Lease, Pool};
+use crate::session::{self, Audience, SessionOptions, SessionOutcome, SessionSummary};
+
+/// What every task of a batch shares.
+pub(super) struct TaskContext<'a> {
+    pub config: &'a BatchConfig,
+    pub log: &'a EventLog,
+    pub progress: &'a Progress,
+    pub observer: &'a dyn BatchObserver,
+    pub gates: &'a Arc<Gates>,
+    pub stopping: &'a Stopping,
+    pub pool: Option<&'a Arc<Pool>>,
+}
+
+/// Sessions in a batch print nothing; their logs have everything.
+struct Quiet;
+
+impl Observer for Quiet {
+    fn tool_call(&self, _call: &crate::llm::ToolCall) {}
+    fn compacted(&self, _before: usize, _after: usize) {}
+}
+
+/// A relative path for the log.
+fn relative(path: &Path, base: &Path) -> String {
+    path.strip_prefix(base)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+impl TaskContext<'_> {
+    /// Runs a task's attempts; whether it passed.
+    pub(super) async fn run(&self, task: &TaskSpec) -> bool {
+        let mut attempt = 1;
+        loop {
+            let summary = self.attempt(task, attempt).await;
+            let outcome = summary.outcome;
+            let _ = self
+                .log
+                .record(Event::TaskFinished(TaskFinished {
+                    task: task.id.clone(),
+                    attempt,
+                    outcome: outcome.logged(),
+                    failure: outcome.failure_class(),
+                    passed: outcome.passed(),
+                    duration_ms: summary.duration.as_millis() as u64,
+                    cost: summary.totals.cost,
+                }))
+                .await;
+            let retry = outcome.failure_class() == Some(FailureClass::Infrastructure)
+                && attempt <= self.config.retries
+                && !self.stopping.running.is_cancelled();
+            if !retry {
+                self.done(task, &summary);
+                return outcome.passed();
+            }
+            attempt += 1;
+            self.retried(task, attempt).await;
+        }
+    }
+
+    fn done(&self, task: &TaskSpec, summary: &SessionSummary) {
+        let passed = summary.outcome.passed();
+        self.progress.update(|p| {
+            p.running.remove(&task.id);
+            p.done += 1;
+            if passed {
+                p.passed += 1;
+            } else {
+                p.failed += 1;
+            }
+            p.durations.push(summary.duration);
+        });
+        self.observer.task_finished(&task.id, summary);
+    }
+
+    /// The failed attempt's log goes aside; the batch log says why the task runs again.
+    async fn retried(&self, task: &TaskSpec, attempt: u32) {
+        let out = &self.config.out;
+        let reason =
+            "infrastructure failure: the sandbox died, could not start or stopped answering";
+        let moved = event_log::set_aside(out, &task.id)
+            .ok()
+            .flatten()
+            .map(|p| relative(&p, out))
+            .unwrap_or_default();
+        let _ = self
+            .log
+            .record(Event::TaskRetried(TaskRetried {
+                task: task.id.clone(),
+                attempt,
+                reason: reason.to_owned(),
+                previous_log: moved,
+            }))
+            .await;
+        self.progress.update(|p| p.retries += 1);
+        self.observer.task_retried(&task.id, attempt, reason);
+    }
+
+    /// One attempt, on a fresh sandbox.
+    async fn attempt(&self, task: &TaskSpec, attempt: u32) -> SessionSummary {
+        let log_dir = self.config.out.join(&task.id);
+        // An earlier run's unfinished log (a resumed batch) is kept, out of the way.
+        if let Err(err) = event_log::set_aside(&self.config.out, &task.id) {
+            self.observer
+                .note(&format!("{}: moving an earlier log aside: {err}", task.id));
+        }
+        let totals = Arc::new(Mutex::new(Totals::default()));
+        self.progress.update(|p| {
+            let running = Running {
+                attempt,
+                started: Instant::now(),
+                totals: totals.clone(),
+            };
+            p.running.insert(task.id.clone(), running);
+        });
+        self.observer.task_started(&task.id, attempt);
+        let ready = match self.lease().await {
+            Ok(lease) => self.session_options(task, &log_dir, lease),
+            Err(stop) => Err(stop),
+        };
+        let (options, model, _workspace) = match ready {
+            Ok(ready) => ready,
+            Err((class, err)) => return self.unstarted(task, attempt, &log_dir, class, &err).await,
+        };
+        let sandbox = options.lease.as_ref().map(|lease| lease.url().to_owned());
+        self.record_started(task, attempt, &log_dir, sandbox).await;
+        let audience = Audience {
+            observer: &Quiet,
+            asker: &Nobody,
+        };
+        let cancel = self.stopping.running.child_token();
+        // The leased member goes back to the pool when the session ends; the next lease
+        // checks and resets it.
+        session::run_session(options, model, audience, &totals, cancel).await
+    }
+
+    /// A pool member for the attempt, when the batch has a pool.
+    async fn lease(&self) -> Result<Option<Lease>, (ErrorClass, anyhow::Error)> {
+        let Some(pool) = self.pool else {
+            return Ok(None);
+        };
+        pool.lease(&self.stopping.running)
+            .await
+            .map(Some)
+            .map_err(|err| {
+                let class = if self.stopping.running.is_cancelled() {
+                    ErrorClass::Interrupted
+                } else {
+                    ErrorClass::Infrastructure
+                };
+                (class, err)
+            })
+    }
+
+    /// The session's options and model: its own workspace folder (removed when the returned
+    /// folder is dropped) and log folder, the task file's settings under the batch's flags.
+    #[allow(clippy::type_complexity)] // three parts of one answer, named where they are taken
+    fn session_options(
+        &self,
+        task: &TaskSpec,
+        log_dir: &Path,
+        lease: Option<Lease>,
+    ) -> Result<
+        (
+            SessionOptions,
+            Arc<dyn crate::llm::Model>,
+            tempfile::TempDir,
+        ),
+        (ErrorClass, anyhow::Error),
+    > {
+        let internal = |err: anyhow::Error| (ErrorClass::Internal, err);
+        let workspace = tempfile::Builder::new()
+            .prefix(&format!("harness-batch-{}-", task.id))
+            .tempdir()
+            .map_err(|err| internal(err.into()))?;
+        let config = RunConfig::for_task(
+            &task.file,
+            &self.config.flags,
+            Some(workspace.path().to_owned()),
+            lease.is_some(),
+        )
+        .map_err(internal)?;
+        let model = session::build_model(&config.model, Some(self.gates)).map_err(internal)?;
+        let options = SessionOptions {
+            config,
+            session_id: event_log::new_session_id(),
+            log_dir: log_dir.to_owned(),
+            durability: self.config.durability,
+            sandbox_log_in_folder: true,
+            gates: Some(self.gates.clone()),
+            lease,
+        };
+        Ok((options, model, workspace))
+    }
+
+    async fn record_started(
+        &self,
+        task: &TaskSpec,
+        attempt: u32,
+        log_dir: &Path,
+        sandbox: Option<String>,
+    ) {
+        let _ = self
+            .log
+            .record(Event::TaskStarted(TaskStarted {
+                task: task.id.clone(),
+                attempt,
+                log_dir: relative(log_dir, &self.config.out),
+                sandbox,
+            }))
+            .await;
+    }
+
+    /// An attempt that could not start its session: no session log, so the batch log and the
+    /// summary carry it.
+    async fn unstarted(
+        &self,
+        task: &TaskSpec,
+        attempt: u32,
+        log_dir: &Path,
+        class: ErrorClass,
+        err: &anyhow::Error,
+    ) -> SessionSummary {
+        self.observer.note(&format!("{}: {err:#}", task.id));
+        self.record_started(task, attempt, log_dir, None).await;
+        let event = ErrorEvent {
+            class,
+            message: format!("{}: {err:#}", task.id),
+            call_id: None,
+        };
+        let _ = self.log.record(Event::Error(event)).await;
+        SessionSummary {
+            session_id: String::new(),
+            log_dir: log_dir.to_owned(),
+            outcome: SessionOutcome::after(class),
+            answer: String::new(),
+            totals: Totals::default(),
+            duration: Duration::ZERO,
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The batch as it goes, for whoever shows it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::run_loop::Totals;
+
+/// A task while it runs.
+#[derive(Debug, Clone)]
+pub struct Running {
+    pub attempt: u32,
+    pub started: Instant,
+    pub totals: Arc<Mutex<Totals>>,
+}
+
+/// The batch as it goes, shared with whoever shows it.
+#[derive(Debug, Default)]
+pub struct Progress {
+    inner: Mutex<ProgressState>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct ProgressState {
+    pub total: usize,
+    pub skipped: usize,
+    pub done: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub retries: usize,
+    pub running: BTreeMap<String, Running>,
+    /// How long each finished task took, for the estimate of the time left.
+    pub durations: Vec<Duration>,
+}
+
+impl Progress {
+    pub fn snapshot(&self) -> ProgressState {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(super) fn update(&self, f: impl FnOnce(&mut ProgressState)) {
+        f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+}

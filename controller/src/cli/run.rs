@@ -1,0 +1,92 @@
+//! `harness run`: one session, shown on the terminal; the answer on stdout, the cost on stderr.
+
+use std::sync::Mutex;
+
+use anyhow::Context;
+use controller::config::RunConfig;
+use controller::event_log::{self, Outcome};
+use controller::run_loop::Totals;
+use controller::session::{self, Audience, SessionOptions};
+use tokio_util::sync::CancellationToken;
+
+use super::RunArgs;
+use super::terminal::Terminal;
+
+pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
+    // Registered now, not when first awaited: a Ctrl-C while the sandbox starts must still end
+    // in the cleanup the session does.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("installing the Ctrl-C handler")?;
+    let (task_file, task_id) = match &args.task {
+        Some(dir) if dir.is_dir() => {
+            let (file, id) = controller::task::pick_indexed(dir, args.task_index)?;
+            (Some(file), Some(id))
+        }
+        other => (other.clone(), None),
+    };
+    let config = RunConfig::for_run(&args.words, task_file.as_deref(), &args.session.flags())?;
+    let model = session::build_model(&config.model, None)?;
+    eprintln!("model: {}", model.describe());
+    let session_id = event_log::new_session_id();
+    let log_name = args
+        .log_name
+        .clone()
+        .or(task_id.clone())
+        .unwrap_or_else(|| session_id.clone());
+    if args.log_name.is_some() || task_id.is_some() {
+        // A retried Job pod runs its task again under the same name; the old log is kept.
+        let aside = event_log::set_aside(&args.session.log_dir, &log_name).with_context(|| {
+            format!(
+                "moving the earlier log {} aside",
+                args.session.log_dir.join(&log_name).display()
+            )
+        })?;
+        if let Some(moved) = aside {
+            eprintln!("an earlier attempt's log moved to {}", moved.display());
+        }
+    }
+    let options = SessionOptions {
+        config,
+        session_id,
+        log_dir: args.session.log_dir.join(log_name),
+        durability: args.session.log_durability.into(),
+        sandbox_log_in_folder: false,
+        gates: None,
+        lease: None,
+    };
+    let cancel = CancellationToken::new();
+    let on_interrupt = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if interrupt.recv().await.is_some() {
+                eprintln!();
+                cancel.cancel();
+            }
+        })
+    };
+    let totals = Mutex::new(Totals::default());
+    let audience = Audience {
+        observer: &Terminal,
+        asker: &Terminal,
+    };
+    let summary = session::run_session(options, model, audience, &totals, cancel).await;
+    on_interrupt.abort();
+    if !matches!(
+        summary.outcome.logged(),
+        Outcome::Error | Outcome::Interrupted
+    ) {
+        println!("{}", summary.answer);
+    }
+    let spent = summary.totals;
+    if spent.model_calls > 0 {
+        if spent.cost_known {
+            eprintln!("cost=${:.4}", spent.cost);
+        } else {
+            eprintln!(
+                "cost=unknown (at least ${:.4}; the model has no known price)",
+                spent.cost
+            );
+        }
+    }
+    Ok(summary.outcome.exit_code())
+}

@@ -1,0 +1,163 @@
+//! Where a run's sandbox is: the `--sandbox` flag, else the task's `sandbox:` section, else a
+//! local one; and a container's limits.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use super::SessionFlags;
+use crate::event_log::SandboxKind;
+use crate::sandbox::NetworkMode;
+use crate::sandbox::docker::{self, DockerSpec};
+use crate::task::{SandboxSection, TaskFile};
+
+/// Where the sandbox is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SandboxTarget {
+    /// A sandbox-server child over `working_dir`.
+    Local,
+    /// A running server.
+    Remote {
+        url: String,
+        token_file: Option<PathBuf>,
+    },
+    /// A fresh container per session.
+    Docker(DockerSpec),
+    /// A member of a batch's pool, leased by the batch for the session.
+    Pool,
+}
+
+impl SandboxTarget {
+    /// As the log names it.
+    pub fn kind(&self) -> SandboxKind {
+        match self {
+            SandboxTarget::Local => SandboxKind::Local,
+            SandboxTarget::Remote { .. } | SandboxTarget::Pool => SandboxKind::Remote,
+            SandboxTarget::Docker(_) => SandboxKind::Docker,
+        }
+    }
+}
+
+/// The longest the session may run: the flag, else the task's `sandbox.lifetime`.
+pub(super) fn lifetime(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Option<Duration>> {
+    let section = task.sandbox.as_ref();
+    let lifetime = match (flags.lifetime, section.and_then(|s| s.lifetime.as_ref())) {
+        (Some(flag), _) => Some(flag),
+        (None, Some(text)) => Some(
+            humantime::parse_duration(text)
+                .map_err(|err| anyhow::anyhow!("sandbox.lifetime `{text}`: {err}"))?,
+        ),
+        (None, None) => None,
+    };
+    if lifetime.is_some_and(|l| l.is_zero()) {
+        bail!("lifetime: must be longer than zero");
+    }
+    Ok(lifetime)
+}
+
+/// The sandbox the flags or the task name.
+pub(super) fn target(
+    task: &TaskFile,
+    flags: &SessionFlags,
+    network: NetworkMode,
+    tools: Option<&[String]>,
+    lifetime: Option<Duration>,
+) -> anyhow::Result<SandboxTarget> {
+    let section = task.sandbox.clone().unwrap_or_default();
+    let kind = match flags.sandbox.as_deref() {
+        Some(flag) => flag.to_owned(),
+        None => match (&section.provider, &section.url) {
+            (Some(provider), _) => provider.clone(),
+            (None, Some(_)) => "remote".to_owned(),
+            (None, None) => "local".to_owned(),
+        },
+    };
+    refuse_container_limits_outside_docker(&kind, &section, flags)?;
+    Ok(match kind.as_str() {
+        "local" => SandboxTarget::Local,
+        "remote" if flags.sandbox.is_none() => SandboxTarget::Remote {
+            url: section
+                .url
+                .clone()
+                .context("sandbox: `provider: remote` needs a `url`")?,
+            token_file: section.token_file,
+        },
+        "docker" => SandboxTarget::Docker(docker_spec(&section, flags, network, tools, lifetime)?),
+        url if url.starts_with("http://") || url.starts_with("https://") => SandboxTarget::Remote {
+            url: url.to_owned(),
+            token_file: flags.sandbox_token_file.clone(),
+        },
+        other => bail!("sandbox `{other}`: expected `local`, `docker` or an http(s) URL"),
+    })
+}
+
+/// A pool member the batch leases: the container limits do not apply.
+pub(super) fn pool(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<SandboxTarget> {
+    let section = task.sandbox.clone().unwrap_or_default();
+    refuse_container_limits_outside_docker("a pool member", &section, flags)?;
+    Ok(SandboxTarget::Pool)
+}
+
+fn refuse_container_limits_outside_docker(
+    kind: &str,
+    section: &SandboxSection,
+    flags: &SessionFlags,
+) -> anyhow::Result<()> {
+    let docker_only = [
+        ("memory", flags.memory.is_some() || section.memory.is_some()),
+        ("cpus", flags.cpus.is_some() || section.cpus.is_some()),
+        ("pids", flags.pids.is_some() || section.pids.is_some()),
+        ("image", flags.image.is_some() || section.image.is_some()),
+    ];
+    if kind != "docker"
+        && let Some((name, _)) = docker_only.iter().find(|(_, given)| *given)
+    {
+        bail!(
+            "{name}: a container limit, for `--sandbox docker` only (this run's sandbox is {kind}); \
+             a local sandbox takes its limits from the machine"
+        );
+    }
+    Ok(())
+}
+
+fn docker_spec(
+    section: &SandboxSection,
+    flags: &SessionFlags,
+    network: NetworkMode,
+    tools: Option<&[String]>,
+    lifetime: Option<Duration>,
+) -> anyhow::Result<DockerSpec> {
+    let memory = match flags.memory.as_ref().or(section.memory.as_ref()) {
+        Some(text) => {
+            Some(crate::text::parse_size(text).map_err(|why| anyhow::anyhow!("memory: {why}"))?)
+        }
+        None => None,
+    };
+    let cpus = flags.cpus.or(section.cpus);
+    if let Some(cpus) = cpus
+        && !(cpus.is_finite() && cpus > 0.0)
+    {
+        bail!("cpus: expected a positive number, got {cpus}");
+    }
+    let pids = flags.pids.or(section.pids);
+    if let Some(pids) = pids
+        && pids < 8
+    {
+        bail!("pids: {pids} is too few for a shell and the server (at least 8)");
+    }
+    Ok(DockerSpec {
+        image: flags
+            .image
+            .clone()
+            .or(section.image.clone())
+            .or_else(|| std::env::var("HARNESS_SANDBOX_IMAGE").ok())
+            .unwrap_or_else(|| docker::DEFAULT_IMAGE.to_owned()),
+        memory,
+        cpus,
+        pids,
+        lifetime,
+        network,
+        tools: tools.map(<[String]>::to_vec),
+    })
+}

@@ -1,0 +1,289 @@
+//! The fixed value sets of the log. Each is an enum whose serde name is the string the log has
+//! always carried, so readers see the same text and the compiler checks every `match`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How a session ended (`session_finished.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A reply called no tool (and the task's check, if any, passed).
+    Completed,
+    TurnLimit,
+    CostLimit,
+    /// The session's lifetime (wall clock) ran out.
+    TimeLimit,
+    /// The agent finished but the task's check failed.
+    CheckFailed,
+    /// The model API, the sandbox or the harness failed; `failure` says which.
+    Error,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+/// Why a session or task did not pass, as reports group them.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// The agent finished but the task's check failed.
+    Check,
+    /// A turn, cost or time limit stopped it.
+    Limit,
+    /// The model API failed (after its retries).
+    Model,
+    /// The sandbox died, could not start or stopped answering: the only class worth a retry.
+    Infrastructure,
+    /// Ctrl-C.
+    Interrupted,
+    /// Anything else: bad input, a tool the sandbox lacks, a failing setup command, a log error.
+    Error,
+}
+
+/// What an `error` event is about.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The model API failed after its retries.
+    Model,
+    /// A request to the sandbox failed.
+    Sandbox,
+    /// A tool call failed; the model saw `ERROR: …`.
+    Tool,
+    /// The policy could not decide.
+    Policy,
+    /// The sandbox was found dead, or would not start.
+    Infrastructure,
+    /// The session's lifetime ran out.
+    Limit,
+    /// Ctrl-C.
+    Interrupted,
+    /// The harness itself, or its input.
+    Internal,
+}
+
+/// A policy's answer before anyone is asked (`policy_decision.decision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// What decided a call (`policy_decision.source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionSource {
+    /// A deny, ask or allow rule matched.
+    Rule,
+    /// A read-only tool, which skips the classifier.
+    ReadOnly,
+    /// The risk classifier answered.
+    Classifier,
+    /// The classifier failed, timed out or answered out of range: the call is asked.
+    ClassifierFailed,
+    /// No rule matched and no classifier is configured: the call is asked.
+    NoClassifier,
+    /// `--policy allow-all`.
+    AllowAll,
+}
+
+/// Who settled an ask (`policy_decision.settled_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SettledBy {
+    /// The person at the terminal answered.
+    Person,
+    /// Nobody was at a terminal: the answer is no.
+    NoTerminal,
+    /// `--approve never`.
+    ApproveNever,
+    /// `--approve auto`.
+    ApproveAuto,
+}
+
+/// What a tool call came to (`tool_result.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// The tool ran; `output` is its text (a non-zero exit is still `ok`).
+    Ok,
+    /// The model saw `ERROR: …` (unknown tool, bad JSON, invalid arguments, a tool's refusal).
+    Error,
+    /// The policy refused it; the model saw the BLOCKED message.
+    Blocked,
+}
+
+/// An output stream of a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Why the model was asked (`model_request.purpose`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// A turn of the loop.
+    Turn,
+    /// A compaction's summary.
+    Summary,
+}
+
+/// Where a session's sandbox ran (`session_started.config.sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxKind {
+    /// A sandbox-server child of the harness.
+    Local,
+    /// A fresh container through the Docker Engine API.
+    Docker,
+    /// A running server at a URL (a pool member included).
+    Remote,
+}
+
+/// How hard the writer works to keep events on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// fsync every batch before `record` returns (default): nothing acknowledged is lost.
+    Durable,
+    /// Write to the OS at once, fsync at the end: a crash of the process loses nothing, a crash
+    /// of the machine may lose the last events.
+    Relaxed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::TurnLimit => "turn_limit",
+            Outcome::CostLimit => "cost_limit",
+            Outcome::TimeLimit => "time_limit",
+            Outcome::CheckFailed => "check_failed",
+            Outcome::Error => "error",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl FailureClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Check => "check",
+            FailureClass::Limit => "limit",
+            FailureClass::Model => "model",
+            FailureClass::Infrastructure => "infrastructure",
+            FailureClass::Interrupted => "interrupted",
+            FailureClass::Error => "error",
+        }
+    }
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Model => "model",
+            ErrorClass::Sandbox => "sandbox",
+            ErrorClass::Tool => "tool",
+            ErrorClass::Policy => "policy",
+            ErrorClass::Infrastructure => "infrastructure",
+            ErrorClass::Limit => "limit",
+            ErrorClass::Interrupted => "interrupted",
+            ErrorClass::Internal => "internal",
+        }
+    }
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Ask => "ask",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Verdict, String> {
+        match text {
+            "allow" => Ok(Verdict::Allow),
+            "ask" => Ok(Verdict::Ask),
+            "deny" => Ok(Verdict::Deny),
+            other => Err(format!("expected `allow`, `ask` or `deny`, got `{other}`")),
+        }
+    }
+}
+
+impl DecisionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionSource::Rule => "rule",
+            DecisionSource::ReadOnly => "read_only",
+            DecisionSource::Classifier => "classifier",
+            DecisionSource::ClassifierFailed => "classifier_failed",
+            DecisionSource::NoClassifier => "no_classifier",
+            DecisionSource::AllowAll => "allow_all",
+        }
+    }
+}
+
+impl ToolStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Error => "error",
+            ToolStatus::Blocked => "blocked",
+        }
+    }
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+impl Purpose {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Turn => "turn",
+            Purpose::Summary => "summary",
+        }
+    }
+}
+
+impl SandboxKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxKind::Local => "local",
+            SandboxKind::Docker => "docker",
+            SandboxKind::Remote => "remote",
+        }
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Durability, String> {
+        match text {
+            "durable" => Ok(Durability::Durable),
+            "relaxed" => Ok(Durability::Relaxed),
+            other => Err(format!("expected `durable` or `relaxed`, got `{other}`")),
+        }
+    }
+}

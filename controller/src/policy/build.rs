@@ -1,0 +1,76 @@
+//! The policy of a run from its settings: `allow-all`, or rules (a file's and the built-in
+//! ones) then the classifier.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{AllowAll, Approve, Classifier, Pipeline, Policy, load_rules};
+use crate::llm::{self, Model, ModelSpec, RetryPolicy};
+
+/// How a session's tool calls are judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySettings {
+    /// Rules added to (or, with `defaults: false`, replacing) the built-in ones.
+    pub rules_file: Option<PathBuf>,
+    /// Every call runs unchecked (`--policy allow-all`).
+    pub allow_all: bool,
+    /// The classifier's model; the run's model when absent.
+    pub classifier_model: Option<String>,
+    pub classifier_timeout: Duration,
+    pub no_classifier: bool,
+    pub approve: Approve,
+}
+
+/// Builds the policy; `model` and `spec` are the run's, which the classifier shares unless it
+/// has its own, whose requests then pass `gates` too.
+pub fn build_policy(
+    settings: &PolicySettings,
+    spec: &ModelSpec,
+    model: &Arc<dyn Model>,
+    gates: Option<&llm::gate::Gates>,
+) -> anyhow::Result<Box<dyn Policy>> {
+    if settings.allow_all {
+        return Ok(Box::new(AllowAll));
+    }
+    let file = settings.rules_file.as_deref();
+    let rules = load_rules(file)?;
+    let classifier = if settings.no_classifier {
+        None
+    } else {
+        let (name, classifier_model) = match &settings.classifier_model {
+            Some(name) => {
+                let spec = ModelSpec {
+                    name: name.clone(),
+                    ..spec.clone()
+                };
+                let built = llm::build_gated(&spec, RetryPolicy::default(), gates)?;
+                (name.clone(), built)
+            }
+            None => (spec.name.clone(), model.clone()),
+        };
+        Some(Classifier {
+            model: classifier_model,
+            model_name: name,
+            timeout: settings.classifier_timeout,
+        })
+    };
+    let description = format!(
+        "rules ({}{} deny, {} ask, {} allow){}; asks settled by: {}",
+        file.map(|f| format!("{} + built-in: ", f.display()))
+            .unwrap_or_else(|| "built-in: ".to_owned()),
+        rules.deny.len(),
+        rules.ask.len(),
+        rules.allow.len(),
+        classifier
+            .as_ref()
+            .map(|c| format!(" then classifier {}", c.model_name))
+            .unwrap_or_default(),
+        settings.approve.describe()
+    );
+    Ok(Box::new(Pipeline {
+        rules,
+        classifier,
+        description,
+    }))
+}

@@ -1,0 +1,491 @@
+//! One transcript block per event: its title, notes and sections.
+
+use std::path::{Path, PathBuf};
+
+use sandbox_protocol::EntryKind;
+
+use super::{Block, DIFF_MAX_BYTES, FOLD_HEAD, FOLD_LINES, FOLD_TAIL, Section};
+use crate::event_log::{
+    BatchFinished, BatchStarted, BlobRef, ChangeRecord, CheckResult, Compaction, ErrorEvent, Event,
+    ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished, SessionStarted,
+    StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, Text, ToolCallEvent,
+    ToolResult, VersionRecord, WorkspaceChanged, WorkspaceSnapshot,
+};
+use crate::replay::{ReplayError, blob, text};
+
+pub(super) fn block(
+    dir: &Path,
+    seq: u64,
+    ts: String,
+    event: &Event,
+) -> Result<Option<Block>, ReplayError> {
+    let mut block = Block {
+        seq,
+        ts,
+        kind: event.kind(),
+        title: String::new(),
+        sections: Vec::new(),
+        notes: Vec::new(),
+    };
+    match event {
+        Event::BatchStarted(batch) => batch_started(&mut block, dir, batch)?,
+        Event::TaskStarted(task) => task_started(&mut block, dir, task)?,
+        Event::TaskFinished(task) => task_finished(&mut block, dir, task)?,
+        Event::TaskRetried(task) => task_retried(&mut block, dir, task)?,
+        Event::TaskSkipped(task) => task_skipped(&mut block, dir, task)?,
+        Event::BatchFinished(batch) => batch_finished(&mut block, dir, batch)?,
+        Event::SessionStarted(header) => session_started(&mut block, dir, header)?,
+        Event::WorkspaceSnapshot(snapshot) => workspace_snapshot(&mut block, dir, snapshot)?,
+        Event::ModelRequest(request) => model_request(&mut block, dir, request)?,
+        Event::ModelResponse(response) => model_response(&mut block, dir, response)?,
+        Event::ToolCall(call) => tool_call(&mut block, dir, call)?,
+        Event::PolicyDecision(decision) => policy_decision(&mut block, dir, decision)?,
+        Event::ToolResult(result) => tool_result(&mut block, dir, result)?,
+        Event::WorkspaceChanged(changed) => workspace_changed(&mut block, dir, changed)?,
+        Event::StateFingerprint(fingerprint) => state_fingerprint(&mut block, dir, fingerprint)?,
+        Event::Compaction(compaction) => compacted(&mut block, dir, compaction)?,
+        Event::Error(error) => error_event(&mut block, dir, error)?,
+        Event::CheckResult(check) => check_result(&mut block, dir, check)?,
+        Event::SessionFinished(finished) => session_finished(&mut block, dir, finished)?,
+    }
+    Ok(Some(block))
+}
+
+fn batch_started(block: &mut Block, _dir: &Path, batch: &BatchStarted) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Batch started: {} tasks, {} at once, sandbox {}",
+        batch.tasks.len(),
+        batch.parallel,
+        batch.sandbox
+    );
+    block.notes.push(batch.parallel_reason.clone());
+    Ok(())
+}
+
+fn task_started(block: &mut Block, _dir: &Path, task: &TaskStarted) -> Result<(), ReplayError> {
+    block.title = format!("Task {} started (attempt {})", task.task, task.attempt);
+    block.notes.push(format!("log: {}", task.log_dir));
+    Ok(())
+}
+
+fn task_finished(block: &mut Block, _dir: &Path, task: &TaskFinished) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Task {} {} ({}{})",
+        task.task,
+        if task.passed { "passed" } else { "failed" },
+        task.outcome.as_str(),
+        task.failure
+            .map(|f| format!(", {}", f.as_str()))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+fn task_retried(block: &mut Block, _dir: &Path, task: &TaskRetried) -> Result<(), ReplayError> {
+    block.title = format!("Task {} retried: attempt {}", task.task, task.attempt);
+    block.notes.push(task.reason.clone());
+    Ok(())
+}
+
+fn task_skipped(block: &mut Block, _dir: &Path, task: &TaskSkipped) -> Result<(), ReplayError> {
+    block.title = format!("Task {} skipped", task.task);
+    block.notes.push(task.reason.clone());
+    Ok(())
+}
+
+fn batch_finished(
+    block: &mut Block,
+    _dir: &Path,
+    batch: &BatchFinished,
+) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Batch finished{}: {} passed, {} failed, {} not run, {} retries",
+        if batch.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        },
+        batch.n_passed,
+        batch.n_failed,
+        batch.n_not_run,
+        batch.n_retries
+    );
+    Ok(())
+}
+
+fn session_started(
+    block: &mut Block,
+    dir: &Path,
+    header: &SessionStarted,
+) -> Result<(), ReplayError> {
+    let config = &header.config;
+    block.title = "Session started".to_owned();
+    block
+        .notes
+        .push(format!("model: {}", config.model_description));
+    block.notes.push(format!(
+        "limits: {} turns, ${:.2}, compact at {} tokens; tools: {}; policy: {}; sandbox: {} ({})",
+        config.max_turns,
+        config.max_cost,
+        config.compact_at,
+        config.tool_names.join(", "),
+        config.policy,
+        config.sandbox.as_str(),
+        config.sandbox_url
+    ));
+    block.sections.push(plain("task", &header.task));
+    if let Some(prompt) = &header.system_prompt {
+        block.sections.push(folded(dir, "system prompt", prompt)?);
+    }
+    Ok(())
+}
+
+fn workspace_snapshot(
+    block: &mut Block,
+    _dir: &Path,
+    snapshot: &WorkspaceSnapshot,
+) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Workspace: {} files, {} bytes",
+        snapshot.n_files, snapshot.n_bytes
+    );
+    Ok(())
+}
+
+fn model_request(
+    block: &mut Block,
+    _dir: &Path,
+    request: &ModelRequest,
+) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Model request (turn {}, {}): {} messages, ~{} tokens",
+        request.turn,
+        request.purpose.as_str(),
+        request.n_messages,
+        request.estimated_tokens
+    );
+    Ok(())
+}
+
+fn model_response(
+    block: &mut Block,
+    dir: &Path,
+    response: &ModelResponse,
+) -> Result<(), ReplayError> {
+    let cost = response
+        .cost
+        .map(|c| format!("${c:.4}"))
+        .unwrap_or_else(|| "cost unknown".to_owned());
+    block.title = format!(
+        "Model (turn {}{})",
+        response.turn,
+        if response.purpose == Purpose::Summary {
+            ", summary"
+        } else {
+            ""
+        }
+    );
+    block.notes.push(format!(
+        "{} in ({} cached) / {} out tokens, {cost}, {} ms",
+        response.usage.input_tokens + response.usage.cached_input_tokens,
+        response.usage.cached_input_tokens,
+        response.usage.output_tokens,
+        response.latency_ms
+    ));
+    let said = text(dir, &response.text)?;
+    if !said.is_empty() {
+        block.sections.push(plain("said", &said));
+    }
+    for call in &response.tool_calls {
+        block
+            .notes
+            .push(format!("asks for `{}` ({})", call.name, call.id));
+    }
+    Ok(())
+}
+
+fn tool_call(block: &mut Block, _dir: &Path, call: &ToolCallEvent) -> Result<(), ReplayError> {
+    block.title = format!("Tool call `{}` ({})", call.name, call.call_id);
+    let pretty = serde_json::from_str::<serde_json::Value>(&call.arguments)
+        .ok()
+        .and_then(|value| serde_json::to_string_pretty(&value).ok())
+        .unwrap_or_else(|| call.arguments.clone());
+    block.sections.push(Section {
+        label: "arguments".to_owned(),
+        body: pretty,
+        lang: "json",
+        full: None,
+    });
+    Ok(())
+}
+
+fn policy_decision(
+    block: &mut Block,
+    _dir: &Path,
+    decision: &PolicyDecision,
+) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Policy: {} `{}` ({})",
+        if decision.allowed {
+            "allowed"
+        } else {
+            "refused"
+        },
+        decision.tool,
+        decision.source.as_str()
+    );
+    if !decision.reason.is_empty() {
+        block.notes.push(format!(
+            "{}: {}",
+            decision.decision.as_str(),
+            decision.reason
+        ));
+    }
+    Ok(())
+}
+
+fn tool_result(block: &mut Block, dir: &Path, result: &ToolResult) -> Result<(), ReplayError> {
+    let exit = result
+        .exit_code
+        .map(|code| format!(", exit {code}"))
+        .unwrap_or_default();
+    let timed_out = if result.timed_out == Some(true) {
+        ", timed out"
+    } else {
+        ""
+    };
+    block.title = format!(
+        "Result of `{}`: {}{exit}{timed_out}, {} ms",
+        result.name,
+        result.status.as_str(),
+        result.duration_ms
+    );
+    block
+        .sections
+        .push(folded(dir, "the model saw", &result.output)?);
+    for output in &result.outputs {
+        if let Some(reference) = &output.blob {
+            block.notes.push(format!(
+                "full {}: {} bytes, {}",
+                output.stream.as_str(),
+                output.total_bytes,
+                blob_path(dir, reference).display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn workspace_changed(
+    block: &mut Block,
+    dir: &Path,
+    changed: &WorkspaceChanged,
+) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Workspace changed after {}: {} paths",
+        changed.call_id,
+        changed.changes.len()
+    );
+    for change in &changed.changes {
+        block.sections.push(change_section(dir, change));
+    }
+    Ok(())
+}
+
+fn state_fingerprint(
+    block: &mut Block,
+    _dir: &Path,
+    fingerprint: &StateFingerprint,
+) -> Result<(), ReplayError> {
+    block.title = format!(
+        "State: {} processes, {} listening sockets, {} watched paths",
+        fingerprint.processes.len(),
+        fingerprint.listening.len(),
+        fingerprint.watched.len()
+    );
+    for process in &fingerprint.processes {
+        block
+            .notes
+            .push(format!("process {}: {}", process.pid, process.command));
+    }
+    for socket in &fingerprint.listening {
+        block.notes.push(format!(
+            "listening {} {}:{}",
+            socket.protocol.as_str(),
+            socket.address,
+            socket.port
+        ));
+    }
+    Ok(())
+}
+
+fn compacted(block: &mut Block, dir: &Path, compaction: &Compaction) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Compaction: {} messages replaced ({} -> {})",
+        compaction.n_replaced, compaction.n_before, compaction.n_after
+    );
+    block
+        .sections
+        .push(folded(dir, "summary", &compaction.summary)?);
+    Ok(())
+}
+
+fn error_event(block: &mut Block, _dir: &Path, error: &ErrorEvent) -> Result<(), ReplayError> {
+    block.title = format!("Error ({})", error.class.as_str());
+    block.sections.push(plain("message", &error.message));
+    Ok(())
+}
+
+fn check_result(block: &mut Block, dir: &Path, check: &CheckResult) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Check {}: `{}` (exit {})",
+        if check.passed { "passed" } else { "failed" },
+        check.command,
+        check.exit_code
+    );
+    block.sections.push(folded(dir, "output", &check.output)?);
+    Ok(())
+}
+
+fn session_finished(
+    block: &mut Block,
+    dir: &Path,
+    finished: &SessionFinished,
+) -> Result<(), ReplayError> {
+    let cost = if finished.cost_known {
+        format!("${:.4}", finished.cost)
+    } else {
+        format!("at least ${:.4} (unknown price)", finished.cost)
+    };
+    block.title = match &finished.failure {
+        Some(failure) => format!(
+            "Session finished: {} ({})",
+            finished.outcome.as_str(),
+            failure.as_str()
+        ),
+        None => format!("Session finished: {}", finished.outcome.as_str()),
+    };
+    block.notes.push(format!(
+        "{} turns, {} model calls, {} tool calls, {} in / {} out tokens, {cost}, {:.1} s",
+        finished.turns,
+        finished.model_calls,
+        finished.tool_calls,
+        finished.usage.input_tokens + finished.usage.cached_input_tokens,
+        finished.usage.output_tokens,
+        finished.duration_ms as f64 / 1000.0
+    ));
+    let answer = text(dir, &finished.answer)?;
+    if !answer.is_empty() {
+        block.sections.push(plain("answer", &answer));
+    }
+    Ok(())
+}
+
+fn plain(label: &str, body: &str) -> Section {
+    Section {
+        label: label.to_owned(),
+        body: body.to_owned(),
+        lang: "text",
+        full: None,
+    }
+}
+
+fn blob_path(dir: &Path, reference: &BlobRef) -> PathBuf {
+    dir.join("blobs").join(&reference.sha256)
+}
+
+/// A text, folded to its head and tail when long; the full text stays in its blob.
+fn folded(dir: &Path, label: &str, value: &Text) -> Result<Section, ReplayError> {
+    let body = text(dir, value)?;
+    let lines: Vec<&str> = body.lines().collect();
+    let full = value
+        .blob
+        .as_ref()
+        .map(|reference| blob_path(dir, reference));
+    if lines.len() <= FOLD_LINES {
+        return Ok(Section {
+            label: label.to_owned(),
+            body,
+            lang: "text",
+            full,
+        });
+    }
+    let folded = format!(
+        "{}\n… {} lines folded …\n{}",
+        lines[..FOLD_HEAD].join("\n"),
+        lines.len() - FOLD_HEAD - FOLD_TAIL,
+        lines[lines.len() - FOLD_TAIL..].join("\n")
+    );
+    Ok(Section {
+        label: label.to_owned(),
+        body: folded,
+        lang: "text",
+        full: full.or_else(|| Some(PathBuf::from("(inline)"))),
+    })
+}
+
+/// A unified diff of a changed text file, or a line saying what changed.
+fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
+    let label = format!("{} {}", change.change.as_str(), change.path);
+    let content = |version: &Option<VersionRecord>| -> Option<String> {
+        let version = version.as_ref()?;
+        if version.kind != EntryKind::File || version.size > DIFF_MAX_BYTES {
+            return None;
+        }
+        let bytes = blob(
+            dir,
+            &BlobRef {
+                sha256: version.sha256.clone()?,
+                size: version.size,
+            },
+        )
+        .ok()?;
+        if bytes.contains(&0) {
+            return None;
+        }
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    let is_text = |version: &Option<VersionRecord>| {
+        version.as_ref().is_none_or(|v| v.kind == EntryKind::File)
+    };
+    let (before, after) = (content(&change.before), content(&change.after));
+    let diffable = (before.is_some() || change.before.is_none())
+        && (after.is_some() || change.after.is_none());
+    if diffable && is_text(&change.before) && is_text(&change.after) {
+        let (old, new) = (before.unwrap_or_default(), after.unwrap_or_default());
+        let diff = similar::TextDiff::from_lines(&old, &new)
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{}", change.path), &format!("b/{}", change.path))
+            .to_string();
+        return Section {
+            label,
+            body: diff,
+            lang: "diff",
+            full: None,
+        };
+    }
+    let describe = |version: &Option<VersionRecord>| match version {
+        Some(v) => format!(
+            "{} {} bytes mode {:o}{}",
+            v.kind.as_str(),
+            v.size,
+            v.mode,
+            v.target
+                .as_ref()
+                .map(|t| format!(" -> {t}"))
+                .unwrap_or_default()
+        ),
+        None => "nothing".to_owned(),
+    };
+    Section {
+        label,
+        body: format!(
+            "{} => {}",
+            describe(&change.before),
+            describe(&change.after)
+        ),
+        lang: "text",
+        full: None,
+    }
+}

@@ -1,0 +1,124 @@
+//! Writing blocks as Markdown, or as one self-contained HTML page.
+
+use std::io::Write;
+
+use super::Block;
+use crate::text::escape;
+
+pub(super) fn write_md(out: &mut dyn Write, block: &Block) -> std::io::Result<()> {
+    writeln!(out, "### {} · {}\n", block.title, block.seq)?;
+    writeln!(out, "<sub>{} · `{}`</sub>\n", block.ts, block.kind)?;
+    for note in &block.notes {
+        writeln!(out, "- {note}")?;
+    }
+    if !block.notes.is_empty() {
+        writeln!(out)?;
+    }
+    for section in &block.sections {
+        let fence = if section.body.contains("```") {
+            "````"
+        } else {
+            "```"
+        };
+        writeln!(
+            out,
+            "**{}**\n\n{fence}{}\n{}\n{fence}\n",
+            section.label,
+            section.lang,
+            section.body.trim_end_matches('\n')
+        )?;
+        if let Some(full) = &section.full {
+            writeln!(out, "(full text: `{}`)\n", full.display())?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn write_html(out: &mut dyn Write, block: &Block) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "<li class=\"event {}\" id=\"e{}\">",
+        block.kind, block.seq
+    )?;
+    writeln!(
+        out,
+        "<div class=\"head\"><a class=\"seq\" href=\"#e{0}\">{0}</a> <span class=\"title\">{1}</span> <time>{2}</time></div>",
+        block.seq,
+        escape(&block.title),
+        escape(&block.ts)
+    )?;
+    for note in &block.notes {
+        writeln!(out, "<div class=\"note\">{}</div>", escape(note))?;
+    }
+    for section in &block.sections {
+        let body = if section.lang == "diff" {
+            diff_html(&section.body)
+        } else {
+            escape(&section.body)
+        };
+        let full = section
+            .full
+            .as_ref()
+            .map(|path| {
+                format!(
+                    " <span class=\"full\">full: {}</span>",
+                    escape(&path.display().to_string())
+                )
+            })
+            .unwrap_or_default();
+        let open = if section.body.lines().count() <= 12 {
+            " open"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "<details{open}><summary>{}{full}</summary><pre class=\"{}\">{body}</pre></details>",
+            escape(&section.label),
+            section.lang
+        )?;
+    }
+    writeln!(out, "</li>")
+}
+
+fn diff_html(diff: &str) -> String {
+    diff.lines()
+        .map(|line| {
+            let class = match line.chars().next() {
+                Some('+') if !line.starts_with("+++") => "add",
+                Some('-') if !line.starts_with("---") => "del",
+                Some('@') => "hunk",
+                _ => "ctx",
+            };
+            format!("<span class=\"{class}\">{}</span>", escape(line))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub(super) fn html_head(title: &str) -> String {
+    format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{0}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body {{ font: 14px/1.45 system-ui, sans-serif; margin: 0; color: #1d1d1f; }}
+main {{ max-width: 64rem; margin: 0 auto; padding: 1rem 1.5rem; }}
+h1 {{ font-size: 1.3rem; }}
+ol.timeline {{ list-style: none; padding-left: 1.2rem; border-left: 3px solid #d0d0d6; }}
+li.event {{ margin: 0 0 .9rem; position: relative; }}
+li.event::before {{ content: ""; position: absolute; left: -1.72rem; top: .35rem; width: .7rem; height: .7rem; border-radius: 50%; background: #8e8e93; }}
+li.model_response::before {{ background: #0b6bcb; }} li.tool_call::before, li.tool_result::before {{ background: #0a7a35; }}
+li.workspace_changed::before {{ background: #8a5a00; }} li.error::before {{ background: #b3261e; }}
+li.policy_decision::before {{ background: #6e3fb3; }} li.session_finished::before, li.session_started::before {{ background: #1d1d1f; }}
+.head {{ font-weight: 600; }} .seq {{ color: #6e6e73; text-decoration: none; font-family: ui-monospace, monospace; margin-right: .4rem; }}
+time {{ color: #6e6e73; font-weight: 400; font-size: .85em; margin-left: .5rem; }}
+.note {{ color: #3a3a3c; }} .warn {{ color: #b3261e; }} .full {{ color: #6e6e73; font-size: .85em; }}
+pre {{ background: #f5f5f7; padding: .6rem; overflow: auto; max-height: 32rem; font-size: 12.5px; white-space: pre-wrap; }}
+.add {{ color: #0a7a35; }} .del {{ color: #b3261e; }} .hunk {{ color: #6e3fb3; }}
+</style></head>
+<body><main><h1>{0}</h1><ol class="timeline">
+"#,
+        escape(title)
+    )
+}

@@ -1,0 +1,226 @@
+//! The batch report as a table and as one self-contained HTML page.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::{BatchReport, TaskRow};
+use crate::replay::{ReplayError, render};
+use crate::text::escape;
+
+fn cost(row: &TaskRow) -> String {
+    if row.cost_known {
+        format!("{:.4}", row.cost)
+    } else {
+        format!(">={:.4}", row.cost)
+    }
+}
+
+/// The report as a table.
+pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<()> {
+    let interrupted = if report.interrupted {
+        " (interrupted)"
+    } else {
+        ""
+    };
+    writeln!(out, "batch {}{interrupted}", report.batch_id)?;
+    writeln!(
+        out,
+        "{:<24} {:<13} {:<15} {:>4} {:>6} {:>6} {:>10} {:>9} {:>10} {:>8}",
+        "task",
+        "outcome",
+        "failure",
+        "try",
+        "steps",
+        "tools",
+        "in tok",
+        "out tok",
+        "cost $",
+        "time s"
+    )?;
+    for row in &report.tasks {
+        writeln!(
+            out,
+            "{:<24} {:<13} {:<15} {:>4} {:>6} {:>6} {:>10} {:>9} {:>10} {:>8.1}",
+            row.task,
+            row.outcome.as_str(),
+            row.failure.map_or("-", |f| f.as_str()),
+            row.attempts,
+            row.steps,
+            row.tool_calls,
+            row.input_tokens,
+            row.output_tokens,
+            cost(row),
+            row.duration_ms as f64 / 1000.0
+        )?;
+    }
+    write_text_totals(report, out)
+}
+
+fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<()> {
+    let t = &report.totals;
+    writeln!(
+        out,
+        "\n{} tasks: {} passed, {} failed, {} not run; pass rate {:.1}% of those run; {} retries",
+        t.tasks,
+        t.passed,
+        t.failed,
+        t.not_run,
+        100.0 * t.pass_rate,
+        t.retries
+    )?;
+    if !t.failures.is_empty() {
+        let classes: Vec<String> = t
+            .failures
+            .iter()
+            .map(|(class, n)| format!("{} {n}", class.as_str()))
+            .collect();
+        writeln!(out, "failures: {}", classes.join(", "))?;
+    }
+    writeln!(
+        out,
+        "cost ${:.4}; tokens {} in, {} out; {} tool calls; task time {:.1} s; wall time {:.1} s",
+        t.cost,
+        t.input_tokens,
+        t.output_tokens,
+        t.tool_calls,
+        t.task_time_ms as f64 / 1000.0,
+        t.wall_ms as f64 / 1000.0
+    )?;
+    if !t.tool_latency_ms.is_empty() {
+        writeln!(
+            out,
+            "\n{:<20} {:>7} {:>9} {:>9} {:>9}",
+            "tool", "calls", "p50 ms", "p95 ms", "max ms"
+        )?;
+        for (tool, l) in &t.tool_latency_ms {
+            writeln!(
+                out,
+                "{tool:<20} {:>7} {:>9} {:>9} {:>9}",
+                l.calls, l.latency.p50, l.latency.p95, l.latency.max
+            )?;
+        }
+    }
+    for gate in &report.rate_limits {
+        writeln!(
+            out,
+            "model endpoint {}: {} requests, {} rate-limited (429), {:.1} s waited at the gate",
+            gate.endpoint,
+            gate.requests,
+            gate.throttled,
+            gate.waited_ms as f64 / 1000.0
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes `transcripts/<task>.html` for every task that ran, then `report.html` linking them;
+/// returns the report's path.
+pub fn write_html(dir: &Path, report: &BatchReport) -> Result<std::path::PathBuf, ReplayError> {
+    let io = |err: std::io::Error| ReplayError::Io(format!("writing the report: {err}"));
+    let transcripts = dir.join("transcripts");
+    std::fs::create_dir_all(&transcripts).map_err(io)?;
+    for row in &report.tasks {
+        if let Some(log) = &row.log {
+            let file = std::fs::File::create(transcripts.join(format!("{}.html", row.task)))
+                .map_err(io)?;
+            let mut out = std::io::BufWriter::new(file);
+            render::render(&dir.join(log), render::Format::Html, &mut out)?;
+            out.flush().map_err(io)?;
+        }
+    }
+    let mut page = html_head(report);
+    for row in &report.tasks {
+        page.push_str(&html_row(row));
+    }
+    page.push_str(&html_foot(report));
+    let path = dir.join("report.html");
+    std::fs::write(&path, page).map_err(io)?;
+    Ok(path)
+}
+
+fn html_head(report: &BatchReport) -> String {
+    let t = &report.totals;
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Batch {id}</title>\n\
+         <style>body{{font:14px system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child,th:first-child,\
+         td:nth-child(2),td:nth-child(3){{text-align:left}}tr.pass td:nth-child(2){{color:#060}}\
+         tr.fail td:nth-child(2){{color:#a00}}tfoot td{{font-weight:bold}}</style></head><body>\n\
+         <h1>Batch {id}{interrupted}</h1>\n<p>{tasks} tasks: {passed} passed, {failed} failed, \
+         {not_run} not run; pass rate {rate:.1}% of those run; {retries} retries. Cost ${cost:.4}; \
+         task time {task_s:.1} s; wall time {wall_s:.1} s.</p>\n<table id=\"tasks\"><thead><tr><th>task</th>\
+         <th>outcome</th><th>failure</th><th>attempts</th><th>steps</th><th>tool calls</th>\
+         <th>tokens in</th><th>tokens out</th><th>cost $</th><th>time s</th></tr></thead><tbody>\n",
+        id = escape(&report.batch_id),
+        interrupted = if report.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        },
+        tasks = t.tasks,
+        passed = t.passed,
+        failed = t.failed,
+        not_run = t.not_run,
+        rate = 100.0 * t.pass_rate,
+        retries = t.retries,
+        cost = t.cost,
+        task_s = t.task_time_ms as f64 / 1000.0,
+        wall_s = t.wall_ms as f64 / 1000.0,
+    )
+}
+
+fn html_row(row: &TaskRow) -> String {
+    let name = match &row.log {
+        Some(_) => format!(
+            "<a href=\"transcripts/{0}.html\">{0}</a>",
+            escape(&row.task)
+        ),
+        None => escape(&row.task),
+    };
+    format!(
+        "<tr class=\"{}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+         <td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td></tr>\n",
+        if row.passed { "pass" } else { "fail" },
+        row.outcome.as_str(),
+        row.failure.map_or("", |f| f.as_str()),
+        row.attempts,
+        row.steps,
+        row.tool_calls,
+        row.input_tokens,
+        row.output_tokens,
+        cost(row),
+        row.duration_ms as f64 / 1000.0
+    )
+}
+
+fn html_foot(report: &BatchReport) -> String {
+    let t = &report.totals;
+    let mut page = format!(
+        "</tbody><tfoot><tr><td>total</td><td>{} passed</td><td></td><td>{}</td><td>{}</td><td>{}</td>\
+         <td>{}</td><td>{}</td><td>{:.4}</td><td>{:.1}</td></tr></tfoot></table>\n",
+        t.passed,
+        report.tasks.iter().map(|r| r.attempts).sum::<u32>(),
+        report.tasks.iter().map(|r| u64::from(r.steps)).sum::<u64>(),
+        t.tool_calls,
+        t.input_tokens,
+        t.output_tokens,
+        t.cost,
+        t.task_time_ms as f64 / 1000.0
+    );
+    if !t.tool_latency_ms.is_empty() {
+        page.push_str("<h2>Tool latency</h2>\n<table><tr><th>tool</th><th>calls</th><th>p50 ms</th><th>p95 ms</th><th>max ms</th></tr>\n");
+        for (tool, l) in &t.tool_latency_ms {
+            page.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                escape(tool),
+                l.calls,
+                l.latency.p50,
+                l.latency.p95,
+                l.latency.max
+            ));
+        }
+        page.push_str("</table>\n");
+    }
+    page.push_str("</body></html>\n");
+    page
+}

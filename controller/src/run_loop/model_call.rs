@@ -1,0 +1,88 @@
+//! One model call, logged before it is sent (the full request body) and after it answers
+//! (text, tool calls, usage, cost, latency, the raw response).
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use sandbox_protocol::ToolSpec;
+
+use super::{Agent, SessionError, Totals};
+use crate::event_log::{Event, LoggedCall, LoggedUsage, ModelRequest, ModelResponse, Purpose};
+use crate::llm::{Message, ModelReply, Usage, estimate_tokens};
+
+impl Agent<'_> {
+    /// One model call, logged before it is sent and after it answers.
+    pub(super) async fn ask(
+        &self,
+        messages: &[Message],
+        tools: &[ToolSpec],
+        turn: u32,
+        purpose: Purpose,
+        totals: &Mutex<Totals>,
+    ) -> Result<ModelReply, SessionError> {
+        let body = self.model.build_request(messages, tools);
+        let request = ModelRequest {
+            turn,
+            purpose,
+            n_messages: messages.len() as u64,
+            estimated_tokens: estimate_tokens(messages) as u64,
+            body: self.recorder.log.json_blob(&body)?,
+        };
+        self.recorder
+            .log
+            .record(Event::ModelRequest(request))
+            .await?;
+        let started = Instant::now();
+        let reply = self.model.send(&body).await?;
+        let latency_ms = started.elapsed().as_millis() as u64;
+        {
+            let mut totals = super::current(totals);
+            totals.model_calls += 1;
+            match reply.cost {
+                Some(cost) => totals.cost += cost,
+                None => totals.cost_known = false,
+            }
+            add_usage(&mut totals.usage, &reply.usage);
+        }
+        let response = ModelResponse {
+            turn,
+            purpose,
+            text: self.recorder.log.text(&reply.message.content)?,
+            tool_calls: reply
+                .message
+                .tool_calls
+                .iter()
+                .map(|call| LoggedCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                })
+                .collect(),
+            usage: logged_usage(&reply.usage),
+            cost: reply.cost,
+            latency_ms,
+            raw: self.recorder.log.json_blob(&reply.raw)?,
+        };
+        self.recorder
+            .log
+            .record(Event::ModelResponse(response))
+            .await?;
+        Ok(reply)
+    }
+}
+
+fn logged_usage(usage: &Usage) -> LoggedUsage {
+    LoggedUsage {
+        input_tokens: usage.input_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        output_tokens: usage.output_tokens,
+    }
+}
+
+fn add_usage(total: &mut LoggedUsage, usage: &Usage) {
+    total.input_tokens += usage.input_tokens;
+    total.cached_input_tokens += usage.cached_input_tokens;
+    total.cache_write_tokens += usage.cache_write_tokens;
+    total.output_tokens += usage.output_tokens;
+}

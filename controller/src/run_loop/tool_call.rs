@@ -1,0 +1,194 @@
+//! One tool call: checked, judged by the policy (and settled when asked), run on the sandbox,
+//! and logged with its full outputs. Bad calls and failing tools come back to the model as
+//! `ERROR: …`; only a sandbox that stopped working ends the session.
+
+use std::time::Instant;
+
+use sandbox_protocol::{Artifact, BashResult, ToolSpec};
+use serde_json::Value;
+
+use super::{Agent, SessionError};
+use crate::event_log::{
+    ErrorClass, ErrorEvent, Event, OutputRecord, PolicyDecision, Stream, ToolCallEvent, ToolResult,
+    ToolStatus,
+};
+use crate::llm::ToolCall;
+use crate::policy::{self, Judgement, Settled};
+use crate::sandbox::{SandboxClient, SandboxError, ToolReply};
+
+/// What a call came to: its status, the text for the model, and the sandbox's result when it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    pub status: ToolStatus,
+    pub text: String,
+    pub reply: Option<ToolReply>,
+}
+
+impl CallOutcome {
+    fn refused(status: ToolStatus, text: String) -> CallOutcome {
+        CallOutcome {
+            status,
+            text,
+            reply: None,
+        }
+    }
+}
+
+impl Agent<'_> {
+    /// One call's result text, logged: the call, the decision, the result with its outputs,
+    /// and an `error` event when the model saw `ERROR: …`.
+    pub(super) async fn run_tool(
+        &self,
+        call: &ToolCall,
+        task: &str,
+    ) -> Result<String, SessionError> {
+        let log = &self.recorder.log;
+        let call_event = ToolCallEvent {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        };
+        log.record(Event::ToolCall(call_event)).await?;
+        let started = Instant::now();
+        let outcome = self.decide_and_run(call, task).await?;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
+        let outputs = match bash {
+            Some(result) => self.outputs(result).await?,
+            None => Vec::new(),
+        };
+        let result = ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            status: outcome.status,
+            output: log.text(&outcome.text)?,
+            exit_code: bash.map(|result| result.exit_code),
+            timed_out: bash.map(|result| result.timed_out),
+            duration_ms,
+            outputs,
+        };
+        log.record(Event::ToolResult(result)).await?;
+        if outcome.status == ToolStatus::Error {
+            // The model saw it as `ERROR: …`; the log also files it by class for metrics.
+            let event = ErrorEvent {
+                class: ErrorClass::Tool,
+                message: outcome.text.clone(),
+                call_id: Some(call.id.clone()),
+            };
+            log.record(Event::Error(event)).await?;
+        }
+        Ok(outcome.text)
+    }
+
+    /// Checks the call, asks the policy (logging its decision) and runs what is allowed.
+    async fn decide_and_run(
+        &self,
+        call: &ToolCall,
+        task: &str,
+    ) -> Result<CallOutcome, SessionError> {
+        let args = match parse_call(&self.tools, call) {
+            Ok(args) => args,
+            Err(text) => return Ok(CallOutcome::refused(ToolStatus::Error, text)),
+        };
+        let judgement = self.policy.decide(task, &call.name, &args).await;
+        let settled = self.approval.settle(&judgement, &call.name, &args).await;
+        let event = decision_event(call, &judgement, &settled);
+        self.recorder
+            .log
+            .record(Event::PolicyDecision(event))
+            .await?;
+        if !settled.allowed {
+            let text = policy::blocked_message(&settled.reason);
+            return Ok(CallOutcome::refused(ToolStatus::Blocked, text));
+        }
+        Ok(run_on_sandbox(self.sandbox, call, &args).await?)
+    }
+
+    /// The full streams of a command, copied from the sandbox's artifacts into the log.
+    async fn outputs(&self, result: &BashResult) -> Result<Vec<OutputRecord>, SessionError> {
+        let mut outputs = Vec::new();
+        for (stream, artifact) in [
+            (Stream::Stdout, &result.stdout_artifact),
+            (Stream::Stderr, &result.stderr_artifact),
+        ] {
+            outputs.push(self.output(stream, artifact).await?);
+        }
+        Ok(outputs)
+    }
+
+    async fn output(
+        &self,
+        stream: Stream,
+        artifact: &Artifact,
+    ) -> Result<OutputRecord, SessionError> {
+        let blob = if artifact.size > 0 {
+            match self.sandbox.artifact(&artifact.id).await? {
+                Some(bytes) => Some(self.recorder.log.blob(&bytes)?),
+                None => None,
+            }
+        } else {
+            None
+        };
+        Ok(OutputRecord {
+            stream,
+            sha256: artifact.sha256.clone(),
+            size: artifact.size,
+            total_bytes: artifact.total_bytes,
+            blob,
+        })
+    }
+}
+
+fn decision_event(call: &ToolCall, judgement: &Judgement, settled: &Settled) -> PolicyDecision {
+    PolicyDecision {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        decision: judgement.decision.verdict(),
+        allowed: settled.allowed,
+        reason: judgement.decision.reason().to_owned(),
+        source: judgement.source,
+        rule: judgement.rule.clone(),
+        risk: judgement.risk,
+        authorized: judgement.authorized,
+        classifier_model: judgement.classifier_model.clone(),
+        settled_by: settled.settled_by,
+    }
+}
+
+/// Checks a call before anything runs: a known tool and JSON arguments. The error is the text
+/// the model gets.
+pub fn parse_call(tools: &[ToolSpec], call: &ToolCall) -> Result<Value, String> {
+    if !tools.iter().any(|tool| tool.name == call.name) {
+        return Err(format!("ERROR: unknown tool {}", call.name));
+    }
+    if call.arguments.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str(&call.arguments).map_err(|err| {
+        format!(
+            "ERROR: the arguments are not valid JSON ({err}): {}",
+            call.arguments
+        )
+    })
+}
+
+/// Runs an allowed call. A tool's own failure is `ERROR: …` for the model; a sandbox that
+/// stopped working is an error.
+pub async fn run_on_sandbox(
+    sandbox: &SandboxClient,
+    call: &ToolCall,
+    args: &Value,
+) -> Result<CallOutcome, SandboxError> {
+    match sandbox.call_tool(&call.name, args).await {
+        Ok(reply) => Ok(CallOutcome {
+            status: ToolStatus::Ok,
+            text: reply.output().to_owned(),
+            reply: Some(reply),
+        }),
+        Err(err) if err.is_infrastructure() => Err(err),
+        Err(err) => Ok(CallOutcome::refused(
+            ToolStatus::Error,
+            format!("ERROR: {err}"),
+        )),
+    }
+}

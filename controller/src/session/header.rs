@@ -1,0 +1,102 @@
+//! The first and last events of a session log: `session_started` with the effective
+//! configuration (whatever of the prompt, tools and sandbox exist by then), and
+//! `session_finished` with the outcome and totals.
+
+use super::prepare::Prepared;
+use super::sandbox::Sandbox;
+use super::{SessionOptions, SessionSummary};
+use crate::event_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
+use crate::llm::Model;
+use crate::policy::Policy;
+
+/// What the header says; `sandbox` and `prepared` are absent when the session failed first.
+pub(super) struct Header<'a> {
+    pub options: &'a SessionOptions,
+    pub model: &'a dyn Model,
+    pub policy: &'a dyn Policy,
+    pub sandbox: Option<&'a Sandbox>,
+    pub prepared: Option<&'a Prepared>,
+}
+
+impl Header<'_> {
+    pub(super) async fn record(&self, log: &EventLog) -> anyhow::Result<()> {
+        let config = &self.options.config;
+        let (system_prompt, tools) = match self.prepared {
+            Some(prepared) => (
+                Some(log.text(&prepared.system.text)?),
+                Some(log.json_blob(&serde_json::to_value(&prepared.tools)?)?),
+            ),
+            None => (None, None),
+        };
+        let settings = RunSettings {
+            model: config.model.name.clone(),
+            model_description: self.model.describe(),
+            reasoning_effort: config.model.reasoning_effort.clone(),
+            web_search: config.model.web_search,
+            max_turns: config.limits.max_turns,
+            max_cost: config.limits.max_cost,
+            compact_at: config.limits.compact_at as u64,
+            tool_names: self
+                .prepared
+                .map(|prepared| prepared.tools.iter().map(|t| t.name.clone()).collect())
+                .unwrap_or_default(),
+            policy: self.policy.name(),
+            sandbox: config.sandbox.kind(),
+            sandbox_url: self
+                .sandbox
+                .map(|sandbox| sandbox.client.url().to_owned())
+                .unwrap_or_default(),
+            container: self.sandbox.and_then(|sandbox| sandbox.container(config)),
+            lifetime_secs: config.lifetime.map(|l| l.as_secs()),
+            workspace_root: self.prepared.map(|p| p.workspace_root.clone()),
+            working_dir: config
+                .working_dir
+                .as_ref()
+                .map(|dir| dir.display().to_string()),
+            setup: config.setup.clone(),
+            check: config.check.clone(),
+            log_durability: self.options.durability,
+        };
+        let started = SessionStarted {
+            format_version: event_log::FORMAT_VERSION,
+            session_id: self.options.session_id.clone(),
+            harness_version: env!("CARGO_PKG_VERSION").to_owned(),
+            task: config.prompt.clone(),
+            config: settings,
+            system_prompt,
+            tools,
+        };
+        log.record(Event::SessionStarted(Box::new(started))).await?;
+        Ok(())
+    }
+}
+
+/// Writes `session_finished` and closes the log.
+pub(super) async fn finish(log: &EventLog, summary: &SessionSummary) {
+    let totals = summary.totals;
+    let empty = Text {
+        text: Some(String::new()),
+        blob: None,
+        preview: None,
+        size: 0,
+    };
+    let finished = SessionFinished {
+        outcome: summary.outcome.logged(),
+        failure: summary.outcome.failure_class(),
+        answer: log.text(&summary.answer).unwrap_or(empty),
+        turns: totals.turns,
+        model_calls: totals.model_calls,
+        tool_calls: totals.tool_calls,
+        usage: totals.usage,
+        cost: totals.cost,
+        cost_known: totals.cost_known,
+        duration_ms: summary.duration.as_millis() as u64,
+    };
+    if let Err(err) = log
+        .record(Event::SessionFinished(finished))
+        .await
+        .and(log.close().await)
+    {
+        tracing::error!("closing the session log: {err}");
+    }
+}

@@ -1,0 +1,188 @@
+//! How a session ended, and why it stopped early: the one place where outcomes, failure
+//! classes, error classes and exit codes meet.
+
+use std::time::Duration;
+
+use crate::event_log::{ErrorClass, FailureClass, Outcome};
+use crate::exit_code;
+use crate::run_loop::{LoopEnd, SessionError};
+use crate::sandbox::{SandboxError, StartError};
+
+/// Every way a session can end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionOutcome {
+    /// The agent finished (and the task's check, if any, passed).
+    Completed,
+    /// The agent finished but the task's check failed.
+    CheckFailed,
+    TurnLimit,
+    CostLimit,
+    /// The session's lifetime ran out.
+    TimeLimit,
+    /// Ctrl-C.
+    Interrupted,
+    /// The model API failed after its retries.
+    ModelFailed,
+    /// A request to the sandbox failed (it still answers: found dead, it is `Infrastructure`).
+    SandboxFailed,
+    /// The sandbox died, could not start or stopped answering.
+    Infrastructure,
+    /// Bad input, a failing setup command, a tool the sandbox lacks, a log that failed.
+    Error,
+}
+
+impl SessionOutcome {
+    /// `harness run`'s exit code.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            SessionOutcome::Completed => exit_code::COMPLETED,
+            SessionOutcome::CheckFailed => exit_code::CHECK_FAILED,
+            SessionOutcome::TurnLimit => exit_code::TURN_LIMIT,
+            SessionOutcome::CostLimit => exit_code::COST_LIMIT,
+            SessionOutcome::TimeLimit => exit_code::TIME_LIMIT,
+            SessionOutcome::Interrupted => exit_code::INTERRUPTED,
+            SessionOutcome::Infrastructure => exit_code::INFRASTRUCTURE,
+            SessionOutcome::ModelFailed | SessionOutcome::SandboxFailed | SessionOutcome::Error => {
+                exit_code::ERROR
+            }
+        }
+    }
+
+    /// Why it did not pass, as reports group it; `None` for a pass.
+    pub fn failure_class(self) -> Option<FailureClass> {
+        match self {
+            SessionOutcome::Completed => None,
+            SessionOutcome::CheckFailed => Some(FailureClass::Check),
+            SessionOutcome::TurnLimit | SessionOutcome::CostLimit | SessionOutcome::TimeLimit => {
+                Some(FailureClass::Limit)
+            }
+            SessionOutcome::Interrupted => Some(FailureClass::Interrupted),
+            SessionOutcome::ModelFailed => Some(FailureClass::Model),
+            SessionOutcome::SandboxFailed | SessionOutcome::Infrastructure => {
+                Some(FailureClass::Infrastructure)
+            }
+            SessionOutcome::Error => Some(FailureClass::Error),
+        }
+    }
+
+    /// As `session_finished.outcome` records it.
+    pub fn logged(self) -> Outcome {
+        match self {
+            SessionOutcome::Completed => Outcome::Completed,
+            SessionOutcome::CheckFailed => Outcome::CheckFailed,
+            SessionOutcome::TurnLimit => Outcome::TurnLimit,
+            SessionOutcome::CostLimit => Outcome::CostLimit,
+            SessionOutcome::TimeLimit => Outcome::TimeLimit,
+            SessionOutcome::Interrupted => Outcome::Interrupted,
+            SessionOutcome::ModelFailed
+            | SessionOutcome::SandboxFailed
+            | SessionOutcome::Infrastructure
+            | SessionOutcome::Error => Outcome::Error,
+        }
+    }
+
+    pub fn passed(self) -> bool {
+        self == SessionOutcome::Completed
+    }
+
+    /// The outcome of a session stopped by an error of `class`.
+    pub fn after(class: ErrorClass) -> SessionOutcome {
+        match class {
+            ErrorClass::Model => SessionOutcome::ModelFailed,
+            ErrorClass::Sandbox => SessionOutcome::SandboxFailed,
+            ErrorClass::Infrastructure => SessionOutcome::Infrastructure,
+            ErrorClass::Limit => SessionOutcome::TimeLimit,
+            ErrorClass::Interrupted => SessionOutcome::Interrupted,
+            ErrorClass::Tool | ErrorClass::Policy | ErrorClass::Internal => SessionOutcome::Error,
+        }
+    }
+
+    /// How a loop that ran to its end ended.
+    pub fn of_loop(end: LoopEnd) -> SessionOutcome {
+        match end {
+            LoopEnd::Completed => SessionOutcome::Completed,
+            LoopEnd::TurnLimit => SessionOutcome::TurnLimit,
+            LoopEnd::CostLimit => SessionOutcome::CostLimit,
+        }
+    }
+}
+
+/// Why a session stopped before its end: the class and message of its `error` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    pub class: ErrorClass,
+    pub message: String,
+    /// Whether its `error` event is in the log already (the loop records its own).
+    pub logged: bool,
+}
+
+impl Stop {
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Stop {
+        Stop {
+            class,
+            message: message.into(),
+            logged: false,
+        }
+    }
+
+    pub fn outcome(&self) -> SessionOutcome {
+        SessionOutcome::after(self.class)
+    }
+
+    /// Ctrl-C.
+    pub fn interrupted(message: &str) -> Stop {
+        Stop::new(ErrorClass::Interrupted, message)
+    }
+
+    /// The session's lifetime ran out.
+    pub fn lifetime(lifetime: Duration) -> Stop {
+        Stop::new(
+            ErrorClass::Limit,
+            format!(
+                "the session hit its lifetime of {}",
+                humantime::format_duration(lifetime)
+            ),
+        )
+    }
+
+    /// A sandbox that would not start: the infrastructure's failure, unless the input was
+    /// wrong (a folder that is not empty, an image the engine does not have).
+    pub fn start(err: &StartError) -> Stop {
+        let class = match err {
+            StartError::BadInput(_) => ErrorClass::Internal,
+            StartError::Failed(_) => ErrorClass::Infrastructure,
+        };
+        Stop::new(class, format!("starting the sandbox: {}", describe(err)))
+    }
+
+    /// A failure while preparing, checking or recording: the sandbox's when a request to it
+    /// failed because of the sandbox, else the harness's (its input, its log).
+    pub fn preparing(err: &anyhow::Error) -> Stop {
+        let infrastructure = err.chain().any(|cause| {
+            cause
+                .downcast_ref::<SandboxError>()
+                .is_some_and(SandboxError::is_infrastructure)
+        });
+        let class = if infrastructure {
+            ErrorClass::Sandbox
+        } else {
+            ErrorClass::Internal
+        };
+        Stop::new(class, format!("{err:#}"))
+    }
+
+    /// The loop's own failure (already an `error` event, by the loop).
+    pub fn of_loop(err: &SessionError) -> Stop {
+        Stop {
+            logged: true,
+            ..Stop::new(err.class(), err.to_string())
+        }
+    }
+}
+
+fn describe(err: &StartError) -> String {
+    match err {
+        StartError::BadInput(message) => message.clone(),
+        StartError::Failed(err) => format!("{err:#}"),
+    }
+}

@@ -1,0 +1,242 @@
+//! The session's sandbox, whatever it is: a local sandbox-server child, a container, a running
+//! server at a URL, or a pool member its batch leased. Started or reached, asked whether it
+//! died, and stopped, behind one type.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::config::{RunConfig, SandboxTarget};
+use crate::event_log::ContainerRecord;
+use crate::run_loop::Observer;
+use crate::sandbox::docker::DockerSandbox;
+use crate::sandbox::local::LocalSandbox;
+use crate::sandbox::pool::Lease;
+use crate::sandbox::{SandboxClient, StartError};
+
+/// A session's sandbox, ready for requests.
+#[derive(Debug)]
+pub struct Sandbox {
+    handle: Handle,
+    pub client: SandboxClient,
+}
+
+/// What the session started, to stop when it ends and to ask whether it died.
+#[derive(Debug)]
+enum Handle {
+    Local(LocalSandbox),
+    Docker(DockerSandbox),
+    /// Someone else's server: neither started nor stopped here.
+    Remote,
+    /// A pool member; it goes back to its pool when the session ends.
+    Leased(Lease),
+}
+
+/// What starting a sandbox needs besides the run's config.
+pub struct StartContext<'a> {
+    pub session_id: &'a str,
+    pub token: &'a str,
+    /// A pool member the batch leased, for a `SandboxTarget::Pool`.
+    pub lease: Option<Lease>,
+    /// Where a local server's own log lines go (instead of stderr).
+    pub server_log: Option<&'a Path>,
+    pub observer: &'a dyn Observer,
+}
+
+impl Sandbox {
+    /// Starts or reaches the sandbox the config names.
+    pub async fn start(
+        config: &RunConfig,
+        context: StartContext<'_>,
+    ) -> Result<Sandbox, StartError> {
+        let StartContext {
+            session_id,
+            token,
+            lease,
+            server_log,
+            observer,
+        } = context;
+        let ignored = |what: &str| {
+            if let Some(dir) = &config.working_dir {
+                observer.note(&format!(
+                    "note: the working directory {} is not used by {what}",
+                    dir.display()
+                ));
+            }
+        };
+        match &config.sandbox {
+            SandboxTarget::Local => {
+                let dir = local_workspace(config)?;
+                observer.note(&format!("workspace: {}", dir.display()));
+                let local = LocalSandbox::start(
+                    &dir,
+                    token,
+                    config.tools.as_deref(),
+                    config.network,
+                    &config.writable,
+                    server_log,
+                )
+                .await?;
+                let client = local.client.clone();
+                Ok(Sandbox::new(Handle::Local(local), client))
+            }
+            SandboxTarget::Docker(spec) => {
+                ignored("a docker sandbox (its workspace is in the container)");
+                let docker = DockerSandbox::start(spec, session_id, token).await?;
+                observer.note(&format!(
+                    "sandbox: container {} of {}",
+                    short(&docker.id),
+                    spec.image
+                ));
+                let client = docker.client.clone();
+                Ok(Sandbox::new(Handle::Docker(docker), client))
+            }
+            SandboxTarget::Remote { url, .. } => {
+                ignored("a remote sandbox");
+                let client =
+                    SandboxClient::new(url, Some(token.to_owned()).filter(|t| !t.is_empty()));
+                client
+                    .wait_healthy(Duration::from_secs(10))
+                    .await
+                    .with_context(|| format!("reaching the sandbox at {url}"))?;
+                Ok(Sandbox::new(Handle::Remote, client))
+            }
+            SandboxTarget::Pool => {
+                let lease = lease.ok_or_else(|| {
+                    StartError::BadInput("a pool sandbox is leased by its batch".to_owned())
+                })?;
+                let client = lease.client();
+                Ok(Sandbox::new(Handle::Leased(lease), client))
+            }
+        }
+    }
+
+    fn new(handle: Handle, client: SandboxClient) -> Sandbox {
+        Sandbox { handle, client }
+    }
+
+    /// The container, for the log's header.
+    pub fn container(&self, config: &RunConfig) -> Option<ContainerRecord> {
+        match (&self.handle, &config.sandbox) {
+            (Handle::Docker(docker), SandboxTarget::Docker(spec)) => Some(ContainerRecord {
+                id: docker.id.clone(),
+                image: spec.image.clone(),
+                memory_bytes: spec.memory,
+                cpus: spec.cpus,
+                pids: spec.pids,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Why the sandbox is gone, if it is: its process or container exited, or it stopped
+    /// answering. `None` while it is healthy.
+    pub async fn dead(&mut self) -> Option<String> {
+        let unanswered =
+            match tokio::time::timeout(Duration::from_secs(10), self.client.health()).await {
+                Ok(Ok(())) => return None,
+                Ok(Err(err)) => format!("the sandbox stopped answering: {err}"),
+                Err(_) => "the sandbox did not answer /healthz within 10 s".to_owned(),
+            };
+        // Say what happened to it if we can: a process or container takes a moment to be
+        // reported gone after its connections drop.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            match &mut self.handle {
+                Handle::Local(local) => {
+                    if let Some(status) = local.exited() {
+                        return Some(format!("the local sandbox-server exited ({status})"));
+                    }
+                }
+                Handle::Docker(docker) => match docker.state().await {
+                    Ok(state) if !state.running => {
+                        let id = short(&docker.id);
+                        return Some(format!("the sandbox container {id} {}", state.describe()));
+                    }
+                    Ok(_) => {}
+                    Err(err) => return Some(format!("{unanswered}; the Docker engine: {err:#}")),
+                },
+                Handle::Remote | Handle::Leased(_) => return Some(unanswered),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Some(unanswered);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops what this session started (a leased member goes back to its pool).
+    pub async fn stop(self) {
+        match self.handle {
+            Handle::Local(local) => local.stop().await,
+            Handle::Docker(mut docker) => docker.remove().await,
+            Handle::Remote => {}
+            // The member goes back to its pool; the next lease checks and resets it.
+            Handle::Leased(lease) => drop(lease),
+        }
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..12.min(id.len())]
+}
+
+/// The token the session's sandbox will use: a remote server's from its file, else a new one.
+pub fn token(config: &RunConfig) -> anyhow::Result<String> {
+    match &config.sandbox {
+        SandboxTarget::Remote {
+            token_file: Some(file),
+            ..
+        } => Ok(std::fs::read_to_string(file)
+            .with_context(|| format!("reading the sandbox token {}", file.display()))?
+            .trim()
+            .to_owned()),
+        SandboxTarget::Remote {
+            token_file: None, ..
+        }
+        | SandboxTarget::Pool => Ok(String::new()),
+        SandboxTarget::Local | SandboxTarget::Docker(_) => {
+            Ok(format!("{:032x}", rand::random::<u128>()))
+        }
+    }
+}
+
+/// The folder a local sandbox serves: the working directory (created when missing), or, for a
+/// task that brings its own workspace, an empty folder to seed.
+fn local_workspace(config: &RunConfig) -> Result<PathBuf, StartError> {
+    let bad = |err: anyhow::Error| StartError::BadInput(format!("{err:#}"));
+    match (&config.workspace, &config.working_dir) {
+        (None, Some(dir)) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the working directory {}", dir.display()))
+                .map_err(bad)?;
+            Ok(dir.clone())
+        }
+        (None, None) => Ok(PathBuf::from(".")),
+        (Some(_), Some(dir)) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating {}", dir.display()))
+                .map_err(bad)?;
+            let empty = std::fs::read_dir(dir)
+                .with_context(|| format!("reading {}", dir.display()))
+                .map_err(bad)?
+                .next()
+                .is_none();
+            if !empty {
+                return Err(StartError::BadInput(format!(
+                    "{} is not empty: a task with a workspace source is copied into an empty folder",
+                    dir.display()
+                )));
+            }
+            Ok(dir.clone())
+        }
+        (Some(_), None) => {
+            let dir = tempfile::Builder::new()
+                .prefix("harness-workspace-")
+                .tempdir()
+                .context("creating a workspace folder")?;
+            Ok(dir.keep())
+        }
+    }
+}

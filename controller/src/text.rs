@@ -1,0 +1,63 @@
+//! Small text helpers shared by the prompt, the transcripts and the reports.
+
+/// Python's `html.escape(text, quote=True)`: safe in HTML text and attribute values, as the seed
+/// escapes XML-ish prompt tags.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#x27;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Parses a size as the task file writes it: `512m`, `2g`, `1.5g`, `1048576`.
+pub fn parse_size(text: &str) -> Result<i64, String> {
+    let trimmed = text.trim().to_ascii_lowercase();
+    let trimmed = trimmed.trim_end_matches('b').trim_end_matches('i');
+    let (number, unit) = match trimmed.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => trimmed.split_at(at),
+        None => (trimmed, ""),
+    };
+    let scale: f64 = match unit {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("`{text}` is not a size (try 512m or 2g)")),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(value) if value > 0.0 && value.is_finite() => Ok((value * scale) as i64),
+        _ => Err(format!("`{text}` is not a size (try 512m or 2g)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_as_docker_writes_them() {
+        assert_eq!(parse_size("512m"), Ok(512 * 1024 * 1024));
+        assert_eq!(parse_size("2g"), Ok(2 * 1024 * 1024 * 1024));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 * 512 * 1024 * 1024));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").unwrap_err().contains("`lots`"));
+        assert!(parse_size("-1g").is_err());
+        assert!(parse_size("2t").is_err());
+    }
+
+    #[test]
+    fn escapes_as_python_does() {
+        assert_eq!(
+            escape(r#"a<b & "c" 'd'>"#),
+            "a&lt;b &amp; &quot;c&quot; &#x27;d&#x27;&gt;"
+        );
+    }
+}
