@@ -3,9 +3,12 @@
 //! rules leave open. The answer is allow, ask or deny, with a reason and where it came from.
 
 pub mod approval;
+pub mod bash;
 mod build;
 pub mod classifier;
+pub mod paths;
 pub mod rules;
+pub mod shell;
 
 use std::path::Path;
 
@@ -16,7 +19,7 @@ use serde_json::Value;
 pub use approval::{Approval, Approve, Asker, Nobody, Settled};
 pub use build::{PolicySettings, build_policy};
 pub use classifier::Classifier;
-pub use rules::RuleSet;
+pub use rules::{RuleSet, Ruling};
 
 use crate::event_log::{DecisionSource, Verdict};
 
@@ -73,15 +76,42 @@ impl Judgement {
     }
 }
 
-/// Decides tool calls. `request` is the user's task (trusted); the call is untrusted.
+/// A tool call to judge.
+#[derive(Clone, Copy)]
+pub struct Call<'a> {
+    /// The user's task (trusted).
+    pub request: &'a str,
+    /// The call (untrusted).
+    pub tool: &'a str,
+    pub args: &'a Value,
+    /// The workspace the call would run in, for checks that look at it; `None` when there is
+    /// none (`harness policy eval`).
+    pub workspace: Option<&'a dyn Workspace>,
+}
+
+/// Decides tool calls.
 pub trait Policy: Send + Sync {
     fn name(&self) -> String;
-    fn decide<'a>(
-        &'a self,
-        request: &'a str,
-        tool: &'a str,
-        args: &'a Value,
-    ) -> BoxFuture<'a, Judgement>;
+    fn decide<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Judgement>;
+}
+
+/// The workspace's `.git`, as the check of a read-only git command needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitDir {
+    /// No `.git` at the workspace root.
+    Missing,
+    /// `.git` is a file (`gitdir: …` points elsewhere).
+    File,
+    /// A folder; its `config`'s text (empty when it has none).
+    Folder(String),
+    /// It could not be read.
+    Unreadable(String),
+}
+
+/// What the policy may look at in a sandbox.
+pub trait Workspace: Send + Sync {
+    /// `FOLDER/.git`, for a folder relative to the workspace root (`.` for the root).
+    fn git_dir<'a>(&'a self, folder: &'a str) -> BoxFuture<'a, GitDir>;
 }
 
 /// Allows every call (`--policy allow-all`, for trusted, isolated experiments).
@@ -93,12 +123,7 @@ impl Policy for AllowAll {
         DecisionSource::AllowAll.as_str().to_owned()
     }
 
-    fn decide<'a>(
-        &'a self,
-        _request: &'a str,
-        _tool: &'a str,
-        _args: &'a Value,
-    ) -> BoxFuture<'a, Judgement> {
+    fn decide<'a>(&'a self, _call: Call<'a>) -> BoxFuture<'a, Judgement> {
         Box::pin(async { Judgement::new(Decision::Allow, DecisionSource::AllowAll) })
     }
 }
@@ -118,25 +143,26 @@ impl Policy for Pipeline {
         self.description.clone()
     }
 
-    fn decide<'a>(
-        &'a self,
-        request: &'a str,
-        tool: &'a str,
-        args: &'a Value,
-    ) -> BoxFuture<'a, Judgement> {
+    fn decide<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Judgement> {
         Box::pin(async move {
-            if let Some((verdict, rule)) = self.rules.evaluate(tool, args) {
-                let reason = format!("rule {}", rule.pattern);
-                let decision = match verdict {
+            if let Some(ruling) = self.rules.evaluate(call.tool, call.args) {
+                let ruling = match call.workspace {
+                    Some(workspace) if !ruling.repositories.is_empty() => {
+                        repository_check(ruling, workspace).await
+                    }
+                    _ => ruling,
+                };
+                let reason = ruling.provenance.clone();
+                let decision = match ruling.verdict {
                     Verdict::Deny => Decision::Deny(reason),
                     Verdict::Ask => Decision::Ask(reason),
                     Verdict::Allow => Decision::Allow,
                 };
                 let mut judgement = Judgement::new(decision, DecisionSource::Rule);
-                judgement.rule = Some(rule.pattern.clone());
+                judgement.rule = Some(ruling.provenance);
                 return judgement;
             }
-            if READ_ONLY_TOOLS.contains(&tool) {
+            if READ_ONLY_TOOLS.contains(&call.tool) {
                 return Judgement::new(Decision::Allow, DecisionSource::ReadOnly);
             }
             let Some(classifier) = &self.classifier else {
@@ -145,8 +171,58 @@ impl Policy for Pipeline {
                     DecisionSource::NoClassifier,
                 );
             };
-            classifier.judge(request, tool, args).await
+            classifier.judge(call.request, call.tool, call.args).await
         })
+    }
+}
+
+/// A read-only git command stays allowed only when the repository it would use (the first
+/// `.git` from its folder up to the workspace root) has a config that runs nothing.
+async fn repository_check(ruling: Ruling, workspace: &dyn Workspace) -> Ruling {
+    for folder in &ruling.repositories {
+        if let Some(why) = repository_runs_programs(workspace, folder).await {
+            return Ruling {
+                verdict: Verdict::Ask,
+                provenance: format!("built-in: {why}"),
+                repositories: Vec::new(),
+            };
+        }
+    }
+    ruling
+}
+
+/// Why the repository git finds from `folder` could run a program, if it could.
+async fn repository_runs_programs(workspace: &dyn Workspace, folder: &str) -> Option<String> {
+    let mut folder = folder.to_owned();
+    loop {
+        let place = if folder == "." {
+            String::new()
+        } else {
+            format!("{folder}/")
+        };
+        match workspace.git_dir(&folder).await {
+            GitDir::Folder(config) => {
+                return bash::repo_config_runs_programs(&config).map(|key| {
+                    format!("the repository's config ({place}.git/config) has {key}, which could run a program")
+                });
+            }
+            GitDir::File => return Some(format!("{place}.git is a file pointing elsewhere")),
+            GitDir::Unreadable(err) => {
+                return Some(format!("the repository's config could not be read ({err})"));
+            }
+            GitDir::Missing if folder == "." => {
+                return Some(
+                    "no .git in the workspace: git would use a repository in a folder above it"
+                        .to_owned(),
+                );
+            }
+            GitDir::Missing => {
+                folder = match folder.rsplit_once('/') {
+                    Some((parent, _)) => parent.to_owned(),
+                    None => ".".to_owned(),
+                };
+            }
+        }
     }
 }
 
@@ -160,6 +236,9 @@ pub struct PolicyFile {
     pub ask: Vec<String>,
     #[serde(default)]
     pub allow: Vec<String>,
+    /// Option-aware allow entries for `bash`: `program [sub] options…` (see `policy::bash::readonly`).
+    #[serde(default)]
+    pub read_only: Vec<String>,
     /// Whether the built-in rules apply as well (after these); true when absent.
     #[serde(default)]
     pub defaults: Option<bool>,
@@ -175,6 +254,7 @@ pub fn load_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
     let parsed: PolicyFile = serde_norway::from_str(&text)
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
     let mut rules = RuleSet::parse(&parsed.deny, &parsed.ask, &parsed.allow)
+        .and_then(|rules| rules.with_read_only(&parsed.read_only))
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
     if parsed.defaults.unwrap_or(true) {
         rules.extend(RuleSet::defaults());

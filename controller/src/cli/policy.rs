@@ -56,6 +56,9 @@ async fn eval(
         Some(name) => Some(classifier(name, base_url, timeout)?),
         None => {
             eprintln!("no --model: the rules decide, and what they leave open is `ask`");
+            eprintln!(
+                "no workspace: read-only git commands are judged without their repository's config"
+            );
             None
         }
     };
@@ -67,7 +70,12 @@ async fn eval(
     let mut by_category: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (example, expected) in &examples {
         let judgement = pipeline
-            .decide(&example.request, &example.tool, &example.args)
+            .decide(policy::Call {
+                request: &example.request,
+                tool: &example.tool,
+                args: &example.args,
+                workspace: None,
+            })
             .await;
         let agrees = judgement.decision.verdict() == *expected;
         println!(
@@ -148,7 +156,6 @@ fn reason(judgement: &policy::Judgement) -> String {
         Decision::Allow => judgement
             .rule
             .clone()
-            .map(|rule| format!("rule {rule}"))
             .unwrap_or_else(|| judgement.source.as_str().to_owned()),
         Decision::Ask(reason) | Decision::Deny(reason) => reason.clone(),
     }

@@ -90,7 +90,15 @@ impl Agent<'_> {
             Ok(args) => args,
             Err(text) => return Ok(CallOutcome::refused(ToolStatus::Error, text)),
         };
-        let judgement = self.policy.decide(task, &call.name, &args).await;
+        let judgement = self
+            .policy
+            .decide(policy::Call {
+                request: task,
+                tool: &call.name,
+                args: &args,
+                workspace: Some(self.sandbox),
+            })
+            .await;
         let settled = self.approval.settle(&judgement, &call.name, &args).await;
         let event = decision_event(call, &judgement, &settled);
         self.recorder

@@ -395,6 +395,44 @@ fn encode_segment(segment: &str) -> String {
     out
 }
 
+/// The policy's view of the workspace: its `.git`, through the API like everything else.
+impl crate::policy::Workspace for SandboxClient {
+    fn git_dir<'a>(
+        &'a self,
+        folder: &'a str,
+    ) -> futures::future::BoxFuture<'a, crate::policy::GitDir> {
+        use crate::policy::GitDir;
+        /// A config larger than this is not read (and not trusted).
+        const MAX_CONFIG: usize = 1 << 20;
+        Box::pin(async move {
+            let git = if folder == "." {
+                ".git".to_owned()
+            } else {
+                format!("{folder}/.git")
+            };
+            match self.list_dir(&git).await {
+                Ok(Some(_)) => {}
+                Ok(None) => return GitDir::Missing,
+                Err(_) => {
+                    return match self.get_file(&git).await {
+                        Ok(Some(_)) => GitDir::File,
+                        Ok(None) => GitDir::Missing,
+                        Err(err) => GitDir::Unreadable(err.to_string()),
+                    };
+                }
+            }
+            match self.get_file(&format!("{git}/config")).await {
+                Ok(Some(bytes)) if bytes.len() > MAX_CONFIG => {
+                    GitDir::Unreadable(format!("{} bytes", bytes.len()))
+                }
+                Ok(Some(bytes)) => GitDir::Folder(String::from_utf8_lossy(&bytes).into_owned()),
+                Ok(None) => GitDir::Folder(String::new()),
+                Err(err) => GitDir::Unreadable(err.to_string()),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

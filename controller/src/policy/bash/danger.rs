@@ -1,0 +1,470 @@
+//! The built-in checks over a parsed line: what is denied (credentials read, the environment
+//! dumped, destruction beyond the workspace, downloaded code run, data sent away, devices
+//! written) and what needs a person (deletion inside it, writes outside it or into `.git`,
+//! programs set through git config or the environment).
+//!
+//! Commands found only in data (an `echo`'s text, a comment) are checked for denials only.
+
+mod delete;
+mod exfil;
+mod network;
+
+pub use network::plants_download_and_run;
+
+use super::options::{self, has_long, has_short};
+use super::peel::runs_code;
+use super::{Command, Cwd, Line, git};
+use crate::event_log::Verdict;
+use crate::policy::paths::{self, normalize};
+use crate::policy::shell::Word;
+
+/// A verdict and what gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub verdict: Verdict,
+    /// e.g. `built-in: reads a credential location (~/.ssh)`.
+    pub provenance: String,
+}
+
+/// Collects findings; asks from data are dropped.
+pub(super) struct Findings {
+    pub found: Vec<Finding>,
+    running: bool,
+}
+
+impl Findings {
+    pub(super) fn deny(&mut self, why: impl AsRef<str>) {
+        self.push(Verdict::Deny, why.as_ref());
+    }
+
+    pub(super) fn ask(&mut self, why: impl AsRef<str>) {
+        if self.running {
+            self.push(Verdict::Ask, why.as_ref());
+        }
+    }
+
+    fn push(&mut self, verdict: Verdict, why: &str) {
+        let provenance = format!("built-in: {why}");
+        if !self.found.iter().any(|f| f.provenance == provenance) {
+            self.found.push(Finding {
+                verdict,
+                provenance,
+            });
+        }
+    }
+}
+
+/// Every built-in finding for a line.
+pub fn findings(line: &Line) -> Vec<Finding> {
+    let mut out = Findings {
+        found: Vec::new(),
+        running: true,
+    };
+    for command in &line.commands {
+        out.running = command.runs(line);
+        credentials(command, &mut out);
+        secret_variables(command, &mut out);
+        environment_dump(command, &mut out);
+        delete::check(command, &mut out);
+        devices(command, &mut out);
+        git_checks(command, &mut out);
+        exfil::uploads(command, &mut out);
+        exfil::socket_redirects(command, &mut out);
+        writes(command, &mut out);
+    }
+    network::download_and_run(line, &mut out);
+    exfil::pushes(line, &mut out);
+    exfil::sockets_in_code(line, &mut out);
+    out.found
+}
+
+/// Programs that show names and metadata, not contents.
+fn is_metadata(command: &Command) -> bool {
+    match command.program() {
+        Some("du") => !has_long(command.args(), "--files0-from"),
+        Some(p) => matches!(
+            p,
+            "ls" | "stat"
+                | "test"
+                | "["
+                | "find"
+                | "tree"
+                | "file"
+                | "realpath"
+                | "readlink"
+                | "basename"
+                | "dirname"
+                | "which"
+                | "mkdir"
+                | "echo"
+                | "printf"
+        ),
+        None => false,
+    }
+}
+
+/// The credential a word could reach: as a whole, after an `=` (`--opt=PATH`), after an `@`
+/// (`-d @PATH`), after `file://`. A relative path that stays inside the workspace names the
+/// workspace's own files (`tests/fixtures/.ssh`), not the home's.
+fn reaches(word: &Word, cwd: &Cwd) -> Option<String> {
+    let text = word.text();
+    let mut candidates = Vec::new();
+    if let Some((_, value)) = text.split_once("file://") {
+        candidates.push(value);
+    }
+    if let Some((_, value)) = text.split_once('@') {
+        candidates.push(value);
+    }
+    if let Some((_, value)) = text.split_once('=') {
+        candidates.push(value);
+    }
+    candidates.push(text);
+    candidates
+        .into_iter()
+        .filter(|candidate| !inside_workspace(candidate, cwd))
+        .find_map(|candidate| match word {
+            Word::Static(_) => paths::credential_path(candidate),
+            Word::Dynamic { .. } => paths::credential_reached(candidate),
+        })
+}
+
+/// Whether a path is relative, has nothing that expands elsewhere, and stays inside.
+fn inside_workspace(candidate: &str, cwd: &Cwd) -> bool {
+    let Cwd::Inside(folder) = cwd else {
+        return false;
+    };
+    let path = candidate.trim_matches(['"', '\'']);
+    if path.is_empty()
+        || path.starts_with(['/', '~'])
+        || path.contains(['$', '`'])
+        || path.contains("://")
+    {
+        return false;
+    }
+    let resolved = normalize(&format!("{folder}/{path}"));
+    resolved != ".." && !resolved.starts_with("../")
+}
+
+fn credentials(command: &Command, out: &mut Findings) {
+    let patterns = options::pattern_positions(&command.argv);
+    let metadata = is_metadata(command);
+    let printing = matches!(command.program(), Some("echo" | "printf"));
+    for (index, word) in command.argv.iter().enumerate() {
+        // `printf '%s\n' 'cat ~/.ssh/id_rsa'` prints a sentence; it reads nothing.
+        let sentence = printing
+            && word
+                .as_static()
+                .is_some_and(|t| t.contains(char::is_whitespace));
+        if patterns.contains(&index) || sentence {
+            continue;
+        }
+        if let Some(place) = reaches(word, &command.cwd) {
+            if command.program() == Some("cd") {
+                out.deny(format!("enters a credential location ({place})"));
+            } else if metadata {
+                out.ask(format!("lists a credential location ({place})"));
+            } else {
+                out.deny(format!("reads a credential location ({place})"));
+            }
+        } else if let Some(place) = recursive_reach(command, index, word) {
+            if metadata {
+                out.ask(format!("lists a folder that holds credentials ({place})"));
+            } else {
+                out.deny(format!("reads a folder that holds credentials ({place})"));
+            }
+        }
+    }
+    for (_, value) in &command.assignments {
+        if let Some(place) = reaches(value, &command.cwd) {
+            out.deny(format!("reads a credential location ({place})"));
+        }
+    }
+    for redirect in &command.redirects {
+        if redirect.heredoc.is_some() {
+            continue;
+        }
+        if let Some(place) = reaches(&redirect.target, &command.cwd) {
+            if redirect.reads() {
+                out.deny(format!("reads a credential location ({place})"));
+            } else {
+                out.ask(format!("writes into a credential location ({place})"));
+            }
+        }
+    }
+}
+
+/// A folder holding credentials given to a command that walks folders (`grep -r KEY ~`).
+fn recursive_reach(command: &Command, index: usize, word: &Word) -> Option<String> {
+    if index == 0 || word.text().starts_with('-') {
+        return None;
+    }
+    let args = command.args();
+    let walks = match command.program()? {
+        "grep" | "egrep" | "fgrep" => {
+            has_short(args, 'r', "efmABCdD")
+                || has_short(args, 'R', "efmABCdD")
+                || has_long(args, "--recursive")
+        }
+        "cp" | "scp" => {
+            has_short(args, 'r', "")
+                || has_short(args, 'R', "")
+                || has_short(args, 'a', "")
+                || has_long(args, "--recursive")
+        }
+        "ls" => has_short(args, 'R', "") || has_long(args, "--recursive"),
+        "rg" | "ag" | "ack" | "tar" | "zip" | "7z" | "rsync" | "find" | "du" | "tree"
+        | "rclone" | "ln" => true,
+        _ => false,
+    };
+    if !walks {
+        return None;
+    }
+    paths::credential_ancestor(word.text())
+}
+
+/// `$API_KEY`, `${GITHUB_TOKEN}` and the like, anywhere in the command.
+fn secret_variables(command: &Command, out: &mut Findings) {
+    let words = command
+        .argv
+        .iter()
+        .chain(command.assignments.iter().map(|(_, v)| v))
+        .chain(command.redirects.iter().map(|r| &r.target));
+    for word in words {
+        if let Word::Dynamic { raw, .. } = word
+            && let Some(name) = secret_variable(raw)
+        {
+            out.deny(format!("reads a secret variable (${name})"));
+        }
+    }
+    for redirect in &command.redirects {
+        if redirect.heredoc_dynamic
+            && let Some(name) = redirect.heredoc.as_deref().and_then(secret_variable)
+        {
+            out.deny(format!("reads a secret variable (${name})"));
+        }
+    }
+}
+
+/// The first variable in `text` whose name says it holds a secret.
+pub(crate) fn secret_variable(text: &str) -> Option<String> {
+    const MARKS: &[&str] = &[
+        "API_KEY",
+        "APIKEY",
+        "SECRET",
+        "TOKEN",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "PRIVATE_KEY",
+        "ACCESS_KEY",
+        "_KEY",
+    ];
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(found) = text[at..].find('$') {
+        let start = at + found + 1;
+        let skip = usize::from(bytes.get(start) == Some(&b'{'));
+        let name: String = text[start + skip..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let upper = name.to_ascii_uppercase();
+        if MARKS.iter().any(|mark| upper.contains(mark)) {
+            return Some(name);
+        }
+        at = start;
+    }
+    None
+}
+
+/// `env`, `printenv`, `set`, `declare -x`, `export -p`: the whole environment printed.
+fn environment_dump(command: &Command, out: &mut Findings) {
+    let args = command.args();
+    let flags_only = |allowed: &str| {
+        args.iter().all(|w| {
+            let t = w.text();
+            t.starts_with('-') && t[1..].chars().all(|c| allowed.contains(c))
+        })
+    };
+    let dumps = match command.program() {
+        Some("printenv") => true,
+        // A peeled `env` that is still `env` runs no command: it prints.
+        Some("env") => !args
+            .iter()
+            .any(|w| matches!(w.text(), "-S" | "--split-string")),
+        Some("set") => args.is_empty(),
+        Some("export") => args.is_empty() || flags_only("p"),
+        Some("declare" | "typeset" | "local" | "readonly") => {
+            args.is_empty()
+                || (flags_only("xpgr") && args.iter().any(|w| w.text().contains(['x', 'p'])))
+        }
+        Some("compgen") => args
+            .iter()
+            .any(|w| matches!(w.text(), "-v" | "-e" | "variable" | "export")),
+        _ => false,
+    };
+    if dumps {
+        out.deny("prints the environment, which holds secrets");
+    }
+}
+
+/// Disks and kernel memory: formatted, overwritten.
+fn devices(command: &Command, out: &mut Findings) {
+    let raw_device = |target: &str| {
+        let target = normalize(target);
+        [
+            "/dev/sd",
+            "/dev/hd",
+            "/dev/vd",
+            "/dev/xvd",
+            "/dev/nvme",
+            "/dev/mmcblk",
+            "/dev/loop",
+            "/dev/dm-",
+            "/dev/md",
+            "/dev/disk/",
+            "/dev/mapper/",
+            "/dev/mem",
+            "/dev/kmem",
+            "/dev/port",
+        ]
+        .iter()
+        .any(|p| target.starts_with(p))
+    };
+    let program = command.program().unwrap_or_default();
+    if program.starts_with("mkfs") || program.starts_with("mkswap") {
+        out.deny(format!("formats a device ({program})"));
+    }
+    let operand_is_device = command.args().iter().any(|w| raw_device(w.text()));
+    if matches!(
+        program,
+        "wipefs" | "fdisk" | "sfdisk" | "parted" | "blkdiscard" | "shred" | "sgdisk"
+    ) && operand_is_device
+    {
+        out.deny(format!("rewrites a disk ({program})"));
+    }
+    if program == "dd"
+        && command
+            .args()
+            .iter()
+            .any(|w| w.text().strip_prefix("of=").is_some_and(raw_device))
+    {
+        out.deny("writes a raw device (dd of=/dev/…)");
+    }
+    for redirect in command.redirects.iter().filter(|r| !r.reads()) {
+        if raw_device(redirect.target.text()) {
+            out.deny(format!("writes a raw device ({})", redirect.target.text()));
+        }
+    }
+}
+
+fn git_checks(command: &Command, out: &mut Findings) {
+    if command.program() == Some("git") {
+        let global = git::global(&command.argv);
+        let sub = global
+            .sub
+            .map(|at| command.argv[at].text())
+            .unwrap_or_default();
+        let next = global
+            .sub
+            .and_then(|at| command.argv.get(at + 1))
+            .map(Word::text)
+            .unwrap_or_default();
+        if sub.starts_with("credential") && (sub != "credential" || matches!(next, "fill" | "get"))
+        {
+            out.deny("asks git for stored credentials");
+        }
+        if let Some(key) = git::sets_program(command) {
+            out.ask(format!("sets git config {key}, which runs a program"));
+        }
+    }
+    if let Some(program) = command.program()
+        && program.starts_with("git-credential")
+    {
+        out.deny("asks git for stored credentials");
+    }
+    for (name, _) in &command.assignments {
+        if runs_code(name) {
+            out.ask(format!("sets {name}, which names a program to run"));
+        }
+    }
+}
+
+/// Where a command writes, by redirect or by its arguments.
+fn write_targets(command: &Command) -> Vec<&Word> {
+    let mut targets: Vec<&Word> = command
+        .redirects
+        .iter()
+        .filter(|r| !r.reads() && !r.op.contains('&') || matches!(r.op.as_str(), "&>" | "&>>"))
+        .map(|r| &r.target)
+        .collect();
+    let args = command.args();
+    let operands: Vec<&Word> = options::operands(args, &[])
+        .into_iter()
+        .map(|(_, w)| w)
+        .collect();
+    match command.program().unwrap_or_default() {
+        "tee" | "touch" | "mkdir" | "truncate" | "chmod" | "chown" | "chgrp" | "rmdir"
+        | "shred" => targets.extend(operands),
+        "cp" | "mv" | "install" | "ln" | "rsync" => targets.extend(operands.last()),
+        "sed" | "perl" if has_short(args, 'i', "efI") || has_long(args, "--in-place") => {
+            targets.extend(operands.into_iter().skip(1))
+        }
+        "dd" => targets.extend(args.iter().filter(|w| w.text().starts_with("of="))),
+        _ => {}
+    }
+    targets
+}
+
+/// Writes outside the workspace, into `.git` or `.github`.
+fn writes(command: &Command, out: &mut Findings) {
+    for target in write_targets(command) {
+        let text = target.text().trim_start_matches("of=");
+        if let Some(why) = outside(text, &command.cwd) {
+            out.ask(format!("writes outside the workspace ({why})"));
+        }
+        if let Some(place) = repository_metadata(text) {
+            out.ask(format!("writes into {place}"));
+        }
+    }
+}
+
+/// Why a written path is outside the workspace, if it is; scratch and null devices are not.
+fn outside(text: &str, cwd: &Cwd) -> Option<String> {
+    let unquoted = text.trim_matches('"');
+    if unquoted.starts_with('~') || unquoted.starts_with("$HOME") || unquoted.starts_with("${HOME}")
+    {
+        return Some(text.to_owned());
+    }
+    if unquoted.starts_with('/') {
+        let path = normalize(unquoted);
+        let harmless = ["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"]
+            .contains(&path.as_str())
+            || ["/dev/fd/", "/tmp/", "/var/tmp/"]
+                .iter()
+                .any(|p| path.starts_with(p));
+        return (!harmless).then_some(path);
+    }
+    match cwd {
+        Cwd::Inside(folder) => {
+            let path = normalize(&format!("{folder}/{unquoted}"));
+            (path == ".." || path.starts_with("../")).then(|| text.to_owned())
+        }
+        Cwd::Elsewhere => Some(format!("{text}, after a cd")),
+    }
+}
+
+/// `.git/…` or `.github/…` (any case: case-insensitive file systems merge them), at any depth.
+pub fn repository_metadata(path: &str) -> Option<&'static str> {
+    let path = normalize(path.trim_matches('"'));
+    let components: Vec<&str> = path.split('/').collect();
+    for (index, component) in components.iter().enumerate() {
+        if component.eq_ignore_ascii_case(".git") {
+            return Some(".git");
+        }
+        if component.eq_ignore_ascii_case(".github") && index + 1 < components.len() {
+            return Some(".github");
+        }
+    }
+    None
+}

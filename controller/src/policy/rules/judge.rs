@@ -1,0 +1,201 @@
+//! Judging a `bash` line and a file tool's path against a rule set.
+
+use super::{RuleSet, Ruling, Verdict};
+use crate::policy::bash::{self, Command, Line, readonly};
+use crate::policy::paths::{credential_path, normalize};
+
+/// Why one command is not allowed by any rule.
+enum NotAllowed {
+    /// A read-only entry names it, but an option is outside its list: ask.
+    Option(String),
+    /// Nothing allows it.
+    Open(String),
+}
+
+impl RuleSet {
+    pub(super) fn bash(&self, source: &str) -> Option<Ruling> {
+        let line = Line::parse(source);
+        let mut findings = if self.builtin {
+            bash::findings(&line)
+        } else {
+            Vec::new()
+        };
+        let subjects: Vec<(String, String)> = line
+            .running()
+            .map(|c| (c.canonical(), c.as_written.clone()))
+            .collect();
+        let matches = |rule: &super::Rule| {
+            subjects.iter().any(|(canonical, written)| {
+                rule.matches("bash", canonical, false) || rule.matches("bash", written, false)
+            })
+        };
+        if let Some(rule) = self
+            .deny
+            .iter()
+            .find(|r| matches(r) || r.matches("bash", source, false))
+        {
+            return Some(Ruling::new(Verdict::Deny, format!("rule {}", rule.pattern)));
+        }
+        if let Some(finding) = findings.iter().find(|f| f.verdict == Verdict::Deny) {
+            return Some(Ruling::new(Verdict::Deny, finding.provenance.clone()));
+        }
+        if let Some(rule) = self.ask.iter().find(|r| matches(r)) {
+            return Some(Ruling::new(Verdict::Ask, format!("rule {}", rule.pattern)));
+        }
+        if let Some(finding) = findings.iter().find(|f| f.verdict == Verdict::Ask) {
+            return Some(Ruling::new(Verdict::Ask, finding.provenance.clone()));
+        }
+        findings.clear();
+        self.allowed(&line)
+    }
+
+    /// An allow when every command the line runs is allowed; an ask when a read-only entry
+    /// names a command but not one of its options; else nothing.
+    fn allowed(&self, line: &Line) -> Option<Ruling> {
+        let mut names: Vec<String> = Vec::new();
+        let mut repositories: Vec<String> = Vec::new();
+        let mut open = None;
+        for command in line.running() {
+            match self.allow_one(command) {
+                Ok((name, git)) => {
+                    repositories.extend(git.filter(|f| !repositories.contains(f)));
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+                Err(NotAllowed::Option(why)) => {
+                    return Some(Ruling::new(Verdict::Ask, format!("read-only {why}")));
+                }
+                Err(NotAllowed::Open(why)) => {
+                    open.get_or_insert(why);
+                }
+            }
+        }
+        let writes = line
+            .compound_redirects
+            .iter()
+            .any(|r| !readonly::redirect_is_read_only(r));
+        if open.is_some() || names.is_empty() || !line.unknown.is_empty() || writes {
+            return None;
+        }
+        Some(Ruling {
+            verdict: Verdict::Allow,
+            provenance: names.join(", "),
+            repositories,
+        })
+    }
+
+    /// What allows one command: (provenance, the folder git starts from if it is git).
+    fn allow_one(&self, command: &Command) -> Result<(String, Option<String>), NotAllowed> {
+        match readonly::judge(&self.read_only, command) {
+            Ok(Some(entry)) => {
+                let name = format!("read-only {}", entry.name());
+                if command.program() != Some("git") {
+                    return Ok((name, None));
+                }
+                return match bash::start_folder(command) {
+                    Some(folder) => Ok((name, Some(folder))),
+                    None => Err(NotAllowed::Open("git outside the workspace".to_owned())),
+                };
+            }
+            Err(readonly::Refusal::Option(option)) => {
+                let program = command.program().unwrap_or_default();
+                return Err(NotAllowed::Option(format!(
+                    "{program}: {option} is not in its list of read-only options"
+                )));
+            }
+            Err(readonly::Refusal::Other(why)) => return Err(NotAllowed::Open(why)),
+            Ok(None) => {}
+        }
+        let clean = !command.substituted
+            && command
+                .redirects
+                .iter()
+                .all(readonly::redirect_is_read_only);
+        let canonical = command.canonical();
+        match self
+            .allow
+            .iter()
+            .find(|r| r.matches("bash", &canonical, false))
+        {
+            Some(rule) if clean => Ok((format!("rule {}", rule.pattern), None)),
+            _ => Err(NotAllowed::Open(canonical)),
+        }
+    }
+
+    /// A file tool's path (and the text it writes): credentials, `.git`/`.github`, outside the
+    /// workspace, then patterns.
+    pub(super) fn file(&self, tool: &str, path: &str, written: Option<&str>) -> Option<Ruling> {
+        let normalized = normalize(path);
+        let writes = tool != "read_file";
+        if self.builtin
+            && let Some(place) = credential_path(path)
+        {
+            return Some(if writes {
+                Ruling::new(
+                    Verdict::Ask,
+                    format!("built-in: writes into a credential location ({place})"),
+                )
+            } else {
+                Ruling::new(
+                    Verdict::Deny,
+                    format!("built-in: reads a credential location ({place})"),
+                )
+            });
+        }
+        if let Some(rule) = self
+            .deny
+            .iter()
+            .find(|r| r.matches(tool, &normalized, true))
+        {
+            return Some(Ruling::new(Verdict::Deny, format!("rule {}", rule.pattern)));
+        }
+        if self.builtin {
+            let escapes = normalized == ".."
+                || normalized.starts_with("../")
+                || normalized.starts_with('~')
+                || system_path(&normalized);
+            let metadata = bash::repository_metadata(&normalized).filter(|_| writes);
+            let planted = written.is_some_and(bash::plants_download_and_run);
+            if planted && (metadata.is_some() || escapes || normalized.starts_with('/')) {
+                return Some(Ruling::new(
+                    Verdict::Deny,
+                    format!("built-in: plants a download piped to a shell in {normalized}"),
+                ));
+            }
+            if let Some(place) = metadata {
+                return Some(Ruling::new(
+                    Verdict::Ask,
+                    format!("built-in: writes into {place}"),
+                ));
+            }
+            if escapes {
+                let verb = if writes { "writes" } else { "reads" };
+                return Some(Ruling::new(
+                    Verdict::Ask,
+                    format!("built-in: {verb} outside the workspace ({normalized})"),
+                ));
+            }
+        }
+        if let Some(rule) = self.ask.iter().find(|r| r.matches(tool, &normalized, true)) {
+            return Some(Ruling::new(Verdict::Ask, format!("rule {}", rule.pattern)));
+        }
+        self.allow
+            .iter()
+            .find(|r| r.matches(tool, &normalized, true))
+            .map(|rule| Ruling::new(Verdict::Allow, format!("rule {}", rule.pattern)))
+    }
+}
+
+/// A path in the system's own folders: outside any workspace (`/workspace`, a temporary
+/// folder) a sandbox has.
+fn system_path(path: &str) -> bool {
+    const SYSTEM: &[&str] = &[
+        "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/root", "/home", "/var",
+        "/opt", "/proc", "/sys", "/dev", "/srv", "/mnt", "/media", "/run", "/snap",
+    ];
+    SYSTEM.iter().any(|top| {
+        path.strip_prefix(top)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }) && !path.starts_with("/var/tmp/")
+}
