@@ -122,6 +122,18 @@ pub(crate) enum ReplayCommand {
         /// Also replace matches of this regex before comparing outputs (repeatable).
         #[arg(long, value_name = "REGEX")]
         normalize: Vec<String>,
+        /// Run every call the log says was allowed without judging it again. By default a log
+        /// is untrusted input: each call passes the current policy's rules first, and what
+        /// they deny is not run.
+        #[arg(long)]
+        trust_log: bool,
+        /// Rules to judge the calls by, added to the built-in ones (see SAFETY.md).
+        #[arg(long, value_name = "FILE", conflicts_with = "trust_log")]
+        policy: Option<PathBuf>,
+        /// Also refuse the calls the rules would ask a person about (by default they run: the
+        /// log says someone allowed them, and the rerun's sandbox is confined).
+        #[arg(long, conflicts_with = "trust_log")]
+        refuse_asks: bool,
     },
 }
 

@@ -13,6 +13,7 @@ mod writer;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -62,11 +63,13 @@ impl EventLog {
             source,
         };
         fs::create_dir_all(dir.parent().unwrap_or(Path::new("."))).map_err(io)?;
-        fs::create_dir(dir).map_err(io)?;
-        fs::create_dir(dir.join("blobs")).map_err(io)?;
+        // The log holds a session's commands, outputs and files: its owner's alone.
+        private_dir(dir).map_err(io)?;
+        private_dir(&dir.join("blobs")).map_err(io)?;
         let file = OpenOptions::new()
             .create_new(true)
             .append(true)
+            .mode(0o600)
             .open(dir.join("events.jsonl"))
             .map_err(io)?;
         Self::start(dir, file, 0, durability, secrets).map_err(io)
@@ -194,7 +197,12 @@ impl EventLog {
                 .dir
                 .join("blobs")
                 .join(format!(".{sha256}.{:08x}", rand::random::<u32>()));
-            let mut file = File::create(&temp).map_err(io)?;
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)
+                .map_err(io)?;
             file.write_all(&redacted).map_err(io)?;
             if self.durability == Durability::Durable {
                 file.sync_data().map_err(io)?;
@@ -278,6 +286,12 @@ pub fn new_session_id() -> String {
         .filter(|c| c.is_ascii_alphanumeric())
         .collect();
     format!("{compact}-{:06x}", rand::random::<u32>() & 0xff_ffff)
+}
+
+/// A new folder only its owner may enter (`0700`, whatever the umask).
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new().mode(0o700).create(dir)?;
+    fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
 }
 
 #[cfg(test)]

@@ -25,6 +25,21 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Print the OpenAPI document (all built-in tools enabled) to stdout.
     PrintOpenapi,
+    /// Started by `serve`: waits for that server to end, then kills what it left running and
+    /// removes its folder.
+    #[command(hide = true)]
+    Janitor(JanitorArgs),
+}
+
+/// The janitor's arguments.
+#[derive(Debug, clap::Args)]
+pub struct JanitorArgs {
+    /// The server to sweep after (`PID-START`).
+    #[arg(long)]
+    pub server: String,
+    /// Its folder, removed after it.
+    #[arg(long)]
+    pub folder: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -74,6 +89,16 @@ pub struct ServeArgs {
     /// Request bodies over this many bytes get 413.
     #[arg(long, env = "SANDBOX_MAX_BODY_BYTES", default_value_t = 32 << 20)]
     pub max_body_bytes: u64,
+    /// Bytes of request bodies held in memory at once, over every route; a request that would
+    /// pass it waits up to 10 s, then gets 429. File and archive uploads stream and hold none.
+    #[arg(long, env = "SANDBOX_MAX_INFLIGHT_BODY_BYTES", default_value_t = 256 << 20)]
+    pub max_inflight_body_bytes: u64,
+    /// `PUT /v1/workspace/archive`: the most bytes an archive may unpack to (and send).
+    #[arg(long, env = "SANDBOX_ARCHIVE_MAX_BYTES", default_value_t = 2 << 30)]
+    pub archive_max_bytes: u64,
+    /// `PUT /v1/workspace/archive`: the most entries an archive may hold.
+    #[arg(long, env = "SANDBOX_ARCHIVE_MAX_ENTRIES", default_value_t = 1_000_000)]
+    pub archive_max_entries: u64,
     /// Tool calls that may run at once; one more gets 429 with Retry-After.
     #[arg(long, env = "SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 64)]
     pub max_concurrent_calls: usize,
@@ -171,6 +196,9 @@ pub struct Config {
     pub artifact_retention: u64,
     pub state_dir: Option<PathBuf>,
     pub max_body_bytes: u64,
+    pub max_inflight_body_bytes: u64,
+    pub archive_max_bytes: u64,
+    pub archive_max_entries: u64,
     pub max_concurrent_calls: usize,
     pub worker_threads: usize,
     pub snapshot_ignore: Vec<String>,
@@ -221,6 +249,9 @@ impl ServeArgs {
             artifact_retention: self.artifact_retention,
             state_dir: self.state_dir,
             max_body_bytes: self.max_body_bytes,
+            max_inflight_body_bytes: self.max_inflight_body_bytes,
+            archive_max_bytes: self.archive_max_bytes,
+            archive_max_entries: self.archive_max_entries,
             max_concurrent_calls: self.max_concurrent_calls,
             worker_threads: self.worker_threads,
             snapshot_ignore: self.snapshot_ignore,
@@ -301,6 +332,17 @@ impl ServeArgs {
         positive("max-body-bytes", self.max_body_bytes)?;
         positive("worker-threads", self.worker_threads as u64)?;
         positive("artifact-cap", self.artifact_cap)?;
+        positive("archive-max-bytes", self.archive_max_bytes)?;
+        positive("archive-max-entries", self.archive_max_entries)?;
+        if self.max_inflight_body_bytes < self.max_body_bytes {
+            return Err(ConfigError::Range {
+                flag: "max-inflight-body-bytes",
+                why: format!(
+                    "must be at least --max-body-bytes ({}), got {}",
+                    self.max_body_bytes, self.max_inflight_body_bytes
+                ),
+            });
+        }
         if let Some(relative) = self
             .watch
             .iter()

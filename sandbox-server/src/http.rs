@@ -3,6 +3,7 @@
 
 mod artifacts;
 mod auth;
+mod body;
 mod docs;
 mod error;
 mod files;
@@ -27,6 +28,7 @@ use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use body::BUDGET_UNIT;
 pub use error::ApiError;
 pub use openapi::openapi;
 
@@ -43,6 +45,8 @@ pub struct AppState {
     pub token: Option<Arc<Token>>,
     /// One permit per running tool call; none left means 429.
     pub permits: Arc<Semaphore>,
+    /// The bytes of request bodies buffered at once, in units of [`BUDGET_UNIT`].
+    pub body_budget: Arc<Semaphore>,
     pub limits: Arc<Limits>,
     /// The OpenAPI document, serialized once at start.
     pub openapi: Arc<serde_json::Value>,
@@ -55,6 +59,8 @@ pub struct AppState {
 /// What the workspace-state routes use.
 #[derive(Debug)]
 pub struct WorkspaceState {
+    /// The server's folders (the commands' `TMPDIR` is emptied on a reset).
+    pub dirs: crate::state_dir::StateDirs,
     pub snapshots: Snapshots,
     pub blobs: BlobStore,
     pub ignore: IgnoreList,
@@ -78,7 +84,8 @@ fn documented_routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(workspace::get_changes))
         .routes(routes!(workspace::get_blob))
         .routes(routes!(workspace::get_archive, workspace::put_archive))
-        .routes(routes!(workspace::get_fingerprint));
+        .routes(routes!(workspace::get_fingerprint))
+        .routes(routes!(workspace::reset));
     (public, v1)
 }
 
@@ -110,6 +117,11 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(state.clone(), body::budget))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::refuse_foreign_pages,
+        ))
         .layer(middleware::from_fn(error::log_server_errors))
         // 5xx are logged once, with their cause, by `log_server_errors`.
         .layer(TraceLayer::new_for_http().on_failure(()))

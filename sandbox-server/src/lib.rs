@@ -12,11 +12,11 @@ pub mod http;
 pub mod process;
 pub mod sandbox;
 pub mod shutdown;
+pub mod state_dir;
 pub mod telemetry;
 pub mod time;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -32,12 +32,13 @@ use sandbox::output::ArtifactStore;
 use sandbox::workspace::Workspace;
 use sandbox::{ToolContext, ToolLimits};
 
-/// Builds the state for `config`, with artifacts in `state_dir`.
+/// Builds the state for `config`, with artifacts and blobs in `dirs.state`.
 pub fn state(
     config: &Config,
     supervisor: Supervisor,
-    state_dir: &std::path::Path,
+    dirs: &state_dir::StateDirs,
 ) -> anyhow::Result<AppState> {
+    let state_dir = dirs.state.as_path();
     let protections = supervisor.protections().to_vec();
     let workspace = Workspace::open(&config.workspace)
         .with_context(|| format!("opening the workspace {}", config.workspace.display()))?;
@@ -58,6 +59,10 @@ pub fn state(
         artifact_cap_bytes: config.artifact_cap,
         artifact_retention_bytes: config.artifact_retention,
         max_body_bytes: config.max_body_bytes,
+        max_inflight_body_bytes: config.max_inflight_body_bytes,
+        archive_max_bytes: config.archive_max_bytes,
+        archive_max_entries: config.archive_max_entries,
+        read_file_page_bytes: sandbox::tools::read_file::page_bytes(config.output_limit) as u64,
         max_concurrent_calls: config.max_concurrent_calls as u64,
         default_timeout_secs: u64::from(tool_limits.default_timeout_secs),
         max_timeout_secs: u64::from(tool_limits.max_timeout_secs),
@@ -78,8 +83,13 @@ pub fn state(
         token: config.token.as_ref().map(|token| Arc::new(token.clone())),
         protections: Arc::new(protections),
         permits: Arc::new(Semaphore::new(config.max_concurrent_calls)),
+        body_budget: Arc::new(Semaphore::new(
+            usize::try_from(config.max_inflight_body_bytes.div_ceil(http::BUDGET_UNIT))
+                .unwrap_or(usize::MAX),
+        )),
         limits: Arc::new(limits),
         state: Arc::new(http::WorkspaceState {
+            dirs: dirs.clone(),
             snapshots: Default::default(),
             blobs: sandbox::blobs::BlobStore::new(
                 &state_dir.join("blobs"),
@@ -99,20 +109,31 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (state_dir, owned_state_dir) = match &config.state_dir {
-        Some(dir) => (dir.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("sandbox-server-{}", std::process::id())),
-            true,
-        ),
+    let id = process::ServerId::current();
+    sweep_dead_servers();
+    let dirs =
+        state_dir::StateDirs::create(config.state_dir.as_deref(), &id, config.confine.run_as)
+            .with_context(|| {
+                format!(
+                    "creating the state folders under {}",
+                    state_dir::shared_parent().display()
+                )
+            })?;
+    let folder = dirs.owned.then_some(dirs.own.as_path());
+    let janitor = match process::leftovers::start_janitor(&id, folder) {
+        Ok(pid) => Some(pid),
+        Err(err) => {
+            tracing::warn!(cause = %err, "could not start the janitor: a killed server would leave its commands running");
+            None
+        }
     };
     // Prepared before the reaper starts: probing for a network namespace forks and waits.
-    let confinement = confine(&config, &state_dir)?;
-    let supervisor = Supervisor::new(Arc::new(confinement));
+    let confinement = confine(&config, &dirs)?;
+    let supervisor = Supervisor::new(Arc::new(confinement), janitor);
     supervisor
         .start_reaper()
         .context("starting the child reaper")?;
-    let state = state(&config, supervisor.clone(), &state_dir)?;
+    let state = state(&config, supervisor.clone(), &dirs)?;
     let router = app(state);
 
     // Past the grace period, in-flight calls are ended by killing their processes.
@@ -126,38 +147,42 @@ pub async fn run(
     if !report.killed.is_empty() {
         tracing::info!(killed = ?report.killed, "stopped the processes left running");
     }
-    if owned_state_dir {
-        remove_dir(&state_dir);
-    }
+    dirs.remove();
     served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Sweeps after servers on this host that died without stopping: their commands, cgroups and
+/// folders (only those whose server process is gone).
+fn sweep_dead_servers() {
+    let parent = state_dir::shared_parent();
+    for dead in state_dir::dead_servers(&parent) {
+        let killed = process::leftovers::sweep_processes(&dead);
+        if killed > 0 {
+            tracing::warn!(server = %dead, killed, "killed the commands a server that is gone left running");
+        }
+        state_dir::remove_dead(&parent, &dead);
+    }
+    let killed = process::leftovers::sweep_dead_groups();
+    if killed > 0 {
+        tracing::warn!(
+            killed,
+            "killed processes left in the cgroups of servers that are gone"
+        );
+    }
 }
 
 /// Prepares the containment of commands and reports it; with `--require-protections`, a
 /// protection that cannot be applied stops the start.
 fn confine(
     config: &Config,
-    state_dir: &std::path::Path,
+    dirs: &state_dir::StateDirs,
 ) -> anyhow::Result<process::confine::Confinement> {
-    let private_tmp = state_dir.join("tmp");
-    std::fs::create_dir_all(&private_tmp)
-        .with_context(|| format!("creating {}", private_tmp.display()))?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&private_tmp, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("securing {}", private_tmp.display()))?;
-    }
-    if let Some((uid, gid)) = config.confine.run_as {
-        nix::unistd::chown(
-            &private_tmp,
-            Some(nix::unistd::Uid::from_raw(uid)),
-            Some(nix::unistd::Gid::from_raw(gid)),
-        )
-        .with_context(|| format!("giving {} to uid {uid}", private_tmp.display()))?;
-    }
+    let mut request = config.confine.clone();
+    request.hidden.extend(dirs.hidden());
     let confinement =
-        process::confine::Confinement::prepare(&config.confine, &config.workspace, &private_tmp);
+        process::confine::Confinement::prepare(&request, &config.workspace, &dirs.tmp);
     for protection in &confinement.protections {
         let name = protection.name.as_str();
         if protection.active {
@@ -175,10 +200,4 @@ fn confine(
         return Err(config::ConfigError::MissingProtections(missing.join("; ")).into());
     }
     Ok(confinement)
-}
-
-fn remove_dir(dir: &PathBuf) {
-    if let Err(err) = std::fs::remove_dir_all(dir) {
-        tracing::warn!(dir = %dir.display(), cause = %err, "could not remove the state folder");
-    }
 }

@@ -18,6 +18,15 @@ fn main() -> anyhow::Result<()> {
             writeln!(stdout, "{json}").context("writing to stdout")?;
             Ok(())
         }
+        Command::Janitor(args) => {
+            telemetry::init(sandbox_server::config::LogFormat::Text);
+            let id = args
+                .server
+                .parse::<sandbox_server::process::ServerId>()
+                .map_err(|why| anyhow::anyhow!("--server: {why}"))?;
+            sandbox_server::process::leftovers::run_janitor(&id, args.folder.as_ref());
+            Ok(())
+        }
         Command::Serve(args) => {
             telemetry::init(args.log_format);
             let config = (*args).validate()?;

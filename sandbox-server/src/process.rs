@@ -11,9 +11,12 @@
 //! marker, so children that escaped the group are caught too.
 
 pub mod confine;
+pub mod leftovers;
+pub mod mediate;
 mod proc_fs;
 mod supervisor;
 
+pub use leftovers::{SERVER_ID_ENV, ServerId};
 pub use proc_fs::{ProcEntry, command_line, start_time_unix};
 pub use supervisor::{ExitStatus, KillReport, SpawnedShell, Supervisor};
 

@@ -8,6 +8,7 @@ pub mod output;
 pub mod registry;
 pub mod snapshot;
 pub mod tools;
+pub mod walk;
 pub mod workspace;
 
 pub use registry::{Registry, Tool, ToolContext, ToolError, ToolLimits, Validate};

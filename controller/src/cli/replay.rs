@@ -42,12 +42,22 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             sandbox,
             sandbox_token_file,
             normalize,
+            trust_log,
+            policy,
+            refuse_asks,
         } => {
+            let check = if trust_log {
+                None
+            } else {
+                let rules = controller::policy::load_rules(policy.as_deref())?;
+                Some(rerun::Check::new(rules, refuse_asks))
+            };
             rerun_cmd(
                 &run,
                 sandbox.as_deref(),
                 sandbox_token_file.as_deref(),
                 &normalize,
+                check.as_ref(),
             )
             .await
         }
@@ -188,6 +198,7 @@ async fn rerun_cmd(
     sandbox: Option<&str>,
     token_file: Option<&Path>,
     normalize: &[String],
+    check: Option<&rerun::Check>,
 ) -> anyhow::Result<i32> {
     let dir = reader::session_dir(run);
     let normalizer = rerun::Normalizer::new(normalize).context("--normalize")?;
@@ -231,17 +242,24 @@ async fn rerun_cmd(
             (None, client)
         }
     };
-    let result = rerun::rerun(&recording, &client, &normalizer).await;
+    let result = rerun::rerun(&recording, &client, &normalizer, check).await;
     if let Some(local) = local {
         local.stop().await;
     }
     let report = result.context("re-running the calls")?;
     eprintln!(
-        "rerun: {} calls re-executed, {} refused calls skipped, {} divergences",
+        "rerun: {} calls re-executed, {} refused calls skipped, {} refused by the current policy, {} divergences",
         report.n_calls,
         report.n_skipped,
+        report.refused.len(),
         report.divergences.len()
     );
+    for refused in &report.refused {
+        println!("refused by the current policy: {refused}");
+    }
+    if !report.refused.is_empty() {
+        return Ok(exit_code::DIVERGED);
+    }
     match report.divergences.first() {
         None => Ok(exit_code::COMPLETED),
         Some(first) => {

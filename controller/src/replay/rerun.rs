@@ -173,7 +173,55 @@ pub struct Divergence {
 pub struct RerunReport {
     pub n_calls: u64,
     pub n_skipped: u64,
+    /// Calls the current policy refused (`seq call_id tool: reason`); they did not run.
+    pub refused: Vec<String>,
     pub divergences: Vec<Divergence>,
+}
+
+/// How a rerun judges the calls of a log it does not trust: the rules (no classifier, nobody
+/// to ask).
+pub struct Check {
+    pipeline: crate::policy::Pipeline,
+    /// Refuse what the rules would ask about, too.
+    refuse_asks: bool,
+}
+
+impl Check {
+    pub fn new(rules: crate::policy::RuleSet, refuse_asks: bool) -> Check {
+        let pipeline = crate::policy::Pipeline {
+            rules,
+            classifier: None,
+            description: String::new(),
+        };
+        Check {
+            pipeline,
+            refuse_asks,
+        }
+    }
+
+    /// Why the call must not run, if it must not.
+    async fn refuses(
+        &self,
+        call: &ToolCall,
+        args: &serde_json::Value,
+        sandbox: &SandboxClient,
+    ) -> Option<String> {
+        use crate::policy::{Call, Decision, Policy};
+        let judgement = self
+            .pipeline
+            .decide(Call {
+                request: "",
+                tool: &call.name,
+                args,
+                workspace: Some(sandbox),
+            })
+            .await;
+        match judgement.decision {
+            Decision::Deny(reason) => Some(reason),
+            Decision::Ask(reason) if self.refuse_asks => Some(format!("ask: {reason}")),
+            Decision::Ask(_) | Decision::Allow => None,
+        }
+    }
 }
 
 /// Re-executes every recorded call on `sandbox` (already at the initial state) and compares.
@@ -181,6 +229,7 @@ pub async fn rerun(
     recording: &Recording,
     sandbox: &SandboxClient,
     normalizer: &Normalizer,
+    check: Option<&Check>,
 ) -> Result<RerunReport, SandboxError> {
     let info = sandbox.info().await?;
     let mut snapshot_id = sandbox.snapshot().await?.snapshot_id;
@@ -191,8 +240,19 @@ pub async fn rerun(
             report.n_skipped += 1;
             continue;
         }
+        let parsed = parse_call(&recording.tools, &recorded.call);
+        if let (Some(check), Ok(args)) = (check, &parsed)
+            && let Some(reason) = check.refuses(&recorded.call, args, sandbox).await
+        {
+            let call = &recorded.call;
+            report.refused.push(format!(
+                "{} {} {}: {reason}",
+                recorded.seq, call.id, call.name
+            ));
+            continue;
+        }
         report.n_calls += 1;
-        let outcome = match parse_call(&recording.tools, &recorded.call) {
+        let outcome = match parsed {
             Err(text) => CallOutcome {
                 status: ToolStatus::Error,
                 text,

@@ -2,14 +2,17 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use sandbox_protocol::EntryKind;
 use sha2::{Digest, Sha256};
 
 use super::{ReplayError, blob, events};
+
+mod beneath;
+
 use crate::event_log::{BlobRef, Event, VersionRecord};
+use beneath::Beneath;
 
 /// A workspace as the log knows it at one step: path to version.
 pub type State = BTreeMap<String, VersionRecord>;
@@ -88,8 +91,39 @@ pub struct Restored {
     pub problems: Vec<String>,
 }
 
+/// Checks that a log's state can be written without leaving the target: every path made of
+/// normal components (no `..`, `.`, empty or absolute parts, no NUL), every blob id a sha256.
+pub fn check_state(state: &State) -> Result<(), ReplayError> {
+    for (path, version) in state {
+        let bad = path.is_empty()
+            || path.contains('\0')
+            || path.split('/').any(|part| matches!(part, "" | "." | ".."));
+        if bad {
+            return Err(ReplayError::Io(format!(
+                "the log names the path `{}`, which is not made of plain names: refusing a log that writes outside its target",
+                path.escape_debug()
+            )));
+        }
+        if let Some(sha256) = &version.sha256
+            && !(sha256.len() == 64
+                && sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+        {
+            return Err(ReplayError::Io(format!(
+                "{path}: the blob id `{}` is not a sha256",
+                sha256.escape_debug()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Writes `state` into `to` (which must be empty or absent), then verifies every file's hash.
+/// Every write goes through descriptors beneath `to` with `O_NOFOLLOW`, and symlinks are made
+/// last, so a crafted log cannot write outside `to`, not even through a link it creates.
 pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, ReplayError> {
+    check_state(state)?;
     let io = |what: &str, err: std::io::Error| ReplayError::Io(format!("{what}: {err}"));
     std::fs::create_dir_all(to).map_err(|err| io(&to.display().to_string(), err))?;
     if std::fs::read_dir(to)
@@ -102,62 +136,68 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
             to.display()
         )));
     }
+    let target = Beneath::open(to).map_err(|err| io(&to.display().to_string(), err))?;
     let mut restored = Restored::default();
     for (path, version) in state {
-        let target = to.join(path);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|err| io(path, err))?;
-        }
         match version.kind {
             EntryKind::Dir => {
-                std::fs::create_dir_all(&target).map_err(|err| io(path, err))?;
+                target.dir(path).map_err(|err| io(path, err))?;
                 restored.n_dirs += 1;
             }
-            EntryKind::Symlink => {
-                std::os::unix::fs::symlink(version.target.as_deref().unwrap_or(""), &target)
-                    .map_err(|err| io(path, err))?;
-                restored.n_symlinks += 1;
-            }
-            EntryKind::File => {
-                let Some(sha256) = &version.sha256 else {
-                    restored.problems.push(format!(
-                        "{path}: no content was recorded (unreadable in the sandbox)"
-                    ));
-                    continue;
-                };
-                match std::fs::read(dir.join("blobs").join(sha256)) {
-                    Ok(bytes) => std::fs::write(&target, bytes).map_err(|err| io(path, err))?,
-                    Err(_) => {
-                        restored.problems.push(format!(
-                            "{path}: content {sha256} is not in the log (over the sandbox's blob size limit, or redacted)"
-                        ));
-                        continue;
-                    }
-                }
-                restored.n_files += 1;
-            }
-            EntryKind::Other => {}
+            EntryKind::File => match write_file(dir, &target, path, version) {
+                Ok(()) => restored.n_files += 1,
+                Err(problem) => restored.problems.push(problem),
+            },
+            EntryKind::Symlink | EntryKind::Other => {}
         }
     }
-    set_modes(state, to);
-    verify(state, to, &mut restored);
+    for (path, version) in state.iter().filter(|(_, v)| v.kind == EntryKind::Symlink) {
+        match target.symlink(path, version.target.as_deref().unwrap_or("")) {
+            Ok(()) => restored.n_symlinks += 1,
+            Err(err) => restored
+                .problems
+                .push(format!("{path}: the symlink was not made: {err}")),
+        }
+    }
+    set_modes(state, &target);
+    verify(state, &target, &mut restored);
     Ok(restored)
 }
 
-/// Modes last, so a read-only folder does not stop its own files from being written.
-fn set_modes(state: &State, to: &Path) {
+/// One file from the log's blobs; a problem (not an error) when its content is missing.
+fn write_file(
+    dir: &Path,
+    target: &Beneath,
+    path: &str,
+    version: &VersionRecord,
+) -> Result<(), String> {
+    let Some(sha256) = &version.sha256 else {
+        return Err(format!(
+            "{path}: no content was recorded (unreadable in the sandbox)"
+        ));
+    };
+    let Ok(bytes) = std::fs::read(dir.join("blobs").join(sha256)) else {
+        return Err(format!(
+            "{path}: content {sha256} is not in the log (over the sandbox's blob size limit, or redacted)"
+        ));
+    };
+    target
+        .file(path, &bytes)
+        .map_err(|err| format!("{path}: {err}"))
+}
+
+/// Modes last, so a read-only folder does not stop its own files from being written; set on
+/// descriptors, never through a path the kernel follows.
+fn set_modes(state: &State, target: &Beneath) {
     for (path, version) in state.iter().rev() {
         if matches!(version.kind, EntryKind::File | EntryKind::Dir) {
-            let _ = std::fs::set_permissions(
-                to.join(path),
-                std::fs::Permissions::from_mode(version.mode),
-            );
+            let _ = target.chmod(path, version.mode);
         }
     }
 }
 
 /// Every file's hash against the recorded one; mismatches go to `restored.problems`.
-fn verify(state: &State, to: &Path, restored: &mut Restored) {
+fn verify(state: &State, target: &Beneath, restored: &mut Restored) {
     for (path, version) in state {
         if version.kind != EntryKind::File {
             continue;
@@ -165,23 +205,26 @@ fn verify(state: &State, to: &Path, restored: &mut Restored) {
         let Some(expected) = &version.sha256 else {
             continue;
         };
-        match hash_file(&to.join(path)) {
-            Ok(actual) if &actual == expected => {}
-            Ok(actual) => restored
+        match target.read(path).map(hash_reader) {
+            Ok(Ok(actual)) if &actual == expected => {}
+            Ok(Ok(actual)) => restored
                 .problems
                 .push(format!("{path}: hashes to {actual}, recorded {expected}")),
-            Err(_)
+            Ok(Err(_)) | Err(_)
                 if restored
                     .problems
                     .iter()
                     .any(|p| p.starts_with(&format!("{path}:"))) => {}
-            Err(err) => restored.problems.push(format!("{path}: {err}")),
+            Ok(Err(err)) | Err(err) => restored.problems.push(format!("{path}: {err}")),
         }
     }
 }
 
 pub fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    hash_reader(std::fs::File::open(path)?)
+}
+
+fn hash_reader(mut file: impl Read) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {

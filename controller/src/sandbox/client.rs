@@ -357,6 +357,15 @@ impl SandboxClient {
             .map(drop)
     }
 
+    /// `POST /v1/reset`: every process killed, the workspace, artifacts, blobs, snapshots and
+    /// the commands' temporary folder emptied.
+    pub async fn reset(&self) -> Result<sandbox_protocol::ResetResponse, SandboxError> {
+        let response = self
+            .send(self.request(reqwest::Method::POST, "/v1/reset"))
+            .await?;
+        self.json(response).await
+    }
+
     /// Polls `/healthz` until it answers or `limit` passes.
     pub async fn wait_healthy(&self, limit: Duration) -> Result<(), SandboxError> {
         let deadline = tokio::time::Instant::now() + limit;

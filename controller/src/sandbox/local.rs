@@ -88,8 +88,15 @@ impl LocalSandbox {
     ) -> anyhow::Result<LocalSandbox> {
         let stderr = match server_log {
             Some(path) => Stdio::from(
-                std::fs::File::create(path)
-                    .with_context(|| format!("creating {}", path.display()))?,
+                std::os::unix::fs::OpenOptionsExt::mode(
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true),
+                    0o600,
+                )
+                .open(path)
+                .with_context(|| format!("creating {}", path.display()))?,
             ),
             None => Stdio::inherit(),
         };

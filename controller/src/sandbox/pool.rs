@@ -1,7 +1,8 @@
 //! `--sandbox pool:URL,URL…`: running sandbox-servers (the standalone Kubernetes sandbox, say),
-//! leased one task at a time. Before a lease the member must answer `/healthz`, and its
-//! workspace is reset through the API: background processes ended, the workspace replaced by
-//! an empty archive. A member that fails either goes back to the end of the queue and the next
+//! leased one task at a time. Before a lease the member must answer `/healthz`, and it is
+//! reset through the API (`POST /v1/reset`): its processes ended, its workspace, artifacts,
+//! blobs, snapshots and temporary folder emptied, so nothing of one task reaches the next. A
+//! member that fails either goes back to the end of the queue and the next
 //! is tried; a lease waits at most a minute for a healthy one.
 
 use std::collections::VecDeque;
@@ -125,19 +126,7 @@ impl Pool {
             .await
             .context("no answer to /healthz within 5 s")?
             .context("unhealthy")?;
-        let clean = async {
-            member
-                .kill_background()
-                .await
-                .context("ending its background processes")?;
-            let empty = tar::Builder::new(Vec::new())
-                .into_inner()
-                .context("building an empty archive")?;
-            member
-                .put_archive(empty)
-                .await
-                .context("emptying its workspace")
-        };
+        let clean = async { member.reset().await.context("resetting it").map(drop) };
         tokio::time::timeout(RESET_PATIENCE, clean)
             .await
             .with_context(|| format!("no reset within {} s", RESET_PATIENCE.as_secs()))?

@@ -30,6 +30,8 @@ mod batches;
 mod deploy;
 /// `--sandbox docker` against a real engine (when HARNESS_TEST_DOCKER=1).
 mod docker;
+/// Crafted logs: restore stays inside its target, rerun judges the calls again.
+mod hostile_logs;
 /// The session log under a killed harness, secrets, and a running sandbox.
 mod log_safety;
 /// The policy: rules, the classifier through each adapter, asks, provenance.

@@ -272,7 +272,7 @@ async fn a_rerun_finds_no_divergence(log: &Path) {
     assert!(
         rerun
             .stderr
-            .contains("5 calls re-executed, 0 refused calls skipped, 0 divergences"),
+            .contains("5 calls re-executed, 0 refused calls skipped, 0 refused by the current policy, 0 divergences"),
         "{}",
         rerun.stderr
     );
@@ -366,7 +366,7 @@ async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
     .await
     .unwrap();
     let normalizer = controller::replay::rerun::Normalizer::new(&[]).unwrap();
-    let report = controller::replay::rerun::rerun(&recording, &sandbox.client, &normalizer)
+    let report = controller::replay::rerun::rerun(&recording, &sandbox.client, &normalizer, None)
         .await
         .unwrap();
     sandbox.stop().await;

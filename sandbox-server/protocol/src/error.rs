@@ -47,6 +47,11 @@ pub enum ErrorType {
     NotADirectory,
     /// 403: the file system refused.
     PermissionDenied,
+    /// 403: a browser request from another site (an `Origin` that is not the server's), or a
+    /// `Host` that is not the server's on a server without a token.
+    ForeignOrigin,
+    /// 415: a JSON route called without `Content-Type: application/json`.
+    UnsupportedMediaType,
     /// 413: the body is over the limit.
     PayloadTooLarge,
     /// 422: the arguments do not fit the tool's schema or its checks; the message names the field.
@@ -88,6 +93,8 @@ impl ErrorType {
             | ErrorType::NotARegularFile
             | ErrorType::NotADirectory
             | ErrorType::PermissionDenied
+            | ErrorType::ForeignOrigin
+            | ErrorType::UnsupportedMediaType
             | ErrorType::PayloadTooLarge
             | ErrorType::InvalidArguments
             | ErrorType::BinaryFile

@@ -18,8 +18,8 @@ pub use service::{
     ArchivePutResponse, ChangeKind, ChangesResponse, DirEntry, DirListing, EntryKind, FileChange,
     FilePutResponse, FileVersion, FingerprintResponse, HealthResponse, InfoResponse, Limits,
     ListeningSocket, ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse,
-    ProcessListResponse, Protection, ProtectionName, SnapshotResponse, SocketProtocol, ToolSpec,
-    WatchedKind, WatchedPath,
+    ProcessListResponse, Protection, ProtectionName, ResetResponse, SkippedPath, SnapshotResponse,
+    SocketProtocol, ToolSpec, WatchedKind, WatchedPath,
 };
 pub use tools::{
     Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,

@@ -88,6 +88,19 @@ pub struct Limits {
     pub artifact_retention_bytes: u64,
     /// Request bodies larger than this are refused with 413.
     pub max_body_bytes: u64,
+    /// Bytes of request bodies held in memory at once over every route; past it a request
+    /// waits, then gets 429. File and archive uploads stream and count for nothing here.
+    #[serde(default)]
+    pub max_inflight_body_bytes: u64,
+    /// The most bytes a `PUT /v1/workspace/archive` may send and unpack to.
+    #[serde(default)]
+    pub archive_max_bytes: u64,
+    /// The most entries such an archive may hold.
+    #[serde(default)]
+    pub archive_max_entries: u64,
+    /// The most bytes of lines `read_file` gathers for one page (the rest are counted only).
+    #[serde(default)]
+    pub read_file_page_bytes: u64,
     /// Tool calls running at once; one more is refused with 429.
     pub max_concurrent_calls: u64,
     /// `bash` timeout when the call gives none, in seconds.
@@ -208,8 +221,12 @@ pub struct FileVersion {
 /// One path of a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ManifestEntry {
-    /// Relative to the workspace root, `/`-separated.
+    /// Relative to the workspace root, `/`-separated. A name that is not UTF-8 shows each
+    /// such byte as `\\xHH`; `path_b64` then holds the exact bytes.
     pub path: String,
+    /// The path's exact bytes in base64, present only when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_b64: Option<String>,
     #[serde(flatten)]
     pub version: FileVersion,
 }
@@ -223,6 +240,20 @@ pub struct SnapshotResponse {
     /// Files whose content was hashed for this snapshot (the rest were unchanged).
     pub n_hashed: u64,
     pub taken_at: String,
+    /// Paths left out: changed while they were walked (a folder swapped for a symlink, a file
+    /// for a FIFO), or unreadable.
+    #[serde(default)]
+    pub skipped: Vec<SkippedPath>,
+}
+
+/// A path a walk left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SkippedPath {
+    pub path: String,
+    /// The path's exact bytes in base64, present only when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_b64: Option<String>,
+    pub reason: String,
 }
 
 /// The answer of `GET /v1/workspace/snapshots/{id}`: every path, sorted.
@@ -266,6 +297,9 @@ impl ChangeKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FileChange {
     pub path: String,
+    /// The path's exact bytes in base64, present only when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_b64: Option<String>,
     pub change: ChangeKind,
     pub before: Option<FileVersion>,
     pub after: Option<FileVersion>,
@@ -278,6 +312,18 @@ pub struct ChangesResponse {
     /// A new snapshot of the state these changes lead to; pass it as the next `since`.
     pub snapshot_id: String,
     pub changes: Vec<FileChange>,
+    /// Paths the new snapshot left out (see `SnapshotResponse.skipped`).
+    #[serde(default)]
+    pub skipped: Vec<SkippedPath>,
+}
+
+/// The answer of `POST /v1/reset`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ResetResponse {
+    /// The pids of the processes killed.
+    pub killed: Vec<u32>,
+    /// The entries removed from the workspace root.
+    pub n_removed: u64,
 }
 
 /// The answer of `PUT /v1/workspace/archive`.

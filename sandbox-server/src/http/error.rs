@@ -39,6 +39,17 @@ pub enum ApiError {
     /// Every tool-call slot is taken.
     #[error("all {0} tool-call slots are busy; retry shortly")]
     Overloaded(usize),
+    /// The bytes of request bodies held at once are at their limit.
+    #[error(
+        "the server holds {0} bytes of request bodies already (--max-inflight-body-bytes); retry shortly"
+    )]
+    BodiesInFlight(u64),
+    /// A browser request from another origin, or an unexpected `Host` without a token.
+    #[error("{0}")]
+    ForeignOrigin(String),
+    /// A JSON route without a JSON content type.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// A malformed request: a body that could not be read, a path parameter of the wrong type.
     #[error("{0}")]
     BadRequest(String),
@@ -93,7 +104,14 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
             }
-            ApiError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorType::Overloaded),
+            ApiError::Overloaded(_) | ApiError::BodiesInFlight(_) => {
+                (StatusCode::TOO_MANY_REQUESTS, ErrorType::Overloaded)
+            }
+            ApiError::ForeignOrigin(_) => (StatusCode::FORBIDDEN, ErrorType::ForeignOrigin),
+            ApiError::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorType::UnsupportedMediaType,
+            ),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, ErrorType::BadRequest),
             ApiError::InvalidArguments(_) => invalid_arguments(),
             ApiError::Tool(err) => tool_status(err),
@@ -103,6 +121,14 @@ impl ApiError {
             }
             ApiError::Snapshot(SnapshotError::Io(_)) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::IoError)
+            }
+            ApiError::Archive(ArchiveError::Invalid(err))
+                if err.kind() == std::io::ErrorKind::FileTooLarge =>
+            {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
+            }
+            ApiError::Archive(ArchiveError::TooLarge(_)) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
             }
             ApiError::Archive(ArchiveError::Invalid(_)) => invalid_arguments(),
             ApiError::Archive(ArchiveError::Io(_)) => {
@@ -151,6 +177,9 @@ fn workspace_status(err: &WorkspaceError) -> (StatusCode, ErrorType) {
         }
         WorkspaceError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorType::FileNotFound),
         WorkspaceError::InvalidPath(_) => invalid_arguments(),
+        WorkspaceError::Io { source, .. } if source.kind() == std::io::ErrorKind::FileTooLarge => {
+            (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
+        }
         WorkspaceError::Io { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::IoError),
     }
 }
@@ -174,7 +203,7 @@ impl IntoResponse for ApiError {
         let mut response = (status, Json(ErrorResponse::new(error_type, message))).into_response();
         let headers = response.headers_mut();
         match self {
-            ApiError::Overloaded(_) => {
+            ApiError::Overloaded(_) | ApiError::BodiesInFlight(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::Unauthorized(_) => {

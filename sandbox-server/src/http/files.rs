@@ -2,8 +2,7 @@
 //! For seeding a workspace, reading context files (AGENTS.md, skills) and fetching results.
 
 use axum::Json;
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -69,7 +68,7 @@ pub(crate) async fn put_file(
     State(state): State<AppState>,
     Path(path): Path<String>,
     Query(query): Query<PutQuery>,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let mode = match query.mode.as_deref() {
         None => None,
@@ -84,13 +83,12 @@ pub(crate) async fn put_file(
                 })?,
         ),
     };
-    let body =
-        body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
+    // Streamed to a temporary file beside the target: the body is never held whole.
+    let reader = super::body::stream(body, state.limits.max_body_bytes);
     let workspace = state.ctx.workspace.clone();
-    let n_bytes = body.len() as u64;
     let target = path.clone();
-    let outcome =
-        blocking(move || workspace.write_atomic_with_mode(&target, &body, mode)).await??;
+    let (outcome, n_bytes) =
+        blocking(move || workspace.write_atomic_from(&target, reader, mode)).await??;
     let status = if outcome.created {
         StatusCode::CREATED
     } else {

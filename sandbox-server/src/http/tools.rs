@@ -24,6 +24,7 @@ pub(crate) async fn list_tools(State(state): State<AppState>) -> Json<Vec<ToolSp
 pub(crate) async fn call_tool(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Some(tool) = state.registry.get(&name) else {
@@ -39,6 +40,18 @@ pub(crate) async fn call_tool(
     };
     let body =
         body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
+    // A body a cross-site form could send (`text/plain`) is never run: browsers cannot send
+    // `application/json` to another origin without asking it first.
+    let json = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !body.is_empty() && !json {
+        return Err(ApiError::UnsupportedMediaType(
+            "a tool call's body must be sent with `Content-Type: application/json`".to_owned(),
+        ));
+    }
     let _permit = state
         .permits
         .clone()

@@ -2,13 +2,12 @@
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use sandbox_protocol::{
     ArchivePutResponse, ChangesResponse, EntryKind, ErrorResponse, FingerprintResponse,
-    ManifestResponse, SnapshotResponse,
+    ManifestResponse, ResetResponse, SnapshotResponse,
 };
 use serde::Deserialize;
 use tower::ServiceExt;
@@ -33,17 +32,18 @@ use crate::time;
 pub(crate) async fn take_snapshot(
     State(state): State<AppState>,
 ) -> Result<Json<SnapshotResponse>, ApiError> {
-    let root = state.ctx.workspace.root().to_owned();
+    let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
     let snapshot::Taken {
         id,
         manifest,
         n_hashed,
+        skipped,
         ..
     } = blocking(move || {
         shared
             .snapshots
-            .take(&root, &shared.ignore, &shared.blobs, None)
+            .take(workspace.root_fd(), &shared.ignore, &shared.blobs, None)
     })
     .await??;
     let files = manifest
@@ -58,6 +58,7 @@ pub(crate) async fn take_snapshot(
         n_bytes,
         n_hashed,
         taken_at: time::now_rfc3339(),
+        skipped: snapshot::skipped(&skipped),
     }))
 }
 
@@ -114,15 +115,22 @@ pub(crate) async fn get_changes(
             "since: required (a snapshot id from POST /v1/workspace/snapshot)".to_owned(),
         )
     })?;
-    let root = state.ctx.workspace.root().to_owned();
+    let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
     let base_id = since.clone();
     let snapshot::Taken {
-        id, manifest, base, ..
+        id,
+        manifest,
+        base,
+        skipped,
+        ..
     } = blocking(move || {
-        shared
-            .snapshots
-            .take(&root, &shared.ignore, &shared.blobs, Some(&base_id))
+        shared.snapshots.take(
+            workspace.root_fd(),
+            &shared.ignore,
+            &shared.blobs,
+            Some(&base_id),
+        )
     })
     .await??;
     let base = base.expect("a snapshot taken with `since` returns its base");
@@ -130,6 +138,7 @@ pub(crate) async fn get_changes(
         since,
         snapshot_id: id,
         changes: snapshot::diff(&base, &manifest),
+        skipped: snapshot::skipped(&skipped),
     }))
 }
 
@@ -160,7 +169,8 @@ pub(crate) async fn get_blob(
     Ok(response.into_response())
 }
 
-/// The workspace as a tar stream; symlinks stay symlinks.
+/// The workspace as a tar stream; symlinks stay symlinks. FIFOs, sockets and devices are left
+/// out (the server logs each).
 #[utoipa::path(
     get, path = "/v1/workspace/archive", tag = "workspace",
     responses(
@@ -169,7 +179,7 @@ pub(crate) async fn get_blob(
     ),
 )]
 pub(crate) async fn get_archive(State(state): State<AppState>) -> Response {
-    let root = state.ctx.workspace.root().to_owned();
+    let workspace = state.ctx.workspace;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
     // Not awaited: the writer feeds the response body while it streams.
     tokio::task::spawn_blocking(move || {
@@ -177,9 +187,17 @@ pub(crate) async fn get_archive(State(state): State<AppState>) -> Response {
             sender: sender.clone(),
             buffer: Vec::with_capacity(CHUNK),
         };
-        if let Err(err) = archive::write_tar(&root, writer) {
-            tracing::warn!(cause = %err, "writing the workspace archive failed");
-            let _ = sender.blocking_send(Err(err));
+        match archive::write_tar(workspace.root_fd(), writer) {
+            Ok(skipped) => {
+                for left_out in skipped {
+                    let path = String::from_utf8_lossy(&left_out.path);
+                    tracing::warn!(%path, why = left_out.why, "left out of the workspace archive");
+                }
+            }
+            Err(err) => {
+                tracing::warn!(cause = %err, "writing the workspace archive failed");
+                let _ = sender.blocking_send(Err(err));
+            }
         }
     });
     let stream = futures::stream::unfold(receiver, |mut receiver| async move {
@@ -224,7 +242,8 @@ impl std::io::Write for ChannelWriter {
     }
 }
 
-/// Replaces the workspace with a tar (or tar.gz) archive: unpacked beside it first, so a bad
+/// Replaces the workspace with a tar (or tar.gz) archive: streamed and unpacked beside it
+/// first, within `archive_max_bytes` and `archive_max_entries`, so a bad, empty or oversized
 /// archive changes nothing.
 #[utoipa::path(
     put, path = "/v1/workspace/archive", tag = "workspace",
@@ -232,18 +251,21 @@ impl std::io::Write for ChannelWriter {
     responses(
         (status = 200, body = ArchivePutResponse),
         (status = 401, description = "Missing or wrong token", body = ErrorResponse),
-        (status = 413, description = "Body over the limit", body = ErrorResponse),
-        (status = 422, description = "Not a tar archive, or an entry leads outside the workspace", body = ErrorResponse),
+        (status = 413, description = "The archive sends or unpacks to more than the limits", body = ErrorResponse),
+        (status = 422, description = "Empty, not a tar archive, or an entry leads outside the workspace", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn put_archive(
     State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Json<ArchivePutResponse>, ApiError> {
-    let body =
-        body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
+    let caps = archive::Caps {
+        max_entries: state.limits.archive_max_entries,
+        max_bytes: state.limits.archive_max_bytes,
+    };
+    let reader = super::body::stream(body, caps.max_bytes);
     let root = state.ctx.workspace.root().to_owned();
-    let unpacked = blocking(move || archive::replace_from_tar(&root, &body)).await??;
+    let unpacked = blocking(move || archive::replace_from_tar(&root, reader, caps)).await??;
     Ok(Json(ArchivePutResponse {
         n_files: unpacked.n_files,
         n_bytes: unpacked.n_bytes,
@@ -266,4 +288,38 @@ pub(crate) async fn get_fingerprint(
     let watch = state.state.watch.clone();
     let answer = blocking(move || fingerprint::take(&supervisor, &watch)).await?;
     Ok(Json(answer))
+}
+
+/// A clean slate for the next task: every process the server started killed, the workspace
+/// emptied, and its artifacts, blobs, snapshots and the commands' `TMPDIR` cleared. What a
+/// pool does between two leases.
+#[utoipa::path(
+    post, path = "/v1/reset", tag = "workspace",
+    responses(
+        (status = 200, body = ResetResponse),
+        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn reset(State(state): State<AppState>) -> Result<Json<ResetResponse>, ApiError> {
+    let grace = std::time::Duration::from_millis(state.limits.kill_grace_ms);
+    let report = state.ctx.supervisor.kill_all(grace).await;
+    let workspace = state.ctx.workspace.clone();
+    let artifacts = state.ctx.artifacts.clone();
+    let shared = state.state.clone();
+    let n_removed = blocking(move || {
+        let n_removed = std::fs::read_dir(workspace.root())?.count() as u64;
+        crate::state_dir::empty(workspace.root())?;
+        shared.snapshots.clear();
+        shared.blobs.clear()?;
+        artifacts.clear()?;
+        shared.dirs.clear_tmp()?;
+        Ok::<u64, std::io::Error>(n_removed)
+    })
+    .await?
+    .map_err(|err| ApiError::Internal(format!("resetting: {err}")))?;
+    tracing::info!(killed = report.killed.len(), n_removed, "reset");
+    Ok(Json(ResetResponse {
+        killed: report.killed,
+        n_removed,
+    }))
 }

@@ -52,6 +52,8 @@ pub struct Confinement {
     run_as: Option<(u32, u32)>,
     /// Per-command cgroups, where this process may create them.
     pub cgroups: Option<cgroups::Cgroups>,
+    /// Where commands' `connect` calls may lead, under `--network none`.
+    pub connect_allowed: Option<std::sync::Arc<super::mediate::Allowed>>,
     pub protections: Vec<Protection>,
 }
 
@@ -97,6 +99,12 @@ impl Confinement {
         };
         let (cgroups, cgroup) = cgroups::prepare(request.rlimits);
         protections.push(cgroup);
+        let connect_allowed = seccomp.as_ref().and_then(|_| {
+            super::mediate::Allowed::new(&[workspace, private_tmp], netns)
+                .map(std::sync::Arc::new)
+                .map_err(|err| tracing::error!(cause = %err, "preparing the connect checks"))
+                .ok()
+        });
         Confinement {
             env,
             rlimits: request.rlimits,
@@ -105,8 +113,25 @@ impl Confinement {
             netns,
             run_as,
             cgroups,
+            connect_allowed,
             protections,
         }
+    }
+
+    /// Whether commands' `connect` calls come to the server for an answer (`--network none`).
+    pub fn mediates_connect(&self) -> bool {
+        self.seccomp.is_some()
+    }
+
+    /// Where commands may connect, when `connect` is mediated.
+    pub fn connect_allowed(&self) -> Option<std::sync::Arc<super::mediate::Allowed>> {
+        self.connect_allowed.clone()
+    }
+
+    /// Whether commands run in a fresh network namespace (where abstract Unix sockets are
+    /// their own).
+    pub fn own_network_namespace(&self) -> bool {
+        self.netns
     }
 
     pub fn rlimits(&self) -> Rlimits {
@@ -125,6 +150,7 @@ impl Confinement {
     pub fn child_setup(
         &self,
         join: Vec<RawFd>,
+        listener_channel: Option<RawFd>,
     ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
         let rlimits = self.rlimits;
         let landlock = self.landlock_fd.as_ref().map(AsRawFd::as_raw_fd);
@@ -148,7 +174,10 @@ impl Confinement {
                 landlock::restrict_in_child(fd)?;
             }
             if let Some(program) = seccomp {
-                program.install_in_child()?;
+                // No channel for the listener: refuse to run rather than run unfiltered.
+                let channel = listener_channel
+                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+                program.install_in_child(channel)?;
             }
             Ok(())
         }

@@ -60,6 +60,10 @@ struct Inner {
     /// Applied to every command between fork and exec.
     confinement: Arc<super::confine::Confinement>,
     self_pid: u32,
+    /// This server's identity, in every command's environment for the sweeps after a crash.
+    server_id: String,
+    /// The janitor: a child, but not a command's; never listed, never killed.
+    janitor: Option<u32>,
     /// Exit waiters by pid. A std mutex: it is held only for a spawn or a non-blocking
     /// `waitpid` loop, never across an await, and the spawn must be atomic with the insert.
     waiters: Mutex<HashMap<u32, oneshot::Sender<ExitStatus>>>,
@@ -77,16 +81,27 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Supervisor {
-    pub fn new(confinement: Arc<super::confine::Confinement>) -> Supervisor {
+    pub fn new(confinement: Arc<super::confine::Confinement>, janitor: Option<u32>) -> Supervisor {
         Supervisor {
             inner: Arc::new(Inner {
                 confinement,
                 self_pid: std::process::id(),
+                server_id: super::ServerId::current().to_string(),
+                janitor,
                 waiters: Mutex::new(HashMap::new()),
                 running_calls: Mutex::new(HashSet::new()),
                 groups: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// Every process below the server but the janitor.
+    fn commands_tree(&self) -> HashMap<u32, ProcEntry> {
+        let mut tree = proc_fs::tree(self.inner.self_pid);
+        if let Some(janitor) = self.inner.janitor {
+            tree.remove(&janitor);
+        }
+        tree
     }
 
     /// Makes this process a child subreaper and starts the reaper task. Call once, inside a
@@ -171,21 +186,13 @@ impl Supervisor {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         );
         command.env(CALL_ID_ENV, call_id);
+        command.env(super::SERVER_ID_ENV, &self.inner.server_id);
         let group = self.create_group(call_id)?;
         let join: Vec<std::os::fd::RawFd> = group
             .iter()
             .flat_map(|g| g.procs.iter().map(std::os::fd::AsRawFd::as_raw_fd))
             .collect();
-        let mut confine = self.inner.confinement.child_setup(join);
-        // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe calls are allowed: setsid(2), then the raw system calls of
-        // `child_setup`, all on values prepared before the fork.
-        unsafe {
-            command.pre_exec(move || {
-                nix::unistd::setsid().map_err(io::Error::from)?;
-                confine()
-            });
-        }
+        let channel = self.confine(&mut command, join)?;
         let spawn_error = |source| ProcessError::Spawn {
             program: "bash".to_owned(),
             source,
@@ -200,6 +207,10 @@ impl Supervisor {
             child
         };
         let pid = child.id();
+        if let Some((server_end, child_end)) = channel {
+            drop(child_end);
+            self.mediate(&server_end, pid);
+        }
         if let Some(group) = group {
             lock(&self.inner.groups).insert(call_id.to_owned(), group);
         }
@@ -217,6 +228,58 @@ impl Supervisor {
             stderr,
             exit: exit_rx,
         })
+    }
+
+    /// Sets up the child's confinement between fork and exec. Under `--network none`, returns
+    /// the socket pair the child sends its seccomp listener back over.
+    fn confine(
+        &self,
+        command: &mut std::process::Command,
+        join: Vec<std::os::fd::RawFd>,
+    ) -> Result<Option<(OwnedFd, OwnedFd)>, ProcessError> {
+        let channel = if self.inner.confinement.mediates_connect() {
+            let pair = super::mediate::channel().map_err(|source| ProcessError::Spawn {
+                program: "bash".to_owned(),
+                source,
+            })?;
+            Some(pair)
+        } else {
+            None
+        };
+        let child_end = channel
+            .as_ref()
+            .map(|(_, child)| std::os::fd::AsRawFd::as_raw_fd(child));
+        let mut confine = self.inner.confinement.child_setup(join, child_end);
+        let server_pid = nix::unistd::Pid::from_raw(self.inner.self_pid as i32);
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe calls are allowed: setsid(2), prctl(2), getppid(2), then the raw
+        // system calls of `child_setup`, all on values prepared before the fork.
+        unsafe {
+            command.pre_exec(move || {
+                nix::unistd::setsid().map_err(io::Error::from)?;
+                // The shell dies with the server; what it starts is swept by the janitor.
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+                if nix::unistd::getppid() != server_pid {
+                    // The server died between the fork and the prctl.
+                    return Err(io::Error::other("the server is gone"));
+                }
+                confine()
+            });
+        }
+        Ok(channel)
+    }
+
+    /// Starts answering the `connect` calls of the command just spawned.
+    fn mediate(&self, server_end: &OwnedFd, pid: u32) {
+        let Some(allowed) = self.inner.confinement.connect_allowed() else {
+            return;
+        };
+        match super::mediate::receive_listener(server_end) {
+            Ok(listener) => super::mediate::serve(listener, allowed),
+            Err(err) => {
+                tracing::error!(pid, cause = %err, "no seccomp listener: the command's connects fail")
+            }
+        }
     }
 
     /// The call's cgroups, created before the fork (the child joins them first thing); none
@@ -280,7 +343,8 @@ impl Supervisor {
 
     /// The live processes this server started, with their call markers.
     pub fn live_processes(&self) -> Vec<(ProcEntry, Option<String>)> {
-        let mut found: Vec<(ProcEntry, Option<String>)> = proc_fs::tree(self.inner.self_pid)
+        let mut found: Vec<(ProcEntry, Option<String>)> = self
+            .commands_tree()
             .into_values()
             .filter(|entry| !entry.is_zombie())
             .map(|entry| {
@@ -349,7 +413,7 @@ impl Supervisor {
 
     /// Kills one process that this server started, and its descendants.
     pub async fn kill_tree(&self, pid: u32, grace: Duration) -> Result<KillReport, ProcessError> {
-        let ours = proc_fs::tree(self.inner.self_pid);
+        let ours = self.commands_tree();
         if ours.get(&pid).is_none_or(ProcEntry::is_zombie) {
             return Err(ProcessError::NotOurs(pid));
         }
@@ -405,7 +469,7 @@ impl Supervisor {
         // Bounded: the grace period, then at most 100 SIGKILL rounds of 10 ms.
         for round in 0.. {
             // Only this server's own tree: nothing outside it is ever signalled.
-            let table = proc_fs::tree(self.inner.self_pid);
+            let table = self.commands_tree();
             let ours: HashSet<u32> = table
                 .values()
                 .filter(|entry| !entry.is_zombie())

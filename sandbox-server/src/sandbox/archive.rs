@@ -1,40 +1,107 @@
-//! The workspace as a tar archive: written out as it is (symlinks as symlinks), and replaced
-//! by one after the whole archive has been unpacked safely beside it.
+//! The workspace as a tar archive: written out as it is (symlinks as symlinks, through the
+//! descriptor walk of [`super::walk`]), and replaced by one after the whole archive has been
+//! unpacked safely beside it, within caps on its entries and unpacked bytes.
 
-use std::fs;
+use std::ffi::OsStr;
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// Writes the workspace under `root` as a tar stream to `out`.
-pub fn write_tar(root: &Path, out: impl Write) -> io::Result<()> {
-    let mut builder = tar::Builder::new(out);
-    builder.follow_symlinks(false);
-    builder.mode(tar::HeaderMode::Complete);
-    let mut entries: Vec<_> = fs::read_dir(root)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|entry| entry.file_name());
-    for entry in entries {
-        let name = entry.file_name();
-        if name.to_string_lossy().starts_with(STAGING_PREFIX) {
-            continue;
-        }
-        let path = entry.path();
-        if entry.file_type()?.is_dir() {
-            builder.append_dir_all(&name, &path)?;
-        } else {
-            builder.append_path_with_name(&path, &name)?;
-        }
-    }
-    builder.into_inner()?.flush()
-}
+use super::walk::{self, Node, Skipped};
 
 const STAGING_PREFIX: &str = ".sandbox-restore-";
+
+/// Writes the workspace beneath `root` as a tar stream to `out`. FIFOs, sockets and devices
+/// are left out, and returned with what changed mid-walk.
+pub fn write_tar(root: BorrowedFd<'_>, out: impl Write) -> io::Result<Vec<Skipped>> {
+    let mut builder = tar::Builder::new(out);
+    let mut left_out = Vec::new();
+    let staging = |path: &[u8], name: &[u8]| {
+        !path.contains(&b'/') && name.starts_with(STAGING_PREFIX.as_bytes())
+    };
+    let mut skipped = walk::walk(root, staging, |found| {
+        let path = Path::new(OsStr::from_bytes(found.path));
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(found.stat.st_mode & 0o7777);
+        header.set_mtime(u64::try_from(found.stat.st_mtime).unwrap_or(0));
+        header.set_uid(u64::from(found.stat.st_uid));
+        header.set_gid(u64::from(found.stat.st_gid));
+        match found.node {
+            Node::Dir => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_size(0);
+                builder.append_data(&mut header, path, io::empty())
+            }
+            Node::File(fd) => {
+                let size = found.stat.st_size as u64;
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_size(size);
+                builder.append_data(&mut header, path, Exactly::new(File::from(fd), size))
+            }
+            Node::Symlink(target) => {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_size(0);
+                builder.append_link(&mut header, path, OsStr::from_bytes(&target))
+            }
+            Node::Special(kind) => {
+                left_out.push(Skipped {
+                    path: found.path.to_vec(),
+                    why: format!("a {kind}: not archived"),
+                });
+                Ok(())
+            }
+        }
+    })?;
+    builder.into_inner()?.flush()?;
+    skipped.extend(left_out);
+    Ok(skipped)
+}
+
+/// Exactly `size` bytes of a file that may change while it is read: cut when it grew, padded
+/// with zeros when it shrank, so the archive stays well-formed.
+struct Exactly {
+    inner: io::Take<File>,
+    left: u64,
+}
+
+impl Exactly {
+    fn new(file: File, size: u64) -> Exactly {
+        Exactly {
+            inner: file.take(size),
+            left: size,
+        }
+    }
+}
+
+impl Read for Exactly {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            return Ok(0);
+        }
+        let mut n = self.inner.read(buf)?;
+        if n == 0 {
+            n = buf
+                .len()
+                .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+            buf[..n].fill(0);
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
 
 /// Why an archive did not replace the workspace.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
-    /// The archive itself is unusable (not tar, an entry leading outside); nothing changed.
+    /// The archive itself is unusable (empty, not tar, an entry leading outside); nothing
+    /// changed.
     #[error("archive: {0}")]
     Invalid(io::Error),
+    /// Past a cap on entries or unpacked bytes; nothing changed.
+    #[error("archive: {0}")]
+    TooLarge(String),
     /// Replacing the workspace with the unpacked archive failed.
     #[error("replacing the workspace: {0}")]
     Io(io::Error),
@@ -47,17 +114,28 @@ pub struct Unpacked {
     pub n_bytes: u64,
 }
 
-/// Replaces everything under `root` with the archive in `bytes` (tar, or tar.gz by its magic
+/// How much an archive may unpack to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    pub max_entries: u64,
+    pub max_bytes: u64,
+}
+
+/// Replaces everything under `root` with the archive `body` reads (tar, or tar.gz by its magic
 /// bytes). The archive is unpacked into a staging folder first; the workspace is touched only
-/// once that succeeded, so a bad archive changes nothing.
-pub fn replace_from_tar(root: &Path, bytes: &[u8]) -> Result<Unpacked, ArchiveError> {
+/// once that succeeded, so a bad, empty or oversized archive changes nothing.
+pub fn replace_from_tar(
+    root: &Path,
+    body: impl Read,
+    caps: Caps,
+) -> Result<Unpacked, ArchiveError> {
     let staging = root.join(format!("{STAGING_PREFIX}{:016x}", rand::random::<u64>()));
     fs::create_dir(&staging).map_err(ArchiveError::Io)?;
-    let unpacked = match unpack(&staging, bytes) {
+    let unpacked = match unpack(&staging, body, caps) {
         Ok(unpacked) => unpacked,
         Err(err) => {
             let _ = fs::remove_dir_all(&staging);
-            return Err(ArchiveError::Invalid(err));
+            return Err(err);
         }
     };
     swap_in(root, &staging).map_err(ArchiveError::Io)?;
@@ -84,11 +162,20 @@ fn swap_in(root: &Path, staging: &Path) -> io::Result<()> {
     fs::remove_dir(staging)
 }
 
-fn unpack(into: &Path, bytes: &[u8]) -> io::Result<Unpacked> {
-    let reader: Box<dyn Read> = if bytes.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::read::GzDecoder::new(bytes))
+fn invalid(why: impl Into<String>) -> ArchiveError {
+    ArchiveError::Invalid(io::Error::new(io::ErrorKind::InvalidData, why.into()))
+}
+
+fn unpack(into: &Path, body: impl Read, caps: Caps) -> Result<Unpacked, ArchiveError> {
+    let mut body = io::BufReader::new(body);
+    let head = io::BufRead::fill_buf(&mut body).map_err(ArchiveError::Invalid)?;
+    if head.is_empty() {
+        return Err(invalid("the body is empty: send a tar or tar.gz archive"));
+    }
+    let reader: Box<dyn Read> = if head.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::GzDecoder::new(body))
     } else {
-        Box::new(bytes)
+        Box::new(body)
     };
     let mut archive = tar::Archive::new(reader);
     archive.set_preserve_permissions(true);
@@ -97,33 +184,73 @@ fn unpack(into: &Path, bytes: &[u8]) -> io::Result<Unpacked> {
         n_files: 0,
         n_bytes: 0,
     };
-    for entry in archive.entries()? {
-        let mut entry = entry?;
-        let is_file = entry.header().entry_type().is_file();
-        let size = entry.header().size().unwrap_or(0);
+    let (mut n_entries, mut n_bytes) = (0u64, 0u64);
+    for entry in archive.entries().map_err(ArchiveError::Invalid)? {
+        let mut entry = entry.map_err(ArchiveError::Invalid)?;
+        n_entries += 1;
+        n_bytes = n_bytes.saturating_add(entry.size());
+        if n_entries > caps.max_entries {
+            return Err(ArchiveError::TooLarge(format!(
+                "more than {} entries (--archive-max-entries)",
+                caps.max_entries
+            )));
+        }
+        if n_bytes > caps.max_bytes {
+            return Err(ArchiveError::TooLarge(format!(
+                "more than {} bytes unpacked (--archive-max-bytes)",
+                caps.max_bytes
+            )));
+        }
+        let kind = entry.header().entry_type();
+        if kind.is_block_special() || kind.is_character_special() || kind.is_fifo() {
+            return Err(invalid(format!(
+                "archive entry `{}` is a device or FIFO, which a workspace does not hold",
+                entry_path(&entry)
+            )));
+        }
         // `unpack_in` refuses entries that would land outside `into` (`..`, absolute paths,
         // or a path through a symlink the archive created).
-        if !entry.unpack_in(into)? {
-            let path = entry
-                .path()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("archive entry `{path}` leads outside the workspace"),
-            ));
+        if !entry.unpack_in(into).map_err(ArchiveError::Invalid)? {
+            return Err(invalid(format!(
+                "archive entry `{}` leads outside the workspace",
+                entry_path(&entry)
+            )));
         }
-        if is_file {
+        if kind.is_file() {
             unpacked.n_files += 1;
-            unpacked.n_bytes += size;
+            unpacked.n_bytes += entry.size();
         }
+    }
+    if n_entries == 0 {
+        return Err(invalid("the archive holds no entries"));
     }
     Ok(unpacked)
 }
 
+fn entry_path<R: Read>(entry: &tar::Entry<'_, R>) -> String {
+    entry
+        .path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsFd;
+
     use super::*;
+
+    const CAPS: Caps = Caps {
+        max_entries: 1000,
+        max_bytes: 1 << 20,
+    };
+
+    fn tar_of(dir: &Path) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let root = File::open(dir).unwrap();
+        write_tar(root.as_fd(), &mut bytes).unwrap();
+        bytes
+    }
 
     #[test]
     fn an_archive_round_trips_and_a_bad_one_changes_nothing() {
@@ -131,12 +258,11 @@ mod tests {
         std::fs::create_dir_all(source.path().join("a/b")).unwrap();
         std::fs::write(source.path().join("a/b/c.txt"), "deep").unwrap();
         std::os::unix::fs::symlink("a/b/c.txt", source.path().join("link")).unwrap();
-        let mut tar_bytes = Vec::new();
-        write_tar(source.path(), &mut tar_bytes).unwrap();
+        let tar_bytes = tar_of(source.path());
 
         let target = tempfile::tempdir().unwrap();
         std::fs::write(target.path().join("old.txt"), "old").unwrap();
-        let unpacked = replace_from_tar(target.path(), &tar_bytes).unwrap();
+        let unpacked = replace_from_tar(target.path(), tar_bytes.as_slice(), CAPS).unwrap();
         assert_eq!(
             unpacked,
             Unpacked {
@@ -156,8 +282,10 @@ mod tests {
                 .is_symlink()
         );
 
-        let err = replace_from_tar(target.path(), b"this is not a tar archive at all").unwrap_err();
-        assert!(!err.to_string().is_empty());
+        for bad in [b"this is not a tar archive at all".as_slice(), b""] {
+            let err = replace_from_tar(target.path(), bad, CAPS).unwrap_err();
+            assert!(matches!(err, ArchiveError::Invalid(_)), "{err}");
+        }
         assert_eq!(
             std::fs::read_to_string(target.path().join("a/b/c.txt")).unwrap(),
             "deep",
@@ -168,5 +296,56 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "no staging folder left: {names:?}");
+    }
+
+    #[test]
+    fn caps_stop_an_archive_before_it_fills_the_disk() {
+        let source = tempfile::tempdir().unwrap();
+        std::fs::write(source.path().join("big"), vec![0u8; 2 << 20]).unwrap();
+        let bytes = tar_of(source.path());
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("keep.txt"), "kept").unwrap();
+        let err = replace_from_tar(target.path(), bytes.as_slice(), CAPS).unwrap_err();
+        assert!(err.to_string().contains("--archive-max-bytes"), "{err}");
+        let few = Caps {
+            max_entries: 1,
+            max_bytes: 1 << 30,
+        };
+        std::fs::create_dir(source.path().join("d")).unwrap();
+        let err =
+            replace_from_tar(target.path(), tar_of(source.path()).as_slice(), few).unwrap_err();
+        assert!(err.to_string().contains("--archive-max-entries"), "{err}");
+        assert_eq!(
+            std::fs::read_dir(target.path()).unwrap().count(),
+            1,
+            "only keep.txt"
+        );
+    }
+
+    #[test]
+    fn sockets_and_fifos_are_left_out_of_the_archive() {
+        let source = tempfile::tempdir().unwrap();
+        std::fs::write(source.path().join("f"), "x").unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(source.path().join("sock")).unwrap();
+        nix::unistd::mkfifo(
+            &source.path().join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        let root = File::open(source.path()).unwrap();
+        let skipped = write_tar(root.as_fd(), &mut bytes).unwrap();
+        let names: Vec<String> = skipped
+            .iter()
+            .map(|s| String::from_utf8_lossy(&s.path).into_owned())
+            .collect();
+        assert_eq!(names, ["fifo", "sock"]);
+        let mut archive = tar::Archive::new(bytes.as_slice());
+        let paths: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        assert_eq!(paths, ["f"]);
     }
 }

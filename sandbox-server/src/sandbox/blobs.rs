@@ -23,6 +23,11 @@ impl BlobStore {
         })
     }
 
+    /// Deletes every blob (a reset).
+    pub fn clear(&self) -> io::Result<()> {
+        crate::state_dir::empty(&self.dir)
+    }
+
     fn is_hash(sha256: &str) -> bool {
         sha256.len() == 64
             && sha256
@@ -42,7 +47,12 @@ impl BlobStore {
     /// Hashes the file at `path` and keeps a copy unless it is over the size limit. Returns the
     /// hash and whether the blob is kept.
     pub fn put_file(&self, path: &Path, size: u64) -> io::Result<(String, bool)> {
-        let mut source = File::open(path)?;
+        self.put_reader(File::open(path)?, size)
+    }
+
+    /// Hashes what `source` reads (a file of `size` bytes) and keeps a copy unless it is over
+    /// the size limit. Returns the hash and whether the blob is kept.
+    pub fn put_reader(&self, mut source: impl Read, size: u64) -> io::Result<(String, bool)> {
         let keep = size <= self.max_file_bytes;
         let temp_path = self
             .dir

@@ -45,6 +45,13 @@ impl ArtifactStore {
         })
     }
 
+    /// Forgets and deletes every artifact (a reset). Captures still running keep writing their
+    /// own files, which are forgotten as well.
+    pub fn clear(&self) -> io::Result<()> {
+        *self.inner.lock().unwrap_or_else(|p| p.into_inner()) = StoreInner::default();
+        crate::state_dir::empty(&self.dir)
+    }
+
     /// A stored artifact: its file, or `Empty` for a stream that printed nothing (no file is
     /// created for those, which keeps a quiet command free of file-system work).
     pub fn lookup(&self, id: &str) -> Option<StoredArtifact> {

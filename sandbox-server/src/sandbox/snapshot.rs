@@ -1,18 +1,25 @@
 //! Workspace manifests and the changes between them.
 //!
-//! A scan walks the workspace without following symlinks. A file whose size, mtime, ctime and
-//! inode match the previous manifest keeps its hash; only the others are read, hashed and kept
-//! in the blob store, so finding one changed file among thousands costs one walk of `lstat`s.
+//! A scan walks the workspace through directory descriptors (see [`super::walk`]). A file whose
+//! size, mtime, ctime and inode match the previous manifest keeps its hash; only the others are
+//! read (from the descriptor the walk opened), hashed and kept in the blob store, so finding
+//! one changed file among thousands costs one walk of `fstatat`s. Paths are bytes: names that
+//! are not UTF-8 stay distinct, and the API carries them in base64 beside a readable form.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
-use sandbox_protocol::{ChangeKind, EntryKind, FileChange, FileVersion, ManifestEntry};
+use base64::Engine;
+use nix::sys::stat::FileStat;
+use sandbox_protocol::{
+    ChangeKind, EntryKind, FileChange, FileVersion, ManifestEntry, SkippedPath,
+};
 
 use super::blobs::BlobStore;
+use super::walk::{self, Node};
 
 /// How many manifests are kept for `changes?since=`.
 const KEPT_SNAPSHOTS: usize = 32;
@@ -24,15 +31,34 @@ pub struct Entry {
     stamp: (i64, i64, i64, i64, u64),
 }
 
-/// Every path of the workspace at one moment, sorted.
-pub type Manifest = BTreeMap<String, Entry>;
+/// Every path of the workspace at one moment, sorted by its bytes.
+pub type Manifest = BTreeMap<Vec<u8>, Entry>;
+
+/// A path for the API: itself when UTF-8; else a readable form (`\xff` for each byte that is
+/// not) and the exact bytes in base64.
+pub fn api_path(path: &[u8]) -> (String, Option<String>) {
+    match std::str::from_utf8(path) {
+        Ok(text) => (text.to_owned(), None),
+        Err(_) => {
+            let mut readable = String::new();
+            for chunk in path.utf8_chunks() {
+                readable.push_str(chunk.valid());
+                for byte in chunk.invalid() {
+                    readable.push_str(&format!("\\x{byte:02x}"));
+                }
+            }
+            let exact = base64::engine::general_purpose::STANDARD.encode(path);
+            (readable, Some(exact))
+        }
+    }
+}
 
 /// Paths not recorded: an entry with `/` is a path from the root; one without matches that
 /// name at any depth.
 #[derive(Debug, Clone, Default)]
 pub struct IgnoreList {
-    paths: Vec<String>,
-    names: Vec<String>,
+    paths: Vec<Vec<u8>>,
+    names: Vec<Vec<u8>>,
 }
 
 impl IgnoreList {
@@ -44,137 +70,131 @@ impl IgnoreList {
             .filter(|p| !p.is_empty())
         {
             if pattern.contains('/') {
-                list.paths.push(pattern.to_owned());
+                list.paths.push(pattern.as_bytes().to_vec());
             } else {
-                list.names.push(pattern.to_owned());
+                list.names.push(pattern.as_bytes().to_vec());
             }
         }
         list
     }
 
-    fn ignores(&self, relative: &str, name: &str) -> bool {
+    pub fn ignores(&self, relative: &[u8], name: &[u8]) -> bool {
         self.names.iter().any(|n| n == name) || self.paths.iter().any(|p| p == relative)
     }
 }
 
-/// Scans `root` into a manifest, reusing `previous` hashes where nothing changed.
+/// A scan's result.
+#[derive(Debug)]
+pub struct Scanned {
+    pub manifest: Manifest,
+    /// Files read and hashed (the others kept their previous hash).
+    pub n_hashed: u64,
+    /// Paths left out because they changed mid-walk or could not be read.
+    pub skipped: Vec<walk::Skipped>,
+}
+
+/// Scans the workspace beneath `root` into a manifest, reusing `previous` hashes where
+/// nothing changed.
 pub fn scan(
-    root: &Path,
+    root: BorrowedFd<'_>,
     ignore: &IgnoreList,
     previous: Option<&Manifest>,
     blobs: &BlobStore,
-) -> io::Result<(Manifest, u64)> {
+) -> io::Result<Scanned> {
     let mut manifest = Manifest::new();
     let mut n_hashed = 0;
-    let mut stack = vec![String::new()];
-    while let Some(dir) = stack.pop() {
-        let full = if dir.is_empty() {
-            root.to_owned()
-        } else {
-            root.join(&dir)
-        };
-        let entries = match std::fs::read_dir(&full) {
-            Ok(entries) => entries,
-            // A folder removed during the walk, or unreadable: recorded as it is, without content.
-            Err(err)
-                if err.kind() == io::ErrorKind::NotFound
-                    || err.kind() == io::ErrorKind::PermissionDenied =>
-            {
-                continue;
+    let mut skipped_files = Vec::new();
+    let skipped = walk::walk(
+        root,
+        |path, name| ignore.ignores(path, name),
+        |found| {
+            let old = previous.and_then(|m| m.get(found.path));
+            match entry(found.node, &found.stat, old, blobs) {
+                Ok((entry, hashed)) => {
+                    n_hashed += u64::from(hashed);
+                    manifest.insert(found.path.to_vec(), entry);
+                }
+                Err(why) => skipped_files.push(walk::Skipped {
+                    path: found.path.to_vec(),
+                    why,
+                }),
             }
-            Err(err) => return Err(err),
-        };
-        for dirent in entries {
-            let dirent = dirent?;
-            let name = dirent.file_name().to_string_lossy().into_owned();
-            let relative = if dir.is_empty() {
-                name.clone()
-            } else {
-                format!("{dir}/{name}")
-            };
-            if ignore.ignores(&relative, &name) {
-                continue;
-            }
-            let Ok(meta) = std::fs::symlink_metadata(dirent.path()) else {
-                continue;
-            };
-            let old = previous.and_then(|m| m.get(&relative));
-            let Some((entry, hashed)) = scan_entry(&dirent.path(), &meta, old, blobs)? else {
-                continue;
-            };
-            if entry.version.kind == EntryKind::Dir {
-                stack.push(relative.clone());
-            }
-            n_hashed += u64::from(hashed);
-            manifest.insert(relative, entry);
-        }
-    }
-    Ok((manifest, n_hashed))
+            Ok(())
+        },
+    )?;
+    let mut skipped = skipped;
+    skipped.extend(skipped_files);
+    Ok(Scanned {
+        manifest,
+        n_hashed,
+        skipped,
+    })
 }
 
-/// One path's entry, hashing a file only when its stamp differs from `old`; `None` when it
-/// vanished meanwhile. Also says whether it was hashed.
-fn scan_entry(
-    path: &Path,
-    meta: &std::fs::Metadata,
+/// One path's entry, hashing a file only when its stamp differs from `old`. Also says whether
+/// it was hashed; an error is why the file could not be read.
+fn entry(
+    node: Node,
+    stat: &FileStat,
     old: Option<&Entry>,
     blobs: &BlobStore,
-) -> io::Result<Option<(Entry, bool)>> {
+) -> Result<(Entry, bool), String> {
     let stamp = (
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-        meta.ino(),
+        stat.st_mtime,
+        stat.st_mtime_nsec,
+        stat.st_ctime,
+        stat.st_ctime_nsec,
+        stat.st_ino,
     );
-    let file_type = meta.file_type();
+    let size = stat.st_size as u64;
     let mut version = FileVersion {
         kind: EntryKind::Other,
         size: 0,
-        mode: meta.mode() & 0o7777,
+        mode: stat.st_mode & 0o7777,
         sha256: None,
         target: None,
     };
     let mut hashed = false;
-    if file_type.is_dir() {
-        version.kind = EntryKind::Dir;
-    } else if file_type.is_symlink() {
-        version.kind = EntryKind::Symlink;
-        version.size = meta.len();
-        version.target = std::fs::read_link(path)
-            .map(|t| t.to_string_lossy().into_owned())
-            .ok();
-    } else if file_type.is_file() {
-        version.kind = EntryKind::File;
-        version.size = meta.len();
-        let unchanged = old.filter(|old| {
-            old.stamp == stamp
-                && old.version.size == meta.len()
-                && old.version.kind == EntryKind::File
-        });
-        version.sha256 = match unchanged {
-            Some(old) => old.version.sha256.clone(),
-            None => {
-                hashed = true;
-                match blobs.put_file(path, meta.len()) {
-                    Ok((sha256, _kept)) => Some(sha256),
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-                    Err(err) if err.kind() == io::ErrorKind::PermissionDenied => None,
-                    Err(err) => return Err(err),
+    match node {
+        Node::Dir => version.kind = EntryKind::Dir,
+        Node::Symlink(target) => {
+            version.kind = EntryKind::Symlink;
+            version.size = size;
+            version.target = Some(String::from_utf8_lossy(&target).into_owned());
+        }
+        Node::File(fd) => {
+            version.kind = EntryKind::File;
+            version.size = size;
+            let unchanged = old.filter(|old| {
+                old.stamp == stamp
+                    && old.version.size == size
+                    && old.version.kind == EntryKind::File
+            });
+            version.sha256 = match unchanged {
+                Some(old) => old.version.sha256.clone(),
+                None => {
+                    hashed = true;
+                    let (sha256, _kept) = blobs
+                        .put_reader(File::from(fd), size)
+                        .map_err(|err| format!("could not be read ({err})"))?;
+                    Some(sha256)
                 }
-            }
-        };
+            };
+        }
+        Node::Special(_) => {}
     }
-    Ok(Some((Entry { version, stamp }, hashed)))
+    Ok((Entry { version, stamp }, hashed))
 }
 
 /// The changes from `before` to `after`, sorted by path.
 pub fn diff(before: &Manifest, after: &Manifest) -> Vec<FileChange> {
     let mut changes = Vec::new();
-    for (path, old) in before {
-        match after.get(path) {
+    for (key, old) in before {
+        let (path, path_b64) = api_path(key);
+        match after.get(key) {
             None => changes.push(FileChange {
-                path: path.clone(),
+                path,
+                path_b64,
                 change: ChangeKind::Deleted,
                 before: Some(old.version.clone()),
                 after: None,
@@ -191,7 +211,8 @@ pub fn diff(before: &Manifest, after: &Manifest) -> Vec<FileChange> {
                     ChangeKind::Modified
                 };
                 changes.push(FileChange {
-                    path: path.clone(),
+                    path,
+                    path_b64,
                     change,
                     before: Some(old.version.clone()),
                     after: Some(new.version.clone()),
@@ -200,26 +221,51 @@ pub fn diff(before: &Manifest, after: &Manifest) -> Vec<FileChange> {
             Some(_) => {}
         }
     }
-    for (path, new) in after {
-        if !before.contains_key(path) {
+    for (key, new) in after {
+        if !before.contains_key(key) {
+            let (path, path_b64) = api_path(key);
             changes.push(FileChange {
-                path: path.clone(),
+                path,
+                path_b64,
                 change: ChangeKind::Added,
                 before: None,
                 after: Some(new.version.clone()),
             });
         }
     }
-    changes.sort_by(|a, b| a.path.cmp(&b.path));
+    changes.sort_by(|a, b| {
+        a.path
+            .cmp(&b.path)
+            .then_with(|| a.path_b64.cmp(&b.path_b64))
+    });
     changes
 }
 
 pub fn entries(manifest: &Manifest) -> Vec<ManifestEntry> {
     manifest
         .iter()
-        .map(|(path, entry)| ManifestEntry {
-            path: path.clone(),
-            version: entry.version.clone(),
+        .map(|(key, entry)| {
+            let (path, path_b64) = api_path(key);
+            ManifestEntry {
+                path,
+                path_b64,
+                version: entry.version.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Skipped paths for the API.
+pub fn skipped(skipped: &[walk::Skipped]) -> Vec<SkippedPath> {
+    skipped
+        .iter()
+        .map(|s| {
+            let (path, path_b64) = api_path(&s.path);
+            SkippedPath {
+                path,
+                path_b64,
+                reason: s.why.clone(),
+            }
         })
         .collect()
 }
@@ -233,9 +279,12 @@ pub struct Taken {
     pub n_hashed: u64,
     /// The manifest named by `since`, when one was.
     pub base: Option<Arc<Manifest>>,
+    /// Paths left out, and why.
+    pub skipped: Vec<walk::Skipped>,
 }
 
-/// The recent manifests by id; one scan at a time, so ids follow the order of the states.
+/// The recent manifests by id. The lock is held only to read and record manifests, never
+/// across the walk: a slow or stuck file cannot hold up other snapshots.
 #[derive(Debug, Default)]
 pub struct Snapshots {
     inner: Mutex<SnapshotsInner>,
@@ -250,30 +299,37 @@ struct SnapshotsInner {
 }
 
 impl Snapshots {
-    /// Scans and records a manifest; `since` names the one to diff against. Holds the lock for
-    /// the scan so that two snapshots never interleave.
+    fn lock(&self) -> std::sync::MutexGuard<'_, SnapshotsInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Scans and records a manifest; `since` names the one to diff against. Ids are given as
+    /// scans finish.
     pub fn take(
         &self,
-        root: &Path,
+        root: BorrowedFd<'_>,
         ignore: &IgnoreList,
         blobs: &BlobStore,
         since: Option<&str>,
     ) -> Result<Taken, SnapshotError> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let base = match since {
-            Some(id) => Some(
-                inner
-                    .manifests
-                    .get(id)
-                    .cloned()
-                    .ok_or_else(|| SnapshotError::Unknown(id.to_owned()))?,
-            ),
-            None => None,
+        let (base, reuse) = {
+            let inner = self.lock();
+            let base = match since {
+                Some(id) => Some(
+                    inner
+                        .manifests
+                        .get(id)
+                        .cloned()
+                        .ok_or_else(|| SnapshotError::Unknown(id.to_owned()))?,
+                ),
+                None => None,
+            };
+            let reuse = base.clone().or_else(|| inner.latest.clone());
+            (base, reuse)
         };
-        let reuse = base.clone().or_else(|| inner.latest.clone());
-        let (manifest, n_hashed) =
-            scan(root, ignore, reuse.as_deref(), blobs).map_err(SnapshotError::Io)?;
-        let manifest = Arc::new(manifest);
+        let scanned = scan(root, ignore, reuse.as_deref(), blobs).map_err(SnapshotError::Io)?;
+        let manifest = Arc::new(scanned.manifest);
+        let mut inner = self.lock();
         inner.next_id += 1;
         let id = format!("snap_{}", inner.next_id);
         inner.order.push_back(id.clone());
@@ -287,18 +343,19 @@ impl Snapshots {
         Ok(Taken {
             id,
             manifest,
-            n_hashed,
+            n_hashed: scanned.n_hashed,
             base,
+            skipped: scanned.skipped,
         })
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Manifest>> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .manifests
-            .get(id)
-            .cloned()
+        self.lock().manifests.get(id).cloned()
+    }
+
+    /// Forgets every snapshot (a pool reset).
+    pub fn clear(&self) {
+        *self.lock() = SnapshotsInner::default();
     }
 }
 
@@ -315,6 +372,8 @@ pub enum SnapshotError {
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsFd;
+
     use super::*;
 
     #[test]
@@ -331,9 +390,14 @@ mod tests {
         std::fs::create_dir(root.join(".git/objects")).unwrap();
         std::fs::write(root.join(".git/objects/x"), "blob").unwrap();
         let ignore = IgnoreList::new(&[".git/objects".to_owned()]);
-        let (before, hashed) = scan(root, &ignore, None, &blobs).unwrap();
+        let open = || std::fs::File::open(root).unwrap();
+        let scanned = scan(open().as_fd(), &ignore, None, &blobs).unwrap();
+        let (before, hashed) = (scanned.manifest, scanned.n_hashed);
         assert_eq!(hashed, 4);
-        assert!(!before.contains_key(".git/objects/x") && before.contains_key(".git"));
+        assert!(
+            !before.contains_key(b".git/objects/x".as_slice())
+                && before.contains_key(b".git".as_slice())
+        );
 
         std::fs::write(root.join("edit.txt"), "new!").unwrap();
         std::fs::remove_file(root.join("gone.txt")).unwrap();
@@ -341,7 +405,8 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(root.join("mode.sh"), std::fs::Permissions::from_mode(0o755))
             .unwrap();
-        let (after, hashed) = scan(root, &ignore, Some(&before), &blobs).unwrap();
+        let scanned = scan(open().as_fd(), &ignore, Some(&before), &blobs).unwrap();
+        let (after, hashed) = (scanned.manifest, scanned.n_hashed);
         let changes: Vec<(String, ChangeKind)> = diff(&before, &after)
             .into_iter()
             .map(|c| (c.path, c.change))
@@ -357,7 +422,11 @@ mod tests {
             hashed, 3,
             "edit.txt, new.txt and mode.sh (its ctime changed); same.txt reused"
         );
-        let old = before["edit.txt"].version.sha256.clone().unwrap();
+        let old = before[b"edit.txt".as_slice()]
+            .version
+            .sha256
+            .clone()
+            .unwrap();
         assert_eq!(
             std::fs::read(blobs.path(&old).unwrap()).unwrap(),
             b"old",

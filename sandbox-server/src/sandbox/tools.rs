@@ -1,7 +1,7 @@
 //! The built-in tools, one file each. Their names and descriptions follow the seed harness.
 
 mod bash;
-mod read_file;
+pub mod read_file;
 mod search_replace;
 mod write_file;
 

@@ -80,6 +80,11 @@ impl Workspace {
         &self.root
     }
 
+    /// A descriptor of the root (`O_PATH`), for walks that stay beneath it.
+    pub fn root_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.root_fd.as_fd()
+    }
+
     /// Opens a regular file for reading; returns it with its size.
     pub fn open_regular(&self, path: &str) -> Result<(File, u64), WorkspaceError> {
         let (dir, name) = self.resolve(path, false)?;
@@ -125,6 +130,19 @@ impl Workspace {
         content: &[u8],
         mode: Option<u32>,
     ) -> Result<WriteOutcome, WorkspaceError> {
+        self.write_atomic_from(path, content, mode)
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// As [`Workspace::write_atomic_with_mode`], with the content read from `content` as it
+    /// comes (a streamed upload); also returns the bytes written. A read that fails leaves the
+    /// old file in place.
+    pub fn write_atomic_from(
+        &self,
+        path: &str,
+        mut content: impl io::Read,
+        mode: Option<u32>,
+    ) -> Result<(WriteOutcome, u64), WorkspaceError> {
         let (dir, name) = self.resolve(path, true)?;
         let existing = match fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(stat) => {
@@ -155,21 +173,26 @@ impl Workspace {
                 fchmod(&fd, Mode::from_bits_truncate(bits & 0o7777))?;
             }
             let mut file = File::from(fd);
-            file.write_all(content)?;
+            let written = io::copy(&mut content, &mut file)?;
+            file.flush()?;
             file.sync_all()?;
             renameat(&dir, temp_name.as_str(), &dir, name.as_os_str())?;
-            Ok::<(), io::Error>(())
+            Ok::<u64, io::Error>(written)
         })();
-        if let Err(source) = result {
-            let _ = unlinkat(&dir, temp_name.as_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(WorkspaceError::Io {
-                path: path.to_owned(),
-                source,
-            });
-        }
-        Ok(WriteOutcome {
+        let written = match result {
+            Ok(written) => written,
+            Err(source) => {
+                let _ = unlinkat(&dir, temp_name.as_str(), UnlinkatFlags::NoRemoveDir);
+                return Err(WorkspaceError::Io {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        let outcome = WriteOutcome {
             created: existing.is_none(),
-        })
+        };
+        Ok((outcome, written))
     }
 
     /// The entries of a directory, sorted by name; `.` or an empty path is the root.

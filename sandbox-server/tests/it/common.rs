@@ -87,6 +87,11 @@ impl Server {
         self.child.id()
     }
 
+    /// Where the token file is (it exists only when the server was started with a token).
+    pub fn token_file(&self) -> PathBuf {
+        self._token_dir.path().join("token")
+    }
+
     pub fn path(&self, relative: &str) -> PathBuf {
         self.workspace.path().join(relative)
     }

@@ -15,6 +15,54 @@ fn protection<'a>(info: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name}"))
 }
 
+/// Under `--network none` a command reaches Unix sockets beneath its workspace and its
+/// temporary folder only: not a container engine's socket elsewhere on the host, not through a
+/// symlink in the workspace, not with a datagram sent to a named address.
+#[tokio::test]
+async fn unix_sockets_outside_the_workspace_are_out_of_reach() {
+    let outside = tempfile::tempdir().unwrap();
+    let engine = outside.path().join("docker.sock");
+    let _engine = std::os::unix::net::UnixListener::bind(&engine).unwrap();
+    let datagrams = outside.path().join("log.sock");
+    let _datagrams = std::os::unix::net::UnixDatagram::bind(&datagrams).unwrap();
+    let server = common::start().await;
+    std::os::unix::fs::symlink(&engine, server.path("engine.sock")).unwrap();
+    let script = format!(
+        r#"
+import os, socket, sys
+def attempt(name, address):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(address)
+        print(name, "connected")
+    except OSError as err:
+        print(name, "refused", err.errno)
+attempt("engine", "{engine}")
+attempt("through-link", "engine.sock")
+inside = socket.socket(socket.AF_UNIX); inside.bind("inside.sock"); inside.listen(1)
+attempt("workspace", "inside.sock")
+tmp = os.path.join(os.environ["TMPDIR"], "t.sock")
+t = socket.socket(socket.AF_UNIX); t.bind(tmp); t.listen(1)
+attempt("tmpdir", tmp)
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+try:
+    d.sendto(b"x", "{datagrams}")
+    print("datagram sent")
+except OSError as err:
+    print("datagram refused", err.errno)
+"#,
+        engine = engine.display(),
+        datagrams = datagrams.display()
+    );
+    std::fs::write(server.path("probe.py"), script).unwrap();
+    let result = server.ok("bash", json!({"cmd": "python3 probe.py"})).await;
+    assert_eq!(
+        result["stdout"],
+        "engine refused 13\nthrough-link refused 13\nworkspace connected\ntmpdir connected\ndatagram refused 13\n",
+        "{result}"
+    );
+}
+
 #[tokio::test]
 async fn network_none_refuses_sockets_even_to_loopback() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

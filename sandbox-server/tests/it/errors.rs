@@ -175,6 +175,7 @@ async fn a_body_that_is_not_json_or_empty_is_422() {
     let server = common::start().await;
     let response = server
         .request(reqwest::Method::POST, "/v1/tools/bash")
+        .header("content-type", "application/json")
         .body("{\"cmd\": ")
         .send()
         .await

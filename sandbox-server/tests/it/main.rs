@@ -25,8 +25,14 @@ mod errors;
 mod files;
 /// Generated and documented artefacts stay true: `proto-docs/openapi.json`, `proto-docs/curl.md`.
 mod generated;
+/// Hostile inputs: browsers, racing swappers, bombs, deep trees, odd names, sockets.
+mod hostile;
+/// Nothing outlives its server; no command reads a server's state.
+mod leftovers;
 /// Start-up checks, graceful shutdown and reaping.
 mod lifecycle;
+/// Every route's memory is bounded (peak RSS sampled around big requests).
+mod memory;
 /// Raw files and directory listings.
 mod raw_files;
 /// Snapshots, changes, blobs, archives and the state fingerprint.

@@ -66,8 +66,8 @@ pub fn join_in_child(procs: &[RawFd]) -> std::io::Result<()> {
 pub struct Cgroups {
     pids: Option<PathBuf>,
     memory: Option<PathBuf>,
-    /// `sandbox-<server pid>-`: other servers on the same host share the parent folders, so
-    /// each names (and sweeps) only its own groups.
+    /// `sandbox-<server pid>-<start ticks>-`: other servers on the same host share the parent
+    /// folders, so each names (and sweeps) only its own groups.
     prefix: String,
 }
 
@@ -80,6 +80,60 @@ pub struct CallGroup {
 
 const PREFIX: &str = "sandbox-";
 
+/// Where this process's groups of `controller` are (from `/proc/self/cgroup`'s text).
+fn base(own: &str, controller: &str) -> Option<PathBuf> {
+    let relative = own.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.trim_start_matches('/').to_owned())
+    })?;
+    Some(Path::new("/sys/fs/cgroup").join(controller).join(relative))
+}
+
+/// Kills the members of every `sandbox-…` group beside this process's whose name `owned`
+/// accepts, then removes the group; returns how many processes were killed.
+pub fn sweep_server(owned: &dyn Fn(&str) -> bool) -> usize {
+    let Ok(own) = fs::read_to_string("/proc/self/cgroup") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for controller in ["pids", "memory"] {
+        let Some(dir) = base(&own, controller) else {
+            continue;
+        };
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with(PREFIX) || !owned(&name) {
+                continue;
+            }
+            let group = CallGroup {
+                dirs: vec![entry.path()],
+                procs: Vec::new(),
+            };
+            for pid in group.members() {
+                let pid = nix::unistd::Pid::from_raw(pid as i32);
+                if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                    killed += 1;
+                }
+            }
+            // The group empties once the kernel has finished the kills.
+            for _ in 0..50 {
+                if fs::remove_dir(entry.path()).is_ok() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+    killed
+}
+
 impl Cgroups {
     /// The hierarchies this process may create groups in; an explanation when there are none.
     pub fn probe() -> Result<Cgroups, String> {
@@ -89,21 +143,13 @@ impl Cgroups {
         let own = fs::read_to_string("/proc/self/cgroup")
             .map_err(|err| format!("reading /proc/self/cgroup: {err}"))?;
         let place = |controller: &str| -> Option<PathBuf> {
-            let relative = own.lines().find_map(|line| {
-                let mut fields = line.splitn(3, ':');
-                let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
-                controllers
-                    .split(',')
-                    .any(|c| c == controller)
-                    .then(|| path.trim_start_matches('/').to_owned())
-            })?;
-            let dir = Path::new("/sys/fs/cgroup").join(controller).join(relative);
+            let dir = base(&own, controller)?;
             let probe = dir.join(format!("{PREFIX}{}-probe", std::process::id()));
             fs::create_dir(&probe).ok()?;
             let _ = fs::remove_dir(&probe);
             Some(dir)
         };
-        let prefix = format!("{PREFIX}{}-", std::process::id());
+        let prefix = format!("{PREFIX}{}-", crate::process::ServerId::current());
         let cgroups = Cgroups {
             pids: place("pids"),
             memory: place("memory"),

@@ -34,7 +34,9 @@ pub fn prepare(
         .iter()
         .filter_map(|p| p.canonicalize().ok())
         .collect();
-    match ruleset(&writable, &hidden) {
+    // The private temporary folder lives inside the hidden state folders; it is read again.
+    let reread: Vec<PathBuf> = private_tmp.canonicalize().into_iter().collect();
+    match ruleset(&writable, &hidden, &reread) {
         Ok((fd, abi)) => (
             Some(fd),
             protection(name, true, describe(abi, &writable, &hidden)),
@@ -55,7 +57,7 @@ fn describe(abi: i64, writable: &[PathBuf], hidden: &[PathBuf]) -> String {
         )
     };
     format!(
-        "ABI {abi}: writes only beneath {} and /dev; {reading}",
+        "ABI {abi}: writes only beneath {} and /dev, no device nodes; {reading}",
         paths.join(", ")
     )
 }
@@ -129,11 +131,15 @@ fn readable_roots(hidden: &[PathBuf]) -> Vec<PathBuf> {
     roots
 }
 
-/// A ruleset that handles every kind of write, granting them beneath `writable` (and file
-/// writes beneath `/dev`, for `/dev/null` and the terminal). Executing is not handled, so it
-/// stays allowed; reading files is handled only when some paths are `hidden`, and then granted
-/// everywhere but there.
-fn ruleset(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(OwnedFd, i64), String> {
+/// A ruleset that handles every kind of write, granting them beneath `writable` (but device
+/// nodes nowhere; and file writes beneath `/dev`, for `/dev/null` and the terminal). Executing
+/// is not handled, so it stays allowed; reading files is handled only when some paths are
+/// `hidden`, and then granted everywhere but there, and again beneath `reread`.
+fn ruleset(
+    writable: &[PathBuf],
+    hidden: &[PathBuf],
+    reread: &[PathBuf],
+) -> Result<(OwnedFd, i64), String> {
     // SAFETY: the version query passes no pointer.
     let abi = unsafe {
         libc::syscall(
@@ -191,10 +197,13 @@ fn ruleset(writable: &[PathBuf], hidden: &[PathBuf]) -> Result<(OwnedFd, i64), S
     // SAFETY: the kernel just returned this descriptor to us.
     let ruleset = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
     let dev_writes = ACCESS_FS_WRITE_FILE | if abi >= 3 { ACCESS_FS_TRUNCATE } else { 0 };
-    let mut grants: Vec<(PathBuf, u64)> = writable.iter().map(|p| (p.clone(), writes)).collect();
+    // Handled, never granted: no command makes a device node anywhere.
+    let granted = writes & !(ACCESS_FS_MAKE_CHAR | ACCESS_FS_MAKE_BLOCK);
+    let mut grants: Vec<(PathBuf, u64)> = writable.iter().map(|p| (p.clone(), granted)).collect();
     grants.push((PathBuf::from("/dev"), dev_writes));
     if reads != 0 {
         grants.extend(readable_roots(hidden).into_iter().map(|root| (root, reads)));
+        grants.extend(reread.iter().map(|path| (path.clone(), reads)));
     }
     for (path, access) in grants {
         add_rule(&ruleset, &path, access)?;

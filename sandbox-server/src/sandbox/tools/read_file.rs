@@ -104,13 +104,22 @@ struct Page {
 
 /// One pass: keeps the lines of the page (each cut to what the model could ever see) and
 /// counts all lines, so memory stays bounded whatever the file's size or line length.
+/// The most bytes of lines one page gathers: four times the output limit, enough for the cut
+/// the model sees, never the whole of a huge file. Lines past it are counted, not kept.
+pub fn page_bytes(output_limit: usize) -> usize {
+    output_limit.saturating_mul(4)
+}
+
 fn read_page(
     file: std::fs::File,
     path: &str,
     wanted: std::ops::Range<u64>,
     output_limit: usize,
 ) -> Result<Page, ToolError> {
-    let line_cap = output_limit.saturating_mul(4);
+    // One line never needs more than the output limit; a page never more than four of them.
+    let line_cap = output_limit;
+    let page_cap = page_bytes(output_limit);
+    let mut held = 0usize;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut page = Page {
         lines: Vec::new(),
@@ -125,14 +134,18 @@ fn read_page(
         }
         let chunk_len = chunk.len();
         for piece in chunk.split_inclusive(|&b| b == b'\n') {
-            let in_page = wanted.contains(&page.n_lines);
+            // Past the page's byte cap, later lines are counted but not kept.
+            let in_page = wanted.contains(&page.n_lines) && held < page_cap;
             if in_page {
-                let room = line_cap.saturating_sub(current.len());
+                let room = line_cap
+                    .saturating_sub(current.len())
+                    .min(page_cap.saturating_sub(held + current.len()));
                 current.extend_from_slice(&piece[..piece.len().min(room)]);
             }
             at_line_start = piece.ends_with(b"\n");
             if at_line_start {
                 if in_page {
+                    held += current.len().max(1);
                     page.lines.push(std::mem::take(&mut current));
                 }
                 page.n_lines += 1;
@@ -141,7 +154,7 @@ fn read_page(
         reader.consume(chunk_len);
     }
     if !at_line_start {
-        if wanted.contains(&page.n_lines) {
+        if wanted.contains(&page.n_lines) && held < page_cap {
             page.lines.push(current);
         }
         page.n_lines += 1;

@@ -1,0 +1,91 @@
+//! Writing beneath a folder through descriptors: every path is walked one name at a time with
+//! `openat(O_NOFOLLOW)` from the folder's descriptor, so nothing a restore writes can land
+//! outside it, whatever the names or links it meets.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{Mode, fchmod, mkdirat};
+use nix::unistd::symlinkat;
+
+/// A folder written beneath.
+pub(super) struct Beneath {
+    root: OwnedFd,
+}
+
+fn folder_flags() -> OFlag {
+    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
+}
+
+impl Beneath {
+    pub(super) fn open(root: &Path) -> io::Result<Beneath> {
+        let root = openat(nix::fcntl::AT_FDCWD, root, folder_flags(), Mode::empty())?;
+        Ok(Beneath { root })
+    }
+
+    /// The folder holding `path`'s last name (created as needed), and that name.
+    fn parent<'p>(&self, path: &'p str, create: bool) -> io::Result<(OwnedFd, &'p str)> {
+        let (folders, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let mut current = self.root.try_clone()?;
+        for part in folders.split('/').filter(|p| !p.is_empty()) {
+            if create {
+                match mkdirat(current.as_fd(), part, Mode::from_bits_truncate(0o755)) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(errno) => return Err(errno.into()),
+                }
+            }
+            current = openat(current.as_fd(), part, folder_flags(), Mode::empty())?;
+        }
+        Ok((current, name))
+    }
+
+    pub(super) fn dir(&self, path: &str) -> io::Result<()> {
+        let (parent, name) = self.parent(path, true)?;
+        match mkdirat(parent.as_fd(), name, Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(Errno::EEXIST) => Ok(()),
+            Err(errno) => Err(errno.into()),
+        }
+    }
+
+    /// A new file (never an existing one, never through a link) with `bytes`.
+    pub(super) fn file(&self, path: &str, bytes: &[u8]) -> io::Result<()> {
+        let (parent, name) = self.parent(path, true)?;
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(parent.as_fd(), name, flags, Mode::from_bits_truncate(0o644))?;
+        File::from(fd).write_all(bytes)
+    }
+
+    pub(super) fn symlink(&self, path: &str, target: &str) -> io::Result<()> {
+        let (parent, name) = self.parent(path, true)?;
+        symlinkat(OsStr::new(target), parent.as_fd(), name).map_err(io::Error::from)
+    }
+
+    /// Opens a file or folder at `path` without following links; `None` for anything else.
+    fn node(&self, path: &str, flags: OFlag) -> io::Result<OwnedFd> {
+        let (parent, name) = self.parent(path, false)?;
+        Ok(openat(
+            parent.as_fd(),
+            name,
+            flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?)
+    }
+
+    pub(super) fn chmod(&self, path: &str, mode: u32) -> io::Result<()> {
+        let fd = self.node(path, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
+        fchmod(fd.as_fd(), Mode::from_bits_truncate(mode & 0o7777))?;
+        Ok(())
+    }
+
+    pub(super) fn read(&self, path: &str) -> io::Result<File> {
+        Ok(File::from(
+            self.node(path, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?,
+        ))
+    }
+}
