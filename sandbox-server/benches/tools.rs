@@ -1,7 +1,8 @@
 //! Latency, throughput, memory and start-up time of a real sandbox-server over loopback HTTP.
 //!
 //! `cargo bench -p sandbox-server --bench tools` prints a table; figures are recorded in
-//! BENCHMARKS.md. Every loop is bounded by a count or a duration.
+//! BENCHMARKS.md. Every loop is bounded by a count or a duration. `SANDBOX_BENCH_SERVER=PATH`
+//! times another build of the server (an older release, to compare).
 
 // A benchmark binary prints its table and spawns the server it measures.
 #![allow(clippy::print_stdout, clippy::disallowed_methods, clippy::unwrap_used)]
@@ -34,7 +35,9 @@ impl Drop for Server {
 
 fn start(workspace: &std::path::Path, worker_threads: usize) -> (Server, Duration) {
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-server"))
+    let binary = std::env::var_os("SANDBOX_BENCH_SERVER")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_sandbox-server").into());
+    let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(workspace)
         .args(["--worker-threads", &worker_threads.to_string()])
