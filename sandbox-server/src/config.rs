@@ -29,6 +29,12 @@ pub enum Command {
     /// removes its folder.
     #[command(hide = true)]
     Janitor(JanitorArgs),
+    /// Copy this executable into FOLDER (as `sandbox-server`, mode 0755): a Kubernetes init
+    /// container puts a static build into a volume another image's container runs it from.
+    Install {
+        /// The folder, created when missing.
+        folder: PathBuf,
+    },
 }
 
 /// The janitor's arguments.
@@ -46,6 +52,9 @@ pub struct JanitorArgs {
 pub enum Network {
     None,
     Host,
+    /// The container's own network is the boundary (a task's container, whose network its
+    /// harness made offline or not); `--network-detail` says which, for `/v1/info`.
+    Container,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -109,8 +118,8 @@ pub struct ServeArgs {
     /// lowest latency on a small machine, 2 keeps one heavy output capture from delaying others.
     #[arg(long, env = "SANDBOX_WORKER_THREADS", default_value_t = 2)]
     pub worker_threads: usize,
-    /// Paths left out of workspace snapshots, comma-separated: an entry with `/` is a path from
-    /// the root, one without matches that name at any depth.
+    /// Paths left out of workspace snapshots, comma-separated: an entry with `/` (leading or
+    /// inner) is a path from the root, one without matches that name at any depth.
     #[arg(
         long,
         env = "SANDBOX_SNAPSHOT_IGNORE",
@@ -127,8 +136,12 @@ pub struct ServeArgs {
     pub blob_max_file_bytes: u64,
     /// `none`: commands may open only Unix sockets (seccomp; a fresh network namespace too where
     /// the host allows one), so they reach nothing, the server included. `host`: no restriction.
+    /// `container`: no restriction by the server; the container's network is the boundary.
     #[arg(long, env = "SANDBOX_NETWORK", value_enum, default_value = "none")]
     pub network: Network,
+    /// With `--network container`: what that network allows, as `/v1/info` reports it.
+    #[arg(long, env = "SANDBOX_NETWORK_DETAIL")]
+    pub network_detail: Option<String>,
     /// Confine commands' writes to the workspace and a private temporary folder with Landlock.
     #[arg(long, env = "SANDBOX_LANDLOCK", default_value_t = true, action = clap::ArgAction::Set)]
     pub landlock: bool,
@@ -138,6 +151,15 @@ pub struct ServeArgs {
     /// Paths whose files commands may not read, comma-separated (the token file always is).
     #[arg(long, env = "SANDBOX_HIDDEN", value_delimiter = ',')]
     pub hidden: Vec<PathBuf>,
+    /// File tools reach the whole file system, not just the workspace (which stays where
+    /// relative paths and commands start, and what snapshots record): for a task's own
+    /// container, which is then the boundary.
+    #[arg(long, env = "SANDBOX_FILES_ANYWHERE")]
+    pub files_anywhere: bool,
+    /// Delete the token file once it is read, so no command can read it (a task's container,
+    /// where Landlock cannot hide it without hiding its folder's later files too).
+    #[arg(long, env = "SANDBOX_FORGET_TOKEN_FILE")]
+    pub forget_token_file: bool,
     /// Run commands as this user (`UID[:GID]`) when the server is root.
     #[arg(long, env = "SANDBOX_RUN_AS")]
     pub run_as: Option<String>,
@@ -188,6 +210,7 @@ impl fmt::Debug for Token {
 #[derive(Debug)]
 pub struct Config {
     pub workspace: PathBuf,
+    pub files_anywhere: bool,
     pub listen: SocketAddr,
     pub token: Option<Token>,
     pub registry: Registry,
@@ -241,6 +264,7 @@ impl ServeArgs {
         let confine = self.confine_request()?;
         Ok(Config {
             workspace,
+            files_anywhere: self.files_anywhere,
             listen: self.listen,
             token,
             registry,
@@ -288,6 +312,10 @@ impl ServeArgs {
             why,
         };
         let text = std::fs::read_to_string(path).map_err(|err| token_error(err.to_string()))?;
+        if self.forget_token_file {
+            std::fs::remove_file(path)
+                .map_err(|err| token_error(format!("forgetting it: {err}")))?;
+        }
         let token = text.trim();
         if token.is_empty() {
             return Err(token_error("the file is empty".to_owned()));
@@ -397,6 +425,15 @@ impl ServeArgs {
                 .chain(self.token_file.clone())
                 .collect(),
             network_none: self.network == Network::None,
+            network_detail: match self.network {
+                Network::Container => Some(format!(
+                    "the container's network is the boundary: {}",
+                    self.network_detail
+                        .as_deref()
+                        .unwrap_or("as its engine set it up")
+                )),
+                _ => None,
+            },
             run_as: self.run_as()?,
             env_allow: self.env_allow.clone(),
         })

@@ -40,7 +40,12 @@ pub fn state(
 ) -> anyhow::Result<AppState> {
     let state_dir = dirs.state.as_path();
     let protections = supervisor.protections().to_vec();
-    let workspace = Workspace::open(&config.workspace)
+    let open = if config.files_anywhere {
+        Workspace::open_anywhere
+    } else {
+        Workspace::open
+    };
+    let workspace = open(&config.workspace)
         .with_context(|| format!("opening the workspace {}", config.workspace.display()))?;
     let artifacts = ArtifactStore::new(
         &state_dir.join("artifacts"),

@@ -18,6 +18,20 @@ fn main() -> anyhow::Result<()> {
             writeln!(stdout, "{json}").context("writing to stdout")?;
             Ok(())
         }
+        Command::Install { folder } => {
+            use std::os::unix::fs::PermissionsExt;
+            let exe = std::env::current_exe().context("finding this executable")?;
+            std::fs::create_dir_all(&folder)
+                .with_context(|| format!("creating {}", folder.display()))?;
+            let target = folder.join("sandbox-server");
+            std::fs::copy(&exe, &target)
+                .with_context(|| format!("copying {} to {}", exe.display(), target.display()))?;
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("making {} executable", target.display()))?;
+            writeln!(std::io::stdout().lock(), "installed {}", target.display())
+                .context("writing to stdout")?;
+            Ok(())
+        }
         Command::Janitor(args) => {
             telemetry::init(sandbox_server::config::LogFormat::Text);
             let id = args

@@ -44,6 +44,10 @@ impl StateDirs {
         run_as: Option<(u32, u32)>,
     ) -> io::Result<StateDirs> {
         let parent = shared_parent();
+        if let Some(temp) = parent.parent().filter(|t| !t.exists()) {
+            // An image without /tmp (FROM scratch): made as a usual /tmp.
+            make(temp, 0o1777)?;
+        }
         make(&parent, 0o1733)?;
         let (own, owned) = match explicit {
             Some(dir) => (dir.to_owned(), false),

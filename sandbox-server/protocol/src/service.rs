@@ -72,6 +72,10 @@ pub struct InfoResponse {
     pub tools: Vec<String>,
     /// The absolute path of the workspace root on the server's machine.
     pub workspace_root: String,
+    /// Where file tools may reach: the workspace root, or `/` when the whole container is the
+    /// boundary (`--files-anywhere`).
+    #[serde(default)]
+    pub file_boundary: String,
     pub limits: Limits,
     /// The containment of commands, as in force.
     pub protections: Vec<Protection>,

@@ -36,6 +36,7 @@ pub(crate) async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
             .map(str::to_owned)
             .collect(),
         workspace_root: state.ctx.workspace.root().display().to_string(),
+        file_boundary: state.ctx.workspace.boundary().display().to_string(),
         limits: (*state.limits).clone(),
         protections: (*state.protections).clone(),
     })

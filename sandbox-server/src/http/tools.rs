@@ -17,7 +17,35 @@ use super::{ApiError, AppState};
     ),
 )]
 pub(crate) async fn list_tools(State(state): State<AppState>) -> Json<Vec<ToolSpec>> {
-    Json(state.registry.specs())
+    let workspace = &state.ctx.workspace;
+    let specs = state.registry.specs();
+    if workspace.boundary() == workspace.root() {
+        return Json(specs);
+    }
+    Json(reaching_anywhere(
+        specs,
+        &workspace.root().display().to_string(),
+    ))
+}
+
+/// Under `--files-anywhere` the file tools reach the whole file system: their descriptions
+/// say so, and where relative paths start.
+fn reaching_anywhere(specs: Vec<ToolSpec>, root: &str) -> Vec<ToolSpec> {
+    let anywhere = format!("An absolute path, or one relative to the working folder {root}");
+    specs
+        .into_iter()
+        .map(|mut spec| {
+            spec.description = spec
+                .description
+                .replace("in the working directory", "anywhere in this container");
+            if let Some(serde_json::Value::String(text)) =
+                spec.parameters.pointer_mut("/properties/path/description")
+            {
+                *text = text.replace("Path relative to the workspace root", &anywhere);
+            }
+            spec
+        })
+        .collect()
 }
 
 /// Runs one tool. Documented per tool in the OpenAPI document as `POST /v1/tools/{tool}`.

@@ -36,6 +36,8 @@ pub struct ConfineRequest {
     /// Paths whose files commands may not read (names stay listable); the token file by default.
     pub hidden: Vec<PathBuf>,
     pub network_none: bool,
+    /// The network is the container's, as this says (`--network container`).
+    pub network_detail: Option<String>,
     pub run_as: Option<(u32, u32)>,
     /// Extra environment variables passed through, besides the base allow-list.
     pub env_allow: Vec<String>,
@@ -90,11 +92,11 @@ impl Confinement {
             protections.extend([network_none, namespace]);
             (filter, netns)
         } else {
-            protections.push(protection(
-                ProtectionName::NetworkNone,
-                false,
-                "--network host: commands may use the network",
-            ));
+            let detail = request
+                .network_detail
+                .clone()
+                .unwrap_or_else(|| "--network host: commands may use the network".to_owned());
+            protections.push(protection(ProtectionName::NetworkNone, false, detail));
             (None, false)
         };
         let (cgroups, cgroup) = cgroups::prepare(request.rlimits);

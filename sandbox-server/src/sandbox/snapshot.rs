@@ -64,12 +64,13 @@ pub struct IgnoreList {
 impl IgnoreList {
     pub fn new(patterns: &[String]) -> IgnoreList {
         let mut list = IgnoreList::default();
-        for pattern in patterns
-            .iter()
-            .map(|p| p.trim().trim_matches('/'))
-            .filter(|p| !p.is_empty())
-        {
-            if pattern.contains('/') {
+        for raw in patterns.iter().map(|p| p.trim()) {
+            // A leading `/` anchors a name at the root (`/proc`); so does any inner `/`.
+            let pattern = raw.trim_matches('/');
+            if pattern.is_empty() {
+                continue;
+            }
+            if raw.starts_with('/') || pattern.contains('/') {
                 list.paths.push(pattern.as_bytes().to_vec());
             } else {
                 list.names.push(pattern.as_bytes().to_vec());

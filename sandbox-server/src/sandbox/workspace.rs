@@ -60,24 +60,52 @@ pub struct WriteOutcome {
 pub struct Workspace {
     root: PathBuf,
     root_fd: OwnedFd,
+    /// `--files-anywhere`: file tools may reach the whole file system (a task's container is
+    /// the boundary); paths resolve from `/`, relative ones from the root.
+    anywhere: Option<OwnedFd>,
+}
+
+fn open_path(path: &Path) -> io::Result<OwnedFd> {
+    Ok(openat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?)
 }
 
 impl Workspace {
     /// Opens the root; it must exist and be a directory.
     pub fn open(root: &Path) -> io::Result<Workspace> {
         let root = root.canonicalize()?;
-        let root_fd = openat(
-            nix::fcntl::AT_FDCWD,
-            &root,
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-        Ok(Workspace { root, root_fd })
+        let root_fd = open_path(&root)?;
+        Ok(Workspace {
+            root,
+            root_fd,
+            anywhere: None,
+        })
+    }
+
+    /// As [`Workspace::open`], with file tools reaching the whole file system: the root is
+    /// where relative paths start, `/` is the boundary.
+    pub fn open_anywhere(root: &Path) -> io::Result<Workspace> {
+        let mut workspace = Workspace::open(root)?;
+        workspace.anywhere = Some(open_path(Path::new("/"))?);
+        Ok(workspace)
     }
 
     /// The canonical absolute path of the root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Where file tools may reach: `/` with `--files-anywhere`, else the root.
+    pub fn boundary(&self) -> &Path {
+        if self.anywhere.is_some() {
+            Path::new("/")
+        } else {
+            &self.root
+        }
     }
 
     /// A descriptor of the root (`O_PATH`), for walks that stay beneath it.
@@ -202,7 +230,13 @@ impl Workspace {
             .components()
             .all(|c| matches!(c, Component::CurDir))
             || path == self.root.to_string_lossy();
-        let fd = if is_root {
+        let boundary = self
+            .anywhere
+            .as_ref()
+            .filter(|_| Path::new(path) == Path::new("/"));
+        let fd = if let Some(boundary) = boundary {
+            openat(boundary, ".", flags, Mode::empty()).map_err(|errno| io_error(path, errno))?
+        } else if is_root {
             openat(&self.root_fd, ".", flags, Mode::empty())
                 .map_err(|errno| io_error(path, errno))?
         } else {
@@ -299,21 +333,34 @@ impl Workspace {
         })
     }
 
-    /// Splits a path into components relative to the root. An absolute path is accepted only
-    /// when it lies under the root's canonical path.
-    fn components(&self, original: &str, path: &Path) -> Result<VecDeque<OsString>, Refusal> {
+    /// Splits a path into components relative to where resolution starts (the root, or `/`
+    /// for `--files-anywhere`). An absolute path is accepted only when it lies under the root's
+    /// canonical path (anywhere with `--files-anywhere`). `from_root`: a relative path is the
+    /// root's (a caller's path), not a symlink target's (relative to its own folder).
+    fn components(
+        &self,
+        original: &str,
+        path: &Path,
+        from_root: bool,
+    ) -> Result<VecDeque<OsString>, Refusal> {
         if path.as_os_str().is_empty() {
             return Err(Refusal::Invalid(format!("`{original}` is empty")));
         }
         if path.as_os_str().as_bytes().contains(&0) {
             return Err(Refusal::Invalid("contains a NUL byte".to_owned()));
         }
-        let relative = if path.is_absolute() {
-            path.strip_prefix(&self.root).map_err(|_| {
+        let joined;
+        let relative = match (&self.anywhere, path.is_absolute()) {
+            (Some(_), true) => path.strip_prefix("/").unwrap_or(path),
+            (Some(_), false) if from_root => {
+                joined = self.root.join(path);
+                joined.strip_prefix("/").unwrap_or(&joined)
+            }
+            (Some(_), false) => path,
+            (None, true) => path.strip_prefix(&self.root).map_err(|_| {
                 Refusal::Outside(format!("absolute path not under {}", self.root.display()))
-            })?
-        } else {
-            path
+            })?,
+            (None, false) => path,
         };
         Ok(relative
             .components()
@@ -325,8 +372,9 @@ impl Workspace {
             .collect())
     }
 
+    /// Where resolution starts: the root, or `/` with `--files-anywhere`.
     fn dup_root(&self) -> io::Result<OwnedFd> {
-        self.root_fd.try_clone()
+        self.anywhere.as_ref().unwrap_or(&self.root_fd).try_clone()
     }
 }
 
@@ -365,7 +413,7 @@ struct Walk<'a> {
 impl<'a> Walk<'a> {
     fn start(workspace: &Workspace, path: &'a str) -> Result<Walk<'a>, WorkspaceError> {
         let queue = workspace
-            .components(path, Path::new(path))
+            .components(path, Path::new(path), true)
             .map_err(|why| match why {
                 Refusal::Outside(why) => outside(path, &why),
                 Refusal::Invalid(why) => WorkspaceError::InvalidPath(why),
@@ -405,12 +453,14 @@ impl<'a> Walk<'a> {
         if target_path.is_absolute() {
             self.stack.truncate(1);
         }
-        let mut expanded = workspace.components(self.path, &target_path).map_err(|_| {
-            outside(
-                self.path,
-                &format!("a symlink points to {}", target_path.display()),
-            )
-        })?;
+        let mut expanded = workspace
+            .components(self.path, &target_path, false)
+            .map_err(|_| {
+                outside(
+                    self.path,
+                    &format!("a symlink points to {}", target_path.display()),
+                )
+            })?;
         expanded.extend(std::mem::take(&mut self.queue));
         self.queue = expanded;
         Ok(())

@@ -199,3 +199,107 @@ async fn a_symlink_swapped_in_during_resolution_never_leaks_outside_content() {
     );
     assert!(n_inside > 0, "the inside target was never read");
 }
+
+/// A benchmark task's container is its own boundary: `--files-anywhere` lets file tools take
+/// absolute paths anywhere (relative ones still start in the workspace), the tool listing and
+/// `/v1/info` say so, `--network container` names the network's rule, and
+/// `--forget-token-file` leaves no token on disk.
+#[tokio::test]
+async fn in_a_task_container_the_file_tools_reach_the_whole_file_system() {
+    let outside = tempfile::tempdir().unwrap();
+    let token_dir = tempfile::tempdir().unwrap();
+    let token = token_dir.path().join("token");
+    std::fs::write(&token, format!("{}\n", common::TOKEN)).unwrap();
+    let options = common::Options {
+        token: false,
+        extra_args: [
+            "--files-anywhere",
+            "--network",
+            "container",
+            "--network-detail",
+            "the task's own network",
+            "--forget-token-file",
+            "--token-file",
+            token.to_str().unwrap(),
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    };
+    let mut server = common::start_with(options).await;
+    server.token = Some(common::TOKEN.to_owned());
+    assert!(!token.exists(), "the token file is deleted once read");
+    let elsewhere = outside.path().join("notes/out.txt");
+    let path = elsewhere.to_str().unwrap();
+    server
+        .ok("write_file", json!({"path": path, "content": "anywhere\n"}))
+        .await;
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "anywhere\n");
+    let read = server.ok("read_file", json!({"path": path})).await;
+    assert!(
+        read["output"].as_str().unwrap().contains("anywhere"),
+        "{read}"
+    );
+    server
+        .ok("write_file", json!({"path": "here.txt", "content": "x"}))
+        .await;
+    assert!(
+        server.path("here.txt").is_file(),
+        "relative paths start in the workspace"
+    );
+    let (status, info) = server.get_json("/v1/info").await;
+    assert_eq!(status, 200, "{info}");
+    assert_eq!(info["file_boundary"], "/");
+    assert!(
+        info.to_string().contains("the task's own network"),
+        "{info}"
+    );
+    let (_, tools) = server.get_json("/v1/tools").await;
+    let read_file = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "read_file")
+        .unwrap();
+    assert!(
+        read_file["description"]
+            .as_str()
+            .unwrap()
+            .contains("anywhere in this container"),
+        "{read_file}"
+    );
+    let path_doc = read_file["parameters"]["properties"]["path"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(
+        path_doc.starts_with("An absolute path, or one relative to the working folder /"),
+        "{path_doc}"
+    );
+
+    // Without the flag the same absolute path is refused.
+    let plain = common::start().await;
+    let (status, body) = plain.call("read_file", json!({"path": path})).await;
+    assert_eq!(status, 403, "{body}");
+}
+
+/// `sandbox-server install DIR` copies the executable, runnable, for another image to run.
+#[test]
+fn install_copies_the_server_into_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("bin");
+    let output = std::process::Command::new(common::binary())
+        .arg("install")
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let copied = target.join("sandbox-server");
+    let version = std::process::Command::new(&copied)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("sandbox-server"));
+}

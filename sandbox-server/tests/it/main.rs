@@ -15,7 +15,7 @@ mod common;
 mod api;
 /// `bash`: layout, timeouts that kill whole trees, background children, bounded output.
 mod bash;
-/// The workspace boundary: every escape attempt is refused.
+/// The workspace boundary: every escape attempt is refused; a task container's whole file system.
 mod boundary;
 /// Containment: the network, the environment, Landlock, resource limits, an unprivileged user.
 mod containment;
