@@ -12,6 +12,7 @@
 //!   batch as it goes, for a display. The report is `replay::report`: it reads the logs.
 
 mod attempt;
+mod job;
 pub mod progress;
 pub mod tasks;
 
@@ -100,6 +101,8 @@ pub struct BatchConfig {
     pub parallel: usize,
     pub parallel_reason: String,
     pub retries: u32,
+    /// Independent trials per task (`--attempts`).
+    pub attempts: u32,
     /// The batch folder.
     pub out: PathBuf,
     pub resume: bool,
@@ -144,7 +147,10 @@ pub async fn run_batch(
     stopping: Stopping,
 ) -> anyhow::Result<BatchOutcome> {
     let started = Instant::now();
-    check_tasks(config)?;
+    let log_started = event_log::now();
+    for warning in check_tasks(config)? {
+        observer.note(&warning);
+    }
     let resumed = prepare_out(config)?;
     let log = open_log(config, resumed).await?;
     let todo = tasks_to_run(config, &log, observer.as_ref()).await?;
@@ -191,25 +197,38 @@ pub async fn run_batch(
     };
     let retries = progress.snapshot().retries;
     close_log(&log, &outcome, retries, started, &gates).await?;
+    if let Err(err) = job::write(config, &log_started) {
+        observer.note(&format!("warning: writing the job's result files: {err:#}"));
+    }
     Ok(outcome)
 }
 
 /// Every task's settings resolve before anything starts: bad input stops the batch here.
-fn check_tasks(config: &BatchConfig) -> anyhow::Result<()> {
+/// Returns the benchmark tasks' warnings (keys this harness does not use), once per task.
+fn check_tasks(config: &BatchConfig) -> anyhow::Result<Vec<String>> {
     let leased = matches!(config.sandbox, SandboxSource::Pool(_));
-    let problems: Vec<String> = config
-        .tasks
-        .iter()
-        .filter_map(|task| {
-            RunConfig::for_task(&task.file, &config.flags, None, leased)
-                .err()
-                .map(|err| format!("{}: {err:#}", task.file.display()))
-        })
-        .collect();
+    let mut problems = Vec::new();
+    let mut warnings = Vec::new();
+    for task in config.tasks.iter().filter(|t| t.trial == 1) {
+        match RunConfig::for_source(&task.source, &task.task, &config.flags, None, leased) {
+            Ok(run) => {
+                let bench = run
+                    .bench()
+                    .map(|b| b.task.warnings.clone())
+                    .unwrap_or_default();
+                warnings.extend(
+                    bench
+                        .into_iter()
+                        .map(|w| format!("warning: {}: {w}", task.task)),
+                );
+            }
+            Err(err) => problems.push(format!("{}: {err:#}", task.source.path().display())),
+        }
+    }
     if !problems.is_empty() {
         anyhow::bail!("the batch did not start:\n  {}", problems.join("\n  "));
     }
-    Ok(())
+    Ok(warnings)
 }
 
 /// Checks `--out`: a batch folder to resume, a new or empty one, never someone else's folder.
@@ -265,7 +284,9 @@ async fn open_log(config: &BatchConfig, resumed: bool) -> anyhow::Result<EventLo
             .iter()
             .map(|t| BatchTask {
                 id: t.id.clone(),
-                file: t.file.display().to_string(),
+                file: t.source.path().display().to_string(),
+                task: (t.task != t.id).then(|| t.task.clone()),
+                trial: (config.attempts > 1).then_some(t.trial),
             })
             .collect(),
         parallel: config.parallel as u32,
@@ -273,6 +294,7 @@ async fn open_log(config: &BatchConfig, resumed: bool) -> anyhow::Result<EventLo
         sandbox: config.sandbox.describe(),
         retries: config.retries,
         resumed,
+        attempts: (config.attempts > 1).then_some(config.attempts),
     }))
     .await?;
     Ok(log)
@@ -287,11 +309,20 @@ async fn tasks_to_run(
 ) -> anyhow::Result<Vec<TaskSpec>> {
     let mut todo = Vec::new();
     for task in &config.tasks {
-        match finished(&config.out.join(&task.id)) {
-            Some(outcome) if config.resume => {
+        let dir = config.out.join(&task.id);
+        let done = match (finished(&dir), &task.source) {
+            // A benchmark trial is done once it has a reward.
+            (Some(_), crate::task::TaskSource::Bench(_)) => {
+                job::rewarded(&dir).then(|| "its trial has a reward already".to_owned())
+            }
+            (Some(outcome), _) => Some(format!("its log finished already ({})", outcome.as_str())),
+            (None, _) => None,
+        };
+        match done {
+            Some(reason) if config.resume => {
                 log.record(Event::TaskSkipped(TaskSkipped {
                     task: task.id.clone(),
-                    reason: format!("its log finished already ({})", outcome.as_str()),
+                    reason,
                 }))
                 .await?;
             }
@@ -301,7 +332,7 @@ async fn tasks_to_run(
     let skipped = config.tasks.len() - todo.len();
     if skipped > 0 {
         observer.note(&format!(
-            "resuming: {skipped} tasks have finished logs; running the other {}",
+            "resuming: {skipped} tasks have finished logs (benchmark trials: a reward); running the other {}",
             todo.len()
         ));
     }

@@ -2,6 +2,7 @@
 //! library. Each subcommand's module turns its flags into the library's validated config.
 
 mod batch;
+mod images;
 mod policy;
 mod replay;
 mod run;
@@ -37,6 +38,39 @@ pub(crate) enum Command {
     /// Manage the containers of `--sandbox docker`.
     #[command(subcommand)]
     Sandboxes(SandboxesCommand),
+    /// Build benchmark tasks' images ahead of a run (and push them, for a cluster).
+    #[command(subcommand)]
+    Images(ImagesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ImagesCommand {
+    /// Build every image of the benchmark tasks found in DATASET (as `harness batch` finds
+    /// them; cached by content), optionally push each task's main image to a registry and
+    /// write a Kubernetes overlay per task (deploy/benchmark).
+    Build {
+        #[arg(required = true, value_name = "DATASET")]
+        datasets: Vec<PathBuf>,
+        /// Push each task's main image as `REGISTRY/harness-task/<task>:<content hash>`.
+        #[arg(long, value_name = "REGISTRY")]
+        push: Option<String>,
+        /// Write `<DIR>/<task>/kustomization.yaml`, an Indexed Job of the task's trials in its
+        /// own image (an overlay of --kustomize-base).
+        #[arg(long, value_name = "DIR")]
+        kustomize: Option<PathBuf>,
+        /// The base the overlays point at.
+        #[arg(long, value_name = "DIR", default_value = "deploy/benchmark")]
+        kustomize_base: PathBuf,
+        /// For the overlays: the agent (model, oracle or nop).
+        #[arg(long, default_value = "model")]
+        agent: String,
+        /// For the overlays: the trials per task (the Job's completions).
+        #[arg(long, default_value_t = 1, value_name = "K")]
+        attempts: u32,
+        /// As `harness batch`: image rewrites and a CA bundle for the builds.
+        #[command(flatten)]
+        build: BuildArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,6 +116,17 @@ pub(crate) enum ReplayCommand {
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
     },
+    /// The session in another tool's format: `atif` (Harbor's Agent Trajectory Interchange
+    /// Format, v1.8), as JSON.
+    Export {
+        /// A session folder or its events.jsonl.
+        run: PathBuf,
+        #[arg(long, value_enum)]
+        format: ExportFormatArg,
+        /// Write here instead of stdout.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+    },
     /// Rebuild the workspace as it was after event SEQ, verifying every file's hash.
     Restore {
         run: PathBuf,
@@ -114,9 +159,13 @@ pub(crate) enum ReplayCommand {
     /// report the first divergence (exit code 6).
     Rerun {
         run: PathBuf,
-        /// `local` (default) or the URL of a running sandbox, whose workspace is replaced.
-        #[arg(long, value_name = "local|URL")]
+        /// `local` (default), the URL of a running sandbox whose workspace is replaced, or
+        /// `task`: the task's own containers (the default for a benchmark session).
+        #[arg(long, value_name = "local|task|URL")]
         sandbox: Option<String>,
+        /// `--sandbox task`: how to build the task's images again, as at its run.
+        #[command(flatten)]
+        build: BuildArgs,
         #[arg(long, value_name = "FILE")]
         sandbox_token_file: Option<PathBuf>,
         /// Also replace matches of this regex before comparing outputs (repeatable).
@@ -139,9 +188,11 @@ pub(crate) enum ReplayCommand {
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct BatchArgs {
-    /// Task files, or folders of them (their `*.yaml`/`*.yml` in name order). A task's name is
-    /// its file name without the extension, and names its log folder.
-    #[arg(required = true, value_name = "TASK_FILES")]
+    /// Task files, benchmark task folders (Harbor's task.toml, Terminal-Bench's task.yaml), or
+    /// dataset folders holding any of them, found recursively. A task's name is its folder's
+    /// name (or its file's without the extension; a dataset-relative path when names clash),
+    /// and names its log folder.
+    #[arg(required = true, value_name = "TASKS")]
     pub(crate) tasks: Vec<PathBuf>,
     /// Tasks at once [default: from the machine: 2 per core, capped by available memory at
     /// 512 MiB per local task or the container's --memory (1 GiB when unset); one per pool
@@ -158,6 +209,10 @@ pub(crate) struct BatchArgs {
     /// fresh sandbox. Other failures are not retried.
     #[arg(long, default_value_t = 1)]
     pub(crate) retries: u32,
+    /// Independent trials of each task, each on a fresh sandbox (logs `<task>`, `<task>__2`,
+    /// …); the report gives pass@1, pass@k and the mean reward.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub(crate) attempts: u32,
     /// Model request limits per endpoint, shared by every task: `ENDPOINT=CONCURRENCY[,PER_MINUTE]`
     /// where ENDPOINT is a provider (`openai`, `openai-compat`, `anthropic`), a base URL, or `*`;
     /// repeatable. Without one, an endpoint is unbounded until it answers 429, which then
@@ -298,6 +353,71 @@ pub(crate) struct SessionArgs {
     /// Anthropic: enable extended thinking with this many budget tokens.
     #[arg(long)]
     pub(crate) thinking_budget: Option<u32>,
+    #[command(flatten)]
+    pub(crate) bench: BenchArgs,
+}
+
+/// The flags of benchmark tasks (Harbor and Terminal-Bench folders).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Benchmark tasks (Harbor, Terminal-Bench 1)")]
+pub(crate) struct BenchArgs {
+    /// Who acts: `model` (the loop), `oracle` (the task's solution script, through the bash
+    /// tool and the policy) or `nop` (nothing: a task that passes anyway is broken).
+    #[arg(long, value_name = "model|oracle|nop")]
+    pub(crate) agent: Option<String>,
+    /// The reward at or above which a trial passes [default: 1].
+    #[arg(long, value_name = "REWARD")]
+    pub(crate) pass_threshold: Option<f64>,
+    #[command(flatten)]
+    pub(crate) build: BuildArgs,
+    /// The agent's time, overriding the task's (e.g. `15m`).
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) agent_timeout: Option<humantime::Duration>,
+    /// The verifier's time, overriding the task's.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) verifier_timeout: Option<humantime::Duration>,
+}
+
+/// How a benchmark task's images are built.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct BuildArgs {
+    /// Replace an image in `FROM` lines and compose `image:` (`FROM=TO`; a FROM ending in `/`
+    /// replaces that prefix), for registries the engine cannot reach; repeatable.
+    #[arg(long, value_name = "FROM=TO")]
+    pub(crate) image_map: Vec<String>,
+    /// A file of `FROM=TO` lines (`#` comments), as --image-map.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) image_map_file: Option<PathBuf>,
+    /// A CA bundle (PEM) added to every image build, for `RUN pip/curl` behind a
+    /// TLS-inspecting proxy, e.g. /etc/ssl/certs/ca-certificates.crt.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) build_ca: Option<PathBuf>,
+}
+
+impl BuildArgs {
+    /// The build flags alone, as the library takes them.
+    pub(crate) fn flags(&self) -> controller::config::BenchFlags {
+        controller::config::BenchFlags {
+            image_map: self.image_map.clone(),
+            image_map_file: self.image_map_file.clone(),
+            build_ca: self.build_ca.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl BenchArgs {
+    pub(crate) fn flags(&self) -> controller::config::BenchFlags {
+        controller::config::BenchFlags {
+            agent: self.agent.clone(),
+            pass_threshold: self.pass_threshold,
+            image_map: self.build.image_map.clone(),
+            image_map_file: self.build.image_map_file.clone(),
+            build_ca: self.build.build_ca.clone(),
+            agent_timeout: self.agent_timeout.map(Into::into),
+            verifier_timeout: self.verifier_timeout.map(Into::into),
+        }
+    }
 }
 
 /// `--format` of `replay show`.
@@ -305,6 +425,13 @@ pub(crate) struct SessionArgs {
 pub(crate) enum FormatArg {
     Md,
     Html,
+}
+
+/// `--format` of `replay export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportFormatArg {
+    /// Harbor's trajectory format (ATIF v1.8).
+    Atif,
 }
 
 /// `--approve`.
@@ -386,6 +513,7 @@ impl SessionArgs {
             approve: self.approve.into(),
             max_tokens: self.max_tokens,
             thinking_budget: self.thinking_budget,
+            bench: self.bench.flags(),
         }
     }
 }
@@ -398,5 +526,6 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Replay(command) => replay::run(command).await,
         Command::Policy(command) => policy::run(command).await,
         Command::Sandboxes(command) => sandboxes::run(command).await,
+        Command::Images(command) => images::run(command).await,
     }
 }

@@ -5,6 +5,7 @@
 //! line. `harness run` builds one [`RunConfig`]; `harness batch` builds one per task with the
 //! same function.
 
+mod bench;
 mod sandbox;
 
 use std::path::{Path, PathBuf};
@@ -12,13 +13,14 @@ use std::time::Duration;
 
 use anyhow::bail;
 
+pub use bench::{AgentKind, BenchFlags, BenchRun, TaskPlace};
 pub use sandbox::SandboxTarget;
 
 use crate::llm::{ModelSpec, Price};
 use crate::policy::{Approve, PolicySettings};
 use crate::run_loop::Limits;
 use crate::sandbox::NetworkMode;
-use crate::task::{TaskFile, WorkspaceSource};
+use crate::task::{TaskFile, TaskSource, WorkspaceSource};
 
 pub const DEFAULT_MODEL: &str = "openai/gpt-6-luna";
 pub const DEFAULT_WORKING_DIR: &str = "agent-harness-working";
@@ -57,6 +59,8 @@ pub struct SessionFlags {
     pub approve: Approve,
     pub max_tokens: Option<u32>,
     pub thinking_budget: Option<u32>,
+    /// The flags only benchmark tasks take.
+    pub bench: BenchFlags,
 }
 
 /// A resolved run.
@@ -79,6 +83,8 @@ pub struct RunConfig {
     /// The longest the session may run.
     pub lifetime: Option<Duration>,
     pub policy: PolicySettings,
+    /// Who acts: the model, or for a benchmark task its oracle or nobody.
+    pub agent: AgentKind,
 }
 
 impl RunConfig {
@@ -123,6 +129,25 @@ impl RunConfig {
         RunConfig::build(TaskFile::load(task_file)?, working_dir, flags, leased)
     }
 
+    /// A task of a dataset, whatever its kind: a YAML task file (with a working directory
+    /// when the session gets one, and whether its sandbox is a leased pool member) or a
+    /// benchmark task folder.
+    pub fn for_source(
+        source: &TaskSource,
+        name: &str,
+        flags: &SessionFlags,
+        working_dir: Option<PathBuf>,
+        leased: bool,
+    ) -> anyhow::Result<RunConfig> {
+        match source {
+            TaskSource::File(file) => RunConfig::for_task(file, flags, working_dir, leased),
+            TaskSource::Bench(_) if leased => bail!(
+                "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker"
+            ),
+            TaskSource::Bench(dir) => RunConfig::for_bench(dir, name, flags),
+        }
+    }
+
     fn build(
         task: TaskFile,
         working_dir: Option<PathBuf>,
@@ -131,6 +156,13 @@ impl RunConfig {
     ) -> anyhow::Result<RunConfig> {
         if task.prompt.trim().is_empty() {
             bail!("the task is empty");
+        }
+        let agent = flags.bench.agent()?;
+        if agent != AgentKind::Model {
+            bail!(
+                "--agent {}: only a benchmark task (a Harbor or Terminal-Bench folder) has an oracle or a verifier",
+                agent.as_str()
+            );
         }
         let network = match flags.network.as_ref().or(task.network.as_ref()) {
             Some(text) => text
@@ -160,6 +192,7 @@ impl RunConfig {
             sandbox,
             tools,
             policy: policy_settings(flags),
+            agent,
         })
     }
 }

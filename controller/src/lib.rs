@@ -16,9 +16,12 @@
 //! - [`event_log`]: the session log (one writer), its event types and its reader.
 //! - [`replay`]: reading logs back: transcripts, restore, metrics, batch reports, rerun.
 //! - [`batch`]: many sessions at once: scheduling, retries, the batch log.
+//! - [`bench`]: benchmark tasks in Harbor's and Terminal-Bench's formats: their images and
+//!   containers, the oracle, the verifier, and the files Harbor's tools read.
 //! - [`secrets`], [`text`]: redaction; escaping and sizes.
 
 pub mod batch;
+pub mod bench;
 pub mod config;
 pub mod event_log;
 pub mod llm;
@@ -55,6 +58,8 @@ pub mod exit_code {
     pub const INFRASTRUCTURE: i32 = 8;
     /// `batch`: every task ran, and some did not pass.
     pub const SOME_FAILED: i32 = 9;
+    /// A benchmark task's verifier failed (no reward, a timeout): no verdict.
+    pub const VERIFIER_FAILED: i32 = 10;
     /// Ctrl-C.
     pub const INTERRUPTED: i32 = 130;
 }

@@ -12,6 +12,7 @@
 //! - [`model`]: the model from its name, recorded replies included.
 //! - `prepare`, `check`, `header`: the steps before and after the agent.
 
+mod bench;
 mod check;
 mod header;
 pub mod model;
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use model::build_model;
 pub use outcome::{SessionOutcome, Stop};
 
+use crate::bench::results::TrialLink;
 use crate::config::RunConfig;
 use crate::event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
 use crate::llm::{self, Model};
@@ -56,6 +58,8 @@ pub struct SessionOptions {
     pub gates: Option<Arc<llm::gate::Gates>>,
     /// The pool member the batch leased, for a `SandboxTarget::Pool`.
     pub lease: Option<Lease>,
+    /// A benchmark trial's job and dataset, for the files Harbor reads.
+    pub trial_link: TrialLink,
 }
 
 /// Who a session talks to: a display for its progress, and someone to settle asks.
@@ -124,6 +128,7 @@ pub async fn run_session(
             let (outcome, answer) = stopped(&log, &stop, audience.observer).await;
             let summary = summarise(&options, outcome, answer);
             finish(&log, &summary).await;
+            write_trial_files(&options, audience.observer);
             return summary;
         }
     };
@@ -151,7 +156,20 @@ pub async fn run_session(
     let summary = summarise(&options, outcome, answer);
     finish(&log, &summary).await;
     sandbox.stop().await;
+    write_trial_files(&options, audience.observer);
     summary
+}
+
+/// A benchmark trial's files for Harbor's tools, from its finished log.
+fn write_trial_files(options: &SessionOptions, observer: &dyn Observer) {
+    if options.config.bench().is_none() {
+        return;
+    }
+    if let Err(err) = crate::bench::results::write_trial(&options.log_dir, &options.trial_link) {
+        observer.note(&format!(
+            "warning: writing the trial's result files: {err:#}"
+        ));
+    }
 }
 
 /// A sandbox that died is the infrastructure's failure, whatever the loop made of it, and
@@ -281,6 +299,11 @@ impl Session<'_> {
             .await
             .map_err(|err| Stop::preparing(&err))?;
         let prepared = prepared.map_err(|err| Stop::preparing(&err))?;
+        if let Some(environment) = self.sandbox.task() {
+            bench::record_images(&self.recorder.log, environment)
+                .await
+                .map_err(|err| Stop::preparing(&err))?;
+        }
         self.record_start()
             .await
             .map_err(|err| Stop::preparing(&err))?;
@@ -297,6 +320,11 @@ impl Session<'_> {
             observer: self.audience.observer,
             recorder: &self.recorder,
         };
+        if let Some(run) = self.options.config.bench() {
+            return self
+                .run_bench(&agent, &prepared.system.text, run, totals)
+                .await;
+        }
         let report = agent
             .run(&prepared.system.text, &self.options.config.prompt, totals)
             .await

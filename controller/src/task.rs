@@ -2,10 +2,14 @@
 //! commands, the model, limits, sandbox and tools. Unknown keys and wrong types are errors
 //! naming the key and the file.
 
+mod discover;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::Deserialize;
+
+pub use discover::{FoundTask, TaskSource, discover};
 
 /// A task file as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -246,45 +250,24 @@ pub fn task_id(path: &Path) -> String {
         .unwrap_or_else(|| "task".to_owned())
 }
 
-/// The task files of a folder, in name order: `*.yaml` and `*.yml`, hidden names skipped (a
-/// mounted ConfigMap keeps its own bookkeeping in `..data` entries).
-pub fn task_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)
-        .with_context(|| format!("reading the task folder {}", dir.display()))?
-    {
-        let path = entry?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if !name.starts_with('.')
-            && (name.ends_with(".yaml") || name.ends_with(".yml"))
-            && path.is_file()
-        {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// `--task DIR --task-index N`: the N-th task file of a folder, and its name (for the log
-/// folder of a Kubernetes Indexed Job's pod).
-pub fn pick_indexed(dir: &Path, index: Option<usize>) -> anyhow::Result<(PathBuf, String)> {
+/// `--task DIR --task-index N`: the N-th task of a dataset folder, as `harness batch DIR`
+/// finds and names them (the log folder of a Kubernetes Indexed Job's pod is its name).
+pub fn pick_indexed(dir: &Path, index: Option<usize>) -> anyhow::Result<FoundTask> {
     let Some(index) = index else {
         anyhow::bail!(
             "--task {} is a folder: give --task-index N (or JOB_COMPLETION_INDEX) to pick a task",
             dir.display()
         );
     };
-    let files = task_files(dir)?;
-    let Some(file) = files.get(index) else {
-        anyhow::bail!(
-            "--task-index {index}: {} holds {} task files (indexes 0 to {})",
+    let tasks = discover(&[dir.to_owned()])?;
+    let count = tasks.len();
+    tasks.into_iter().nth(index).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--task-index {index}: {} holds {count} tasks (indexes 0 to {})",
             dir.display(),
-            files.len(),
-            files.len().saturating_sub(1)
-        );
-    };
-    Ok((file.clone(), task_id(file)))
+            count.saturating_sub(1)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{BatchConfig, BatchObserver, Progress, Running, Stopping, TaskSpec};
+use crate::bench::results::{TrialLink, uuid_of};
 use crate::config::RunConfig;
 use crate::event_log::{
     self, ErrorClass, ErrorEvent, Event, EventLog, FailureClass, TaskFinished, TaskRetried,
@@ -190,14 +191,15 @@ impl TaskContext<'_> {
             .prefix(&format!("harness-batch-{}-", task.id))
             .tempdir()
             .map_err(|err| internal(err.into()))?;
-        let config = RunConfig::for_task(
-            &task.file,
+        let config = RunConfig::for_source(
+            &task.source,
+            &task.task,
             &self.config.flags,
             Some(workspace.path().to_owned()),
             lease.is_some(),
         )
         .map_err(internal)?;
-        let model = session::build_model(&config.model, Some(self.gates)).map_err(internal)?;
+        let model = session::build_model(&config, Some(self.gates)).map_err(internal)?;
         let options = SessionOptions {
             config,
             session_id: event_log::new_session_id(),
@@ -206,6 +208,10 @@ impl TaskContext<'_> {
             sandbox_log_in_folder: true,
             gates: Some(self.gates.clone()),
             lease,
+            trial_link: TrialLink {
+                job_id: Some(uuid_of(&self.config.batch_id)),
+                source: task.dataset_name(),
+            },
         };
         Ok((options, model, workspace))
     }

@@ -1,30 +1,75 @@
-//! A batch's tasks: found in files and folders, named, and how many run at once.
+//! A batch's tasks: found in files and folders (recursively, YAML tasks and benchmark task
+//! folders mixed), each run `attempts` times as independent trials, and how many run at once.
 
 use std::path::{Path, PathBuf};
 
-/// One task of a batch.
+use crate::task::{TaskSource, discover};
+
+/// One trial of one task of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskSpec {
-    /// Its file name without the extension; the name of its log folder.
+    /// The name of its log folder: the task's name (`/` as `-`), with `__N` for trial N ≥ 2.
     pub id: String,
-    pub file: PathBuf,
+    /// The task's name.
+    pub task: String,
+    /// From 1.
+    pub trial: u32,
+    pub source: TaskSource,
+    /// The dataset folder it was found in, when found in one (its name is Harbor's `source`).
+    pub dataset: Option<PathBuf>,
 }
 
-/// The tasks of files and folders (a folder's `*.yaml`/`*.yml`), in order; names must differ.
-pub fn collect_tasks(paths: &[PathBuf]) -> anyhow::Result<Vec<TaskSpec>> {
+impl TaskSpec {
+    /// The dataset's name.
+    pub fn dataset_name(&self) -> Option<String> {
+        let dataset = self.dataset.as_ref()?;
+        dataset
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    }
+}
+
+/// The log folder of a task's trial.
+pub fn trial_id(task: &str, trial: u32) -> String {
+    let folder = task.replace('/', "-");
+    if trial <= 1 {
+        folder
+    } else {
+        format!("{folder}__{trial}")
+    }
+}
+
+/// The tasks of files and folders, each `attempts` times; log folder names must differ.
+pub fn collect_tasks(paths: &[PathBuf], attempts: u32) -> anyhow::Result<Vec<TaskSpec>> {
+    if attempts == 0 {
+        anyhow::bail!("--attempts must be at least 1");
+    }
     let mut tasks: Vec<TaskSpec> = Vec::new();
     for path in paths {
-        for file in task_files_of(path)? {
-            let id = crate::task::task_id(&file);
-            if let Some(other) = tasks.iter().find(|t| t.id == id) {
-                anyhow::bail!(
-                    "two tasks are named `{id}` ({} and {}): task names are their file names and \
-                     name their log folders, so they must differ",
-                    other.file.display(),
-                    file.display()
-                );
+        let dataset = dataset_of(path);
+        for found in discover(std::slice::from_ref(path))? {
+            for trial in 1..=attempts {
+                let id = trial_id(&found.name, trial);
+                if let Some(other) = tasks.iter().find(|t| t.id == id) {
+                    let clash = if other.task == found.name {
+                        format!("two tasks are named `{}`", found.name)
+                    } else {
+                        format!("two tasks would share the log folder `{id}`")
+                    };
+                    anyhow::bail!(
+                        "{clash} ({} and {}): task names name their log folders, so they must differ",
+                        other.source.path().display(),
+                        found.source.path().display()
+                    );
+                }
+                tasks.push(TaskSpec {
+                    id,
+                    task: found.name.clone(),
+                    trial,
+                    source: found.source.clone(),
+                    dataset: dataset.clone(),
+                });
             }
-            tasks.push(TaskSpec { id, file });
         }
     }
     if tasks.is_empty() {
@@ -33,18 +78,10 @@ pub fn collect_tasks(paths: &[PathBuf]) -> anyhow::Result<Vec<TaskSpec>> {
     Ok(tasks)
 }
 
-fn task_files_of(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    if path.is_dir() {
-        let files = crate::task::task_files(path)?;
-        if files.is_empty() {
-            anyhow::bail!("{} holds no task files (*.yaml, *.yml)", path.display());
-        }
-        Ok(files)
-    } else if path.is_file() {
-        Ok(vec![path.to_owned()])
-    } else {
-        anyhow::bail!("{}: no such task file or folder", path.display());
-    }
+/// A folder given that is not itself a task is a dataset.
+fn dataset_of(path: &Path) -> Option<PathBuf> {
+    let is_dataset = path.is_dir() && crate::bench::detect(path).is_none();
+    is_dataset.then(|| std::path::absolute(path).ok()).flatten()
 }
 
 /// The default parallelism: what the machine's cores and available memory allow, and how it

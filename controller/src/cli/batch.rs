@@ -33,11 +33,31 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
         ProgressMode::Lines => false,
         ProgressMode::Auto => std::io::stdout().is_terminal(),
     };
+    let benchmark = config
+        .tasks
+        .iter()
+        .filter(|t| matches!(t.source, controller::task::TaskSource::Bench(_)))
+        .count();
+    let sandboxes = match (benchmark, config.tasks.len()) {
+        (0, _) => format!(
+            "sandbox {}",
+            args.session.sandbox.as_deref().unwrap_or("local")
+        ),
+        (b, n) if b == n => "each in its own task image".to_owned(),
+        _ => format!(
+            "benchmark tasks in their own images, the others in sandbox {}",
+            args.session.sandbox.as_deref().unwrap_or("local")
+        ),
+    };
+    let trials = if args.attempts > 1 {
+        format!(" × {} trials", args.attempts)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "batch: {} tasks, {}, sandbox {}, log {}",
-        config.tasks.len(),
+        "batch: {} tasks{trials}, {}, {sandboxes}, log {}",
+        config.tasks.len() / args.attempts.max(1) as usize,
         config.parallel_reason,
-        args.session.sandbox.as_deref().unwrap_or("local"),
         config.out.display()
     );
     let stopping = Stopping::default();
@@ -71,7 +91,7 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
 
 /// The batch's config from its flags: its tasks, sandboxes, parallelism and folder.
 fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
-    let tasks = batch::collect_tasks(&args.tasks)?;
+    let tasks = batch::collect_tasks(&args.tasks, args.attempts)?;
     let sandbox = SandboxSource::parse(args.session.sandbox.as_deref().unwrap_or("local"))
         .map_err(anyhow::Error::msg)?;
     let mut flags = args.session.flags();
@@ -82,7 +102,11 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
         );
         flags.approve = Approve::Never;
     }
+    let benchmark = tasks
+        .iter()
+        .any(|t| matches!(t.source, controller::task::TaskSource::Bench(_)));
     let per_task = match (&sandbox, &flags.memory) {
+        (_, None) if benchmark => 2 << 30,
         (SandboxSource::Docker, Some(text)) => controller::text::parse_size(text)
             .map_err(|why| anyhow::anyhow!("--memory {why}"))?
             as u64,
@@ -117,6 +141,7 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
         parallel,
         parallel_reason,
         retries: args.retries,
+        attempts: args.attempts,
         out,
         resume: args.resume,
         durability: args.session.log_durability.into(),

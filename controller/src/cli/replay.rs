@@ -20,6 +20,11 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             format,
             output,
         } => show(&run, format.into(), output.as_deref()),
+        ReplayCommand::Export {
+            run,
+            format: super::ExportFormatArg::Atif,
+            output,
+        } => export_atif(&run, output.as_deref()),
         ReplayCommand::Restore {
             run,
             step,
@@ -45,7 +50,9 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             trust_log,
             policy,
             refuse_asks,
+            build,
         } => {
+            let build = build.flags();
             let check = if trust_log {
                 None
             } else {
@@ -58,6 +65,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
                 sandbox_token_file.as_deref(),
                 &normalize,
                 check.as_ref(),
+                &build,
             )
             .await
         }
@@ -199,8 +207,14 @@ async fn rerun_cmd(
     token_file: Option<&Path>,
     normalize: &[String],
     check: Option<&rerun::Check>,
+    build: &controller::config::BenchFlags,
 ) -> anyhow::Result<i32> {
     let dir = reader::session_dir(run);
+    let header = controller::bench::rerun::header(&dir)?;
+    let sandbox = match sandbox {
+        None if header.config.benchmark.is_some() => Some("task"),
+        other => other,
+    };
     let normalizer = rerun::Normalizer::new(normalize).context("--normalize")?;
     let recording = rerun::load(&dir)?;
     let (state, _) = restore::state_at(&dir, recording.initial_seq)?;
@@ -213,39 +227,9 @@ async fn rerun_cmd(
         }
         anyhow::bail!("the recorded initial workspace could not be rebuilt exactly");
     }
-    let (local, client) = match sandbox {
-        None | Some("local") => {
-            let local = LocalSandbox::start(
-                &workspace,
-                &format!("{:032x}", rand::random::<u128>()),
-                None,
-                NetworkMode::None,
-                &[],
-                None,
-            )
-            .await?;
-            let client = local.client.clone();
-            (Some(local), client)
-        }
-        Some(url) => {
-            let client = SandboxClient::new(url, token(token_file)?);
-            client
-                .wait_healthy(Duration::from_secs(10))
-                .await
-                .with_context(|| format!("reaching {url}"))?;
-            let archive =
-                restore::tar_folder(&workspace).context("packing the initial workspace")?;
-            client
-                .put_archive(archive)
-                .await
-                .context("seeding the sandbox")?;
-            (None, client)
-        }
-    };
+    let (target, client) = rerun_sandbox(sandbox, &header, &workspace, token_file, build).await?;
     let result = rerun::rerun(&recording, &client, &normalizer, check).await;
-    if let Some(local) = local {
-        local.stop().await;
-    }
+    target.stop().await;
     let report = result.context("re-running the calls")?;
     eprintln!(
         "rerun: {} calls re-executed, {} refused calls skipped, {} refused by the current policy, {} divergences",
@@ -267,4 +251,84 @@ async fn rerun_cmd(
             Ok(exit_code::DIVERGED)
         }
     }
+}
+
+/// Where a rerun's calls go: a local sandbox over the restored workspace, a benchmark task's
+/// own containers, or a running server whose workspace is replaced.
+enum RerunSandbox {
+    Local(Box<LocalSandbox>),
+    Task(Box<controller::bench::container::TaskEnvironment>),
+    Remote,
+}
+
+impl RerunSandbox {
+    async fn stop(self) {
+        match self {
+            RerunSandbox::Local(local) => local.stop().await,
+            RerunSandbox::Task(mut environment) => environment.remove().await,
+            RerunSandbox::Remote => {}
+        }
+    }
+}
+
+async fn rerun_sandbox(
+    sandbox: Option<&str>,
+    header: &controller::event_log::SessionStarted,
+    workspace: &Path,
+    token_file: Option<&Path>,
+    build: &controller::config::BenchFlags,
+) -> anyhow::Result<(RerunSandbox, SandboxClient)> {
+    match sandbox {
+        Some("task") => {
+            let settings = build.build_settings()?;
+            let note = |line: &str| eprintln!("{line}");
+            let environment = controller::bench::rerun::start(header, &settings, &note).await?;
+            let client = environment.client.clone();
+            let target = RerunSandbox::Task(Box::new(environment));
+            // The image holds the working folder as it was; recorded files are put back.
+            if std::fs::read_dir(workspace).is_ok_and(|mut d| d.next().is_some()) {
+                seed(&client, workspace).await?;
+            }
+            Ok((target, client))
+        }
+        None | Some("local") => {
+            let token = format!("{:032x}", rand::random::<u128>());
+            let local =
+                LocalSandbox::start(workspace, &token, None, NetworkMode::None, &[], None).await?;
+            let client = local.client.clone();
+            Ok((RerunSandbox::Local(Box::new(local)), client))
+        }
+        Some(url) => {
+            let client = SandboxClient::new(url, token(token_file)?);
+            client
+                .wait_healthy(Duration::from_secs(10))
+                .await
+                .with_context(|| format!("reaching {url}"))?;
+            seed(&client, workspace).await?;
+            Ok((RerunSandbox::Remote, client))
+        }
+    }
+}
+
+/// Puts the restored initial workspace into a sandbox.
+async fn seed(client: &SandboxClient, workspace: &Path) -> anyhow::Result<()> {
+    let archive = restore::tar_folder(workspace).context("packing the initial workspace")?;
+    client
+        .put_archive(archive)
+        .await
+        .context("seeding the sandbox's workspace")
+}
+
+/// `replay export --format atif`: the trajectory as JSON, to stdout or a file.
+fn export_atif(run: &Path, output: Option<&Path>) -> anyhow::Result<i32> {
+    let dir = controller::event_log::reader::session_dir(run);
+    let trajectory = controller::bench::atif::from_log(&dir)?;
+    let text = serde_json::to_string_pretty(&trajectory)? + "\n";
+    match output {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => print!("{text}"),
+    }
+    Ok(controller::exit_code::COMPLETED)
 }

@@ -3,29 +3,65 @@
 use std::sync::Mutex;
 
 use anyhow::Context;
-use controller::config::RunConfig;
+use controller::config::{RunConfig, SessionFlags};
 use controller::event_log::{self, Outcome};
 use controller::run_loop::Totals;
 use controller::session::{self, Audience, SessionOptions};
+use controller::task::{FoundTask, TaskSource};
 use tokio_util::sync::CancellationToken;
 
 use super::RunArgs;
 use super::terminal::Terminal;
+
+/// The run's config: a task file, a benchmark task folder, the N-th task of a dataset folder
+/// (`--task-index`), or the words; and the task's name when it names the log folder.
+fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig, Option<String>)> {
+    let Some(path) = &args.task else {
+        return Ok((RunConfig::for_run(&args.words, None, flags)?, None));
+    };
+    let found = match path {
+        dir if dir.is_dir() && controller::bench::detect(dir).is_none() => {
+            controller::task::pick_indexed(dir, args.task_index)?
+        }
+        _ => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            FoundTask {
+                name,
+                source: match controller::bench::detect(path) {
+                    Some(_) => TaskSource::Bench(path.clone()),
+                    None => TaskSource::File(path.clone()),
+                },
+            }
+        }
+    };
+    let indexed =
+        args.task_index.is_some() && path.is_dir() && controller::bench::detect(path).is_none();
+    let config = match &found.source {
+        TaskSource::File(file) => RunConfig::for_run(&args.words, Some(file), flags)?,
+        TaskSource::Bench(dir) => {
+            if !args.words.is_empty() {
+                anyhow::bail!(
+                    "{} is a benchmark task: it brings its instruction, so give no task words",
+                    dir.display()
+                );
+            }
+            RunConfig::for_bench(dir, &found.name, flags)?
+        }
+    };
+    Ok((config, indexed.then(|| found.name.replace('/', "-"))))
+}
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     // Registered now, not when first awaited: a Ctrl-C while the sandbox starts must still end
     // in the cleanup the session does.
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("installing the Ctrl-C handler")?;
-    let (task_file, task_id) = match &args.task {
-        Some(dir) if dir.is_dir() => {
-            let (file, id) = controller::task::pick_indexed(dir, args.task_index)?;
-            (Some(file), Some(id))
-        }
-        other => (other.clone(), None),
-    };
-    let config = RunConfig::for_run(&args.words, task_file.as_deref(), &args.session.flags())?;
-    let model = session::build_model(&config.model, None)?;
+    let flags = args.session.flags();
+    let (config, task_id) = config_of(&args, &flags)?;
+    let model = session::build_model(&config, None)?;
     eprintln!("model: {}", model.describe());
     let session_id = event_log::new_session_id();
     let log_name = args
@@ -53,6 +89,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         sandbox_log_in_folder: false,
         gates: None,
         lease: None,
+        trial_link: Default::default(),
     };
     let cancel = CancellationToken::new();
     let on_interrupt = {

@@ -26,6 +26,8 @@ pub enum SandboxTarget {
     Docker(DockerSpec),
     /// A member of a batch's pool, leased by the batch for the session.
     Pool,
+    /// A benchmark task's own containers, with a sandbox-server injected.
+    Task(Box<super::BenchRun>),
 }
 
 impl SandboxTarget {
@@ -34,7 +36,7 @@ impl SandboxTarget {
         match self {
             SandboxTarget::Local => SandboxKind::Local,
             SandboxTarget::Remote { .. } | SandboxTarget::Pool => SandboxKind::Remote,
-            SandboxTarget::Docker(_) => SandboxKind::Docker,
+            SandboxTarget::Docker(_) | SandboxTarget::Task(_) => SandboxKind::Docker,
         }
     }
 }

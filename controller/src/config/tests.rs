@@ -38,6 +38,7 @@ pub(crate) fn flags() -> SessionFlags {
         approve: Approve::Ask,
         max_tokens: None,
         thinking_budget: None,
+        bench: BenchFlags::default(),
     }
 }
 

@@ -46,6 +46,10 @@ pub enum Event {
     Compaction(Compaction),
     Error(ErrorEvent),
     CheckResult(CheckResult),
+    /// A benchmark task's image was built, or found built (`cached`).
+    ImageBuilt(ImageBuilt),
+    /// A benchmark task's verifier ran: its rewards, or how it failed.
+    VerifierFinished(VerifierFinished),
     /// Always the last line of a session that ended (not of one that was killed).
     SessionFinished(SessionFinished),
     /// A batch's own log (`<batch folder>/events.jsonl`): always its first line.
@@ -78,6 +82,8 @@ impl Event {
             Event::Compaction(_) => "compaction",
             Event::Error(_) => "error",
             Event::CheckResult(_) => "check_result",
+            Event::ImageBuilt(_) => "image_built",
+            Event::VerifierFinished(_) => "verifier_finished",
             Event::SessionFinished(_) => "session_finished",
             Event::BatchStarted(_) => "batch_started",
             Event::TaskStarted(_) => "task_started",
@@ -158,6 +164,28 @@ pub struct RunSettings {
     pub setup: Vec<String>,
     pub check: Option<String>,
     pub log_durability: Durability,
+    /// `model` (or absent), `oracle` or `nop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// A benchmark task (Harbor or Terminal-Bench): its format, name, folder and content hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub benchmark: Option<BenchmarkRecord>,
+}
+
+/// The benchmark task a session ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BenchmarkRecord {
+    /// `harbor` or `terminal-bench-1`.
+    pub format: String,
+    pub name: String,
+    pub dir: String,
+    /// `sha256:…`, as Harbor hashes a task's files.
+    pub digest: String,
+    /// The image the main container ran.
+    pub image: String,
+    /// Whether the agent's commands could reach the internet.
+    pub online: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -372,6 +400,48 @@ pub struct CheckResult {
     pub duration_ms: u64,
 }
 
+/// An image a benchmark task's container (or one of its services) runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImageBuilt {
+    /// `main`, or the compose service's name.
+    pub service: String,
+    /// The image's tag (a hash of its build context, Dockerfile and arguments).
+    pub tag: String,
+    /// Found on the engine: nothing was built.
+    pub cached: bool,
+    pub duration_ms: u64,
+    /// The builder's output, when it built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Text>,
+}
+
+/// A benchmark task's verifier, after the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifierFinished {
+    /// Named rewards (`reward.txt` gives `reward`); null when the verifier failed.
+    pub rewards: Option<std::collections::BTreeMap<String, f64>>,
+    /// The reward the pass is judged by: `reward`, else the mean of all.
+    pub reward: Option<f64>,
+    pub passed: bool,
+    pub pass_threshold: f64,
+    /// The task's timeout stopped the agent before the verifier ran (it still judges).
+    #[serde(default)]
+    pub agent_timed_out: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<crate::event_log::VerifierFailure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub exit_code: Option<i64>,
+    pub duration_ms: u64,
+    /// The test output.
+    pub output: Text,
+    /// `ctrf.json`, when the tests wrote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctrf: Option<BlobRef>,
+}
+
 /// A `docker` sandbox's container.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -418,14 +488,24 @@ pub struct BatchStarted {
     pub retries: u32,
     /// Whether this run resumes an earlier one in the same folder.
     pub resumed: bool,
+    /// Independent trials per task (`--attempts`); absent means 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchTask {
-    /// The task's name: its file name without the extension; its log folder's name.
+    /// Its log folder's name: the task's name, with `__N` for its N-th trial from the second.
     pub id: String,
+    /// The task file, or a benchmark task's folder.
     pub file: String,
+    /// The task's name, when `id` is not it (a trial past the first, a name with `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// Which of the task's trials (`--attempts`), from 1; absent for a single trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -14,8 +14,11 @@ pub enum Outcome {
     CostLimit,
     /// The session's lifetime (wall clock) ran out.
     TimeLimit,
-    /// The agent finished but the task's check failed.
+    /// The agent finished but the task's check failed (a benchmark task's reward was below
+    /// the pass threshold).
     CheckFailed,
+    /// A benchmark task's verifier failed: it timed out, wrote no reward, or could not be read.
+    VerifierFailed,
     /// The model API, the sandbox or the harness failed; `failure` says which.
     Error,
     /// Ctrl-C.
@@ -30,6 +33,9 @@ pub enum Outcome {
 pub enum FailureClass {
     /// The agent finished but the task's check failed.
     Check,
+    /// The verifier of a benchmark task failed (no reward, a timeout): not a verdict on the
+    /// agent, and never a pass.
+    Verifier,
     /// A turn, cost or time limit stopped it.
     Limit,
     /// The model API failed (after its retries).
@@ -40,6 +46,35 @@ pub enum FailureClass {
     Interrupted,
     /// Anything else: bad input, a tool the sandbox lacks, a failing setup command, a log error.
     Error,
+}
+
+/// How a benchmark task's verifier failed (`verifier_finished.failure`); each maps to the
+/// exception Harbor files it under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifierFailure {
+    /// It ran past its timeout.
+    Timeout,
+    /// It wrote no `reward.txt` or `reward.json`.
+    NoReward,
+    /// The reward file is empty.
+    EmptyReward,
+    /// The reward file holds no number (or not only numbers).
+    BadReward,
+    /// A Terminal-Bench 1 parser found nothing to judge in the test output.
+    ParseError,
+}
+
+impl VerifierFailure {
+    /// Harbor's exception name for it.
+    pub fn harbor_exception(self) -> &'static str {
+        match self {
+            VerifierFailure::Timeout => "VerifierTimeoutError",
+            VerifierFailure::NoReward => "RewardFileNotFoundError",
+            VerifierFailure::EmptyReward => "RewardFileEmptyError",
+            VerifierFailure::BadReward | VerifierFailure::ParseError => "VerifierOutputParseError",
+        }
+    }
 }
 
 /// What an `error` event is about.
@@ -168,6 +203,7 @@ impl Outcome {
             Outcome::CostLimit => "cost_limit",
             Outcome::TimeLimit => "time_limit",
             Outcome::CheckFailed => "check_failed",
+            Outcome::VerifierFailed => "verifier_failed",
             Outcome::Error => "error",
             Outcome::Interrupted => "interrupted",
         }
@@ -178,6 +214,7 @@ impl FailureClass {
     pub fn as_str(self) -> &'static str {
         match self {
             FailureClass::Check => "check",
+            FailureClass::Verifier => "verifier",
             FailureClass::Limit => "limit",
             FailureClass::Model => "model",
             FailureClass::Infrastructure => "infrastructure",

@@ -71,6 +71,15 @@ pub struct RunMetrics {
     pub harness_ms: u64,
     pub total_ms: u64,
     pub check_passed: Option<bool>,
+    /// A benchmark task's verifier: the reward a pass is judged by.
+    pub reward: Option<f64>,
+    /// Building (or finding) a benchmark task's images, and its verifier.
+    pub build_ms: u64,
+    pub verifier_ms: u64,
+    /// `oracle` or `nop` for those agents of a benchmark task; absent for a model.
+    pub agent: Option<String>,
+    /// Whether it ran a benchmark task (Harbor, Terminal-Bench).
+    pub benchmark: bool,
     /// From `session_finished`: why it did not pass.
     pub failure: Option<FailureClass>,
     pub torn_lines: u64,
@@ -107,6 +116,25 @@ fn millis(ts: &str) -> Option<u128> {
         .map(|d| d.as_millis())
 }
 
+impl RunMetrics {
+    /// The header's agent and benchmark, the images' build time and the verifier's verdict.
+    fn benchmark_event(&mut self, event: Event) {
+        match event {
+            Event::SessionStarted(header) => {
+                self.session_id = header.session_id;
+                self.agent = header.config.agent;
+                self.benchmark = header.config.benchmark.is_some();
+            }
+            Event::ImageBuilt(image) => self.build_ms += image.duration_ms,
+            Event::VerifierFinished(verifier) => {
+                self.reward = verifier.reward;
+                self.verifier_ms += verifier.duration_ms;
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Reads one session's log, streaming.
 pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
     let mut metrics = RunMetrics {
@@ -126,7 +154,6 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
         }
         last_ts = millis(&envelope.ts).or(last_ts);
         match envelope.event {
-            Event::SessionStarted(header) => metrics.session_id = header.session_id,
             Event::ModelRequest(request) => turn = request.turn,
             Event::ModelResponse(response) => {
                 metrics.model_calls += 1;
@@ -159,7 +186,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
                 metrics.failure = finished.failure;
                 finished_ms = Some(finished.duration_ms);
             }
-            _ => {}
+            other => metrics.benchmark_event(other),
         }
     }
     metrics.torn_lines = torn;
@@ -172,9 +199,9 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
         (Some(first), Some(last)) => (last - first) as u64,
         _ => 0,
     });
-    metrics.harness_ms = metrics
-        .total_ms
-        .saturating_sub(metrics.model_ms + metrics.tool_ms);
+    metrics.harness_ms = metrics.total_ms.saturating_sub(
+        metrics.model_ms + metrics.tool_ms + metrics.build_ms + metrics.verifier_ms,
+    );
     if metrics.session_id.is_empty() {
         metrics.session_id = dir
             .file_name()
@@ -295,18 +322,25 @@ fn write_tool_latency(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Resu
 }
 
 fn write_time_split(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<()> {
-    let (model_ms, tool_ms, harness_ms) = runs.iter().fold((0, 0, 0), |(m, t, h), r| {
-        (m + r.model_ms, t + r.tool_ms, h + r.harness_ms)
-    });
-    let total = (model_ms + tool_ms + harness_ms).max(1) as f64;
-    writeln!(
-        out,
-        "\ntime: model {:.1} s ({:.0}%), tools {:.1} s ({:.0}%), harness {:.1} s ({:.0}%)",
-        model_ms as f64 / 1000.0,
-        100.0 * model_ms as f64 / total,
-        tool_ms as f64 / 1000.0,
-        100.0 * tool_ms as f64 / total,
-        harness_ms as f64 / 1000.0,
-        100.0 * harness_ms as f64 / total
-    )
+    let sum = |f: fn(&RunMetrics) -> u64| runs.iter().map(f).sum::<u64>();
+    let parts = [
+        ("model", sum(|r| r.model_ms)),
+        ("tools", sum(|r| r.tool_ms)),
+        ("images", sum(|r| r.build_ms)),
+        ("verifier", sum(|r| r.verifier_ms)),
+        ("harness", sum(|r| r.harness_ms)),
+    ];
+    let total = parts.iter().map(|(_, ms)| ms).sum::<u64>().max(1) as f64;
+    let shown: Vec<String> = parts
+        .iter()
+        .filter(|(name, ms)| *ms > 0 || matches!(*name, "model" | "tools" | "harness"))
+        .map(|(name, ms)| {
+            format!(
+                "{name} {:.1} s ({:.0}%)",
+                *ms as f64 / 1000.0,
+                100.0 * *ms as f64 / total
+            )
+        })
+        .collect();
+    writeln!(out, "\ntime: {}", shown.join(", "))
 }

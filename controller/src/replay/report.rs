@@ -3,6 +3,7 @@
 //! logs: the task rows from each task's session log, the attempts and wall time from the
 //! batch's own log.
 
+mod bench;
 mod write;
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use bench::{BenchSummary, BenchTaskRow};
 pub use write::{write_html, write_text};
 
 use super::metrics::{self, Latency, RunOutcome, Unfinished};
@@ -18,7 +20,15 @@ use crate::event_log::{Event, FailureClass, GateRecord, Outcome};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskRow {
+    /// Its log folder's name (a trial of a task past the first has `__N`).
     pub task: String,
+    /// The task's name (trials of one task share it).
+    pub name: String,
+    /// A benchmark trial's reward (absent without a verdict, or for a task with a check).
+    pub reward: Option<f64>,
+    pub benchmark: bool,
+    /// `oracle` or `nop`, when a benchmark task ran with one.
+    pub agent: Option<String>,
     /// The session's outcome; `not_run` for a task never started, `incomplete` for a log that
     /// did not end (a killed harness).
     pub outcome: RunOutcome,
@@ -78,6 +88,8 @@ pub struct BatchReport {
     pub totals: Totals,
     /// Per model endpoint, over every run of the batch.
     pub rate_limits: Vec<GateRecord>,
+    /// Benchmark tasks by task: pass@1, pass@k, mean reward, health.
+    pub benchmark: Option<BenchSummary>,
 }
 
 /// Whether `dir` is a batch folder: its log starts with `batch_started`.
@@ -98,6 +110,12 @@ pub fn is_batch(dir: &Path) -> bool {
 struct BatchLog {
     batch_id: String,
     task_ids: Vec<String>,
+    /// The task's name per log folder, where they differ.
+    names: BTreeMap<String, String>,
+    /// Trials per task.
+    trials: u32,
+    /// The log folders of benchmark tasks.
+    bench_ids: std::collections::BTreeSet<String>,
     attempts: BTreeMap<String, u32>,
     retries: u32,
     wall_ms: u64,
@@ -112,15 +130,20 @@ pub fn load(dir: &Path) -> Result<BatchReport, ReplayError> {
     let mut samples: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for id in &log.task_ids {
         let attempts = log.attempts.get(id).copied();
-        rows.push(task_row(dir, id, attempts, &mut samples)?);
+        let mut row = task_row(dir, id, attempts, &mut samples)?;
+        row.name = log.names.get(id).cloned().unwrap_or_else(|| id.clone());
+        row.benchmark |= log.bench_ids.contains(id);
+        rows.push(row);
     }
     let totals = totals(&rows, &log, samples);
+    let benchmark = bench::summarise(&rows, log.trials);
     Ok(BatchReport {
         batch_id: log.batch_id,
         interrupted: log.interrupted,
         tasks: rows,
         totals,
         rate_limits: log.gates.into_values().collect(),
+        benchmark,
     })
 }
 
@@ -130,6 +153,15 @@ fn read_batch_log(dir: &Path) -> Result<BatchLog, ReplayError> {
         match envelope?.event {
             Event::BatchStarted(started) => {
                 log.batch_id = started.batch_id;
+                log.trials = started.attempts.unwrap_or(1);
+                for task in &started.tasks {
+                    if crate::bench::detect(Path::new(&task.file)).is_some() {
+                        log.bench_ids.insert(task.id.clone());
+                    }
+                    if let Some(name) = &task.task {
+                        log.names.insert(task.id.clone(), name.clone());
+                    }
+                }
                 log.task_ids = started.tasks.into_iter().map(|t| t.id).collect();
                 log.interrupted = false;
             }
@@ -171,6 +203,10 @@ fn task_row(
     if !folder.join("events.jsonl").is_file() {
         return Ok(TaskRow {
             task: id.to_owned(),
+            name: id.to_owned(),
+            reward: None,
+            benchmark: false,
+            agent: None,
             outcome: RunOutcome::Unfinished(Unfinished::NotRun),
             failure: None,
             passed: false,
@@ -196,6 +232,10 @@ fn task_row(
     };
     Ok(TaskRow {
         task: id.to_owned(),
+        name: id.to_owned(),
+        reward: m.reward,
+        benchmark: m.benchmark,
+        agent: m.agent.clone(),
         passed: m.outcome == RunOutcome::Finished(Outcome::Completed) && failure.is_none(),
         failure,
         outcome: m.outcome,

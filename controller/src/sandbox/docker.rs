@@ -125,6 +125,31 @@ fn now_secs() -> u64 {
 
 /// The labels that say whose container this is: `prune` reads them.
 fn labels(spec: &DockerSpec, session_id: &str) -> HashMap<String, String> {
+    labels_for(session_id, spec.lifetime)
+}
+
+/// A container's state as the engine reports it.
+pub(crate) async fn container_state(
+    docker: &Docker,
+    id: &str,
+) -> Result<ContainerState, bollard::errors::Error> {
+    let inspect = docker
+        .inspect_container(id, None::<InspectContainerOptions>)
+        .await?;
+    let state = inspect.state.unwrap_or_default();
+    Ok(ContainerState {
+        running: state.running.unwrap_or(false),
+        oom_killed: state.oom_killed.unwrap_or(false),
+        exit_code: state.exit_code,
+        status: state
+            .status
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "unknown".to_owned()),
+    })
+}
+
+/// The labels of every container (and network) a session creates.
+pub(crate) fn labels_for(session_id: &str, lifetime: Option<Duration>) -> HashMap<String, String> {
     let pid = std::process::id();
     let mut labels = HashMap::from([
         (LABEL_MANAGED.to_owned(), "true".to_owned()),
@@ -136,7 +161,7 @@ fn labels(spec: &DockerSpec, session_id: &str) -> HashMap<String, String> {
             process_start(pid).unwrap_or(0).to_string(),
         ),
     ]);
-    if let Some(lifetime) = spec.lifetime {
+    if let Some(lifetime) = lifetime {
         labels.insert(
             LABEL_EXPIRES.to_owned(),
             (now_secs() + lifetime.as_secs()).to_string(),
@@ -316,21 +341,9 @@ impl DockerSandbox {
 
     /// The container's state as the engine reports it.
     pub async fn state(&self) -> anyhow::Result<ContainerState> {
-        let inspect = self
-            .docker
-            .inspect_container(&self.id, None::<InspectContainerOptions>)
+        container_state(&self.docker, &self.id)
             .await
-            .context("inspecting the sandbox container")?;
-        let state = inspect.state.unwrap_or_default();
-        Ok(ContainerState {
-            running: state.running.unwrap_or(false),
-            oom_killed: state.oom_killed.unwrap_or(false),
-            exit_code: state.exit_code,
-            status: state
-                .status
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "unknown".to_owned()),
-        })
+            .context("inspecting the sandbox container")
     }
 
     /// The container's last 20 lines of output.

@@ -5,7 +5,10 @@
 use super::prepare::Prepared;
 use super::sandbox::Sandbox;
 use super::{SessionOptions, SessionSummary};
-use crate::event_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
+use crate::config::AgentKind;
+use crate::event_log::{
+    self, BenchmarkRecord, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text,
+};
 use crate::llm::Model;
 use crate::policy::Policy;
 
@@ -56,6 +59,19 @@ impl Header<'_> {
             setup: config.setup.clone(),
             check: config.check.clone(),
             log_durability: self.options.durability,
+            agent: (config.agent != AgentKind::Model).then(|| config.agent.as_str().to_owned()),
+            benchmark: config.bench().map(|run| BenchmarkRecord {
+                format: run.task.format.as_str().to_owned(),
+                name: run.task.name.clone(),
+                dir: run.task.dir.display().to_string(),
+                digest: run.task.digest.clone(),
+                image: self
+                    .sandbox
+                    .and_then(|s| s.task())
+                    .map(|t| t.image.clone())
+                    .unwrap_or_default(),
+                online: run.online,
+            }),
         };
         let started = SessionStarted {
             format_version: event_log::FORMAT_VERSION,

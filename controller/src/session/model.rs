@@ -1,14 +1,32 @@
-//! The model a session talks to, from its name: a provider's, a scripted one, or the recorded
-//! replies of an earlier session (`replay:RUN`).
+//! The model a session talks to, from its config: a provider's, a scripted one, the recorded
+//! replies of an earlier session (`replay:RUN`), or a benchmark task's oracle or nop agent.
 
 use std::sync::Arc;
 
+use anyhow::Context;
+
+use crate::bench::agents::{NopModel, OracleModel};
+use crate::config::{AgentKind, RunConfig};
 use crate::event_log::reader;
-use crate::llm::{self, Model, ModelSpec, RetryPolicy, gate::Gates};
+use crate::llm::{self, Model, RetryPolicy, gate::Gates};
 use crate::replay::model::ReplayModel;
 
 /// Builds the model; its requests pass the gate of its endpoint from `gates`.
-pub fn build_model(spec: &ModelSpec, gates: Option<&Gates>) -> anyhow::Result<Arc<dyn Model>> {
+pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<Arc<dyn Model>> {
+    match config.agent {
+        AgentKind::Oracle => {
+            let task = config
+                .bench()
+                .map(|run| &run.task)
+                .context("--agent oracle needs a benchmark task")?;
+            let oracle = OracleModel::new(task)
+                .with_context(|| format!("{}: the task has no solution", task.name))?;
+            return Ok(Arc::new(oracle));
+        }
+        AgentKind::Nop => return Ok(Arc::new(NopModel)),
+        AgentKind::Model => {}
+    }
+    let spec = &config.model;
     if let Some(path) = spec.name.strip_prefix("replay:") {
         let dir = reader::session_dir(std::path::Path::new(path));
         return Ok(Arc::new(ReplayModel::load(&dir)?));

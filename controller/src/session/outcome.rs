@@ -13,8 +13,11 @@ use crate::sandbox::{SandboxError, StartError};
 pub enum SessionOutcome {
     /// The agent finished (and the task's check, if any, passed).
     Completed,
-    /// The agent finished but the task's check failed.
+    /// The agent finished but the task's check failed (a benchmark task's reward was below
+    /// the pass threshold).
     CheckFailed,
+    /// A benchmark task's verifier failed: no reward, a timeout, output it could not read.
+    VerifierFailed,
     TurnLimit,
     CostLimit,
     /// The session's lifetime ran out.
@@ -37,6 +40,7 @@ impl SessionOutcome {
         match self {
             SessionOutcome::Completed => exit_code::COMPLETED,
             SessionOutcome::CheckFailed => exit_code::CHECK_FAILED,
+            SessionOutcome::VerifierFailed => exit_code::VERIFIER_FAILED,
             SessionOutcome::TurnLimit => exit_code::TURN_LIMIT,
             SessionOutcome::CostLimit => exit_code::COST_LIMIT,
             SessionOutcome::TimeLimit => exit_code::TIME_LIMIT,
@@ -53,6 +57,7 @@ impl SessionOutcome {
         match self {
             SessionOutcome::Completed => None,
             SessionOutcome::CheckFailed => Some(FailureClass::Check),
+            SessionOutcome::VerifierFailed => Some(FailureClass::Verifier),
             SessionOutcome::TurnLimit | SessionOutcome::CostLimit | SessionOutcome::TimeLimit => {
                 Some(FailureClass::Limit)
             }
@@ -70,6 +75,7 @@ impl SessionOutcome {
         match self {
             SessionOutcome::Completed => Outcome::Completed,
             SessionOutcome::CheckFailed => Outcome::CheckFailed,
+            SessionOutcome::VerifierFailed => Outcome::VerifierFailed,
             SessionOutcome::TurnLimit => Outcome::TurnLimit,
             SessionOutcome::CostLimit => Outcome::CostLimit,
             SessionOutcome::TimeLimit => Outcome::TimeLimit,

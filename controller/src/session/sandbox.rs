@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::config::{RunConfig, SandboxTarget};
+use crate::bench::container::{StartSpec, TaskEnvironment};
+use crate::bench::host::{ApiHost, TaskHost};
+use crate::config::{BenchRun, RunConfig, SandboxTarget, TaskPlace};
 use crate::event_log::ContainerRecord;
 use crate::run_loop::Observer;
 use crate::sandbox::docker::DockerSandbox;
@@ -27,6 +29,10 @@ pub struct Sandbox {
 enum Handle {
     Local(LocalSandbox),
     Docker(DockerSandbox),
+    /// A benchmark task's containers.
+    Task(Box<TaskEnvironment>),
+    /// A benchmark task's container someone else started (a pod): reached, not stopped.
+    TaskRemote(ApiHost),
     /// Someone else's server: neither started nor stopped here.
     Remote,
     /// A pool member; it goes back to its pool when the session ends.
@@ -92,6 +98,10 @@ impl Sandbox {
                 let client = docker.client.clone();
                 Ok(Sandbox::new(Handle::Docker(docker), client))
             }
+            SandboxTarget::Task(run) => {
+                ignored("a benchmark task (its files are in its own image)");
+                Sandbox::start_task(run, config, session_id, token, observer).await
+            }
             SandboxTarget::Remote { url, .. } => {
                 ignored("a remote sandbox");
                 let client =
@@ -112,6 +122,56 @@ impl Sandbox {
         }
     }
 
+    /// A benchmark task's containers (started here), or its server already running in the
+    /// task's image (a pod).
+    async fn start_task(
+        run: &BenchRun,
+        config: &RunConfig,
+        session_id: &str,
+        token: &str,
+        observer: &dyn Observer,
+    ) -> Result<Sandbox, StartError> {
+        let (settings, server) = match &run.place {
+            TaskPlace::Docker { build, server } => (build, server),
+            TaskPlace::Remote { url, .. } => {
+                let client =
+                    SandboxClient::new(url, Some(token.to_owned()).filter(|t| !t.is_empty()));
+                client
+                    .wait_healthy(Duration::from_secs(30))
+                    .await
+                    .with_context(|| format!("reaching the task's sandbox at {url}"))?;
+                let host = ApiHost {
+                    client: client.clone(),
+                };
+                return Ok(Sandbox::new(Handle::TaskRemote(host), client));
+            }
+        };
+        for warning in &run.task.warnings {
+            observer.note(&format!("warning: {}: {warning}", run.task.name));
+        }
+        let note = |text: &str| observer.note(text);
+        let spec = StartSpec {
+            task: &run.task,
+            session_id,
+            token,
+            server_binary: server,
+            settings,
+            agent_online: run.online,
+            tools: config.tools.as_deref(),
+            main_image: None,
+            note: &note,
+        };
+        let environment = TaskEnvironment::start(&spec).await?;
+        observer.note(&format!(
+            "sandbox: container {} of {} (working folder {})",
+            short(&environment.main_id),
+            environment.image,
+            environment.workdir
+        ));
+        let client = environment.client.clone();
+        Ok(Sandbox::new(Handle::Task(Box::new(environment)), client))
+    }
+
     fn new(handle: Handle, client: SandboxClient) -> Sandbox {
         Sandbox { handle, client }
     }
@@ -126,6 +186,30 @@ impl Sandbox {
                 cpus: spec.cpus,
                 pids: spec.pids,
             }),
+            (Handle::Task(environment), SandboxTarget::Task(run)) => Some(ContainerRecord {
+                id: environment.main_id.clone(),
+                image: environment.image.clone(),
+                memory_bytes: run.task.resources.memory_mb.map(|mb| (mb << 20) as i64),
+                cpus: run.task.resources.cpus,
+                pids: None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Where a benchmark task's author-side steps run, when the sandbox is a task's.
+    pub fn task_host(&self) -> Option<&dyn TaskHost> {
+        match &self.handle {
+            Handle::Task(environment) => Some(environment.as_ref()),
+            Handle::TaskRemote(host) => Some(host),
+            _ => None,
+        }
+    }
+
+    /// The benchmark task's containers, when this harness started them.
+    pub fn task(&self) -> Option<&TaskEnvironment> {
+        match &self.handle {
+            Handle::Task(environment) => Some(environment),
             _ => None,
         }
     }
@@ -157,7 +241,17 @@ impl Sandbox {
                     Ok(_) => {}
                     Err(err) => return Some(format!("{unanswered}; the Docker engine: {err:#}")),
                 },
-                Handle::Remote | Handle::Leased(_) => return Some(unanswered),
+                Handle::Task(environment) => match environment.state().await {
+                    Ok(state) if !state.running => {
+                        let id = short(&environment.main_id);
+                        return Some(format!("the task's container {id} {}", state.describe()));
+                    }
+                    Ok(_) => {}
+                    Err(err) => return Some(format!("{unanswered}; the Docker engine: {err:#}")),
+                },
+                Handle::Remote | Handle::TaskRemote(_) | Handle::Leased(_) => {
+                    return Some(unanswered);
+                }
             }
             if tokio::time::Instant::now() >= deadline {
                 return Some(unanswered);
@@ -171,7 +265,8 @@ impl Sandbox {
         match self.handle {
             Handle::Local(local) => local.stop().await,
             Handle::Docker(mut docker) => docker.remove().await,
-            Handle::Remote => {}
+            Handle::Task(mut environment) => environment.remove().await,
+            Handle::Remote | Handle::TaskRemote(_) => {}
             // The member goes back to its pool; the next lease checks and resets it.
             Handle::Leased(lease) => drop(lease),
         }
@@ -196,6 +291,17 @@ pub fn token(config: &RunConfig) -> anyhow::Result<String> {
             token_file: None, ..
         }
         | SandboxTarget::Pool => Ok(String::new()),
+        SandboxTarget::Task(run) => match &run.place {
+            TaskPlace::Remote {
+                token_file: Some(file),
+                ..
+            } => Ok(std::fs::read_to_string(file)
+                .with_context(|| format!("reading the sandbox token {}", file.display()))?
+                .trim()
+                .to_owned()),
+            TaskPlace::Remote { .. } => Ok(String::new()),
+            TaskPlace::Docker { .. } => Ok(format!("{:032x}", rand::random::<u128>())),
+        },
         SandboxTarget::Local | SandboxTarget::Docker(_) => {
             Ok(format!("{:032x}", rand::random::<u128>()))
         }

@@ -441,7 +441,7 @@ async fn a_job_pod_runs_the_task_at_its_completion_index_and_logs_under_its_name
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 1);
     assert!(
-        run.stderr.contains("--task-index 3") && run.stderr.contains("holds 3 task files"),
+        run.stderr.contains("--task-index 3") && run.stderr.contains("holds 3 tasks"),
         "{}",
         run.stderr
     );

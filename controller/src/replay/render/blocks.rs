@@ -7,9 +7,10 @@ use sandbox_protocol::EntryKind;
 use super::{Block, DIFF_MAX_BYTES, FOLD_HEAD, FOLD_LINES, FOLD_TAIL, Section};
 use crate::event_log::{
     BatchFinished, BatchStarted, BlobRef, ChangeRecord, CheckResult, Compaction, ErrorEvent, Event,
-    ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished, SessionStarted,
-    StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, Text, ToolCallEvent,
-    ToolResult, VersionRecord, WorkspaceChanged, WorkspaceSnapshot,
+    ImageBuilt, ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished,
+    SessionStarted, StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, Text,
+    ToolCallEvent, ToolResult, VerifierFinished, VersionRecord, WorkspaceChanged,
+    WorkspaceSnapshot,
 };
 use crate::replay::{ReplayError, blob, text};
 
@@ -46,6 +47,8 @@ pub(super) fn block(
         Event::Compaction(compaction) => compacted(&mut block, dir, compaction)?,
         Event::Error(error) => error_event(&mut block, dir, error)?,
         Event::CheckResult(check) => check_result(&mut block, dir, check)?,
+        Event::ImageBuilt(image) => image_built(&mut block, dir, image)?,
+        Event::VerifierFinished(verifier) => verifier_finished(&mut block, dir, verifier)?,
         Event::SessionFinished(finished) => session_finished(&mut block, dir, finished)?,
     }
     Ok(Some(block))
@@ -344,6 +347,54 @@ fn check_result(block: &mut Block, dir: &Path, check: &CheckResult) -> Result<()
         check.exit_code
     );
     block.sections.push(folded(dir, "output", &check.output)?);
+    Ok(())
+}
+
+fn image_built(block: &mut Block, dir: &Path, image: &ImageBuilt) -> Result<(), ReplayError> {
+    block.title = format!(
+        "Image {} for {}: {} ({:.1} s)",
+        image.tag,
+        image.service,
+        if image.cached { "cached" } else { "built" },
+        image.duration_ms as f64 / 1000.0
+    );
+    if let Some(output) = &image.output {
+        block.sections.push(folded(dir, "build output", output)?);
+    }
+    Ok(())
+}
+
+fn verifier_finished(
+    block: &mut Block,
+    dir: &Path,
+    verifier: &VerifierFinished,
+) -> Result<(), ReplayError> {
+    let verdict = match (verifier.reward, verifier.failure) {
+        (_, Some(failure)) => format!("failed ({})", failure.harbor_exception()),
+        (Some(reward), None) => format!(
+            "reward {reward} ({} at threshold {})",
+            if verifier.passed { "pass" } else { "fail" },
+            verifier.pass_threshold
+        ),
+        (None, None) => "no reward".to_owned(),
+    };
+    block.title = format!(
+        "Verifier: {verdict} (exit {}, {:.1} s)",
+        verifier
+            .exit_code
+            .map_or_else(|| "none".to_owned(), |c| c.to_string()),
+        verifier.duration_ms as f64 / 1000.0
+    );
+    if let Some(message) = &verifier.message {
+        block.notes.push(message.clone());
+    }
+    if let Some(rewards) = verifier.rewards.as_ref().filter(|r| r.len() > 1) {
+        let named: Vec<String> = rewards.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        block.notes.push(format!("rewards: {}", named.join(", ")));
+    }
+    block
+        .sections
+        .push(folded(dir, "test output", &verifier.output)?);
     Ok(())
 }
 

@@ -100,6 +100,9 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
             )?;
         }
     }
+    if let Some(summary) = &report.benchmark {
+        super::bench::write_text(summary, out)?;
+    }
     for gate in &report.rate_limits {
         writeln!(
             out,
@@ -207,6 +210,9 @@ fn html_foot(report: &BatchReport) -> String {
         t.cost,
         t.task_time_ms as f64 / 1000.0
     );
+    if let Some(summary) = &report.benchmark {
+        page.push_str(&super::bench::html(summary));
+    }
     if !t.tool_latency_ms.is_empty() {
         page.push_str("<h2>Tool latency</h2>\n<table><tr><th>tool</th><th>calls</th><th>p50 ms</th><th>p95 ms</th><th>max ms</th></tr>\n");
         for (tool, l) in &t.tool_latency_ms {

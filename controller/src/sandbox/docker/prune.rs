@@ -1,4 +1,5 @@
-//! `harness sandboxes prune`: the containers a killed harness left behind.
+//! `harness sandboxes prune`: the containers (and benchmark tasks' networks) a killed harness
+//! left behind.
 
 use std::collections::HashMap;
 
@@ -66,11 +67,19 @@ pub async fn prune(all: bool) -> anyhow::Result<(Vec<Pruned>, Vec<Pruned>)> {
         match reason {
             Some(reason) => {
                 let options = RemoveContainerOptionsBuilder::new().force(true).build();
-                docker
-                    .remove_container(&id, Some(options))
-                    .await
-                    .with_context(|| format!("removing container {id}"))?;
-                removed.push(entry(reason));
+                match docker.remove_container(&id, Some(options)).await {
+                    Ok(()) => removed.push(entry(reason)),
+                    // Gone already, or being removed by its own controller as it exits.
+                    Err(bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404 | 409,
+                        ..
+                    }) => {}
+                    Err(err) => {
+                        return Err(
+                            anyhow::Error::new(err).context(format!("removing container {id}"))
+                        );
+                    }
+                }
             }
             None if label(LABEL_HOST) != host => kept.push(entry(format!(
                 "its controller runs on {} (use --all)",
@@ -82,5 +91,47 @@ pub async fn prune(all: bool) -> anyhow::Result<(Vec<Pruned>, Vec<Pruned>)> {
             ))),
         }
     }
+    prune_networks(&docker, all, &mut removed).await?;
     Ok((removed, kept))
+}
+
+/// A benchmark task's networks whose controller is gone (or `all`), once their containers
+/// are: a network still in use is left for a later prune.
+async fn prune_networks(
+    docker: &bollard::Docker,
+    all: bool,
+    removed: &mut Vec<Pruned>,
+) -> anyhow::Result<()> {
+    let filters = HashMap::from([("label".to_owned(), vec![LABEL_MANAGED.to_owned()])]);
+    let networks = docker
+        .list_networks(Some(
+            bollard::query_parameters::ListNetworksOptionsBuilder::new()
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .context("listing networks")?;
+    let host = this_host();
+    for network in networks {
+        let labels = network.labels.unwrap_or_default();
+        let label = |key: &str| labels.get(key).cloned().unwrap_or_default();
+        let owner_alive = label(LABEL_HOST) == host
+            && label(LABEL_PID).parse::<u32>().is_ok_and(|pid| {
+                process_start(pid).map(|start| start.to_string()) == Some(label(LABEL_PID_START))
+            });
+        let name = network.name.unwrap_or_default();
+        let gone = all || (label(LABEL_HOST) == host && !owner_alive);
+        if gone && docker.remove_network(&name).await.is_ok() {
+            removed.push(Pruned {
+                id: format!("network {name}"),
+                session: label(LABEL_SESSION),
+                reason: if all {
+                    "--all".to_owned()
+                } else {
+                    format!("its controller (pid {}) is gone", label(LABEL_PID))
+                },
+            });
+        }
+    }
+    Ok(())
 }

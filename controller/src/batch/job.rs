@@ -1,0 +1,62 @@
+//! A batch of benchmark trials as Harbor's job folder: the job's files, from each trial's
+//! `result.json` (written from its log when it ended).
+
+use std::path::Path;
+
+use super::BatchConfig;
+use crate::bench::results::job::{JobInfo, write_job};
+use crate::bench::results::{TrialRecord, read_record, uuid_of};
+use crate::config::AgentKind;
+use crate::task::TaskSource;
+
+/// Whether a benchmark trial's folder holds a result with rewards.
+pub(super) fn rewarded(dir: &Path) -> bool {
+    read_record(dir).is_ok_and(|record| record.rewards.is_some())
+}
+
+/// The job's files, when the batch has benchmark trials.
+pub(super) fn write(config: &BatchConfig, started_at: &str) -> anyhow::Result<()> {
+    let bench: Vec<_> = config
+        .tasks
+        .iter()
+        .filter(|t| matches!(t.source, TaskSource::Bench(_)))
+        .collect();
+    if bench.is_empty() {
+        return Ok(());
+    }
+    let trials: Vec<TrialRecord> = bench
+        .iter()
+        .filter_map(|t| read_record(&config.out.join(&t.id)).ok())
+        .collect();
+    let mut datasets: Vec<String> = bench
+        .iter()
+        .map(|t| {
+            t.dataset
+                .as_deref()
+                .unwrap_or(t.source.path())
+                .display()
+                .to_string()
+        })
+        .collect();
+    datasets.dedup();
+    let model = match config.flags.bench.agent() {
+        Ok(AgentKind::Model) | Err(_) => config
+            .flags
+            .model
+            .clone()
+            .unwrap_or_else(|| crate::config::DEFAULT_MODEL.to_owned()),
+        Ok(agent) => agent.as_str().to_owned(),
+    };
+    let info = JobInfo {
+        job_id: uuid_of(&config.batch_id),
+        started_at: started_at.to_owned(),
+        finished_at: Some(crate::event_log::now()),
+        n_attempts: config.attempts,
+        parallel: config.parallel,
+        retries: config.retries,
+        model,
+        datasets,
+        n_total_trials: bench.len(),
+    };
+    write_job(&config.out, &info, &trials)
+}

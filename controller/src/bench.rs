@@ -1,0 +1,291 @@
+//! Benchmark tasks in the formats people already have: Harbor's (`task.toml`, the harness
+//! behind Terminal-Bench 2) and Terminal-Bench 1's (`task.yaml`), loaded into one
+//! [`BenchTask`]: an instruction, an environment to build (a Dockerfile, a compose file or a
+//! prebuilt image), timeouts and resources, a verifier and maybe a solution.
+//!
+//! - [`harbor`], [`tb1`]: the two formats.
+//! - [`compose`]: the subset of `docker-compose.yaml` tasks use.
+//! - [`image`]: building a task's images through the Engine API, cached, behind a proxy.
+//! - [`container`]: a task's containers with `sandbox-server` injected; [`host`]: the
+//!   author-side steps, there or through a server already in the task's image.
+//! - [`verify`]: the verifier, its reward files and Terminal-Bench 1's parsers.
+//! - [`agents`]: the oracle and the nop agent, played as models.
+//! - [`publish`]: `harness images build`: images ahead of a run, pushed, with a Kubernetes
+//!   overlay per task; [`rerun`]: a benchmark session re-run in its task's containers.
+//! - [`results`], [`atif`]: what Harbor's tools read.
+
+pub mod agents;
+pub mod atif;
+pub mod compose;
+pub mod container;
+pub mod harbor;
+pub mod host;
+pub mod image;
+pub mod publish;
+pub mod rerun;
+pub mod results;
+pub mod tb1;
+pub mod verify;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+
+/// A task's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Harbor,
+    TerminalBench1,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Harbor => "harbor",
+            Format::TerminalBench1 => "terminal-bench-1",
+        }
+    }
+}
+
+/// The image of a task's main container.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MainImage {
+    /// Built from a Dockerfile with a context folder.
+    Build {
+        context: PathBuf,
+        dockerfile: PathBuf,
+    },
+    /// A prebuilt image (`[environment] docker_image`), built from `fallback` when the engine
+    /// does not have it.
+    Prebuilt {
+        name: String,
+        fallback: Option<(PathBuf, PathBuf)>,
+    },
+}
+
+/// Where the task's containers come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Environment {
+    /// One container.
+    Single(MainImage),
+    /// A compose file: the main service (`main` in Harbor, `client` in TB1) and sidecars.
+    /// Harbor's main service is its environment's image unless the file builds one itself.
+    Compose {
+        file: PathBuf,
+        main: String,
+        main_image: Option<MainImage>,
+    },
+}
+
+/// The verifier.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verifier {
+    /// Harbor: `tests/` to `/tests`, `/tests/test.sh` writes `/logs/verifier/reward.{txt,json}`.
+    Harbor { tests: PathBuf },
+    /// TB1: `run-tests.sh` and `tests/` to `/tests`, the output judged by a parser.
+    TerminalBench1 {
+        run_tests: PathBuf,
+        tests: Option<PathBuf>,
+        parser: tb1::Parser,
+    },
+}
+
+/// The oracle's script.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solution {
+    /// Uploaded, whole, to `mount` in the container.
+    pub dir: PathBuf,
+    /// Only this file of `dir` is uploaded (TB1's `solution.sh` sits among other files).
+    pub only: Option<String>,
+    pub mount: String,
+    /// The script to run, inside the container.
+    pub script: String,
+    pub env: BTreeMap<String, String>,
+}
+
+/// Limits a task asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Resources {
+    pub cpus: Option<f64>,
+    pub memory_mb: Option<u64>,
+    pub storage_mb: Option<u64>,
+    pub gpus: Option<u64>,
+}
+
+/// A task of a benchmark, whatever its format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchTask {
+    /// The folder's name (a dataset-relative path where names clash).
+    pub name: String,
+    pub dir: PathBuf,
+    pub format: Format,
+    pub instruction: String,
+    pub environment: Environment,
+    pub agent_timeout: Duration,
+    pub verifier_timeout: Duration,
+    pub build_timeout: Duration,
+    pub resources: Resources,
+    pub allow_internet: bool,
+    /// Where commands start (`[environment] workdir`); the image's WORKDIR when absent.
+    pub workdir: Option<String>,
+    /// `[environment.env]`: in every exec and the main container.
+    pub env: BTreeMap<String, String>,
+    /// `[verifier.env]` (TB1: `TEST_DIR=/tests`).
+    pub verifier_env: BTreeMap<String, String>,
+    /// `[agent] user`: who the agent's commands run as; the image's user when absent.
+    pub agent_user: Option<String>,
+    /// `[verifier] user`: who the tests run as; the image's user when absent.
+    pub verifier_user: Option<String>,
+    pub verifier: Verifier,
+    pub solution: Option<Solution>,
+    pub metadata: serde_json::Value,
+    /// Keys this harness does not use, named for the user.
+    pub warnings: Vec<String>,
+    /// `sha256:…` of the task's files, as Harbor computes a task's content hash.
+    pub digest: String,
+}
+
+/// Harbor 0.1's defaults, applied when a task leaves them out (0.26 reads absence as "no
+/// limit", which no real task relies on).
+pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(600);
+pub const DEFAULT_VERIFIER_TIMEOUT: Duration = Duration::from_secs(600);
+pub const DEFAULT_BUILD_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What kind of task a folder holds, if any.
+pub fn detect(dir: &Path) -> Option<Format> {
+    if dir.join("task.toml").is_file() {
+        Some(Format::Harbor)
+    } else if dir.join("task.yaml").is_file() && dir.join("docker-compose.yaml").is_file() {
+        Some(Format::TerminalBench1)
+    } else {
+        None
+    }
+}
+
+/// Loads the task in `dir` (kept as an absolute path), named `name`.
+pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
+    let dir = &std::path::absolute(dir)
+        .with_context(|| format!("{}: no absolute path", dir.display()))?;
+    match detect(dir) {
+        Some(Format::Harbor) => harbor::load(dir, name),
+        Some(Format::TerminalBench1) => tb1::load(dir, name),
+        None => anyhow::bail!(
+            "{}: neither a Harbor task (task.toml) nor a Terminal-Bench task (task.yaml and docker-compose.yaml)",
+            dir.display()
+        ),
+    }
+}
+
+/// `${VAR}` and `${VAR:-default}` in a task's env values, from the host's environment (as
+/// Harbor resolves them).
+pub fn expand_host_vars(value: &str) -> String {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let Some(end) = rest[at..].find('}') else {
+            out.push_str(&rest[at..]);
+            return out;
+        };
+        let inner = &rest[at + 2..at + end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        match (std::env::var(name), default) {
+            (Ok(found), _) if !found.is_empty() => out.push_str(&found),
+            (_, Some(default)) => out.push_str(default),
+            (Ok(found), None) => out.push_str(&found),
+            (Err(_), None) => {}
+        }
+        rest = &rest[at + end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Harbor's content hash of a task (`TrialLock.task.digest`): per file, sorted by relative
+/// path, `"{rel}\0{sha256(bytes)}\n"`, hashed; files are `task.toml`, `instruction.md`,
+/// `README.md`, `trajectory.json` and everything under `environment/`, `tests/`, `solution/`
+/// and `steps/`, less editor and bytecode leftovers. TB1 tasks hash every file.
+pub fn digest(dir: &Path, format: Format) -> anyhow::Result<String> {
+    let mut files = files_of(dir).with_context(|| format!("reading {}", dir.display()))?;
+    files.retain(|(rel, _)| {
+        let top = rel.split('/').next().unwrap_or_default();
+        let kept = match format {
+            Format::Harbor => {
+                matches!(
+                    top,
+                    "task.toml" | "instruction.md" | "README.md" | "trajectory.json"
+                ) || matches!(top, "environment" | "tests" | "solution" | "steps")
+                    && rel.contains('/')
+            }
+            Format::TerminalBench1 => true,
+        };
+        let junk = rel
+            .split('/')
+            .any(|part| part == "__pycache__" || part == ".DS_Store")
+            || [".pyc", ".swp", ".swo", "~"]
+                .iter()
+                .any(|suffix| rel.ends_with(suffix));
+        kept && !junk
+    });
+    let mut hasher = Sha256::new();
+    for (rel, path) in files {
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        hasher.update(format!("{rel}\0{}\n", hex::encode(Sha256::digest(&bytes))).as_bytes());
+    }
+    Ok(format!("sha256:{}", hex::encode(hasher.finalize())))
+}
+
+/// The regular files under `root` (links not followed), as (path relative to it, path),
+/// sorted by the relative path.
+pub(crate) fn files_of(root: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
+    let mut files = Vec::new();
+    collect_files(root, root, &mut files)?;
+    files.sort();
+    Ok(files)
+}
+
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            collect_files(root, &path, out)?;
+        } else if kind.is_file() {
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            out.push((rel.to_string_lossy().into_owned(), path));
+        }
+    }
+    Ok(())
+}
+
+/// Seconds from a TOML or YAML number (integer or float), checked.
+pub fn seconds(value: f64, key: &str) -> anyhow::Result<Duration> {
+    if !value.is_finite() || value < 0.0 {
+        anyhow::bail!("{key}: expected a number of seconds ≥ 0, got {value}");
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_variables_expand_with_defaults() {
+        // SAFETY-free: a variable unlikely to exist.
+        assert_eq!(
+            expand_host_vars("a-${HARNESS_SURELY_UNSET_VAR:-dflt}-b"),
+            "a-dflt-b"
+        );
+        assert_eq!(expand_host_vars("${HARNESS_SURELY_UNSET_VAR}"), "");
+        assert_eq!(expand_host_vars("plain"), "plain");
+        assert_eq!(expand_host_vars("x ${unterminated"), "x ${unterminated");
+    }
+}

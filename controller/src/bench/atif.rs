@@ -1,0 +1,179 @@
+//! A session log as an ATIF trajectory (Harbor's Agent Trajectory Interchange Format, the
+//! latest version its models accept, v1.8): the system prompt and the task as the first two
+//! steps, then one agent step per model reply with its tool calls and, in the same step, their
+//! results; a compaction is a system step carrying its summary. Totals are the session's.
+//!
+//! Any session log converts (`harness replay export --format atif RUN`); a benchmark trial's
+//! is written to `agent/trajectory.json` when it ends.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use crate::event_log::{Event, LoggedUsage, Purpose, SessionStarted};
+use crate::replay::{self, ReplayError};
+
+pub const SCHEMA_VERSION: &str = "ATIF-v1.8";
+/// The agent's name in trajectories and results.
+pub const AGENT_NAME: &str = "agent-harness";
+
+/// The trajectory of the session logged in `dir`.
+pub fn from_log(dir: &Path) -> Result<Value, ReplayError> {
+    let mut builder = Builder::default();
+    for envelope in replay::events(dir, |_| {})? {
+        let envelope = envelope?;
+        builder.event(dir, &envelope.ts, &envelope.event)?;
+    }
+    builder.finish(dir)
+}
+
+#[derive(Default)]
+struct Builder {
+    header: Option<SessionStarted>,
+    header_ts: String,
+    steps: Vec<Map<String, Value>>,
+    /// The agent step each tool call id belongs to.
+    calls: BTreeMap<String, usize>,
+    model: Option<String>,
+    finished: Option<(LoggedUsage, f64)>,
+}
+
+impl Builder {
+    fn event(&mut self, dir: &Path, ts: &str, event: &Event) -> Result<(), ReplayError> {
+        match event {
+            Event::SessionStarted(header) => {
+                self.header = Some((**header).clone());
+                self.header_ts = ts.to_owned();
+                self.model = Some(header.config.model.clone());
+                if let Some(prompt) = &header.system_prompt {
+                    self.push(ts, "system", &replay::text(dir, prompt)?);
+                }
+                self.push(ts, "user", &header.task);
+            }
+            Event::ModelResponse(response) if response.purpose == Purpose::Turn => {
+                let mut step = self.step(ts, "agent", &replay::text(dir, &response.text)?);
+                step.insert("model_name".into(), json!(self.model));
+                let calls: Vec<Value> = response
+                    .tool_calls
+                    .iter()
+                    .map(|call| {
+                        json!({
+                            "tool_call_id": call.id,
+                            "function_name": call.name,
+                            "arguments": arguments(&call.arguments),
+                        })
+                    })
+                    .collect();
+                if !calls.is_empty() {
+                    step.insert("tool_calls".into(), Value::Array(calls));
+                }
+                step.insert("metrics".into(), metrics(&response.usage, response.cost));
+                step.insert("llm_call_count".into(), json!(1));
+                for call in &response.tool_calls {
+                    self.calls.insert(call.id.clone(), self.steps.len());
+                }
+                self.steps.push(step);
+            }
+            Event::ToolResult(result) => {
+                let content = replay::text(dir, &result.output)?;
+                if let Some(&at) = self.calls.get(&result.call_id) {
+                    let observation = self.steps[at]
+                        .entry("observation")
+                        .or_insert_with(|| json!({"results": []}));
+                    if let Some(results) = observation["results"].as_array_mut() {
+                        results.push(json!({"source_call_id": result.call_id, "content": content}));
+                    }
+                }
+            }
+            Event::Compaction(compaction) => {
+                let summary = replay::text(dir, &compaction.summary)?;
+                let mut step = self.step(ts, "system", &summary);
+                step.insert(
+                    "extra".into(),
+                    json!({"context_management": {"kind": "compaction", "n_replaced": compaction.n_replaced, "n_before": compaction.n_before, "n_after": compaction.n_after}}),
+                );
+                self.steps.push(step);
+            }
+            Event::SessionFinished(finished) => {
+                self.finished = Some((finished.usage, finished.cost));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn step(&self, ts: &str, source: &str, message: &str) -> Map<String, Value> {
+        let mut step = Map::new();
+        step.insert("step_id".into(), json!(self.steps.len() + 1));
+        step.insert("timestamp".into(), json!(ts));
+        step.insert("source".into(), json!(source));
+        step.insert("message".into(), json!(message));
+        step
+    }
+
+    fn push(&mut self, ts: &str, source: &str, message: &str) {
+        let step = self.step(ts, source, message);
+        self.steps.push(step);
+    }
+
+    fn finish(self, dir: &Path) -> Result<Value, ReplayError> {
+        let header = self.header.ok_or_else(|| {
+            ReplayError::Io(format!("{}: the log has no session_started", dir.display()))
+        })?;
+        let mut agent = json!({
+            "name": AGENT_NAME,
+            "version": header.harness_version,
+            "model_name": header.config.model,
+        });
+        if let Some(tools) = &header.tools {
+            let specs: Vec<sandbox_protocol::ToolSpec> =
+                serde_json::from_slice(&replay::blob(dir, tools)?).unwrap_or_default();
+            let definitions: Vec<Value> = specs
+                .iter()
+                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+                .collect();
+            agent["tool_definitions"] = Value::Array(definitions);
+        }
+        let n_steps = self.steps.len();
+        let mut trajectory = json!({
+            "schema_version": SCHEMA_VERSION,
+            "session_id": header.session_id,
+            "agent": agent,
+            "steps": self.steps,
+            "extra": {"task_started_at": self.header_ts},
+        });
+        if let Some((usage, cost)) = self.finished {
+            let prompt = usage.input_tokens + usage.cached_input_tokens + usage.cache_write_tokens;
+            trajectory["final_metrics"] = json!({
+                "total_prompt_tokens": prompt,
+                "total_completion_tokens": usage.output_tokens,
+                "total_cached_tokens": usage.cached_input_tokens,
+                "total_cost_usd": cost,
+                "total_steps": n_steps,
+            });
+        }
+        Ok(trajectory)
+    }
+}
+
+/// A call's arguments as ATIF wants them: an object; anything else is kept under `raw`.
+fn arguments(raw: &str) -> Value {
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::Object(object)) => Value::Object(object),
+        _ => json!({"raw": raw}),
+    }
+}
+
+/// A step's metrics: prompt tokens include cached ones, as ATIF counts them.
+fn metrics(usage: &LoggedUsage, cost: Option<f64>) -> Value {
+    let mut metrics = json!({
+        "prompt_tokens": usage.input_tokens + usage.cached_input_tokens + usage.cache_write_tokens,
+        "completion_tokens": usage.output_tokens,
+        "cached_tokens": usage.cached_input_tokens,
+    });
+    if let Some(cost) = cost {
+        metrics["cost_usd"] = json!(cost);
+    }
+    metrics
+}

@@ -1,0 +1,557 @@
+//! The part of `docker-compose.yaml` that benchmark tasks use: services built or pulled, with
+//! environment, command, healthcheck, `depends_on` (started, healthy, completed), bind mounts
+//! and CPU/memory limits. Variables (`${VAR}`, `${VAR:-default}`, `$VAR`, `$$`) come from the
+//! harness's set, then the host. Any other key is refused, named.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_norway::Value;
+
+/// How a service that another depends on must be before that one starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    Started,
+    Healthy,
+    CompletedSuccessfully,
+}
+
+/// A container healthcheck.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Healthcheck {
+    /// As Docker takes it: `["CMD", …]`, `["CMD-SHELL", "…"]` or `["NONE"]`.
+    pub test: Vec<String>,
+    pub interval: Option<Duration>,
+    pub timeout: Option<Duration>,
+    pub retries: Option<i64>,
+    pub start_period: Option<Duration>,
+}
+
+/// How to build a service's image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Build {
+    pub context: PathBuf,
+    /// The Dockerfile's path (absolute).
+    pub dockerfile: PathBuf,
+    pub args: BTreeMap<String, String>,
+}
+
+/// One service.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Service {
+    pub name: String,
+    pub image: Option<String>,
+    pub build: Option<Build>,
+    pub environment: BTreeMap<String, String>,
+    pub command: Option<Vec<String>>,
+    pub entrypoint: Option<Vec<String>>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+    pub healthcheck: Option<Healthcheck>,
+    pub depends_on: Vec<(String, Condition)>,
+    /// `host:container[:ro]` bind mounts, host paths absolute.
+    pub binds: Vec<String>,
+    pub cpus: Option<f64>,
+    pub memory_bytes: Option<i64>,
+}
+
+/// The services of a compose file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compose {
+    pub services: BTreeMap<String, Service>,
+    /// Keys read but not applied (ports: every service is reachable on the task's network).
+    pub warnings: Vec<String>,
+}
+
+const SERVICE_KEYS: &[&str] = &[
+    "image",
+    "build",
+    "environment",
+    "command",
+    "entrypoint",
+    "working_dir",
+    "user",
+    "healthcheck",
+    "depends_on",
+    "expose",
+    "volumes",
+    "deploy",
+    "container_name",
+    "tty",
+    "stdin_open",
+    "platform",
+    "restart",
+    "networks",
+    "ports",
+    "init",
+    "hostname",
+    "mem_limit",
+    "cpus",
+    "pull_policy",
+];
+
+/// Reads a compose file with `vars` for interpolation.
+pub fn load(file: &Path, vars: &BTreeMap<String, String>) -> anyhow::Result<Compose> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let text = interpolate(&text, vars);
+    let root: Value =
+        serde_norway::from_str(&text).with_context(|| format!("{}: not YAML", file.display()))?;
+    let base = file.parent().unwrap_or(Path::new("."));
+    let in_file = |err: anyhow::Error| err.context(file.display().to_string());
+    let mapping = root
+        .as_mapping()
+        .ok_or_else(|| anyhow::anyhow!("{}: not a mapping", file.display()))?;
+    let mut warnings = Vec::new();
+    for key in mapping.keys().filter_map(Value::as_str) {
+        match key {
+            "services" | "version" | "name" | "networks" => {}
+            _ if key.starts_with("x-") => {}
+            "volumes" => bail!(
+                "{}: top-level `volumes` (named volumes) are not supported",
+                file.display()
+            ),
+            other => bail!("{}: top-level `{other}` is not supported", file.display()),
+        }
+    }
+    let services = mapping
+        .get("services")
+        .and_then(Value::as_mapping)
+        .ok_or_else(|| anyhow::anyhow!("{}: no `services`", file.display()))?;
+    let mut out = BTreeMap::new();
+    for (name, body) in services {
+        let name = name.as_str().unwrap_or_default().to_owned();
+        let service = service(&name, body, base, &mut warnings).map_err(in_file)?;
+        out.insert(name, service);
+    }
+    for service in out.values() {
+        for (dependency, _) in &service.depends_on {
+            if !out.contains_key(dependency) {
+                bail!(
+                    "{}: services.{}.depends_on names `{dependency}`, which is not a service",
+                    file.display(),
+                    service.name
+                );
+            }
+        }
+    }
+    Ok(Compose {
+        services: out,
+        warnings,
+    })
+}
+
+fn service(
+    name: &str,
+    body: &Value,
+    base: &Path,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Service> {
+    let map = body
+        .as_mapping()
+        .ok_or_else(|| anyhow::anyhow!("services.{name}: not a mapping"))?;
+    let mut service = Service {
+        name: name.to_owned(),
+        ..Service::default()
+    };
+    for (key, value) in map {
+        let key = key.as_str().unwrap_or_default();
+        let at = format!("services.{name}.{key}");
+        match key {
+            "image" => service.image = Some(string(value, &at)?),
+            "build" => service.build = Some(build(value, base, &at)?),
+            "environment" => service.environment = environment(value, &at)?,
+            "command" => service.command = Some(words(value, &at)?),
+            "entrypoint" => service.entrypoint = Some(words(value, &at)?),
+            "working_dir" => service.working_dir = Some(string(value, &at)?),
+            "user" => service.user = Some(string(value, &at)?),
+            "healthcheck" => service.healthcheck = Some(healthcheck(value, &at)?),
+            "depends_on" => service.depends_on = depends_on(value, &at)?,
+            "volumes" => service.binds = binds(value, base, &at)?,
+            "deploy" => limits(value, &mut service, &at)?,
+            "mem_limit" => service.memory_bytes = Some(bytes(value, &at)?),
+            "cpus" => {
+                service.cpus = Some(
+                    value
+                        .as_f64()
+                        .or_else(|| string(value, &at).ok()?.parse().ok())
+                        .ok_or_else(|| anyhow::anyhow!("{at}: expected a number"))?,
+                )
+            }
+            "ports" => warnings.push(format!(
+                "{at}: not published; services reach each other on the task's network"
+            )),
+            _ if SERVICE_KEYS.contains(&key) => {}
+            other => bail!("services.{name}.{other}: not supported by this harness"),
+        }
+    }
+    if service.image.is_none() && service.build.is_none() && name != "main" {
+        bail!("services.{name}: needs `image` or `build`");
+    }
+    Ok(service)
+}
+
+fn string(value: &Value, at: &str) -> anyhow::Result<String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        _ => bail!("{at}: expected a string"),
+    }
+}
+
+fn build(value: &Value, base: &Path, at: &str) -> anyhow::Result<Build> {
+    let (context, dockerfile, args) = match value {
+        Value::String(context) => (context.clone(), "Dockerfile".to_owned(), BTreeMap::new()),
+        Value::Mapping(map) => {
+            for key in map.keys().filter_map(Value::as_str) {
+                if !matches!(key, "context" | "dockerfile" | "args") {
+                    bail!("{at}.{key}: not supported by this harness");
+                }
+            }
+            let get = |k: &str| {
+                map.get(k)
+                    .map(|v| string(v, &format!("{at}.{k}")))
+                    .transpose()
+            };
+            let args = match map.get("args") {
+                Some(args) => environment(args, &format!("{at}.args"))?,
+                None => BTreeMap::new(),
+            };
+            (
+                get("context")?.unwrap_or_else(|| ".".to_owned()),
+                get("dockerfile")?.unwrap_or_else(|| "Dockerfile".to_owned()),
+                args,
+            )
+        }
+        _ => bail!("{at}: expected a path or a mapping"),
+    };
+    let context = base.join(context);
+    let dockerfile = context.join(dockerfile);
+    if !dockerfile.is_file() {
+        bail!("{at}: no Dockerfile at {}", dockerfile.display());
+    }
+    Ok(Build {
+        context,
+        dockerfile,
+        args,
+    })
+}
+
+/// `["K=V", …]` or `{K: V}`.
+fn environment(value: &Value, at: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    match value {
+        Value::Sequence(items) => {
+            for item in items {
+                let text = string(item, at)?;
+                let (key, value) = text.split_once('=').unwrap_or((&text, ""));
+                out.insert(key.to_owned(), value.to_owned());
+            }
+        }
+        Value::Mapping(map) => {
+            for (key, value) in map {
+                let value = if value.is_null() {
+                    String::new()
+                } else {
+                    string(value, at)?
+                };
+                out.insert(string(key, at)?, value);
+            }
+        }
+        Value::Null => {}
+        _ => bail!("{at}: expected a list of K=V or a mapping"),
+    }
+    Ok(out)
+}
+
+/// A command or entrypoint: a list, or a string split as compose splits it (quotes honoured).
+fn words(value: &Value, at: &str) -> anyhow::Result<Vec<String>> {
+    match value {
+        Value::Sequence(items) => items.iter().map(|i| string(i, at)).collect(),
+        Value::String(text) => {
+            split_words(text).ok_or_else(|| anyhow::anyhow!("{at}: an unbalanced quote"))
+        }
+        Value::Null => Ok(Vec::new()),
+        _ => bail!("{at}: expected a list or a string"),
+    }
+}
+
+/// Shell-like word splitting: whitespace, `'…'`, `"…"` (with `\"`), `\x`.
+pub fn split_words(text: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => out.extend(current.take()),
+            '\'' => {
+                let word = current.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        c => word.push(c),
+                    }
+                }
+            }
+            '"' => {
+                let word = current.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => word.push(chars.next()?),
+                        c => word.push(c),
+                    }
+                }
+            }
+            '\\' => current.get_or_insert_with(String::new).push(chars.next()?),
+            c => current.get_or_insert_with(String::new).push(c),
+        }
+    }
+    out.extend(current);
+    Some(out)
+}
+
+fn duration(value: &Value, at: &str) -> anyhow::Result<Duration> {
+    let text = string(value, at)?;
+    humantime::parse_duration(&text)
+        .with_context(|| format!("{at}: `{text}` is not a duration like 5s or 1m30s"))
+}
+
+fn healthcheck(value: &Value, at: &str) -> anyhow::Result<Healthcheck> {
+    let map = value
+        .as_mapping()
+        .ok_or_else(|| anyhow::anyhow!("{at}: not a mapping"))?;
+    let mut check = Healthcheck {
+        test: Vec::new(),
+        interval: None,
+        timeout: None,
+        retries: None,
+        start_period: None,
+    };
+    for (key, value) in map {
+        let key = key.as_str().unwrap_or_default();
+        let here = format!("{at}.{key}");
+        match key {
+            "test" => {
+                check.test = match value {
+                    Value::String(shell) => vec!["CMD-SHELL".to_owned(), shell.clone()],
+                    other => words(other, &here)?,
+                }
+            }
+            "interval" => check.interval = Some(duration(value, &here)?),
+            "timeout" => check.timeout = Some(duration(value, &here)?),
+            "start_period" | "start_interval" => check.start_period = Some(duration(value, &here)?),
+            "retries" => check.retries = value.as_i64(),
+            "disable" => check.test = vec!["NONE".to_owned()],
+            other => bail!("{at}.{other}: not supported by this harness"),
+        }
+    }
+    Ok(check)
+}
+
+fn depends_on(value: &Value, at: &str) -> anyhow::Result<Vec<(String, Condition)>> {
+    match value {
+        Value::Sequence(items) => items
+            .iter()
+            .map(|i| Ok((string(i, at)?, Condition::Started)))
+            .collect(),
+        Value::Mapping(map) => map
+            .iter()
+            .map(|(name, spec)| {
+                let name = string(name, at)?;
+                let condition = match spec.get("condition").and_then(Value::as_str) {
+                    None | Some("service_started") => Condition::Started,
+                    Some("service_healthy") => Condition::Healthy,
+                    Some("service_completed_successfully") => Condition::CompletedSuccessfully,
+                    Some(other) => {
+                        bail!("{at}.{name}.condition: `{other}` is not a condition compose knows")
+                    }
+                };
+                Ok((name, condition))
+            })
+            .collect(),
+        _ => bail!("{at}: expected a list or a mapping"),
+    }
+}
+
+/// Bind mounts (`./x:/y`, `/abs:/y:ro`); named volumes are refused. A mount whose host side
+/// is empty (an unset variable, as TB1's log folders are without its harness) is skipped.
+fn binds(value: &Value, base: &Path, at: &str) -> anyhow::Result<Vec<String>> {
+    let items = value
+        .as_sequence()
+        .ok_or_else(|| anyhow::anyhow!("{at}: expected a list"))?;
+    let mut out = Vec::new();
+    for item in items {
+        let text = string(item, at)?;
+        let mut parts = text.splitn(3, ':');
+        let (host, container, mode) =
+            (parts.next().unwrap_or_default(), parts.next(), parts.next());
+        let Some(container) = container.filter(|c| !c.is_empty()) else {
+            continue;
+        };
+        if host.is_empty() {
+            continue;
+        }
+        if !host.starts_with('.') && !host.starts_with('/') {
+            bail!(
+                "{at}: `{text}` is a named volume, which is not supported (bind a folder instead)"
+            );
+        }
+        let host = if host.starts_with('/') {
+            PathBuf::from(host)
+        } else {
+            base.join(host)
+        };
+        let host = host
+            .canonicalize()
+            .with_context(|| format!("{at}: `{text}`: {} does not exist", host.display()))?;
+        let mode = mode.map(|m| format!(":{m}")).unwrap_or_default();
+        out.push(format!("{}:{container}{mode}", host.display()));
+    }
+    Ok(out)
+}
+
+fn bytes(value: &Value, at: &str) -> anyhow::Result<i64> {
+    if let Some(n) = value.as_i64() {
+        return Ok(n);
+    }
+    let text = string(value, at)?.to_ascii_lowercase();
+    let trimmed = text.trim_end_matches('b');
+    let (digits, unit) = trimmed.split_at(trimmed.trim_end_matches(char::is_alphabetic).len());
+    let value: f64 = digits
+        .parse()
+        .with_context(|| format!("{at}: `{text}` is not a size"))?;
+    let factor = match unit {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        other => bail!("{at}: unknown unit `{other}`"),
+    };
+    Ok((value * factor) as i64)
+}
+
+/// `deploy.resources.limits.{cpus, memory}`; other `deploy` keys are ignored.
+fn limits(value: &Value, service: &mut Service, at: &str) -> anyhow::Result<()> {
+    let Some(limits) = value.get("resources").and_then(|r| r.get("limits")) else {
+        return Ok(());
+    };
+    if let Some(cpus) = limits.get("cpus") {
+        service.cpus = cpus
+            .as_f64()
+            .or_else(|| string(cpus, at).ok()?.parse().ok());
+    }
+    if let Some(memory) = limits.get("memory") {
+        service.memory_bytes = Some(bytes(memory, &format!("{at}.resources.limits.memory"))?);
+    }
+    Ok(())
+}
+
+/// Compose's variable syntax over the file's text: `$$` is `$`, `${VAR}`, `${VAR:-default}`,
+/// `${VAR-default}`, `$VAR`; unknown variables are empty, as compose makes them.
+pub fn interpolate(text: &str, vars: &BTreeMap<String, String>) -> String {
+    let lookup = |name: &str| -> Option<String> {
+        vars.get(name).cloned().or_else(|| std::env::var(name).ok())
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(more) = after.strip_prefix('$') {
+            out.push('$');
+            rest = more;
+        } else if let Some(body) = after.strip_prefix('{') {
+            let Some(end) = body.find('}') else {
+                out.push_str(&rest[at..]);
+                return out;
+            };
+            let inner = &body[..end];
+            let value = if let Some((name, default)) = inner.split_once(":-") {
+                lookup(name)
+                    .filter(|v| !v.is_empty())
+                    .unwrap_or_else(|| default.to_owned())
+            } else if let Some((name, default)) = inner.split_once('-') {
+                lookup(name).unwrap_or_else(|| default.to_owned())
+            } else {
+                let name = inner.split(['?', ':']).next().unwrap_or(inner);
+                lookup(name).unwrap_or_default()
+            };
+            out.push_str(&value);
+            rest = &body[end + 1..];
+        } else {
+            let name_len = after
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .count();
+            if name_len == 0 {
+                out.push('$');
+                rest = after;
+            } else {
+                out.push_str(&lookup(&after[..name_len]).unwrap_or_default());
+                rest = &after[name_len..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_and_words() {
+        let vars = BTreeMap::from([("A".to_owned(), "1".to_owned())]);
+        assert_eq!(
+            interpolate("x=${A} y=$A z=${B:-d} w=$$HOME", &vars),
+            "x=1 y=1 z=d w=$HOME"
+        );
+        assert_eq!(
+            split_words(r#"sh -c "echo 'a b'" c"#).unwrap(),
+            ["sh", "-c", "echo 'a b'", "c"]
+        );
+    }
+
+    #[test]
+    fn a_compose_file_is_read_and_unsupported_keys_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("api")).unwrap();
+        std::fs::write(dir.path().join("api/Dockerfile"), "FROM x\n").unwrap();
+        let file = dir.path().join("docker-compose.yaml");
+        std::fs::write(
+            &file,
+            "services:\n  main:\n    depends_on:\n      api:\n        condition: service_healthy\n    environment:\n      - K=${A}\n  api:\n    build: ./api\n    healthcheck:\n      test: [\"CMD\", \"true\"]\n      interval: 1s\n",
+        )
+        .unwrap();
+        let vars = BTreeMap::from([("A".to_owned(), "v".to_owned())]);
+        let compose = load(&file, &vars).unwrap();
+        assert_eq!(
+            compose.services["main"].depends_on,
+            [("api".to_owned(), Condition::Healthy)]
+        );
+        assert_eq!(compose.services["main"].environment["K"], "v");
+        assert_eq!(
+            compose.services["api"]
+                .healthcheck
+                .as_ref()
+                .unwrap()
+                .interval,
+            Some(Duration::from_secs(1))
+        );
+        std::fs::write(
+            &file,
+            "services:\n  main:\n    image: x\n    secrets: [a]\n",
+        )
+        .unwrap();
+        let err = format!("{:#}", load(&file, &vars).unwrap_err());
+        assert!(
+            err.contains("services.main.secrets: not supported"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,388 @@
+//! Harbor tasks: `task.toml`, `instruction.md`, `environment/` (a Dockerfile or
+//! `docker-compose.yaml`, or `[environment] docker_image`), `tests/test.sh`, and maybe
+//! `solution/solve.sh`. Keys this harness does not use are warned about, not refused: Harbor's
+//! schema moves.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use toml::Value;
+
+use super::{
+    BenchTask, DEFAULT_AGENT_TIMEOUT, DEFAULT_BUILD_TIMEOUT, DEFAULT_VERIFIER_TIMEOUT, Environment,
+    Format, MainImage, Resources, Solution, Verifier, digest, expand_host_vars, seconds,
+};
+
+const TOP_KEYS: &[&str] = &[
+    "schema_version",
+    "version",
+    "source",
+    "artifacts",
+    "task",
+    "metadata",
+    "verifier",
+    "agent",
+    "environment",
+    "solution",
+];
+const AGENT_KEYS: &[&str] = &["timeout_sec", "user"];
+const VERIFIER_KEYS: &[&str] = &["timeout_sec", "env", "user"];
+const SOLUTION_KEYS: &[&str] = &["env"];
+const ENVIRONMENT_KEYS: &[&str] = &[
+    "build_timeout_sec",
+    "docker_image",
+    "os",
+    "cpus",
+    "memory_mb",
+    "storage_mb",
+    "gpus",
+    "env",
+    "workdir",
+    "network_mode",
+    "allow_internet",
+    "memory",
+    "storage",
+    "mcp_servers",
+];
+
+/// Loads a Harbor task folder.
+pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
+    let path = dir.join("task.toml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let config: toml::Table =
+        toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
+    let mut warnings = Vec::new();
+    if config.contains_key("steps") {
+        bail!(
+            "{}: multi-step tasks ([[steps]]) are not supported yet",
+            path.display()
+        );
+    }
+    let Sections {
+        agent,
+        verifier,
+        solution,
+        environment,
+    } = sections(&config, &mut warnings);
+    let in_file = |err: anyhow::Error| err.context(path.display().to_string());
+    let instruction = instruction(dir)?;
+    let tests = dir.join("tests");
+    if !tests.join("test.sh").is_file() {
+        bail!("{}: no tests/test.sh (the verifier)", dir.display());
+    }
+    let solution_dir = dir.join("solution");
+    let solution = solution_dir.join("solve.sh").is_file().then(|| Solution {
+        dir: solution_dir,
+        only: None,
+        mount: "/solution".to_owned(),
+        script: "/solution/solve.sh".to_owned(),
+        env: env_table(&solution, "env"),
+    });
+    if environment
+        .get("mcp_servers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+    {
+        warnings.push("environment.mcp_servers: not given to the agent yet".to_owned());
+    }
+    Ok(BenchTask {
+        name: name.to_owned(),
+        dir: dir.to_owned(),
+        format: Format::Harbor,
+        instruction,
+        environment: environment_of(dir, &environment).map_err(in_file)?,
+        agent_timeout: timeout(&agent, "agent.timeout_sec", DEFAULT_AGENT_TIMEOUT)
+            .map_err(in_file)?,
+        verifier_timeout: timeout(&verifier, "verifier.timeout_sec", DEFAULT_VERIFIER_TIMEOUT)
+            .map_err(in_file)?,
+        build_timeout: timeout(
+            &environment,
+            "environment.build_timeout_sec",
+            DEFAULT_BUILD_TIMEOUT,
+        )
+        .map_err(in_file)?,
+        resources: resources(&environment, &mut warnings).map_err(in_file)?,
+        allow_internet: allow_internet(&environment, &mut warnings).map_err(in_file)?,
+        workdir: environment
+            .get("workdir")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        env: env_table(&environment, "env"),
+        verifier_env: env_table(&verifier, "env"),
+        agent_user: user(&agent),
+        verifier_user: user(&verifier),
+        verifier: Verifier::Harbor { tests },
+        solution,
+        metadata: config
+            .get("metadata")
+            .and_then(|m| serde_json::to_value(m).ok())
+            .unwrap_or(serde_json::Value::Null),
+        warnings,
+        digest: digest(dir, Format::Harbor)?,
+    })
+}
+
+/// The sections this harness reads, each checked for keys it does not use.
+struct Sections {
+    agent: toml::Table,
+    verifier: toml::Table,
+    solution: toml::Table,
+    environment: toml::Table,
+}
+
+fn sections(config: &toml::Table, warnings: &mut Vec<String>) -> Sections {
+    unknown_keys(config, TOP_KEYS, "", warnings);
+    let mut section = |key: &str, known: &[&str]| {
+        let table = config
+            .get(key)
+            .and_then(Value::as_table)
+            .cloned()
+            .unwrap_or_default();
+        unknown_keys(&table, known, &format!("{key}."), warnings);
+        table
+    };
+    Sections {
+        agent: section("agent", AGENT_KEYS),
+        verifier: section("verifier", VERIFIER_KEYS),
+        solution: section("solution", SOLUTION_KEYS),
+        environment: section("environment", ENVIRONMENT_KEYS),
+    }
+}
+
+/// `user`: a name or a uid.
+fn user(table: &toml::Table) -> Option<String> {
+    match table.get("user")? {
+        Value::String(name) => Some(name.clone()),
+        Value::Integer(uid) => Some(uid.to_string()),
+        _ => None,
+    }
+}
+
+fn unknown_keys(table: &toml::Table, known: &[&str], prefix: &str, warnings: &mut Vec<String>) {
+    for key in table.keys().filter(|k| !known.contains(&k.as_str())) {
+        warnings.push(format!("{prefix}{key}: not used by this harness"));
+    }
+}
+
+/// `instruction.md`, with leading canary lines (`<!-- … canary … -->`, `# … canary …`) and the
+/// blank lines after them removed, as Harbor does.
+fn instruction(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("instruction.md");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut lines = text.lines().peekable();
+    let is_canary = |line: &str| {
+        let lower = line.trim().to_ascii_lowercase();
+        lower.contains("canary")
+            && ((lower.starts_with("<!--") && lower.ends_with("-->")) || lower.starts_with('#'))
+    };
+    let mut skipped = false;
+    while lines.peek().is_some_and(|l| is_canary(l)) {
+        lines.next();
+        skipped = true;
+    }
+    if skipped {
+        while lines.peek().is_some_and(|l| l.trim().is_empty()) {
+            lines.next();
+        }
+    }
+    let body: Vec<&str> = lines.collect();
+    let instruction = body.join("\n");
+    if instruction.trim().is_empty() {
+        bail!("{}: empty", path.display());
+    }
+    Ok(instruction)
+}
+
+fn number(table: &toml::Table, key: &str) -> Option<f64> {
+    match table.get(key)? {
+        Value::Integer(n) => Some(*n as f64),
+        Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+fn timeout(
+    table: &toml::Table,
+    key: &str,
+    default: std::time::Duration,
+) -> anyhow::Result<std::time::Duration> {
+    let short = key.rsplit('.').next().unwrap_or(key);
+    match (table.get(short), number(table, short)) {
+        (None, _) => Ok(default),
+        (Some(_), Some(value)) => seconds(value, key),
+        (Some(other), None) => bail!("{key}: expected a number of seconds, got {other}"),
+    }
+}
+
+fn env_table(table: &toml::Table, key: &str) -> BTreeMap<String, String> {
+    table
+        .get(key)
+        .and_then(Value::as_table)
+        .map(|env| {
+            env.iter()
+                .map(|(k, v)| {
+                    let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                    (k.clone(), expand_host_vars(&text))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `cpus`, `memory_mb` (or the legacy `memory = "2G"`), `storage_mb`, `gpus`; Harbor 0.1's
+/// 1 CPU and 2048 MB when absent.
+fn resources(environment: &toml::Table, warnings: &mut Vec<String>) -> anyhow::Result<Resources> {
+    let legacy_mb = |key: &str| -> anyhow::Result<Option<u64>> {
+        let Some(text) = environment.get(key).and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let trimmed = text.trim();
+        let (digits, unit) = trimmed.split_at(trimmed.trim_end_matches(char::is_alphabetic).len());
+        let value: f64 = digits
+            .trim()
+            .parse()
+            .with_context(|| format!("environment.{key}: `{text}` is not a size"))?;
+        let mb = match unit.to_ascii_uppercase().as_str() {
+            "G" | "GB" => value * 1024.0,
+            "M" | "MB" | "" => value,
+            "K" | "KB" => value / 1024.0,
+            other => bail!("environment.{key}: unknown unit `{other}` in `{text}`"),
+        };
+        Ok(Some(mb as u64))
+    };
+    let gpus = number(environment, "gpus").map(|g| g as u64);
+    if gpus.is_some_and(|g| g > 0) {
+        warnings.push("environment.gpus: GPUs are not given to task containers".to_owned());
+    }
+    Ok(Resources {
+        cpus: number(environment, "cpus").or(Some(1.0)),
+        memory_mb: number(environment, "memory_mb")
+            .map(|m| m as u64)
+            .or(legacy_mb("memory")?)
+            .or(Some(2048)),
+        storage_mb: number(environment, "storage_mb")
+            .map(|s| s as u64)
+            .or(legacy_mb("storage")?),
+        gpus,
+    })
+}
+
+/// `network_mode` (`public`, `no-network`; `allowlist` cannot be enforced and is refused as
+/// no network) or the older `allow_internet`; public when neither is set, as Harbor.
+fn allow_internet(environment: &toml::Table, warnings: &mut Vec<String>) -> anyhow::Result<bool> {
+    if let Some(mode) = environment.get("network_mode") {
+        return match mode.as_str() {
+            Some("public") => Ok(true),
+            Some("no-network") => Ok(false),
+            Some("allowlist") => {
+                warnings.push("environment.network_mode = allowlist: run with no network (an allow list is not enforced here)".to_owned());
+                Ok(false)
+            }
+            _ => bail!(
+                "environment.network_mode: expected public, no-network or allowlist, got {mode}"
+            ),
+        };
+    }
+    match environment.get("allow_internet") {
+        None => Ok(true),
+        Some(Value::Boolean(allowed)) => Ok(*allowed),
+        Some(other) => bail!("environment.allow_internet: expected true or false, got {other}"),
+    }
+}
+
+fn environment_of(dir: &Path, environment: &toml::Table) -> anyhow::Result<Environment> {
+    if let Some(os) = environment.get("os").and_then(Value::as_str)
+        && !os.eq_ignore_ascii_case("linux")
+    {
+        bail!("environment.os = {os}: only Linux tasks run here");
+    }
+    let env_dir = dir.join("environment");
+    let dockerfile = env_dir.join("Dockerfile");
+    let built = dockerfile
+        .is_file()
+        .then(|| (env_dir.clone(), dockerfile.clone()));
+    let main_image = match (
+        environment.get("docker_image").and_then(Value::as_str),
+        &built,
+    ) {
+        (Some(name), _) => Some(MainImage::Prebuilt {
+            name: name.to_owned(),
+            fallback: built.clone(),
+        }),
+        (None, Some((context, dockerfile))) => Some(MainImage::Build {
+            context: context.clone(),
+            dockerfile: dockerfile.clone(),
+        }),
+        (None, None) => None,
+    };
+    let compose = env_dir.join("docker-compose.yaml");
+    if compose.is_file() {
+        return Ok(Environment::Compose {
+            file: compose,
+            main: "main".to_owned(),
+            main_image,
+        });
+    }
+    main_image.map(Environment::Single).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no environment/Dockerfile, environment/docker-compose.yaml or [environment] docker_image"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(toml: &str, instruction: &str) -> anyhow::Result<BenchTask> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("environment"))?;
+        std::fs::create_dir_all(root.join("tests"))?;
+        std::fs::write(root.join("environment/Dockerfile"), "FROM x\n")?;
+        std::fs::write(root.join("tests/test.sh"), "true\n")?;
+        std::fs::write(root.join("task.toml"), toml)?;
+        std::fs::write(root.join("instruction.md"), instruction)?;
+        load(root, "t")
+    }
+
+    #[test]
+    fn task_files_are_read_leniently_with_harbor_0_1_defaults() {
+        let t = task(
+            "version = \"1.0\"\nfuture_key = 1\n[agent]\ntimeout_sec = 90\n[environment]\nmemory = \"4G\"\nallow_internet = false\nshiny = true\n[verifier.env]\nA = \"${HARNESS_SURELY_UNSET:-fallback}\"\n",
+            "<!-- harbor-canary GUID x -->\n\n# Task\nDo it.\n",
+        )
+        .unwrap();
+        assert_eq!(t.instruction, "# Task\nDo it.");
+        assert_eq!(t.agent_timeout, std::time::Duration::from_secs(90));
+        assert_eq!(t.verifier_timeout, DEFAULT_VERIFIER_TIMEOUT);
+        assert_eq!(
+            (t.resources.cpus, t.resources.memory_mb),
+            (Some(1.0), Some(4096))
+        );
+        assert!(!t.allow_internet);
+        assert_eq!(t.verifier_env["A"], "fallback");
+        assert!(t.solution.is_none());
+        let warned = t.warnings.join("\n");
+        assert!(
+            warned.contains("future_key") && warned.contains("environment.shiny"),
+            "{warned}"
+        );
+        assert!(t.digest.starts_with("sha256:") && t.digest.len() == 71);
+    }
+
+    #[test]
+    fn what_cannot_run_is_refused_by_name() {
+        let err = task("[environment]\nos = \"windows\"\n", "x").unwrap_err();
+        assert!(format!("{err:#}").contains("only Linux"), "{err:#}");
+        let err = task("[agent]\ntimeout_sec = \"soon\"\n", "x").unwrap_err();
+        assert!(format!("{err:#}").contains("agent.timeout_sec"), "{err:#}");
+        let err = task("[[steps]]\nname = \"a\"\n", "x").unwrap_err();
+        assert!(format!("{err:#}").contains("multi-step"), "{err:#}");
+        let err = task("x = [", "x").unwrap_err();
+        assert!(format!("{err:#}").contains("not valid TOML"), "{err:#}");
+    }
+}

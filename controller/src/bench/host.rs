@@ -1,0 +1,157 @@
+//! Where a task's author-side steps run (the verifier, the oracle's upload, the logs copied
+//! out), outside the agent's policy: in containers this harness started (`docker exec` and
+//! archive copies, [`super::container::TaskEnvironment`]), or through the API of a server
+//! already running in the task's image, as in a Kubernetes pod whose task container runs the
+//! injected server ([`ApiHost`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::future::BoxFuture;
+use sandbox_protocol::{BashArgs, EntryKind};
+
+use super::container::Exec;
+use crate::sandbox::SandboxClient;
+
+/// The author-side operations on a task's main container.
+pub trait TaskHost: Send + Sync {
+    /// Runs `bash -c script` from the working folder with `env` (as `user` where the host can
+    /// choose it) for at most `timeout`.
+    fn exec<'a>(
+        &'a self,
+        script: &'a str,
+        env: &'a BTreeMap<String, String>,
+        user: Option<&'a str>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, anyhow::Result<Exec>>;
+    /// Copies the folder `from` (or only its file `only`) into `to` in the container.
+    fn upload<'a>(
+        &'a self,
+        from: &'a Path,
+        only: Option<&'a str>,
+        to: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<()>>;
+    /// Copies the container's folder `from` into `to` here (plain files and folders only), at
+    /// most `max_bytes`.
+    fn download<'a>(
+        &'a self,
+        from: &'a str,
+        to: &'a Path,
+        max_bytes: u64,
+    ) -> BoxFuture<'a, anyhow::Result<u64>>;
+    /// Lets the main container reach the internet (a verifier online after an offline agent).
+    fn go_online(&self) -> BoxFuture<'_, anyhow::Result<()>>;
+}
+
+/// A task's container reached through its server's API.
+#[derive(Debug, Clone)]
+pub struct ApiHost {
+    pub client: SandboxClient,
+}
+
+/// The bash tool's longest timeout on a default server.
+const MAX_CALL: Duration = Duration::from_secs(3600);
+
+impl TaskHost for ApiHost {
+    fn exec<'a>(
+        &'a self,
+        script: &'a str,
+        env: &'a BTreeMap<String, String>,
+        _user: Option<&'a str>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, anyhow::Result<Exec>> {
+        Box::pin(async move {
+            let exports: Vec<String> = env
+                .iter()
+                .map(|(k, v)| format!("export {k}='{}'", v.replace('\'', r"'\''")))
+                .collect();
+            let started = Instant::now();
+            let args = BashArgs {
+                cmd: format!("{}\n{script}", exports.join("\n")),
+                timeout: Some(timeout.clamp(Duration::from_secs(1), MAX_CALL).as_secs() as u32),
+            };
+            let result = self
+                .client
+                .bash(&args)
+                .await
+                .context("running a command through the task's sandbox")?;
+            Ok(Exec {
+                exit_code: (!result.timed_out).then_some(i64::from(result.exit_code)),
+                timed_out: result.timed_out,
+                output: result.output,
+                duration: started.elapsed(),
+            })
+        })
+    }
+
+    fn upload<'a>(
+        &'a self,
+        from: &'a Path,
+        only: Option<&'a str>,
+        to: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            let files = match only {
+                Some(name) => vec![(name.to_owned(), from.join(name))],
+                None => {
+                    super::files_of(from).with_context(|| format!("reading {}", from.display()))?
+                }
+            };
+            for (rel, path) in files {
+                let bytes =
+                    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                let target = format!("{}/{rel}", to.trim_end_matches('/'));
+                self.client
+                    .put_file(&target, bytes, Some(0o755))
+                    .await
+                    .with_context(|| format!("uploading {} to {target}", path.display()))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn download<'a>(
+        &'a self,
+        from: &'a str,
+        to: &'a Path,
+        max_bytes: u64,
+    ) -> BoxFuture<'a, anyhow::Result<u64>> {
+        Box::pin(async move {
+            let mut written = 0;
+            let mut pending = vec![(from.trim_end_matches('/').to_owned(), to.to_owned())];
+            while let Some((remote, local)) = pending.pop() {
+                let Some(listing) = self.client.list_dir(&remote).await? else {
+                    continue;
+                };
+                std::fs::create_dir_all(&local)?;
+                for entry in listing.entries {
+                    let (path, target) =
+                        (format!("{remote}/{}", entry.name), local.join(&entry.name));
+                    match entry.kind {
+                        EntryKind::Dir => pending.push((path, target)),
+                        EntryKind::File => {
+                            if written + entry.size > max_bytes {
+                                anyhow::bail!(
+                                    "{from} in the task's container is over {max_bytes} bytes"
+                                );
+                            }
+                            if let Some(bytes) = self.client.get_file(&path).await? {
+                                written += bytes.len() as u64;
+                                std::fs::write(&target, bytes)?;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Ok(written)
+        })
+    }
+
+    /// The pod's network is its orchestrator's to set.
+    fn go_online(&self) -> BoxFuture<'_, anyhow::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+}

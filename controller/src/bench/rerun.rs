@@ -1,0 +1,79 @@
+//! A benchmark session re-run where it ran: the task's own containers, the main one from the
+//! image the log recorded (when the engine still has it), the initial workspace put back, and
+//! the oracle's solution uploaded again, so `replay rerun` compares like with like.
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+
+use super::container::{StartSpec, TaskEnvironment, static_server};
+use super::image::BuildSettings;
+use crate::event_log::{Event, SessionStarted};
+use crate::replay;
+
+/// The header of a session log.
+pub fn header(dir: &Path) -> anyhow::Result<SessionStarted> {
+    for envelope in replay::events(dir, |_| {})? {
+        if let Event::SessionStarted(header) = envelope?.event {
+            return Ok(*header);
+        }
+    }
+    bail!("{}: the log has no session_started", dir.display())
+}
+
+/// Starts the task's containers for a rerun of the benchmark session `header` describes;
+/// `note` gets progress lines.
+pub async fn start(
+    header: &SessionStarted,
+    settings: &BuildSettings,
+    note: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<TaskEnvironment> {
+    let bench = header
+        .config
+        .benchmark
+        .as_ref()
+        .context("not a benchmark session")?;
+    let dir = Path::new(&bench.dir);
+    let task = super::load(dir, &bench.name)
+        .with_context(|| format!("loading the task the session ran ({})", bench.dir))?;
+    if task.digest != bench.digest {
+        note(&format!(
+            "warning: the task's files changed since the session ran ({} now, {} then)",
+            task.digest, bench.digest
+        ));
+    }
+    let docker = crate::sandbox::docker::connect().await?;
+    let recorded = (!bench.image.is_empty() && docker.inspect_image(&bench.image).await.is_ok())
+        .then_some(bench.image.as_str());
+    if recorded.is_none() && !bench.image.is_empty() {
+        note(&format!(
+            "the recorded image {} is gone: building the task's again",
+            bench.image
+        ));
+    }
+    let server = static_server()?;
+    let token = format!("{:032x}", rand::random::<u128>());
+    let session_id = format!("rerun-{}", header.session_id);
+    let spec = StartSpec {
+        task: &task,
+        session_id: &session_id,
+        token: &token,
+        server_binary: &server,
+        settings,
+        agent_online: bench.online,
+        tools: None,
+        main_image: recorded,
+        note,
+    };
+    let environment = TaskEnvironment::start(&spec)
+        .await
+        .map_err(|err| anyhow::anyhow!("starting the task's containers: {err}"))?;
+    if header.config.agent.as_deref() == Some("oracle")
+        && let Some(solution) = &task.solution
+    {
+        environment
+            .upload(&solution.dir, solution.only.as_deref(), &solution.mount)
+            .await?;
+    }
+    Ok(environment)
+}

@@ -1,0 +1,521 @@
+//! Benchmark tasks (Harbor and Terminal-Bench 1 folders) against a real Docker engine: the
+//! dataset of `examples/benchmarks` under the oracle and the nop agent, trials and pass@k,
+//! resume, a model session exported, restored and re-run, and every result file read by
+//! Harbor's own models.
+//!
+//! These need the engine, the registry-free base image and a static sandbox-server, so they
+//! run when `HARNESS_TEST_DOCKER=1` (.ci/run builds all three). The Harbor check needs a
+//! Python with `harbor` installed, named by `HARNESS_TEST_HARBOR_PYTHON` (.ci/run makes one).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common;
+
+fn enabled(test: &str) -> bool {
+    let on = std::env::var("HARNESS_TEST_DOCKER").is_ok_and(|v| v == "1");
+    if !on {
+        eprintln!("skipped {test}: set HARNESS_TEST_DOCKER=1 with a Docker engine");
+    }
+    on
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn dataset() -> PathBuf {
+    repo().join("examples/benchmarks")
+}
+
+/// The flags that let the example dataset build here: the image map, and the host's CA bundle
+/// for `pip` behind a TLS-inspecting proxy.
+fn build_flags() -> Vec<String> {
+    let mut flags = vec![
+        "--image-map-file".to_owned(),
+        dataset().join("image-map.txt").display().to_string(),
+    ];
+    let bundle = Path::new("/etc/ssl/certs/ca-certificates.crt");
+    if bundle.is_file() {
+        flags.extend(["--build-ca".to_owned(), bundle.display().to_string()]);
+    }
+    flags
+}
+
+async fn harness(args: &[String], limit: Duration) -> common::Run {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::run(common::command(&args), limit).await
+}
+
+fn batch_args(tasks: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "batch",
+        &tasks.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+        "--progress",
+        "lines",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args.extend(build_flags());
+    args
+}
+
+fn json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Validates a job folder with Harbor's models (strict: warnings fail too).
+fn harbor_accepts(job: &Path) {
+    let Ok(python) = std::env::var("HARNESS_TEST_HARBOR_PYTHON") else {
+        eprintln!(
+            "skipped the Harbor check of {}: set HARNESS_TEST_HARBOR_PYTHON",
+            job.display()
+        );
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harbor/validate.py");
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(job)
+        .arg("--strict")
+        .output()
+        .expect("run the Harbor validator");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "Harbor's models refused {}:\n{text}{}",
+        job.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.contains("0 error(s), 0 warning(s)"), "{text}");
+}
+
+/// The benchmark section of a batch's report, by task.
+fn bench_rows(out: &Path) -> Vec<Value> {
+    json(&out.join("report.json"))["benchmark"]["tasks"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
+    if !enabled("the_oracle_passes_every_healthy_task_and_nop_passes_none") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("oracle");
+    let run = harness(
+        &batch_args(&dataset(), &out, &["--agent", "oracle"]),
+        Duration::from_secs(900),
+    )
+    .await;
+    assert_eq!(
+        run.code, 9,
+        "one task's oracle is broken on purpose\n{}",
+        run.stderr
+    );
+    let rows = bench_rows(&out);
+    assert_eq!(rows.len(), 8, "{rows:#?}");
+    for row in &rows {
+        let broken = row["task"] == "off-by-one";
+        assert_eq!(row["passed"], if broken { 0 } else { 1 }, "{row}");
+        let health = row["health"].as_str().unwrap();
+        assert_eq!(health == "ok", !broken, "{row}");
+    }
+    assert!(run.stdout.contains("1 of 8 tasks broken"), "{}", run.stdout);
+    // The oracle ran through the bash tool, the policy and the log, as a model's call would.
+    let hello = events(&out.join("hello-file"));
+    let kinds: Vec<&str> = hello.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    for kind in [
+        "image_built",
+        "tool_call",
+        "policy_decision",
+        "tool_result",
+        "verifier_finished",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+    let fizz = events(&out.join("fizzbuzz-pytest"));
+    let verifier = fizz
+        .iter()
+        .find(|e| e["type"] == "verifier_finished")
+        .unwrap();
+    assert!(
+        verifier["data"]["ctrf"]["sha256"].is_string(),
+        "the CTRF report is in the log: {verifier}"
+    );
+    // Harbor's agent folder: the oracle's output, and no exit-code.txt for a script that exited 0.
+    assert!(out.join("hello-file/agent/oracle.txt").is_file());
+    assert!(!out.join("hello-file/agent/exit-code.txt").exists());
+    let words = json(&out.join("word-stats/result.json"));
+    assert_eq!(
+        words["verifier_result"]["rewards"]["correctness"], 1.0,
+        "reward.json's named rewards"
+    );
+    harbor_accepts(&out);
+
+    // Nothing done passes nothing; every image is found built.
+    let out = dir.path().join("nop");
+    let run = harness(
+        &batch_args(&dataset(), &out, &["--agent", "nop"]),
+        Duration::from_secs(600),
+    )
+    .await;
+    assert_eq!(run.code, 9, "{}", run.stderr);
+    for row in bench_rows(&out) {
+        assert_eq!(
+            (row["passed"].as_u64(), row["health"].as_str()),
+            (Some(0), Some("ok")),
+            "{row}"
+        );
+    }
+    for task in ["hello-file", "service-fetch", "tb-csv-total", "mapped-base"] {
+        let built: Vec<Value> = events(&out.join(task))
+            .into_iter()
+            .filter(|e| e["type"] == "image_built")
+            .collect();
+        assert!(
+            !built.is_empty() && built.iter().all(|e| e["data"]["cached"] == true),
+            "{task}: {built:?}"
+        );
+    }
+    harbor_accepts(&out);
+}
+
+/// A task whose oracle passes every other trial: a bind-mounted counter survives the trials.
+fn flaky_dataset(root: &Path) -> PathBuf {
+    let task = root.join("data/flaky");
+    for dir in ["environment", "solution", "tests", "state"] {
+        std::fs::create_dir_all(task.join(dir)).unwrap();
+    }
+    let write = |rel: &str, text: &str| std::fs::write(task.join(rel), text).unwrap();
+    write(
+        "task.toml",
+        "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n[environment]\nallow_internet = false\n",
+    );
+    write("instruction.md", "Write 1 to /app/answer.\n");
+    write(
+        "environment/Dockerfile",
+        "FROM agent-harness/base:bookworm\nWORKDIR /app\n",
+    );
+    write(
+        "environment/docker-compose.yaml",
+        &format!(
+            "services:\n  main:\n    volumes:\n      - {}:/state\n",
+            task.join("state").display()
+        ),
+    );
+    write(
+        "solution/solve.sh",
+        "#!/bin/bash\nn=$(( $(cat /state/n 2>/dev/null || echo 0) + 1 ))\necho $n > /state/n\nif [ $((n % 2)) -eq 1 ]; then echo 1 > /app/answer; fi\n",
+    );
+    write(
+        "tests/test.sh",
+        "#!/bin/bash\nif [ \"$(cat /app/answer 2>/dev/null)\" = 1 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+    );
+    root.join("data")
+}
+
+#[tokio::test]
+async fn trials_give_pass_at_k_and_resume_runs_what_has_no_reward() {
+    if !enabled("trials_give_pass_at_k_and_resume_runs_what_has_no_reward") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = flaky_dataset(dir.path());
+    let out = dir.path().join("job");
+    let args = batch_args(
+        &data,
+        &out,
+        &["--agent", "oracle", "--attempts", "4", "--parallel", "1"],
+    );
+    let run = harness(&args, Duration::from_secs(600)).await;
+    assert_eq!(run.code, 9, "{}", run.stderr);
+    for trial in ["flaky", "flaky__2", "flaky__3", "flaky__4"] {
+        assert!(out.join(trial).join("result.json").is_file(), "{trial}");
+    }
+    let row = &bench_rows(&out)[0];
+    assert_eq!(
+        (row["trials"].as_u64(), row["passed"].as_u64()),
+        (Some(4), Some(2)),
+        "{row}"
+    );
+    assert_eq!(row["pass_at_1"], 0.5);
+    // pass@4 of 2 passes in 4: 1 - C(2,4)/C(4,4) = 1.
+    assert_eq!(row["pass_at_k"], 1.0);
+    // Harbor's own k values (2 and 4): pass@2 = 1 - C(2,2)/C(4,2) = 5/6.
+    let job = json(&out.join("result.json"));
+    let harbor = &job["stats"]["evals"]["agent-harness__oracle__data"]["pass_at_k"];
+    assert!(
+        (harbor["2"].as_f64().unwrap() - 5.0 / 6.0).abs() < 1e-9,
+        "{harbor}"
+    );
+    assert_eq!(harbor["4"], 1.0);
+    let started = &events(&out)[0]["data"];
+    assert_eq!(started["attempts"], 4, "{started}");
+    assert_eq!(started["tasks"][2]["trial"], 3);
+    harbor_accepts(&out);
+
+    // A trial without a reward (its result lost) is the only one a resume runs.
+    std::fs::remove_file(out.join("flaky__3/result.json")).unwrap();
+    let mut resume = args.clone();
+    resume.push("--resume".to_owned());
+    let run = harness(&resume, Duration::from_secs(300)).await;
+    assert!(run.code == 0 || run.code == 9, "{}", run.stderr);
+    let log = events(&out);
+    let last_start = log
+        .iter()
+        .rposition(|e| e["type"] == "batch_started")
+        .unwrap();
+    let started: Vec<&Value> = log[last_start..]
+        .iter()
+        .filter(|e| e["type"] == "task_started")
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["data"]["task"], "flaky__3");
+    let skipped = log[last_start..]
+        .iter()
+        .filter(|e| e["type"] == "task_skipped")
+        .count();
+    assert_eq!(skipped, 3);
+    assert!(out.join("flaky__3/result.json").is_file());
+}
+
+#[tokio::test]
+async fn a_model_session_on_a_task_is_exported_restored_and_rerun() {
+    if !enabled("a_model_session_on_a_task_is_exported_restored_and_rerun") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n\
+         - text: Reading the system first.\n  tool_calls:\n  - name: read_file\n    arguments: {path: /etc/os-release, limit: 2}\n\
+         - text: Writing it.\n  tool_calls:\n  - name: write_file\n    arguments: {path: hello.txt, content: \"Hello, world!\\n\"}\n  - name: bash\n    arguments: {cmd: pwd}\n\
+         - text: Done.\n",
+    )
+    .unwrap();
+    let out = dir.path().join("job");
+    let task = dataset().join("hello-file");
+    let model = format!("script:{}", script.display());
+    let run = harness(
+        &batch_args(&task, &out, &["--model", &model, "--approve", "auto"]),
+        Duration::from_secs(300),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let session = out.join("hello-file");
+    let log = events(&session);
+    let outputs: Vec<&str> = log
+        .iter()
+        .filter(|e| e["type"] == "tool_result")
+        .map(|e| e["data"]["output"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        outputs[0].contains("Debian"),
+        "file tools reach the whole container: {outputs:?}"
+    );
+    assert!(
+        outputs[2].contains("/app"),
+        "commands start in the task's WORKDIR: {outputs:?}"
+    );
+    let trajectory = json(&session.join("agent/trajectory.json"));
+    assert_eq!(trajectory["schema_version"], "ATIF-v1.8");
+    let agent_steps: Vec<&Value> = trajectory["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["source"] == "agent")
+        .collect();
+    assert_eq!(agent_steps.len(), 3);
+    assert_eq!(agent_steps[1]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        agent_steps[1]["observation"]["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    harbor_accepts(&out);
+
+    // `replay export` converts the log to the same trajectory.
+    let exported = dir.path().join("exported.json");
+    let session_arg = session.display().to_string();
+    let run = harness(
+        &[
+            "replay",
+            "export",
+            "--format",
+            "atif",
+            &session_arg,
+            "-o",
+            &exported.display().to_string(),
+        ]
+        .map(str::to_owned),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(json(&exported), trajectory);
+    // show, metrics, restore, rerun.
+    let run = harness(
+        &["replay", "show", &session_arg].map(str::to_owned),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        run.stdout.contains("Verifier: reward 1 (pass"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("Image harness-task/hello-file:"),
+        "{}",
+        run.stdout
+    );
+    let run = harness(
+        &["replay", "metrics", "--json", &session_arg].map(str::to_owned),
+        Duration::from_secs(30),
+    )
+    .await;
+    let metrics: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(metrics[0]["reward"], 1.0, "{metrics}");
+    let last = log.last().unwrap()["seq"].as_u64().unwrap().to_string();
+    let restored = dir.path().join("restored");
+    let run = harness(
+        &[
+            "replay",
+            "restore",
+            &session_arg,
+            "--step",
+            &last,
+            "--to",
+            &restored.display().to_string(),
+        ]
+        .map(str::to_owned),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(restored.join("hello.txt")).unwrap(),
+        "Hello, world!\n"
+    );
+    let run = harness(
+        &["replay", "rerun", &session_arg].map(str::to_owned),
+        Duration::from_secs(300),
+    )
+    .await;
+    assert_eq!(
+        run.code, 0,
+        "the calls re-run in the task's own container: {}\n{}",
+        run.stdout, run.stderr
+    );
+    assert!(
+        run.stderr.contains("3 calls re-executed") && run.stderr.contains("0 divergences"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[tokio::test]
+async fn what_a_benchmark_task_cannot_do_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let hello = dataset().join("hello-file").display().to_string();
+    let refused = |args: Vec<String>, needle: &'static str| async move {
+        let run = harness(&args, Duration::from_secs(60)).await;
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{args:?}: {}", run.stderr);
+    };
+    refused(
+        ["run", "--task", &hello, "--sandbox", "local"]
+            .map(str::to_owned)
+            .to_vec(),
+        "runs in its own image",
+    )
+    .await;
+    refused(
+        ["run", "--task", &hello, "--image", "x"]
+            .map(str::to_owned)
+            .to_vec(),
+        "--image-map",
+    )
+    .await;
+    refused(
+        ["run", "--task", &hello, "--agent", "teacher"]
+            .map(str::to_owned)
+            .to_vec(),
+        "expected model, oracle or nop",
+    )
+    .await;
+    refused(
+        ["run", "--task", &hello, "do", "it"]
+            .map(str::to_owned)
+            .to_vec(),
+        "give no task words",
+    )
+    .await;
+    let yaml = repo()
+        .join("examples/hello/task.yaml")
+        .display()
+        .to_string();
+    refused(
+        ["run", "--task", &yaml, "--agent", "oracle"]
+            .map(str::to_owned)
+            .to_vec(),
+        "only a benchmark task",
+    )
+    .await;
+    // A task without a solution has no oracle; a compose key this harness cannot apply is named.
+    let task = dir.path().join("t");
+    std::fs::create_dir_all(task.join("environment")).unwrap();
+    std::fs::create_dir_all(task.join("tests")).unwrap();
+    std::fs::write(task.join("task.toml"), "").unwrap();
+    std::fs::write(task.join("instruction.md"), "x").unwrap();
+    std::fs::write(task.join("tests/test.sh"), "true").unwrap();
+    std::fs::write(task.join("environment/Dockerfile"), "FROM x").unwrap();
+    let path = task.display().to_string();
+    refused(
+        ["run", "--task", &path, "--agent", "oracle"]
+            .map(str::to_owned)
+            .to_vec(),
+        "has none",
+    )
+    .await;
+    std::fs::write(
+        task.join("environment/docker-compose.yaml"),
+        "services:\n  main:\n    privileged: true\n",
+    )
+    .unwrap();
+    refused(
+        ["run", "--task", &path, "--agent", "nop"]
+            .map(str::to_owned)
+            .to_vec(),
+        "services.main.privileged",
+    )
+    .await;
+    refused(
+        ["run", "--task", &hello, "--image-map", "nothing"]
+            .map(str::to_owned)
+            .to_vec(),
+        "an image mapping is FROM=TO",
+    )
+    .await;
+}

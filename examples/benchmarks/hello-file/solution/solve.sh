@@ -1,0 +1,3 @@
+#!/bin/bash
+# Runs from the task's working folder, /app.
+printf 'Hello, world!\n' > hello.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "Goodbye, $2."
