@@ -67,9 +67,9 @@ fn the_manifests_render_and_validate_strictly() {
         return;
     }
     let scratch = tempfile::tempdir().unwrap();
-    for dir in ["sandbox", "evaluation"] {
+    for dir in ["sandbox", "evaluation", "benchmark", "benchmark-namespace"] {
         let (text, docs) = render(dir);
-        assert!(docs.len() >= 4, "{dir}: {} documents", docs.len());
+        assert!(docs.len() >= 3, "{dir}: {} documents", docs.len());
         let file = scratch.path().join(format!("{dir}.yaml"));
         std::fs::write(&file, text).unwrap();
         for version in VERSIONS {
@@ -206,4 +206,256 @@ async fn each_completion_index_runs_its_task_as_the_job_pod_would() {
         rows.iter()
             .all(|row| row["outcome"] == "completed" && row["check_passed"] == true)
     );
+}
+
+/// A registry on loopback (Debian's `docker-registry`), when the machine has one, for
+/// `harness images build --push`.
+struct Registry {
+    child: std::process::Child,
+    address: String,
+    _storage: tempfile::TempDir,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn registry() -> Option<Registry> {
+    let binary = Path::new("/usr/bin/docker-registry");
+    if !binary.is_file() {
+        eprintln!("no docker-registry: `harness images build --push` is not exercised");
+        return None;
+    }
+    let storage = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let config = storage.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
+            storage.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(binary)
+        .arg("serve")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&address).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(Registry {
+        child,
+        address,
+        _storage: storage,
+    })
+}
+
+fn docker(args: &[&str]) -> String {
+    let output = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("run docker");
+    assert!(
+        output.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Kubernetes' `$(VAR)` expansion in a container's arguments.
+fn expand(args: &[String], vars: &[(&str, &str)]) -> Vec<String> {
+    args.iter()
+        .map(|arg| {
+            vars.iter()
+                .fold(arg.clone(), |a, (k, v)| a.replace(&format!("$({k})"), v))
+        })
+        .collect()
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    serde_json::from_value(value.clone()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_benchmark_task_job_runs_its_own_image_with_the_injected_server() {
+    if !enabled("a_benchmark_task_job_runs_its_own_image_with_the_injected_server")
+        || std::env::var("HARNESS_TEST_DOCKER").map_or(true, |v| v != "1")
+    {
+        eprintln!("(also needs HARNESS_TEST_DOCKER=1)");
+        return;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dataset = repo.join("examples/benchmarks");
+    let scratch = tempfile::tempdir().unwrap();
+    let overlays = scratch.path().join("overlays");
+    let registry = registry();
+    let mut args: Vec<String> = ["images", "build"].map(str::to_owned).to_vec();
+    args.push(dataset.join("hello-file").display().to_string());
+    for (flag, value) in [
+        ("--kustomize", overlays.display().to_string()),
+        (
+            "--kustomize-base",
+            deploy().join("benchmark").display().to_string(),
+        ),
+        ("--agent", "oracle".to_owned()),
+        ("--attempts", "2".to_owned()),
+        (
+            "--image-map-file",
+            dataset.join("image-map.txt").display().to_string(),
+        ),
+    ] {
+        args.extend([flag.to_owned(), value]);
+    }
+    if let Some(registry) = &registry {
+        args.extend(["--push".to_owned(), registry.address.clone()]);
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = common::run(common::command(&refs), Duration::from_secs(300)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (task, image) = run.stdout.trim().split_once('\t').unwrap();
+    assert_eq!(task, "hello-file");
+    if let Some(registry) = &registry {
+        assert!(image.starts_with(&registry.address), "{image}");
+        // What a cluster pulls is in the registry.
+        docker(&["rmi", image]);
+        docker(&["pull", "-q", image]);
+    }
+    // The overlay renders and validates like the rest of deploy/.
+    let output = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(overlays.join("hello-file"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let rendered = scratch.path().join("rendered.yaml");
+    std::fs::write(&rendered, &text).unwrap();
+    for version in VERSIONS {
+        let status = Command::new("kubernetes-validate")
+            .args(["--strict", "--quiet", "-k", version])
+            .arg(&rendered)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "the overlay against Kubernetes {version}:\n{text}"
+        );
+    }
+    let docs: Vec<Value> = serde_norway::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect();
+    let job = find(&docs, "Job", "harness-task-hello-file");
+    assert_eq!(job["spec"]["completions"], 2);
+    let pod = &job["spec"]["template"]["spec"];
+    let task_container = &pod["initContainers"][2];
+    assert_eq!(task_container["image"], image);
+    assert_eq!(task_container["restartPolicy"], "Always");
+    let config = &find(&docs, "ConfigMap", "benchmark-task")["data"];
+    assert_eq!(
+        (config["TASK"].as_str(), config["TASK_PATH"].as_str()),
+        (Some("hello-file"), Some("hello-file"))
+    );
+
+    // Its pod, as Docker containers: the task's image runs the injected static server with the
+    // manifest's arguments; the controller runs the agent and the verifier through its API.
+    let token = scratch.path().join("token");
+    std::fs::write(&token, "job-pod-token-0123456789abcdef").unwrap();
+    let server = static_server();
+    let mut docker_args: Vec<String> = ["run", "-d", "--entrypoint"].map(str::to_owned).to_vec();
+    docker_args.push(strings(&task_container["command"])[0].clone());
+    docker_args.extend([
+        "-v".to_owned(),
+        format!("{}:/harness/sandbox-server:ro", server.display()),
+    ]);
+    docker_args.extend([
+        "-v".to_owned(),
+        format!("{}:/run/secrets/sandbox/token:ro", token.display()),
+    ]);
+    docker_args.push(image.to_owned());
+    docker_args.extend(strings(&task_container["args"]));
+    let refs: Vec<&str> = docker_args.iter().map(String::as_str).collect();
+    let container = docker(&refs);
+    let ip = docker(&[
+        "inspect",
+        "-f",
+        "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+        &container,
+    ]);
+    let runs = scratch.path().join("runs");
+    let url = format!("http://{ip}:8080");
+    let controller = strings(&pod["containers"][0]["args"])
+        .into_iter()
+        .map(|a| a.replace("/datasets/", &format!("{}/", dataset.display())))
+        .map(|a| a.replace("http://127.0.0.1:8080", &url))
+        .map(|a| a.replace("/run/secrets/sandbox/token", &token.display().to_string()))
+        .map(|a| a.replacen("/runs", &runs.display().to_string(), 1))
+        .collect::<Vec<_>>();
+    let controller = expand(
+        &controller,
+        &[
+            ("TASK_PATH", "hello-file"),
+            ("AGENT", "oracle"),
+            ("TASK", "hello-file"),
+            ("JOB_NAME", "harness-task-hello-file"),
+            ("JOB_COMPLETION_INDEX", "0"),
+        ],
+    );
+    let refs: Vec<&str> = controller.iter().map(String::as_str).collect();
+    let run = common::run(common::command(&refs), Duration::from_secs(120)).await;
+    let logs = Command::new("docker")
+        .args(["logs", &container])
+        .output()
+        .unwrap();
+    docker(&["rm", "-f", &container]);
+    assert_eq!(
+        run.code,
+        0,
+        "{}\nserver: {}",
+        run.stderr,
+        String::from_utf8_lossy(&logs.stderr)
+    );
+    assert!(run.stderr.contains("verifier: reward 1"), "{}", run.stderr);
+    let trial = runs.join("harness-task-hello-file/hello-file-trial-0");
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(trial.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["verifier_result"]["rewards"]["reward"], 1.0);
+    assert!(
+        trial.join("verifier/test-stdout.txt").is_file(),
+        "the verifier's files came out through the API"
+    );
+}
+
+/// The static server the tests inject: HARNESS_SANDBOX_SERVER_STATIC, or this workspace's
+/// static build (.ci/run makes it).
+fn static_server() -> PathBuf {
+    if let Ok(path) = std::env::var("HARNESS_SANDBOX_SERVER_STATIC") {
+        return PathBuf::from(path);
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/x86_64-unknown-linux-gnu/release/sandbox-server");
+    assert!(
+        path.is_file(),
+        "no static sandbox-server: build it as .ci/run does"
+    );
+    path
 }
