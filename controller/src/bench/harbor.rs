@@ -80,13 +80,7 @@ pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
         script: "/solution/solve.sh".to_owned(),
         env: env_table(&solution, "env"),
     });
-    if environment
-        .get("mcp_servers")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-    {
-        warnings.push("environment.mcp_servers: not given to the agent yet".to_owned());
-    }
+    unapplied_features(&config, &environment, &mut warnings);
     Ok(BenchTask {
         name: name.to_owned(),
         dir: dir.to_owned(),
@@ -122,6 +116,26 @@ pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
         warnings,
         digest: digest(dir, Format::Harbor)?,
     })
+}
+
+/// Features a task may ask for that this harness does not give it, as warnings.
+fn unapplied_features(config: &toml::Table, environment: &toml::Table, warnings: &mut Vec<String>) {
+    if environment
+        .get("mcp_servers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+    {
+        warnings.push("environment.mcp_servers: not given to the agent yet".to_owned());
+    }
+    if config
+        .get("artifacts")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+    {
+        warnings.push(
+            "artifacts: only /logs/artifacts is collected (into the trial's artifacts/)".to_owned(),
+        );
+    }
 }
 
 /// The sections this harness reads, each checked for keys it does not use.

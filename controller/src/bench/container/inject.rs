@@ -100,7 +100,8 @@ pub(super) fn injection(server: &Path, token: &str) -> anyhow::Result<Vec<u8>> {
 /// statically linked `sandbox-server` beside `harness`, else the static build of this
 /// workspace (`target/x86_64-unknown-linux-gnu/release/`, next to `harness`'s `target/`).
 pub fn static_server() -> anyhow::Result<PathBuf> {
-    if let Ok(path) = std::env::var("HARNESS_SANDBOX_SERVER_STATIC") {
+    if let Some(path) = std::env::var_os("HARNESS_SANDBOX_SERVER_STATIC").filter(|p| !p.is_empty())
+    {
         let path = PathBuf::from(path);
         if !is_static(&path) {
             bail!(
