@@ -137,6 +137,7 @@ impl Watch {
         let mut exit: Option<ExitStatus> = None;
         let mut drain_until: Option<Instant> = None;
         let mut killer: Option<tokio::task::JoinHandle<()>> = None;
+        let mut killed = false;
         while exit.is_none() || self.out_open || self.err_open {
             let drain_deadline = drain_until.unwrap_or(deadline);
             tokio::select! {
@@ -156,13 +157,27 @@ impl Watch {
                     tracing::info!(call_id, "command timed out; killing its processes");
                     killer = Some(self.kill(ctx, call_id));
                 },
+                // Once the call's processes are killed, the pipes get `DRAIN` to close: a
+                // process that escaped the kill must not hold the call open.
+                _ = async { killer.as_mut().expect("guarded").await }, if killer.is_some() && !killed => {
+                    killed = true;
+                    drain_until = Some(drain_until.unwrap_or(Instant::now() + DRAIN));
+                },
                 () = tokio::time::sleep_until(drain_deadline), if drain_until.is_some() => break,
             }
         }
         let timed_out = killer.is_some();
-        if let Some(killer) = killer {
+        if let Some(killer) = killer.filter(|_| !killed) {
             // Everything the call started is gone before the call returns.
             let _ = killer.await;
+        }
+        if timed_out && (self.out_open || self.err_open || exit.is_none()) {
+            tracing::warn!(
+                call_id,
+                "a timed-out call's pipes stayed open after its kill; killing again"
+            );
+            let grace = Duration::from_millis(ctx.limits.kill_grace_ms);
+            ctx.supervisor.kill_call(self.pid, call_id, grace).await;
         }
         let exit = exit.unwrap_or(ExitStatus {
             code: -1,
