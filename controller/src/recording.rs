@@ -1,7 +1,11 @@
 //! What the session log records about the sandbox: the workspace as the agent found it, the
 //! files each tool call changed, and the side effects in the state fingerprint.
 
-use sandbox_protocol::{FileChange, FileVersion, FingerprintResponse};
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use sandbox_protocol::{ChangesResponse, FileChange, FileVersion, FingerprintResponse, ToolStep};
+use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
 use crate::event_log::{
@@ -24,18 +28,30 @@ pub enum RecordError {
 pub struct Recorder {
     pub log: EventLog,
     sandbox: SandboxClient,
+    session_id: String,
     snapshot_id: Mutex<Option<String>>,
     last_fingerprint: Mutex<Option<StateFingerprint>>,
 }
 
 impl Recorder {
-    pub fn new(log: EventLog, sandbox: SandboxClient) -> Recorder {
+    pub fn new(log: EventLog, sandbox: SandboxClient, session_id: &str) -> Recorder {
         Recorder {
             log,
             sandbox,
+            session_id: session_id.to_owned(),
             snapshot_id: Mutex::new(None),
             last_fingerprint: Mutex::new(None),
         }
+    }
+
+    /// The `Idempotency-Key` of a tool call: `{session}:{call_id}`.
+    pub fn call_key(&self, call_id: &str) -> String {
+        format!("{}:{call_id}", self.session_id)
+    }
+
+    /// The snapshot the next call's changes are taken since; `None` before the first one.
+    pub async fn since(&self) -> Option<String> {
+        self.snapshot_id.lock().await.clone()
     }
 
     /// Records the workspace as it is now, every file's bytes included: the base of restore
@@ -45,7 +61,7 @@ impl Recorder {
         let manifest = self.sandbox.manifest(&snapshot.snapshot_id).await?;
         for entry in &manifest.entries {
             if let Some(sha256) = &entry.version.sha256 {
-                self.copy_blob(sha256).await?;
+                self.copy_blob(sha256, None).await?;
             }
         }
         let manifest_json =
@@ -61,9 +77,14 @@ impl Recorder {
         Ok(())
     }
 
-    /// Copies a file version from the sandbox into the log's blobs.
-    async fn copy_blob(&self, sha256: &str) -> Result<(), RecordError> {
+    /// Copies a file version from the sandbox into the log's blobs: from `inline` when the
+    /// call's answer brought it, else with a request.
+    async fn copy_blob(&self, sha256: &str, inline: Option<&Inline>) -> Result<(), RecordError> {
         if self.log.dir().join("blobs").join(sha256).exists() {
+            return Ok(());
+        }
+        if let Some(bytes) = inline.and_then(|inline| inline.get(sha256)) {
+            self.log.blob(&bytes)?;
             return Ok(());
         }
         match self.sandbox.blob(sha256).await? {
@@ -78,13 +99,40 @@ impl Recorder {
         Ok(())
     }
 
-    /// After a tool call: the files it changed, with their new versions' bytes.
-    pub async fn after_tool_call(&self, call_id: &str) -> Result<(), RecordError> {
+    /// After a tool call: the files it changed, with their new versions' bytes, and the state
+    /// fingerprint when it changed. Taken from the call's own answer (`step`) when it brought
+    /// them, else asked for.
+    pub async fn after_tool_call(
+        &self,
+        call_id: &str,
+        step: Option<ToolStep>,
+    ) -> Result<(), RecordError> {
+        let (changes, fingerprint, inline) = match step {
+            Some(step) => (step.changes, step.fingerprint, Inline::new(step.inline)),
+            None => (None, None, Inline::default()),
+        };
+        self.changes(call_id, changes, &inline).await?;
+        let fingerprint = match fingerprint {
+            Some(fingerprint) => fingerprint,
+            None => self.sandbox.fingerprint().await?,
+        };
+        self.record_fingerprint(fingerprint, Some(call_id)).await
+    }
+
+    async fn changes(
+        &self,
+        call_id: &str,
+        brought: Option<ChangesResponse>,
+        inline: &Inline,
+    ) -> Result<(), RecordError> {
         let mut current = self.snapshot_id.lock().await;
         let Some(since) = current.clone() else {
             return Ok(());
         };
-        let changes = self.sandbox.changes(&since).await?;
+        let changes = match brought.filter(|changes| changes.since == since) {
+            Some(changes) => changes,
+            None => self.sandbox.changes(&since).await?,
+        };
         *current = Some(changes.snapshot_id.clone());
         drop(current);
         if changes.changes.is_empty() {
@@ -96,7 +144,7 @@ impl Recorder {
                 .as_ref()
                 .and_then(|after| after.sha256.as_deref())
             {
-                self.copy_blob(sha256).await?;
+                self.copy_blob(sha256, Some(inline)).await?;
             }
         }
         let event = WorkspaceChanged {
@@ -110,7 +158,16 @@ impl Recorder {
 
     /// Records the state fingerprint when it differs from the last one recorded.
     pub async fn fingerprint(&self, call_id: Option<&str>) -> Result<(), RecordError> {
-        let fingerprint = fingerprint_record(self.sandbox.fingerprint().await?, call_id);
+        let fingerprint = self.sandbox.fingerprint().await?;
+        self.record_fingerprint(fingerprint, call_id).await
+    }
+
+    async fn record_fingerprint(
+        &self,
+        fingerprint: FingerprintResponse,
+        call_id: Option<&str>,
+    ) -> Result<(), RecordError> {
+        let fingerprint = fingerprint_record(fingerprint, call_id);
         let mut last = self.last_fingerprint.lock().await;
         let same = last.as_ref().is_some_and(|previous| {
             previous.processes == fingerprint.processes
@@ -125,6 +182,25 @@ impl Recorder {
             .await?;
         *last = Some(fingerprint);
         Ok(())
+    }
+}
+
+/// Bytes a call's answer brought inline (base64), by sha256.
+#[derive(Debug, Default)]
+pub struct Inline(BTreeMap<String, String>);
+
+impl Inline {
+    pub fn new(inline: BTreeMap<String, String>) -> Inline {
+        Inline(inline)
+    }
+
+    /// The bytes of `sha256`, when brought and they hash to it.
+    pub fn get(&self, sha256: &str) -> Option<Vec<u8>> {
+        let text = self.0.get(sha256)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .ok()?;
+        (hex::encode(Sha256::digest(&bytes)) == sha256).then_some(bytes)
     }
 }
 

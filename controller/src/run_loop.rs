@@ -183,13 +183,12 @@ impl Agent<'_> {
             for call in &calls {
                 self.observer.tool_call(call);
                 current(totals).tool_calls += 1;
-                let result = self.run_tool(call, task).await?;
+                let (result, step) = self.run_tool(call, task).await?;
                 messages.push(Message::Tool {
                     tool_call_id: call.id.clone(),
                     content: result,
                 });
-                self.recorder.after_tool_call(&call.id).await?;
-                self.recorder.fingerprint(Some(&call.id)).await?;
+                self.recorder.after_tool_call(&call.id, step).await?;
             }
         }
         let answer = format!("Stopped: hit {} turns.", self.limits.max_turns);

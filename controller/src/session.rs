@@ -138,7 +138,7 @@ pub async fn run_session(
         policy: policy.as_ref(),
         sandbox: &sandbox,
         audience,
-        recorder: Recorder::new(log.clone(), sandbox.client.clone()),
+        recorder: Recorder::new(log.clone(), sandbox.client.clone(), &options.session_id),
     };
     let lifetime = options.config.lifetime.unwrap_or(Duration::MAX);
     let ended = tokio::select! {

@@ -114,6 +114,10 @@ pub struct ServeArgs {
     /// After SIGTERM to a timed-out or killed tree, milliseconds before SIGKILL.
     #[arg(long, env = "SANDBOX_KILL_GRACE_MS", default_value_t = 2000)]
     pub kill_grace_ms: u64,
+    /// How long the answer to a request sent with an `Idempotency-Key` is kept for its
+    /// repeats, in seconds after it completed. Keys live in memory only.
+    #[arg(long, env = "SANDBOX_IDEMPOTENCY_TTL_SECS", default_value_t = 3600)]
+    pub idempotency_ttl_secs: u64,
     /// Async worker threads. Commands run in their own processes, so 1 or 2 suffice; 1 gives the
     /// lowest latency on a small machine, 2 keeps one heavy output capture from delaying others.
     #[arg(long, env = "SANDBOX_WORKER_THREADS", default_value_t = 2)]
@@ -230,6 +234,7 @@ pub struct Config {
     pub confine: ConfineRequest,
     pub require_protections: bool,
     pub kill_grace: Duration,
+    pub idempotency_ttl: Duration,
     pub shutdown_grace: Duration,
 }
 
@@ -284,6 +289,7 @@ impl ServeArgs {
             confine,
             require_protections: self.require_protections,
             kill_grace: Duration::from_millis(self.kill_grace_ms),
+            idempotency_ttl: Duration::from_secs(self.idempotency_ttl_secs),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
         })
     }

@@ -7,9 +7,11 @@ mod body;
 mod docs;
 mod error;
 mod files;
+mod idempotency;
 mod openapi;
 mod processes;
 mod service;
+mod step;
 mod tools;
 mod workspace;
 
@@ -30,6 +32,7 @@ use utoipa_axum::routes;
 
 pub use body::BUDGET_UNIT;
 pub use error::ApiError;
+pub use idempotency::IdempotencyStore;
 pub use openapi::openapi;
 
 use crate::config::Token;
@@ -54,6 +57,8 @@ pub struct AppState {
     pub protections: Arc<Vec<sandbox_protocol::Protection>>,
     /// Snapshots, blobs and the watched paths of the fingerprint.
     pub state: Arc<WorkspaceState>,
+    /// The `Idempotency-Key`s of mutating requests and their answers.
+    pub idempotency: Arc<IdempotencyStore>,
 }
 
 /// What the workspace-state routes use.
@@ -103,6 +108,11 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/dirs", axum::routing::get(files::list_root))
         .route("/v1/dirs/{*path}", axum::routing::get(files::list_dir))
+        // Inside authentication: no request without the token reaches the key store.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::idempotency,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
@@ -122,6 +132,7 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             auth::refuse_foreign_pages,
         ))
+        .layer(middleware::from_fn(error::json_errors))
         .layer(middleware::from_fn(error::log_server_errors))
         // 5xx are logged once, with their cause, by `log_server_errors`.
         .layer(TraceLayer::new_for_http().on_failure(()))

@@ -74,16 +74,14 @@ pub fn state(
         kill_grace_ms: tool_limits.kill_grace_ms,
     };
     Ok(AppState {
-        openapi: Arc::new(
-            serde_json::to_value(openapi(&config.registry))
-                .context("serializing the OpenAPI document")?,
-        ),
+        openapi: Arc::new(openapi(&config.registry)),
         registry: config.registry.clone(),
         ctx: ToolContext {
             workspace: Arc::new(workspace),
             artifacts,
             supervisor,
             limits: Arc::new(tool_limits),
+            call_id: None,
         },
         token: config.token.as_ref().map(|token| Arc::new(token.clone())),
         protections: Arc::new(protections),
@@ -104,6 +102,7 @@ pub fn state(
             ignore: sandbox::snapshot::IgnoreList::new(&config.snapshot_ignore),
             watch: config.watch.clone(),
         }),
+        idempotency: Arc::new(http::IdempotencyStore::new(config.idempotency_ttl)),
     })
 }
 

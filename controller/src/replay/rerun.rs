@@ -13,6 +13,7 @@ use super::{ReplayError, blob, events, text};
 use crate::event_log::{ChangeRecord, Event, ToolStatus};
 use crate::llm::ToolCall;
 use crate::run_loop::{CallOutcome, parse_call, run_on_sandbox};
+use crate::sandbox::CallOptions;
 use crate::sandbox::{SandboxClient, SandboxError, ToolReply};
 
 /// One recorded call with what it led to.
@@ -253,12 +254,10 @@ pub async fn rerun(
         }
         report.n_calls += 1;
         let outcome = match parsed {
-            Err(text) => CallOutcome {
-                status: ToolStatus::Error,
-                text,
-                reply: None,
-            },
-            Ok(args) => run_on_sandbox(sandbox, &recorded.call, &args).await?,
+            Err(text) => CallOutcome::refused(ToolStatus::Error, text),
+            Ok(args) => {
+                run_on_sandbox(sandbox, &recorded.call, &args, &CallOptions::default()).await?
+            }
         };
         let changes = sandbox.changes(&snapshot_id).await?;
         snapshot_id = changes.snapshot_id.clone();

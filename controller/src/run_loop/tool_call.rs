@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use sandbox_protocol::{Artifact, BashResult, ToolSpec};
+use sandbox_protocol::{Artifact, BashResult, ToolSpec, ToolStep};
 use serde_json::Value;
 
 use super::{Agent, SessionError};
@@ -14,7 +14,8 @@ use crate::event_log::{
 };
 use crate::llm::ToolCall;
 use crate::policy::{self, Judgement, Settled};
-use crate::sandbox::{SandboxClient, SandboxError, ToolReply};
+use crate::recording::Inline;
+use crate::sandbox::{CallOptions, SandboxClient, SandboxError, ToolReply};
 
 /// What a call came to: its status, the text for the model, and the sandbox's result when it ran.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,26 +23,30 @@ pub struct CallOutcome {
     pub status: ToolStatus,
     pub text: String,
     pub reply: Option<ToolReply>,
+    /// What the sandbox brought along to record the step, when asked.
+    pub step: Option<ToolStep>,
 }
 
 impl CallOutcome {
-    fn refused(status: ToolStatus, text: String) -> CallOutcome {
+    pub fn refused(status: ToolStatus, text: String) -> CallOutcome {
         CallOutcome {
             status,
             text,
             reply: None,
+            step: None,
         }
     }
 }
 
 impl Agent<'_> {
     /// One call's result text, logged: the call, the decision, the result with its outputs,
-    /// and an `error` event when the model saw `ERROR: …`.
+    /// and an `error` event when the model saw `ERROR: …`. Also what the sandbox brought to
+    /// record the step, when the call ran.
     pub(super) async fn run_tool(
         &self,
         call: &ToolCall,
         task: &str,
-    ) -> Result<String, SessionError> {
+    ) -> Result<(String, Option<ToolStep>), SessionError> {
         let log = &self.recorder.log;
         let call_event = ToolCallEvent {
             call_id: call.id.clone(),
@@ -53,8 +58,15 @@ impl Agent<'_> {
         let outcome = self.decide_and_run(call, task).await?;
         let duration_ms = started.elapsed().as_millis() as u64;
         let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
+        let inline = Inline::new(
+            outcome
+                .step
+                .as_ref()
+                .map(|step| step.inline.clone())
+                .unwrap_or_default(),
+        );
         let outputs = match bash {
-            Some(result) => self.outputs(result).await?,
+            Some(result) => self.outputs(result, &inline).await?,
             None => Vec::new(),
         };
         let result = ToolResult {
@@ -77,7 +89,7 @@ impl Agent<'_> {
             };
             log.record(Event::Error(event)).await?;
         }
-        Ok(outcome.text)
+        Ok((outcome.text, outcome.step))
     }
 
     /// Checks the call, asks the policy (logging its decision) and runs what is allowed.
@@ -109,17 +121,31 @@ impl Agent<'_> {
             let text = policy::blocked_message(&settled.reason);
             return Ok(CallOutcome::refused(ToolStatus::Blocked, text));
         }
-        Ok(run_on_sandbox(self.sandbox, call, &args).await?)
+        // One round trip: the key makes a repeat after a dropped connection safe, and the
+        // answer brings the changes, small bytes and the fingerprint the step's record needs.
+        let key = self.recorder.call_key(&call.id);
+        let since = self.recorder.since().await;
+        let options = CallOptions {
+            key: Some(&key),
+            since: since.as_deref(),
+            fingerprint: true,
+        };
+        Ok(run_on_sandbox(self.sandbox, call, &args, &options).await?)
     }
 
-    /// The full streams of a command, copied from the sandbox's artifacts into the log.
-    async fn outputs(&self, result: &BashResult) -> Result<Vec<OutputRecord>, SessionError> {
+    /// The full streams of a command, copied into the log from the call's answer or the
+    /// sandbox's artifacts.
+    async fn outputs(
+        &self,
+        result: &BashResult,
+        inline: &Inline,
+    ) -> Result<Vec<OutputRecord>, SessionError> {
         let mut outputs = Vec::new();
         for (stream, artifact) in [
             (Stream::Stdout, &result.stdout_artifact),
             (Stream::Stderr, &result.stderr_artifact),
         ] {
-            outputs.push(self.output(stream, artifact).await?);
+            outputs.push(self.output(stream, artifact, inline).await?);
         }
         Ok(outputs)
     }
@@ -128,14 +154,16 @@ impl Agent<'_> {
         &self,
         stream: Stream,
         artifact: &Artifact,
+        inline: &Inline,
     ) -> Result<OutputRecord, SessionError> {
-        let blob = if artifact.size > 0 {
-            match self.sandbox.artifact(&artifact.id).await? {
-                Some(bytes) => Some(self.recorder.log.blob(&bytes)?),
-                None => None,
-            }
-        } else {
-            None
+        let bytes = match inline.get(&artifact.sha256) {
+            _ if artifact.size == 0 => None,
+            Some(bytes) => Some(bytes),
+            None => self.sandbox.artifact(&artifact.id).await?,
+        };
+        let blob = match bytes {
+            Some(bytes) => Some(self.recorder.log.blob(&bytes)?),
+            None => None,
         };
         Ok(OutputRecord {
             stream,
@@ -186,12 +214,14 @@ pub async fn run_on_sandbox(
     sandbox: &SandboxClient,
     call: &ToolCall,
     args: &Value,
+    options: &CallOptions<'_>,
 ) -> Result<CallOutcome, SandboxError> {
-    match sandbox.call_tool(&call.name, args).await {
-        Ok(reply) => Ok(CallOutcome {
+    match sandbox.call_tool_with(&call.name, args, options).await {
+        Ok((reply, step)) => Ok(CallOutcome {
             status: ToolStatus::Ok,
             text: reply.output().to_owned(),
             reply: Some(reply),
+            step,
         }),
         Err(err) if err.is_infrastructure() => Err(err),
         Err(err) => Ok(CallOutcome::refused(

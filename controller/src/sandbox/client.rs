@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use sandbox_protocol::{
     BashArgs, BashResult, ChangesResponse, DirListing, ErrorResponse, ErrorType,
     FingerprintResponse, InfoResponse, ManifestResponse, ReadFileResult, SearchReplaceResult,
-    SnapshotResponse, ToolOutput, ToolSpec, WriteFileResult,
+    SnapshotResponse, ToolOutput, ToolSpec, ToolStep, WriteFileResult,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -87,6 +87,39 @@ pub struct SandboxClient {
 
 /// Attempts for a call that gets 429 (every slot busy) before giving up.
 const OVERLOAD_ATTEMPTS: u32 = 20;
+/// Repeats of a keyed call whose connection dropped before giving up.
+const DROPPED_ATTEMPTS: u32 = 4;
+/// How long a keyed repeat waits for the first attempt, still running, to finish: the longest
+/// tool timeout and a margin.
+const IN_PROGRESS_WAIT: Duration = Duration::from_secs(3600 + 60);
+
+/// How to send one tool call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallOptions<'a> {
+    /// `Idempotency-Key`: the call is repeated safely after a dropped connection.
+    pub key: Option<&'a str>,
+    /// Ask for the changes since this snapshot, with small new versions and outputs inline.
+    pub since: Option<&'a str>,
+    /// Ask for the state fingerprint after the call.
+    pub fingerprint: bool,
+}
+
+impl CallOptions<'_> {
+    fn query(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(since) = self.since {
+            parts.push(format!("since={}", encode_segment(since)));
+        }
+        if self.fingerprint {
+            parts.push("fingerprint=true".to_owned());
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", parts.join("&"))
+        }
+    }
+}
 
 impl SandboxClient {
     pub fn new(base: &str, token: Option<String>) -> SandboxClient {
@@ -197,39 +230,105 @@ impl SandboxClient {
 
     /// Runs a tool with the arguments a model wrote; its result decoded by the tool's name.
     pub async fn call_tool(&self, name: &str, args: &Value) -> Result<ToolReply, SandboxError> {
-        let response = self.post_tool(name, args).await?;
-        Ok(match name {
-            "bash" => ToolReply::Bash(Box::new(self.json(response).await?)),
-            "read_file" => ToolReply::ReadFile(self.json(response).await?),
-            "write_file" => ToolReply::WriteFile(self.json(response).await?),
-            "search_replace" => ToolReply::SearchReplace(self.json(response).await?),
-            _ => ToolReply::Other(self.json(response).await?),
+        let (reply, _) = self
+            .call_tool_with(name, args, &CallOptions::default())
+            .await?;
+        Ok(reply)
+    }
+
+    /// Runs a tool as [`call_tool`](Self::call_tool) does; with a key, a dropped connection is
+    /// retried safely (the sandbox answers a repeat from its store), and with `since` or
+    /// `fingerprint` the answer brings the step's record along (one round trip).
+    pub async fn call_tool_with(
+        &self,
+        name: &str,
+        args: &Value,
+        options: &CallOptions<'_>,
+    ) -> Result<(ToolReply, Option<ToolStep>), SandboxError> {
+        let body = self.post_tool(name, args, options).await?;
+        let mut value: Value = self.decode_bytes(&body)?;
+        let step = match value
+            .as_object_mut()
+            .and_then(|fields| fields.remove("step"))
+        {
+            Some(step) => Some(self.decode(step)?),
+            None => None,
+        };
+        let reply = match name {
+            "bash" => ToolReply::Bash(Box::new(self.decode(value)?)),
+            "read_file" => ToolReply::ReadFile(self.decode(value)?),
+            "write_file" => ToolReply::WriteFile(self.decode(value)?),
+            "search_replace" => ToolReply::SearchReplace(self.decode(value)?),
+            _ => ToolReply::Other(self.decode(value)?),
+        };
+        Ok((reply, step))
+    }
+
+    fn decode_bytes<T: DeserializeOwned>(&self, body: &[u8]) -> Result<T, SandboxError> {
+        serde_json::from_slice(body).map_err(|err| SandboxError::BadResponse {
+            url: self.base.clone(),
+            message: err.to_string(),
+        })
+    }
+
+    fn decode<T: DeserializeOwned>(&self, value: Value) -> Result<T, SandboxError> {
+        serde_json::from_value(value).map_err(|err| SandboxError::BadResponse {
+            url: self.base.clone(),
+            message: err.to_string(),
         })
     }
 
     /// `POST /v1/tools/bash`.
     pub async fn bash(&self, args: &BashArgs) -> Result<BashResult, SandboxError> {
-        let response = self.post_tool("bash", args).await?;
-        self.json(response).await
+        let body = self
+            .post_tool("bash", args, &CallOptions::default())
+            .await?;
+        self.decode_bytes(&body)
     }
 
-    /// Posts a tool call; retries (bounded) while the sandbox answers 429.
+    /// Posts a tool call and reads its answer; retries (bounded) while the sandbox answers 429,
+    /// and, with a key, after a dropped connection or while the first attempt still runs (409).
     async fn post_tool(
         &self,
         name: &str,
         args: &impl serde::Serialize,
-    ) -> Result<reqwest::Response, SandboxError> {
-        let path = format!("/v1/tools/{}", encode_segment(name));
-        let mut attempt = 0;
+        options: &CallOptions<'_>,
+    ) -> Result<Vec<u8>, SandboxError> {
+        let path = format!("/v1/tools/{}{}", encode_segment(name), options.query());
+        let started = std::time::Instant::now();
+        let (mut overloaded, mut dropped) = (0, 0);
         loop {
-            attempt += 1;
-            match self
-                .send(self.request(reqwest::Method::POST, &path).json(args))
-                .await
-            {
-                Err(SandboxError::Api { status: 429, .. }) if attempt < OVERLOAD_ATTEMPTS => {
-                    tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt.min(8))))
+            let mut request = self.request(reqwest::Method::POST, &path).json(args);
+            if let Some(key) = options.key {
+                request = request.header("Idempotency-Key", key);
+            }
+            let keyed = options.key.is_some();
+            let answer = match self.send(request).await {
+                Ok(response) => response
+                    .bytes()
+                    .await
+                    .map(|bytes| bytes.to_vec())
+                    .map_err(|err| self.unreachable(&err)),
+                Err(err) => Err(err),
+            };
+            match answer {
+                Err(SandboxError::Api { status: 429, .. }) if overloaded < OVERLOAD_ATTEMPTS => {
+                    overloaded += 1;
+                    tokio::time::sleep(Duration::from_millis(250 * u64::from(overloaded.min(8))))
                         .await;
+                }
+                Err(SandboxError::Unreachable { message, .. })
+                    if keyed && dropped < DROPPED_ATTEMPTS =>
+                {
+                    dropped += 1;
+                    tracing::warn!(tool = name, attempt = dropped, %message, "the sandbox connection dropped; repeating the call under its idempotency key");
+                    tokio::time::sleep(Duration::from_millis(200 * u64::from(dropped))).await;
+                }
+                Err(SandboxError::Api {
+                    error_type: ErrorType::IdempotencyInProgress,
+                    ..
+                }) if started.elapsed() < IN_PROGRESS_WAIT => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 other => return other,
             }

@@ -12,7 +12,7 @@ use crate::common;
 use crate::double::{Answer, ModelDouble, ev_message, ev_response};
 
 /// A sandbox-server on 127.0.0.1:0 with `token`; returns the child and its URL.
-fn start_server(workspace: &Path, token_file: &Path) -> (std::process::Child, String) {
+pub(crate) fn start_server(workspace: &Path, token_file: &Path) -> (std::process::Child, String) {
     let mut server = Command::new(common::sandbox_server())
         .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(workspace)

@@ -32,6 +32,8 @@ mod benchmarks;
 mod deploy;
 /// `--sandbox docker` against a real engine (when HARNESS_TEST_DOCKER=1).
 mod docker;
+/// A tool call's answer lost on the way back: repeated under its key, run once; one round trip.
+mod dropped;
 /// Crafted logs: restore stays inside its target, rerun judges the calls again.
 mod hostile_logs;
 /// The session log under a killed harness, secrets, and a running sandbox.

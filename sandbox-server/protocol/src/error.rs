@@ -62,6 +62,11 @@ pub enum ErrorType {
     NoMatch,
     /// 422: `search` occurs more than once.
     MultipleMatches,
+    /// 409: the first request with this `Idempotency-Key` is still running; the message names
+    /// its call id.
+    IdempotencyInProgress,
+    /// 422: this `Idempotency-Key` already names another request (method, path, query or body).
+    IdempotencyKeyReused,
     /// 429: every call slot is busy; retry after `Retry-After`.
     Overloaded,
     /// 500: the command could not be started.
@@ -81,7 +86,11 @@ impl ErrorType {
     /// type must decide.
     pub fn is_infrastructure(self, status: u16) -> bool {
         match self {
-            ErrorType::Unauthorized | ErrorType::Internal => true,
+            // A key clash is the client's bookkeeping, never a model's input.
+            ErrorType::Unauthorized
+            | ErrorType::Internal
+            | ErrorType::IdempotencyInProgress
+            | ErrorType::IdempotencyKeyReused => true,
             ErrorType::Unknown => status >= 500,
             ErrorType::UnknownTool
             | ErrorType::NotFound

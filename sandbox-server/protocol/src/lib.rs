@@ -10,6 +10,7 @@
 //! - [`tools`]: arguments and results of the four built-in tools.
 
 pub mod error;
+pub mod number;
 pub mod service;
 pub mod tools;
 
@@ -19,7 +20,7 @@ pub use service::{
     FilePutResponse, FileVersion, FingerprintResponse, HealthResponse, InfoResponse, Limits,
     ListeningSocket, ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse,
     ProcessListResponse, Protection, ProtectionName, ResetResponse, SkippedPath, SnapshotResponse,
-    SocketProtocol, ToolSpec, WatchedKind, WatchedPath,
+    SocketProtocol, ToolSpec, ToolStep, WatchedKind, WatchedPath,
 };
 pub use tools::{
     Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,

@@ -321,6 +321,25 @@ pub struct ChangesResponse {
     pub skipped: Vec<SkippedPath>,
 }
 
+/// What a tool call's caller needs to record the step, returned with the tool's result (as
+/// `step`) when `POST /v1/tools/{name}` asks for it: one round trip instead of a call followed
+/// by changes, blobs, artifacts and the fingerprint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ToolStep {
+    /// With `?since=ID`: the workspace changes the call made since snapshot `ID`, with the new
+    /// snapshot to pass as the next `since`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<ChangesResponse>,
+    /// With `?fingerprint=true`: the state fingerprint after the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<FingerprintResponse>,
+    /// Bytes up to `?inline_max_bytes` each, base64, by hex sha256: the new file versions in
+    /// `changes` and the output streams of a command. Anything not here is at
+    /// `GET /v1/blobs/{sha256}` or `GET /v1/artifacts/{id}`.
+    #[serde(default)]
+    pub inline: std::collections::BTreeMap<String, String>,
+}
+
 /// The answer of `POST /v1/reset`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ResetResponse {

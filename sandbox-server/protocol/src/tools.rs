@@ -11,11 +11,16 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"cmd": "ls -la", "timeout": 30}))]
 pub struct BashArgs {
-    /// The shell command, run by `bash -c` from the workspace root.
+    /// The shell command, run by `bash -c` from the workspace root; not empty, no NUL byte.
+    #[schema(min_length = 1, pattern = "^[^\\u0000]+$")]
     pub cmd: String,
-    /// Timeout in seconds, 1 to 3600; 120 when absent.
-    #[schema(minimum = 1, maximum = 3600, nullable = false)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Timeout in seconds, 1 to 3600; 120 when absent or null.
+    #[schema(minimum = 1, maximum = 3600)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::option_u32"
+    )]
     pub timeout: Option<u32>,
 }
 
@@ -75,14 +80,23 @@ pub struct Artifact {
 #[schema(example = json!({"path": "src/main.rs", "offset": 0, "limit": 100}))]
 pub struct ReadFileArgs {
     /// Path relative to the workspace root.
+    #[schema(min_length = 1, pattern = "^[^\\u0000]+$")]
     pub path: String,
-    /// Lines to skip from the start; 0 when absent.
-    #[schema(minimum = 0, nullable = false)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Lines to skip from the start; 0 when absent or null.
+    #[schema(minimum = 0)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::option_u64"
+    )]
     pub offset: Option<u64>,
-    /// Lines to return, at least 1; 2000 when absent.
-    #[schema(minimum = 1, maximum = 100000, nullable = false)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Lines to return, 1 to 100000; 2000 when absent or null.
+    #[schema(minimum = 1, maximum = 100000)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::number::option_u64"
+    )]
     pub limit: Option<u64>,
 }
 
@@ -109,6 +123,7 @@ pub struct ReadFileResult {
 #[schema(example = json!({"path": "notes/hello.txt", "content": "Hello, agent!\n"}))]
 pub struct WriteFileArgs {
     /// Path relative to the workspace root; missing parent folders are created.
+    #[schema(min_length = 1, pattern = "^[^\\u0000]+$")]
     pub path: String,
     /// The whole new content of the file.
     pub content: String,
@@ -131,8 +146,10 @@ pub struct WriteFileResult {
 #[schema(example = json!({"path": "greeting.txt", "search": "world", "replace": "agent"}))]
 pub struct SearchReplaceArgs {
     /// Path relative to the workspace root.
+    #[schema(min_length = 1, pattern = "^[^\\u0000]+$")]
     pub path: String,
     /// Exact text that must occur exactly once in the file; not empty.
+    #[schema(min_length = 1)]
     pub search: String,
     /// The text that replaces it.
     pub replace: String,

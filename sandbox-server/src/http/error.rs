@@ -71,6 +71,12 @@ pub enum ApiError {
     /// A process could not be found or signalled.
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// An `Idempotency-Key` already names another request.
+    #[error("{0}")]
+    IdempotencyKeyReused(String),
+    /// The first request with this `Idempotency-Key` is still running.
+    #[error("{0}")]
+    IdempotencyInProgress(String),
     /// The server itself failed (a task panicked, a response could not be built).
     #[error("{0}")]
     Internal(String),
@@ -135,6 +141,13 @@ impl ApiError {
                 (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::IoError)
             }
             ApiError::Process(err) => process_status(err),
+            ApiError::IdempotencyKeyReused(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorType::IdempotencyKeyReused,
+            ),
+            ApiError::IdempotencyInProgress(_) => {
+                (StatusCode::CONFLICT, ErrorType::IdempotencyInProgress)
+            }
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::Internal),
         }
     }
@@ -233,4 +246,49 @@ pub(crate) async fn log_server_errors(request: Request, next: Next) -> Response 
         tracing::error!(%method, path, status = response.status().as_u16(), cause, "request failed");
     }
     response
+}
+
+/// An error answer that is not our JSON body (an extractor's rejection: a query or path
+/// parameter that does not parse, a duplicate query key) becomes one, with the type its status
+/// means and the rejection's text as the message: every 4xx and 5xx has the documented body.
+pub(crate) async fn json_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // Rejection texts are short; anything longer is cut.
+    let text = axum::body::to_bytes(body, 4096)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .unwrap_or_default();
+    let error_type = match status {
+        StatusCode::NOT_FOUND => ErrorType::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorType::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorType::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorType::UnsupportedMediaType,
+        StatusCode::UNPROCESSABLE_ENTITY => ErrorType::InvalidArguments,
+        StatusCode::UNAUTHORIZED => ErrorType::Unauthorized,
+        StatusCode::TOO_MANY_REQUESTS => ErrorType::Overloaded,
+        s if s.is_server_error() => ErrorType::Internal,
+        _ => ErrorType::BadRequest,
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let body = serde_json::to_vec(&ErrorResponse::new(error_type, message)).unwrap_or_default();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
 }

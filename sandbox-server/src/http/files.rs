@@ -47,6 +47,7 @@ pub(crate) async fn get_file(
 #[into_params(parameter_in = Query)]
 pub(crate) struct PutQuery {
     /// Permission bits in octal, for example `0755`; an existing file keeps its own when absent.
+    #[param(pattern = "^[0-7]{3,4}$")]
     mode: Option<String>,
 }
 
@@ -54,14 +55,15 @@ pub(crate) struct PutQuery {
 #[utoipa::path(
     put, path = "/v1/files/{path}", tag = "files",
     params(("path" = String, Path, description = "Path relative to the workspace root; may contain `/`"), PutQuery),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream",
+        description = "The file's new bytes; no body makes an empty file"),
     responses(
         (status = 200, description = "Replaced", body = FilePutResponse),
         (status = 201, description = "Created", body = FilePutResponse),
         (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 403, description = "Outside the workspace, or not a regular file", body = ErrorResponse),
         (status = 413, description = "Body over the limit", body = ErrorResponse),
-        (status = 422, description = "Bad mode", body = ErrorResponse),
+        (status = 422, description = "Bad mode (three or four octal digits), or a bad path", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn put_file(
@@ -73,8 +75,11 @@ pub(crate) async fn put_file(
     let mode = match query.mode.as_deref() {
         None => None,
         Some(text) => Some(
-            u32::from_str_radix(text, 8)
-                .ok()
+            Some(text)
+                .filter(|t| {
+                    (3..=4).contains(&t.len()) && t.bytes().all(|b| matches!(b, b'0'..=b'7'))
+                })
+                .and_then(|t| u32::from_str_radix(t, 8).ok())
                 .filter(|bits| *bits <= 0o7777)
                 .ok_or_else(|| {
                     ApiError::InvalidArguments(format!(

@@ -1,11 +1,15 @@
-//! The OpenAPI document: the documented routes, plus one operation per enabled tool.
+//! The OpenAPI document: the documented routes, plus one operation per enabled tool, then
+//! completed by [`contract`] with what utoipa cannot say.
+
+mod contract;
 
 use axum::Json;
 use axum::extract::State;
-use sandbox_protocol::{ErrorResponse, ToolSpec};
+use sandbox_protocol::{ErrorResponse, ToolSpec, ToolStep};
 use utoipa::OpenApi;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
 use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder};
 use utoipa::{PartialSchema, ToSchema};
@@ -43,7 +47,14 @@ struct ApiDoc;
 struct FilesDoc;
 
 /// The document for a server with `registry`'s tools enabled.
-pub fn openapi(registry: &Registry) -> utoipa::openapi::OpenApi {
+pub fn openapi(registry: &Registry) -> serde_json::Value {
+    let mut document = serde_json::to_value(generated(registry)).unwrap_or_default();
+    contract::complete(&mut document);
+    document
+}
+
+/// What utoipa derives from the routes and the tools.
+fn generated(registry: &Registry) -> utoipa::openapi::OpenApi {
     let (public, v1) = super::documented_routes();
     let (_, mut api) = public.merge(v1).split_for_parts();
     api.merge(FilesDoc::openapi());
@@ -66,6 +77,8 @@ pub fn openapi(registry: &Registry) -> utoipa::openapi::OpenApi {
     let mut nested = Vec::new();
     ErrorResponse::schemas(&mut nested);
     ToolSpec::schemas(&mut nested);
+    ToolStep::schemas(&mut nested);
+    nested.push((ToolStep::name().into_owned(), ToolStep::schema()));
     for (name, schema) in nested {
         components.schemas.insert(name, schema);
     }
@@ -80,6 +93,18 @@ pub fn openapi(registry: &Registry) -> utoipa::openapi::OpenApi {
 fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
     let schemas = tool.schemas();
     let components = api.components.get_or_insert_with(Default::default);
+    // The answer: the tool's result, and `step` when asked for.
+    let answer_name = format!("{}WithStep", schemas.output_name);
+    let answer = AllOfBuilder::new()
+        .item(Ref::from_schema_name(&schemas.output_name))
+        .item(ObjectBuilder::new().property("step", Ref::from_schema_name("ToolStep")))
+        .description(Some(format!(
+            "The result of `{}`, with `step` when `since`, `fingerprint` or `inline_max_bytes` asked for it",
+            tool.name()
+        )));
+    components
+        .schemas
+        .insert(answer_name.clone(), answer.into());
     for (name, schema) in schemas.components {
         components.schemas.insert(name, schema);
     }
@@ -103,6 +128,7 @@ fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
                 "Runs the `{}` tool. A non-zero exit code or a timeout is a result (200), not an error.",
                 tool.name()
             )))
+            .parameters(Some(<super::step::StepQuery as utoipa::IntoParams>::into_params(|| None)))
             .request_body(Some(
                 RequestBodyBuilder::new()
                     .required(Some(Required::True))
@@ -115,16 +141,18 @@ fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
             .response(
                 "200",
                 ResponseBuilder::new()
-                    .description("The tool's result; `output` is the text to show the model")
+                    .description("The tool's result; `output` is the text to show the model. With `since`, `fingerprint` or `inline_max_bytes`, also `step`: what recording the step needs")
                     .content(
                         "application/json",
-                        ContentBuilder::new().schema(Some(Ref::from_schema_name(&schemas.output_name))).build(),
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name(&answer_name)))
+                            .build(),
                     )
                     .build(),
             )
             .response("401", error("Missing or wrong token (`unauthorized`)"))
             .response("403", error("The path leads outside the workspace (`outside_workspace`) or is not a regular file (`not_a_regular_file`)"))
-            .response("404", error("The file does not exist (`file_not_found`), or the tool is not enabled (`unknown_tool`)"))
+            .response("404", error("The file does not exist (`file_not_found`), the tool is not enabled (`unknown_tool`), or `since` names no snapshot (`not_found`)"))
             .response("413", error("The request body is over the limit (`payload_too_large`)"))
             .response("422", error("Invalid arguments, naming the field (`invalid_arguments`), or a tool refusal (`binary_file`, `no_match`, `multiple_matches`)"))
             .response("429", error("Every tool-call slot is busy (`overloaded`); see `Retry-After`"))

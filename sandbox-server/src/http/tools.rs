@@ -1,11 +1,14 @@
 //! Listing tools and calling one.
 
+use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use sandbox_protocol::{ErrorResponse, ToolSpec};
 
+use super::idempotency::CallId;
+use super::step::StepQuery;
 use super::{ApiError, AppState};
 
 /// The enabled tools, in the order to show them to a model, with their argument schemas.
@@ -53,6 +56,8 @@ pub(crate) async fn call_tool(
     State(state): State<AppState>,
     Path(name): Path<String>,
     headers: axum::http::HeaderMap,
+    call_id: Option<Extension<CallId>>,
+    query: Result<Query<StepQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Some(tool) = state.registry.get(&name) else {
@@ -80,11 +85,25 @@ pub(crate) async fn call_tool(
             "a tool call's body must be sent with `Content-Type: application/json`".to_owned(),
         ));
     }
+    let Query(step_query) =
+        query.map_err(|rejection| ApiError::InvalidArguments(rejection.body_text()))?;
+    step_query.check(&state)?;
     let _permit = state
         .permits
         .clone()
         .try_acquire_owned()
         .map_err(|_| ApiError::Overloaded(state.limits.max_concurrent_calls as usize))?;
-    let result = tool.call(&body, state.ctx.clone()).await?;
+    let mut ctx = state.ctx.clone();
+    ctx.call_id = call_id.map(|Extension(CallId(id))| id);
+    let mut result = tool.call(&body, ctx).await?;
+    if step_query.wanted() {
+        let step = super::step::record(&state, step_query, &result).await?;
+        if let serde_json::Value::Object(fields) = &mut result {
+            fields.insert(
+                "step".to_owned(),
+                serde_json::to_value(step).map_err(|err| ApiError::Internal(err.to_string()))?,
+            );
+        }
+    }
     Ok(Json(result))
 }

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use sandbox_protocol::{
     ArchivePutResponse, ChangesResponse, EntryKind, ErrorResponse, FingerprintResponse,
@@ -90,7 +90,8 @@ pub(crate) async fn get_snapshot(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ChangesQuery {
-    /// The snapshot to compare with.
+    /// The snapshot to compare with (required).
+    #[param(required = true)]
     since: Option<String>,
 }
 
@@ -115,6 +116,14 @@ pub(crate) async fn get_changes(
             "since: required (a snapshot id from POST /v1/workspace/snapshot)".to_owned(),
         )
     })?;
+    Ok(Json(changes_since(&state, since).await?))
+}
+
+/// The changes since snapshot `since`, and the new snapshot they lead to.
+pub(crate) async fn changes_since(
+    state: &AppState,
+    since: String,
+) -> Result<ChangesResponse, ApiError> {
     let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
     let base_id = since.clone();
@@ -134,12 +143,12 @@ pub(crate) async fn get_changes(
     })
     .await??;
     let base = base.expect("a snapshot taken with `since` returns its base");
-    Ok(Json(ChangesResponse {
+    Ok(ChangesResponse {
         since,
         snapshot_id: id,
         changes: snapshot::diff(&base, &manifest),
         skipped: snapshot::skipped(&skipped),
-    }))
+    })
 }
 
 /// The content of a file version named in a manifest or a change list.
@@ -170,15 +179,20 @@ pub(crate) async fn get_blob(
 }
 
 /// The workspace as a tar stream; symlinks stay symlinks. FIFOs, sockets and devices are left
-/// out (the server logs each).
+/// out (the server logs each). Labelled `application/x-tar`, or `application/octet-stream`
+/// for a client that accepts only that.
 #[utoipa::path(
     get, path = "/v1/workspace/archive", tag = "workspace",
     responses(
-        (status = 200, content_type = "application/x-tar", body = Vec<u8>),
+        (status = 200, description = "A tar archive of the workspace", content(
+            (Vec<u8> = "application/x-tar"),
+            (Vec<u8> = "application/octet-stream"),
+        )),
         (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
-pub(crate) async fn get_archive(State(state): State<AppState>) -> Response {
+pub(crate) async fn get_archive(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let label = archive_media_type(&headers);
     let workspace = state.ctx.workspace;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
     // Not awaited: the writer feeds the response body while it streams.
@@ -204,11 +218,36 @@ pub(crate) async fn get_archive(State(state): State<AppState>) -> Response {
         receiver.recv().await.map(|item| (item, receiver))
     });
     let mut response = Response::new(Body::from_stream(stream));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-tar"),
-    );
     response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(label));
+    response
+}
+
+/// `application/octet-stream` when the request's `Accept` names it and not `application/x-tar`
+/// (nor a wildcard); `application/x-tar` otherwise.
+fn archive_media_type(headers: &HeaderMap) -> &'static str {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|item| {
+            item.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .collect::<Vec<_>>();
+    let names = |wanted: &str| accept.iter().any(|item| item == wanted);
+    if names("application/octet-stream")
+        && !(names("application/x-tar") || names("*/*") || names("application/*"))
+    {
+        "application/octet-stream"
+    } else {
+        "application/x-tar"
+    }
 }
 
 const CHUNK: usize = 256 * 1024;

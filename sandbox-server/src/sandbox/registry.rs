@@ -32,6 +32,8 @@ pub struct ToolContext {
     pub artifacts: ArtifactStore,
     pub supervisor: Supervisor,
     pub limits: Arc<ToolLimits>,
+    /// The id of the call being run (a command's processes carry it); set per call.
+    pub call_id: Option<String>,
 }
 
 /// Limits that tools apply.

@@ -17,6 +17,9 @@ fn check_path(path: &str) -> Result<(), String> {
     if path.is_empty() {
         return Err("path: must not be empty".to_owned());
     }
+    if path.contains('\0') {
+        return Err("path: contains a NUL byte".to_owned());
+    }
     Ok(())
 }
 

@@ -85,7 +85,10 @@ async fn tools_are_listed_in_registration_order_with_their_schemas() {
     assert_eq!(parameters["required"], json!(["cmd"]));
     assert_eq!(parameters["additionalProperties"], false);
     assert_eq!(parameters["properties"]["cmd"]["type"], "string");
-    assert_eq!(parameters["properties"]["timeout"]["type"], "integer");
+    assert_eq!(
+        parameters["properties"]["timeout"]["type"],
+        json!(["integer", "null"])
+    );
     assert_eq!(parameters["properties"]["timeout"]["minimum"], 1);
     assert_eq!(parameters["properties"]["timeout"]["maximum"], 3600);
     assert!(
@@ -138,7 +141,13 @@ async fn openapi_has_one_operation_per_tool_and_every_route() {
     );
     assert_eq!(
         bash["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
-        "#/components/schemas/BashResult"
+        "#/components/schemas/BashResultWithStep"
+    );
+    let answer = &spec["components"]["schemas"]["BashResultWithStep"]["allOf"];
+    assert_eq!(answer[0]["$ref"], "#/components/schemas/BashResult");
+    assert_eq!(
+        answer[1]["properties"]["step"]["$ref"],
+        "#/components/schemas/ToolStep"
     );
     for status in ["401", "403", "404", "413", "422", "429", "500"] {
         assert_eq!(

@@ -127,12 +127,12 @@ const INVALID_ARGUMENTS: &[(&str, &str, &str)] = &[
     (
         "bash",
         r#"{"cmd": "ls", "timeout": -1}"#,
-        "timeout: invalid value: integer `-1`, expected u32",
+        "timeout: expected a whole number, not negative, got -1",
     ),
     (
         "bash",
         r#"{"cmd": "ls", "timeout": "5"}"#,
-        "timeout: invalid type: string \"5\", expected u32",
+        "timeout: invalid type: string \"5\", expected a JSON number",
     ),
     (
         "bash",

@@ -19,6 +19,8 @@ mod bash;
 mod boundary;
 /// Containment: the network, the environment, Landlock, resource limits, an unprivileged user.
 mod containment;
+/// The OpenAPI document as a contract: the server and the schema agree; fuzzer, generated client.
+mod contract;
 /// Error bodies and statuses: 401, 404, 405, 413, 422, 429.
 mod errors;
 /// `read_file`, `write_file` and `search_replace`.
@@ -27,6 +29,8 @@ mod files;
 mod generated;
 /// Hostile inputs: browsers, racing swappers, bombs, deep trees, odd names, sockets.
 mod hostile;
+/// `Idempotency-Key`: replays, the in-flight 409, reuse 422, expiry.
+mod idempotency;
 /// Nothing outlives its server; no command reads a server's state.
 mod leftovers;
 /// Start-up checks, graceful shutdown and reaping.
@@ -35,5 +39,7 @@ mod lifecycle;
 mod memory;
 /// Raw files and directory listings.
 mod raw_files;
+/// A tool call's step (changes, inline bytes, fingerprint) in its own answer.
+mod step;
 /// Snapshots, changes, blobs, archives and the state fingerprint.
 mod workspace_state;

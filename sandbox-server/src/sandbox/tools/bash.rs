@@ -26,8 +26,11 @@ impl Validate for BashArgs {
                 "timeout: must be between 1 and 3600 seconds, got {timeout}"
             ));
         }
-        if self.cmd.trim().is_empty() {
+        if self.cmd.is_empty() {
             return Err("cmd: must not be empty".to_owned());
+        }
+        if self.cmd.contains('\0') {
+            return Err("cmd: contains a NUL byte, which no command line can hold".to_owned());
         }
         Ok(())
     }
@@ -59,7 +62,10 @@ impl Tool for Bash {
 }
 
 async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashResult, ToolError> {
-    let call_id = format!("call_{:016x}", rand::random::<u64>());
+    let call_id = ctx
+        .call_id
+        .clone()
+        .unwrap_or_else(|| format!("call_{:016x}", rand::random::<u64>()));
     let limit = ctx.limits.output_limit_chars;
     let (mut stdout, mut stderr) = (ctx.artifacts.capture(limit), ctx.artifacts.capture(limit));
     let start = Instant::now();

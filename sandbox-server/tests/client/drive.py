@@ -1,0 +1,156 @@
+"""Drives every tool and every workspace route of a live sandbox-server through a client that
+openapi-python-client generated from proto-docs/openapi.json, checking the typed answers.
+
+    python drive.py GENERATED_PACKAGE_DIR BASE_URL TOKEN
+
+Run by sandbox-server/tests/it/contract.rs, which generates the client and starts the server.
+A generated client that cannot express a route, or parses an answer into the wrong type, fails
+here: the fix belongs in the document, not in this script.
+"""
+import importlib
+import io
+import sys
+import tarfile
+from pathlib import Path
+
+package_dir, base_url, token = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+sys.path.insert(0, str(package_dir.parent))
+api = importlib.import_module(package_dir.name)
+client_module = importlib.import_module(f"{package_dir.name}.client")
+models = importlib.import_module(f"{package_dir.name}.models")
+types = importlib.import_module(f"{package_dir.name}.types")
+
+
+def op(group, name):
+    return importlib.import_module(f"{package_dir.name}.api.{group}.{name}")
+
+
+CLIENT = client_module.AuthenticatedClient(base_url=base_url, token=token, raise_on_unexpected_status=True)
+CALLED = []
+
+
+def call(group, name, expect, **kwargs):
+    """Calls one operation; its status must be `expect` and its parsed answer of the 2xx model."""
+    response = op(group, name).sync_detailed(client=CLIENT, **kwargs)
+    CALLED.append(name)
+    status = int(response.status_code)
+    assert status == expect, f"{name}: {status} {response.content[:400]!r}"
+    return response
+
+
+def parsed(response, model):
+    value = response.parsed
+    assert isinstance(value, model), f"expected {model.__name__}, got {type(value).__name__}: {value!r}"
+    return value
+
+
+def service():
+    assert parsed(call("service", "health", 200), models.HealthResponse).status == "ok"
+    info = parsed(call("service", "info", 200), models.InfoResponse)
+    assert info.limits.output_limit_chars > 0
+    tools = call("tools", "list_tools", 200).parsed
+    assert [tool.name for tool in tools][:4] == ["bash", "read_file", "write_file", "search_replace"], tools
+
+
+def file_tools():
+    written = parsed(
+        call("tools", "write_file", 200, body=models.WriteFileArgs(path="src/app.py", content="x = 1\n")),
+        models.WriteFileResultWithStep,
+    )
+    assert written.bytes_written == 6, written
+    read = parsed(call("tools", "read_file", 200, body=models.ReadFileArgs(path="src/app.py", limit=10)), models.ReadFileResultWithStep)
+    assert "x = 1" in read.output and read.total_lines == 1, read
+    edit = models.SearchReplaceArgs(path="src/app.py", search="x = 1", replace="x = 2")
+    parsed(call("tools", "search_replace", 200, body=edit), models.SearchReplaceResultWithStep)
+    # A refusal is a typed error body, not an exception.
+    refused = parsed(call("tools", "search_replace", 422, body=edit), models.ErrorResponse)
+    assert refused.error.type_ == models.ErrorType.NO_MATCH, refused
+    missing = parsed(call("tools", "read_file", 404, body=models.ReadFileArgs(path="nope.txt")), models.ErrorResponse)
+    assert missing.error.type_ == models.ErrorType.FILE_NOT_FOUND, missing
+
+
+def bash_and_processes():
+    result = parsed(call("tools", "bash", 200, body=models.BashArgs(cmd="echo out; echo err >&2; exit 3", timeout=10)), models.BashResultWithStep)
+    assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n"), result
+    stdout = call("artifacts", "get_artifact", 200, id=result.stdout_artifact.id)
+    assert stdout.content == b"out\n", stdout.content
+    # `timeout: null` is the default timeout, as the document says.
+    background = parsed(call("tools", "bash", 200, body=models.BashArgs(cmd="sleep 300 & sleep 300 &", timeout=None)), models.BashResultWithStep)
+    assert len(background.background_pids) == 2, background
+    listed = parsed(call("processes", "list_processes", 200), models.ProcessListResponse)
+    assert {p.pid for p in listed.processes} >= set(background.background_pids), listed
+    first, second = background.background_pids
+    killed = parsed(call("processes", "kill_process", 200, pid=first), models.ProcessKillResponse)
+    assert first in killed.killed, killed
+    parsed(call("processes", "kill_process", 404, pid=first), models.ErrorResponse)
+    rest = parsed(call("processes", "kill_background", 200), models.ProcessKillResponse)
+    assert second in rest.killed, rest
+
+
+def files_routes():
+    put = call("files", "put_file", 201, path="data/blob.bin", body=types.File(payload=io.BytesIO(b"\x00\x01\xff")), mode="0600")
+    parsed(put, models.FilePutResponse)
+    got = call("files", "get_file", 200, path="data/blob.bin")
+    assert got.content == b"\x00\x01\xff", got.content
+    empty = call("files", "put_file", 201, path="data/empty")
+    assert parsed(empty, models.FilePutResponse).bytes_written == 0
+    root = parsed(call("files", "list_root", 200), models.DirListing)
+    assert "data" in [entry.name for entry in root.entries], root
+    data = parsed(call("files", "list_dir", 200, path="data"), models.DirListing)
+    assert sorted(entry.name for entry in data.entries) == ["blob.bin", "empty"], data
+    parsed(call("files", "put_file", 422, path="data/x", body=types.File(payload=io.BytesIO(b"x")), mode="9"), models.ErrorResponse)
+
+
+def _tar(files):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def workspace_routes():
+    snapshot = parsed(call("workspace", "take_snapshot", 200), models.SnapshotResponse)
+    manifest = parsed(call("workspace", "get_snapshot", 200, id=snapshot.snapshot_id), models.ManifestResponse)
+    assert "src/app.py" in [entry.path for entry in manifest.entries], manifest
+    # One round trip: the call's answer brings its step (changes, inline bytes, fingerprint).
+    step_since = parsed(call("workspace", "take_snapshot", 200), models.SnapshotResponse).snapshot_id
+    answer = parsed(
+        call("tools", "write_file", 200, body=models.WriteFileArgs(path="step.txt", content="step\n"), since=step_since, fingerprint=True),
+        models.WriteFileResultWithStep,
+    )
+    [change] = answer.step.changes.changes
+    assert (change.path, change.change) == ("step.txt", models.ChangeKind.ADDED), answer.step
+    assert answer.step.inline[change.after.sha256] == "c3RlcAo=", answer.step.inline
+    assert answer.step.fingerprint.processes == [], answer.step.fingerprint
+    call("tools", "write_file", 200, body=models.WriteFileArgs(path="new.txt", content="new\n"))
+    changes = parsed(call("workspace", "get_changes", 200, since=snapshot.snapshot_id), models.ChangesResponse)
+    added = [change for change in changes.changes if change.path == "new.txt"]
+    assert added and added[0].change == models.ChangeKind.ADDED, changes
+    blob = call("workspace", "get_blob", 200, sha256=added[0].after.sha256)
+    assert blob.content == b"new\n", blob.content
+    parsed(call("workspace", "get_changes", 404, since="snap_999999"), models.ErrorResponse)
+    archive = call("workspace", "get_archive", 200)
+    with tarfile.open(fileobj=io.BytesIO(archive.content)) as tar:
+        assert "new.txt" in tar.getnames(), tar.getnames()
+    put = call("workspace", "put_archive", 200, body=types.File(payload=io.BytesIO(_tar({"only.txt": b"1\n"}))))
+    assert parsed(put, models.ArchivePutResponse).n_files == 1
+    parsed(call("workspace", "put_archive", 422, body=types.File(payload=io.BytesIO(b""))), models.ErrorResponse)
+    fingerprint = parsed(call("state", "get_fingerprint", 200), models.FingerprintResponse)
+    assert fingerprint.processes == [], fingerprint
+    parsed(call("workspace", "reset", 200), models.ResetResponse)
+    assert parsed(call("files", "list_root", 200), models.DirListing).entries == []
+
+
+parsed(call("workspace", "reset", 200), models.ResetResponse)
+service()
+file_tools()
+bash_and_processes()
+files_routes()
+workspace_routes()
+operations = sorted(path.stem for path in (package_dir / "api").glob("*/*.py") if path.stem != "__init__")
+missing = sorted(set(operations) - set(CALLED))
+assert not missing, f"operations the driver never called: {missing}"
+print(f"{len(operations)} operations called through the generated client, {len(CALLED)} calls")

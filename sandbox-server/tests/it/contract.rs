@@ -1,0 +1,328 @@
+//! The OpenAPI document as a contract: what it allows the server takes, what it refuses the
+//! server refuses with a 4xx, and off-the-shelf tools agree. The fuzzer (schemathesis) runs when
+//! `HARNESS_TEST_SCHEMATHESIS` names its `st` program; the generated client when
+//! `HARNESS_TEST_OPENAPI_CLIENT` names `openapi-python-client` (its venv's `python` runs the
+//! driver). `.ci/run` installs both, pinned.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::common::{self, Options, TOKEN};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn document() -> Value {
+    let text = std::fs::read_to_string(repo_root().join("proto-docs/openapi.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+async fn with_token() -> common::Server {
+    common::start_with(Options {
+        token: true,
+        ..Options::default()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_nul_byte_in_a_command_is_422_not_a_spawn_failure() {
+    let server = common::start().await;
+    let (status, body) = server.call("bash", json!({"cmd": "echo a\u{0}b"})).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["type"], "invalid_arguments");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cmd:"),
+        "{body}"
+    );
+    let cmd = &document()["components"]["schemas"]["BashArgs"]["properties"]["cmd"];
+    assert_eq!(cmd["minLength"], 1, "{cmd}");
+    assert!(
+        cmd["pattern"].as_str().unwrap().contains("\\u0000"),
+        "{cmd}"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_archive_is_refused_and_the_workspace_kept() {
+    let server = common::start().await;
+    std::fs::write(server.path("keep.txt"), "kept").unwrap();
+    for content_type in [None, Some("application/x-tar")] {
+        let mut request = server.request(reqwest::Method::PUT, "/v1/workspace/archive");
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 422, "{content_type:?}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "invalid_arguments", "{body}");
+        assert_eq!(
+            std::fs::read_to_string(server.path("keep.txt")).unwrap(),
+            "kept"
+        );
+    }
+    let body = &document()["paths"]["/v1/workspace/archive"]["put"]["requestBody"];
+    assert_eq!(body["required"], true, "{body}");
+}
+
+/// Each constraint the server checks is in the schema: what the schema refuses, the server
+/// refuses; what it allows (a whole number written `5.0`, `timeout: null`), the server takes.
+#[tokio::test]
+async fn the_schema_holds_the_constraints_the_server_checks() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    for (schema, field) in [
+        ("BashArgs", "cmd"),
+        ("ReadFileArgs", "path"),
+        ("WriteFileArgs", "path"),
+        ("SearchReplaceArgs", "path"),
+        ("SearchReplaceArgs", "search"),
+    ] {
+        assert_eq!(
+            schemas[schema]["properties"][field]["minLength"], 1,
+            "{schema}.{field}"
+        );
+    }
+    let timeout = &schemas["BashArgs"]["properties"]["timeout"];
+    assert_eq!(timeout["type"], json!(["integer", "null"]), "{timeout}");
+    let server = common::start().await;
+    for (tool, args) in [
+        ("bash", json!({"cmd": ""})),
+        ("read_file", json!({"path": ""})),
+        ("write_file", json!({"path": "", "content": "x"})),
+        (
+            "search_replace",
+            json!({"path": "a", "search": "", "replace": "b"}),
+        ),
+        ("read_file", json!({"path": "a", "limit": 2.5})),
+    ] {
+        let (status, body) = server.call(tool, args.clone()).await;
+        assert_eq!(status, 422, "{tool} {args}: {body}");
+    }
+    std::fs::write(server.path("a.txt"), "1\n2\n3\n").unwrap();
+    let read = server
+        .ok(
+            "read_file",
+            json!({"path": "a.txt", "limit": 2.0, "offset": null}),
+        )
+        .await;
+    assert_eq!(read["lines_returned"], 2, "{read}");
+    let run = server
+        .ok("bash", json!({"cmd": "echo ok", "timeout": null}))
+        .await;
+    assert_eq!(run["stdout"], "ok\n", "{run}");
+}
+
+#[tokio::test]
+async fn query_parameters_are_documented_as_the_server_reads_them() {
+    let doc = document();
+    let put = &doc["paths"]["/v1/files/{path}"]["put"];
+    let mode = put["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "mode")
+        .unwrap();
+    assert_eq!(mode["schema"]["pattern"], "^[0-7]{3,4}$", "{mode}");
+    assert_eq!(
+        put["requestBody"]["required"], false,
+        "no body is an empty file"
+    );
+    let changes = &doc["paths"]["/v1/workspace/changes"]["get"]["parameters"][0];
+    assert_eq!(
+        (&changes["name"], &changes["required"]),
+        (&json!("since"), &json!(true))
+    );
+    let server = common::start().await;
+    for (uri, expected) in [
+        ("/v1/files/a.txt?mode=", 422),
+        ("/v1/files/a.txt?mode=6", 422),
+        ("/v1/files/a.txt?mode=%2B644", 422),
+        ("/v1/files/a.txt?mode=0640", 201),
+    ] {
+        let response = server
+            .request(reqwest::Method::PUT, uri)
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), expected, "{uri}");
+    }
+    let (status, body) = server.get_json("/v1/workspace/changes").await;
+    assert_eq!(
+        (status, &body["error"]["type"]),
+        (422, &json!("invalid_arguments"))
+    );
+}
+
+/// Byte bodies are binary strings with their media types, never JSON arrays of numbers.
+#[test]
+fn byte_bodies_are_binary_strings() {
+    let doc = document();
+    for (pointer, media_type) in [
+        (
+            "/paths/~1v1~1files~1{path}/put/requestBody",
+            "application/octet-stream",
+        ),
+        (
+            "/paths/~1v1~1files~1{path}/get/responses/200",
+            "application/octet-stream",
+        ),
+        (
+            "/paths/~1v1~1workspace~1archive/put/requestBody",
+            "application/x-tar",
+        ),
+        (
+            "/paths/~1v1~1workspace~1archive/put/requestBody",
+            "application/octet-stream",
+        ),
+        (
+            "/paths/~1v1~1workspace~1archive/get/responses/200",
+            "application/x-tar",
+        ),
+        (
+            "/paths/~1v1~1artifacts~1{id}/get/responses/200",
+            "application/octet-stream",
+        ),
+        (
+            "/paths/~1v1~1blobs~1{sha256}/get/responses/200",
+            "application/octet-stream",
+        ),
+    ] {
+        let schema = &doc.pointer(pointer).unwrap()["content"][media_type]["schema"];
+        assert_eq!(
+            (&schema["type"], &schema["format"]),
+            (&json!("string"), &json!("binary")),
+            "{pointer} {media_type}: {schema}"
+        );
+    }
+}
+
+/// A content type a client does not declare it can read is not forced on it; a wildcard gets tar.
+#[tokio::test]
+async fn the_archive_is_labelled_as_the_client_accepts() {
+    let server = common::start().await;
+    for (accept, expected) in [
+        (None, "application/x-tar"),
+        (Some("*/*"), "application/x-tar"),
+        (Some("application/octet-stream"), "application/octet-stream"),
+        (
+            Some("application/x-tar, application/octet-stream"),
+            "application/x-tar",
+        ),
+    ] {
+        let mut request = server.request(reqwest::Method::GET, "/v1/workspace/archive");
+        if let Some(accept) = accept {
+            request = request.header("accept", accept);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.headers()["content-type"], expected, "{accept:?}");
+    }
+}
+
+/// A response that is not JSON (axum's own rejections) is rewritten as the error body.
+#[tokio::test]
+async fn every_error_answer_is_the_json_error_body() {
+    let server = common::start().await;
+    let response = server
+        .request(reqwest::Method::PUT, "/v1/files/a.txt?mode=0644&mode=0600")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    assert!((400..500).contains(&status), "{status}");
+    let body: Value = response.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().is_some(), "{body}");
+}
+
+#[tokio::test]
+async fn schemathesis_finds_nothing() {
+    let Ok(st) = std::env::var("HARNESS_TEST_SCHEMATHESIS") else {
+        eprintln!("skipped: set HARNESS_TEST_SCHEMATHESIS to schemathesis's `st` program");
+        return;
+    };
+    let server = with_token().await;
+    let reports = tempfile::tempdir().unwrap();
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemathesis");
+    let output = tokio::process::Command::new(st)
+        .current_dir(&folder)
+        .env("SANDBOX_URL", &server.base)
+        .env("SANDBOX_TOKEN", TOKEN)
+        .env("SCHEMATHESIS_REPORT_DIR", reports.path())
+        .args(["--config-file", "schemathesis.toml", "run"])
+        .arg(format!("{}/openapi.json", server.base))
+        .args(["--max-time", "150", "--seed", "1"])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run schemathesis");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let summary = text.lines().rev().take(30).collect::<Vec<_>>();
+    eprintln!(
+        "{}",
+        summary.into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+    assert!(
+        output.status.success(),
+        "schemathesis found something:\n{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        text.contains("Tested: 23"),
+        "every operation tested:\n{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_generated_client_drives_every_route() {
+    let Ok(generator) = std::env::var("HARNESS_TEST_OPENAPI_CLIENT") else {
+        eprintln!("skipped: set HARNESS_TEST_OPENAPI_CLIENT to `openapi-python-client`");
+        return;
+    };
+    let python = Path::new(&generator).with_file_name("python");
+    let out = tempfile::tempdir().unwrap();
+    let package = out.path().join("sandbox_api");
+    let generated = Command::new(&generator)
+        .args(["generate", "--meta", "none", "--path"])
+        .arg(repo_root().join("proto-docs/openapi.json"))
+        .arg("--output-path")
+        .arg(&package)
+        .output()
+        .expect("run openapi-python-client");
+    let log = String::from_utf8_lossy(&generated.stdout);
+    assert!(generated.status.success(), "{log}");
+    for dropped in ["will not be generated", "will be omitted"] {
+        assert!(
+            !log.contains(dropped),
+            "the generator dropped something:\n{log}"
+        );
+    }
+    let server = with_token().await;
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/client/drive.py");
+    let output = tokio::process::Command::new(python)
+        .arg(driver)
+        .arg(&package)
+        .arg(&server.base)
+        .arg(TOKEN)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run the driver");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.contains("23 operations called"), "{text}");
+}
