@@ -211,6 +211,11 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Vec<String>> {
     let mut warnings = Vec::new();
     for task in config.tasks.iter().filter(|t| t.trial == 1) {
         match RunConfig::for_source(&task.source, &task.task, &config.flags, None, leased) {
+            // The model and the policy's classifier build now, so a missing API key stops the
+            // batch before any task starts rather than failing each task.
+            Ok(run) if let Err(err) = credentials(&run) => {
+                problems.push(format!("{}: {err:#}", task.source.path().display()));
+            }
             Ok(run) => {
                 let bench = run
                     .bench()
@@ -229,6 +234,14 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Vec<String>> {
         anyhow::bail!("the batch did not start:\n  {}", problems.join("\n  "));
     }
     Ok(warnings)
+}
+
+/// Builds a task's model and policy as its session will (without starting anything): what a
+/// missing credential or an unknown provider fails.
+fn credentials(run: &RunConfig) -> anyhow::Result<()> {
+    let model = crate::session::build_model(run, None)?;
+    crate::policy::build_policy(&run.policy, &run.model, &model, None)?;
+    Ok(())
 }
 
 /// Checks `--out`: a batch folder to resume, a new or empty one, never someone else's folder.

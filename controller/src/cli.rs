@@ -9,6 +9,8 @@ mod run;
 mod sandboxes;
 mod terminal;
 
+pub(crate) use terminal::colour_on_stderr;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -239,7 +241,7 @@ pub(crate) struct RunArgs {
     /// `[WORKING_DIR] TASK…`: with two or more words the first is the working directory
     /// (default `agent-harness-working`), the rest the task. With --task, at most a working
     /// directory.
-    #[arg(value_name = "[WORKING_DIR] TASK")]
+    #[arg(value_name = "[WORKING_DIR] TASK", required_unless_present = "task")]
     pub(crate) words: Vec<String>,
     /// A task file (YAML): prompt, workspace source, setup, check, model, limits, sandbox, tools.
     /// A folder of task files with --task-index picks one (a Kubernetes Indexed Job's pod).
@@ -286,9 +288,10 @@ pub(crate) struct SessionArgs {
     /// Compact the history above this many estimated tokens [default: 100000].
     #[arg(long)]
     pub(crate) compact_at: Option<usize>,
-    /// `local` (a sandbox-server child over WORKING_DIR), `docker` (a fresh container of
-    /// --image per session, through the Docker Engine API) or the URL of a running server;
-    /// for `batch`, `local`, `docker` or `pool:URL,URL…` (running servers, leased per task).
+    /// `local` (a sandbox-server child over the session's working directory), `docker` (a
+    /// fresh container of --image per session, through the Docker Engine API) or the URL of a
+    /// running server (`run` only); `batch` also takes `pool:URL,URL…` (running servers, one
+    /// leased per task).
     #[arg(long, value_name = "local|docker|URL|pool:URLS")]
     pub(crate) sandbox: Option<String>,
     /// `--sandbox docker`: the sandbox image [default: $HARNESS_SANDBOX_IMAGE, else
@@ -319,6 +322,10 @@ pub(crate) struct SessionArgs {
     /// workspace and a private TMPDIR otherwise), comma-separated, e.g. `~/.cargo,~/.cache`.
     #[arg(long, value_delimiter = ',', value_name = "PATHS")]
     pub(crate) writable: Vec<PathBuf>,
+    /// Keep the temporary folder a `--task` with a workspace source is copied into when no
+    /// working directory is given (it is removed when the session ends otherwise).
+    #[arg(long)]
+    pub(crate) keep_workspace: bool,
     /// The tools to give the model, comma-separated; all that the sandbox offers when absent.
     #[arg(long, value_delimiter = ',')]
     pub(crate) tools: Option<Vec<String>>,
@@ -449,7 +456,7 @@ pub(crate) enum ApproveArg {
 /// `--log-durability`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum DurabilityArg {
-    /// fsync every batch before `record` returns (default): nothing acknowledged is lost.
+    /// fsync every write before the harness goes on (default): nothing recorded is lost.
     Durable,
     /// Write to the OS at once, fsync at the end: a crash of the process loses nothing, a crash
     /// of the machine may lose the last events.
@@ -505,6 +512,7 @@ impl SessionArgs {
             sandbox_token_file: self.sandbox_token_file.clone(),
             network: self.network.clone(),
             writable: self.writable.clone(),
+            keep_workspace: self.keep_workspace,
             tools: self.tools.clone(),
             policy: self.policy.clone(),
             classifier_model: self.classifier_model.clone(),

@@ -50,6 +50,8 @@ pub struct SessionFlags {
     /// `none` or `host`.
     pub network: Option<String>,
     pub writable: Vec<PathBuf>,
+    /// Keep a temporary workspace folder after the session.
+    pub keep_workspace: bool,
     pub tools: Option<Vec<String>>,
     /// A rules file, or `allow-all`.
     pub policy: Option<String>,
@@ -80,6 +82,8 @@ pub struct RunConfig {
     pub network: NetworkMode,
     /// More paths a local sandbox's commands may write beneath.
     pub writable: Vec<PathBuf>,
+    /// Keep a temporary workspace folder after the session (`--keep-workspace`).
+    pub keep_workspace: bool,
     /// The longest the session may run.
     pub lifetime: Option<Duration>,
     pub policy: PolicySettings,
@@ -183,6 +187,7 @@ impl RunConfig {
             lifetime,
             network,
             writable: flags.writable.clone(),
+            keep_workspace: flags.keep_workspace,
             working_dir,
             workspace: task.workspace_source().map_err(anyhow::Error::msg)?,
             setup: task.setup,

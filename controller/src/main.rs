@@ -17,6 +17,7 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .with_ansi(cli::colour_on_stderr())
         .with_writer(std::io::stderr)
         .init();
     let result = tokio::runtime::Runtime::new()

@@ -20,6 +20,9 @@ pub enum ReplayError {
     /// The folder has no `events.jsonl`.
     #[error("{0}: not a session log (no events.jsonl)")]
     NotALog(PathBuf),
+    /// Nothing is at that path.
+    #[error("{0}: no such folder (a session log is the folder `harness run` printed as `log:`)")]
+    Missing(PathBuf),
     /// A complete line of the log is not a valid event.
     #[error("{path}: {error}")]
     BadLine { path: PathBuf, error: LineError },
@@ -36,6 +39,9 @@ pub fn events(
     dir: &Path,
     mut on_torn: impl FnMut(&LineError),
 ) -> Result<impl Iterator<Item = Result<Envelope, ReplayError>>, ReplayError> {
+    if !dir.exists() {
+        return Err(ReplayError::Missing(dir.to_owned()));
+    }
     if !dir.join("events.jsonl").is_file() {
         return Err(ReplayError::NotALog(dir.to_owned()));
     }

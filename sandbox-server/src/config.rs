@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod size;
+
 use crate::process::confine::{ConfineRequest, Rlimits};
 use crate::sandbox::Registry;
 
@@ -87,23 +89,23 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDBOX_OUTPUT_LIMIT", default_value_t = 25_000)]
     pub output_limit: usize,
     /// The full output of each stream is kept as an artifact up to this many bytes.
-    #[arg(long, env = "SANDBOX_ARTIFACT_CAP", default_value_t = 64 << 20)]
+    #[arg(long, env = "SANDBOX_ARTIFACT_CAP", value_parser = size::parse_size, default_value = "64MiB")]
     pub artifact_cap: u64,
     /// Artifacts are evicted, oldest first, past this many bytes in total.
-    #[arg(long, env = "SANDBOX_ARTIFACT_RETENTION", default_value_t = 1 << 30)]
+    #[arg(long, env = "SANDBOX_ARTIFACT_RETENTION", value_parser = size::parse_size, default_value = "1GiB")]
     pub artifact_retention: u64,
     /// Where artifacts are kept; a fresh folder under the temp dir (removed at exit) when absent.
     #[arg(long, env = "SANDBOX_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Request bodies over this many bytes get 413.
-    #[arg(long, env = "SANDBOX_MAX_BODY_BYTES", default_value_t = 32 << 20)]
+    /// Request bodies over this size get 413 (a size: bytes, or with a unit such as 32MiB).
+    #[arg(long, env = "SANDBOX_MAX_BODY_BYTES", value_parser = size::parse_size, default_value = "32MiB")]
     pub max_body_bytes: u64,
     /// Bytes of request bodies held in memory at once, over every route; a request that would
     /// pass it waits up to 10 s, then gets 429. File and archive uploads stream and hold none.
-    #[arg(long, env = "SANDBOX_MAX_INFLIGHT_BODY_BYTES", default_value_t = 256 << 20)]
+    #[arg(long, env = "SANDBOX_MAX_INFLIGHT_BODY_BYTES", value_parser = size::parse_size, default_value = "256MiB")]
     pub max_inflight_body_bytes: u64,
     /// `PUT /v1/workspace/archive`: the most bytes an archive may unpack to (and send).
-    #[arg(long, env = "SANDBOX_ARCHIVE_MAX_BYTES", default_value_t = 2 << 30)]
+    #[arg(long, env = "SANDBOX_ARCHIVE_MAX_BYTES", value_parser = size::parse_size, default_value = "2GiB")]
     pub archive_max_bytes: u64,
     /// `PUT /v1/workspace/archive`: the most entries an archive may hold.
     #[arg(long, env = "SANDBOX_ARCHIVE_MAX_ENTRIES", default_value_t = 1_000_000)]
@@ -136,7 +138,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDBOX_WATCH", value_delimiter = ',')]
     pub watch: Vec<String>,
     /// Snapshots keep file versions up to this size for `GET /v1/blobs`; larger ones are hashed only.
-    #[arg(long, env = "SANDBOX_BLOB_MAX_FILE_BYTES", default_value_t = 64 << 20)]
+    #[arg(long, env = "SANDBOX_BLOB_MAX_FILE_BYTES", value_parser = size::parse_size, default_value = "64MiB")]
     pub blob_max_file_bytes: u64,
     /// `none`: commands may open only Unix sockets (seccomp; a fresh network namespace too where
     /// the host allows one), so they reach nothing, the server included. `host`: no restriction.
@@ -146,9 +148,10 @@ pub struct ServeArgs {
     /// With `--network container`: what that network allows, as `/v1/info` reports it.
     #[arg(long, env = "SANDBOX_NETWORK_DETAIL")]
     pub network_detail: Option<String>,
-    /// Confine commands' writes to the workspace and a private temporary folder with Landlock.
-    #[arg(long, env = "SANDBOX_LANDLOCK", default_value_t = true, action = clap::ArgAction::Set)]
-    pub landlock: bool,
+    /// Do not confine commands' writes with Landlock (by default they may write only in the
+    /// workspace, a private temporary folder and `--writable` paths).
+    #[arg(long, env = "SANDBOX_NO_LANDLOCK")]
+    pub no_landlock: bool,
     /// More paths commands may write beneath, comma-separated.
     #[arg(long, env = "SANDBOX_WRITABLE", value_delimiter = ',')]
     pub writable: Vec<PathBuf>,
@@ -174,11 +177,11 @@ pub struct ServeArgs {
     /// CPU seconds per command (RLIMIT_CPU); 0 is unlimited.
     #[arg(long, env = "SANDBOX_LIMIT_CPU_SECS", default_value_t = 3600)]
     pub limit_cpu_secs: u64,
-    /// Address space per process in bytes (RLIMIT_AS); 0 is unlimited.
-    #[arg(long, env = "SANDBOX_LIMIT_MEMORY", default_value_t = 8 << 30)]
+    /// Address space per process (RLIMIT_AS), e.g. 8GiB; 0 is unlimited.
+    #[arg(long, env = "SANDBOX_LIMIT_MEMORY", value_parser = size::parse_size, default_value = "8GiB")]
     pub limit_memory: u64,
-    /// Largest file a command may write, in bytes (RLIMIT_FSIZE); 0 is unlimited.
-    #[arg(long, env = "SANDBOX_LIMIT_FILE_SIZE", default_value_t = 8 << 30)]
+    /// Largest file a command may write (RLIMIT_FSIZE), e.g. 8GiB; 0 is unlimited.
+    #[arg(long, env = "SANDBOX_LIMIT_FILE_SIZE", value_parser = size::parse_size, default_value = "8GiB")]
     pub limit_file_size: u64,
     /// Processes of the commands' user (RLIMIT_NPROC; it does not bind root); 0 is unlimited.
     #[arg(long, env = "SANDBOX_LIMIT_PROCESSES", default_value_t = 4096)]
@@ -422,7 +425,7 @@ impl ServeArgs {
                 processes: self.limit_processes,
                 open_files: self.limit_open_files,
             },
-            landlock: self.landlock,
+            landlock: !self.no_landlock,
             writable: self.writable.clone(),
             hidden: self
                 .hidden

@@ -118,11 +118,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     if spent.model_calls > 0 {
         if spent.cost_known {
             eprintln!("cost=${:.4}", spent.cost);
-        } else {
+        } else if spent.cost > 0.0 {
             eprintln!(
-                "cost=unknown (at least ${:.4}; the model has no known price)",
+                "cost=unknown (at least ${:.4}; some usage has no known price)",
                 spent.cost
             );
+        } else {
+            eprintln!("cost=unknown (the model has no known price)");
         }
     }
     Ok(summary.outcome.exit_code())

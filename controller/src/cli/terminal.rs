@@ -61,3 +61,9 @@ fn ask_user(tool: &str, args: &Value, reason: &str) -> Option<bool> {
         Ok(_) => Some(matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")),
     }
 }
+
+/// Colour only on a terminal, and never with `NO_COLOR` set (<https://no-color.org>): a log
+/// redirected to a file or a pipe holds no escape codes.
+pub(crate) fn colour_on_stderr() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}

@@ -189,6 +189,7 @@ impl RunConfig {
                 NetworkMode::None
             },
             writable: Vec::new(),
+            keep_workspace: flags.keep_workspace,
             lifetime: flags.lifetime,
             tools: flags.tools.clone(),
             policy: super::policy_settings(&flags),

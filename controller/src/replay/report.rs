@@ -47,6 +47,9 @@ pub struct TaskRow {
     pub duration_ms: u64,
     /// The task's session folder, relative to the batch folder.
     pub log: Option<String>,
+    /// Why a task that was tried could not start its session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -121,6 +124,9 @@ struct BatchLog {
     wall_ms: u64,
     interrupted: bool,
     gates: BTreeMap<String, GateRecord>,
+    /// Why an attempt could not start its session (the batch log's `error` after its
+    /// `task_started`), by log folder.
+    unstarted: BTreeMap<String, String>,
 }
 
 /// Reads a batch folder.
@@ -131,6 +137,14 @@ pub fn load(dir: &Path) -> Result<BatchReport, ReplayError> {
     for id in &log.task_ids {
         let attempts = log.attempts.get(id).copied();
         let mut row = task_row(dir, id, attempts, &mut samples)?;
+        if row.outcome == RunOutcome::Unfinished(Unfinished::NotRun)
+            && let Some(reason) = log.unstarted.get(id)
+        {
+            // It was tried and could not start: a failure, with its reason.
+            row.outcome = RunOutcome::Finished(Outcome::Error);
+            row.failure = Some(FailureClass::Error);
+            row.reason = Some(reason.clone());
+        }
         row.name = log.names.get(id).cloned().unwrap_or_else(|| id.clone());
         row.benchmark |= log.bench_ids.contains(id);
         rows.push(row);
@@ -166,6 +180,18 @@ fn read_batch_log(dir: &Path) -> Result<BatchLog, ReplayError> {
                 log.interrupted = false;
             }
             Event::TaskStarted(started) => *log.attempts.entry(started.task).or_default() += 1,
+            // An attempt that could not start its session files its reason as `{task}: …`.
+            Event::Error(error) => {
+                let task = log
+                    .task_ids
+                    .iter()
+                    .filter(|id| error.message.starts_with(&format!("{id}: ")))
+                    .max_by_key(|id| id.len());
+                if let Some(task) = task {
+                    let reason = error.message[task.len() + 2..].to_owned();
+                    log.unstarted.insert(task.clone(), reason);
+                }
+            }
             Event::TaskRetried(_) => log.retries += 1,
             Event::BatchFinished(finished) => {
                 log.wall_ms += finished.duration_ms;
@@ -219,6 +245,7 @@ fn task_row(
             cost_known: true,
             duration_ms: 0,
             log: None,
+            reason: None,
         });
     }
     let m = metrics::measure(&folder)?;
@@ -248,6 +275,7 @@ fn task_row(
         cost_known: m.cost_known,
         duration_ms: m.total_ms,
         log: Some(id.to_owned()),
+        reason: None,
     })
 }
 
@@ -289,5 +317,33 @@ fn totals(rows: &[TaskRow], log: &BatchLog, samples: BTreeMap<String, Vec<u64>>)
         task_time_ms: rows.iter().map(|r| r.duration_ms).sum(),
         wall_ms: log.wall_ms,
         tool_latency_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task that was tried and could not start its session (no session log; its reason in
+    /// the batch log) is a failure with that reason, not "not run".
+    #[test]
+    fn a_task_that_could_not_start_is_failed_with_its_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines = [
+            r#"{"seq":0,"ts":"2026-11-30T21:47:40.067Z","type":"batch_started","data":{"format_version":1,"batch_id":"b1","harness_version":"0.1.0","tasks":[{"id":"a","file":"a.yaml"},{"id":"ab","file":"ab.yaml"}],"parallel":1,"parallel_reason":"1","sandbox":"local","retries":1,"resumed":false}}"#,
+            r#"{"seq":1,"ts":"2026-11-30T21:47:40.073Z","type":"task_started","data":{"task":"ab","attempt":1,"log_dir":"ab","sandbox":null}}"#,
+            r#"{"seq":2,"ts":"2026-11-30T21:47:40.077Z","type":"error","data":{"class":"internal","message":"ab: OPENAI_API_KEY is not set","call_id":null}}"#,
+            r#"{"seq":3,"ts":"2026-11-30T21:47:40.081Z","type":"task_finished","data":{"task":"ab","attempt":1,"outcome":"error","failure":"error","passed":false,"duration_ms":0,"cost":0.0}}"#,
+            r#"{"seq":4,"ts":"2026-11-30T21:47:40.317Z","type":"batch_finished","data":{"interrupted":false,"n_passed":0,"n_failed":1,"n_not_run":1,"n_retries":0,"duration_ms":251,"rate_limits":[]}}"#,
+        ];
+        std::fs::write(dir.path().join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+        let report = load(dir.path()).unwrap();
+        let (a, ab) = (&report.tasks[0], &report.tasks[1]);
+        assert_eq!(a.outcome, RunOutcome::Unfinished(Unfinished::NotRun));
+        assert_eq!(a.reason, None, "task `a` is not `ab`'s prefix match");
+        assert_eq!(ab.outcome, RunOutcome::Finished(Outcome::Error));
+        assert_eq!(ab.failure, Some(FailureClass::Error));
+        assert_eq!(ab.reason.as_deref(), Some("OPENAI_API_KEY is not set"));
+        assert_eq!((report.totals.failed, report.totals.not_run), (1, 1));
     }
 }

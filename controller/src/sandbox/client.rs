@@ -53,6 +53,11 @@ pub enum SandboxError {
     /// The sandbox did not answer: it is down, unreachable or cut the connection.
     #[error("sandbox at {url} is unreachable: {message}")]
     Unreachable { url: String, message: String },
+    /// Nothing listens at the sandbox's address (the connection was refused).
+    #[error(
+        "nothing is listening at {url}: check the URL and port, and that its sandbox-server is running (`sandbox-server serve --listen ADDR`)"
+    )]
+    Refused { url: String },
     /// The sandbox answered with an error body; for a tool call this is the tool's failure.
     #[error("{message}")]
     Api {
@@ -69,7 +74,9 @@ impl SandboxError {
     /// Whether the sandbox itself failed (as opposed to a tool refusing its input).
     pub fn is_infrastructure(&self) -> bool {
         match self {
-            SandboxError::Unreachable { .. } | SandboxError::BadResponse { .. } => true,
+            SandboxError::Unreachable { .. }
+            | SandboxError::Refused { .. }
+            | SandboxError::BadResponse { .. } => true,
             SandboxError::Api {
                 status, error_type, ..
             } => error_type.is_infrastructure(*status),
@@ -154,10 +161,19 @@ impl SandboxClient {
     fn unreachable(&self, err: &reqwest::Error) -> SandboxError {
         let mut message = err.to_string();
         let mut source = std::error::Error::source(err);
+        let mut refused = false;
         while let Some(cause) = source {
             message.push_str(": ");
             message.push_str(&cause.to_string());
+            refused |= cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
             source = cause.source();
+        }
+        if refused && err.is_connect() {
+            return SandboxError::Refused {
+                url: self.base.clone(),
+            };
         }
         SandboxError::Unreachable {
             url: self.base.clone(),
@@ -473,6 +489,21 @@ impl SandboxClient {
                 Ok(()) => return Ok(()),
                 Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// Checks a sandbox that should already be running: a refused connection fails at once
+    /// (nothing listens there, and waiting will not change that); other failures (a slow
+    /// answer, a server still starting) are retried within `limit`.
+    pub async fn check_running(&self, limit: Duration) -> Result<(), SandboxError> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match self.health().await {
+                Ok(()) => return Ok(()),
+                Err(err @ SandboxError::Refused { .. }) => return Err(err),
+                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
     }

@@ -15,13 +15,15 @@ use crate::run_loop::Observer;
 use crate::sandbox::docker::DockerSandbox;
 use crate::sandbox::local::LocalSandbox;
 use crate::sandbox::pool::Lease;
-use crate::sandbox::{SandboxClient, StartError};
+use crate::sandbox::{SandboxClient, SandboxError, StartError};
 
 /// A session's sandbox, ready for requests.
 #[derive(Debug)]
 pub struct Sandbox {
     handle: Handle,
     pub client: SandboxClient,
+    /// A temporary workspace folder made for this session, removed when it stops.
+    temporary: Option<tempfile::TempDir>,
 }
 
 /// What the session started, to stop when it ends and to ask whether it died.
@@ -72,21 +74,7 @@ impl Sandbox {
             }
         };
         match &config.sandbox {
-            SandboxTarget::Local => {
-                let dir = local_workspace(config)?;
-                observer.note(&format!("workspace: {}", dir.display()));
-                let local = LocalSandbox::start(
-                    &dir,
-                    token,
-                    config.tools.as_deref(),
-                    config.network,
-                    &config.writable,
-                    server_log,
-                )
-                .await?;
-                let client = local.client.clone();
-                Ok(Sandbox::new(Handle::Local(local), client))
-            }
+            SandboxTarget::Local => Sandbox::start_local(config, token, server_log, observer).await,
             SandboxTarget::Docker(spec) => {
                 ignored("a docker sandbox (its workspace is in the container)");
                 let docker = DockerSandbox::start(spec, session_id, token).await?;
@@ -107,9 +95,13 @@ impl Sandbox {
                 let client =
                     SandboxClient::new(url, Some(token.to_owned()).filter(|t| !t.is_empty()));
                 client
-                    .wait_healthy(Duration::from_secs(10))
+                    .check_running(Duration::from_secs(10))
                     .await
-                    .with_context(|| format!("reaching the sandbox at {url}"))?;
+                    .map_err(|err| match err {
+                        // The URL names nothing running: a retry would not change that.
+                        SandboxError::Refused { .. } => StartError::BadInput(err.to_string()),
+                        other => StartError::Failed(anyhow::Error::new(other)),
+                    })?;
                 Ok(Sandbox::new(Handle::Remote, client))
             }
             SandboxTarget::Pool => {
@@ -172,8 +164,43 @@ impl Sandbox {
         Ok(Sandbox::new(Handle::Task(Box::new(environment)), client))
     }
 
+    /// A sandbox-server child over the working directory, or over a temporary folder that is
+    /// removed when the session stops (unless `--keep-workspace`).
+    async fn start_local(
+        config: &RunConfig,
+        token: &str,
+        server_log: Option<&Path>,
+        observer: &dyn Observer,
+    ) -> Result<Sandbox, StartError> {
+        let (dir, temporary) = local_workspace(config)?;
+        match &temporary {
+            Some(_) => observer.note(&format!(
+                "workspace: {} (temporary: removed when the session ends; --keep-workspace keeps it)",
+                dir.display()
+            )),
+            None => observer.note(&format!("workspace: {}", dir.display())),
+        }
+        let local = LocalSandbox::start(
+            &dir,
+            token,
+            config.tools.as_deref(),
+            config.network,
+            &config.writable,
+            server_log,
+        )
+        .await?;
+        let client = local.client.clone();
+        let mut sandbox = Sandbox::new(Handle::Local(local), client);
+        sandbox.temporary = temporary;
+        Ok(sandbox)
+    }
+
     fn new(handle: Handle, client: SandboxClient) -> Sandbox {
-        Sandbox { handle, client }
+        Sandbox {
+            handle,
+            client,
+            temporary: None,
+        }
     }
 
     /// The container, for the log's header.
@@ -262,6 +289,8 @@ impl Sandbox {
 
     /// Stops what this session started (a leased member goes back to its pool).
     pub async fn stop(self) {
+        // After the server stopped: nothing writes to the folder any more.
+        let _temporary = self.temporary;
         match self.handle {
             Handle::Local(local) => local.stop().await,
             Handle::Docker(mut docker) => docker.remove().await,
@@ -310,16 +339,16 @@ pub fn token(config: &RunConfig) -> anyhow::Result<String> {
 
 /// The folder a local sandbox serves: the working directory (created when missing), or, for a
 /// task that brings its own workspace, an empty folder to seed.
-fn local_workspace(config: &RunConfig) -> Result<PathBuf, StartError> {
+fn local_workspace(config: &RunConfig) -> Result<(PathBuf, Option<tempfile::TempDir>), StartError> {
     let bad = |err: anyhow::Error| StartError::BadInput(format!("{err:#}"));
     match (&config.workspace, &config.working_dir) {
         (None, Some(dir)) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("creating the working directory {}", dir.display()))
                 .map_err(bad)?;
-            Ok(dir.clone())
+            Ok((dir.clone(), None))
         }
-        (None, None) => Ok(PathBuf::from(".")),
+        (None, None) => Ok((PathBuf::from("."), None)),
         (Some(_), Some(dir)) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("creating {}", dir.display()))
@@ -335,14 +364,18 @@ fn local_workspace(config: &RunConfig) -> Result<PathBuf, StartError> {
                     dir.display()
                 )));
             }
-            Ok(dir.clone())
+            Ok((dir.clone(), None))
         }
         (Some(_), None) => {
             let dir = tempfile::Builder::new()
                 .prefix("harness-workspace-")
                 .tempdir()
                 .context("creating a workspace folder")?;
-            Ok(dir.keep())
+            if config.keep_workspace {
+                Ok((dir.keep(), None))
+            } else {
+                Ok((dir.path().to_owned(), Some(dir)))
+            }
         }
     }
 }

@@ -320,4 +320,19 @@ async fn bad_batches_are_refused_before_anything_runs() {
     refused(&["--out", other_arg, fine], "is not a batch folder").await;
     assert!(!other.path().join("events.jsonl").exists());
     refused(&["--rate-limit", "openai", fine], "--rate-limit `openai`").await;
+
+    // A task whose model has no API key stops the batch before any task starts, named with
+    // the variable to set (the test environment has no keys).
+    std::fs::write(
+        other.path().join("keyed.yaml"),
+        "prompt: hi\nmodel: {name: openai/gpt-5-mini}\n",
+    )
+    .unwrap();
+    let keyed = other.path().join("keyed.yaml");
+    refused(
+        &["--out", out_arg, fine, keyed.to_str().unwrap()],
+        "keyed.yaml: OPENAI_API_KEY is not set",
+    )
+    .await;
+    assert!(!out.exists(), "nothing was written");
 }

@@ -4,7 +4,8 @@
 //! here, picked by its completion index, with its log where the Job's readers look.
 //!
 //! No cluster runs here: these need `kubectl` and `kubernetes-validate`, so they run when
-//! `HARNESS_TEST_DEPLOY=1` (CI installs both and sets it); without it they say so and pass.
+//! `HARNESS_TEST_DEPLOY=1` was set when they were built (CI installs both and sets it); without
+//! it `cargo test` lists them as ignored, with the reason.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,14 +19,6 @@ use crate::common;
 /// The oldest Kubernetes the manifests support (native sidecars, backoffLimitPerIndex,
 /// podFailurePolicy's FailIndex) and the newest kubernetes-validate knows.
 const VERSIONS: &[&str] = &["1.29.0", "1.37.0"];
-
-fn enabled(test: &str) -> bool {
-    let on = std::env::var("HARNESS_TEST_DEPLOY").is_ok_and(|v| v == "1");
-    if !on {
-        eprintln!("skipped {test}: set HARNESS_TEST_DEPLOY=1 with kubectl and kubernetes-validate");
-    }
-    on
-}
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
@@ -62,10 +55,11 @@ fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(harness_test_deploy),
+    ignore = "needs HARNESS_TEST_DEPLOY=1: kubectl and kubernetes-validate (.ci/run installs them)"
+)]
 fn the_manifests_render_and_validate_strictly() {
-    if !enabled("the_manifests_render_and_validate_strictly") {
-        return;
-    }
     let scratch = tempfile::tempdir().unwrap();
     for dir in ["sandbox", "evaluation", "benchmark", "benchmark-namespace"] {
         let (text, docs) = render(dir);
@@ -89,10 +83,11 @@ fn the_manifests_render_and_validate_strictly() {
 }
 
 #[test]
+#[cfg_attr(
+    not(harness_test_deploy),
+    ignore = "needs HARNESS_TEST_DEPLOY=1: kubectl and kubernetes-validate (.ci/run installs them)"
+)]
 fn the_standalone_sandbox_is_locked_down() {
-    if !enabled("the_standalone_sandbox_is_locked_down") {
-        return;
-    }
     let (_, docs) = render("sandbox");
     let pod = &find(&docs, "Deployment", "sandbox")["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
@@ -143,10 +138,11 @@ fn local_pod_args(args: &[String], folder: &Path, runs: &Path, job_name: &str) -
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_test_deploy),
+    ignore = "needs HARNESS_TEST_DEPLOY=1: kubectl and kubernetes-validate (.ci/run installs them)"
+)]
 async fn each_completion_index_runs_its_task_as_the_job_pod_would() {
-    if !enabled("each_completion_index_runs_its_task_as_the_job_pod_would") {
-        return;
-    }
     let (_, docs) = render("evaluation");
     let job = find(&docs, "Job", "harness-eval");
     let configmap = find(&docs, "ConfigMap", "tasks");
@@ -293,13 +289,11 @@ fn strings(value: &Value) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(harness_test_deploy, harness_test_docker)),
+    ignore = "needs HARNESS_TEST_DEPLOY=1 and HARNESS_TEST_DOCKER=1: kubectl, a Docker engine and a loopback registry (.ci/run sets them up)"
+)]
 async fn a_benchmark_task_job_runs_its_own_image_with_the_injected_server() {
-    if !enabled("a_benchmark_task_job_runs_its_own_image_with_the_injected_server")
-        || std::env::var("HARNESS_TEST_DOCKER").map_or(true, |v| v != "1")
-    {
-        eprintln!("(also needs HARNESS_TEST_DOCKER=1)");
-        return;
-    }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dataset = repo.join("examples/benchmarks");
     let scratch = tempfile::tempdir().unwrap();

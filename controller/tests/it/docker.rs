@@ -1,8 +1,8 @@
 //! `--sandbox docker` against a real Docker engine and the sandbox image (docker/README.md).
 //!
-//! These need the engine and the image, so they run when `HARNESS_TEST_DOCKER=1` (CI sets it
-//! after starting the engine and building the image; `HARNESS_TEST_IMAGE` names another
-//! image). Without it each test says it was skipped and passes.
+//! These need the engine and the image, so they run when `HARNESS_TEST_DOCKER=1` was set when
+//! they were built (CI sets it after starting the engine and building the image;
+//! `HARNESS_TEST_IMAGE` names another image). Without it `cargo test` lists them as ignored.
 
 use std::path::Path;
 use std::process::Command;
@@ -11,14 +11,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common;
-
-fn enabled(test: &str) -> bool {
-    let on = std::env::var("HARNESS_TEST_DOCKER").is_ok_and(|v| v == "1");
-    if !on {
-        eprintln!("skipped {test}: set HARNESS_TEST_DOCKER=1 with a Docker engine and the image");
-    }
-    on
-}
 
 fn image() -> String {
     std::env::var("HARNESS_TEST_IMAGE").unwrap_or_else(|_| "agent-harness/sandbox".to_owned())
@@ -96,10 +88,11 @@ fn container_of(harness_pid: u32) -> String {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(harness_test_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1: a Docker engine and the sandbox image (.ci/run sets them up)"
+)]
 async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
-    if !enabled("a_session_runs_in_a_fresh_container_that_is_gone_after_it") {
-        return;
-    }
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello/task.yaml");
     let mut command = common::command(&[
         "run",
@@ -134,10 +127,11 @@ async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(harness_test_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1: a Docker engine and the sandbox image (.ci/run sets them up)"
+)]
 async fn the_memory_limit_kills_a_memory_bomb_and_the_session_records_it() {
-    if !enabled("the_memory_limit_kills_a_memory_bomb_and_the_session_records_it") {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let turns =
         bash_turn("python3 -c 'a = []\nwhile True: a.append(bytearray(10**7))'; echo status=$?")
@@ -208,10 +202,11 @@ async fn connect_from_container(network: &str) -> (String, bool) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(harness_test_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1: a Docker engine and the sandbox image (.ci/run sets them up)"
+)]
 async fn offline_commands_reach_no_address_while_the_controller_reaches_the_server() {
-    if !enabled("offline_commands_reach_no_address_while_the_controller_reaches_the_server") {
-        return;
-    }
     let (output, accepted) = connect_from_container("none").await;
     assert!(
         !output.contains("connected")
@@ -229,10 +224,11 @@ async fn offline_commands_reach_no_address_while_the_controller_reaches_the_serv
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(harness_test_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1: a Docker engine and the sandbox image (.ci/run sets them up)"
+)]
 async fn containment_holds_inside_the_container() {
-    if !enabled("containment_holds_inside_the_container") {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let turns = [
         "id -u",
@@ -276,10 +272,11 @@ async fn containment_holds_inside_the_container() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(harness_test_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1: a Docker engine and the sandbox image (.ci/run sets them up)"
+)]
 async fn a_killed_controller_leaves_a_container_that_prune_removes() {
-    if !enabled("a_killed_controller_leaves_a_container_that_prune_removes") {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let turns = bash_turn("sleep 60") + "  - text: done\n";
     let path = task(dir.path(), &turns, "", "");
@@ -307,10 +304,11 @@ async fn a_killed_controller_leaves_a_container_that_prune_removes() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(harness_test_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1: a Docker engine and the sandbox image (.ci/run sets them up)"
+)]
 async fn a_container_that_dies_mid_session_is_an_infrastructure_failure() {
-    if !enabled("a_container_that_dies_mid_session_is_an_infrastructure_failure") {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let turns = bash_turn("sleep 60") + "  - text: done\n";
     let path = task(dir.path(), &turns, "", "check: 'true'\n");
@@ -355,10 +353,11 @@ async fn a_container_that_dies_mid_session_is_an_infrastructure_failure() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(harness_test_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1: a Docker engine and the sandbox image (.ci/run sets them up)"
+)]
 async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
-    if !enabled("a_batch_runs_each_task_in_its_own_container_and_leaves_none") {
-        return;
-    }
     let tasks = tempfile::tempdir().unwrap();
     for i in 0..3 {
         let dir = tasks.path();

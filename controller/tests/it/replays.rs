@@ -94,7 +94,7 @@ async fn a_recorded_session_renders_restores_measures_and_reruns() {
     let all = events(&log);
     every_line_is_one_envelope_in_order(&log, &all);
     let changed = every_change_is_recorded(&all);
-    the_transcript_renders_as_markdown_and_html(&log, dir.path(), all.len()).await;
+    the_transcript_renders_as_markdown_and_html(&log, dir.path()).await;
     let after_edit = changed[0]["seq"].as_u64().unwrap();
     the_workspace_restores_at_several_steps(&log, dir.path(), &all, after_edit).await;
     the_metrics_count_what_happened(&log, all.len(), after_edit).await;
@@ -168,7 +168,7 @@ fn every_change_is_recorded(all: &[Value]) -> Vec<&Value> {
     changed
 }
 
-async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path, n_events: usize) {
+async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path) {
     let md = harness(&["replay", "show", log.to_str().unwrap()]).await;
     assert_eq!(md.code, 0, "{}", md.stderr);
     assert!(
@@ -177,17 +177,20 @@ async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path, n_e
         md.stdout
     );
     assert!(md.stdout.contains("### Check passed"), "{}", md.stdout);
+    // Titles read as sentences: no `(turn 1, turn)`, no `1 paths`.
+    assert!(
+        md.stdout.contains("Model request, turn 1: "),
+        "{}",
+        md.stdout
+    );
+    assert!(
+        md.stdout.contains("Workspace changed by call "),
+        "{}",
+        md.stdout
+    );
+    assert!(!md.stdout.contains(" 1 paths"), "{}", md.stdout);
     let html_path = dir.join("session.html");
-    let html = harness(&[
-        "replay",
-        "show",
-        log.to_str().unwrap(),
-        "--format",
-        "html",
-        "-o",
-        html_path.to_str().unwrap(),
-    ])
-    .await;
+    let html = render_html(log, &html_path).await;
     assert_eq!(html.code, 0, "{}", html.stderr);
     let page = std::fs::read_to_string(&html_path).unwrap();
     assert!(page.contains("<ol class=\"timeline\">") && page.contains("class=\"del\""));
@@ -197,7 +200,23 @@ async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path, n_e
             "the page must be self-contained ({external})"
         );
     }
-    check_in_browser(&html_path, n_events);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_test_browser),
+    ignore = "needs HARNESS_TEST_BROWSER=1 and Chromium (.ci/run installs it)"
+)]
+async fn a_transcript_renders_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = write_task(dir.path());
+    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let log = run.log_dir();
+    let html_path = dir.path().join("session.html");
+    let html = render_html(&log, &html_path).await;
+    assert_eq!(html.code, 0, "{}", html.stderr);
+    check_in_browser(&html_path, events(&log).len());
 }
 
 /// State replay at several steps, each verified against the recorded hashes.
@@ -423,16 +442,22 @@ pub fn assert_blobs_resolve(log: &Path) {
     }
 }
 
-/// Opens the page in a real headless Chromium and checks the rendered DOM. CI installs
-/// Chromium and sets HARNESS_TEST_BROWSER=1; without it the check says so and is skipped.
+/// `harness replay show LOG --format html -o PAGE`.
+async fn render_html(log: &Path, page: &Path) -> common::Run {
+    harness(&[
+        "replay",
+        "show",
+        log.to_str().unwrap(),
+        "--format",
+        "html",
+        "-o",
+        page.to_str().unwrap(),
+    ])
+    .await
+}
+
+/// Opens the page in a real headless Chromium and checks the rendered DOM.
 fn check_in_browser(page: &Path, n_events: usize) {
-    if std::env::var_os("HARNESS_TEST_BROWSER").is_none() {
-        eprintln!(
-            "HARNESS_TEST_BROWSER is not set: skipping the headless browser check of {}",
-            page.display()
-        );
-        return;
-    }
     let browser = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|name| {

@@ -446,3 +446,105 @@ async fn a_job_pod_runs_the_task_at_its_completion_index_and_logs_under_its_name
         run.stderr
     );
 }
+
+/// Every usage error exits 2 with the usage line, whichever command: one rule (README).
+#[tokio::test]
+async fn a_usage_error_exits_2_from_every_command() {
+    for args in [
+        &["run"][..],
+        &["batch"],
+        &["replay", "show"],
+        &["run", "--no-such-flag", "hi"],
+        &["images"],
+    ] {
+        let run = common::run(common::command(args), Duration::from_secs(30)).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("Usage: harness"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+}
+
+#[tokio::test]
+async fn replaying_a_folder_that_does_not_exist_says_so() {
+    let missing = tempfile::tempdir().unwrap().path().join("no-such-run");
+    let run = common::run(
+        common::command(&["replay", "show", missing.to_str().unwrap()]),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("no such folder"), "{}", run.stderr);
+}
+
+/// A sandbox URL where nothing listens fails at once, in one sentence naming it, and the log
+/// the session opened says it never started.
+#[tokio::test]
+async fn a_sandbox_url_with_nothing_listening_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "refused-token-0123456789").unwrap();
+    let run = common::run(
+        common::command(&[
+            "run",
+            "--policy",
+            "allow-all",
+            "--model",
+            "script:../examples/hello/script.yaml",
+            "--sandbox",
+            "http://127.0.0.1:1",
+            "--sandbox-token-file",
+            token.to_str().unwrap(),
+            "hi",
+        ]),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.elapsed < Duration::from_secs(3), "{:?}", run.elapsed);
+    let error = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap();
+    assert!(
+        error.contains("nothing is listening at http://127.0.0.1:1"),
+        "{error}"
+    );
+    assert_eq!(error.matches("127.0.0.1:1").count(), 1, "{error}");
+    let events = std::fs::read_to_string(run.log_dir().join("events.jsonl")).unwrap();
+    assert!(events.contains("\"outcome\":\"error\""), "{events}");
+    assert!(!events.contains("\"type\":\"tool_call\""), "{events}");
+}
+
+/// A task's temporary workspace folder is removed when its session ends, unless
+/// `--keep-workspace`; either way the run says where it is.
+#[tokio::test]
+async fn a_temporary_workspace_is_removed_unless_kept() {
+    let task = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/hello/task.yaml");
+    for keep in [false, true] {
+        let mut args = vec!["run", "--task", task];
+        if keep {
+            args.push("--keep-workspace");
+        }
+        let run = common::run(common::command(&args), Duration::from_secs(60)).await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let dir = run
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("workspace: "))
+            .map(|rest| rest.split(" (").next().unwrap().to_owned())
+            .expect("the run names its workspace");
+        assert_eq!(
+            std::path::Path::new(&dir).exists(),
+            keep,
+            "{dir}: {}",
+            run.stderr
+        );
+        if keep {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+}

@@ -193,3 +193,54 @@ async fn docs_page_is_served_without_any_external_asset() {
         assert!(!html.contains(needle), "docs page references {needle}");
     }
 }
+
+/// The page as a browser renders it: one entry per operation, `code` spans as <code> (no
+/// literal backticks), every parameter with where it goes.
+#[tokio::test]
+#[cfg_attr(
+    not(harness_test_browser),
+    ignore = "needs HARNESS_TEST_BROWSER=1 and Chromium (.ci/run installs it)"
+)]
+async fn docs_page_renders_every_operation_in_a_browser() {
+    let server = common::start().await;
+    let (_, spec) = server.get_json("/openapi.json").await;
+    let operations: usize = spec["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|item| item.as_object().unwrap().len())
+        .sum();
+    let profile = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .args([
+            "--disable-background-networking",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("{}/docs", server.base))
+        .output()
+        .expect("run chromium");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dom = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(dom.matches("<details>").count(), operations, "{dom}");
+    assert!(dom.contains("<code>"), "{dom}");
+    for summary in dom.split("<span class=\"muted\">").skip(1) {
+        let text = summary.split("</span>").next().unwrap();
+        assert!(!text.contains('`'), "a literal backtick: {text}");
+    }
+    assert!(
+        dom.contains("placeholder=\"header, optional\""),
+        "Idempotency-Key is a header"
+    );
+}

@@ -456,8 +456,7 @@ fn require_protections_refuses_to_start_without_them() {
             "--listen",
             "127.0.0.1:0",
             "--require-protections",
-            "--landlock",
-            "false",
+            "--no-landlock",
             "--workspace",
         ])
         .arg(workspace.path())
@@ -467,7 +466,7 @@ fn require_protections_refuses_to_start_without_them() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("--require-protections: ")
-            && stderr.contains("landlock (turned off (--landlock false))"),
+            && stderr.contains("landlock (turned off (--no-landlock))"),
         "{stderr}"
     );
 }

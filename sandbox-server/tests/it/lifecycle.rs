@@ -200,3 +200,28 @@ fn sigterm_right_after_the_address_line_still_exits_cleanly() {
         assert!(status.success(), "{status:?}");
     }
 }
+
+/// A log written to a file or a pipe holds no terminal escape codes (and `NO_COLOR` is honoured
+/// on a terminal too).
+#[test]
+fn a_redirected_log_has_no_colour_codes() {
+    let workspace = tempfile::tempdir().unwrap();
+    let log = workspace.path().join("server.log");
+    let mut child = Command::new(common::binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(workspace.path())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    common::read_address(&mut child);
+    common::signal(child.id(), "TERM");
+    common::wait_exit(&mut child, Duration::from_secs(15)).unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("INFO"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "escape codes in a redirected log: {text:?}"
+    );
+}

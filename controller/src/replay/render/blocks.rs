@@ -160,12 +160,16 @@ fn model_request(
     _dir: &Path,
     request: &ModelRequest,
 ) -> Result<(), ReplayError> {
+    let what = match request.purpose {
+        Purpose::Turn => format!("Model request, turn {}", request.turn),
+        Purpose::Summary => format!(
+            "Model request for a compaction summary, turn {}",
+            request.turn
+        ),
+    };
     block.title = format!(
-        "Model request (turn {}, {}): {} messages, ~{} tokens",
-        request.turn,
-        request.purpose.as_str(),
-        request.n_messages,
-        request.estimated_tokens
+        "{what}: {} messages, ~{} tokens",
+        request.n_messages, request.estimated_tokens
     );
     Ok(())
 }
@@ -285,9 +289,9 @@ fn workspace_changed(
     changed: &WorkspaceChanged,
 ) -> Result<(), ReplayError> {
     block.title = format!(
-        "Workspace changed after {}: {} paths",
+        "Workspace changed by call {}: {}",
         changed.call_id,
-        changed.changes.len()
+        plural(changed.changes.len(), "path")
     );
     for change in &changed.changes {
         block.sections.push(change_section(dir, change));
@@ -300,20 +304,38 @@ fn state_fingerprint(
     _dir: &Path,
     fingerprint: &StateFingerprint,
 ) -> Result<(), ReplayError> {
+    // A socket is the sandbox's when one of its commands' processes owns it; the rest (the
+    // server's own, the host's in a shared network) are shown apart.
+    let ours = |pid: Option<u32>| {
+        pid.is_some_and(|pid| fingerprint.processes.iter().any(|p| p.pid == pid))
+    };
+    let (own, other): (Vec<_>, Vec<_>) = fingerprint
+        .listening
+        .iter()
+        .partition(|socket| ours(socket.pid));
     block.title = format!(
-        "State: {} processes, {} listening sockets, {} watched paths",
-        fingerprint.processes.len(),
-        fingerprint.listening.len(),
-        fingerprint.watched.len()
+        "State: {}, {} of its own, {}",
+        plural(fingerprint.processes.len(), "process"),
+        plural(own.len(), "listening socket"),
+        plural(fingerprint.watched.len(), "watched path")
     );
     for process in &fingerprint.processes {
         block
             .notes
             .push(format!("process {}: {}", process.pid, process.command));
     }
-    for socket in &fingerprint.listening {
+    for socket in own {
         block.notes.push(format!(
-            "listening {} {}:{}",
+            "listening {} {}:{} (process {})",
+            socket.protocol.as_str(),
+            socket.address,
+            socket.port,
+            socket.pid.unwrap_or_default()
+        ));
+    }
+    for socket in other {
+        block.notes.push(format!(
+            "listening {} {}:{} (not the sandbox's commands: the server's or the host's)",
             socket.protocol.as_str(),
             socket.address,
             socket.port
@@ -405,8 +427,13 @@ fn session_finished(
 ) -> Result<(), ReplayError> {
     let cost = if finished.cost_known {
         format!("${:.4}", finished.cost)
+    } else if finished.cost > 0.0 {
+        format!(
+            "at least ${:.4} (some usage has no known price)",
+            finished.cost
+        )
     } else {
-        format!("at least ${:.4} (unknown price)", finished.cost)
+        "unknown (the model has no known price)".to_owned()
     };
     block.title = match &finished.failure {
         Some(failure) => format!(
@@ -538,5 +565,14 @@ fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
         ),
         lang: "text",
         full: None,
+    }
+}
+
+/// `1 path`, `2 paths`; `process` takes `es`.
+fn plural(n: usize, noun: &str) -> String {
+    match (n, noun.ends_with('s')) {
+        (1, _) => format!("1 {noun}"),
+        (_, true) => format!("{n} {noun}es"),
+        (_, false) => format!("{n} {noun}s"),
     }
 }

@@ -52,6 +52,9 @@ pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<
             cost(row),
             row.duration_ms as f64 / 1000.0
         )?;
+        if let Some(reason) = &row.reason {
+            writeln!(out, "  {reason}")?;
+        }
     }
     write_text_totals(report, out)
 }
@@ -180,12 +183,20 @@ fn html_row(row: &TaskRow) -> String {
         ),
         None => escape(&row.task),
     };
+    // Why it could not start, under its failure class.
+    let failure = match (&row.failure, &row.reason) {
+        (Some(class), Some(reason)) => {
+            format!("{}<br><small>{}</small>", class.as_str(), escape(reason))
+        }
+        (Some(class), None) => class.as_str().to_owned(),
+        (None, _) => String::new(),
+    };
     format!(
         "<tr class=\"{}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
          <td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td></tr>\n",
         if row.passed { "pass" } else { "fail" },
         row.outcome.as_str(),
-        row.failure.map_or("", |f| f.as_str()),
+        failure,
         row.attempts,
         row.steps,
         row.tool_calls,

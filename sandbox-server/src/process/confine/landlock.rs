@@ -22,10 +22,7 @@ pub fn prepare(
 ) -> (Option<OwnedFd>, Protection) {
     let name = ProtectionName::Landlock;
     if !request.landlock {
-        return (
-            None,
-            protection(name, false, "turned off (--landlock false)"),
-        );
+        return (None, protection(name, false, "turned off (--no-landlock)"));
     }
     let mut writable = vec![workspace.to_owned(), private_tmp.to_owned()];
     writable.extend(request.writable.iter().cloned());
