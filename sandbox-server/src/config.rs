@@ -116,6 +116,12 @@ pub struct ServeArgs {
     /// After SIGTERM to a timed-out or killed tree, milliseconds before SIGKILL.
     #[arg(long, env = "SANDBOX_KILL_GRACE_MS", default_value_t = 2000)]
     pub kill_grace_ms: u64,
+    /// fsync every file the file tools and `PUT /v1/files` write before it replaces the old
+    /// one. Off by default: writes are atomic either way (a temporary file renamed over the
+    /// old), and only a power loss of the machine can lose an unsynced write, which loses a
+    /// container's sandbox anyway.
+    #[arg(long, env = "SANDBOX_DURABLE_WRITES")]
+    pub durable_writes: bool,
     /// How long the answer to a request sent with an `Idempotency-Key` is kept for its
     /// repeats, in seconds after it completed. Keys live in memory only.
     #[arg(long, env = "SANDBOX_IDEMPOTENCY_TTL_SECS", default_value_t = 3600)]
@@ -238,6 +244,7 @@ pub struct Config {
     pub require_protections: bool,
     pub kill_grace: Duration,
     pub idempotency_ttl: Duration,
+    pub durable_writes: bool,
     pub shutdown_grace: Duration,
 }
 
@@ -293,6 +300,7 @@ impl ServeArgs {
             require_protections: self.require_protections,
             kill_grace: Duration::from_millis(self.kill_grace_ms),
             idempotency_ttl: Duration::from_secs(self.idempotency_ttl_secs),
+            durable_writes: self.durable_writes,
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
         })
     }

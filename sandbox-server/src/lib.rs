@@ -46,7 +46,8 @@ pub fn state(
         Workspace::open
     };
     let workspace = open(&config.workspace)
-        .with_context(|| format!("opening the workspace {}", config.workspace.display()))?;
+        .with_context(|| format!("opening the workspace {}", config.workspace.display()))?
+        .with_durable_writes(config.durable_writes);
     let artifacts = ArtifactStore::new(
         &state_dir.join("artifacts"),
         config.artifact_cap,
@@ -72,6 +73,7 @@ pub fn state(
         default_timeout_secs: u64::from(tool_limits.default_timeout_secs),
         max_timeout_secs: u64::from(tool_limits.max_timeout_secs),
         kill_grace_ms: tool_limits.kill_grace_ms,
+        durable_writes: config.durable_writes,
     };
     Ok(AppState {
         openapi: Arc::new(openapi(&config.registry)),

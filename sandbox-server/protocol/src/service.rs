@@ -113,6 +113,10 @@ pub struct Limits {
     pub max_timeout_secs: u64,
     /// After SIGTERM, how long a timed-out command's processes get before SIGKILL, in milliseconds.
     pub kill_grace_ms: u64,
+    /// Whether written files are fsynced before they replace the old ones (`--durable-writes`);
+    /// writes are atomic either way.
+    #[serde(default)]
+    pub durable_writes: bool,
 }
 
 /// One tool, as a model API expects it: name, description and the JSON Schema of its arguments.

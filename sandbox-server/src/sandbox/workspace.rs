@@ -63,6 +63,8 @@ pub struct Workspace {
     /// `--files-anywhere`: file tools may reach the whole file system (a task's container is
     /// the boundary); paths resolve from `/`, relative ones from the root.
     anywhere: Option<OwnedFd>,
+    /// `--durable-writes`: fsync each written file before its rename.
+    durable: bool,
 }
 
 fn open_path(path: &Path) -> io::Result<OwnedFd> {
@@ -83,7 +85,16 @@ impl Workspace {
             root,
             root_fd,
             anywhere: None,
+            durable: false,
         })
+    }
+
+    /// Every write is flushed to the disk (fsync) before it replaces the file. Off by default:
+    /// writes stay atomic (a temporary file renamed over the old one), and a sandbox whose
+    /// machine loses power loses its container anyway.
+    pub fn with_durable_writes(mut self, durable: bool) -> Workspace {
+        self.durable = durable;
+        self
     }
 
     /// As [`Workspace::open`], with file tools reaching the whole file system: the root is
@@ -203,7 +214,9 @@ impl Workspace {
             let mut file = File::from(fd);
             let written = io::copy(&mut content, &mut file)?;
             file.flush()?;
-            file.sync_all()?;
+            if self.durable {
+                file.sync_all()?;
+            }
             renameat(&dir, temp_name.as_str(), &dir, name.as_os_str())?;
             Ok::<u64, io::Error>(written)
         })();

@@ -228,3 +228,30 @@ async fn seed_example_write_edit_read() {
     let read = server.ok("read_file", json!({"path": "demo.txt"})).await;
     assert_eq!(read["output"], "   1: Hello, agent!");
 }
+
+/// Writes are atomic either way; `--durable-writes` also fsyncs them, and `/v1/info` says which.
+#[tokio::test]
+async fn durable_writes_are_a_choice_the_server_reports() {
+    for (extra, durable) in [(vec![], false), (vec!["--durable-writes".to_owned()], true)] {
+        let server = common::start_with(common::Options {
+            extra_args: extra,
+            ..common::Options::default()
+        })
+        .await;
+        let (_, info) = server.get_json("/v1/info").await;
+        assert_eq!(info["limits"]["durable_writes"], durable, "{info}");
+        server
+            .ok("write_file", json!({"path": "d/a.txt", "content": "x\n"}))
+            .await;
+        assert_eq!(
+            std::fs::read_to_string(server.path("d/a.txt")).unwrap(),
+            "x\n"
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(server.path("d"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".sandbox-tmp-"))
+            .collect();
+        assert!(leftovers.is_empty(), "no temporary file is left");
+    }
+}
