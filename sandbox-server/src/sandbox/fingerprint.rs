@@ -12,6 +12,8 @@ use sandbox_protocol::{
 
 use crate::process::Supervisor;
 
+mod diag;
+
 /// The processes the server started, the listening sockets (with the server's own and its
 /// processes' named), and the hashes of the watched paths. Blocking: reads `/proc` and files.
 pub fn take(supervisor: &Supervisor, watch: &[String]) -> FingerprintResponse {
@@ -27,17 +29,45 @@ pub fn take(supervisor: &Supervisor, watch: &[String]) -> FingerprintResponse {
 }
 use sha2::{Digest, Sha256};
 
-/// TCP sockets in LISTEN state, from `/proc/net/tcp` and `/proc/net/tcp6`; `owners` maps socket
-/// inodes to the pids of the server's processes that hold them.
+/// TCP sockets in LISTEN state; `owners` maps socket inodes to the pids of the server's
+/// processes that hold them. Asked of the kernel through `sock_diag` netlink, which walks only
+/// the listening sockets (~0.1 ms); `/proc/net/tcp*` walks every socket of the network
+/// namespace on each read (2.4 ms a read here), and is the fallback.
 pub fn listening_sockets(owners: &HashMap<u64, u32>) -> Vec<ListeningSocket> {
+    let mut sockets = match diag::listening() {
+        Ok(found) => found
+            .into_iter()
+            .map(|(protocol, address, port, inode)| ListeningSocket {
+                protocol,
+                address,
+                port,
+                pid: owners.get(&inode).copied(),
+            })
+            .collect(),
+        Err(err) => {
+            tracing::debug!(cause = %err, "sock_diag failed; reading /proc/net/tcp");
+            proc_listening(owners)
+        }
+    };
+    sockets.sort_by(|a, b| (a.port, &a.address).cmp(&(b.port, &b.address)));
+    sockets
+}
+
+/// The same from `/proc/net/tcp` and `/proc/net/tcp6`, each read with one large buffer (every
+/// read walks the whole socket table).
+fn proc_listening(owners: &HashMap<u64, u32>) -> Vec<ListeningSocket> {
     let mut sockets = Vec::new();
     for (protocol, file) in [
         (SocketProtocol::Tcp, "/proc/net/tcp"),
         (SocketProtocol::Tcp6, "/proc/net/tcp6"),
     ] {
-        let Ok(text) = fs::read_to_string(file) else {
+        let mut text = String::with_capacity(1 << 20);
+        if fs::File::open(file)
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .is_err()
+        {
             continue;
-        };
+        }
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             // local_address, rem_address, st (0A is LISTEN), ..., inode is field 9.
@@ -59,7 +89,6 @@ pub fn listening_sockets(owners: &HashMap<u64, u32>) -> Vec<ListeningSocket> {
             });
         }
     }
-    sockets.sort_by(|a, b| (a.port, &a.address).cmp(&(b.port, &b.address)));
     sockets
 }
 
