@@ -93,7 +93,8 @@ def real_step_since(context, query):
 
 @schemathesis.hook("map_path_parameters").apply_to(operation_id="get_file")
 def real_file(context, path_parameters):
-    if path_parameters is not None and _sometimes():
+    path = (path_parameters or {}).get("path")
+    if isinstance(path, str) and path and "\x00" not in path and _sometimes():
         path_parameters["path"] = FIXTURE["file"]
     return path_parameters
 
@@ -101,7 +102,9 @@ def real_file(context, path_parameters):
 @schemathesis.hook("map_path_parameters").apply_to(operation_id="kill_process")
 def real_pid(context, path_parameters):
     """A live background process each time: earlier ones may have been ended meanwhile."""
-    if path_parameters is not None and _sometimes():
+    pid = (path_parameters or {}).get("pid")
+    # Only a pid that is valid by the schema is replaced: an invalid one must stay invalid.
+    if isinstance(pid, int) and 0 <= pid <= 4294967295 and _sometimes():
         result = _call("POST", "/v1/tools/bash", json={"cmd": "sleep 600 &"}).json()
         path_parameters["pid"] = result["background_pids"][0]
     return path_parameters
@@ -110,7 +113,9 @@ def real_pid(context, path_parameters):
 @schemathesis.hook("map_body").apply_to(operation_id="read_file")
 @schemathesis.hook("map_body").apply_to(operation_id="search_replace")
 def real_path(context, body):
-    if isinstance(body, dict) and "path" in body and _sometimes():
+    # Only a `path` that is a string: a case generated with another type is meant to be refused
+    # and stays so (the mapped value would make it valid).
+    if isinstance(body, dict) and isinstance(body.get("path"), str) and _sometimes():
         body["path"] = FIXTURE["file"]
     return body
 
