@@ -136,3 +136,15 @@ pub fn bash_turn(cmd: &str) -> String {
         serde_json::to_string(cmd).unwrap()
     )
 }
+
+/// A test that needs what a plain machine lacks runs when its variable is set (`.ci/run` sets
+/// every one); otherwise it says what it skipped on stderr, and the build warns (build.rs).
+pub fn needs(variable: &str, what: &str) -> Option<String> {
+    match std::env::var(variable) {
+        Ok(value) if !value.is_empty() && value != "0" => Some(value),
+        _ => {
+            eprintln!("SKIPPED: needs {variable} ({what}); bash .ci/run sets it up");
+            None
+        }
+    }
+}

@@ -203,11 +203,10 @@ async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(
-    not(harness_test_browser),
-    ignore = "needs HARNESS_TEST_BROWSER=1 and Chromium (.ci/run installs it)"
-)]
 async fn a_transcript_renders_in_a_real_browser() {
+    if common::needs("HARNESS_TEST_BROWSER", "Chromium").is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let task = write_task(dir.path());
     let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
