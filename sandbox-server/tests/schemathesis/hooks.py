@@ -99,6 +99,23 @@ def real_file(context, path_parameters):
     return path_parameters
 
 
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="list_dir")
+def real_dir(context, path_parameters):
+    path = (path_parameters or {}).get("path")
+    if isinstance(path, str) and path and "\x00" not in path and _sometimes():
+        path_parameters["path"] = FIXTURE["file"].rsplit("/", 1)[0]
+    return path_parameters
+
+
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="get_snapshot")
+def real_snapshot(context, path_parameters):
+    """Outside the stateful phase (whose links supply ids), a live snapshot half of the time."""
+    snapshot = (path_parameters or {}).get("id")
+    if isinstance(snapshot, str) and snapshot and _sometimes():
+        path_parameters["id"] = FIXTURE["snapshot_id"]
+    return path_parameters
+
+
 @schemathesis.hook("map_path_parameters").apply_to(operation_id="kill_process")
 def real_pid(context, path_parameters):
     """A live background process each time: earlier ones may have been ended meanwhile."""
@@ -111,12 +128,27 @@ def real_pid(context, path_parameters):
 
 
 @schemathesis.hook("map_body").apply_to(operation_id="read_file")
-@schemathesis.hook("map_body").apply_to(operation_id="search_replace")
 def real_path(context, body):
     # Only a `path` that is a string: a case generated with another type is meant to be refused
     # and stays so (the mapped value would make it valid).
     if isinstance(body, dict) and isinstance(body.get("path"), str) and _sometimes():
         body["path"] = FIXTURE["file"]
+    return body
+
+
+@schemathesis.hook("map_body").apply_to(operation_id="search_replace")
+def real_edit(context, body):
+    """Half of the valid-shaped edits target a fresh copy of the fixture with a search string that
+    occurs in it exactly once, so that edits are applied, not only refused (404, 422)."""
+    if not (isinstance(body, dict) and isinstance(body.get("path"), str) and _sometimes()):
+        return body
+    path = f"fixture/edit-{uuid.uuid4().hex}.txt"
+    _call("PUT", f"/v1/files/{path}", data=b"hello\nworld\n",
+          headers={"Content-Type": "application/octet-stream"})
+    body["path"] = path
+    # Only a search that is valid by the schema (a non-empty string) is replaced.
+    if isinstance(body.get("search"), str) and body["search"]:
+        body["search"] = "hello"
     return body
 
 
