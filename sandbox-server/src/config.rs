@@ -146,7 +146,7 @@ pub struct ServeArgs {
     /// Snapshots keep file versions up to this size for `GET /v1/blobs`; larger ones are hashed only.
     #[arg(long, env = "SANDBOX_BLOB_MAX_FILE_BYTES", value_parser = size::parse_size, default_value = "64MiB")]
     pub blob_max_file_bytes: u64,
-    /// `none`: commands may open only Unix sockets (seccomp; a fresh network namespace too where
+    /// `none`: commands may open only Unix sockets (seccomp; an empty network namespace too where
     /// the host allows one), so they reach nothing, the server included. `host`: no restriction.
     /// `container`: no restriction by the server; the container's network is the boundary.
     #[arg(long, env = "SANDBOX_NETWORK", value_enum, default_value = "none")]

@@ -133,7 +133,6 @@ pub async fn run(
             None
         }
     };
-    // Prepared before the reaper starts: probing for a network namespace forks and waits.
     let confinement = confine(&config, &dirs)?;
     let supervisor = Supervisor::new(Arc::new(confinement), janitor);
     supervisor

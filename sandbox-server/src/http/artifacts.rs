@@ -29,14 +29,27 @@ pub(crate) async fn get_artifact(
     Path(id): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let stored = state.ctx.artifacts.lookup(&id).ok_or_else(|| {
-        ApiError::NotFound(format!(
-            "no artifact `{id}` (unknown, or evicted past the retention budget)"
-        ))
-    })?;
+    // A short artifact still in memory is written to its file first, so that byte ranges are
+    // served by one code path.
+    let artifacts = state.ctx.artifacts.clone();
+    let lookup = id.clone();
+    let stored = tokio::task::spawn_blocking(move || artifacts.file(&lookup))
+        .await
+        .map_err(|err| ApiError::Internal(format!("artifact task failed: {err}")))?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "no artifact `{id}` (unknown, or evicted past the retention budget)"
+            ))
+        })?
+        .map_err(|err| ApiError::Internal(format!("writing artifact `{id}` to its file: {err}")))?;
     let path = match stored {
         StoredArtifact::File(path) => path,
         StoredArtifact::Empty => return Ok(empty_artifact(&request)),
+        StoredArtifact::Memory(_) => {
+            return Err(ApiError::Internal(format!(
+                "artifact `{id}` is still in memory after being written out"
+            )));
+        }
     };
     let response = ServeFile::new(path)
         .oneshot(request)

@@ -98,10 +98,10 @@ fn inline_candidates(
     changes: Option<&ChangesResponse>,
     result: &Value,
     max: u64,
-) -> Vec<(String, std::path::PathBuf)> {
+) -> Vec<(String, Source)> {
     let mut wanted = Vec::new();
     let mut budget = INLINE_BUDGET;
-    let mut take = |sha256: &str, size: u64, path: Option<std::path::PathBuf>| {
+    let mut take = |sha256: &str, size: u64, path: Option<Source>| {
         if size == 0 || size > max || size > budget {
             return;
         }
@@ -116,7 +116,11 @@ fn inline_candidates(
         .filter_map(|change| change.after.as_ref());
     for version in versions {
         if let Some(sha256) = &version.sha256 {
-            take(sha256, version.size, state.state.blobs.path(sha256));
+            take(
+                sha256,
+                version.size,
+                state.state.blobs.path(sha256).map(Source::File),
+            );
         }
     }
     for stream in ["stdout_artifact", "stderr_artifact"] {
@@ -128,21 +132,32 @@ fn inline_candidates(
         ) else {
             continue;
         };
-        if let Some(StoredArtifact::File(path)) = state.ctx.artifacts.lookup(id) {
-            take(sha256, size, Some(path));
+        match state.ctx.artifacts.lookup(id) {
+            Some(StoredArtifact::File(path)) => take(sha256, size, Some(Source::File(path))),
+            Some(StoredArtifact::Memory(bytes)) => take(sha256, size, Some(Source::Memory(bytes))),
+            _ => {}
         }
     }
     wanted
 }
 
+/// Where bytes to inline are.
+enum Source {
+    File(std::path::PathBuf),
+    Memory(std::sync::Arc<[u8]>),
+}
+
 /// Reads the files; one that vanished meanwhile (evicted) is left for the caller to fetch.
-fn read_inline(wanted: Vec<(String, std::path::PathBuf)>) -> BTreeMap<String, String> {
+fn read_inline(wanted: Vec<(String, Source)>) -> BTreeMap<String, String> {
     let engine = base64::engine::general_purpose::STANDARD;
     wanted
         .into_iter()
-        .filter_map(|(sha256, path)| {
-            let bytes = std::fs::read(&path).ok()?;
-            Some((sha256, engine.encode(bytes)))
+        .filter_map(|(sha256, source)| {
+            let encoded = match source {
+                Source::File(path) => engine.encode(std::fs::read(&path).ok()?),
+                Source::Memory(bytes) => engine.encode(bytes),
+            };
+            Some((sha256, encoded))
         })
         .collect()
 }

@@ -2,7 +2,7 @@
 //! [`environment`] (a clean environment), [`rlimits`] (resource limits), [`user`] (an
 //! unprivileged user), [`landlock`] (writes only in the workspace and a private temporary
 //! folder; hidden paths unreadable), [`seccomp`] (only Unix sockets under `--network none`) and
-//! [`netns`] (a fresh network namespace where the host permits one) and [`cgroups`] (a group
+//! [`netns`] (a network namespace of the commands' own, where the host permits one) and [`cgroups`] (a group
 //! per command where this process may create them).
 //!
 //! Everything that allocates is prepared here in the parent; the child only makes
@@ -50,7 +50,8 @@ pub struct Confinement {
     rlimits: Rlimits,
     landlock_fd: Option<OwnedFd>,
     seccomp: Option<Vec<libc::sock_filter>>,
-    netns: bool,
+    /// The commands' network namespace, entered with `setns`.
+    netns: Option<OwnedFd>,
     run_as: Option<(u32, u32)>,
     /// Per-command cgroups, where this process may create them.
     pub cgroups: Option<cgroups::Cgroups>,
@@ -97,12 +98,12 @@ impl Confinement {
                 .clone()
                 .unwrap_or_else(|| "--network host: commands may use the network".to_owned());
             protections.push(protection(ProtectionName::NetworkNone, false, detail));
-            (None, false)
+            (None, None)
         };
         let (cgroups, cgroup) = cgroups::prepare(request.rlimits);
         protections.push(cgroup);
         let connect_allowed = seccomp.as_ref().and_then(|_| {
-            super::mediate::Allowed::new(&[workspace, private_tmp], netns)
+            super::mediate::Allowed::new(&[workspace, private_tmp], netns.is_some())
                 .map(std::sync::Arc::new)
                 .map_err(|err| tracing::error!(cause = %err, "preparing the connect checks"))
                 .ok()
@@ -130,10 +131,10 @@ impl Confinement {
         self.connect_allowed.clone()
     }
 
-    /// Whether commands run in a fresh network namespace (where abstract Unix sockets are
-    /// their own).
+    /// Whether commands run in a network namespace of their own (where abstract Unix sockets
+    /// are theirs, not the host's).
     pub fn own_network_namespace(&self) -> bool {
-        self.netns
+        self.netns.is_some()
     }
 
     pub fn rlimits(&self) -> Rlimits {
@@ -157,12 +158,12 @@ impl Confinement {
         let rlimits = self.rlimits;
         let landlock = self.landlock_fd.as_ref().map(AsRawFd::as_raw_fd);
         let seccomp = self.seccomp.as_deref().map(seccomp::Program::of);
-        let netns = self.netns;
+        let netns = self.netns.as_ref().map(AsRawFd::as_raw_fd);
         let run_as = self.run_as;
         move || {
             cgroups::join_in_child(&join)?;
-            if netns {
-                netns::enter_in_child()?;
+            if let Some(namespace) = netns {
+                netns::enter_in_child(namespace)?;
             }
             rlimits::apply_in_child(rlimits)?;
             if let Some((uid, gid)) = run_as {

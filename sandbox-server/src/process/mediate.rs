@@ -1,7 +1,7 @@
 //! Under `--network none` every `connect` a command makes waits here (a seccomp notification)
 //! and the server answers it: a Unix socket beneath the workspace or the private temporary
 //! folder is connected on the command's behalf; anything else (a container engine's socket,
-//! the host's D-Bus, an abstract socket outside a fresh network namespace) fails with EACCES.
+//! the host's D-Bus, an abstract socket outside the commands' network namespace) fails with EACCES.
 //!
 //! Nothing the command controls is trusted after the check: its socket is taken with
 //! `pidfd_getfd`, the socket file is opened `O_PATH` beneath the allowed folder with
@@ -25,7 +25,7 @@ use nix::sys::stat::Mode;
 use tokio::io::unix::AsyncFd;
 
 /// Where commands may connect: folders (with a descriptor each) beneath which sockets are
-/// allowed, and whether abstract sockets are (only in a fresh network namespace).
+/// allowed, and whether abstract sockets are (only in the commands' own network namespace).
 #[derive(Debug)]
 pub struct Allowed {
     roots: Vec<(PathBuf, OwnedFd)>,

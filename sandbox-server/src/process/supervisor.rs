@@ -187,7 +187,7 @@ impl Supervisor {
         );
         command.env(CALL_ID_ENV, call_id);
         command.env(super::SERVER_ID_ENV, &self.inner.server_id);
-        let group = self.create_group(call_id)?;
+        let group = self.create_group()?;
         let join: Vec<std::os::fd::RawFd> = group
             .iter()
             .flat_map(|g| g.procs.iter().map(std::os::fd::AsRawFd::as_raw_fd))
@@ -202,9 +202,18 @@ impl Supervisor {
         let mut child = {
             // Held across the spawn so the reaper cannot reap the child before its waiter exists.
             let mut waiters = lock(&self.inner.waiters);
-            let child = command.spawn().map_err(spawn_error)?;
-            waiters.insert(child.id(), exit_tx);
-            child
+            match command.spawn() {
+                Ok(child) => {
+                    waiters.insert(child.id(), exit_tx);
+                    child
+                }
+                Err(err) => {
+                    if let (Some(group), Some(cgroups)) = (group, &self.inner.confinement.cgroups) {
+                        cgroups.give_back(group);
+                    }
+                    return Err(spawn_error(err));
+                }
+            }
         };
         let pid = child.id();
         if let Some((server_end, child_end)) = channel {
@@ -282,18 +291,15 @@ impl Supervisor {
         }
     }
 
-    /// The call's cgroups, created before the fork (the child joins them first thing); none
+    /// The call's cgroups, taken before the fork (the child joins them first thing); none
     /// where this server may not create groups.
-    fn create_group(
-        &self,
-        call_id: &str,
-    ) -> Result<Option<super::confine::cgroups::CallGroup>, ProcessError> {
+    fn create_group(&self) -> Result<Option<super::confine::cgroups::CallGroup>, ProcessError> {
         let Some(cgroups) = &self.inner.confinement.cgroups else {
             return Ok(None);
         };
         let limits = self.inner.confinement.rlimits();
         cgroups
-            .create(call_id, limits.processes, limits.memory_bytes)
+            .take(limits.processes, limits.memory_bytes)
             .map(Some)
             .map_err(|source| ProcessError::Spawn {
                 program: "a cgroup for the command".to_owned(),
@@ -316,17 +322,20 @@ impl Supervisor {
         self.remove_empty_groups();
     }
 
-    /// Removes the cgroups of calls whose processes have all ended.
+    /// Gives back the cgroups of calls whose processes have all ended, for reuse.
     fn remove_empty_groups(&self) {
+        let Some(cgroups) = &self.inner.confinement.cgroups else {
+            return;
+        };
         let mut groups = lock(&self.inner.groups);
-        groups.retain(|_, group| {
-            if group.members().is_empty() {
-                group.remove();
-                false
-            } else {
-                true
+        let calls: Vec<String> = groups.keys().cloned().collect();
+        for call in calls {
+            if let Some(group) = groups.remove(&call)
+                && let Some(busy) = cgroups.give_back(group)
+            {
+                groups.insert(call, busy);
             }
-        });
+        }
     }
 
     /// The pids in a call's cgroups (none without cgroups).

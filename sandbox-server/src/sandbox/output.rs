@@ -1,8 +1,11 @@
 //! Output in bounded memory: capture, artifacts, and the text a model sees.
 //!
 //! A stream is fed chunk by chunk. Memory holds only a head and a tail window (enough for the
-//! model-facing text); every byte up to the artifact cap goes to a file in the artifact store,
-//! hashed as it is written. Whatever a command prints, the server holds a few hundred KB.
+//! model-facing text); every byte up to the artifact cap is hashed as it arrives and kept in
+//! the artifact store. A stream that stays within [`IN_MEMORY_MAX`] never touches the disk: its
+//! bytes are the head window, kept in a pool of at most [`MEMORY_BUDGET`] bytes whose oldest
+//! entries are written out to files when it is full. A longer stream goes to a file as it comes.
+//! Whatever a command prints, the server holds a few hundred KB per call and the pool.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -17,7 +20,14 @@ use sha2::{Digest, Sha256};
 /// Characters set aside for the elision marker when a text is cut.
 const MARKER_ALLOWANCE: usize = 200;
 
-/// Artifacts on disk, evicted oldest first past the retention budget.
+/// The longest stream kept in memory rather than in a file. Creating a file per command costs
+/// more than the command itself on a busy file system (most outputs are a few lines).
+pub const IN_MEMORY_MAX: usize = 64 * 1024;
+
+/// The most bytes of artifacts held in memory at once; past it the oldest go to files.
+pub const MEMORY_BUDGET: u64 = 16 * 1024 * 1024;
+
+/// Artifacts in memory or on disk, evicted oldest first past the retention budget.
 #[derive(Debug, Clone)]
 pub struct ArtifactStore {
     dir: PathBuf,
@@ -31,6 +41,10 @@ struct StoreInner {
     order: VecDeque<String>,
     sizes: HashMap<String, u64>,
     total: u64,
+    /// The artifacts not yet in a file, oldest first in `memory_order`.
+    memory: HashMap<String, Arc<[u8]>>,
+    memory_order: VecDeque<String>,
+    memory_total: u64,
 }
 
 impl ArtifactStore {
@@ -48,17 +62,73 @@ impl ArtifactStore {
     /// Forgets and deletes every artifact (a reset). Captures still running keep writing their
     /// own files, which are forgotten as well.
     pub fn clear(&self) -> io::Result<()> {
-        *self.inner.lock().unwrap_or_else(|p| p.into_inner()) = StoreInner::default();
+        *self.lock() = StoreInner::default();
         crate::state_dir::empty(&self.dir)
     }
 
-    /// A stored artifact: its file, or `Empty` for a stream that printed nothing (no file is
-    /// created for those, which keeps a quiet command free of file-system work).
+    /// A stored artifact: its file, its bytes when they are still in memory, or `Empty` for a
+    /// stream that printed nothing.
     pub fn lookup(&self, id: &str) -> Option<StoredArtifact> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = self.lock();
         match inner.sizes.get(id)? {
             0 => Some(StoredArtifact::Empty),
-            _ => Some(StoredArtifact::File(self.dir.join(id))),
+            _ => Some(match inner.memory.get(id) {
+                Some(bytes) => StoredArtifact::Memory(bytes.clone()),
+                None => StoredArtifact::File(self.dir.join(id)),
+            }),
+        }
+    }
+
+    /// The artifact as a file (written out now if it was in memory), for serving byte ranges.
+    pub fn file(&self, id: &str) -> Option<io::Result<StoredArtifact>> {
+        let mut inner = self.lock();
+        if !inner.sizes.contains_key(id) {
+            return None;
+        }
+        if inner.memory.contains_key(id) {
+            inner.memory_order.retain(|other| other != id);
+            if let Err(err) = self.spill(&mut inner, id) {
+                return Some(Err(err));
+            }
+        }
+        drop(inner);
+        self.lookup(id).map(Ok)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, StoreInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes a memory artifact to its file (already out of `memory_order`). On failure the
+    /// bytes stay in memory, over the budget rather than lost.
+    fn spill(&self, inner: &mut StoreInner, id: &str) -> io::Result<()> {
+        let Some(bytes) = inner.memory.get(id) else {
+            return Ok(());
+        };
+        if let Err(err) = fs::write(self.dir.join(id), bytes) {
+            inner.memory_order.push_front(id.to_owned());
+            return Err(err);
+        }
+        let size = bytes.len() as u64;
+        inner.memory.remove(id);
+        inner.memory_total -= size;
+        Ok(())
+    }
+
+    /// Keeps a short stream's bytes in memory, writing the oldest out past the budget.
+    fn keep_in_memory(&self, id: &str, bytes: &[u8]) {
+        let mut inner = self.lock();
+        inner.memory.insert(id.to_owned(), Arc::from(bytes));
+        inner.memory_order.push_back(id.to_owned());
+        inner.memory_total += bytes.len() as u64;
+        while inner.memory_total > MEMORY_BUDGET {
+            let Some(oldest) = inner.memory_order.pop_front() else {
+                break;
+            };
+            if let Err(err) = self.spill(&mut inner, &oldest) {
+                tracing::warn!(artifact = %oldest, cause = %err, "could not write an artifact out of memory; keeping it there");
+                break;
+            }
         }
     }
 
@@ -69,6 +139,7 @@ impl ArtifactStore {
         // at least `text_limit` characters.
         let window = text_limit.saturating_mul(4).max(4096);
         StreamCapture {
+            memory_max: IN_MEMORY_MAX.min(window) as u64,
             path: self.dir.join(&id),
             id,
             file: FileState::NotYet,
@@ -84,7 +155,7 @@ impl ArtifactStore {
     }
 
     fn register(&self, id: &str, size: u64) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.lock();
         inner.order.push_back(id.to_owned());
         inner.sizes.insert(id.to_owned(), size);
         inner.total += size;
@@ -95,7 +166,12 @@ impl ArtifactStore {
             };
             let old_size = inner.sizes.remove(&old).unwrap_or(0);
             inner.total -= old_size;
-            let _ = fs::remove_file(self.dir.join(&old));
+            if let Some(bytes) = inner.memory.remove(&old) {
+                inner.memory_total -= bytes.len() as u64;
+                inner.memory_order.retain(|other| *other != old);
+            } else {
+                let _ = fs::remove_file(self.dir.join(&old));
+            }
         }
     }
 }
@@ -104,12 +180,13 @@ impl ArtifactStore {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoredArtifact {
     File(PathBuf),
+    Memory(Arc<[u8]>),
     Empty,
 }
 
 #[derive(Debug)]
 enum FileState {
-    /// Nothing printed yet: no file.
+    /// No file: the stored bytes are all in the head window (at most `memory_max`).
     NotYet,
     Open(File),
     /// Creating or writing failed (disk full): capture goes on in memory, the artifact stops.
@@ -122,6 +199,8 @@ pub struct StreamCapture {
     id: String,
     path: PathBuf,
     file: FileState,
+    /// Up to this many stored bytes, the stream needs no file.
+    memory_max: u64,
     hasher: Sha256,
     stored: u64,
     cap: u64,
@@ -143,13 +222,13 @@ impl StreamCapture {
         if room > 0 {
             let kept = &chunk[..room];
             if let FileState::NotYet = self.file {
-                self.file = match File::create(&self.path) {
-                    Ok(file) => FileState::Open(file),
-                    Err(err) => {
-                        tracing::warn!(artifact = %self.id, cause = %err, "could not create the artifact; keeping only the text window");
-                        FileState::Failed
-                    }
-                };
+                if self.stored + room as u64 <= self.memory_max {
+                    // The head window holds these bytes; the file is made only if it must be.
+                    self.hasher.update(kept);
+                    self.stored += room as u64;
+                } else {
+                    self.file = self.create_file();
+                }
             }
             if let FileState::Open(file) = &mut self.file {
                 // Page-cache writes of at most one pipe buffer; cheap enough for the runtime.
@@ -182,11 +261,35 @@ impl StreamCapture {
         }
     }
 
+    /// Creates the artifact's file with the bytes stored so far, which are all in the head.
+    fn create_file(&mut self) -> FileState {
+        let stored = &self.head[..self.stored as usize];
+        match File::create(&self.path).and_then(|mut file| file.write_all(stored).map(|()| file)) {
+            Ok(file) => FileState::Open(file),
+            Err(err) => {
+                tracing::warn!(artifact = %self.id, cause = %err, "could not create the artifact; keeping only the text window");
+                FileState::Failed
+            }
+        }
+    }
+
     /// Closes the artifact and returns what was captured.
     pub fn finish(mut self, store: &ArtifactStore) -> CapturedStream {
         self.utf8.finish();
         // Closes the file, if one was opened.
-        self.file = FileState::NotYet;
+        let file = std::mem::replace(&mut self.file, FileState::NotYet);
+        let (in_file, failed) = (
+            matches!(file, FileState::Open(_)),
+            matches!(file, FileState::Failed),
+        );
+        drop(file);
+        if !in_file && self.stored > 0 && self.stored <= self.memory_max {
+            // Never in a file, or its file failed: the head window holds every stored byte.
+            if failed {
+                let _ = fs::remove_file(&self.path);
+            }
+            store.keep_in_memory(&self.id, &self.head[..self.stored as usize]);
+        }
         let sha256 = hex::encode(self.hasher.finalize());
         store.register(&self.id, self.stored);
         let tail = &self.tail[self.tail.len().saturating_sub(self.window)..];
@@ -356,6 +459,7 @@ mod tests {
         let captured = capture.finish(&store);
         let stored = match store.lookup(&captured.artifact.id).unwrap() {
             StoredArtifact::File(path) => fs::read(path).unwrap(),
+            StoredArtifact::Memory(bytes) => bytes.to_vec(),
             StoredArtifact::Empty => Vec::new(),
         };
         assert_eq!(stored.len() as u64, captured.artifact.size);
@@ -402,6 +506,70 @@ mod tests {
         let broken = capture_all(&[b"ok \xff\xfe end"], 100, 1 << 20);
         assert!(broken.artifact.invalid_utf8);
         assert_eq!(broken.window.head, "ok \u{fffd}\u{fffd} end");
+    }
+
+    #[test]
+    fn a_short_stream_stays_in_memory_and_a_long_one_goes_to_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::new(dir.path(), 1 << 30, u64::MAX).unwrap();
+        let capture_of = |bytes: &[u8]| {
+            let mut capture = store.capture(25_000);
+            for chunk in bytes.chunks(4096) {
+                capture.push(chunk);
+            }
+            capture.finish(&store).artifact
+        };
+        let short = capture_of(b"hi\n");
+        assert!(
+            matches!(store.lookup(&short.id), Some(StoredArtifact::Memory(bytes)) if &*bytes == b"hi\n")
+        );
+        assert!(
+            !dir.path().join(&short.id).exists(),
+            "no file for a short stream"
+        );
+
+        let long: Vec<u8> = (0..IN_MEMORY_MAX + 10).map(|i| (i % 251) as u8).collect();
+        let artifact = capture_of(&long);
+        let Some(StoredArtifact::File(path)) = store.lookup(&artifact.id) else {
+            panic!("a long stream is in a file");
+        };
+        assert_eq!(fs::read(path).unwrap(), long);
+        assert_eq!(artifact.sha256, hex::encode(Sha256::digest(&long)));
+
+        // Asked for as a file (to serve byte ranges), the short one is written out.
+        let Some(Ok(StoredArtifact::File(path))) = store.file(&short.id) else {
+            panic!("written out on request");
+        };
+        assert_eq!(fs::read(path).unwrap(), b"hi\n");
+    }
+
+    #[test]
+    fn memory_past_its_budget_is_written_out_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::new(dir.path(), 1 << 30, u64::MAX).unwrap();
+        let chunk = vec![b'x'; IN_MEMORY_MAX];
+        let count = (MEMORY_BUDGET as usize / IN_MEMORY_MAX) + 2;
+        let ids: Vec<String> = (0..count)
+            .map(|_| {
+                let mut capture = store.capture(25_000);
+                capture.push(&chunk);
+                capture.finish(&store).artifact.id
+            })
+            .collect();
+        let in_file = |id: &String| matches!(store.lookup(id), Some(StoredArtifact::File(_)));
+        assert!(
+            in_file(&ids[0]) && in_file(&ids[1]),
+            "the oldest went to files"
+        );
+        assert!(!in_file(&ids[count - 1]), "the newest stays in memory");
+        for id in &ids {
+            let bytes = match store.lookup(id).unwrap() {
+                StoredArtifact::File(path) => fs::read(path).unwrap(),
+                StoredArtifact::Memory(bytes) => bytes.to_vec(),
+                StoredArtifact::Empty => Vec::new(),
+            };
+            assert_eq!(bytes, chunk, "nothing lost");
+        }
     }
 
     #[test]

@@ -447,6 +447,47 @@ async fn a_fork_bomb_as_root_is_contained_by_the_commands_cgroup() {
     assert_eq!(processes["processes"], json!([]));
 }
 
+/// Groups are reused once empty, each still with its limit; a group whose background process
+/// lives on is never handed to another call.
+#[tokio::test]
+async fn cgroups_are_reused_with_their_limits_but_never_while_busy() {
+    let server = common::start_with(Options {
+        extra_args: vec!["--limit-processes".into(), "100".into()],
+        ..Options::default()
+    })
+    .await;
+    let (_, info) = server.get_json("/v1/info").await;
+    if protection(&info, "cgroup")["active"] != true {
+        eprintln!("no writable cgroup here: nothing to reuse");
+        return;
+    }
+    // Prints the call's pids group and its limit.
+    let group_of = r#"g=$(awk -F: '$2=="pids"{print $3}' /proc/self/cgroup); echo "$g $(cat /sys/fs/cgroup/pids$g/pids.max)""#;
+    let busy = server
+        .ok(
+            "bash",
+            json!({"cmd": format!("{group_of}; sleep 30 >/dev/null 2>&1 &")}),
+        )
+        .await;
+    let busy_group = busy["stdout"].as_str().unwrap().to_owned();
+    assert!(busy_group.trim_end().ends_with(" 100"), "{busy}");
+    let mut groups = Vec::new();
+    for _ in 0..3 {
+        let call = server.ok("bash", json!({"cmd": group_of})).await;
+        let line = call["stdout"].as_str().unwrap().to_owned();
+        assert!(line.trim_end().ends_with(" 100"), "the limit binds: {call}");
+        assert_ne!(line, busy_group, "a busy group is not shared");
+        groups.push(line);
+    }
+    assert_eq!(groups[1], groups[2], "an empty group is reused: {groups:?}");
+    server
+        .client
+        .delete(format!("{}/v1/processes", server.base))
+        .send()
+        .await
+        .unwrap();
+}
+
 #[test]
 fn require_protections_refuses_to_start_without_them() {
     let workspace = tempfile::tempdir().unwrap();
