@@ -14,6 +14,7 @@ pub mod confine;
 pub mod leftovers;
 pub mod mediate;
 mod proc_fs;
+mod spawn;
 mod supervisor;
 
 pub use leftovers::{SERVER_ID_ENV, ServerId};

@@ -1,4 +1,4 @@
-//! Containment of each command, applied between fork and exec, one mechanism per file:
+//! Containment of each command, applied between the clone and the exec, one mechanism per file:
 //! [`environment`] (a clean environment), [`rlimits`] (resource limits), [`user`] (an
 //! unprivileged user), [`landlock`] (writes only in the workspace and a private temporary
 //! folder; hidden paths unreadable), [`seccomp`] (only Unix sockets under `--network none`) and
@@ -6,7 +6,7 @@
 //! per command where this process may create them).
 //!
 //! Everything that allocates is prepared here in the parent; the child only makes
-//! async-signal-safe system calls on values prepared before the fork.
+//! system calls on values prepared before the clone (the rules of [`super::spawn`]).
 
 #![allow(unsafe_code)] // every mechanism ends in raw system calls; see each `// SAFETY:`
 
@@ -146,7 +146,7 @@ impl Confinement {
         self.protections.iter().filter(|p| !p.active).collect()
     }
 
-    /// The closure to run in the child between fork and exec. It must only make
+    /// The closure to run in the child between the clone and the exec. It must only make
     /// async-signal-safe calls: everything it touches was prepared in `prepare`. The order
     /// matters: join the cgroups and the namespace while still privileged, drop the user, then
     /// restrict with Landlock and seccomp last.
@@ -154,7 +154,7 @@ impl Confinement {
         &self,
         join: Vec<RawFd>,
         listener_channel: Option<RawFd>,
-    ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + use<> {
         let rlimits = self.rlimits;
         let landlock = self.landlock_fd.as_ref().map(AsRawFd::as_raw_fd);
         let seccomp = self.seccomp.as_deref().map(seccomp::Program::of);

@@ -6,9 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -57,7 +55,7 @@ pub struct Supervisor {
 
 #[derive(Debug)]
 struct Inner {
-    /// Applied to every command between fork and exec.
+    /// Applied to every command between the clone and the exec.
     confinement: Arc<super::confine::Confinement>,
     self_pid: u32,
     /// This server's identity, in every command's environment for the sweeps after a crash.
@@ -71,6 +69,8 @@ struct Inner {
     running_calls: Mutex<HashSet<String>>,
     /// Each call's cgroups, until they are empty.
     groups: Mutex<HashMap<String, super::confine::cgroups::CallGroup>>,
+    /// Where `bash` is on the commands' `PATH`, found at the first command.
+    bash: std::sync::OnceLock<Option<std::ffi::CString>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -91,6 +91,7 @@ impl Supervisor {
                 waiters: Mutex::new(HashMap::new()),
                 running_calls: Mutex::new(HashSet::new()),
                 groups: Mutex::new(HashMap::new()),
+                bash: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -168,43 +169,34 @@ impl Supervisor {
         cwd: &Path,
         call_id: &str,
     ) -> Result<SpawnedShell, ProcessError> {
-        #[allow(clippy::disallowed_methods)] // this module is the one place allowed to spawn
-        let mut command = std::process::Command::new("bash");
-        command
-            .arg("-c")
-            .arg(cmd)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // A clean environment: the allow-list only, never the server's own variables.
-        command.env_clear().envs(
-            self.inner
-                .confinement
-                .env
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str())),
-        );
-        command.env(CALL_ID_ENV, call_id);
-        command.env(super::SERVER_ID_ENV, &self.inner.server_id);
+        let spawn_error = |source| ProcessError::Spawn {
+            program: "bash".to_owned(),
+            source,
+        };
+        let command = self.shell_command(cmd, cwd, call_id).map_err(spawn_error)?;
+        let stdin = std::fs::File::open("/dev/null").map_err(spawn_error)?;
+        let channel = if self.inner.confinement.mediates_connect() {
+            Some(super::mediate::channel().map_err(spawn_error)?)
+        } else {
+            None
+        };
         let group = self.create_group()?;
         let join: Vec<std::os::fd::RawFd> = group
             .iter()
             .flat_map(|g| g.procs.iter().map(std::os::fd::AsRawFd::as_raw_fd))
             .collect();
-        let channel = self.confine(&mut command, join)?;
-        let spawn_error = |source| ProcessError::Spawn {
-            program: "bash".to_owned(),
-            source,
-        };
-
+        let child_end = channel
+            .as_ref()
+            .map(|(_, child)| std::os::fd::AsRawFd::as_raw_fd(child));
+        let mut setup = self.child_setup(join, child_end);
         let (exit_tx, exit_rx) = oneshot::channel();
-        let mut child = {
+        let child = {
             // Held across the spawn so the reaper cannot reap the child before its waiter exists.
             let mut waiters = lock(&self.inner.waiters);
-            match command.spawn() {
+            let stdin = std::os::fd::AsRawFd::as_raw_fd(&stdin);
+            match super::spawn::spawn(&command, stdin, &mut setup) {
                 Ok(child) => {
-                    waiters.insert(child.id(), exit_tx);
+                    waiters.insert(child.pid, exit_tx);
                     child
                 }
                 Err(err) => {
@@ -215,7 +207,7 @@ impl Supervisor {
                 }
             }
         };
-        let pid = child.id();
+        let pid = child.pid;
         if let Some((server_end, child_end)) = channel {
             drop(child_end);
             self.mediate(&server_end, pid);
@@ -223,14 +215,8 @@ impl Supervisor {
         if let Some(group) = group {
             lock(&self.inner.groups).insert(call_id.to_owned(), group);
         }
-        let to_receiver = |fd: Option<OwnedFd>| {
-            let fd = fd.ok_or_else(|| io::Error::other("child pipe missing"))?;
-            pipe::Receiver::from_owned_fd(fd)
-        };
-        let stdout = to_receiver(child.stdout.take().map(OwnedFd::from)).map_err(spawn_error)?;
-        let stderr = to_receiver(child.stderr.take().map(OwnedFd::from)).map_err(spawn_error)?;
-        // Dropping a std Child neither waits nor kills; the reaper owns its exit status.
-        drop(child);
+        let stdout = pipe::Receiver::from_owned_fd(child.stdout).map_err(spawn_error)?;
+        let stderr = pipe::Receiver::from_owned_fd(child.stderr).map_err(spawn_error)?;
         Ok(SpawnedShell {
             pid,
             stdout,
@@ -239,43 +225,59 @@ impl Supervisor {
         })
     }
 
-    /// Sets up the child's confinement between fork and exec. Under `--network none`, returns
-    /// the socket pair the child sends its seccomp listener back over.
-    fn confine(
+    /// `bash -c cmd` in `cwd` with the clean environment (the allow-list only, never the
+    /// server's own variables) and the markers.
+    fn shell_command(
         &self,
-        command: &mut std::process::Command,
-        join: Vec<std::os::fd::RawFd>,
-    ) -> Result<Option<(OwnedFd, OwnedFd)>, ProcessError> {
-        let channel = if self.inner.confinement.mediates_connect() {
-            let pair = super::mediate::channel().map_err(|source| ProcessError::Spawn {
-                program: "bash".to_owned(),
-                source,
-            })?;
-            Some(pair)
-        } else {
-            None
+        cmd: &str,
+        cwd: &Path,
+        call_id: &str,
+    ) -> io::Result<super::spawn::Command> {
+        let env = &self.inner.confinement.env;
+        let bash = self.inner.bash.get_or_init(|| {
+            let path = env
+                .iter()
+                .find(|(key, _)| key == "PATH")
+                .map_or("/usr/local/bin:/usr/bin:/bin", |(_, value)| value.as_str());
+            super::spawn::find_program("bash", path)
+        });
+        let Some(bash) = bash else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no executable `bash` on the commands' PATH",
+            ));
         };
-        let child_end = channel
-            .as_ref()
-            .map(|(_, child)| std::os::fd::AsRawFd::as_raw_fd(child));
-        let mut confine = self.inner.confinement.child_setup(join, child_end);
+        let markers = [
+            (CALL_ID_ENV, call_id),
+            (super::SERVER_ID_ENV, self.inner.server_id.as_str()),
+        ];
+        let env = env
+            .iter()
+            .filter(|(key, _)| key != CALL_ID_ENV && key != super::SERVER_ID_ENV)
+            .map(|(key, value)| (key.as_str(), value.as_str()))
+            .chain(markers);
+        super::spawn::Command::new(bash, &["-c", cmd], env, cwd)
+    }
+
+    /// What the child runs just before `execve`, under the rules of [`super::spawn`]: its own
+    /// session, death with the server, then the confinement.
+    fn child_setup(
+        &self,
+        join: Vec<std::os::fd::RawFd>,
+        listener_channel: Option<std::os::fd::RawFd>,
+    ) -> impl FnMut() -> io::Result<()> + use<> {
+        let mut confine = self.inner.confinement.child_setup(join, listener_channel);
         let server_pid = nix::unistd::Pid::from_raw(self.inner.self_pid as i32);
-        // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe calls are allowed: setsid(2), prctl(2), getppid(2), then the raw
-        // system calls of `child_setup`, all on values prepared before the fork.
-        unsafe {
-            command.pre_exec(move || {
-                nix::unistd::setsid().map_err(io::Error::from)?;
-                // The shell dies with the server; what it starts is swept by the janitor.
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
-                if nix::unistd::getppid() != server_pid {
-                    // The server died between the fork and the prctl.
-                    return Err(io::Error::other("the server is gone"));
-                }
-                confine()
-            });
+        move || {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            // The shell dies with the server; what it starts is swept by the janitor.
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+            if nix::unistd::getppid() != server_pid {
+                // The server is gone.
+                return Err(io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
+            confine()
         }
-        Ok(channel)
     }
 
     /// Starts answering the `connect` calls of the command just spawned.
@@ -291,7 +293,7 @@ impl Supervisor {
         }
     }
 
-    /// The call's cgroups, taken before the fork (the child joins them first thing); none
+    /// The call's cgroups, taken before the clone (the child joins them first thing); none
     /// where this server may not create groups.
     fn create_group(&self) -> Result<Option<super::confine::cgroups::CallGroup>, ProcessError> {
         let Some(cgroups) = &self.inner.confinement.cgroups else {

@@ -7,7 +7,7 @@
 //! and its open `cgroup.procs`, so most calls make no `mkdir`, limit writes or `rmdir` (about a
 //! third of a millisecond per call, more when the kernel is busy freeing memory groups).
 
-#![allow(unsafe_code)] // joining a group between fork and exec: getpid and write
+#![allow(unsafe_code)] // joining a group between the clone and the exec: getpid and write
 
 use std::fs;
 use std::os::fd::{OwnedFd, RawFd};
@@ -56,7 +56,7 @@ pub fn join_in_child(procs: &[RawFd]) -> std::io::Result<()> {
         }
     }
     for &fd in procs {
-        // SAFETY: writes bytes from our stack to a descriptor opened before the fork.
+        // SAFETY: writes bytes from our stack to a descriptor opened before the clone.
         let written = unsafe { libc::write(fd, digits[at..].as_ptr().cast(), digits.len() - at) };
         if written < 0 {
             return Err(std::io::Error::last_os_error());

@@ -40,7 +40,7 @@ pub fn prepare() -> (Option<OwnedFd>, Protection) {
     }
 }
 
-/// In the child: enters the prepared namespace (a descriptor opened before the fork).
+/// In the child: enters the prepared namespace (a descriptor opened before the clone).
 pub fn enter_in_child(namespace: libc::c_int) -> std::io::Result<()> {
     // SAFETY: setns with a descriptor and a flag; async-signal-safe.
     check(unsafe { libc::setns(namespace, libc::CLONE_NEWNET) })

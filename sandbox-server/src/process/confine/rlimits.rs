@@ -1,6 +1,6 @@
 //! Resource limits per command (`setrlimit` in the child).
 
-#![allow(unsafe_code)] // setrlimit between fork and exec
+#![allow(unsafe_code)] // setrlimit between the clone and the exec
 
 use nix::libc;
 use sandbox_protocol::{Protection, ProtectionName};

@@ -4,7 +4,7 @@
 //! which connects only to sockets beneath the workspace or the private temporary folder.
 //!
 //! The filter is installed with a notification listener; the child sends the listener to the
-//! server over a socket pair made before the fork, then closes its own copy before `exec`, so
+//! server over a socket pair made before the clone, then closes its own copy before `exec`, so
 //! no command can answer its own notifications.
 
 #![allow(unsafe_code)] // installing a seccomp filter and passing a descriptor are raw calls

@@ -1,6 +1,6 @@
 //! An unprivileged user for commands (`--run-as`, when the server is root).
 
-#![allow(unsafe_code)] // setgroups, setgid, setuid between fork and exec
+#![allow(unsafe_code)] // setgroups, setgid, setuid between the clone and the exec
 
 use nix::libc;
 use sandbox_protocol::{Protection, ProtectionName};
@@ -34,10 +34,14 @@ pub fn prepare(run_as: Option<(u32, u32)>) -> (Option<(u32, u32)>, Protection) {
     (run_as.filter(|_| is_root), protection)
 }
 
-/// In the child: drops supplementary groups, then the group, then the user.
+/// In the child: drops supplementary groups, then the group, then the user. Raw system calls:
+/// glibc's wrappers would signal every thread of the server, whose memory the child shares.
 pub fn switch_in_child(uid: u32, gid: u32) -> std::io::Result<()> {
-    // SAFETY: plain system calls with integer arguments; async-signal-safe.
-    check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
-    check(unsafe { libc::setgid(gid) })?;
-    check(unsafe { libc::setuid(uid) })
+    let (uid, gid) = (uid as libc::c_long, gid as libc::c_long);
+    // SAFETY: plain system calls with integer arguments; they change only the calling task.
+    unsafe {
+        check(libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) as i32)?;
+        check(libc::syscall(libc::SYS_setresgid, gid, gid, gid) as i32)?;
+        check(libc::syscall(libc::SYS_setresuid, uid, uid, uid) as i32)
+    }
 }
