@@ -148,11 +148,10 @@ impl Confinement {
 
     /// The closure to run in the child between the clone and the exec. It must only make
     /// async-signal-safe calls: everything it touches was prepared in `prepare`. The order
-    /// matters: join the cgroups and the namespace while still privileged, drop the user, then
+    /// matters: enter the namespace while still privileged, drop the user, then
     /// restrict with Landlock and seccomp last.
     pub fn child_setup(
         &self,
-        join: Vec<RawFd>,
         listener_channel: Option<RawFd>,
     ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + use<> {
         let rlimits = self.rlimits;
@@ -161,7 +160,6 @@ impl Confinement {
         let netns = self.netns.as_ref().map(AsRawFd::as_raw_fd);
         let run_as = self.run_as;
         move || {
-            cgroups::join_in_child(&join)?;
             if let Some(namespace) = netns {
                 netns::enter_in_child(namespace)?;
             }

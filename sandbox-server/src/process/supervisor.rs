@@ -80,6 +80,30 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Clones `command` from the thread that lives in `group` (so that it is born in the group),
+/// or from this thread when there are no groups; waits until it has exec'd.
+fn spawn_in(
+    group: Option<&super::confine::cgroups::CallGroup>,
+    command: super::spawn::Command,
+    stdin: std::fs::File,
+    mut setup: impl FnMut() -> io::Result<()> + Send + 'static,
+) -> io::Result<super::spawn::Child> {
+    let mut spawn = move || {
+        let stdin = std::os::fd::AsRawFd::as_raw_fd(&stdin);
+        super::spawn::spawn(&command, stdin, &mut setup)
+    };
+    let Some(group) = group else {
+        return spawn();
+    };
+    let (done, result) = std::sync::mpsc::sync_channel(1);
+    group.run(Box::new(move || {
+        let _ = done.send(spawn());
+    }))?;
+    result
+        .recv()
+        .map_err(|_| io::Error::other("the cgroup's thread ended during a spawn"))?
+}
+
 impl Supervisor {
     pub fn new(confinement: Arc<super::confine::Confinement>, janitor: Option<u32>) -> Supervisor {
         Supervisor {
@@ -181,20 +205,15 @@ impl Supervisor {
             None
         };
         let group = self.create_group()?;
-        let join: Vec<std::os::fd::RawFd> = group
-            .iter()
-            .flat_map(|g| g.procs.iter().map(std::os::fd::AsRawFd::as_raw_fd))
-            .collect();
         let child_end = channel
             .as_ref()
             .map(|(_, child)| std::os::fd::AsRawFd::as_raw_fd(child));
-        let mut setup = self.child_setup(join, child_end);
+        let setup = self.child_setup(child_end);
         let (exit_tx, exit_rx) = oneshot::channel();
         let child = {
             // Held across the spawn so the reaper cannot reap the child before its waiter exists.
             let mut waiters = lock(&self.inner.waiters);
-            let stdin = std::os::fd::AsRawFd::as_raw_fd(&stdin);
-            match super::spawn::spawn(&command, stdin, &mut setup) {
+            match spawn_in(group.as_ref(), command, stdin, setup) {
                 Ok(child) => {
                     waiters.insert(child.pid, exit_tx);
                     child
@@ -263,10 +282,9 @@ impl Supervisor {
     /// session, death with the server, then the confinement.
     fn child_setup(
         &self,
-        join: Vec<std::os::fd::RawFd>,
         listener_channel: Option<std::os::fd::RawFd>,
-    ) -> impl FnMut() -> io::Result<()> + use<> {
-        let mut confine = self.inner.confinement.child_setup(join, listener_channel);
+    ) -> impl FnMut() -> io::Result<()> + Send + use<> {
+        let mut confine = self.inner.confinement.child_setup(listener_channel);
         let server_pid = nix::unistd::Pid::from_raw(self.inner.self_pid as i32);
         move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
@@ -293,15 +311,14 @@ impl Supervisor {
         }
     }
 
-    /// The call's cgroups, taken before the clone (the child joins them first thing); none
-    /// where this server may not create groups.
+    /// The call's cgroups, taken before the clone (the child is cloned by the group's thread,
+    /// so it is born in them); none where this server may not create groups.
     fn create_group(&self) -> Result<Option<super::confine::cgroups::CallGroup>, ProcessError> {
         let Some(cgroups) = &self.inner.confinement.cgroups else {
             return Ok(None);
         };
-        let limits = self.inner.confinement.rlimits();
         cgroups
-            .take(limits.processes, limits.memory_bytes)
+            .take()
             .map(Some)
             .map_err(|source| ProcessError::Spawn {
                 program: "a cgroup for the command".to_owned(),

@@ -3,24 +3,30 @@
 //! included, and a membership list that finds every process of a call. On cgroup v2, which
 //! needs a delegated subtree, the server reports that it uses resource limits alone.
 //!
-//! Groups are reused: a call's group, once empty, goes back to a small pool with its limits
-//! and its open `cgroup.procs`, so most calls make no `mkdir`, limit writes or `rmdir` (about a
-//! third of a millisecond per call, more when the kernel is busy freeing memory groups).
-
-#![allow(unsafe_code)] // joining a group between the clone and the exec: getpid and write
+//! A command is born in its group rather than moved there. Moving a process takes the kernel's
+//! `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace period whenever the lock
+//! was idle: 8–20 ms for every command that follows a pause, which is every command of an agent
+//! that thinks between them. In cgroup v1 a thread can sit in a group of its own, so each group
+//! has a thread of the server in it (moved there once, in the background), and the call's
+//! command is cloned from that thread. The thread counts as one task in the group: `pids.max`
+//! is the limit plus one, and it is never listed as a member.
+//!
+//! Groups are reused: a call's group, once empty, goes back to a small pool with its limits and
+//! its thread, and one spare is kept ready ahead of need, so a call makes no `mkdir`, limit
+//! write, move or `rmdir`.
 
 use std::fs;
-use std::os::fd::{OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 
-use nix::libc;
 use sandbox_protocol::{Protection, ProtectionName};
 
 use super::{Rlimits, protection, show, show_bytes};
 
 /// Per-command groups where this process may create them, and the protection.
 pub fn prepare(limits: Rlimits) -> (Option<Cgroups>, Protection) {
-    match Cgroups::probe() {
+    match Cgroups::probe(limits) {
         Ok(cgroups) => {
             let detail = format!(
                 "each command gets its own group ({}): processes {}, memory {} for its whole tree, root included",
@@ -28,6 +34,7 @@ pub fn prepare(limits: Rlimits) -> (Option<Cgroups>, Protection) {
                 show(limits.processes),
                 show_bytes(limits.memory_bytes)
             );
+            cgroups.keep_a_spare();
             (
                 Some(cgroups),
                 protection(ProtectionName::Cgroup, true, detail),
@@ -37,56 +44,99 @@ pub fn prepare(limits: Rlimits) -> (Option<Cgroups>, Protection) {
     }
 }
 
-/// In the child, first (while still privileged): writes its pid, formatted on the stack, to
-/// each group's `cgroup.procs`.
-pub fn join_in_child(procs: &[RawFd]) -> std::io::Result<()> {
-    if procs.is_empty() {
-        return Ok(());
-    }
-    let mut digits = [0u8; 12];
-    let mut at = digits.len();
-    // SAFETY: getpid has no arguments and cannot fail.
-    let mut pid = unsafe { libc::getpid() } as u32;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (pid % 10) as u8;
-        pid /= 10;
-        if pid == 0 {
-            break;
-        }
-    }
-    for &fd in procs {
-        // SAFETY: writes bytes from our stack to a descriptor opened before the clone.
-        let written = unsafe { libc::write(fd, digits[at..].as_ptr().cast(), digits.len() - at) };
-        if written < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+/// Work for a group's thread: cloning a command.
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread of the server that lives in one call's groups and runs the jobs sent to it.
+#[derive(Debug)]
+struct GroupThread {
+    jobs: Option<mpsc::Sender<Job>>,
+    handle: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Where per-command groups are created.
-#[derive(Debug)]
+impl GroupThread {
+    /// Starts a thread and moves it into the groups (a write of its thread id to each `tasks`).
+    fn start(dirs: &[PathBuf]) -> std::io::Result<GroupThread> {
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let (ready, joined) = mpsc::sync_channel(1);
+        let tasks: Vec<PathBuf> = dirs.iter().map(|dir| dir.join("tasks")).collect();
+        let handle = std::thread::Builder::new()
+            .name("cgroup-spawner".to_owned())
+            .spawn(move || {
+                let tid = nix::unistd::gettid().as_raw().to_string();
+                let moved = tasks.iter().try_for_each(|file| fs::write(file, &tid));
+                let in_place = moved.is_ok();
+                let _ = ready.send(moved);
+                if in_place {
+                    while let Ok(job) = inbox.recv() {
+                        job();
+                    }
+                }
+            })?;
+        let mut thread = GroupThread {
+            jobs: Some(jobs),
+            handle: Some(handle),
+        };
+        match joined.recv() {
+            Ok(Ok(())) => Ok(thread),
+            Ok(Err(err)) => {
+                thread.stop();
+                Err(err)
+            }
+            Err(_) => {
+                thread.stop();
+                Err(std::io::Error::other("the group's thread ended"))
+            }
+        }
+    }
+
+    fn run(&self, job: Job) -> std::io::Result<()> {
+        self.jobs
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("the group's thread was stopped"))?
+            .send(job)
+            .map_err(|_| std::io::Error::other("the group's thread ended"))
+    }
+
+    /// Ends the thread (which leaves the groups) and waits for it.
+    fn stop(&mut self) {
+        self.jobs.take();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Where per-command groups are created; cheap to clone (one pool).
+#[derive(Debug, Clone)]
 pub struct Cgroups {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     pids: Option<PathBuf>,
     memory: Option<PathBuf>,
     /// `sandbox-<server pid>-<start ticks>-`: other servers on the same host share the parent
     /// folders, so each names (and sweeps) only its own groups.
     prefix: String,
+    limits: Rlimits,
     /// Numbers the groups: `<prefix>g<n>`.
-    made: std::sync::atomic::AtomicU64,
+    made: AtomicU64,
     /// Empty groups ready for the next call, at most [`POOL`].
-    pool: std::sync::Mutex<Vec<CallGroup>>,
+    pool: Mutex<Vec<CallGroup>>,
+    /// Whether a spare is being made in the background.
+    making: std::sync::atomic::AtomicBool,
 }
 
 /// The most empty groups kept for reuse.
 const POOL: usize = 16;
 
-/// One command's groups: the folders, and `cgroup.procs` opened for the child to join.
+/// One command's groups and the thread of the server that lives in them.
 #[derive(Debug)]
 pub struct CallGroup {
     pub dirs: Vec<PathBuf>,
-    pub procs: Vec<OwnedFd>,
+    thread: Option<GroupThread>,
 }
 
 const PREFIX: &str = "sandbox-";
@@ -125,7 +175,7 @@ pub fn sweep_server(owned: &dyn Fn(&str) -> bool) -> usize {
             }
             let group = CallGroup {
                 dirs: vec![entry.path()],
-                procs: Vec::new(),
+                thread: None,
             };
             for pid in group.members() {
                 let pid = nix::unistd::Pid::from_raw(pid as i32);
@@ -147,7 +197,7 @@ pub fn sweep_server(owned: &dyn Fn(&str) -> bool) -> usize {
 
 impl Cgroups {
     /// The hierarchies this process may create groups in; an explanation when there are none.
-    pub fn probe() -> Result<Cgroups, String> {
+    fn probe(limits: Rlimits) -> Result<Cgroups, String> {
         if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
             return Err("cgroup v2: per-command groups need a delegated subtree, which this server does not set up; resource limits apply per process".to_owned());
         }
@@ -160,42 +210,72 @@ impl Cgroups {
             let _ = fs::remove_dir(&probe);
             Some(dir)
         };
-        let prefix = format!("{PREFIX}{}-", crate::process::ServerId::current());
-        let cgroups = Cgroups {
-            pids: place("pids"),
-            memory: place("memory"),
-            prefix,
-            made: std::sync::atomic::AtomicU64::new(0),
-            pool: std::sync::Mutex::new(Vec::new()),
-        };
-        if cgroups.pids.is_none() && cgroups.memory.is_none() {
+        let (pids, memory) = (place("pids"), place("memory"));
+        if pids.is_none() && memory.is_none() {
             return Err("no writable cgroup (v1 pids or memory) for per-command groups; resource limits apply per process".to_owned());
         }
-        Ok(cgroups)
+        Ok(Cgroups {
+            inner: Arc::new(Inner {
+                pids,
+                memory,
+                prefix: format!("{PREFIX}{}-", crate::process::ServerId::current()),
+                limits,
+                made: AtomicU64::new(0),
+                pool: Mutex::new(Vec::new()),
+                making: std::sync::atomic::AtomicBool::new(false),
+            }),
+        })
     }
 
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        if let Some(dir) = &self.pids {
+        if let Some(dir) = &self.inner.pids {
             parts.push(format!("pids under {}", dir.display()));
         }
-        if let Some(dir) = &self.memory {
+        if let Some(dir) = &self.inner.memory {
             parts.push(format!("memory under {}", dir.display()));
         }
         parts.join(", ")
     }
 
-    fn pool(&self) -> std::sync::MutexGuard<'_, Vec<CallGroup>> {
-        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    fn pool(&self) -> MutexGuard<'_, Vec<CallGroup>> {
+        self.inner.pool.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// An empty group for a call: one from the pool, or a new one with its limits (0: no
-    /// limit), its `cgroup.procs` open.
-    pub fn take(&self, processes: u64, memory_bytes: u64) -> std::io::Result<CallGroup> {
-        if let Some(group) = self.pool().pop() {
-            return Ok(group);
+    /// An empty group for a call: a ready one from the pool, or a new one. Either way a spare
+    /// is then made in the background if the pool is empty.
+    pub fn take(&self) -> std::io::Result<CallGroup> {
+        let taken = self.pool().pop();
+        let group = match taken {
+            Some(group) => group,
+            None => self.create()?,
+        };
+        self.keep_a_spare();
+        Ok(group)
+    }
+
+    /// Makes a group in the background when the pool is empty and none is being made.
+    fn keep_a_spare(&self) {
+        if !self.pool().is_empty() || self.inner.making.swap(true, Ordering::AcqRel) {
+            return;
         }
-        self.create(processes, memory_bytes)
+        let cgroups = self.clone();
+        let made = std::thread::Builder::new()
+            .name("cgroup-spare".to_owned())
+            .spawn(move || {
+                match cgroups.create() {
+                    Ok(group) => {
+                        if let Some(extra) = cgroups.give_back(group) {
+                            extra.remove();
+                        }
+                    }
+                    Err(err) => tracing::warn!(cause = %err, "making a spare cgroup"),
+                }
+                cgroups.inner.making.store(false, Ordering::Release);
+            });
+        if made.is_err() {
+            self.inner.making.store(false, Ordering::Release);
+        }
     }
 
     /// Gives back a call's group: kept for reuse when empty and the pool has room, removed when
@@ -214,37 +294,57 @@ impl Cgroups {
         None
     }
 
-    fn create(&self, processes: u64, memory_bytes: u64) -> std::io::Result<CallGroup> {
+    /// A new group with its limits (0: no limit; the thread takes one task) and its thread.
+    fn create(&self) -> std::io::Result<CallGroup> {
         let mut group = CallGroup {
             dirs: Vec::new(),
-            procs: Vec::new(),
+            thread: None,
         };
-        let number = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("{}g{number}", self.prefix);
+        let number = self.inner.made.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}g{number}", self.inner.prefix);
+        let limits = self.inner.limits;
+        let processes = if limits.processes > 0 {
+            limits.processes + 1
+        } else {
+            0
+        };
         for (base, file, limit) in [
-            (&self.pids, "pids.max", processes),
-            (&self.memory, "memory.limit_in_bytes", memory_bytes),
+            (&self.inner.pids, "pids.max", processes),
+            (
+                &self.inner.memory,
+                "memory.limit_in_bytes",
+                limits.memory_bytes,
+            ),
         ] {
             let Some(base) = base else { continue };
             let dir = base.join(&name);
-            fs::create_dir(&dir)?;
-            group.dirs.push(dir.clone());
-            if limit > 0 {
-                fs::write(dir.join(file), limit.to_string())?;
+            if let Err(err) = fs::create_dir(&dir) {
+                group.remove();
+                return Err(err);
             }
-            let procs = fs::OpenOptions::new()
-                .write(true)
-                .open(dir.join("cgroup.procs"))?;
-            group.procs.push(OwnedFd::from(procs));
+            group.dirs.push(dir.clone());
+            if limit > 0
+                && let Err(err) = fs::write(dir.join(file), limit.to_string())
+            {
+                group.remove();
+                return Err(err);
+            }
+        }
+        match GroupThread::start(&group.dirs) {
+            Ok(thread) => group.thread = Some(thread),
+            Err(err) => {
+                group.remove();
+                return Err(err);
+            }
         }
         Ok(group)
     }
 
-    /// Removes this server's empty call groups (those whose processes have all ended), the
-    /// pooled ones included.
+    /// Removes this server's groups: the pooled ones, then every empty one left.
     pub fn sweep(&self) {
-        self.pool().clear();
-        for base in [&self.pids, &self.memory].into_iter().flatten() {
+        let pooled: Vec<CallGroup> = self.pool().drain(..).collect();
+        pooled.into_iter().for_each(CallGroup::remove);
+        for base in [&self.inner.pids, &self.inner.memory].into_iter().flatten() {
             let Ok(entries) = fs::read_dir(base) else {
                 continue;
             };
@@ -252,7 +352,7 @@ impl Cgroups {
                 if entry
                     .file_name()
                     .to_string_lossy()
-                    .starts_with(&self.prefix)
+                    .starts_with(&self.inner.prefix)
                 {
                     let _ = fs::remove_dir(entry.path());
                 }
@@ -262,8 +362,17 @@ impl Cgroups {
 }
 
 impl CallGroup {
-    /// The pids in the call's groups.
+    /// Runs `job` on the group's thread, so that what it clones is born in the group.
+    pub fn run(&self, job: Job) -> std::io::Result<()> {
+        match &self.thread {
+            Some(thread) => thread.run(job),
+            None => Err(std::io::Error::other("the group has no thread")),
+        }
+    }
+
+    /// The pids in the call's groups (the server's own, there by its thread, left out).
     pub fn members(&self) -> Vec<u32> {
+        let own = std::process::id();
         let mut pids: Vec<u32> = self
             .dirs
             .iter()
@@ -273,16 +382,28 @@ impl CallGroup {
                     .filter_map(|p| p.parse().ok())
                     .collect::<Vec<u32>>()
             })
+            .filter(|&pid| pid != own)
             .collect();
         pids.sort_unstable();
         pids.dedup();
         pids
     }
 
-    /// Removes the groups if they are empty (background processes keep them until they end).
-    pub fn remove(&self) {
+    /// Stops the group's thread and removes the groups (if they are empty: background processes
+    /// keep them). A thread that just ended may take a moment to leave: bounded retries.
+    pub fn remove(mut self) {
+        if let Some(mut thread) = self.thread.take() {
+            thread.stop();
+        }
         for dir in &self.dirs {
-            let _ = fs::remove_dir(dir);
+            for _ in 0..20 {
+                match fs::remove_dir(dir) {
+                    Err(err) if err.raw_os_error() == Some(nix::libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    _ => break,
+                }
+            }
         }
     }
 }
