@@ -155,6 +155,13 @@ pub async fn serve(
         let _ = stop_tx.send(true);
     });
     let mut graceful_rx = stop_rx.clone();
+    // Without TCP_NODELAY, a body written after its headers (a file, a blob, an artifact)
+    // waits for the client's delayed ACK: 40 ms per download.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(cause = %err, "could not set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         let _ = graceful_rx.wait_for(|stop| *stop).await;
     });
