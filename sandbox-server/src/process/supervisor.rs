@@ -208,7 +208,10 @@ impl Supervisor {
         let child_end = channel
             .as_ref()
             .map(|(_, child)| std::os::fd::AsRawFd::as_raw_fd(child));
-        let setup = self.child_setup(child_end);
+        let inherited = group
+            .as_ref()
+            .is_some_and(super::confine::cgroups::CallGroup::restricted);
+        let setup = self.child_setup(child_end, inherited);
         let (exit_tx, exit_rx) = oneshot::channel();
         let child = {
             // Held across the spawn so the reaper cannot reap the child before its waiter exists.
@@ -283,8 +286,12 @@ impl Supervisor {
     fn child_setup(
         &self,
         listener_channel: Option<std::os::fd::RawFd>,
+        landlock_inherited: bool,
     ) -> impl FnMut() -> io::Result<()> + Send + use<> {
-        let mut confine = self.inner.confinement.child_setup(listener_channel);
+        let mut confine = self
+            .inner
+            .confinement
+            .child_setup(listener_channel, landlock_inherited);
         let server_pid = nix::unistd::Pid::from_raw(self.inner.self_pid as i32);
         move || {
             nix::unistd::setsid().map_err(io::Error::from)?;

@@ -24,9 +24,23 @@ use sandbox_protocol::{Protection, ProtectionName};
 
 use super::{Rlimits, protection, show, show_bytes};
 
+/// What a group's thread runs once in place, before it clones anything (entering the
+/// commands' Landlock domain).
+#[derive(Clone)]
+pub struct ThreadSetup(pub Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>);
+
+impl std::fmt::Debug for ThreadSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ThreadSetup")
+    }
+}
+
 /// Per-command groups where this process may create them, and the protection.
-pub fn prepare(limits: Rlimits) -> (Option<Cgroups>, Protection) {
-    match Cgroups::probe(limits) {
+pub fn prepare(
+    limits: Rlimits,
+    thread_setup: Option<ThreadSetup>,
+) -> (Option<Cgroups>, Protection) {
+    match Cgroups::probe(limits, thread_setup) {
         Ok(cgroups) => {
             let detail = format!(
                 "each command gets its own group ({}): processes {}, memory {} for its whole tree, root included",
@@ -55,8 +69,9 @@ struct GroupThread {
 }
 
 impl GroupThread {
-    /// Starts a thread and moves it into the groups (a write of its thread id to each `tasks`).
-    fn start(dirs: &[PathBuf]) -> std::io::Result<GroupThread> {
+    /// Starts a thread, moves it into the groups (a write of its thread id to each `tasks`),
+    /// then runs `setup` on it.
+    fn start(dirs: &[PathBuf], setup: Option<ThreadSetup>) -> std::io::Result<GroupThread> {
         let (jobs, inbox) = mpsc::channel::<Job>();
         let (ready, joined) = mpsc::sync_channel(1);
         let tasks: Vec<PathBuf> = dirs.iter().map(|dir| dir.join("tasks")).collect();
@@ -64,7 +79,10 @@ impl GroupThread {
             .name("cgroup-spawner".to_owned())
             .spawn(move || {
                 let tid = nix::unistd::gettid().as_raw().to_string();
-                let moved = tasks.iter().try_for_each(|file| fs::write(file, &tid));
+                let moved = tasks
+                    .iter()
+                    .try_for_each(|file| fs::write(file, &tid))
+                    .and_then(|()| setup.map_or(Ok(()), |setup| (setup.0)()));
                 let in_place = moved.is_ok();
                 let _ = ready.send(moved);
                 if in_place {
@@ -121,6 +139,7 @@ struct Inner {
     /// folders, so each names (and sweeps) only its own groups.
     prefix: String,
     limits: Rlimits,
+    thread_setup: Option<ThreadSetup>,
     /// Numbers the groups: `<prefix>g<n>`.
     made: AtomicU64,
     /// Empty groups ready for the next call, at most [`POOL`].
@@ -137,6 +156,8 @@ const POOL: usize = 16;
 pub struct CallGroup {
     pub dirs: Vec<PathBuf>,
     thread: Option<GroupThread>,
+    /// Whether the thread entered the commands' Landlock domain (its setup).
+    restricted: bool,
 }
 
 const PREFIX: &str = "sandbox-";
@@ -176,6 +197,7 @@ pub fn sweep_server(owned: &dyn Fn(&str) -> bool) -> usize {
             let group = CallGroup {
                 dirs: vec![entry.path()],
                 thread: None,
+                restricted: false,
             };
             for pid in group.members() {
                 let pid = nix::unistd::Pid::from_raw(pid as i32);
@@ -197,7 +219,7 @@ pub fn sweep_server(owned: &dyn Fn(&str) -> bool) -> usize {
 
 impl Cgroups {
     /// The hierarchies this process may create groups in; an explanation when there are none.
-    fn probe(limits: Rlimits) -> Result<Cgroups, String> {
+    fn probe(limits: Rlimits, thread_setup: Option<ThreadSetup>) -> Result<Cgroups, String> {
         if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
             return Err("cgroup v2: per-command groups need a delegated subtree, which this server does not set up; resource limits apply per process".to_owned());
         }
@@ -220,6 +242,7 @@ impl Cgroups {
                 memory,
                 prefix: format!("{PREFIX}{}-", crate::process::ServerId::current()),
                 limits,
+                thread_setup,
                 made: AtomicU64::new(0),
                 pool: Mutex::new(Vec::new()),
                 making: std::sync::atomic::AtomicBool::new(false),
@@ -299,6 +322,7 @@ impl Cgroups {
         let mut group = CallGroup {
             dirs: Vec::new(),
             thread: None,
+            restricted: self.inner.thread_setup.is_some(),
         };
         let number = self.inner.made.fetch_add(1, Ordering::Relaxed);
         let name = format!("{}g{number}", self.inner.prefix);
@@ -330,7 +354,7 @@ impl Cgroups {
                 return Err(err);
             }
         }
-        match GroupThread::start(&group.dirs) {
+        match GroupThread::start(&group.dirs, self.inner.thread_setup.clone()) {
             Ok(thread) => group.thread = Some(thread),
             Err(err) => {
                 group.remove();
@@ -368,6 +392,11 @@ impl CallGroup {
             Some(thread) => thread.run(job),
             None => Err(std::io::Error::other("the group has no thread")),
         }
+    }
+
+    /// Whether what the group's thread clones is already in the commands' Landlock domain.
+    pub fn restricted(&self) -> bool {
+        self.restricted
     }
 
     /// The pids in the call's groups (the server's own, there by its thread, left out).

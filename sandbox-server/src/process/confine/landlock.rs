@@ -59,8 +59,9 @@ fn describe(abi: i64, writable: &[PathBuf], hidden: &[PathBuf]) -> String {
     )
 }
 
-/// In the child (after `PR_SET_NO_NEW_PRIVS`): restricts itself to the ruleset.
-pub fn restrict_in_child(ruleset: RawFd) -> std::io::Result<()> {
+/// In the child, or a cgroup's thread (after `PR_SET_NO_NEW_PRIVS`): restricts the calling
+/// thread, and what it clones afterwards, to the ruleset.
+pub fn restrict_self(ruleset: RawFd) -> std::io::Result<()> {
     // SAFETY: a raw system call on a descriptor prepared before the clone.
     check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) } as i32)
 }
