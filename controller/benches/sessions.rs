@@ -5,9 +5,11 @@
 //! - the time from starting `harness run` to the first tool call's event (median of 10);
 //! - sessions per minute with 4 `harness run` processes at once (20 sessions).
 //!
-//! - `harness batch` of 24 such tasks at 1, 2, 4 and 8 at once: tasks per minute, and the
+//! - `harness batch` of 24 such tasks at 1, 2, 4 and 8 at once: tasks per minute, the
 //!   harness's own time per task (everything but tool and model time: starting and stopping the
-//!   sandbox, seeding, snapshots, the log), median over the tasks, from their logs.
+//!   sandbox, seeding, snapshots, the log), median over the tasks, from their logs, and the time
+//!   from a task's start (the batch log) to its first tool call; for Docker also with a warm
+//!   pool (`--pool-size` as large as the tasks at once).
 //!
 //! `--sandbox docker` rows need a Docker engine and the image `agent-harness/sandbox`
 //! (docker/README.md); without them the table says so. Loops are bounded by count.
@@ -61,17 +63,35 @@ fn session(sandbox: &str, logs: &Path) -> (Duration, PathBuf, u128) {
 /// Milliseconds from `started_ms` to the first `tool_call` event of the log.
 fn to_first_call(dir: &Path, started_ms: u128) -> u128 {
     let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
-    let line = text
+    let event = text
         .lines()
-        .find(|line| line.contains("\"type\":\"tool_call\""))
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|event| event["type"] == "tool_call")
         .unwrap();
-    let event: serde_json::Value = serde_json::from_str(line).unwrap();
-    let ts = humantime::parse_rfc3339_weak(event["ts"].as_str().unwrap().trim_end_matches('Z'))
+    ms_of(&event).saturating_sub(started_ms)
+}
+
+/// An event's timestamp in milliseconds since the epoch.
+fn ms_of(event: &serde_json::Value) -> u128 {
+    humantime::parse_rfc3339_weak(event["ts"].as_str().unwrap().trim_end_matches('Z'))
         .unwrap()
         .duration_since(UNIX_EPOCH)
         .unwrap()
-        .as_millis();
-    ts.saturating_sub(started_ms)
+        .as_millis()
+}
+
+/// Per task of a batch in `out`: milliseconds from its `task_started` in the batch log to its
+/// session's first tool call.
+fn batch_first_calls(out: &Path) -> Vec<u128> {
+    let text = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    text.lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["type"] == "task_started")
+        .map(|event| {
+            let dir = out.join(event["data"]["log_dir"].as_str().unwrap());
+            to_first_call(&dir, ms_of(&event))
+        })
+        .collect()
 }
 
 fn median(mut values: Vec<u128>) -> u128 {
@@ -115,16 +135,16 @@ fn batch_tasks(root: &Path) -> PathBuf {
 /// Runs a batch; returns its wall time and each task's harness time (ms).
 fn run_batch(sandbox: &str, parallel: usize, tasks: &Path, out: &Path) -> (Duration, Vec<u64>) {
     let start = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args([
-            "batch",
-            "--progress",
-            "lines",
-            "--sandbox",
-            sandbox,
-            "--parallel",
-        ])
-        .arg(parallel.to_string())
+    let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+    command.args(["batch", "--progress", "lines", "--parallel"]);
+    command.arg(parallel.to_string());
+    match sandbox.strip_suffix("+pool") {
+        Some(sandbox) => command
+            .args(["--sandbox", sandbox, "--pool-size"])
+            .arg(parallel.to_string()),
+        None => command.args(["--sandbox", sandbox]),
+    };
+    let output = command
         .arg("--out")
         .arg(out)
         .arg(tasks)
@@ -188,12 +208,13 @@ fn main() {
     let root = tempfile::tempdir().unwrap();
     let tasks = batch_tasks(root.path());
     println!(
-        "\n| sandbox | at once | tasks/min ({BATCH_TASKS} tasks) | harness time per task, median |"
+        "\n| sandbox | at once | tasks/min ({BATCH_TASKS} tasks) | harness time per task, median | task start to first tool call, median |"
     );
-    println!("|---|---:|---:|---:|");
-    for sandbox in ["local", "docker"] {
-        if sandbox == "docker" && !docker_ready() {
-            println!("| docker | (no engine or no agent-harness/sandbox image) | | |");
+    println!("|---|---:|---:|---:|---:|");
+    // `docker+pool`: --pool-size as large as the tasks at once.
+    for sandbox in ["local", "docker", "docker+pool"] {
+        if sandbox != "local" && !docker_ready() {
+            println!("| {sandbox} | (no engine or no agent-harness/sandbox image) | | | |");
             continue;
         }
         for parallel in [1, 2, 4, 8] {
@@ -201,8 +222,9 @@ fn main() {
             let (elapsed, harness) = run_batch(sandbox, parallel, &tasks, &out);
             let per_minute = BATCH_TASKS as f64 / elapsed.as_secs_f64() * 60.0;
             println!(
-                "| {sandbox} | {parallel} | {per_minute:.0} | {} ms |",
-                median(harness.into_iter().map(u128::from).collect())
+                "| {sandbox} | {parallel} | {per_minute:.0} | {} ms | {} ms |",
+                median(harness.into_iter().map(u128::from).collect()),
+                median(batch_first_calls(&out))
             );
         }
     }

@@ -33,6 +33,7 @@ use crate::event_log::{
     TaskSkipped,
 };
 use crate::llm::gate::Gates;
+use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::Pool;
 use crate::session::SessionSummary;
 use attempt::TaskContext;
@@ -103,6 +104,8 @@ pub struct BatchConfig {
     pub retries: u32,
     /// Independent trials per task (`--attempts`).
     pub attempts: u32,
+    /// Docker containers started ahead of need (`--pool-size`); 0 for none.
+    pub pool_size: usize,
     /// The batch folder.
     pub out: PathBuf,
     pub resume: bool,
@@ -151,6 +154,11 @@ pub async fn run_batch(
     for warning in check_tasks(config)? {
         observer.note(&warning);
     }
+    let warm = match (&config.sandbox, config.pool_size) {
+        (_, 0) => None,
+        (SandboxSource::Docker, size) => Some(WarmPool::new(size)),
+        _ => anyhow::bail!("--pool-size keeps Docker containers ready: it needs --sandbox docker"),
+    };
     let resumed = prepare_out(config)?;
     let log = open_log(config, resumed).await?;
     let todo = tasks_to_run(config, &log, observer.as_ref()).await?;
@@ -174,6 +182,7 @@ pub async fn run_batch(
         gates: &gates,
         stopping: &stopping,
         pool: pool.as_ref(),
+        warm: warm.as_ref(),
     };
     let outcomes: Vec<Option<bool>> = futures::stream::iter(todo)
         .map(|task| {
@@ -195,6 +204,14 @@ pub async fn run_batch(
         skipped,
         interrupted: stopping.new_tasks.is_cancelled() || stopping.running.is_cancelled(),
     };
+    if let Some(warm) = &warm {
+        warm.drain().await;
+        let (hits, misses) = warm.hits_and_misses();
+        observer.note(&format!(
+            "warm pool: {hits} of {} sandboxes were leased ready, {misses} started on demand",
+            hits + misses
+        ));
+    }
     let retries = progress.snapshot().retries;
     close_log(&log, &outcome, retries, started, &gates).await?;
     if let Err(err) = job::write(config, &log_started) {

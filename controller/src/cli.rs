@@ -215,6 +215,11 @@ pub(crate) struct BatchArgs {
     /// …); the report gives pass@1, pass@k and the mean reward.
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub(crate) attempts: u32,
+    /// With --sandbox docker: keep N containers started ahead of need, leased to tasks as they
+    /// start (a task waits for one already starting rather than start another) and removed
+    /// after use; the batch ends with how many were leased ready. 0: each task starts its own.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) pool_size: usize,
     /// Model request limits per endpoint, shared by every task: `ENDPOINT=CONCURRENCY[,PER_MINUTE]`
     /// where ENDPOINT is a provider (`openai`, `openai-compat`, `anthropic`), a base URL, or `*`;
     /// repeatable. Without one, an endpoint is unbounded until it answers 429, which then

@@ -37,6 +37,7 @@ use crate::llm::{self, Model};
 use crate::policy::{Approval, Asker, Policy, build_policy};
 use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
+use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::Lease;
 use header::{Header, finish};
 use prepare::{Prepared, prepare};
@@ -58,6 +59,8 @@ pub struct SessionOptions {
     pub gates: Option<Arc<llm::gate::Gates>>,
     /// The pool member the batch leased, for a `SandboxTarget::Pool`.
     pub lease: Option<Lease>,
+    /// Docker containers started ahead of need, for a `SandboxTarget::Docker` (a batch's).
+    pub warm: Option<Arc<WarmPool>>,
     /// A benchmark trial's job and dataset, for the files Harbor reads.
     pub trial_link: TrialLink,
 }
@@ -228,6 +231,7 @@ async fn start_sandbox(
         session_id: &options.session_id,
         token,
         lease,
+        warm: options.warm.as_ref(),
         server_log: server_log.as_deref(),
         observer,
     };

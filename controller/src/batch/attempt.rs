@@ -15,6 +15,7 @@ use crate::event_log::{
 use crate::llm::gate::Gates;
 use crate::policy::Nobody;
 use crate::run_loop::{Observer, Totals};
+use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::{Lease, Pool};
 use crate::session::{self, Audience, SessionOptions, SessionOutcome, SessionSummary};
 
@@ -27,6 +28,8 @@ pub(super) struct TaskContext<'a> {
     pub gates: &'a Arc<Gates>,
     pub stopping: &'a Stopping,
     pub pool: Option<&'a Arc<Pool>>,
+    /// Docker containers started ahead of need (`--pool-size`).
+    pub warm: Option<&'a Arc<WarmPool>>,
 }
 
 /// Sessions in a batch print nothing; their logs have everything.
@@ -208,6 +211,7 @@ impl TaskContext<'_> {
             sandbox_log_in_folder: true,
             gates: Some(self.gates.clone()),
             lease,
+            warm: self.warm.cloned(),
             trial_link: TrialLink {
                 job_id: Some(uuid_of(&self.config.batch_id)),
                 source: task.dataset_name(),

@@ -142,6 +142,7 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
         parallel_reason,
         retries: args.retries,
         attempts: args.attempts,
+        pool_size: args.pool_size,
         out,
         resume: args.resume,
         durability: args.session.log_durability.into(),

@@ -89,6 +89,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         sandbox_log_in_folder: false,
         gates: None,
         lease: None,
+        warm: None,
         trial_link: Default::default(),
     };
     let cancel = CancellationToken::new();

@@ -26,6 +26,7 @@ use futures::StreamExt;
 use super::{NetworkMode, SandboxClient, StartError};
 
 mod prune;
+pub mod warm;
 pub use prune::{Pruned, prune};
 
 /// On every container the harness creates.

@@ -13,6 +13,7 @@ use crate::config::{BenchRun, RunConfig, SandboxTarget, TaskPlace};
 use crate::event_log::ContainerRecord;
 use crate::run_loop::Observer;
 use crate::sandbox::docker::DockerSandbox;
+use crate::sandbox::docker::warm::Served;
 use crate::sandbox::local::LocalSandbox;
 use crate::sandbox::pool::Lease;
 use crate::sandbox::{SandboxClient, SandboxError, StartError};
@@ -47,6 +48,8 @@ pub struct StartContext<'a> {
     pub token: &'a str,
     /// A pool member the batch leased, for a `SandboxTarget::Pool`.
     pub lease: Option<Lease>,
+    /// Docker containers started ahead of need, for a `SandboxTarget::Docker`.
+    pub warm: Option<&'a std::sync::Arc<crate::sandbox::docker::warm::WarmPool>>,
     /// Where a local server's own log lines go (instead of stderr).
     pub server_log: Option<&'a Path>,
     pub observer: &'a dyn Observer,
@@ -62,6 +65,7 @@ impl Sandbox {
             session_id,
             token,
             lease,
+            warm,
             server_log,
             observer,
         } = context;
@@ -77,9 +81,19 @@ impl Sandbox {
             SandboxTarget::Local => Sandbox::start_local(config, token, server_log, observer).await,
             SandboxTarget::Docker(spec) => {
                 ignored("a docker sandbox (its workspace is in the container)");
-                let docker = DockerSandbox::start(spec, session_id, token).await?;
+                let (docker, how) = match warm {
+                    Some(warm) => {
+                        let (docker, served) = warm.lease(spec, session_id, token).await?;
+                        let how = match served {
+                            Served::Pool => " (leased ready from the warm pool)",
+                            Served::Started => " (started: none ready in the warm pool)",
+                        };
+                        (docker, how)
+                    }
+                    None => (DockerSandbox::start(spec, session_id, token).await?, ""),
+                };
                 observer.note(&format!(
-                    "sandbox: container {} of {}",
+                    "sandbox: container {} of {}{how}",
                     short(&docker.id),
                     spec.image
                 ));

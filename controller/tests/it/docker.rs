@@ -376,16 +376,8 @@ async fn a_container_that_dies_mid_session_is_an_infrastructure_failure() {
     assert!(!found, "the dead container was removed");
 }
 
-#[tokio::test]
-async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
-        return;
-    }
+/// Three tasks, `c0` to `c2`, each writing its number and checked for it.
+fn three_tasks() -> tempfile::TempDir {
     let tasks = tempfile::tempdir().unwrap();
     for i in 0..3 {
         let dir = tasks.path();
@@ -405,33 +397,34 @@ async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
         )
         .unwrap();
     }
-    let out = tempfile::tempdir().unwrap().path().join("batch");
-    let run = common::run(
-        common::command(&[
-            "batch",
-            "--policy",
-            "allow-all",
-            "--sandbox",
-            "docker",
-            "--image",
-            &image(),
-            "--memory",
-            "256m",
-            "--parallel",
-            "2",
-            "--progress",
-            "lines",
-            "--out",
-            out.to_str().unwrap(),
-            tasks.path().to_str().unwrap(),
-        ]),
-        Duration::from_secs(180),
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    tasks
+}
+
+/// `harness batch --sandbox docker` of `tasks` into `out`, with `extra` flags.
+async fn docker_batch(tasks: &tempfile::TempDir, out: &Path, extra: &[&str]) -> common::Run {
+    let image = image();
+    let mut args = vec!["batch", "--policy", "allow-all", "--sandbox", "docker"];
+    args.extend(["--image", &image, "--progress", "lines"]);
+    args.extend(extra);
+    args.extend([
+        "--out",
+        out.to_str().unwrap(),
+        tasks.path().to_str().unwrap(),
+    ]);
+    common::run(common::command(&args), Duration::from_secs(180)).await
+}
+
+/// Of the three tasks' logs in `out`: each passed its check in a container of its own, which
+/// is gone.
+fn each_task_had_its_own_container_now_gone(out: &Path) {
     let mut ids = Vec::new();
     for i in 0..3 {
         let events = events(&out.join(format!("c{i}")));
+        assert_eq!(
+            of_type(&events, "check_result")[0]["data"]["passed"],
+            true,
+            "c{i}"
+        );
         let id = events[0]["data"]["config"]["container"]["id"]
             .as_str()
             .unwrap()
@@ -443,4 +436,66 @@ async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 3, "one container per task");
+}
+
+#[tokio::test]
+async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
+    if common::needs(
+        "HARNESS_TEST_DOCKER",
+        "a Docker engine and the sandbox image",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let tasks = three_tasks();
+    let out = tempfile::tempdir().unwrap().path().join("batch");
+    let run = docker_batch(&tasks, &out, &["--memory", "256m", "--parallel", "2"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    each_task_had_its_own_container_now_gone(&out);
+}
+
+/// With `--pool-size`, every task's container comes ready from the pool (a task waits for the
+/// one already starting), each is used by one task only, and none is left after the batch.
+#[tokio::test]
+async fn a_warm_pool_leases_started_containers_one_per_task_and_leaves_none() {
+    if common::needs(
+        "HARNESS_TEST_DOCKER",
+        "a Docker engine and the sandbox image",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let tasks = three_tasks();
+    let out = tempfile::tempdir().unwrap().path().join("batch");
+    let run = docker_batch(&tasks, &out, &["--parallel", "1", "--pool-size", "1"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("warm pool: 3 of 3 sandboxes were leased ready, 0 started on demand"),
+        "{said}"
+    );
+    each_task_had_its_own_container_now_gone(&out);
+    // The replacement started for the last lease was removed with the pool.
+    let (_, left) = docker(&["ps", "-aq", "--filter", "name=harness-pool-"]);
+    assert_eq!(left, "", "no pooled container is left");
+}
+
+#[test]
+fn a_warm_pool_needs_docker() {
+    let tasks = three_tasks();
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(common::harness())
+        .args(["batch", "--sandbox", "local", "--pool-size", "2", "--out"])
+        .arg(out.path().join("batch"))
+        .arg(tasks.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--pool-size keeps Docker containers ready: it needs --sandbox docker"),
+        "{stderr}"
+    );
 }
