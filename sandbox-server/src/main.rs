@@ -8,6 +8,8 @@ use sandbox_server::config::{Cli, Command};
 use sandbox_server::{shutdown, telemetry};
 
 fn main() -> anyhow::Result<()> {
+    sandbox_server::process::ensure_standard_fds()
+        .context("opening /dev/null on a closed standard descriptor")?;
     let cli = Cli::parse();
     match cli.command {
         Command::PrintOpenapi => {

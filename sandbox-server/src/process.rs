@@ -19,6 +19,7 @@ mod supervisor;
 
 pub use leftovers::{SERVER_ID_ENV, ServerId};
 pub use proc_fs::{ProcEntry, command_line, start_time_unix};
+pub use spawn::ensure_standard_fds;
 pub use supervisor::{ExitStatus, KillReport, SpawnedShell, Supervisor};
 
 /// The environment variable that marks every process a `bash` call starts.

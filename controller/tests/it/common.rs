@@ -20,6 +20,8 @@ pub fn sandbox_server() -> PathBuf {
 /// What a finished `harness` run printed.
 #[derive(Debug)]
 pub struct Run {
+    /// The harness process's id (its containers carry it as a label).
+    pub pid: u32,
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -67,6 +69,7 @@ pub async fn run(mut command: Command, limit: Duration) -> Run {
         let output = child.wait_with_output().unwrap();
         let _ = watchdog.join();
         Run {
+            pid,
             code: output.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),

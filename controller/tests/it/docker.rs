@@ -12,6 +12,15 @@ use serde_json::Value;
 
 use crate::common;
 
+/// Whether the engine and the image are there to test against (else the test says it skips).
+fn docker_ready() -> bool {
+    common::needs(
+        "HARNESS_TEST_DOCKER",
+        "a Docker engine and the sandbox image",
+    )
+    .is_some()
+}
+
 fn image() -> String {
     std::env::var("HARNESS_TEST_IMAGE").unwrap_or_else(|_| "agent-harness/sandbox".to_owned())
 }
@@ -89,12 +98,7 @@ fn container_of(harness_pid: u32) -> String {
 
 #[tokio::test]
 async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !docker_ready() {
         return;
     }
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello/task.yaml");
@@ -132,12 +136,7 @@ async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
 
 #[tokio::test]
 async fn the_memory_limit_kills_a_memory_bomb_and_the_session_records_it() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !docker_ready() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -211,12 +210,7 @@ async fn connect_from_container(network: &str) -> (String, bool) {
 
 #[tokio::test]
 async fn offline_commands_reach_no_address_while_the_controller_reaches_the_server() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !docker_ready() {
         return;
     }
     let (output, accepted) = connect_from_container("none").await;
@@ -237,12 +231,7 @@ async fn offline_commands_reach_no_address_while_the_controller_reaches_the_serv
 
 #[tokio::test]
 async fn containment_holds_inside_the_container() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !docker_ready() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -289,12 +278,7 @@ async fn containment_holds_inside_the_container() {
 
 #[tokio::test]
 async fn a_killed_controller_leaves_a_container_that_prune_removes() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !docker_ready() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -325,12 +309,7 @@ async fn a_killed_controller_leaves_a_container_that_prune_removes() {
 
 #[tokio::test]
 async fn a_container_that_dies_mid_session_is_an_infrastructure_failure() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !docker_ready() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -414,6 +393,12 @@ async fn docker_batch(tasks: &tempfile::TempDir, out: &Path, extra: &[&str]) -> 
     common::run(common::command(&args), Duration::from_secs(180)).await
 }
 
+/// The containers (running or not) that the harness process `pid` labelled as its own.
+fn containers_of(pid: u32) -> String {
+    let label = format!("label=agent-harness.controller.pid={pid}");
+    docker(&["ps", "-aq", "--filter", &label]).1
+}
+
 /// Of the three tasks' logs in `out`: each passed its check in a container of its own, which
 /// is gone.
 fn each_task_had_its_own_container_now_gone(out: &Path) {
@@ -440,12 +425,7 @@ fn each_task_had_its_own_container_now_gone(out: &Path) {
 
 #[tokio::test]
 async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !docker_ready() {
         return;
     }
     let tasks = three_tasks();
@@ -459,12 +439,7 @@ async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
 /// one already starting), each is used by one task only, and none is left after the batch.
 #[tokio::test]
 async fn a_warm_pool_leases_started_containers_one_per_task_and_leaves_none() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !docker_ready() {
         return;
     }
     let tasks = three_tasks();
@@ -478,8 +453,7 @@ async fn a_warm_pool_leases_started_containers_one_per_task_and_leaves_none() {
     );
     each_task_had_its_own_container_now_gone(&out);
     // The replacement started for the last lease was removed with the pool.
-    let (_, left) = docker(&["ps", "-aq", "--filter", "name=harness-pool-"]);
-    assert_eq!(left, "", "no pooled container is left");
+    assert_eq!(containers_of(run.pid), "", "no pooled container is left");
 }
 
 #[test]
@@ -498,4 +472,26 @@ fn a_warm_pool_needs_docker() {
         stderr.contains("--pool-size keeps Docker containers ready: it needs --sandbox docker"),
         "{stderr}"
     );
+}
+
+/// Tasks whose container specs differ share one pool of `--pool-size` containers: a spec that
+/// needs room evicts the idle containers of another, and none is left after the batch.
+#[tokio::test]
+async fn a_warm_pool_serves_tasks_of_different_specs_and_leaves_none() {
+    if !docker_ready() {
+        return;
+    }
+    let tasks = three_tasks();
+    let c1 = tasks.path().join("c1.yaml");
+    let text = std::fs::read_to_string(&c1).unwrap();
+    std::fs::write(&c1, format!("{text}sandbox: {{memory: 300m}}\n")).unwrap();
+    let out = tempfile::tempdir().unwrap().path().join("batch");
+    let run = docker_batch(&tasks, &out, &["--parallel", "1", "--pool-size", "1"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(said.contains(" of 3 sandboxes were leased ready"), "{said}");
+    each_task_had_its_own_container_now_gone(&out);
+    let memory = events(&out.join("c1"))[0]["data"]["config"]["container"]["memory_bytes"].clone();
+    assert_eq!(memory, 300 << 20, "c1 ran in a container of its own spec");
+    assert_eq!(containers_of(run.pid), "", "no pooled container is left");
 }

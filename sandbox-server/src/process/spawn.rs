@@ -88,6 +88,24 @@ impl Command {
     }
 }
 
+/// Opens `/dev/null` on whichever of descriptors 0, 1 and 2 is closed, so that no descriptor
+/// the server opens later takes one of those numbers (a child's pipes are moved onto them).
+/// Call once at start.
+pub fn ensure_standard_fds() -> io::Result<()> {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD on a descriptor number only reads its flags.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0 {
+            continue;
+        }
+        // SAFETY: a NUL-terminated path; the lowest free number is `fd` (the ones below are open).
+        let opened = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        if opened < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// The first executable `name` along `path` (a `PATH` value).
 pub(super) fn find_program(name: &str, path: &str) -> Option<CString> {
     use std::os::unix::fs::PermissionsExt;
@@ -163,8 +181,13 @@ pub(super) fn spawn(
     drop((out_write, err_write, report_write));
     // The child has called execve (closing the report pipe) or written why it could not.
     let mut report = [0u8; 8];
-    // SAFETY: reads at most `report.len()` bytes into it.
-    let read = unsafe { libc::read(report_read.as_raw_fd(), report.as_mut_ptr().cast(), 8) };
+    let read = loop {
+        // SAFETY: reads at most `report.len()` bytes into it.
+        let read = unsafe { libc::read(report_read.as_raw_fd(), report.as_mut_ptr().cast(), 8) };
+        if read >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break read;
+        }
+    };
     if read == 8 {
         let stage = u32::from_ne_bytes(report[..4].try_into().expect("four bytes")) as usize;
         let errno = i32::from_ne_bytes(report[4..].try_into().expect("four bytes"));

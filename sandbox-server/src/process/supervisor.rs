@@ -222,8 +222,12 @@ impl Supervisor {
                     child
                 }
                 Err(err) => {
-                    if let (Some(group), Some(cgroups)) = (group, &self.inner.confinement.cgroups) {
-                        cgroups.give_back(group);
+                    // The failed child may not have left the group yet: a busy group waits in
+                    // the map like any call's, and is given back once empty.
+                    if let (Some(group), Some(cgroups)) = (group, &self.inner.confinement.cgroups)
+                        && let Some(busy) = cgroups.give_back(group)
+                    {
+                        lock(&self.inner.groups).insert(call_id.to_owned(), busy);
                     }
                     return Err(spawn_error(err));
                 }

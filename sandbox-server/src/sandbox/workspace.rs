@@ -559,12 +559,16 @@ fn io_error(path: &str, errno: Errno) -> WorkspaceError {
     }
 }
 /// Puts the temporary file `temp` in place of `name`, both in `dir`; the name shows the old
-/// content or the new at every moment. Over an existing file the two are exchanged and the old
-/// one unlinked: ext4 makes a rename over an existing file wait for the new file's data to be
-/// allocated (`auto_da_alloc`, 0.1 ms a write), a durability `--durable-writes` asks for
-/// explicitly. Where exchanging is not supported, or the target vanished, a plain rename.
+/// content or the new at every moment. On ext4, over an existing file, the two are exchanged
+/// and the old one unlinked: ext4 makes a rename over an existing file wait for the new file's
+/// data to be allocated (`auto_da_alloc`, 0.1 ms a write), a durability `--durable-writes` asks
+/// for explicitly. Elsewhere a plain rename: on overlayfs (a container's root) an exchange
+/// would first copy the old file up from the image only to delete it. Also where exchanging is
+/// refused, or the target vanished.
 fn replace(dir: &OwnedFd, temp: &str, name: &OsStr, existing: bool) -> io::Result<()> {
-    if existing {
+    let ext4 = nix::sys::statfs::fstatfs(dir)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::EXT4_SUPER_MAGIC);
+    if existing && ext4 {
         match renameat2(dir, temp, dir, name, RenameFlags::RENAME_EXCHANGE) {
             Ok(()) => {
                 return match unlinkat(dir, temp, UnlinkatFlags::NoRemoveDir) {

@@ -489,6 +489,37 @@ async fn cgroups_are_reused_with_their_limits_but_never_while_busy() {
         .unwrap();
 }
 
+/// A group whose memory group is still charged after its command (100 MiB of page cache from
+/// a file it wrote) is not handed to the next command, whose limit the charge would eat.
+#[tokio::test]
+async fn a_cgroup_still_charged_with_memory_is_not_reused() {
+    let server = common::start_with(Options {
+        extra_args: vec!["--limit-memory".into(), "1GiB".into()],
+        ..Options::default()
+    })
+    .await;
+    let (_, info) = server.get_json("/v1/info").await;
+    let cgroup = protection(&info, "cgroup");
+    if cgroup["active"] != true || !cgroup["detail"].as_str().unwrap().contains("memory under") {
+        eprintln!("no writable memory cgroup here: nothing is charged");
+        return;
+    }
+    let group_of = r#"awk -F: '$2=="memory"{print $3}' /proc/self/cgroup"#;
+    let heavy = server
+        .ok(
+            "bash",
+            json!({"cmd": format!("dd if=/dev/zero of=big bs=1M count=100 2>/dev/null; {group_of}")}),
+        )
+        .await;
+    let light = server.ok("bash", json!({"cmd": group_of})).await;
+    assert_ne!(heavy["stdout"], light["stdout"], "{heavy}\n{light}");
+    let again = server.ok("bash", json!({"cmd": group_of})).await;
+    assert_eq!(
+        light["stdout"], again["stdout"],
+        "an uncharged group is reused"
+    );
+}
+
 #[test]
 fn require_protections_refuses_to_start_without_them() {
     let workspace = tempfile::tempdir().unwrap();

@@ -1,10 +1,11 @@
 //! `harness batch --pool-size N`: containers started ahead of need, so that a task's sandbox is
 //! leased from the pool instead of created, filled and booted on the task's critical path.
 //!
-//! The pool keeps up to N started containers (with a healthy server) of each container spec a
-//! batch asks for. A lease takes a ready one, or waits for one already being started; only when
-//! none is on its way does it start its own (a miss). Every lease starts a replacement in the
-//! background. A leased container is the session's alone and is removed when the session ends,
+//! The pool keeps up to N started containers (with a healthy server), N in all whatever the
+//! container specs a batch asks for: a spec that needs room takes it from the idle containers
+//! of the others, oldest spec first. A lease takes a ready one, or waits for one already being
+//! started; only when none is on its way does it start its own (a miss). Every lease starts a
+//! replacement in the background. A leased container is the session's alone and is removed when the session ends,
 //! as any other; [`WarmPool::drain`] removes the ones never leased. Each container has its own
 //! token and is labelled like a session's (`harness sandboxes prune` finds it if the harness
 //! dies).
@@ -41,8 +42,9 @@ pub struct WarmPool {
     state: Mutex<State>,
     /// Woken when a container is ready (or failed to start).
     changed: Notify,
-    /// Background starts still running.
-    filling: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
+    /// Background starts still running (a std mutex: nothing is awaited while it is held, so a
+    /// cancelled lease cannot leave the counts half-updated).
+    filling: Mutex<tokio::task::JoinSet<()>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -63,7 +65,7 @@ impl WarmPool {
             size: size.max(1),
             state: Mutex::new(State::default()),
             changed: Notify::new(),
-            filling: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
+            filling: Mutex::new(tokio::task::JoinSet::new()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         })
@@ -81,23 +83,42 @@ impl WarmPool {
         )
     }
 
-    /// Starts containers of `spec` until `size` are ready or starting.
-    pub async fn prime(self: &Arc<Self>, spec: &DockerSpec) {
-        let wanted = {
+    /// Starts containers of `spec` until `size` are ready or starting, making room by
+    /// removing idle containers of other specs.
+    pub fn prime(self: &Arc<Self>, spec: &DockerSpec) {
+        let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
+        let (wanted, evicted) = {
             let mut state = self.state();
             if state.closed {
                 return;
             }
             let size = self.size;
-            let shelf = shelf(&mut state, spec);
-            let wanted = size.saturating_sub(shelf.ready.len() + shelf.starting);
-            shelf.starting += wanted;
-            wanted
+            let held: usize = state
+                .shelves
+                .iter()
+                .map(|shelf| shelf.ready.len() + shelf.starting)
+                .sum();
+            let mine = shelf(&mut state, spec);
+            let wanted = size.saturating_sub(mine.ready.len() + mine.starting);
+            let mut evicted = Vec::new();
+            let mut over = (held + wanted).saturating_sub(size);
+            for other in state.shelves.iter_mut().filter(|shelf| &shelf.spec != spec) {
+                while over > 0 && !other.ready.is_empty() {
+                    evicted.push(other.ready.remove(0));
+                    over -= 1;
+                }
+            }
+            // What could not be evicted (containers still starting) is not started now.
+            let wanted = wanted.saturating_sub(over);
+            shelf(&mut state, spec).starting += wanted;
+            (wanted, evicted)
         };
-        let mut filling = self.filling.lock().await;
         for _ in 0..wanted {
             let (pool, spec) = (self.clone(), spec.clone());
             filling.spawn(async move { pool.fill(spec).await });
+        }
+        for mut idle in evicted {
+            filling.spawn(async move { idle.remove().await });
         }
     }
 
@@ -137,7 +158,7 @@ impl WarmPool {
         session_id: &str,
         token: &str,
     ) -> Result<(DockerSandbox, Served), StartError> {
-        self.prime(spec).await;
+        self.prime(spec);
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -157,7 +178,7 @@ impl WarmPool {
             };
             match taken {
                 Some(Some(mut sandbox)) => {
-                    self.prime(spec).await;
+                    self.prime(spec);
                     // A container that died while it waited is replaced, not handed out.
                     if sandbox.client.health().await.is_ok() {
                         self.hits.fetch_add(1, Ordering::Relaxed);
@@ -182,7 +203,8 @@ impl WarmPool {
     /// Stops starting containers and removes every one not leased.
     pub async fn drain(&self) {
         self.state().closed = true;
-        let mut filling = self.filling.lock().await;
+        let mut filling =
+            std::mem::take(&mut *self.filling.lock().unwrap_or_else(|p| p.into_inner()));
         while filling.join_next().await.is_some() {}
         let ready: Vec<DockerSandbox> = self
             .state()

@@ -108,6 +108,11 @@ impl GroupThread {
         }
     }
 
+    /// Whether the thread still takes jobs (a panic in one ends it).
+    fn alive(&self) -> bool {
+        self.jobs.is_some() && self.handle.as_ref().is_some_and(|h| !h.is_finished())
+    }
+
     fn run(&self, job: Job) -> std::io::Result<()> {
         self.jobs
             .as_ref()
@@ -146,7 +151,14 @@ struct Inner {
     pool: Mutex<Vec<CallGroup>>,
     /// Whether a spare is being made in the background.
     making: std::sync::atomic::AtomicBool,
+    /// Set by [`Cgroups::sweep`] at shutdown: no group is made or kept after it.
+    closed: std::sync::atomic::AtomicBool,
 }
+
+/// A group whose memory group is still charged with more than this after its processes ended
+/// (files on a tmpfs, `/dev/shm`, kernel memory) is removed, not reused: reused, the charge
+/// would count against the next command's limit.
+const REUSE_MAX_CHARGE: u64 = 64 * 1024 * 1024;
 
 /// The most empty groups kept for reuse.
 const POOL: usize = 16;
@@ -246,6 +258,7 @@ impl Cgroups {
                 made: AtomicU64::new(0),
                 pool: Mutex::new(Vec::new()),
                 making: std::sync::atomic::AtomicBool::new(false),
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -268,10 +281,13 @@ impl Cgroups {
     /// An empty group for a call: a ready one from the pool, or a new one. Either way a spare
     /// is then made in the background if the pool is empty.
     pub fn take(&self) -> std::io::Result<CallGroup> {
-        let taken = self.pool().pop();
-        let group = match taken {
-            Some(group) => group,
-            None => self.create()?,
+        let group = loop {
+            let taken = self.pool().pop();
+            match taken {
+                Some(group) if group.alive() => break group,
+                Some(dead) => dead.remove(),
+                None => break self.create()?,
+            }
         };
         self.keep_a_spare();
         Ok(group)
@@ -287,11 +303,8 @@ impl Cgroups {
             .name("cgroup-spare".to_owned())
             .spawn(move || {
                 match cgroups.create() {
-                    Ok(group) => {
-                        if let Some(extra) = cgroups.give_back(group) {
-                            extra.remove();
-                        }
-                    }
+                    Ok(group) => cgroups.shelve_spare(group),
+                    Err(_) if cgroups.closed() => {}
                     Err(err) => tracing::warn!(cause = %err, "making a spare cgroup"),
                 }
                 cgroups.inner.making.store(false, Ordering::Release);
@@ -304,17 +317,34 @@ impl Cgroups {
     /// Gives back a call's group: kept for reuse when empty and the pool has room, removed when
     /// empty otherwise; a group with live processes is handed back to the caller.
     pub fn give_back(&self, group: CallGroup) -> Option<CallGroup> {
-        if !group.members().is_empty() {
+        if !group.is_empty() {
             return Some(group);
         }
+        let reusable = group.alive() && group.charge() <= REUSE_MAX_CHARGE && !self.closed();
         let mut pool = self.pool();
-        if pool.len() < POOL {
+        if reusable && pool.len() < POOL {
             pool.push(group);
         } else {
             drop(pool);
             group.remove();
         }
         None
+    }
+
+    /// Puts a new group at the bottom of the pool: groups given back are taken first, so the
+    /// same few are reused and a spare waits for when they are all busy.
+    fn shelve_spare(&self, group: CallGroup) {
+        let mut pool = self.pool();
+        if pool.len() < POOL && !self.closed() {
+            pool.insert(0, group);
+        } else {
+            drop(pool);
+            group.remove();
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
     }
 
     /// A new group with its limits (0: no limit; the thread takes one task) and its thread.
@@ -364,8 +394,10 @@ impl Cgroups {
         Ok(group)
     }
 
-    /// Removes this server's groups: the pooled ones, then every empty one left.
+    /// Removes this server's groups: the pooled ones, then every empty one left. No group is
+    /// made or pooled after it.
     pub fn sweep(&self) {
+        self.inner.closed.store(true, Ordering::Release);
         let pooled: Vec<CallGroup> = self.pool().drain(..).collect();
         pooled.into_iter().for_each(CallGroup::remove);
         for base in [&self.inner.pids, &self.inner.memory].into_iter().flatten() {
@@ -397,6 +429,29 @@ impl CallGroup {
     /// Whether what the group's thread clones is already in the commands' Landlock domain.
     pub fn restricted(&self) -> bool {
         self.restricted
+    }
+
+    /// Whether the group's thread still takes jobs.
+    fn alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(GroupThread::alive)
+    }
+
+    /// Whether no process is in the groups; a group that cannot be read counts as busy.
+    fn is_empty(&self) -> bool {
+        let own = std::process::id().to_string();
+        self.dirs.iter().all(|dir| {
+            fs::read_to_string(dir.join("cgroup.procs"))
+                .is_ok_and(|text| text.split_whitespace().all(|pid| pid == own))
+        })
+    }
+
+    /// What the memory group is still charged with (0 without one).
+    fn charge(&self) -> u64 {
+        self.dirs
+            .iter()
+            .filter_map(|dir| fs::read_to_string(dir.join("memory.usage_in_bytes")).ok())
+            .filter_map(|text| text.trim().parse::<u64>().ok())
+            .sum()
     }
 
     /// The pids in the call's groups (the server's own, there by its thread, left out).
