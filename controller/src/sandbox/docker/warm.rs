@@ -5,7 +5,9 @@
 //! container specs a batch asks for: a spec that needs room takes it from the idle containers
 //! of the others, oldest spec first. A lease takes a ready one, or waits for one already being
 //! started; only when none is on its way does it start its own (a miss). Every lease starts a
-//! replacement in the background. A leased container is the session's alone and is removed when the session ends,
+//! replacement in the background: at once when no container of its spec is left ready, else
+//! after [`REFILL_DELAY`], so that the engine's work does not compete with the session that
+//! just leased one while it seeds its workspace. A leased container is the session's alone and is removed when the session ends,
 //! as any other; [`WarmPool::drain`] removes the ones never leased. Each container has its own
 //! token and is labelled like a session's (`harness sandboxes prune` finds it if the harness
 //! dies).
@@ -49,6 +51,9 @@ pub struct WarmPool {
     misses: AtomicU64,
 }
 
+/// How long a replacement waits when its shelf still has a container ready.
+const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How a lease was served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Served {
@@ -87,7 +92,7 @@ impl WarmPool {
     /// removing idle containers of other specs.
     pub fn prime(self: &Arc<Self>, spec: &DockerSpec) {
         let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
-        let (wanted, evicted) = {
+        let (wanted, evicted, urgent) = {
             let mut state = self.state();
             if state.closed {
                 return;
@@ -100,6 +105,7 @@ impl WarmPool {
                 .sum();
             let mine = shelf(&mut state, spec);
             let wanted = size.saturating_sub(mine.ready.len() + mine.starting);
+            let urgent = mine.ready.is_empty();
             let mut evicted = Vec::new();
             let mut over = (held + wanted).saturating_sub(size);
             for other in state.shelves.iter_mut().filter(|shelf| &shelf.spec != spec) {
@@ -111,11 +117,18 @@ impl WarmPool {
             // What could not be evicted (containers still starting) is not started now.
             let wanted = wanted.saturating_sub(over);
             shelf(&mut state, spec).starting += wanted;
-            (wanted, evicted)
+            (wanted, evicted, urgent)
+        };
+        // With containers still ready, the replacement waits a moment: started at once, the
+        // engine's work competes with the session that just leased one while it seeds.
+        let delay = if urgent {
+            std::time::Duration::ZERO
+        } else {
+            REFILL_DELAY
         };
         for _ in 0..wanted {
             let (pool, spec) = (self.clone(), spec.clone());
-            filling.spawn(async move { pool.fill(spec).await });
+            filling.spawn(async move { pool.fill(spec, delay).await });
         }
         for mut idle in evicted {
             filling.spawn(async move { idle.remove().await });
@@ -123,10 +136,15 @@ impl WarmPool {
     }
 
     /// One background start; its container goes on the shelf (or is removed if the pool closed).
-    async fn fill(self: Arc<Self>, spec: DockerSpec) {
+    async fn fill(self: Arc<Self>, spec: DockerSpec, delay: std::time::Duration) {
+        tokio::time::sleep(delay).await;
         let id = format!("pool-{:012x}", rand::random::<u64>() >> 16);
         let token = format!("{:032x}", rand::random::<u128>());
-        let started = DockerSandbox::start(&spec, &id, &token).await;
+        let started = if self.state().closed {
+            Err(StartError::Failed(anyhow::anyhow!("the pool closed")))
+        } else {
+            DockerSandbox::start(&spec, &id, &token).await
+        };
         let leftover = {
             let mut state = self.state();
             let closed = state.closed;
@@ -138,6 +156,7 @@ impl WarmPool {
                     None
                 }
                 Ok(sandbox) => Some(sandbox),
+                Err(_) if closed => None,
                 Err(err) => {
                     tracing::warn!(cause = %err, "starting a warm container");
                     None
