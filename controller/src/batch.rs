@@ -30,7 +30,7 @@ pub use tasks::{TaskSpec, collect_tasks, default_parallel};
 use crate::config::{RunConfig, SessionFlags};
 use crate::event_log::{
     self, BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, GateRecord, Outcome,
-    TaskSkipped,
+    TaskSkipped, WarmPoolRecord,
 };
 use crate::llm::gate::Gates;
 use crate::sandbox::docker::warm::WarmPool;
@@ -204,20 +204,35 @@ pub async fn run_batch(
         skipped,
         interrupted: stopping.new_tasks.is_cancelled() || stopping.running.is_cancelled(),
     };
-    if let Some(warm) = &warm {
-        warm.drain().await;
-        let (hits, misses) = warm.hits_and_misses();
-        observer.note(&format!(
-            "warm pool: {hits} of {} sandboxes were leased ready, {misses} started on demand",
-            hits + misses
-        ));
-    }
+    let warm_pool = match &warm {
+        Some(warm) => Some(drain_warm_pool(warm, config.pool_size, observer.as_ref()).await),
+        None => None,
+    };
     let retries = progress.snapshot().retries;
-    close_log(&log, &outcome, retries, started, &gates).await?;
+    close_log(&log, &outcome, retries, started, &gates, warm_pool).await?;
     if let Err(err) = job::write(config, &log_started) {
         observer.note(&format!("warning: writing the job's result files: {err:#}"));
     }
     Ok(outcome)
+}
+
+/// Removes the warm containers no task leased, and says how the tasks' containers were served.
+async fn drain_warm_pool(
+    warm: &WarmPool,
+    size: usize,
+    observer: &dyn BatchObserver,
+) -> WarmPoolRecord {
+    warm.drain().await;
+    let (leased_ready, started_on_demand) = warm.hits_and_misses();
+    observer.note(&format!(
+        "warm pool: {leased_ready} of {} sandboxes were leased ready, {started_on_demand} started on demand",
+        leased_ready + started_on_demand
+    ));
+    WarmPoolRecord {
+        size: size as u32,
+        leased_ready,
+        started_on_demand,
+    }
 }
 
 /// Every task's settings resolve before anything starts: bad input stops the batch here.
@@ -390,6 +405,7 @@ async fn close_log(
     retries: usize,
     started: Instant,
     gates: &Gates,
+    warm_pool: Option<WarmPoolRecord>,
 ) -> anyhow::Result<()> {
     log.record(Event::BatchFinished(BatchFinished {
         interrupted: outcome.interrupted,
@@ -408,6 +424,7 @@ async fn close_log(
                 waited_ms: g.waited.as_millis() as u64,
             })
             .collect(),
+        warm_pool,
     }))
     .await?;
     log.close().await?;

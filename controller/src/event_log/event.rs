@@ -565,6 +565,21 @@ pub struct BatchFinished {
     pub duration_ms: u64,
     /// Per model endpoint: 429s seen and time tasks waited at the rate gate.
     pub rate_limits: Vec<GateRecord>,
+    /// `--pool-size`: how the tasks' containers were served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_pool: Option<WarmPoolRecord>,
+}
+
+/// What a batch's warm pool of containers did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WarmPoolRecord {
+    /// `--pool-size`.
+    pub size: u32,
+    /// Sandboxes leased from the pool, started ahead of need.
+    pub leased_ready: u64,
+    /// Sandboxes started for a task because none was ready or coming.
+    pub started_on_demand: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

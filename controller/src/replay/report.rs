@@ -16,7 +16,7 @@ pub use write::{write_html, write_text};
 
 use super::metrics::{self, Latency, RunOutcome, Unfinished};
 use super::{ReplayError, events};
-use crate::event_log::{Event, FailureClass, GateRecord, Outcome};
+use crate::event_log::{Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskRow {
@@ -91,6 +91,9 @@ pub struct BatchReport {
     pub totals: Totals,
     /// Per model endpoint, over every run of the batch.
     pub rate_limits: Vec<GateRecord>,
+    /// `--pool-size`: how the containers were served, over every run of the batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_pool: Option<WarmPoolRecord>,
     /// Benchmark tasks by task: pass@1, pass@k, mean reward, health.
     pub benchmark: Option<BenchSummary>,
 }
@@ -124,6 +127,7 @@ struct BatchLog {
     wall_ms: u64,
     interrupted: bool,
     gates: BTreeMap<String, GateRecord>,
+    warm_pool: Option<WarmPoolRecord>,
     /// Why an attempt could not start its session (the batch log's `error` after its
     /// `task_started`), by log folder.
     unstarted: BTreeMap<String, String>,
@@ -157,6 +161,7 @@ pub fn load(dir: &Path) -> Result<BatchReport, ReplayError> {
         tasks: rows,
         totals,
         rate_limits: log.gates.into_values().collect(),
+        warm_pool: log.warm_pool,
         benchmark,
     })
 }
@@ -196,6 +201,16 @@ fn read_batch_log(dir: &Path) -> Result<BatchLog, ReplayError> {
             Event::BatchFinished(finished) => {
                 log.wall_ms += finished.duration_ms;
                 log.interrupted = finished.interrupted;
+                if let Some(pool) = finished.warm_pool {
+                    let total = log.warm_pool.get_or_insert(WarmPoolRecord {
+                        size: pool.size,
+                        leased_ready: 0,
+                        started_on_demand: 0,
+                    });
+                    total.size = pool.size;
+                    total.leased_ready += pool.leased_ready;
+                    total.started_on_demand += pool.started_on_demand;
+                }
                 for gate in finished.rate_limits {
                     let entry =
                         log.gates

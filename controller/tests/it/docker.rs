@@ -451,6 +451,14 @@ async fn a_warm_pool_leases_started_containers_one_per_task_and_leaves_none() {
         said.contains("warm pool: 3 of 3 sandboxes were leased ready, 0 started on demand"),
         "{said}"
     );
+    let batch = events(&out);
+    assert_eq!(
+        of_type(&batch, "batch_finished")[0]["data"]["warm_pool"],
+        serde_json::json!({"size": 1, "leased_ready": 3, "started_on_demand": 0})
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["warm_pool"]["leased_ready"], 3, "{report}");
     each_task_had_its_own_container_now_gone(&out);
     // The replacement started for the last lease was removed with the pool.
     assert_eq!(containers_of(run.pid), "", "no pooled container is left");

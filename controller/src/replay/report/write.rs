@@ -106,6 +106,16 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
     if let Some(summary) = &report.benchmark {
         super::bench::write_text(summary, out)?;
     }
+    if let Some(pool) = &report.warm_pool {
+        writeln!(
+            out,
+            "warm pool (--pool-size {}): {} of {} sandboxes leased ready, {} started on demand",
+            pool.size,
+            pool.leased_ready,
+            pool.leased_ready + pool.started_on_demand,
+            pool.started_on_demand
+        )?;
+    }
     for gate in &report.rate_limits {
         writeln!(
             out,
