@@ -249,6 +249,12 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Vec<String>> {
                 problems.push(format!("{}: {err:#}", task.source.path().display()));
             }
             Ok(run) => {
+                if config.pool_size > 0 && run.bench().is_some() {
+                    warnings.push(format!(
+                        "warning: {}: --pool-size does not apply to a benchmark task, which runs in its own image",
+                        task.task
+                    ));
+                }
                 let bench = run
                     .bench()
                     .map(|b| b.task.warnings.clone())

@@ -12,7 +12,8 @@
 // A benchmark binary prints its table and spawns the servers it measures.
 #![allow(clippy::print_stdout, clippy::disallowed_methods, clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -79,22 +80,9 @@ struct Ours {
 
 impl Ours {
     fn start(workspace: &Path) -> Ours {
-        let binary = std::env::var_os("SANDBOX_BENCH_SERVER")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_sandbox-server").into());
-        let mut child = Command::new(binary)
-            .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-            .arg(workspace)
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let address: Value = serde_json::from_str(&line).unwrap();
+        let (child, base) = support::start_server(workspace, &[], "error");
         Ours {
-            base: format!("http://{}", address["listening"].as_str().unwrap()),
+            base,
             _server: Running(child),
         }
     }

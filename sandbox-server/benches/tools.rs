@@ -7,8 +7,9 @@
 // A benchmark binary prints its table and spawns the server it measures.
 #![allow(clippy::print_stdout, clippy::disallowed_methods, clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,23 +36,9 @@ impl Drop for Server {
 
 fn start(workspace: &std::path::Path, worker_threads: usize) -> (Server, Duration) {
     let started = Instant::now();
-    let binary = std::env::var_os("SANDBOX_BENCH_SERVER")
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_sandbox-server").into());
-    let mut child = Command::new(binary)
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(workspace)
-        .args(["--worker-threads", &worker_threads.to_string()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address: Value = serde_json::from_str(&line).unwrap();
-    let base = format!("http://{}", address["listening"].as_str().unwrap());
+    let threads = worker_threads.to_string();
+    let (child, base) =
+        support::start_server(workspace, &["--worker-threads", threads.as_str()], "warn");
     // First healthy answer, over a fresh connection each try (bounded: 5 s).
     let client = reqwest::blocking::Client::new();
     while started.elapsed() < Duration::from_secs(5) {
