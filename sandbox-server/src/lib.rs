@@ -145,10 +145,10 @@ pub async fn run(
     let kill_grace = config.kill_grace;
     let killer = supervisor.clone();
     let end_calls = async move {
-        killer.kill_all(kill_grace).await;
+        killer.shut_down(kill_grace).await;
     };
     let served = http::serve(listener, router, shutdown, config.shutdown_grace, end_calls).await;
-    let report = supervisor.kill_all(config.kill_grace).await;
+    let report = supervisor.shut_down(config.kill_grace).await;
     if !report.killed.is_empty() {
         tracing::info!(killed = ?report.killed, "stopped the processes left running");
     }

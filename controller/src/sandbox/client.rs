@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use reqwest::StatusCode;
 use sandbox_protocol::{
     BashArgs, BashResult, ChangesResponse, DirListing, ErrorResponse, ErrorType,
     FingerprintResponse, InfoResponse, ManifestResponse, ReadFileResult, SearchReplaceResult,
@@ -47,50 +46,21 @@ impl ToolReply {
     }
 }
 
-/// Why a sandbox request failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
-    /// The sandbox did not answer: it is down, unreachable or cut the connection.
-    #[error("sandbox at {url} is unreachable: {message}")]
-    Unreachable { url: String, message: String },
-    /// Nothing listens at the sandbox's address (the connection was refused).
-    #[error(
-        "nothing is listening at {url}: check the URL and port, and that its sandbox-server is running (`sandbox-server serve --listen ADDR`)"
-    )]
-    Refused { url: String },
-    /// The sandbox answered with an error body; for a tool call this is the tool's failure.
-    #[error("{message}")]
-    Api {
-        status: u16,
-        error_type: ErrorType,
-        message: String,
-    },
-    /// The sandbox answered with something that is not its API.
-    #[error("sandbox at {url} answered unexpectedly: {message}")]
-    BadResponse { url: String, message: String },
-}
-
-impl SandboxError {
-    /// Whether the sandbox itself failed (as opposed to a tool refusing its input).
-    pub fn is_infrastructure(&self) -> bool {
-        match self {
-            SandboxError::Unreachable { .. }
-            | SandboxError::Refused { .. }
-            | SandboxError::BadResponse { .. } => true,
-            SandboxError::Api {
-                status, error_type, ..
-            } => error_type.is_infrastructure(*status),
-        }
-    }
-}
-
 /// A cheap-to-clone client for one sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxClient {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// The server's limits, from its first `/v1/info`: they bound how long a tool call may take.
+    limits: std::sync::Arc<std::sync::OnceLock<sandbox_protocol::Limits>>,
+    /// [`STUCK_MARGIN`], shorter in tests.
+    stuck_margin: Duration,
 }
+
+/// How long past a tool call's own bound (its timeout, then the kill grace) the client waits
+/// before it calls the sandbox stuck.
+const STUCK_MARGIN: Duration = Duration::from_secs(60);
 
 /// Attempts for a call that gets 429 (every slot busy) before giving up.
 const OVERLOAD_ATTEMPTS: u32 = 20;
@@ -138,6 +108,8 @@ impl SandboxClient {
             http,
             base: base.trim_end_matches('/').to_owned(),
             token,
+            limits: Default::default(),
+            stuck_margin: STUCK_MARGIN,
         }
     }
 
@@ -234,7 +206,32 @@ impl SandboxClient {
         let response = self
             .send(self.request(reqwest::Method::GET, "/v1/info"))
             .await?;
-        self.json(response).await
+        let info: InfoResponse = self.json(response).await?;
+        let _ = self.limits.set(info.limits.clone());
+        Ok(info)
+    }
+
+    /// How long a call of `tool` may go unanswered before the sandbox counts as stuck: its
+    /// timeout (a `bash` call's own, or the server's default; the longest for other tools) and
+    /// the kill grace, plus a margin. `None` when the server's limits cannot be read.
+    async fn call_bound(&self, tool: &str, args: Option<&Value>) -> Option<Duration> {
+        if self.limits.get().is_none() {
+            let _ = self.info().await;
+        }
+        let limits = self.limits.get()?;
+        let timeout = match tool {
+            "bash" => args
+                .and_then(|args| args.get("timeout"))
+                .and_then(Value::as_u64)
+                .unwrap_or(limits.default_timeout_secs)
+                .min(limits.max_timeout_secs),
+            _ => limits.max_timeout_secs,
+        };
+        Some(
+            Duration::from_secs(timeout)
+                + Duration::from_millis(limits.kill_grace_ms)
+                + self.stuck_margin,
+        )
     }
 
     pub async fn tools(&self) -> Result<Vec<ToolSpec>, SandboxError> {
@@ -311,6 +308,9 @@ impl SandboxClient {
         options: &CallOptions<'_>,
     ) -> Result<Vec<u8>, SandboxError> {
         let path = format!("/v1/tools/{}{}", encode_segment(name), options.query());
+        let bound = self
+            .call_bound(name, serde_json::to_value(args).ok().as_ref())
+            .await;
         let started = std::time::Instant::now();
         let (mut overloaded, mut dropped) = (0, 0);
         loop {
@@ -319,13 +319,24 @@ impl SandboxClient {
                 request = request.header("Idempotency-Key", key);
             }
             let keyed = options.key.is_some();
-            let answer = match self.send(request).await {
-                Ok(response) => response
-                    .bytes()
-                    .await
+            let attempt = async {
+                let response = self.send(request).await?;
+                let bytes = response.bytes().await;
+                bytes
                     .map(|bytes| bytes.to_vec())
-                    .map_err(|err| self.unreachable(&err)),
-                Err(err) => Err(err),
+                    .map_err(|err| self.unreachable(&err))
+            };
+            let answer = match bound {
+                Some(bound) => tokio::time::timeout(bound, attempt)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(SandboxError::Stuck {
+                            url: self.base.clone(),
+                            tool: name.to_owned(),
+                            waited: bound,
+                        })
+                    }),
+                None => attempt.await,
             };
             match answer {
                 Err(SandboxError::Api { status: 429, .. }) if overloaded < OVERLOAD_ATTEMPTS => {
@@ -509,11 +520,6 @@ impl SandboxClient {
     }
 }
 
-/// Whether an HTTP status means "not found" (for callers matching on errors).
-pub fn is_not_found(err: &SandboxError) -> bool {
-    matches!(err, SandboxError::Api { status, .. } if *status == StatusCode::NOT_FOUND.as_u16())
-}
-
 /// Percent-encodes each segment of a relative path, keeping the `/` between them.
 fn encode_path(path: &str) -> String {
     path.split('/')
@@ -572,16 +578,8 @@ impl crate::policy::Workspace for SandboxClient {
     }
 }
 
+mod error;
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests;
 
-    #[test]
-    fn paths_are_encoded_per_segment() {
-        assert_eq!(
-            encode_path(".agents/skills/my skill/SKILL.md"),
-            ".agents/skills/my%20skill/SKILL.md"
-        );
-        assert_eq!(encode_segment("a/b?c#d"), "a%2Fb%3Fc%23d");
-    }
-}
+pub use error::{SandboxError, is_not_found};

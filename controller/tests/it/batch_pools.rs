@@ -11,17 +11,24 @@ use crate::batches::{DONE, bash, batch, events, of_type, report, write_task};
 use crate::common;
 use crate::double::{Answer, ModelDouble, ev_message, ev_response};
 
-/// A sandbox-server on 127.0.0.1:0 with `token`; returns the child and its URL.
+/// A sandbox-server on 127.0.0.1:0 with `token`; returns the child and its URL. Its log is
+/// `server-<pid>.log` beside the token file (see [`server_log`]).
 pub(crate) fn start_server(workspace: &Path, token_file: &Path) -> (std::process::Child, String) {
+    static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = token_file.with_file_name(format!("server-{n}.log"));
     let mut server = Command::new(common::sandbox_server())
         .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(workspace)
         .arg("--token-file")
         .arg(token_file)
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
+    std::fs::rename(&log, server_log(token_file, server.id())).unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(
         &mut std::io::BufReader::new(server.stdout.take().unwrap()),
@@ -31,6 +38,17 @@ pub(crate) fn start_server(workspace: &Path, token_file: &Path) -> (std::process
     let address: Value = serde_json::from_str(&line).unwrap();
     let url = format!("http://{}", address["listening"].as_str().unwrap());
     (server, url)
+}
+
+/// The log of the server `pid` that [`start_server`] started with `token_file`.
+pub(crate) fn server_log(token_file: &Path, pid: u32) -> std::path::PathBuf {
+    token_file.with_file_name(format!("server-{pid}.log"))
+}
+
+/// Where a server is stuck and what it logged: for a test that failed.
+fn server_report(token_file: &Path, pid: u32) -> String {
+    let log = std::fs::read_to_string(server_log(token_file, pid)).unwrap_or_default();
+    format!("{}{log}", common::stacks(pid))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -71,7 +89,15 @@ async fn a_pool_leases_running_sandboxes_and_resets_them_between_tasks() {
         Duration::from_secs(120),
     )
     .await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code,
+        0,
+        "{}\n{}\nthe pool's servers:\n{}{}",
+        run.stdout,
+        run.stderr,
+        server_report(&token_file, s1.id()),
+        server_report(&token_file, s2.id())
+    );
     assert!(
         run.stderr.contains("2: one per pool member"),
         "{}",

@@ -61,6 +61,10 @@ pub async fn run(mut command: Command, limit: Duration) -> Run {
                     return;
                 }
             }
+            eprintln!(
+                "harness ran out of time; where it and its children were:\n{}",
+                stacks(pid)
+            );
             let _ = Command::new("kill")
                 .arg("-KILL")
                 .arg(pid.to_string())
@@ -113,6 +117,64 @@ pub fn alive(pid: u32) -> bool {
             state != "Z" && state != "X"
         })
         .unwrap_or(false)
+}
+
+/// Where `pid`, its descendants and each of their threads are waiting (state, `wchan`, and
+/// the kernel stack where readable): what a test that ran out of time prints.
+pub fn stacks(pid: u32) -> String {
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let parent_of = |p: u32| -> Option<u32> {
+        let stat = read(format!("/proc/{p}/stat"));
+        stat.rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let all: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(all.iter().filter(|&&p| parent_of(p) == Some(parent)));
+        i += 1;
+    }
+    let mut out = String::new();
+    for p in tree {
+        let cmdline = read(format!("/proc/{p}/cmdline")).replace('\0', " ");
+        out.push_str(&format!("process {p}: {cmdline}\n"));
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let dir = task.path().display().to_string();
+            let state = read(format!("{dir}/stat"));
+            let state = state
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .next();
+            out.push_str(&format!(
+                "  thread {} {} {} wchan={}\n",
+                task.file_name().to_string_lossy(),
+                read(format!("{dir}/comm")).trim(),
+                state.unwrap_or("?"),
+                read(format!("{dir}/wchan")),
+            ));
+            for frame in read(format!("{dir}/stack")).lines().take(12) {
+                out.push_str(&format!("    {frame}\n"));
+            }
+        }
+    }
+    out
 }
 
 /// Where test sessions write their logs (each run prints its own folder as `log: PATH`).

@@ -482,14 +482,20 @@ impl Supervisor {
         .await
     }
 
-    /// Kills every process this server started.
+    /// Kills every process this server started; their cgroups go back to the pool.
     pub async fn kill_all(&self, grace: Duration) -> KillReport {
         let report = self
             .terminate(grace, |_, ours| ours.iter().copied().collect())
             .await;
         self.remove_empty_groups();
-        if let Some(cgroups) = &self.inner.confinement.cgroups {
-            cgroups.sweep();
+        report
+    }
+
+    /// At shutdown: kills every process, then removes this server's cgroups; none is made after.
+    pub async fn shut_down(&self, grace: Duration) -> KillReport {
+        let report = self.kill_all(grace).await;
+        if let Some(cgroups) = self.inner.confinement.cgroups.clone() {
+            let _ = tokio::task::spawn_blocking(move || cgroups.sweep()).await;
         }
         report
     }

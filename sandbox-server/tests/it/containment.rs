@@ -481,12 +481,26 @@ async fn cgroups_are_reused_with_their_limits_but_never_while_busy() {
         groups.push(line);
     }
     assert_eq!(groups[1], groups[2], "an empty group is reused: {groups:?}");
-    server
-        .client
-        .delete(format!("{}/v1/processes", server.base))
+    // A reset (what a pool does between two tasks) empties the busy group and keeps reusing.
+    let reset = server
+        .request(reqwest::Method::POST, "/v1/reset")
         .send()
         .await
         .unwrap();
+    assert_eq!(reset.status(), 200);
+    let mut after = Vec::new();
+    for _ in 0..3 {
+        let call = server.ok("bash", json!({"cmd": group_of})).await;
+        after.push(call["stdout"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        after[1], after[2],
+        "groups are reused after a reset: {after:?}"
+    );
+    assert!(
+        groups.contains(&after[2]) || after[2] == busy_group,
+        "the groups made before the reset are still in use: {after:?} vs {groups:?}"
+    );
 }
 
 /// A group whose memory group is still charged after its command (100 MiB of page cache from
