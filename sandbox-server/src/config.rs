@@ -78,8 +78,9 @@ pub struct ServeArgs {
     /// listen address is loopback.
     #[arg(long, env = "SANDBOX_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
-    /// The tools to enable, comma-separated; all built-in tools when absent. They are listed
-    /// in registration order whatever the order here.
+    /// The tools to enable, comma-separated: of bash, read_file, write_file, search_replace,
+    /// exec and write_stdin; the first four when absent. They are listed in registration
+    /// order whatever the order here.
     #[arg(long, env = "SANDBOX_TOOLS", value_delimiter = ',')]
     pub tools: Option<Vec<String>>,
     /// Log format on stderr; `json` for log collectors. Levels come from RUST_LOG.
@@ -113,6 +114,14 @@ pub struct ServeArgs {
     /// Tool calls that may run at once; one more gets 429 with Retry-After.
     #[arg(long, env = "SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 64)]
     pub max_concurrent_calls: usize,
+    /// Bytes of output each process started by id keeps for its readers (past it the oldest
+    /// chunks leave, and readers behind them are told what they missed).
+    #[arg(long, env = "SANDBOX_PROCESS_BUFFER", value_parser = size::parse_size, default_value = "256KiB")]
+    pub process_buffer: u64,
+    /// Processes started by id kept at once, ended ones included (the oldest ended one is
+    /// forgotten to make room).
+    #[arg(long, env = "SANDBOX_MAX_PROCESSES", default_value_t = 256)]
+    pub max_processes: usize,
     /// After SIGTERM to a timed-out or killed tree, milliseconds before SIGKILL.
     #[arg(long, env = "SANDBOX_KILL_GRACE_MS", default_value_t = 2000)]
     pub kill_grace_ms: u64,
@@ -236,6 +245,8 @@ pub struct Config {
     pub archive_max_bytes: u64,
     pub archive_max_entries: u64,
     pub max_concurrent_calls: usize,
+    pub process_buffer: u64,
+    pub max_processes: usize,
     pub worker_threads: usize,
     pub snapshot_ignore: Vec<String>,
     pub watch: Vec<String>,
@@ -292,6 +303,8 @@ impl ServeArgs {
             archive_max_bytes: self.archive_max_bytes,
             archive_max_entries: self.archive_max_entries,
             max_concurrent_calls: self.max_concurrent_calls,
+            process_buffer: self.process_buffer,
+            max_processes: self.max_processes,
             worker_threads: self.worker_threads,
             snapshot_ignore: self.snapshot_ignore,
             watch: self.watch,
@@ -347,7 +360,7 @@ impl ServeArgs {
 
     fn registry(&self) -> Result<Registry, ConfigError> {
         let Some(names) = &self.tools else {
-            return Ok(crate::sandbox::tools::builtin());
+            return Ok(crate::sandbox::tools::default_tools());
         };
         let names: Vec<String> = names
             .iter()
@@ -374,6 +387,8 @@ impl ServeArgs {
             }
         };
         positive("max-concurrent-calls", self.max_concurrent_calls as u64)?;
+        positive("max-processes", self.max_processes as u64)?;
+        positive("process-buffer", self.process_buffer)?;
         positive("max-body-bytes", self.max_body_bytes)?;
         positive("worker-threads", self.worker_threads as u64)?;
         positive("artifact-cap", self.artifact_cap)?;

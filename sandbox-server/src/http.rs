@@ -12,6 +12,7 @@ mod openapi;
 mod processes;
 mod service;
 mod step;
+mod streams;
 mod tools;
 mod workspace;
 
@@ -80,9 +81,19 @@ fn documented_routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(tools::list_tools))
         .routes(routes!(
             processes::list_processes,
+            processes::start_process,
             processes::kill_background
         ))
-        .routes(routes!(processes::kill_process))
+        .routes(routes!(processes::get_process, processes::delete_process))
+        .routes(routes!(processes::get_output))
+        .routes(routes!(processes::write_stdin))
+        .routes(routes!(processes::send_signal))
+        .routes(routes!(processes::resize))
+        .routes(routes!(processes::start_shell))
+        .routes(routes!(processes::run_in_shell))
+        .routes(routes!(processes::interrupt_shell))
+        .routes(routes!(streams::events))
+        .routes(routes!(streams::pty))
         .routes(routes!(artifacts::get_artifact))
         .routes(routes!(workspace::take_snapshot))
         .routes(routes!(workspace::get_snapshot))

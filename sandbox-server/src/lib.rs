@@ -29,8 +29,29 @@ pub use http::{AppState, app, openapi};
 
 use process::Supervisor;
 use sandbox::output::ArtifactStore;
+use sandbox::processes::{ProcessLimits, ProcessTable};
 use sandbox::workspace::Workspace;
 use sandbox::{ToolContext, ToolLimits};
+
+/// The table of processes started by id.
+fn process_table(
+    config: &Config,
+    supervisor: &Supervisor,
+    workspace: &Arc<Workspace>,
+    artifacts: &ArtifactStore,
+) -> ProcessTable {
+    let limits = ProcessLimits {
+        buffer_bytes: usize::try_from(config.process_buffer).unwrap_or(usize::MAX),
+        max_processes: config.max_processes,
+        kill_grace: config.kill_grace,
+    };
+    ProcessTable::new(
+        supervisor.clone(),
+        workspace.clone(),
+        artifacts.clone(),
+        limits,
+    )
+}
 
 /// Builds the state for `config`, with artifacts and blobs in `dirs.state`.
 pub fn state(
@@ -75,14 +96,17 @@ pub fn state(
         kill_grace_ms: tool_limits.kill_grace_ms,
         durable_writes: config.durable_writes,
     };
+    let workspace = Arc::new(workspace);
+    let processes = process_table(config, &supervisor, &workspace, &artifacts);
     Ok(AppState {
         openapi: Arc::new(openapi(&config.registry)),
         registry: config.registry.clone(),
         ctx: ToolContext {
-            workspace: Arc::new(workspace),
+            workspace,
             artifacts,
             supervisor,
             limits: Arc::new(tool_limits),
+            processes,
             call_id: None,
         },
         token: config.token.as_ref().map(|token| Arc::new(token.clone())),

@@ -11,12 +11,15 @@
 //! marker, so children that escaped the group are caught too.
 
 pub mod confine;
+mod launch;
 pub mod leftovers;
 pub mod mediate;
 mod proc_fs;
+pub mod pty;
 mod spawn;
 mod supervisor;
 
+pub use launch::{Io, Launch, Launched, Streams};
 pub use leftovers::{SERVER_ID_ENV, ServerId};
 pub use proc_fs::{ProcEntry, command_line, start_time_unix};
 pub use spawn::ensure_standard_fds;

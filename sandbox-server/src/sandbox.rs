@@ -5,6 +5,7 @@ pub mod archive;
 pub mod blobs;
 pub mod fingerprint;
 pub mod output;
+pub mod processes;
 pub mod registry;
 pub mod snapshot;
 pub mod tools;

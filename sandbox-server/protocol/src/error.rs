@@ -33,8 +33,11 @@ pub enum ErrorType {
     NotFound,
     /// 404: the file does not exist.
     FileNotFound,
-    /// 404: the pid is not one of the server's processes.
+    /// 404: no process started by that id, or the pid is not one of the server's processes.
     ProcessNotFound,
+    /// 409: the process is not in a state for the request (it ended, its input is closed, it
+    /// has no terminal, it is not a shell or its shell is busy), or its id names another one.
+    ProcessConflict,
     /// 405: the route exists, not for this method.
     MethodNotAllowed,
     /// 400: a malformed request outside tool arguments.
@@ -96,6 +99,7 @@ impl ErrorType {
             | ErrorType::NotFound
             | ErrorType::FileNotFound
             | ErrorType::ProcessNotFound
+            | ErrorType::ProcessConflict
             | ErrorType::MethodNotAllowed
             | ErrorType::BadRequest
             | ErrorType::OutsideWorkspace

@@ -8,13 +8,22 @@
 //! - [`error`]: the one error body every 4xx and 5xx answer carries.
 //! - [`service`]: health, info, the tool listing, background processes and raw files.
 //! - [`tools`]: arguments and results of the four built-in tools.
+//! - [`process`]: processes and shells started by id, and their numbered output.
 
 pub mod error;
 pub mod number;
+pub mod process;
 pub mod service;
 pub mod tools;
 
 pub use error::{ErrorBody, ErrorResponse, ErrorType};
+pub use process::{
+    DroppedOutput, Encoding, ExecArgs, ExecResult, ManagedProcess, OutputChunk, OutputStream,
+    PROCESS_ID_PATTERN, ProcessKind, ProcessOutput, ProcessState, PtyClientMessage,
+    PtyServerMessage, ShellRunRequest, ShellRunResult, SignalName, SignalRequest, SseEvent,
+    SseEventName, StartProcessRequest, StartShellRequest, StdinRequest, StdinResponse,
+    StreamArtifact, TtySize, WriteStdinArgs,
+};
 pub use service::{
     ArchivePutResponse, ChangeKind, ChangesResponse, DirEntry, DirListing, EntryKind, FileChange,
     FilePutResponse, FileVersion, FingerprintResponse, HealthResponse, InfoResponse, Limits,

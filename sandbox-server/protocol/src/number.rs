@@ -43,3 +43,9 @@ pub fn option_u32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u
         .map(|n| whole::<D>(&n, u64::from(u32::MAX)).map(|v| v as u32))
         .transpose()
 }
+
+/// A `u16` (a terminal's rows or columns).
+pub fn u16<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u16, D::Error> {
+    let number = serde_json::Number::deserialize(deserializer)?;
+    whole::<D>(&number, u64::from(u16::MAX)).map(|v| v as u16)
+}

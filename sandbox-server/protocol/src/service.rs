@@ -150,7 +150,12 @@ pub struct ProcessInfo {
 /// The answer of `GET /v1/processes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ProcessListResponse {
+    /// Every live operating-system process the server started.
     pub processes: Vec<ProcessInfo>,
+    /// The processes and shells started by id (`POST /v1/processes`, `POST /v1/shells`), the
+    /// ended ones included until they are deleted.
+    #[serde(default)]
+    pub managed: Vec<crate::process::ManagedProcess>,
 }
 
 /// The answer of `DELETE /v1/processes/{pid}`.

@@ -71,6 +71,9 @@ pub enum ApiError {
     /// A process could not be found or signalled.
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// A process started by id: unknown, or not in a state for the request.
+    #[error(transparent)]
+    Managed(#[from] crate::sandbox::processes::ManagedError),
     /// An `Idempotency-Key` already names another request.
     #[error("{0}")]
     IdempotencyKeyReused(String),
@@ -121,6 +124,7 @@ impl ApiError {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, ErrorType::BadRequest),
             ApiError::InvalidArguments(_) => invalid_arguments(),
             ApiError::Tool(err) => tool_status(err),
+            ApiError::Managed(err) => managed_status(err),
             ApiError::Workspace(err) => workspace_status(err),
             ApiError::Snapshot(SnapshotError::Unknown(_)) => {
                 (StatusCode::NOT_FOUND, ErrorType::NotFound)
@@ -172,6 +176,7 @@ fn tool_status(err: &ToolError) -> (StatusCode, ErrorType) {
             (StatusCode::UNPROCESSABLE_ENTITY, ErrorType::MultipleMatches)
         }
         ToolError::Process(err) => process_status(err),
+        ToolError::Managed(err) => managed_status(err),
         ToolError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::Internal),
     }
 }
@@ -194,6 +199,17 @@ fn workspace_status(err: &WorkspaceError) -> (StatusCode, ErrorType) {
             (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
         }
         WorkspaceError::Io { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::IoError),
+    }
+}
+
+fn managed_status(err: &crate::sandbox::processes::ManagedError) -> (StatusCode, ErrorType) {
+    use crate::sandbox::processes::ManagedError;
+    match err {
+        ManagedError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorType::ProcessNotFound),
+        ManagedError::Conflict(_) => (StatusCode::CONFLICT, ErrorType::ProcessConflict),
+        ManagedError::Invalid(_) => invalid_arguments(),
+        ManagedError::Workspace(err) => workspace_status(err),
+        ManagedError::Spawn(err) => process_status(err),
     }
 }
 

@@ -5,7 +5,7 @@ mod contract;
 
 use axum::Json;
 use axum::extract::State;
-use sandbox_protocol::{ErrorResponse, ToolSpec, ToolStep};
+use sandbox_protocol::{ErrorResponse, PtyClientMessage, PtyServerMessage, ToolSpec, ToolStep};
 use utoipa::OpenApi;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
 use utoipa::openapi::request_body::RequestBodyBuilder;
@@ -79,6 +79,14 @@ fn generated(registry: &Registry) -> utoipa::openapi::OpenApi {
     ToolSpec::schemas(&mut nested);
     ToolStep::schemas(&mut nested);
     nested.push((ToolStep::name().into_owned(), ToolStep::schema()));
+    // The WebSocket's messages, which no operation names: for clients of `GET …/pty`.
+    for (name, schema) in [
+        (PtyClientMessage::name(), PtyClientMessage::schema()),
+        (PtyServerMessage::name(), PtyServerMessage::schema()),
+    ] {
+        nested.push((name.into_owned(), schema));
+    }
+    PtyServerMessage::schemas(&mut nested);
     for (name, schema) in nested {
         components.schemas.insert(name, schema);
     }

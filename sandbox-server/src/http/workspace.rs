@@ -329,7 +329,8 @@ pub(crate) async fn get_fingerprint(
     Ok(Json(answer))
 }
 
-/// A clean slate for the next task: every process the server started killed, the workspace
+/// A clean slate for the next task: every process the server started killed (and those started
+/// by id forgotten), the workspace
 /// emptied, and its artifacts, blobs, snapshots and the commands' `TMPDIR` cleared. What a
 /// pool does between two leases.
 #[utoipa::path(
@@ -342,6 +343,7 @@ pub(crate) async fn get_fingerprint(
 pub(crate) async fn reset(State(state): State<AppState>) -> Result<Json<ResetResponse>, ApiError> {
     let grace = std::time::Duration::from_millis(state.limits.kill_grace_ms);
     let report = state.ctx.supervisor.kill_all(grace).await;
+    state.ctx.processes.clear();
     let workspace = state.ctx.workspace.clone();
     let artifacts = state.ctx.artifacts.clone();
     let shared = state.state.clone();

@@ -30,12 +30,20 @@ pub(super) struct Command {
     cwd: CString,
 }
 
-/// A started command: its pid and the read ends of its output pipes.
+/// A started command: its pid and the read ends of its output pipes (none on a terminal).
 #[derive(Debug)]
 pub(super) struct Child {
     pub(super) pid: u32,
-    pub(super) stdout: OwnedFd,
-    pub(super) stderr: OwnedFd,
+    pub(super) output: Option<(OwnedFd, OwnedFd)>,
+}
+
+/// Where a child's standard streams go.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Stdio {
+    /// This descriptor as standard input, new pipes for standard output and error.
+    Pipes { stdin: RawFd },
+    /// A terminal's slave end as all three (the caller keeps the master).
+    Terminal { slave: RawFd },
 }
 
 /// The child's own stack. Its work is a few dozen system calls.
@@ -152,16 +160,23 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
-/// Starts `command` with `stdin` as its standard input and new pipes for its output; `setup`
-/// runs in the child just before `execve`, under the rules of this module. Returns once the
-/// child has called `execve`; the caller reaps it.
+/// Starts `command` with its standard streams as `stdio` says; `setup` runs in the child just
+/// before `execve`, under the rules of this module. Returns once the child has called
+/// `execve`; the caller reaps it.
 pub(super) fn spawn(
     command: &Command,
-    stdin: RawFd,
+    stdio: Stdio,
     setup: &mut dyn FnMut() -> io::Result<()>,
 ) -> io::Result<Child> {
-    let (out_read, out_write) = pipe()?;
-    let (err_read, err_write) = pipe()?;
+    let (child_stdio, output) = match stdio {
+        Stdio::Pipes { stdin } => {
+            let (out_read, out_write) = pipe()?;
+            let (err_read, err_write) = pipe()?;
+            let fds = [stdin, out_write.as_raw_fd(), err_write.as_raw_fd()];
+            (fds, Some(((out_read, out_write), (err_read, err_write))))
+        }
+        Stdio::Terminal { slave } => ([slave; 3], None),
+    };
     let (report_read, report_write) = pipe()?;
     let argv = null_terminated(&command.argv);
     let envp = null_terminated(&command.envp);
@@ -171,14 +186,16 @@ pub(super) fn spawn(
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: command.cwd.as_ptr(),
-        stdio: [stdin, out_write.as_raw_fd(), err_write.as_raw_fd()],
+        stdio: child_stdio,
         report: report_write.as_raw_fd(),
         // SAFETY: a plain C struct for which all-zero is a valid (empty) set.
         mask: unsafe { std::mem::zeroed() },
         setup,
     };
     let pid = clone_child(&mut stack, &mut args)?;
-    drop((out_write, err_write, report_write));
+    drop(report_write);
+    // The write ends are the child's now.
+    let output = output.map(|((out_read, _), (err_read, _))| (out_read, err_read));
     // The child has called execve (closing the report pipe) or written why it could not.
     let mut report = [0u8; 8];
     let read = loop {
@@ -195,11 +212,7 @@ pub(super) fn spawn(
         let stage = STAGES.get(stage).copied().unwrap_or("starting");
         return Err(io::Error::new(cause.kind(), format!("{stage}: {cause}")));
     }
-    Ok(Child {
-        pid,
-        stdout: out_read,
-        stderr: err_read,
-    })
+    Ok(Child { pid, output })
 }
 
 /// Blocks every signal, clones, restores the mask.
@@ -344,9 +357,13 @@ mod tests {
         setup: &mut dyn FnMut() -> io::Result<()>,
     ) -> io::Result<(String, i32)> {
         let stdin = std::fs::File::open("/dev/null")?;
-        let child = spawn(command, stdin.as_raw_fd(), setup)?;
+        let stdio = Stdio::Pipes {
+            stdin: stdin.as_raw_fd(),
+        };
+        let child = spawn(command, stdio, setup)?;
+        let (stdout, _) = child.output.expect("pipes");
         let mut out = String::new();
-        std::fs::File::from(child.stdout).read_to_string(&mut out)?;
+        std::fs::File::from(stdout).read_to_string(&mut out)?;
         let mut status = 0;
         // SAFETY: waits for the child just started.
         unsafe { libc::waitpid(child.pid as i32, &mut status, 0) };

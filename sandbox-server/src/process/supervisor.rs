@@ -18,6 +18,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::launch::{Io, Launch, Launched, Streams, child_io, spawn_in, streams};
 use super::proc_fs::{self, ProcEntry};
 use super::{CALL_ID_ENV, ProcessError};
 
@@ -78,30 +79,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Clones `command` from the thread that lives in `group` (so that it is born in the group),
-/// or from this thread when there are no groups; waits until it has exec'd.
-fn spawn_in(
-    group: Option<&super::confine::cgroups::CallGroup>,
-    command: super::spawn::Command,
-    stdin: std::fs::File,
-    mut setup: impl FnMut() -> io::Result<()> + Send + 'static,
-) -> io::Result<super::spawn::Child> {
-    let mut spawn = move || {
-        let stdin = std::os::fd::AsRawFd::as_raw_fd(&stdin);
-        super::spawn::spawn(&command, stdin, &mut setup)
-    };
-    let Some(group) = group else {
-        return spawn();
-    };
-    let (done, result) = std::sync::mpsc::sync_channel(1);
-    group.run(Box::new(move || {
-        let _ = done.send(spawn());
-    }))?;
-    result
-        .recv()
-        .map_err(|_| io::Error::other("the cgroup's thread ended during a spawn"))?
 }
 
 impl Supervisor {
@@ -193,42 +170,59 @@ impl Supervisor {
         cwd: &Path,
         call_id: &str,
     ) -> Result<SpawnedShell, ProcessError> {
+        let launch = Launch {
+            args: &["-c", cmd],
+            cwd,
+            call_id,
+            env: &[],
+            io: Io::Null,
+        };
+        let launched = self.launch(&launch)?;
+        let Streams::Pipes { stdout, stderr, .. } = launched.streams else {
+            unreachable!("a call's shell has pipes");
+        };
+        Ok(SpawnedShell {
+            pid: launched.pid,
+            stdout,
+            stderr,
+            exit: launched.exit,
+        })
+    }
+
+    /// Starts `bash` as `launch` says, in a new session, confined like every command.
+    pub fn launch(&self, launch: &Launch<'_>) -> Result<Launched, ProcessError> {
         let spawn_error = |source| ProcessError::Spawn {
             program: "bash".to_owned(),
             source,
         };
-        let command = self.shell_command(cmd, cwd, call_id).map_err(spawn_error)?;
-        let stdin = std::fs::File::open("/dev/null").map_err(spawn_error)?;
+        let command = self.shell_command(launch).map_err(spawn_error)?;
+        let (child_end, parent_end) = child_io(launch.io).map_err(spawn_error)?;
         let channel = if self.inner.confinement.mediates_connect() {
             Some(super::mediate::channel().map_err(spawn_error)?)
         } else {
             None
         };
         let group = self.create_group()?;
-        let child_end = channel
+        let listener_end = channel
             .as_ref()
             .map(|(_, child)| std::os::fd::AsRawFd::as_raw_fd(child));
         let inherited = group
             .as_ref()
             .is_some_and(super::confine::cgroups::CallGroup::restricted);
-        let setup = self.child_setup(child_end, inherited);
+        let terminal = matches!(launch.io, Io::Tty { .. });
+        let setup = self.child_setup(listener_end, inherited, terminal);
         let (exit_tx, exit_rx) = oneshot::channel();
         let child = {
             // Held across the spawn so the reaper cannot reap the child before its waiter exists.
             let mut waiters = lock(&self.inner.waiters);
-            match spawn_in(group.as_ref(), command, stdin, setup) {
+            match spawn_in(group.as_ref(), command, child_end, terminal, setup) {
                 Ok(child) => {
                     waiters.insert(child.pid, exit_tx);
                     child
                 }
                 Err(err) => {
-                    // The failed child may not have left the group yet: a busy group waits in
-                    // the map like any call's, and is given back once empty.
-                    if let (Some(group), Some(cgroups)) = (group, &self.inner.confinement.cgroups)
-                        && let Some(busy) = cgroups.give_back(group)
-                    {
-                        lock(&self.inner.groups).insert(call_id.to_owned(), busy);
-                    }
+                    drop(waiters);
+                    self.keep_failed_group(group, launch.call_id);
                     return Err(spawn_error(err));
                 }
             }
@@ -239,26 +233,30 @@ impl Supervisor {
             self.mediate(&server_end, pid);
         }
         if let Some(group) = group {
-            lock(&self.inner.groups).insert(call_id.to_owned(), group);
+            lock(&self.inner.groups).insert(launch.call_id.to_owned(), group);
         }
-        let stdout = pipe::Receiver::from_owned_fd(child.stdout).map_err(spawn_error)?;
-        let stderr = pipe::Receiver::from_owned_fd(child.stderr).map_err(spawn_error)?;
-        Ok(SpawnedShell {
+        let streams = streams(child.output, parent_end).map_err(spawn_error)?;
+        Ok(Launched {
             pid,
-            stdout,
-            stderr,
+            streams,
             exit: exit_rx,
         })
     }
 
-    /// `bash -c cmd` in `cwd` with the clean environment (the allow-list only, never the
-    /// server's own variables) and the markers.
-    fn shell_command(
-        &self,
-        cmd: &str,
-        cwd: &Path,
-        call_id: &str,
-    ) -> io::Result<super::spawn::Command> {
+    /// The failed child may not have left the group yet: a busy group waits in the map like
+    /// any call's, and is given back once empty.
+    fn keep_failed_group(&self, group: Option<super::confine::cgroups::CallGroup>, call_id: &str) {
+        if let (Some(group), Some(cgroups)) = (group, &self.inner.confinement.cgroups)
+            && let Some(busy) = cgroups.give_back(group)
+        {
+            lock(&self.inner.groups).insert(call_id.to_owned(), busy);
+        }
+    }
+
+    /// `bash` with the launch's arguments in its `cwd`, with the clean environment (the
+    /// allow-list only, never the server's own variables), the launch's own variables and the
+    /// markers.
+    fn shell_command(&self, launch: &Launch<'_>) -> io::Result<super::spawn::Command> {
         let env = &self.inner.confinement.env;
         let bash = self.inner.bash.get_or_init(|| {
             let path = env
@@ -274,15 +272,20 @@ impl Supervisor {
             ));
         };
         let markers = [
-            (CALL_ID_ENV, call_id),
+            (CALL_ID_ENV, launch.call_id),
             (super::SERVER_ID_ENV, self.inner.server_id.as_str()),
         ];
+        let own = |key: &str| launch.env.iter().any(|(k, _)| k == key);
+        let terminal = matches!(launch.io, Io::Tty { .. }) && !own("TERM");
         let env = env
             .iter()
+            .filter(|(key, _)| !own(key))
+            .chain(launch.env)
             .filter(|(key, _)| key != CALL_ID_ENV && key != super::SERVER_ID_ENV)
             .map(|(key, value)| (key.as_str(), value.as_str()))
+            .chain(terminal.then_some(("TERM", "xterm-256color")))
             .chain(markers);
-        super::spawn::Command::new(bash, &["-c", cmd], env, cwd)
+        super::spawn::Command::new(bash, launch.args, env, launch.cwd)
     }
 
     /// What the child runs just before `execve`, under the rules of [`super::spawn`]: its own
@@ -291,6 +294,7 @@ impl Supervisor {
         &self,
         listener_channel: Option<std::os::fd::RawFd>,
         landlock_inherited: bool,
+        terminal: bool,
     ) -> impl FnMut() -> io::Result<()> + Send + use<> {
         let mut confine = self
             .inner
@@ -299,6 +303,13 @@ impl Supervisor {
         let server_pid = nix::unistd::Pid::from_raw(self.inner.self_pid as i32);
         move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
+            if terminal {
+                // SAFETY: a raw ioctl on descriptor 0, the terminal just put there; it makes the
+                // terminal this new session's controlling one, so Ctrl-C and job control work.
+                if unsafe { nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) } < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             // The shell dies with the server; what it starts is swept by the janitor.
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
             if nix::unistd::getppid() != server_pid {
@@ -464,6 +475,30 @@ impl Supervisor {
                 targets
             })
             .await)
+    }
+
+    /// Sends `signal` to a process group of this server's tree (a managed process's own, or
+    /// its terminal's foreground group); a group with none of its processes is refused.
+    pub fn signal_group(&self, pgid: i32, signal: Signal) -> io::Result<()> {
+        let ours = self
+            .commands_tree()
+            .values()
+            .any(|entry| !entry.is_zombie() && entry.pgid as i32 == pgid);
+        if !ours {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("process group {pgid} has no live process of this server"),
+            ));
+        }
+        nix::sys::signal::killpg(Pid::from_raw(pgid), signal).map_err(io::Error::from)
+    }
+
+    /// Kills the descendants of `pid`, which lives on (a shell whose command ignored Ctrl-C).
+    pub async fn kill_descendants(&self, pid: u32, grace: Duration) -> KillReport {
+        self.terminate(grace, move |table, _| {
+            proc_fs::descendants(table, pid).into_iter().collect()
+        })
+        .await
     }
 
     /// Kills every process that no running call owns (the background ones), round after round

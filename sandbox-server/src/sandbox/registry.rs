@@ -32,6 +32,8 @@ pub struct ToolContext {
     pub artifacts: ArtifactStore,
     pub supervisor: Supervisor,
     pub limits: Arc<ToolLimits>,
+    /// The processes and shells started by id (`exec` starts its commands there).
+    pub processes: super::processes::ProcessTable,
     /// The id of the call being run (a command's processes carry it); set per call.
     pub call_id: Option<String>,
 }
@@ -79,6 +81,9 @@ pub enum ToolError {
     /// A process could not be started or signalled.
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// A process started by id was unknown or not in a state for the call.
+    #[error(transparent)]
+    Managed(#[from] super::processes::ManagedError),
     /// A failure of the server itself (artifact store, a panicked task).
     #[error("{0}")]
     Internal(String),

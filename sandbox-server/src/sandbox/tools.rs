@@ -1,11 +1,13 @@
 //! The built-in tools, one file each. Their names and descriptions follow the seed harness.
 
-mod bash;
+pub(crate) mod bash;
+mod exec;
 pub mod read_file;
 mod search_replace;
 mod write_file;
 
 pub use bash::Bash;
+pub use exec::{Exec, WriteStdin};
 pub use read_file::ReadFile;
 pub use search_replace::SearchReplace;
 pub use write_file::WriteFile;
@@ -30,12 +32,26 @@ fn io_failure(path: &str, source: std::io::Error) -> ToolError {
     })
 }
 
-/// The built-in tools, in the order the model sees them.
+/// The tools a server enables when `--tools` does not say: the seed's four.
+pub const DEFAULT_TOOLS: [&str; 4] = ["bash", "read_file", "write_file", "search_replace"];
+
+/// Every built-in tool, in the order the model sees them: the four defaults, then the opt-in
+/// `exec` and `write_stdin` (`--tools`).
 pub fn builtin() -> Registry {
     let mut registry = Registry::default();
     registry.register(Bash);
     registry.register(ReadFile);
     registry.register(WriteFile);
     registry.register(SearchReplace);
+    registry.register(Exec);
+    registry.register(WriteStdin);
     registry
+}
+
+/// The tools enabled by default.
+pub fn default_tools() -> Registry {
+    let names = DEFAULT_TOOLS.map(str::to_owned);
+    builtin()
+        .select(&names)
+        .expect("the default tools are built in")
 }

@@ -80,11 +80,49 @@ def bash_and_processes():
     listed = parsed(call("processes", "list_processes", 200), models.ProcessListResponse)
     assert {p.pid for p in listed.processes} >= set(background.background_pids), listed
     first, second = background.background_pids
-    killed = parsed(call("processes", "kill_process", 200, pid=first), models.ProcessKillResponse)
+    killed = parsed(call("processes", "delete_process", 200, id=str(first)), models.ProcessKillResponse)
     assert first in killed.killed, killed
-    parsed(call("processes", "kill_process", 404, pid=first), models.ErrorResponse)
+    parsed(call("processes", "delete_process", 404, id=str(first)), models.ErrorResponse)
     rest = parsed(call("processes", "kill_background", 200), models.ProcessKillResponse)
     assert second in rest.killed, rest
+
+
+def processes_by_id():
+    start = models.StartProcessRequest(id="cat", cmd="cat")
+    started = parsed(call("processes", "start_process", 201, body=start), models.ManagedProcess)
+    assert started.state == models.ProcessState.RUNNING, started
+    parsed(call("processes", "start_process", 200, body=start), models.ManagedProcess)
+    wrote = parsed(call("processes", "process_stdin", 200, id="cat", body=models.StdinRequest(data="hi\n", close=True)), models.StdinResponse)
+    assert (wrote.written, wrote.stdin_open) == (3, False), wrote
+    output = parsed(call("processes", "get_output", 200, id="cat", after_seq=0, wait_ms=5000), models.ProcessOutput)
+    assert [chunk.data for chunk in output.chunks] == ["hi\n"], output
+    got = parsed(call("processes", "get_process", 200, id="cat"), models.ManagedProcess)
+    assert got.state == models.ProcessState.EXITED, got
+    # An event stream is read as a stream (a generated client parses one JSON body): the
+    # generated module gives the request, the client's connection reads it.
+    request = op("processes", "events")._get_kwargs(id="cat")
+    events = CLIENT.get_httpx_client().request(**request)
+    CALLED.append("events")
+    assert events.status_code == 200 and b"event: exit" in events.content, events.content
+    parsed(call("processes", "pty", 400, id="cat"), models.ErrorResponse)
+    parsed(call("processes", "delete_process", 200, id="cat"), models.ProcessKillResponse)
+    term = models.StartProcessRequest(id="term", cmd="sleep 60", tty=models.TtySize(rows=24, cols=80))
+    parsed(call("processes", "start_process", 201, body=term), models.ManagedProcess)
+    call("processes", "resize", 204, id="term", body=models.TtySize(rows=30, cols=100))
+    call("processes", "send_signal", 204, id="term", body=models.SignalRequest(signal=models.SignalName.TERM))
+    shell = models.StartShellRequest(id="sh")
+    parsed(call("processes", "start_shell", 201, body=shell), models.ManagedProcess)
+    parsed(call("processes", "run_in_shell", 200, id="sh", body=models.ShellRunRequest(cmd="cd /tmp && X=1")), models.ShellRunResult)
+    ran = parsed(call("processes", "run_in_shell", 200, id="sh", body=models.ShellRunRequest(cmd="echo $X $PWD")), models.ShellRunResult)
+    assert (ran.exit_code, ran.stdout, ran.shell_alive) == (0, "1 /tmp\n", True), ran
+    idle = parsed(call("processes", "interrupt_shell", 409, id="sh"), models.ErrorResponse)
+    assert idle.error.type_ == models.ErrorType.PROCESS_CONFLICT, idle
+    parsed(call("processes", "delete_process", 200, id="sh"), models.ProcessKillResponse)
+    # The opt-in tools: a command that outlives its call.
+    started = parsed(call("tools", "exec_", 200, body=models.ExecArgs(cmd="read line; echo got $line", yield_ms=200)), models.ExecResultWithStep)
+    assert started.running, started
+    answer = parsed(call("tools", "write_stdin", 200, body=models.WriteStdinArgs(process_id=started.process_id, input_="x\n", yield_ms=5000)), models.ExecResultWithStep)
+    assert (answer.running, answer.exit_code, answer.new_output) == (False, 0, "got x\n"), answer
 
 
 def files_routes():
@@ -148,6 +186,7 @@ parsed(call("workspace", "reset", 200), models.ResetResponse)
 service()
 file_tools()
 bash_and_processes()
+processes_by_id()
 files_routes()
 workspace_routes()
 operations = sorted(path.stem for path in (package_dir / "api").glob("*/*.py") if path.stem != "__init__")

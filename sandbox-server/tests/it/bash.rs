@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::common::{self, Options};
@@ -151,12 +151,15 @@ async fn background_children_do_not_hang_the_call_and_can_be_listed_and_ended() 
         .await
         .unwrap();
     assert_eq!(response.status(), 404, "pid 1 is not ours");
+    // Not a pid: a process id, and there is none by that name.
     let response = server
         .request(reqwest::Method::DELETE, "/v1/processes/abc")
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 400);
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "process_not_found");
 }
 
 #[tokio::test]

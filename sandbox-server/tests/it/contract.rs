@@ -282,7 +282,7 @@ async fn schemathesis_finds_nothing() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(
-        text.contains("Tested: 23"),
+        text.contains("Tested: 32"),
         "every operation tested:\n{text}"
     );
 }
@@ -313,7 +313,15 @@ async fn a_generated_client_drives_every_route() {
             "the generator dropped something:\n{log}"
         );
     }
-    let server = with_token().await;
+    // Every tool the document describes, the opt-in ones included.
+    let server = common::start_with(Options {
+        token: true,
+        extra_args: vec![
+            "--tools".into(),
+            "bash,read_file,write_file,search_replace,exec,write_stdin".into(),
+        ],
+    })
+    .await;
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/client/drive.py");
     let output = tokio::process::Command::new(python)
         .arg(driver)
@@ -330,5 +338,5 @@ async fn a_generated_client_drives_every_route() {
         "{text}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(text.contains("23 operations called"), "{text}");
+    assert!(text.contains("36 operations called"), "{text}");
 }

@@ -37,6 +37,9 @@ mod leftovers;
 mod lifecycle;
 /// Every route's memory is bounded (peak RSS sampled around big requests).
 mod memory;
+/// Processes started by id: output from a cursor (long-poll, SSE, WebSocket), stdin, a
+/// terminal, signals, persistent shells.
+mod processes;
 /// Raw files and directory listings.
 mod raw_files;
 /// A tool call's step (changes, inline bytes, fingerprint) in its own answer.

@@ -22,11 +22,36 @@ def _call(method, path, **kwargs):
     return response
 
 
+# Processes started by id: one that has ended (its event stream ends at once), one running
+# under a terminal, and a persistent shell. Started again whenever a delete, a reset or a
+# fuzzed signal or stdin has ended them.
+PROCESSES = {
+    "fixture-done": {"id": "fixture-done", "cmd": "echo done"},
+    "fixture-tty": {"id": "fixture-tty", "cmd": "cat", "tty": {"rows": 24, "cols": 80}, "timeout": 3600},
+}
+
+
+def _processes():
+    for name, body in PROCESSES.items():
+        current = requests.get(f"{BASE}/v1/processes/{name}", headers=AUTH, timeout=30)
+        if current.status_code == 200 and (name == "fixture-done" or current.json()["state"] == "running"):
+            continue
+        if current.status_code == 200:
+            _call("DELETE", f"/v1/processes/{name}")
+        _call("POST", "/v1/processes", json=body)
+    shell = requests.get(f"{BASE}/v1/processes/fixture-shell", headers=AUTH, timeout=30)
+    if shell.status_code == 200 and shell.json()["state"] != "running":
+        _call("DELETE", "/v1/processes/fixture-shell")
+    if shell.status_code != 200 or shell.json()["state"] != "running":
+        _call("POST", "/v1/shells", json={"id": "fixture-shell"})
+
+
 def _fixtures():
-    """A known file and a snapshot."""
+    """A known file, a snapshot and the processes."""
     _call("PUT", "/v1/files/fixture/hello.txt", data=b"hello\nworld\n",
           headers={"Content-Type": "application/octet-stream"})
     FIXTURE["snapshot_id"] = _call("POST", "/v1/workspace/snapshot").json()["snapshot_id"]
+    _processes()
 
 
 @schemathesis.hook
@@ -42,6 +67,8 @@ def after_call(context, case, response):
     operation = case.operation.definition.raw.get("operationId")
     if operation in ("put_archive", "reset") and response.status_code < 300:
         _fixtures()
+    elif operation in ("delete_process", "send_signal", "process_stdin", "run_in_shell", "start_process"):
+        _processes()
     elif response.status_code == 200 and operation in ("take_snapshot", "get_changes"):
         FIXTURE["snapshot_id"] = response.json()["snapshot_id"]
     elif response.status_code == 200 and operation in ("bash", "read_file", "write_file", "search_replace"):
@@ -60,6 +87,7 @@ def before_call(context, case, **kwargs):
     data = getattr(getattr(case.meta, "phase", None), "data", None)
     if str(getattr(data, "parameter", "") or "").lower() == "authorization":
         return
+    _bound_waits(case)
     headers = case.headers or {}
     key = headers.get("Idempotency-Key")
     if isinstance(key, str) and 1 <= len(key) <= 255 and all("!" <= c <= "~" for c in key):
@@ -116,15 +144,81 @@ def real_snapshot(context, path_parameters):
     return path_parameters
 
 
-@schemathesis.hook("map_path_parameters").apply_to(operation_id="kill_process")
-def real_pid(context, path_parameters):
-    """A live background process each time: earlier ones may have been ended meanwhile."""
-    pid = (path_parameters or {}).get("pid")
-    # Only a pid that is valid by the schema is replaced: an invalid one must stay invalid.
-    if isinstance(pid, int) and 0 <= pid <= 4294967295 and _sometimes():
-        result = _call("POST", "/v1/tools/bash", json={"cmd": "sleep 600 &"}).json()
-        path_parameters["pid"] = result["background_pids"][0]
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="delete_process")
+def real_process(context, path_parameters):
+    """A live background process or a fixture each time: earlier ones may have been ended."""
+    target = (path_parameters or {}).get("id")
+    if isinstance(target, str) and target and _sometimes():
+        if _sometimes():
+            result = _call("POST", "/v1/tools/bash", json={"cmd": "sleep 600 &"}).json()
+            path_parameters["id"] = str(result["background_pids"][0])
+        else:
+            path_parameters["id"] = CHOICE.choice(["fixture-done", "fixture-tty", "fixture-shell"])
     return path_parameters
+
+
+_ANY = ["fixture-done", "fixture-tty", "fixture-shell"]
+_FIXTURES_FOR = {
+    "get_process": _ANY,
+    "get_output": _ANY,
+    "process_stdin": ["fixture-tty", "fixture-done"],
+    "send_signal": ["fixture-tty", "fixture-done"],
+    "resize": ["fixture-tty", "fixture-done"],
+    "run_in_shell": ["fixture-shell"],
+}
+
+
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="get_process")
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="get_output")
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="process_stdin")
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="send_signal")
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="resize")
+@schemathesis.hook("map_path_parameters").apply_to(operation_id="run_in_shell")
+def real_process_id(context, path_parameters):
+    """A live fixture half of the time, so that no process operation is tested only on 404s."""
+    operation = context.operation.definition.raw.get("operationId")
+    target = (path_parameters or {}).get("id")
+    if isinstance(target, str) and target and _sometimes():
+        path_parameters["id"] = CHOICE.choice(_FIXTURES_FOR[operation])
+    return path_parameters
+
+
+def _bound_waits(case):
+    """In every phase (the coverage phase applies no map hooks): live fixtures for the process
+    operations half of the time; an event stream lasts as long
+    as its process, and a generated id may name a running shell another generated request
+    started, so every valid id of `events` becomes the ended fixture, whose stream ends at once
+    (streams are tested by the server's own tests); and a long-poll, which may wait a minute by
+    the document, waits at most a second against the run's 10 s response-time check."""
+    operation = case.operation.definition.raw.get("operationId")
+    if operation in _FIXTURES_FOR:
+        # The coverage phase varies bodies and queries around ids that name nothing: without
+        # this, most of its cases are 404s.
+        target = (case.path_parameters or {}).get("id")
+        if isinstance(target, str) and target and _sometimes():
+            case.path_parameters["id"] = CHOICE.choice(_FIXTURES_FOR[operation])
+    if operation == "events":
+        target = (case.path_parameters or {}).get("id")
+        if isinstance(target, str) and target:
+            case.path_parameters["id"] = "fixture-done"
+    if operation == "get_output":
+        wait = (case.query or {}).get("wait_ms")
+        if isinstance(wait, int) and 1000 < wait <= 60000:
+            case.query["wait_ms"] = 1000
+        elif isinstance(wait, str) and wait.isdigit() and 1000 < int(wait) <= 60000:
+            case.query["wait_ms"] = "1000"
+
+
+@schemathesis.hook("map_body").apply_to(operation_id="start_process")
+@schemathesis.hook("map_body").apply_to(operation_id="run_in_shell")
+def short_processes(context, body):
+    """A fuzzed process or shell command ends within seconds (a valid timeout is shortened,
+    a missing one given), so none outlives the run or holds an answer past the time check."""
+    if isinstance(body, dict) and isinstance(body.get("cmd"), str):
+        timeout = body.get("timeout")
+        if timeout is None or (isinstance(timeout, int) and 3 < timeout <= 86400):
+            body["timeout"] = 3
+    return body
 
 
 @schemathesis.hook("map_body").apply_to(operation_id="read_file")

@@ -35,6 +35,18 @@ pub(super) fn complete(document: &mut Value) {
             content[media_type] = json!({"schema": {"type": "string", "format": "binary", "contentMediaType": media_type}});
         }
     }
+    // A header is text or absent, never null: the event number, as the server reads it.
+    if let Some(parameters) = document
+        .pointer_mut("/paths/~1v1~1processes~1{id}~1events/get/parameters")
+        .and_then(Value::as_array_mut)
+    {
+        for parameter in parameters
+            .iter_mut()
+            .filter(|p| p["name"] == "Last-Event-ID")
+        {
+            parameter["schema"] = json!({"type": "string", "pattern": "^[0-9]{1,18}$"});
+        }
+    }
     // No body writes an empty file: the body is optional there.
     if let Some(body) = document.pointer_mut("/paths/~1v1~1files~1{path}/put/requestBody") {
         body["required"] = json!(false);
@@ -263,17 +275,113 @@ const LINKS: &[Link] = &[
         "/v1/tools/bash",
         "post",
         "KillBackground",
-        "kill_process",
-        "path.pid",
+        "delete_process",
+        "path.id",
         "$response.body#/background_pids/0",
         "End the first process the command left running",
+    ),
+    (
+        "/v1/processes",
+        "post",
+        "Process",
+        "get_process",
+        "path.id",
+        "$response.body#/id",
+        "The process as it is now",
+    ),
+    (
+        "/v1/processes",
+        "post",
+        "Output",
+        "get_output",
+        "path.id",
+        "$response.body#/id",
+        "Its output from the start",
+    ),
+    (
+        "/v1/processes",
+        "post",
+        "Delete",
+        "delete_process",
+        "path.id",
+        "$response.body#/id",
+        "End it and forget it",
+    ),
+    (
+        "/v1/shells",
+        "post",
+        "Run",
+        "run_in_shell",
+        "path.id",
+        "$response.body#/id",
+        "Run a command in it",
+    ),
+    (
+        "/v1/processes",
+        "post",
+        "Stdin",
+        "process_stdin",
+        "path.id",
+        "$response.body#/id",
+        "Write to its standard input",
+    ),
+    (
+        "/v1/processes",
+        "post",
+        "Signal",
+        "send_signal",
+        "path.id",
+        "$response.body#/id",
+        "Send it a signal",
+    ),
+    (
+        "/v1/processes",
+        "post",
+        "Resize",
+        "resize",
+        "path.id",
+        "$response.body#/id",
+        "Resize its terminal",
+    ),
+    (
+        "/v1/processes",
+        "post",
+        "Terminal",
+        "pty",
+        "path.id",
+        "$response.body#/id",
+        "Its terminal, over a WebSocket",
+    ),
+    (
+        "/v1/shells",
+        "post",
+        "Interrupt",
+        "interrupt_shell",
+        "path.id",
+        "$response.body#/id",
+        "Interrupt its running command",
+    ),
+    (
+        "/v1/shells",
+        "post",
+        "Delete",
+        "delete_process",
+        "path.id",
+        "$response.body#/id",
+        "End the shell and forget it",
     ),
 ];
 
 fn links(document: &mut Value) {
     for &(path, method, name, target, parameter, expression, description) in LINKS {
-        let pointer = format!("/paths/{}/{method}/responses/200", path.replace('/', "~1"));
-        if let Some(response) = document.pointer_mut(&pointer) {
+        for status in ["200", "201"] {
+            let pointer = format!(
+                "/paths/{}/{method}/responses/{status}",
+                path.replace('/', "~1")
+            );
+            let Some(response) = document.pointer_mut(&pointer) else {
+                continue;
+            };
             let links = response
                 .as_object_mut()
                 .map(|r| r.entry("links").or_insert_with(|| json!({})));

@@ -99,6 +99,7 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
         timed_out,
         timeout_secs,
         duration_ms,
+        at_timeout: "the command and every process it started were killed",
         background_pids,
         call_id,
         ctx: &ctx,
@@ -227,19 +228,26 @@ impl Watch {
     }
 }
 
-struct Composition<'a> {
-    exit: ExitStatus,
-    timed_out: bool,
-    timeout_secs: u32,
-    duration_ms: u64,
-    background_pids: Vec<u32>,
-    call_id: String,
-    ctx: &'a ToolContext,
+/// What a finished command's result is made of, besides its output.
+pub(crate) struct Composition<'a> {
+    pub exit: ExitStatus,
+    pub timed_out: bool,
+    pub timeout_secs: u32,
+    /// What the timeout did, after "timed out after N s: ".
+    pub at_timeout: &'static str,
+    pub duration_ms: u64,
+    pub background_pids: Vec<u32>,
+    pub call_id: String,
+    pub ctx: &'a ToolContext,
 }
 
 /// Lays out the result as the seed does: `exit=N`, then indented `stdout:` and `stderr:`
 /// blocks, all within the output limit.
-fn compose(parts: Composition<'_>, stdout: StreamCapture, stderr: StreamCapture) -> BashResult {
+pub(crate) fn compose(
+    parts: Composition<'_>,
+    stdout: StreamCapture,
+    stderr: StreamCapture,
+) -> BashResult {
     let limit = parts.ctx.limits.output_limit_chars;
     let mut stdout = stdout.finish(&parts.ctx.artifacts);
     let mut stderr = stderr.finish(&parts.ctx.artifacts);
@@ -334,8 +342,8 @@ fn layout(parts: &Composition<'_>, stdout: &str, stderr: &str) -> String {
     }
     if parts.timed_out {
         sections.push(format!(
-            "timed out after {} s: the command and every process it started were killed",
-            parts.timeout_secs
+            "timed out after {} s: {}",
+            parts.timeout_secs, parts.at_timeout
         ));
     }
     if !parts.background_pids.is_empty() {
