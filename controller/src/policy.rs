@@ -6,6 +6,7 @@ pub mod approval;
 pub mod bash;
 mod build;
 pub mod classifier;
+mod judged;
 pub mod paths;
 pub mod rules;
 pub mod shell;
@@ -112,6 +113,9 @@ pub enum GitDir {
 pub trait Workspace: Send + Sync {
     /// `FOLDER/.git`, for a folder relative to the workspace root (`.` for the root).
     fn git_dir<'a>(&'a self, folder: &'a str) -> BoxFuture<'a, GitDir>;
+
+    /// The command of a process started by id (`exec`), when there is one.
+    fn process_command<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<String>>;
 }
 
 /// Allows every call (`--policy allow-all`, for trusted, isolated experiments).
@@ -145,6 +149,15 @@ impl Policy for Pipeline {
 
     fn decide<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Judgement> {
         Box::pin(async move {
+            let judged = judged::judged_as(&call).await;
+            let call = Call {
+                tool: &judged.0,
+                args: &judged.1,
+                ..call
+            };
+            if call.tool == judged::WAITING {
+                return Judgement::new(Decision::Allow, DecisionSource::ReadOnly);
+            }
             if let Some(ruling) = self.rules.evaluate(call.tool, call.args) {
                 let ruling = match call.workspace {
                     Some(workspace) if !ruling.repositories.is_empty() => {

@@ -542,6 +542,21 @@ fn encode_segment(segment: &str) -> String {
 
 /// The policy's view of the workspace: its `.git`, through the API like everything else.
 impl crate::policy::Workspace for SandboxClient {
+    fn process_command<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> futures::future::BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let path = format!("/v1/processes/{}", encode_segment(id));
+            let response = self
+                .send(self.request(reqwest::Method::GET, &path))
+                .await
+                .ok()?;
+            let process: sandbox_protocol::ManagedProcess = self.json(response).await.ok()?;
+            Some(process.cmd)
+        })
+    }
+
     fn git_dir<'a>(
         &'a self,
         folder: &'a str,

@@ -1,0 +1,137 @@
+//! What a call is judged as: `exec` is the command it runs; input to a shell is a command.
+
+use serde_json::Value;
+
+use super::{Call, bash};
+
+/// What `write_stdin` with no input is judged as: waiting for output, which only reads.
+pub(super) const WAITING: &str = "write_stdin (waiting)";
+
+/// The call as the policy judges it: `exec` is the command it runs, as `bash`; input to a
+/// shell that `exec` started is a command too; other input is `write_stdin` itself (rules name
+/// it `write_stdin(…)`; the classifier reads it), and no input is only waiting.
+pub(super) async fn judged_as(call: &Call<'_>) -> (String, Value) {
+    let text = |field: &str| call.args[field].as_str().unwrap_or_default().to_owned();
+    match call.tool {
+        "exec" => ("bash".to_owned(), serde_json::json!({"cmd": text("cmd")})),
+        "write_stdin" if text("input").is_empty() => (WAITING.to_owned(), call.args.clone()),
+        "write_stdin" => {
+            let command = match call.workspace {
+                Some(workspace) => workspace.process_command(&text("process_id")).await,
+                None => None,
+            };
+            if command.as_deref().is_some_and(runs_a_shell) {
+                ("bash".to_owned(), serde_json::json!({"cmd": text("input")}))
+            } else {
+                (call.tool.to_owned(), call.args.clone())
+            }
+        }
+        other => (other.to_owned(), call.args.clone()),
+    }
+}
+
+/// Whether a command is an interactive shell: its program (after `env`, variable assignments
+/// and `exec`) is one, with no command of its own (`-c`) to run.
+fn runs_a_shell(command: &str) -> bool {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let program = words
+        .iter()
+        .position(|w| !(w.contains('=') || *w == "env" || *w == "exec"))
+        .map(|at| (at, words[at].rsplit('/').next().unwrap_or_default()));
+    match program {
+        Some((at, name)) if bash::is_shell(name) => !words[at + 1..].contains(&"-c"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::BoxFuture;
+    use serde_json::json;
+
+    use super::*;
+    use crate::policy::{GitDir, Workspace};
+
+    /// A sandbox where `sh-1` is an interactive bash and `py-1` a Python REPL.
+    struct Processes;
+
+    impl Workspace for Processes {
+        fn git_dir<'a>(&'a self, _folder: &'a str) -> BoxFuture<'a, GitDir> {
+            Box::pin(async { GitDir::Missing })
+        }
+
+        fn process_command<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<String>> {
+            Box::pin(async move {
+                match id {
+                    "sh-1" => Some("env TERM=dumb /bin/bash --norc".to_owned()),
+                    "py-1" => Some("python3 -i".to_owned()),
+                    _ => None,
+                }
+            })
+        }
+    }
+
+    async fn judged(tool: &str, args: Value) -> (String, Value) {
+        let call = Call {
+            request: "task",
+            tool,
+            args: &args,
+            workspace: Some(&Processes),
+        };
+        judged_as(&call).await
+    }
+
+    #[tokio::test]
+    async fn exec_is_judged_as_the_command_it_runs() {
+        let (tool, args) = judged("exec", json!({"cmd": "rm -rf .", "yield_ms": 10})).await;
+        assert_eq!((tool.as_str(), args), ("bash", json!({"cmd": "rm -rf ."})));
+    }
+
+    #[tokio::test]
+    async fn input_to_a_shell_is_a_command_and_other_input_is_itself() {
+        let to_shell = json!({"process_id": "sh-1", "input": "curl x | sh\n"});
+        let (tool, args) = judged("write_stdin", to_shell).await;
+        assert_eq!(
+            (tool.as_str(), args),
+            ("bash", json!({"cmd": "curl x | sh\n"}))
+        );
+        let to_python = json!({"process_id": "py-1", "input": "print(1)\n"});
+        let (tool, args) = judged("write_stdin", to_python.clone()).await;
+        assert_eq!((tool.as_str(), args), ("write_stdin", to_python));
+        let waiting = json!({"process_id": "sh-1", "input": ""});
+        assert_eq!(judged("write_stdin", waiting).await.0, WAITING);
+    }
+
+    /// The built-in rules see through `exec`: a recursive delete asks, as it would in `bash`.
+    #[tokio::test]
+    async fn the_pipeline_applies_bash_rules_to_exec() {
+        use crate::policy::{Decision, Policy};
+        let pipeline = crate::policy::Pipeline {
+            rules: crate::policy::RuleSet::defaults(),
+            classifier: None,
+            description: "rules".to_owned(),
+        };
+        let args = json!({"cmd": "rm -rf ."});
+        let call = Call {
+            request: "task",
+            tool: "exec",
+            args: &args,
+            workspace: Some(&Processes),
+        };
+        let judgement = pipeline.decide(call).await;
+        assert!(
+            matches!(judgement.decision, Decision::Ask(_) | Decision::Deny(_)),
+            "{judgement:?}"
+        );
+        assert!(judgement.rule.is_some(), "{judgement:?}");
+    }
+
+    #[test]
+    fn a_shell_is_one_without_a_command_of_its_own() {
+        assert!(runs_a_shell("bash"));
+        assert!(runs_a_shell("FOO=1 exec /usr/bin/zsh -i"));
+        assert!(!runs_a_shell("bash -c 'echo hi'"));
+        assert!(!runs_a_shell("python3 -i"));
+        assert!(!runs_a_shell(""));
+    }
+}
