@@ -227,7 +227,15 @@ async fn rerun_cmd(
         }
         anyhow::bail!("the recorded initial workspace could not be rebuilt exactly");
     }
-    let (target, client) = rerun_sandbox(sandbox, &header, &workspace, token_file, build).await?;
+    // The session's own tools (the opt-in ones included) on the sandbox the calls go to.
+    let tools: Vec<String> = recording.tools.iter().map(|t| t.name.clone()).collect();
+    let place = RerunPlace {
+        sandbox,
+        workspace: &workspace,
+        token_file,
+        tools: &tools,
+    };
+    let (target, client) = rerun_sandbox(&place, &header, build).await?;
     let result = rerun::rerun(&recording, &client, &normalizer, check).await;
     target.stop().await;
     let report = result.context("re-running the calls")?;
@@ -271,14 +279,22 @@ impl RerunSandbox {
     }
 }
 
+/// Where a rerun's sandbox is, and what it offers.
+struct RerunPlace<'a> {
+    sandbox: Option<&'a str>,
+    workspace: &'a Path,
+    token_file: Option<&'a Path>,
+    /// The recorded session's tools (none recorded: the server's defaults).
+    tools: &'a [String],
+}
+
 async fn rerun_sandbox(
-    sandbox: Option<&str>,
+    place: &RerunPlace<'_>,
     header: &controller::event_log::SessionStarted,
-    workspace: &Path,
-    token_file: Option<&Path>,
     build: &controller::config::BenchFlags,
 ) -> anyhow::Result<(RerunSandbox, SandboxClient)> {
-    match sandbox {
+    let (workspace, token_file) = (place.workspace, place.token_file);
+    match place.sandbox {
         Some("task") => {
             let settings = build.build_settings()?;
             let note = |line: &str| eprintln!("{line}");
@@ -293,8 +309,9 @@ async fn rerun_sandbox(
         }
         None | Some("local") => {
             let token = format!("{:032x}", rand::random::<u128>());
+            let tools = (!place.tools.is_empty()).then_some(place.tools);
             let local =
-                LocalSandbox::start(workspace, &token, None, NetworkMode::None, &[], None).await?;
+                LocalSandbox::start(workspace, &token, tools, NetworkMode::None, &[], None).await?;
             let client = local.client.clone();
             Ok((RerunSandbox::Local(Box::new(local)), client))
         }

@@ -633,6 +633,19 @@ async fn exec_and_input_to_a_shell_are_judged_as_the_commands_they_run() {
         "the shell kept its directory: {echoed}"
     );
     assert!(!workspace.path().join("sub/x").exists());
+    // The re-run starts its sandbox with the session's tools, the opt-in ones included.
+    let log = run.log_dir();
+    let rerun = common::run(
+        common::command(&["replay", "rerun", log.to_str().unwrap()]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
+    assert!(
+        rerun.stderr.contains("4 calls re-executed") && rerun.stderr.contains("0 divergences"),
+        "{}",
+        rerun.stderr
+    );
 }
 
 /// The text a call's `tool_result` gave the model.
