@@ -573,7 +573,7 @@ async fn exec_and_input_to_a_shell_are_judged_as_the_commands_they_run() {
         (
             "c5",
             "write_stdin",
-            r#"{"process_id": "exec-1", "input": "pwd\n", "yield_ms": 500}"#,
+            r#"{"process_id": "exec-1", "input": "pwd\n", "yield_ms": 3000}"#,
         ),
         ("c6", "exec", r#"{"cmd": "echo forbidden"}"#),
     ];
