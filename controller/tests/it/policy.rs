@@ -6,6 +6,9 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::double::{Answer, ModelDouble, ev_anthropic, ev_chat, ev_message, ev_response};
 
+/// `exec` and `write_stdin` judged as the commands they run.
+mod exec;
+
 /// A Chat Completions answer carrying a classifier verdict as its JSON content.
 fn verdict(risk: f64, authorized: f64) -> Value {
     ev_chat(
@@ -545,121 +548,4 @@ async fn policy_eval_names_the_line_of_a_bad_label() {
         "{}",
         run.stderr
     );
-}
-
-/// `exec` and `write_stdin` (opt-in tools) pass the same rules as `bash`: a command `exec`
-/// runs is judged as that command, and a line typed into a shell `exec` started is judged as
-/// the command it is; allowed calls run, and the shell keeps its directory between them.
-#[tokio::test(flavor = "multi_thread")]
-async fn exec_and_input_to_a_shell_are_judged_as_the_commands_they_run() {
-    let double = ModelDouble::start().await;
-    let calls = [
-        ("c1", "exec", r#"{"cmd": "bash", "yield_ms": 300}"#),
-        (
-            "c2",
-            "write_stdin",
-            r#"{"process_id": "exec-1", "input": "cd sub\n", "yield_ms": 300}"#,
-        ),
-        (
-            "c3",
-            "write_stdin",
-            r#"{"process_id": "exec-1", "input": "export A=1\n", "yield_ms": 300}"#,
-        ),
-        (
-            "c4",
-            "write_stdin",
-            r#"{"process_id": "exec-1", "input": "echo forbidden-$A > x\n", "yield_ms": 300}"#,
-        ),
-        (
-            "c5",
-            "write_stdin",
-            r#"{"process_id": "exec-1", "input": "pwd\n", "yield_ms": 3000}"#,
-        ),
-        ("c6", "exec", r#"{"cmd": "echo forbidden"}"#),
-    ];
-    for call in calls {
-        double.push_json(ev_chat(None, &[call], 10, 10));
-    }
-    double.push_json(ev_chat(Some("done"), &[], 10, 10));
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::create_dir(workspace.path().join("sub")).unwrap();
-    let policy = workspace.path().join("../exec-policy.yaml");
-    std::fs::write(
-        &policy,
-        "deny: ['bash(*forbidden*)']\nallow: ['bash(bash)', 'bash(export A=1)']\n",
-    )
-    .unwrap();
-    let run = common::run(
-        chat_run(
-            &double,
-            workspace.path(),
-            &[
-                "--policy",
-                policy.to_str().unwrap(),
-                "--tools",
-                "bash,exec,write_stdin",
-            ],
-        ),
-        Duration::from_secs(60),
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    double.assert_clean();
-    let decisions: Vec<(String, String)> = policy_events(&run)
-        .iter()
-        .map(|d| {
-            (
-                d["decision"].as_str().unwrap().to_owned(),
-                d["rule"].as_str().unwrap_or("-").to_owned(),
-            )
-        })
-        .collect();
-    let expected = [
-        ("allow", "rule bash(bash)"),
-        ("allow", "read-only cd"),
-        ("allow", "rule bash(export A=1)"),
-        ("deny", "rule bash(*forbidden*)"),
-        ("allow", "read-only pwd"),
-        ("deny", "rule bash(*forbidden*)"),
-    ];
-    assert_eq!(
-        decisions,
-        expected.map(|(a, b)| (a.to_owned(), b.to_owned())).to_vec()
-    );
-    let echoed = tool_result_text(&run, "c5");
-    let sub = workspace.path().canonicalize().unwrap().join("sub");
-    assert!(
-        echoed.contains(&sub.display().to_string()),
-        "the shell kept its directory: {echoed}"
-    );
-    assert!(!workspace.path().join("sub/x").exists());
-    // The re-run starts its sandbox with the session's tools, the opt-in ones included.
-    let log = run.log_dir();
-    let rerun = common::run(
-        common::command(&["replay", "rerun", log.to_str().unwrap()]),
-        Duration::from_secs(60),
-    )
-    .await;
-    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
-    assert!(
-        rerun.stderr.contains("4 calls re-executed") && rerun.stderr.contains("0 divergences"),
-        "{}",
-        rerun.stderr
-    );
-}
-
-/// The text a call's `tool_result` gave the model.
-fn tool_result_text(run: &common::Run, call_id: &str) -> String {
-    std::fs::read_to_string(run.log_dir().join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|e| e["type"] == "tool_result" && e["data"]["call_id"] == call_id)
-        .map(|e| {
-            e["data"]["output"]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .unwrap_or_default()
 }

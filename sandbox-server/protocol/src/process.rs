@@ -367,7 +367,7 @@ pub struct ExecResult {
     pub running: bool,
     /// Set once it has ended.
     pub exit_code: Option<i32>,
-    /// The new output, cut for the model as `output` is (stdout and stderr in the order printed).
+    /// The new output, cut for the model as `output` is (stdout and stderr together, in the order the server read them: lines printed on the two streams at the same moment may swap).
     pub new_output: String,
     /// The cursor after this look (see `GET /v1/processes/{id}/output`).
     pub last_seq: u64,
