@@ -26,7 +26,7 @@ pub use spawn::ensure_standard_fds;
 pub use supervisor::{ExitStatus, KillReport, SpawnedShell, Supervisor};
 
 /// The environment variable that marks every process a `bash` call starts.
-pub const CALL_ID_ENV: &str = "SANDBOX_CALL_ID";
+pub const CALL_ID_ENV: &str = sandbox_protocol::process::CALL_ID_VARIABLE;
 
 /// Errors from spawning or signalling processes.
 #[derive(Debug, thiserror::Error)]

@@ -12,6 +12,37 @@ use crate::tools::BashResult;
 /// not a digit (a number names an operating-system process, `DELETE /v1/processes/{pid}`).
 pub const PROCESS_ID_PATTERN: &str = "^[A-Za-z0-9._-]*[A-Za-z._-][A-Za-z0-9._-]*$";
 
+/// The variable that names, in every command's environment, the call that started it.
+pub const CALL_ID_VARIABLE: &str = "SANDBOX_CALL_ID";
+/// The variable that names, in every command's environment, the server that started it.
+pub const SERVER_ID_VARIABLE: &str = "SANDBOX_SERVER_ID";
+/// The variables the server sets in every command's environment to find its processes again;
+/// a request may not set them.
+pub const MARKER_VARIABLES: [&str; 2] = [CALL_ID_VARIABLE, SERVER_ID_VARIABLE];
+
+/// A request's `env`: names a shell can take (letters, digits and `_`, not starting with a
+/// digit), never one of [`MARKER_VARIABLES`]; values without a NUL byte.
+fn env_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let markers = MARKER_VARIABLES.join("|");
+    let names = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(format!("^(?!({markers})$)[A-Za-z_][A-Za-z0-9_]*$")));
+    let values = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^[^\\u0000]*$"));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(format!(
+            "Variables added to the commands' environment: names of letters, digits and `_` not \
+             starting with a digit, except the server's markers ({}); values without a NUL byte.",
+            MARKER_VARIABLES.join(", ")
+        )))
+        .property_names(Some(names))
+        .additional_properties(Some(values))
+        .build()
+}
+
 /// `POST /v1/processes`: start a command under an id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -32,6 +63,7 @@ pub struct StartProcessRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Variables added to the commands' environment.
+    #[schema(schema_with = env_schema)]
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Run under a pseudo-terminal of this size; its output is then one stream, `pty`.
@@ -241,6 +273,7 @@ pub struct StartShellRequest {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    #[schema(schema_with = env_schema)]
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
 }

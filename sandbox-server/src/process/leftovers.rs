@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 use super::proc_fs;
 
 /// The variable that names, in every command's environment, the server that started it.
-pub const SERVER_ID_ENV: &str = "SANDBOX_SERVER_ID";
+pub const SERVER_ID_ENV: &str = sandbox_protocol::process::SERVER_ID_VARIABLE;
 
 /// A server: its pid and the start time of that process (so a reused pid is not mistaken for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -13,6 +13,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import httpx
+
 package_dir, base_url, token = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 sys.path.insert(0, str(package_dir.parent))
 api = importlib.import_module(package_dir.name)
@@ -25,13 +27,20 @@ def op(group, name):
     return importlib.import_module(f"{package_dir.name}.api.{group}.{name}")
 
 
-CLIENT = client_module.AuthenticatedClient(base_url=base_url, token=token, raise_on_unexpected_status=True)
+# Every request is bounded (the generated client waits forever by default): a call that hangs
+# fails here, naming its operation, instead of holding the run.
+CLIENT = client_module.AuthenticatedClient(
+    base_url=base_url, token=token, raise_on_unexpected_status=True, timeout=httpx.Timeout(60.0)
+)
 CALLED = []
 
 
 def call(group, name, expect, **kwargs):
     """Calls one operation; its status must be `expect` and its parsed answer of the 2xx model."""
-    response = op(group, name).sync_detailed(client=CLIENT, **kwargs)
+    try:
+        response = op(group, name).sync_detailed(client=CLIENT, **kwargs)
+    except httpx.TimeoutException as err:
+        raise AssertionError(f"{name}: no answer within 60 s ({err!r})") from err
     CALLED.append(name)
     status = int(response.status_code)
     assert status == expect, f"{name}: {status} {response.content[:400]!r}"

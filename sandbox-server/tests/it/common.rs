@@ -15,6 +15,8 @@ pub struct Server {
     pub token: Option<String>,
     pub client: reqwest::Client,
     _token_dir: tempfile::TempDir,
+    /// The server's log (its standard error), shown when a test fails while it runs.
+    log: PathBuf,
 }
 
 #[derive(Default)]
@@ -47,8 +49,9 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
         .args(&options.extra_args)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stdout(Stdio::piped());
+    let log = token_dir.path().join("server.log");
+    command.stderr(std::fs::File::create(&log).expect("create the server's log"));
     let token = options.token.then(|| {
         let path = token_dir.path().join("token");
         std::fs::write(&path, format!("{TOKEN}\n")).unwrap();
@@ -64,6 +67,7 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
         token,
         client: reqwest::Client::new(),
         _token_dir: token_dir,
+        log,
     }
 }
 
@@ -133,6 +137,20 @@ impl Server {
         (status, response.json().await.unwrap())
     }
 
+    /// The end of the server's log, and where it and every process below it wait: what a
+    /// failed or stuck test shows.
+    pub fn diagnosis(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+        format!(
+            "the server's log (last {} of {} lines):\n{tail}\nits processes:\n{}",
+            lines.len().min(60),
+            lines.len(),
+            testkit::stacks(self.pid())
+        )
+    }
+
     /// Sends SIGTERM and waits (bounded) for the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         signal(self.child.id(), "TERM");
@@ -142,6 +160,9 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            report(&self.diagnosis());
+        }
         if let Ok(None) = self.child.try_wait() {
             signal(self.child.id(), "TERM");
             if wait_exit(&mut self.child, Duration::from_secs(15)).is_none() {
@@ -171,22 +192,7 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::Exi
     None
 }
 
-/// Whether a pid names a live (non-zombie) process.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit(')')
-                .next()
-                .unwrap()
-                .split_whitespace()
-                .next()
-                .unwrap();
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
-    }
-}
+pub use testkit::alive;
 
 /// Polls (bounded) until `pid` is gone.
 pub async fn gone_within(pid: u32, limit: Duration) -> bool {
@@ -230,4 +236,10 @@ pub fn needs(variable: &str, what: &str) -> Option<String> {
             None
         }
     }
+}
+
+/// Shows what a failing test needs seen (the test harness captures it with the test's output).
+#[allow(clippy::print_stderr)]
+pub fn report(text: &str) {
+    eprintln!("{text}");
 }

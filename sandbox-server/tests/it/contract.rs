@@ -5,7 +5,8 @@
 //! driver); otherwise they say so and return. `.ci/run` installs both, pinned, and sets them.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -21,6 +22,58 @@ fn repo_root() -> PathBuf {
 fn document() -> Value {
     let text = std::fs::read_to_string(repo_root().join("proto-docs/openapi.json")).unwrap();
     serde_json::from_str(&text).unwrap()
+}
+
+/// What a bounded run of a tool printed (standard output, then standard error).
+struct Ran {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a tool that drives `server`, for at most `limit`. Its output goes to files, so a run
+/// that hangs is killed (with everything it started) and the test fails showing what it had
+/// printed, where it waited and what the server's log and processes were.
+async fn run_bounded(
+    mut command: tokio::process::Command,
+    limit: Duration,
+    server: &common::Server,
+) -> Ran {
+    let out = tempfile::tempdir().unwrap();
+    let (stdout, stderr) = (out.path().join("stdout"), out.path().join("stderr"));
+    let file = |path: &Path| Stdio::from(std::fs::File::create(path).unwrap());
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(file(&stdout))
+        .stderr(file(&stderr))
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the tool");
+    let pid = child.id().expect("a running child");
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    match tokio::time::timeout(limit, child.wait()).await {
+        Ok(status) => Ran {
+            success: status.expect("wait for the tool").success(),
+            stdout: read(&stdout),
+            stderr: read(&stderr),
+        },
+        Err(_) => {
+            let waits = testkit::stacks(pid);
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let printed = read(&stdout);
+            let tail: Vec<&str> = printed.lines().rev().take(40).collect();
+            panic!(
+                "still running after {limit:?}; the end of what it printed:\n{}\n{}\nwhere it waited:\n{waits}\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+                read(&stderr),
+                server.diagnosis()
+            );
+        }
+    }
 }
 
 async fn with_token() -> common::Server {
@@ -120,6 +173,65 @@ async fn the_schema_holds_the_constraints_the_server_checks() {
         .ok("bash", json!({"cmd": "echo ok", "timeout": null}))
         .await;
     assert_eq!(run["stdout"], "ok\n", "{run}");
+    env_names_are_what_the_document_says(&doc, &server).await;
+}
+
+/// A process's `env`: the document's name pattern is the server's check, and a refused name
+/// is a 422 whichever way it fails.
+async fn env_names_are_what_the_document_says(doc: &Value, server: &common::Server) {
+    let env = &doc["components"]["schemas"]["StartProcessRequest"]["properties"]["env"];
+    let pattern = env["propertyNames"]["pattern"]
+        .as_str()
+        .expect("a name pattern");
+    let names = python_pattern(pattern);
+    for (i, (name, valid)) in [
+        ("PATH_2", true),
+        ("_x", true),
+        ("2X", false),
+        ("A-B", false),
+        ("SANDBOX_CALL_ID", false),
+        ("SANDBOX_SERVER_ID", false),
+        ("SANDBOX_CALL_IDS", true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(names(name), valid, "{name} by {pattern}");
+        let body = json!({"id": format!("env-{i}"), "cmd": "true", "env": {name: "v"}});
+        let response = server
+            .request(reqwest::Method::POST, "/v1/processes")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        assert_eq!(status == 422, !valid, "{name}: {status}");
+        if valid {
+            server
+                .request(reqwest::Method::DELETE, &format!("/v1/processes/env-{i}"))
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// The document's name pattern, checked the way a JSON Schema validator would: Python's `re`
+/// (the fuzzer's) judges, since the pattern uses a lookahead that Rust's `regex` lacks.
+fn python_pattern(pattern: &str) -> impl Fn(&str) -> bool {
+    let pattern = pattern.to_owned();
+    move |name: &str| {
+        let output = Command::new("python3")
+            .args([
+                "-c",
+                "import re, sys; sys.exit(0 if re.search(sys.argv[1], sys.argv[2]) else 1)",
+            ])
+            .arg(&pattern)
+            .arg(name)
+            .output()
+            .expect("run python3");
+        output.status.success()
+    }
 }
 
 #[tokio::test]
@@ -256,7 +368,8 @@ async fn schemathesis_finds_nothing() {
     let server = with_token().await;
     let reports = tempfile::tempdir().unwrap();
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemathesis");
-    let output = tokio::process::Command::new(st)
+    let mut command = tokio::process::Command::new(st);
+    command
         .current_dir(&folder)
         .env("SANDBOX_URL", &server.base)
         .env("SANDBOX_TOKEN", TOKEN)
@@ -264,22 +377,17 @@ async fn schemathesis_finds_nothing() {
         .args(["--config-file", "schemathesis.toml", "run"])
         .arg(format!("{}/openapi.json", server.base))
         // Bounded by count, not time: `--max-time` makes fuzzing repeat until the budget is
-        // spent, which on a slow machine left the stateful phase no time at all.
-        .args(["--max-examples", "100", "--seed", "1"])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("run schemathesis");
-    let text = String::from_utf8_lossy(&output.stdout);
+        // spent, which on a slow machine left the stateful phase no time at all. The run takes
+        // under a minute here; the limit is for a run that hangs.
+        .args(["--max-examples", "100", "--seed", "1"]);
+    let ran = run_bounded(command, Duration::from_secs(900), &server).await;
+    let text = ran.stdout;
     let summary = text.lines().rev().take(30).collect::<Vec<_>>();
-    eprintln!(
-        "{}",
-        summary.into_iter().rev().collect::<Vec<_>>().join("\n")
-    );
+    common::report(&summary.into_iter().rev().collect::<Vec<_>>().join("\n"));
     assert!(
-        output.status.success(),
+        ran.success,
         "schemathesis found something:\n{text}{}",
-        String::from_utf8_lossy(&output.stderr)
+        ran.stderr
     );
     assert!(
         text.contains("Tested: 32"),
@@ -323,20 +431,14 @@ async fn a_generated_client_drives_every_route() {
     })
     .await;
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/client/drive.py");
-    let output = tokio::process::Command::new(python)
+    let mut command = tokio::process::Command::new(python);
+    command
         .arg(driver)
         .arg(&package)
         .arg(&server.base)
-        .arg(TOKEN)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("run the driver");
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .arg(TOKEN);
+    let ran = run_bounded(command, Duration::from_secs(180), &server).await;
+    let text = ran.stdout;
+    assert!(ran.success, "{text}{}", ran.stderr);
     assert!(text.contains("36 operations called"), "{text}");
 }

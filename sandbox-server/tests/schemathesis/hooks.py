@@ -210,14 +210,19 @@ def _bound_waits(case):
 
 
 @schemathesis.hook("map_body").apply_to(operation_id="start_process")
+@schemathesis.hook("map_body").apply_to(operation_id="start_shell")
 @schemathesis.hook("map_body").apply_to(operation_id="run_in_shell")
 def short_processes(context, body):
     """A fuzzed process or shell command ends within seconds (a valid timeout is shortened,
-    a missing one given), so none outlives the run or holds an answer past the time check."""
+    a missing one given), so none outlives the run or holds an answer past the time check; and
+    half of the working directories that are strings name a folder that exists, so that
+    starting processes is not tested mostly on 404s."""
     if isinstance(body, dict) and isinstance(body.get("cmd"), str):
         timeout = body.get("timeout")
         if timeout is None or (isinstance(timeout, int) and 3 < timeout <= 86400):
             body["timeout"] = 3
+    if isinstance(body, dict) and isinstance(body.get("cwd"), str) and _sometimes():
+        body["cwd"] = FIXTURE["file"].rsplit("/", 1)[0]
     return body
 
 

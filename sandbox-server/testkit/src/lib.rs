@@ -1,0 +1,108 @@
+//! Process facts for the integration tests of both programs, read from `/proc`: whether a
+//! process runs, and — for a test that ran out of time — where a process, its descendants and
+//! every one of their threads wait.
+
+use std::fmt::Write as _;
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The fields of `/proc/PID/stat` after the command name (state first, then the parent).
+fn stat_fields(path: &str) -> Vec<String> {
+    let stat = read(path);
+    stat.rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether `pid` names a live process (not a zombie).
+pub fn alive(pid: u32) -> bool {
+    let fields = stat_fields(&format!("/proc/{pid}/stat"));
+    fields
+        .first()
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
+/// `pid` and every process below it, parents before children.
+pub fn tree(pid: u32) -> Vec<u32> {
+    let parent_of =
+        |p: u32| -> Option<u32> { stat_fields(&format!("/proc/{p}/stat")).get(1)?.parse().ok() };
+    let all: Vec<(u32, Option<u32>)> = std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .map(|p| (p, parent_of(p)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            all.iter()
+                .filter(|(_, of)| *of == Some(parent))
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    tree
+}
+
+/// Where `pid`, its descendants and each of their threads are waiting (state, `wchan`, and
+/// the kernel stack where readable): what a test that ran out of time prints.
+pub fn stacks(pid: u32) -> String {
+    let mut out = String::new();
+    for p in tree(pid) {
+        let cmdline = read(&format!("/proc/{p}/cmdline")).replace('\0', " ");
+        let _ = writeln!(out, "process {p}: {}", cmdline.trim_end());
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let dir = task.path().display().to_string();
+            let fields = stat_fields(&format!("{dir}/stat"));
+            let _ = writeln!(
+                out,
+                "  thread {} {} {} wchan={}",
+                task.file_name().to_string_lossy(),
+                read(&format!("{dir}/comm")).trim(),
+                fields.first().map_or("?", String::as_str),
+                read(&format!("{dir}/wchan")),
+            );
+            for frame in read(&format!("{dir}/stack")).lines().take(12) {
+                let _ = writeln!(out, "    {frame}");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a test of its own, not the server's process module
+    fn this_process_is_alive_and_its_child_in_its_tree() {
+        let me = std::process::id();
+        assert!(alive(me));
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(tree(me).contains(&child.id()));
+        let report = stacks(me);
+        assert!(
+            report.contains(&format!("process {}: sleep 30", child.id())),
+            "{report}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!alive(child.id()));
+    }
+}
