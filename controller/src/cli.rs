@@ -260,8 +260,19 @@ pub(crate) struct RunArgs {
     /// with --task-index].
     #[arg(long, value_name = "NAME")]
     pub(crate) log_name: Option<String>,
+    /// Print a running `bash` command's output as it comes, dimmed under its `> bash` line:
+    /// `always`, `never`, or `auto` (when stderr is a terminal). The log has it either way.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub(crate) live_output: LiveOutputMode,
     #[command(flatten)]
     pub(crate) session: SessionArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LiveOutputMode {
+    Auto,
+    Always,
+    Never,
 }
 
 /// The flags a session takes, shared by `run` and `batch`.

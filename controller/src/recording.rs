@@ -49,6 +49,18 @@ impl Recorder {
         format!("{}:{call_id}", self.session_id)
     }
 
+    /// A tool call's name on the sandbox (`Sandbox-Call-Id`): the session and the call's
+    /// number in it, unique on a sandbox that several sessions use in turn.
+    pub fn call_name(&self, number: u64) -> String {
+        let session: String = self
+            .session_id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            .take(48)
+            .collect();
+        format!("{session}-{number}")
+    }
+
     /// The snapshot the next call's changes are taken since; `None` before the first one.
     pub async fn since(&self) -> Option<String> {
         self.snapshot_id.lock().await.clone()

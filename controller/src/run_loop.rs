@@ -21,7 +21,7 @@ use crate::event_log::{self, ErrorClass, ErrorEvent, Event, LoggedUsage, Purpose
 use crate::llm::{Message, Model, ModelError, ToolCall, estimate_tokens};
 use crate::policy::{Approval, Policy};
 use crate::recording::{RecordError, Recorder};
-use crate::sandbox::{SandboxClient, SandboxError};
+use crate::sandbox::{LiveOutput, SandboxClient, SandboxError};
 
 /// The loop's limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -100,6 +100,14 @@ impl From<event_log::EventLogError> for SessionError {
 pub trait Observer: Send + Sync {
     /// A tool call is about to run.
     fn tool_call(&self, call: &ToolCall);
+    /// Whether to follow running `bash` calls, for [`tool_output`](Self::tool_output).
+    fn live_output(&self) -> bool {
+        false
+    }
+    /// A piece of a running `bash` call's output, as it comes (when `live_output`).
+    fn tool_output(&self, _call: &ToolCall, _output: &LiveOutput) {}
+    /// The call has its result (or was refused).
+    fn tool_finished(&self, _call: &ToolCall) {}
     /// The history was compacted from `before` to `after` messages.
     fn compacted(&self, before: usize, after: usize);
     /// A line of progress or a warning, for whoever shows the session.
@@ -182,8 +190,16 @@ impl Agent<'_> {
             }
             for call in &calls {
                 self.observer.tool_call(call);
-                current(totals).tool_calls += 1;
-                let (result, step) = self.run_tool(call, task).await?;
+                let number = {
+                    let mut totals = current(totals);
+                    totals.tool_calls += 1;
+                    totals.tool_calls
+                };
+                let name = self.recorder.call_name(number);
+                let ran = self.run_tool(call, task, &name);
+                let shown = self.shown_live(call, &name, ran).await;
+                self.observer.tool_finished(call);
+                let (result, step) = shown?;
                 messages.push(Message::Tool {
                     tool_call_id: call.id.clone(),
                     content: result,

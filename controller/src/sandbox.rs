@@ -13,7 +13,7 @@ pub mod local;
 pub mod pool;
 pub mod seed;
 
-pub use client::{CallOptions, SandboxClient, SandboxError, ToolReply};
+pub use client::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
 
 /// A sandbox's network, as its server's `--network` flag sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

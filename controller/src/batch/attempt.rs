@@ -32,12 +32,42 @@ pub(super) struct TaskContext<'a> {
     pub warm: Option<&'a Arc<WarmPool>>,
 }
 
-/// Sessions in a batch print nothing; their logs have everything.
-struct Quiet;
+/// Sessions in a batch print nothing (their logs have everything); the progress shows the
+/// call each task is running.
+struct Watched {
+    current: Arc<Mutex<Option<String>>>,
+}
 
-impl Observer for Quiet {
-    fn tool_call(&self, _call: &crate::llm::ToolCall) {}
+impl Observer for Watched {
+    fn tool_call(&self, call: &crate::llm::ToolCall) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(call_summary(call));
+    }
+
+    fn tool_finished(&self, _call: &crate::llm::ToolCall) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     fn compacted(&self, _before: usize, _after: usize) {}
+}
+
+/// A call in a few words, for a progress line: a `bash` call's command (its first line), a
+/// file tool's path, or the tool's name.
+pub(crate) fn call_summary(call: &crate::llm::ToolCall) -> String {
+    let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+    let field = |name: &str| args.get(name).and_then(serde_json::Value::as_str);
+    let detail = match field("cmd").or_else(|| field("path")) {
+        Some(text) => {
+            let first = text.lines().next().unwrap_or("");
+            let more = if text.lines().nth(1).is_some() {
+                " …"
+            } else {
+                ""
+            };
+            format!(" {first}{more}")
+        }
+        None => String::new(),
+    };
+    format!("{}{detail}", call.name)
 }
 
 /// A relative path for the log.
@@ -126,11 +156,13 @@ impl TaskContext<'_> {
                 .note(&format!("{}: moving an earlier log aside: {err}", task.id));
         }
         let totals = Arc::new(Mutex::new(Totals::default()));
+        let current = Arc::new(Mutex::new(None));
         self.progress.update(|p| {
             let running = Running {
                 attempt,
                 started: Instant::now(),
                 totals: totals.clone(),
+                current: current.clone(),
             };
             p.running.insert(task.id.clone(), running);
         });
@@ -145,8 +177,9 @@ impl TaskContext<'_> {
         };
         let sandbox = options.lease.as_ref().map(|lease| lease.url().to_owned());
         self.record_started(task, attempt, &log_dir, sandbox).await;
+        let watched = Watched { current };
         let audience = Audience {
-            observer: &Quiet,
+            observer: &watched,
             asker: &Nobody,
         };
         let cancel = self.stopping.running.child_token();
@@ -264,5 +297,32 @@ impl TaskContext<'_> {
             totals: Totals::default(),
             duration: Duration::ZERO,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::call_summary;
+    use crate::llm::ToolCall;
+
+    fn call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "c1".to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_call_is_summed_up_by_its_command_or_path() {
+        assert_eq!(
+            call_summary(&call("bash", r#"{"cmd": "make test\necho done"}"#)),
+            "bash make test …"
+        );
+        assert_eq!(
+            call_summary(&call("read_file", r#"{"path": "src/a.rs"}"#)),
+            "read_file src/a.rs"
+        );
+        assert_eq!(call_summary(&call("think", "not json")), "think");
     }
 }

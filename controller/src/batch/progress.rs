@@ -12,6 +12,8 @@ pub struct Running {
     pub attempt: u32,
     pub started: Instant,
     pub totals: Arc<Mutex<Totals>>,
+    /// The tool call it is running, in a few words.
+    pub current: Arc<Mutex<Option<String>>>,
 }
 
 /// The batch as it goes, shared with whoever shows it.

@@ -279,8 +279,15 @@ impl Display {
         )];
         for (task, running) in &state.running {
             let totals = *running.totals.lock().unwrap_or_else(|p| p.into_inner());
+            let current = running
+                .current
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|call| format!("  > {call}"))
+                .unwrap_or_default();
             lines.push(format!(
-                "  {task:<28} try {}  step {:>3}  tools {:>3}  ${:.4}  {}",
+                "  {task:<28} try {}  step {:>3}  tools {:>3}  ${:.4}  {}{current}",
                 running.attempt,
                 totals.turns,
                 totals.tool_calls,

@@ -1,5 +1,6 @@
 //! `harness run`: one session, shown on the terminal; the answer on stdout, the cost on stderr.
 
+use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use anyhow::Context;
@@ -10,8 +11,8 @@ use controller::session::{self, Audience, SessionOptions};
 use controller::task::{FoundTask, TaskSource};
 use tokio_util::sync::CancellationToken;
 
-use super::RunArgs;
 use super::terminal::Terminal;
+use super::{LiveOutputMode, RunArgs};
 
 /// The run's config: a task file, a benchmark task folder, the N-th task of a dataset folder
 /// (`--task-index`), or the words; and the task's name when it names the log folder.
@@ -52,6 +53,15 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
         }
     };
     Ok((config, indexed.then(|| found.name.replace('/', "-"))))
+}
+
+/// Whether a running command's output is shown as it comes.
+fn live(mode: LiveOutputMode) -> bool {
+    match mode {
+        LiveOutputMode::Always => true,
+        LiveOutputMode::Never => false,
+        LiveOutputMode::Auto => std::io::stderr().is_terminal(),
+    }
 }
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
@@ -103,9 +113,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         })
     };
     let totals = Mutex::new(Totals::default());
+    let terminal = Terminal::new(live(args.live_output));
     let audience = Audience {
-        observer: &Terminal,
-        asker: &Terminal,
+        observer: &terminal,
+        asker: &terminal,
     };
     let summary = session::run_session(options, model, audience, &totals, cancel).await;
     on_interrupt.abort();

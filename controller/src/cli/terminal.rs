@@ -2,19 +2,103 @@
 //! question when the policy asks about a call.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Mutex;
 
 use controller::llm::ToolCall;
 use controller::policy::Asker;
 use controller::run_loop::Observer;
+use controller::sandbox::LiveOutput;
 use futures::future::BoxFuture;
+use sandbox_protocol::OutputStream;
 use serde_json::Value;
 
-/// Prints each tool call as it starts, as the seed; asks at the terminal.
-pub(crate) struct Terminal;
+/// The most lines of one call's output shown live; the log has the rest.
+const LIVE_LINES: usize = 500;
+
+/// Prints each tool call as it starts, as the seed, and (when asked) a running command's
+/// output under it, dimmed; asks at the terminal.
+pub(crate) struct Terminal {
+    live: bool,
+    colour: bool,
+    shown: Mutex<Shown>,
+}
+
+/// The running call's output so far: the unfinished line of each stream, lines printed.
+#[derive(Default)]
+struct Shown {
+    partial: [String; 2],
+    lines: usize,
+}
+
+impl Terminal {
+    pub(crate) fn new(live: bool) -> Terminal {
+        Terminal {
+            live,
+            colour: colour_on_stderr(),
+            shown: Mutex::new(Shown::default()),
+        }
+    }
+
+    fn print_line(&self, shown: &mut Shown, stderr: bool, line: &str) {
+        shown.lines += 1;
+        if shown.lines > LIVE_LINES {
+            if shown.lines == LIVE_LINES + 1 {
+                self.dim("    … more output: the log has all of it");
+            }
+            return;
+        }
+        let mark = if stderr { '!' } else { '|' };
+        self.dim(&format!("    {mark} {}", line.trim_end_matches('\r')));
+    }
+
+    fn dim(&self, text: &str) {
+        if self.colour {
+            eprintln!("\x1b[2m{text}\x1b[0m");
+        } else {
+            eprintln!("{text}");
+        }
+    }
+}
 
 impl Observer for Terminal {
     fn tool_call(&self, call: &ToolCall) {
         eprintln!("  > {}", call.name);
+    }
+
+    fn live_output(&self) -> bool {
+        self.live
+    }
+
+    fn tool_output(&self, _call: &ToolCall, output: &LiveOutput) {
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        match output {
+            LiveOutput::Output { stream, text } => {
+                let stderr = *stream == OutputStream::Stderr;
+                let partial = &mut shown.partial[usize::from(stderr)];
+                partial.push_str(text);
+                let Some(end) = partial.rfind('\n') else {
+                    return;
+                };
+                let done: String = partial.drain(..=end).collect();
+                for line in done.lines() {
+                    self.print_line(&mut shown, stderr, line);
+                }
+            }
+            LiveOutput::Dropped(bytes) => {
+                self.dim(&format!("    … {bytes} bytes not shown: the log has them"));
+            }
+        }
+    }
+
+    fn tool_finished(&self, _call: &ToolCall) {
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        for stderr in [false, true] {
+            let rest = std::mem::take(&mut shown.partial[usize::from(stderr)]);
+            if !rest.is_empty() {
+                self.print_line(&mut shown, stderr, &rest);
+            }
+        }
+        *shown = Shown::default();
     }
 
     fn compacted(&self, before: usize, after: usize) {

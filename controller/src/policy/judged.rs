@@ -1,4 +1,5 @@
-//! What a call is judged as: `exec` is the command it runs; input to a shell is a command.
+//! What a call is judged as: `exec` and `shell` are the command they run; input to a shell is
+//! a command.
 
 use serde_json::Value;
 
@@ -7,13 +8,15 @@ use super::{Call, bash};
 /// What `write_stdin` with no input is judged as: waiting for output, which only reads.
 pub(super) const WAITING: &str = "write_stdin (waiting)";
 
-/// The call as the policy judges it: `exec` is the command it runs, as `bash`; input to a
+/// The call as the policy judges it: `exec` and `shell` are the command they run, as `bash`
+/// (a `shell` command runs where earlier ones left the shell, which rules cannot see, so
+/// paths in it are judged as from the working directory); input to a
 /// shell that `exec` started is a command too; other input is `write_stdin` itself (rules name
 /// it `write_stdin(…)`; the classifier reads it), and no input is only waiting.
 pub(super) async fn judged_as(call: &Call<'_>) -> (String, Value) {
     let text = |field: &str| call.args[field].as_str().unwrap_or_default().to_owned();
     match call.tool {
-        "exec" => ("bash".to_owned(), serde_json::json!({"cmd": text("cmd")})),
+        "exec" | "shell" => ("bash".to_owned(), serde_json::json!({"cmd": text("cmd")})),
         "write_stdin" if text("input").is_empty() => (WAITING.to_owned(), call.args.clone()),
         "write_stdin" => {
             let command = match call.workspace {
@@ -85,6 +88,11 @@ mod tests {
     async fn exec_is_judged_as_the_command_it_runs() {
         let (tool, args) = judged("exec", json!({"cmd": "rm -rf .", "yield_ms": 10})).await;
         assert_eq!((tool.as_str(), args), ("bash", json!({"cmd": "rm -rf ."})));
+        let (tool, args) = judged("shell", json!({"cmd": "cd / && rm -rf .", "timeout": 5})).await;
+        assert_eq!(
+            (tool.as_str(), args),
+            ("bash", json!({"cmd": "cd / && rm -rf ."}))
+        );
     }
 
     #[tokio::test]

@@ -15,7 +15,10 @@ use crate::event_log::{
 use crate::llm::ToolCall;
 use crate::policy::{self, Judgement, Settled};
 use crate::recording::Inline;
-use crate::sandbox::{CallOptions, SandboxClient, SandboxError, ToolReply};
+use crate::sandbox::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
+
+/// How long a followed call's last output may come after its answer.
+const LAST_OUTPUT_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// What a call came to: its status, the text for the model, and the sandbox's result when it ran.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +49,7 @@ impl Agent<'_> {
         &self,
         call: &ToolCall,
         task: &str,
+        name: &str,
     ) -> Result<(String, Option<ToolStep>), SessionError> {
         let log = &self.recorder.log;
         let call_event = ToolCallEvent {
@@ -55,7 +59,7 @@ impl Agent<'_> {
         };
         log.record(Event::ToolCall(call_event)).await?;
         let started = Instant::now();
-        let outcome = self.decide_and_run(call, task).await?;
+        let outcome = self.decide_and_run(call, task, name).await?;
         let duration_ms = started.elapsed().as_millis() as u64;
         let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
         let inline = Inline::new(
@@ -97,6 +101,7 @@ impl Agent<'_> {
         &self,
         call: &ToolCall,
         task: &str,
+        name: &str,
     ) -> Result<CallOutcome, SessionError> {
         let args = match parse_call(&self.tools, call) {
             Ok(args) => args,
@@ -129,8 +134,42 @@ impl Agent<'_> {
             key: Some(&key),
             since: since.as_deref(),
             fingerprint: true,
+            name: Some(name),
         };
         Ok(run_on_sandbox(self.sandbox, call, &args, &options).await?)
+    }
+
+    /// Awaits `ran` (the call named `name` on the sandbox) while, for an observer that wants
+    /// it, a `bash` call's output is followed and handed on as it comes. Following never
+    /// changes the call's outcome: a follower that fails just stops.
+    pub(super) async fn shown_live<F: Future>(
+        &self,
+        call: &ToolCall,
+        name: &str,
+        ran: F,
+    ) -> F::Output {
+        if call.name != "bash" || !self.observer.live_output() {
+            return ran.await;
+        }
+        let mut each = |output: LiveOutput| self.observer.tool_output(call, &output);
+        let follow = self.sandbox.follow_process(name, &mut each);
+        tokio::pin!(ran, follow);
+        let mut followed = false;
+        let out = tokio::select! {
+            out = &mut ran => out,
+            ended = &mut follow => {
+                followed = true;
+                if let Err(err) = ended {
+                    tracing::debug!(call = name, cause = %err, "stopped following the call's output");
+                }
+                ran.await
+            }
+        };
+        if !followed {
+            // The answer may overtake the stream's last events: a moment to read them.
+            let _ = tokio::time::timeout(LAST_OUTPUT_WAIT, &mut follow).await;
+        }
+        out
     }
 
     /// The full streams of a command, copied into the log from the call's answer or the

@@ -70,34 +70,6 @@ const DROPPED_ATTEMPTS: u32 = 4;
 /// tool timeout and a margin.
 const IN_PROGRESS_WAIT: Duration = Duration::from_secs(3600 + 60);
 
-/// How to send one tool call.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CallOptions<'a> {
-    /// `Idempotency-Key`: the call is repeated safely after a dropped connection.
-    pub key: Option<&'a str>,
-    /// Ask for the changes since this snapshot, with small new versions and outputs inline.
-    pub since: Option<&'a str>,
-    /// Ask for the state fingerprint after the call.
-    pub fingerprint: bool,
-}
-
-impl CallOptions<'_> {
-    fn query(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(since) = self.since {
-            parts.push(format!("since={}", encode_segment(since)));
-        }
-        if self.fingerprint {
-            parts.push("fingerprint=true".to_owned());
-        }
-        if parts.is_empty() {
-            String::new()
-        } else {
-            format!("?{}", parts.join("&"))
-        }
-    }
-}
-
 impl SandboxClient {
     pub fn new(base: &str, token: Option<String>) -> SandboxClient {
         let http = reqwest::Client::builder()
@@ -212,7 +184,7 @@ impl SandboxClient {
     }
 
     /// How long a call of `tool` may go unanswered before the sandbox counts as stuck: its
-    /// timeout (a `bash` call's own, or the server's default; the longest for other tools) and
+    /// timeout (a `bash` or `shell` call's own, or the server's default; the longest for other tools) and
     /// the kill grace, plus a margin. `None` when the server's limits cannot be read.
     async fn call_bound(&self, tool: &str, args: Option<&Value>) -> Option<Duration> {
         if self.limits.get().is_none() {
@@ -220,7 +192,7 @@ impl SandboxClient {
         }
         let limits = self.limits.get()?;
         let timeout = match tool {
-            "bash" => args
+            "bash" | "shell" => args
                 .and_then(|args| args.get("timeout"))
                 .and_then(Value::as_u64)
                 .unwrap_or(limits.default_timeout_secs)
@@ -268,7 +240,8 @@ impl SandboxClient {
             None => None,
         };
         let reply = match name {
-            "bash" => ToolReply::Bash(Box::new(self.decode(value)?)),
+            // A `shell` run answers as `bash` does, with the shell's part besides.
+            "bash" | "shell" => ToolReply::Bash(Box::new(self.decode(value)?)),
             "read_file" => ToolReply::ReadFile(self.decode(value)?),
             "write_file" => ToolReply::WriteFile(self.decode(value)?),
             "search_replace" => ToolReply::SearchReplace(self.decode(value)?),
@@ -317,6 +290,9 @@ impl SandboxClient {
             let mut request = self.request(reqwest::Method::POST, &path).json(args);
             if let Some(key) = options.key {
                 request = request.header("Idempotency-Key", key);
+            }
+            if let Some(name) = options.name {
+                request = request.header("Sandbox-Call-Id", name);
             }
             let keyed = options.key.is_some();
             let attempt = async {
@@ -593,8 +569,10 @@ impl crate::policy::Workspace for SandboxClient {
     }
 }
 
+mod calls;
 mod error;
 #[cfg(test)]
 mod tests;
 
+pub use calls::{CallOptions, LiveOutput};
 pub use error::{SandboxError, is_not_found};

@@ -17,6 +17,46 @@ pub fn sandbox_server() -> PathBuf {
     path
 }
 
+/// A sandbox-server on loopback, as a remote one would be: killed on drop.
+pub struct Sandbox {
+    pub child: std::process::Child,
+    pub url: String,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a sandbox-server on `workspace` (with `--token-file` when given) and waits for its
+/// address.
+pub fn start_sandbox(workspace: &Path, token_file: Option<&Path>) -> Sandbox {
+    let mut command = Command::new(sandbox_server());
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(workspace)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped());
+    if let Some(token_file) = token_file {
+        command.arg("--token-file").arg(token_file);
+    }
+    let mut child = command.spawn().expect("start sandbox-server");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("piped stdout")),
+        &mut line,
+    )
+    .expect("read the address line");
+    let address: serde_json::Value = serde_json::from_str(&line).expect("the address line");
+    let url = format!(
+        "http://{}",
+        address["listening"].as_str().expect("listening")
+    );
+    Sandbox { child, url }
+}
+
 /// What a finished `harness` run printed.
 #[derive(Debug)]
 pub struct Run {

@@ -208,23 +208,8 @@ async fn restore_and_rerun_work_against_a_running_sandbox() {
     std::fs::write(remote.path().join("stale.txt"), "replaced by the restore").unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "remote-token-0123456789").unwrap();
-    let mut server = std::process::Command::new(common::sandbox_server())
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(remote.path())
-        .arg("--token-file")
-        .arg(&token_file)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let address: Value = serde_json::from_str(&line).unwrap();
-    let url = format!("http://{}", address["listening"].as_str().unwrap());
+    let server = common::start_sandbox(remote.path(), Some(&token_file));
+    let url = server.url.clone();
 
     let initial = events(&log)
         .into_iter()
@@ -269,6 +254,5 @@ async fn restore_and_rerun_work_against_a_running_sandbox() {
             .contains("v2"),
         "the calls ran there"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 }

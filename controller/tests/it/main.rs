@@ -36,6 +36,8 @@ mod docker;
 mod dropped;
 /// Crafted logs: restore stays inside its target, rerun judges the calls again.
 mod hostile_logs;
+/// A running command's output followed live: `harness run`'s display and the client.
+mod live_output;
 /// The session log under a killed harness, secrets, and a running sandbox.
 mod log_safety;
 /// The policy: rules, the classifier through each adapter, asks, provenance.

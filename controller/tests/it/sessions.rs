@@ -156,23 +156,8 @@ async fn a_remote_sandbox_is_reached_by_url_and_token() {
     let token_dir = tempfile::tempdir().unwrap();
     let token_file = token_dir.path().join("token");
     std::fs::write(&token_file, "remote-token-0123456789\n").unwrap();
-    let mut server = std::process::Command::new(common::sandbox_server())
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(workspace.path())
-        .arg("--token-file")
-        .arg(&token_file)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let address: serde_json::Value = serde_json::from_str(&line).unwrap();
-    let url = format!("http://{}", address["listening"].as_str().unwrap());
+    let server = common::start_sandbox(workspace.path(), Some(&token_file));
+    let url = server.url.clone();
 
     let double = ModelDouble::start().await;
     double.push_json(ev_chat(
@@ -209,11 +194,9 @@ async fn a_remote_sandbox_is_reached_by_url_and_token() {
         "via url"
     );
     assert!(
-        common::alive(server.id()),
+        common::alive(server.child.id()),
         "a remote sandbox is not the harness's to stop"
     );
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 /// A task whose workspace comes from a tar archive, with setup and a check, on the scripted model.

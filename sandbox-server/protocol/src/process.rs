@@ -101,6 +101,10 @@ pub enum ProcessKind {
     Command,
     /// A persistent shell from `POST /v1/shells`.
     Shell,
+    /// A `bash` tool call, under its call id (the `Sandbox-Call-Id` header, or the
+    /// `call_id` the server chose): its output can be followed while it runs, and signals
+    /// and a delete reach it; it takes no input. Its artifacts are the call's own.
+    Call,
 }
 
 /// Where a managed process is in its life.

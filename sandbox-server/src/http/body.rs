@@ -119,3 +119,26 @@ pub(crate) async fn budget(
     drop(permit);
     Ok(response)
 }
+
+/// An error answer to a request that came with a body closes the connection
+/// (`Connection: close`): a route may refuse the request before reading its body, and a
+/// connection whose request body was not read to its end cannot carry the next request. The
+/// header tells the client so; without it, a client that reuses the connection finds it closed
+/// under its next request ("disconnected without a response").
+pub(crate) async fn close_after_refused_body(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| text.parse::<u64>().ok())
+            .is_some_and(|length| length > 0);
+    let mut response = next.run(request).await;
+    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+    }
+    response
+}

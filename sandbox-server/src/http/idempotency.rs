@@ -230,7 +230,11 @@ pub(crate) async fn idempotency(
         || request.uri().path().to_owned(),
         |pq| pq.as_str().to_owned(),
     );
-    let call_id = format!("call_{:016x}", rand::random::<u64>());
+    // The client's name for the call when it gave a valid one (the handler refuses a bad one).
+    let call_id = super::tools::chosen_call_id(request.headers())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| format!("call_{:016x}", rand::random::<u64>()));
     match store.claim(&key, &method, &target, &call_id) {
         Claim::New => {}
         Claim::Mismatch(first) => return reused(&first),

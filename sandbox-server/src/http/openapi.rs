@@ -137,6 +137,7 @@ fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
                 tool.name()
             )))
             .parameters(Some(<super::step::StepQuery as utoipa::IntoParams>::into_params(|| None)))
+            .parameter(call_id_header())
             .request_body(Some(
                 RequestBodyBuilder::new()
                     .required(Some(Required::True))
@@ -161,6 +162,7 @@ fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
             .response("401", error("Missing or wrong token (`unauthorized`)"))
             .response("403", error("The path leads outside the workspace (`outside_workspace`) or is not a regular file (`not_a_regular_file`)"))
             .response("404", error("The file does not exist (`file_not_found`), the tool is not enabled (`unknown_tool`), or `since` names no snapshot (`not_found`)"))
+            .response("409", error("`Sandbox-Call-Id` already names a process (`process_conflict`)"))
             .response("413", error("The request body is over the limit (`payload_too_large`)"))
             .response("422", error("Invalid arguments, naming the field (`invalid_arguments`), or a tool refusal (`binary_file`, `no_match`, `multiple_matches`)"))
             .response("429", error("Every tool-call slot is busy (`overloaded`); see `Retry-After`"))
@@ -171,6 +173,30 @@ fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
             PathItem::new(HttpMethod::Post, operation),
         );
     }
+}
+
+/// `Sandbox-Call-Id`, which names a tool call.
+fn call_id_header() -> utoipa::openapi::path::Parameter {
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    ParameterBuilder::new()
+        .name("Sandbox-Call-Id")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "The client's name for this call (as a process id: 1 to 64 letters, digits, `.`, `_` \
+             and `-`, not only digits); otherwise the server chooses one. The result's `call_id` \
+             is this name, the call's processes carry it, and a `bash` call is a process of kind \
+             `call` under it: `GET /v1/processes/{id}/events` follows its output while it runs, \
+             `…/signal` and `DELETE` reach it. A name that already names a process is refused (409).",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(utoipa::openapi::schema::Type::String)
+                .min_length(Some(1))
+                .max_length(Some(64))
+                .pattern(Some(sandbox_protocol::process::PROCESS_ID_PATTERN)),
+        ))
+        .build()
 }
 
 /// This document, generated from the code.

@@ -51,6 +51,28 @@ fn reaching_anywhere(specs: Vec<ToolSpec>, root: &str) -> Vec<ToolSpec> {
         .collect()
 }
 
+/// The header naming a tool call: its processes carry the name, and a `bash` call is followed
+/// at `/v1/processes/{name}` while it runs.
+pub(crate) const CALL_ID_HEADER: &str = "sandbox-call-id";
+
+/// The call id a client chose (`Sandbox-Call-Id`), checked as a process id.
+pub(crate) fn chosen_call_id(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(CALL_ID_HEADER) else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| ApiError::InvalidArguments("Sandbox-Call-Id: not visible ASCII".to_owned()))?;
+    crate::sandbox::processes::check_id(text).map_err(|err| {
+        let why = err.to_string();
+        ApiError::InvalidArguments(format!(
+            "Sandbox-Call-Id: {}",
+            why.trim_start_matches("id: ")
+        ))
+    })?;
+    Ok(Some(text.to_owned()))
+}
+
 /// Runs one tool. Documented per tool in the OpenAPI document as `POST /v1/tools/{tool}`.
 pub(crate) async fn call_tool(
     State(state): State<AppState>,
@@ -93,8 +115,9 @@ pub(crate) async fn call_tool(
         .clone()
         .try_acquire_owned()
         .map_err(|_| ApiError::Overloaded(state.limits.max_concurrent_calls as usize))?;
+    let chosen = chosen_call_id(&headers)?;
     let mut ctx = state.ctx.clone();
-    ctx.call_id = call_id.map(|Extension(CallId(id))| id);
+    ctx.call_id = call_id.map(|Extension(CallId(id))| id).or(chosen);
     let mut result = tool.call(&body, ctx).await?;
     if step_query.wanted() {
         let step = super::step::record(&state, step_query, &result).await?;

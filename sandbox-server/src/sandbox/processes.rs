@@ -6,6 +6,7 @@
 //! *Invariant*: one task per process reads its output and awaits its exit; readers only look
 //! at the buffer, so a slow or absent reader never blocks the process.
 
+mod call;
 mod follow;
 mod managed;
 pub mod ring;
@@ -292,7 +293,8 @@ impl ProcessTable {
         let oldest_ended = processes
             .values()
             .filter(|p| p.is_done())
-            .min_by_key(|p| p.order)
+            // Ended tool calls go first: they are the many.
+            .min_by_key(|p| (p.kind != ProcessKind::Call, p.order))
             .map(|p| p.id.clone());
         match oldest_ended {
             Some(id) => {
@@ -384,7 +386,7 @@ fn split(streams: Streams, kind: ProcessKind) -> (Input, Output) {
         } => {
             let input = match kind {
                 ProcessKind::Shell => Input::Shell(stdin),
-                ProcessKind::Command => Input::Pipe(stdin),
+                ProcessKind::Command | ProcessKind::Call => Input::Pipe(stdin),
             };
             (input, Output::Pipes(stdout, stderr))
         }

@@ -4,12 +4,14 @@ pub(crate) mod bash;
 mod exec;
 pub mod read_file;
 mod search_replace;
+mod shell;
 mod write_file;
 
 pub use bash::Bash;
 pub use exec::{Exec, WriteStdin};
 pub use read_file::ReadFile;
 pub use search_replace::SearchReplace;
+pub use shell::{MODEL_SHELL_ID, Shell};
 pub use write_file::WriteFile;
 
 use super::registry::{Registry, ToolError};
@@ -36,7 +38,7 @@ fn io_failure(path: &str, source: std::io::Error) -> ToolError {
 pub const DEFAULT_TOOLS: [&str; 4] = ["bash", "read_file", "write_file", "search_replace"];
 
 /// Every built-in tool, in the order the model sees them: the four defaults, then the opt-in
-/// `exec` and `write_stdin` (`--tools`).
+/// `exec`, `write_stdin` and `shell` (`--tools`).
 pub fn builtin() -> Registry {
     let mut registry = Registry::default();
     registry.register(Bash);
@@ -45,6 +47,7 @@ pub fn builtin() -> Registry {
     registry.register(SearchReplace);
     registry.register(Exec);
     registry.register(WriteStdin);
+    registry.register(Shell);
     registry
 }
 

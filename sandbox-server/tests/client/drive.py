@@ -59,6 +59,7 @@ def service():
     assert info.limits.output_limit_chars > 0
     tools = call("tools", "list_tools", 200).parsed
     assert [tool.name for tool in tools][:4] == ["bash", "read_file", "write_file", "search_replace"], tools
+    assert "shell" in [tool.name for tool in tools], tools
 
 
 def file_tools():
@@ -132,6 +133,16 @@ def processes_by_id():
     assert started.running, started
     answer = parsed(call("tools", "write_stdin", 200, body=models.WriteStdinArgs(process_id=started.process_id, input_="x\n", yield_ms=5000)), models.ExecResultWithStep)
     assert (answer.running, answer.exit_code, answer.new_output) == (False, 0, "got x\n"), answer
+    # The model's persistent shell keeps its state between calls.
+    parsed(call("tools", "shell", 200, body=models.ShellRunRequest(cmd="cd /tmp && export Y=2")), models.ShellRunResultWithStep)
+    ran = parsed(call("tools", "shell", 200, body=models.ShellRunRequest(cmd="echo $Y $PWD")), models.ShellRunResultWithStep)
+    assert (ran.stdout, ran.shell_alive) == ("2 /tmp\n", True), ran
+    parsed(call("processes", "delete_process", 200, id="model-shell"), models.ProcessKillResponse)
+    # A named call is a process of kind `call`.
+    named = parsed(call("tools", "bash", 200, body=models.BashArgs(cmd="echo named"), sandbox_call_id="drive-1"), models.BashResultWithStep)
+    assert named.call_id == "drive-1", named
+    process = parsed(call("processes", "get_process", 200, id="drive-1"), models.ManagedProcess)
+    assert (process.kind, process.state) == (models.ProcessKind.CALL, models.ProcessState.EXITED), process
 
 
 def files_routes():

@@ -426,7 +426,7 @@ async fn a_generated_client_drives_every_route() {
         token: true,
         extra_args: vec![
             "--tools".into(),
-            "bash,read_file,write_file,search_replace,exec,write_stdin".into(),
+            "bash,read_file,write_file,search_replace,exec,write_stdin,shell".into(),
         ],
     })
     .await;
@@ -440,5 +440,5 @@ async fn a_generated_client_drives_every_route() {
     let ran = run_bounded(command, Duration::from_secs(180), &server).await;
     let text = ran.stdout;
     assert!(ran.success, "{text}{}", ran.stderr);
-    assert!(text.contains("36 operations called"), "{text}");
+    assert!(text.contains("37 operations called"), "{text}");
 }

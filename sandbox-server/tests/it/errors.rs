@@ -227,3 +227,41 @@ async fn calls_over_the_concurrency_limit_get_429_with_retry_after() {
         0
     );
 }
+
+/// One raw HTTP/1.1 request on a fresh connection; the answer's head, lower-cased.
+async fn raw_head(server: &common::Server, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = request.replace("{host}", address);
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert!(n > 0, "closed before an answer");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&answer).to_lowercase();
+    text.split("\r\n\r\n").next().unwrap().to_owned()
+}
+
+/// A request refused before its body is read closes its connection, and says so, so that no
+/// client reuses it; other answers keep it open.
+#[tokio::test]
+async fn a_refused_request_with_a_body_closes_its_connection() {
+    let server = common::start().await;
+    let refused = raw_head(
+        &server,
+        "PUT /v1/files/x?mode=9 HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/octet-stream\r\nContent-Length: 1\r\n\r\nx",
+    )
+    .await;
+    assert!(refused.starts_with("http/1.1 422"), "{refused}");
+    assert!(refused.contains("\r\nconnection: close"), "{refused}");
+    let fine = raw_head(&server, "GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n").await;
+    assert!(fine.starts_with("http/1.1 200"), "{fine}");
+    assert!(!fine.contains("connection: close"), "{fine}");
+}

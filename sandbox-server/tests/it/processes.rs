@@ -8,6 +8,12 @@ use crate::common::{self, Options, Server};
 /// The stream views: Server-Sent Events and the terminal's WebSocket.
 mod streams;
 
+/// `bash` calls as processes of kind `call`, followed while they run.
+mod calls;
+
+/// The `shell` tool: a model's persistent shell.
+mod model_shell;
+
 async fn post(server: &Server, path: &str, body: Value) -> (u16, Value) {
     let response = server
         .request(reqwest::Method::POST, path)
@@ -322,6 +328,45 @@ async fn a_persistent_shell_keeps_its_state_and_survives_ctrl_c() {
     assert_eq!(exited["shell_alive"], false);
     let (status, gone) = post(&server, "/v1/shells/sh/run", run("true")).await;
     assert_eq!(status, 409, "{gone}");
+}
+
+/// A command that ignores Ctrl-C: at its timeout everything below the shell is killed, and
+/// the shell, with its state, goes on.
+#[tokio::test]
+async fn a_command_that_ignores_ctrl_c_is_killed_and_the_shell_lives_on() {
+    let server = common::start().await;
+    let (status, shell) = post(&server, "/v1/shells", json!({"id": "stubborn"})).await;
+    assert_eq!(status, 201, "{shell}");
+    let shell_pid = shell["pid"].as_u64().unwrap() as u32;
+    let run = |cmd: &str, timeout: u32| json!({"cmd": cmd, "timeout": timeout});
+    let (_, set) = post(
+        &server,
+        "/v1/shells/stubborn/run",
+        run("export KEPT=yes", 10),
+    )
+    .await;
+    assert_eq!(set["exit_code"], 0, "{set}");
+    let (_, stuck) = post(
+        &server,
+        "/v1/shells/stubborn/run",
+        run("sh -c \"trap '' INT; echo deaf; exec sleep 60\"", 1),
+    )
+    .await;
+    assert_eq!(stuck["timed_out"], true, "{stuck}");
+    assert_eq!(stuck["shell_alive"], true, "{stuck}");
+    assert_eq!(stuck["stdout"], "deaf\n", "{stuck}");
+    assert!(stuck["duration_ms"].as_u64().unwrap() < 15_000, "{stuck}");
+    let below: Vec<u32> = testkit::tree(shell_pid)
+        .into_iter()
+        .filter(|&pid| pid != shell_pid && common::alive(pid))
+        .collect();
+    assert!(below.is_empty(), "nothing of the run is left: {below:?}");
+    let (_, after) = post(&server, "/v1/shells/stubborn/run", run("echo $KEPT", 10)).await;
+    assert_eq!(
+        (&after["stdout"], &after["shell_alive"]),
+        (&json!("yes\n"), &json!(true)),
+        "{after}"
+    );
 }
 
 /// 64 processes stream 2 MiB each at once; the server keeps only their buffers.

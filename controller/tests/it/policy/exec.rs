@@ -13,7 +13,6 @@ use crate::double::{ModelDouble, ev_chat};
 /// the command it is; allowed calls run, and the shell keeps its directory between them.
 #[tokio::test(flavor = "multi_thread")]
 async fn exec_and_input_to_a_shell_are_judged_as_the_commands_they_run() {
-    let double = ModelDouble::start().await;
     let calls = [
         ("c1", "exec", r#"{"cmd": "bash", "yield_ms": 300}"#),
         (
@@ -38,34 +37,12 @@ async fn exec_and_input_to_a_shell_are_judged_as_the_commands_they_run() {
         ),
         ("c6", "exec", r#"{"cmd": "echo forbidden"}"#),
     ];
-    for call in calls {
-        double.push_json(ev_chat(None, &[call], 10, 10));
-    }
-    double.push_json(ev_chat(Some("done"), &[], 10, 10));
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::create_dir(workspace.path().join("sub")).unwrap();
-    let policy = workspace.path().join("../exec-policy.yaml");
-    std::fs::write(
-        &policy,
+    let (run, workspace) = session(
+        &calls,
         "deny: ['bash(*forbidden*)']\nallow: ['bash(bash)', 'bash(export A=1)']\n",
-    )
-    .unwrap();
-    let run = common::run(
-        chat_run(
-            &double,
-            workspace.path(),
-            &[
-                "--policy",
-                policy.to_str().unwrap(),
-                "--tools",
-                "bash,exec,write_stdin",
-            ],
-        ),
-        Duration::from_secs(60),
+        "bash,exec,write_stdin",
     )
     .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    double.assert_clean();
     let decisions: Vec<(String, String)> = policy_events(&run)
         .iter()
         .map(|d| {
@@ -109,6 +86,37 @@ async fn exec_and_input_to_a_shell_are_judged_as_the_commands_they_run() {
     );
 }
 
+/// A session whose model makes `calls`, one a turn, then answers; under the rules `policy`
+/// with the tools `tools`, in a workspace with a folder `sub`. It must end well.
+async fn session(
+    calls: &[(&str, &str, &str)],
+    policy: &str,
+    tools: &str,
+) -> (common::Run, tempfile::TempDir) {
+    let double = ModelDouble::start().await;
+    for call in calls {
+        double.push_json(ev_chat(None, &[*call], 10, 10));
+    }
+    double.push_json(ev_chat(Some("done"), &[], 10, 10));
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::create_dir(workspace.path().join("sub")).unwrap();
+    let rules = tempfile::tempdir().unwrap();
+    let policy_file = rules.path().join("policy.yaml");
+    std::fs::write(&policy_file, policy).unwrap();
+    let run = common::run(
+        chat_run(
+            &double,
+            workspace.path(),
+            &["--policy", policy_file.to_str().unwrap(), "--tools", tools],
+        ),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    double.assert_clean();
+    (run, workspace)
+}
+
 /// The text a call's `tool_result` gave the model.
 fn tool_result_text(run: &common::Run, call_id: &str) -> String {
     std::fs::read_to_string(run.log_dir().join("events.jsonl"))
@@ -123,4 +131,52 @@ fn tool_result_text(run: &common::Run, call_id: &str) -> String {
                 .to_owned()
         })
         .unwrap_or_default()
+}
+
+/// The opt-in `shell` tool: each command is judged as `bash`, runs in the session's one
+/// shell (which keeps its directory), and is logged as a `bash` call is, with
+/// its exit code and full outputs; `replay rerun` re-runs it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shell_tool_is_judged_as_bash_and_keeps_its_state() {
+    let calls = [
+        ("s1", "shell", r#"{"cmd": "cd sub && export B=2"}"#),
+        ("s2", "shell", r#"{"cmd": "echo forbidden > y"}"#),
+        ("s3", "shell", r#"{"cmd": "pwd; exit 3"}"#),
+    ];
+    let (run, workspace) = session(
+        &calls,
+        "deny: ['bash(*forbidden*)']\nallow: ['bash(export B=2)', 'bash(exit 3)']\n",
+        "bash,shell",
+    )
+    .await;
+    let decisions: Vec<String> = policy_events(&run)
+        .iter()
+        .map(|d| d["decision"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(decisions, ["allow", "deny", "allow"]);
+    let sub = workspace.path().canonicalize().unwrap().join("sub");
+    let third = tool_result_text(&run, "s3");
+    assert!(
+        third.starts_with("exit=3\n") && third.contains(&format!("  {}\n", sub.display())),
+        "the shell kept its directory: {third}"
+    );
+    let result = std::fs::read_to_string(run.log_dir().join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "tool_result" && e["data"]["call_id"] == "s3")
+        .unwrap();
+    assert_eq!(result["data"]["exit_code"], 3, "{result}");
+    assert_eq!(result["data"]["outputs"][0]["stream"], "stdout", "{result}");
+    let rerun = common::run(
+        common::command(&["replay", "rerun", run.log_dir().to_str().unwrap()]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
+    assert!(
+        rerun.stderr.contains("2 calls re-executed") && rerun.stderr.contains("0 divergences"),
+        "{}",
+        rerun.stderr
+    );
 }

@@ -9,7 +9,7 @@ const DRAIN: Duration = Duration::from_secs(2);
 
 impl Managed {
     /// Appends output, holding back a UTF-8 character cut at the end of the read.
-    fn push(&self, stream: OutputStream, bytes: &[u8]) {
+    pub(super) fn push(&self, stream: OutputStream, bytes: &[u8]) {
         let filtered;
         let bytes = match &self.shell {
             Some(shell) => {
@@ -20,10 +20,13 @@ impl Managed {
         };
         {
             let mut live = lock(&self.live);
-            let store = &self.artifacts;
-            live.captures[slot(stream)]
-                .get_or_insert_with(|| store.capture(CAPTURE_TEXT))
-                .push(bytes);
+            // A call keeps its own capture; only the others have one here.
+            if self.kind != ProcessKind::Call {
+                let store = &self.artifacts;
+                live.captures[slot(stream)]
+                    .get_or_insert_with(|| store.capture(CAPTURE_TEXT))
+                    .push(bytes);
+            }
             let carry = &mut live.carry[slot(stream)];
             carry.extend_from_slice(bytes);
             let whole = std::mem::take(carry);
@@ -35,7 +38,7 @@ impl Managed {
     }
 
     /// Pushes what was held back, at the end of a stream.
-    fn flush(&self, stream: OutputStream) {
+    pub(super) fn flush(&self, stream: OutputStream) {
         let mut live = lock(&self.live);
         let rest = std::mem::take(&mut live.carry[slot(stream)]);
         live.ring.push(stream, &rest);

@@ -1,13 +1,15 @@
 //! `bash`: run a shell command from the workspace root, with a timeout that kills its tree.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use sandbox_protocol::{BashArgs, BashResult};
+use sandbox_protocol::{BashArgs, BashResult, OutputStream, StreamArtifact};
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use crate::process::{ExitStatus, SpawnedShell};
 use crate::sandbox::output::{StreamCapture, Window, indent};
+use crate::sandbox::processes::Managed;
 use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
 
 /// After the shell exits, how long to keep reading output that its children may still hold open.
@@ -19,21 +21,27 @@ pub struct Bash;
 
 impl Validate for BashArgs {
     fn validate(&self) -> Result<(), String> {
-        if let Some(timeout) = self.timeout
-            && !(1..=3600).contains(&timeout)
-        {
-            return Err(format!(
-                "timeout: must be between 1 and 3600 seconds, got {timeout}"
-            ));
-        }
-        if self.cmd.is_empty() {
-            return Err("cmd: must not be empty".to_owned());
-        }
-        if self.cmd.contains('\0') {
-            return Err("cmd: contains a NUL byte, which no command line can hold".to_owned());
-        }
-        Ok(())
+        check_command(&self.cmd, self.timeout)
     }
+}
+
+/// A command line and its timeout, as `bash` and `shell` take them: not empty, no NUL byte,
+/// 1 to 3600 seconds.
+pub(crate) fn check_command(cmd: &str, timeout: Option<u32>) -> Result<(), String> {
+    if let Some(timeout) = timeout
+        && !(1..=3600).contains(&timeout)
+    {
+        return Err(format!(
+            "timeout: must be between 1 and 3600 seconds, got {timeout}"
+        ));
+    }
+    if cmd.is_empty() {
+        return Err("cmd: must not be empty".to_owned());
+    }
+    if cmd.contains('\0') {
+        return Err("cmd: contains a NUL byte, which no command line can hold".to_owned());
+    }
+    Ok(())
 }
 
 impl Tool for Bash {
@@ -68,6 +76,7 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
         .unwrap_or_else(|| format!("call_{:016x}", rand::random::<u64>()));
     let limit = ctx.limits.output_limit_chars;
     let (mut stdout, mut stderr) = (ctx.artifacts.capture(limit), ctx.artifacts.capture(limit));
+    ctx.processes.check_call_id(&call_id)?;
     let start = Instant::now();
     ctx.supervisor.call_started(&call_id);
     let shell = match ctx
@@ -82,7 +91,9 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
     };
     tracing::debug!(%call_id, pid = shell.pid, "command started");
     let deadline = start + Duration::from_secs(u64::from(timeout_secs));
-    let mut watch = Watch::new(shell);
+    let request = serde_json::json!({"tool": "bash", "cmd": cmd, "timeout": timeout_secs});
+    let view = ctx.processes.open_call(&call_id, &cmd, shell.pid, request);
+    let mut watch = Watch::new(shell, view.clone());
     let (exit, timed_out) = watch
         .until_done(&mut stdout, &mut stderr, deadline, &ctx, &call_id)
         .await;
@@ -104,7 +115,21 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
         call_id,
         ctx: &ctx,
     };
-    Ok(compose(parts, stdout, stderr))
+    let result = compose(parts, stdout, stderr);
+    if let Some(view) = view {
+        let artifacts = vec![
+            StreamArtifact {
+                stream: OutputStream::Stdout,
+                artifact: result.stdout_artifact.clone(),
+            },
+            StreamArtifact {
+                stream: OutputStream::Stderr,
+                artifact: result.stderr_artifact.clone(),
+            },
+        ];
+        view.finish_call(exit, timed_out, artifacts);
+    }
+    Ok(result)
 }
 
 /// A running shell's pipes and exit status, read until both are done.
@@ -115,10 +140,12 @@ struct Watch {
     exit_rx: tokio::sync::oneshot::Receiver<ExitStatus>,
     out_open: bool,
     err_open: bool,
+    /// The call's entry in the process table, which followers read: every read is copied there.
+    view: Option<Arc<Managed>>,
 }
 
 impl Watch {
-    fn new(shell: SpawnedShell) -> Watch {
+    fn new(shell: SpawnedShell, view: Option<Arc<Managed>>) -> Watch {
         Watch {
             pid: shell.pid,
             out_pipe: shell.stdout,
@@ -126,6 +153,13 @@ impl Watch {
             exit_rx: shell.exit,
             out_open: true,
             err_open: true,
+            view,
+        }
+    }
+
+    fn copy(&self, stream: OutputStream, bytes: &[u8]) {
+        if let Some(view) = &self.view {
+            view.mirror(stream, bytes);
         }
     }
 
@@ -150,11 +184,17 @@ impl Watch {
             tokio::select! {
                 read = self.out_pipe.read(&mut out_buf), if self.out_open => match read {
                     Ok(0) | Err(_) => self.out_open = false,
-                    Ok(n) => stdout.push(&out_buf[..n]),
+                    Ok(n) => {
+                        stdout.push(&out_buf[..n]);
+                        self.copy(OutputStream::Stdout, &out_buf[..n]);
+                    }
                 },
                 read = self.err_pipe.read(&mut err_buf), if self.err_open => match read {
                     Ok(0) | Err(_) => self.err_open = false,
-                    Ok(n) => stderr.push(&err_buf[..n]),
+                    Ok(n) => {
+                        stderr.push(&err_buf[..n]);
+                        self.copy(OutputStream::Stderr, &err_buf[..n]);
+                    }
                 },
                 status = &mut self.exit_rx, if exit.is_none() => {
                     exit = Some(status.unwrap_or(ExitStatus { code: -1, signal: None }));

@@ -12,7 +12,7 @@ use super::post;
 use crate::common::{self, Options, Server};
 
 /// Server-Sent Events, parsed: (event, id, data) until the stream ends or `stop` says so.
-async fn sse(
+pub(super) async fn sse(
     server: &Server,
     path: &str,
     last_event_id: Option<u64>,

@@ -1,0 +1,124 @@
+//! How one tool call is sent, and how a running `bash` call is followed: the sandbox keeps it
+//! as a process under the call's name, whose event stream carries its output as it comes.
+
+use base64::Engine;
+use futures::StreamExt;
+use sandbox_protocol::{DroppedOutput, Encoding, OutputChunk, OutputStream};
+
+use super::{SandboxClient, SandboxError, encode_segment, is_not_found};
+
+/// How to send one tool call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallOptions<'a> {
+    /// `Idempotency-Key`: the call is repeated safely after a dropped connection.
+    pub key: Option<&'a str>,
+    /// Ask for the changes since this snapshot, with small new versions and outputs inline.
+    pub since: Option<&'a str>,
+    /// Ask for the state fingerprint after the call.
+    pub fingerprint: bool,
+    /// `Sandbox-Call-Id`: the call's name on the sandbox, under which a `bash` call is followed
+    /// while it runs ([`SandboxClient::follow_process`]).
+    pub name: Option<&'a str>,
+}
+
+impl CallOptions<'_> {
+    pub(super) fn query(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(since) = self.since {
+            parts.push(format!("since={}", encode_segment(since)));
+        }
+        if self.fingerprint {
+            parts.push("fingerprint=true".to_owned());
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", parts.join("&"))
+        }
+    }
+}
+
+/// A piece of a followed call's output, as it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveOutput {
+    Output {
+        stream: OutputStream,
+        text: String,
+    },
+    /// Bytes the sandbox's buffer dropped before this follower read them (the call's
+    /// artifacts still hold them).
+    Dropped(u64),
+}
+
+impl SandboxClient {
+    /// Follows process `id` through `GET /v1/processes/{id}/events`, handing `each` every piece
+    /// of output until the process exits. A process not there yet (the call has not started)
+    /// is asked for again every 50 ms: the caller bounds the whole, typically by the call.
+    pub async fn follow_process(
+        &self,
+        id: &str,
+        each: &mut (dyn FnMut(LiveOutput) + Send),
+    ) -> Result<(), SandboxError> {
+        let path = format!("/v1/processes/{}/events", encode_segment(id));
+        let response = loop {
+            match self.send(self.request(reqwest::Method::GET, &path)).await {
+                Ok(response) => break response,
+                Err(err) if is_not_found(&err) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(err) => return Err(err),
+            }
+        };
+        let mut body = response.bytes_stream();
+        let mut buffer: Vec<u8> = Vec::new();
+        while let Some(bytes) = body.next().await {
+            buffer.extend_from_slice(&bytes.map_err(|err| self.unreachable(&err))?);
+            while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = buffer.drain(..end + 2).collect();
+                if self.event(&String::from_utf8_lossy(&block), each)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One Server-Sent Event handed on; whether it was the last (`exit`).
+    fn event(
+        &self,
+        block: &str,
+        each: &mut (dyn FnMut(LiveOutput) + Send),
+    ) -> Result<bool, SandboxError> {
+        let (mut event, mut data) = ("", "");
+        for line in block.lines() {
+            if let Some(value) = line.strip_prefix("event: ") {
+                event = value;
+            } else if let Some(value) = line.strip_prefix("data: ") {
+                data = value;
+            }
+        }
+        match event {
+            "output" => {
+                let chunk: OutputChunk = self.decode_bytes(data.as_bytes())?;
+                let text = match chunk.encoding {
+                    Encoding::Utf8 => chunk.data,
+                    Encoding::Base64 => base64::engine::general_purpose::STANDARD
+                        .decode(&chunk.data)
+                        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                        .unwrap_or_default(),
+                };
+                each(LiveOutput::Output {
+                    stream: chunk.stream,
+                    text,
+                });
+            }
+            "dropped" => {
+                let dropped: DroppedOutput = self.decode_bytes(data.as_bytes())?;
+                each(LiveOutput::Dropped(dropped.bytes));
+            }
+            "exit" => return Ok(true),
+            _ => {} // a heartbeat, or an event this client does not know
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,57 @@
+"""Interleaved A/B of `bash true` round trips against two sandbox-server builds running at once,
+so that both sides see the same minutes of a shared, noisy machine.
+
+    python3 sandbox-server/benches/ab.py OLD_BINARY NEW_BINARY [WORKER_THREADS]
+
+Each server gets an empty workspace of its own and default containment; one keep-alive
+connection per server; 20 rounds of 50 calls on each in turn; the first 50 calls of each side
+are a warm-up. Prints p50 and p90 per side.
+"""
+import http.client
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def start(binary, workspace, threads):
+    server = subprocess.Popen(
+        [binary, "serve", "--workspace", workspace, "--listen", "127.0.0.1:0", "--worker-threads", str(threads)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={"RUST_LOG": "error", "PATH": "/usr/bin:/bin"},
+    )
+    host, port = json.loads(server.stdout.readline())["listening"].rsplit(":", 1)
+    return server, http.client.HTTPConnection(host, int(port))
+
+
+def call(connection):
+    started = time.perf_counter()
+    connection.request("POST", "/v1/tools/bash", body=json.dumps({"cmd": "true"}),
+                       headers={"Content-Type": "application/json"})
+    connection.getresponse().read()
+    return time.perf_counter() - started
+
+
+def main():
+    old, new = sys.argv[1], sys.argv[2]
+    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        servers = {"old": start(old, a, threads), "new": start(new, b, threads)}
+        times = {name: [] for name in servers}
+        try:
+            for _ in range(20):
+                for name, (_, connection) in servers.items():
+                    times[name].extend(call(connection) for _ in range(50))
+        finally:
+            for server, _ in servers.values():
+                server.terminate()
+                server.wait()
+    print(f"| side | worker threads | p50 ms | p90 ms |\n|---|---:|---:|---:|")
+    for name, samples in times.items():
+        kept = sorted(samples[50:])
+        print(f"| {name} | {threads} | {statistics.median(kept) * 1000:.3f} | {kept[int(len(kept) * 0.9)] * 1000:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
