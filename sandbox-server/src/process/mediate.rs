@@ -67,9 +67,16 @@ pub fn serve(listener: OwnedFd, allowed: Arc<Allowed>) {
                 return; // every process of the call is gone
             }
             let fd = listener.get_ref().as_raw_fd();
-            let Some(notification) = receive(fd) else {
+            // The receive blocks until a notification comes, so it is made only when one is
+            // pending: the readiness kept from the last one answered says nothing of the next,
+            // and a receive made on it held this worker thread until the call's processes
+            // ended (with two such calls, the whole server).
+            if !pending(fd) {
                 ready.clear_ready();
                 continue;
+            }
+            let Some(notification) = receive(fd) else {
+                continue; // withdrawn meanwhile (its process died): the receive said so at once
             };
             let allowed = allowed.clone();
             // Connecting may block (a full backlog on a blocking socket): off the async threads.
@@ -85,7 +92,20 @@ pub fn serve(listener: OwnedFd, allowed: Arc<Allowed>) {
     });
 }
 
-/// The next notification; `None` when there is none yet.
+/// Whether a notification waits to be received (`POLLIN`, which the kernel reports level-wise).
+fn pending(listener: RawFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: listener,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid `pollfd`, a zero timeout: it only reads the listener's state.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & libc::POLLIN != 0
+}
+
+/// The next notification; `None` when the one that was pending was withdrawn (its process
+/// died) or the listener failed.
 fn receive(listener: RawFd) -> Option<libc::seccomp_notif> {
     // SAFETY: plain data, filled by the kernel.
     let mut notification: libc::seccomp_notif = unsafe { std::mem::zeroed() };

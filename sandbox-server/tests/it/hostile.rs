@@ -351,3 +351,35 @@ async fn odd_names_and_sockets() {
     );
     let _ = std::io::stderr().flush();
 }
+
+/// Commands that connect (each connect waits for the server under `--network none`) and leave
+/// processes holding their seccomp filter must not hold the server: on one worker thread, each
+/// call answers and the server goes on answering. (The server used to receive again from a
+/// listener with no notification pending, which blocked its worker until the processes ended.)
+#[tokio::test]
+async fn a_mediated_connect_never_holds_the_server() {
+    let server = common::start_with(Options {
+        extra_args: vec!["--worker-threads".into(), "1".into()],
+        ..Options::default()
+    })
+    .await;
+    let connect = "python3 -c 'import socket; print(socket.socket(socket.AF_UNIX).connect_ex(\"/tmp/nothing\"))'";
+    for round in 0..3 {
+        let cmd = format!("{connect}; {connect}; sleep 30 &");
+        let (status, result) = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call("bash", json!({"cmd": cmd})),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("round {round}: the call never answered"));
+        assert_eq!(status, 200, "{result}");
+        assert_eq!(
+            result["stdout"], "13\n13\n",
+            "refused with EACCES: {result}"
+        );
+        let health = tokio::time::timeout(Duration::from_secs(5), server.get_json("/healthz"))
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the server stopped answering"));
+        assert_eq!(health.0, 200);
+    }
+}
