@@ -144,7 +144,7 @@ pub fn app(state: AppState) -> Router {
             auth::refuse_foreign_pages,
         ))
         .layer(middleware::from_fn(error::json_errors))
-        .layer(middleware::from_fn(body::close_after_refused_body))
+        .layer(middleware::from_fn(body::close_unless_body_read))
         .layer(middleware::from_fn(error::log_server_errors))
         // 5xx are logged once, with their cause, by `log_server_errors`.
         .layer(TraceLayer::new_for_http().on_failure(()))

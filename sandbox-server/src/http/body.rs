@@ -2,10 +2,13 @@
 //! memory whole), and a budget on the bytes of bodies buffered at once (every other route).
 
 use std::io::{self, Read};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
@@ -120,25 +123,60 @@ pub(crate) async fn budget(
     Ok(response)
 }
 
-/// An error answer to a request that came with a body closes the connection
-/// (`Connection: close`): a route may refuse the request before reading its body, and a
-/// connection whose request body was not read to its end cannot carry the next request. The
-/// header tells the client so; without it, a client that reuses the connection finds it closed
-/// under its next request ("disconnected without a response").
-pub(crate) async fn close_after_refused_body(request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|text| text.parse::<u64>().ok())
-            .is_some_and(|length| length > 0);
-    let mut response = next.run(request).await;
-    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+/// A request whose body was not read to its end gets `Connection: close` on its answer: a
+/// route may refuse a request before reading its body (a bad query, an over-limit body), and
+/// such a connection cannot carry the next request. The header tells the client so; without
+/// it, a client that reuses the connection finds it closed under its next request
+/// ("disconnected without a response"). A body read to its end keeps the connection, whatever
+/// the answer (a `search_replace` that found no match is a 422 after the whole body was read).
+pub(crate) async fn close_unless_body_read(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    if body.is_end_stream() {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let ended = Arc::new(AtomicBool::new(false));
+    let watched = ReadToEnd {
+        inner: body,
+        ended: ended.clone(),
+    };
+    let mut response = next
+        .run(Request::from_parts(parts, Body::new(watched)))
+        .await;
+    if !ended.load(Ordering::Acquire) {
         response.headers_mut().insert(
             header::CONNECTION,
             axum::http::HeaderValue::from_static("close"),
         );
     }
     response
+}
+
+/// A request body that records whether it was read to its end.
+struct ReadToEnd {
+    inner: Body,
+    ended: Arc<AtomicBool>,
+}
+
+impl http_body::Body for ReadToEnd {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.ended.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }

@@ -162,7 +162,7 @@ fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
             .response("401", error("Missing or wrong token (`unauthorized`)"))
             .response("403", error("The path leads outside the workspace (`outside_workspace`) or is not a regular file (`not_a_regular_file`)"))
             .response("404", error("The file does not exist (`file_not_found`), the tool is not enabled (`unknown_tool`), or `since` names no snapshot (`not_found`)"))
-            .response("409", error("`Sandbox-Call-Id` already names a process (`process_conflict`)"))
+            .response("409", error("`bash` only: `Sandbox-Call-Id` already names a process (`process_conflict`)"))
             .response("413", error("The request body is over the limit (`payload_too_large`)"))
             .response("422", error("Invalid arguments, naming the field (`invalid_arguments`), or a tool refusal (`binary_file`, `no_match`, `multiple_matches`)"))
             .response("429", error("Every tool-call slot is busy (`overloaded`); see `Retry-After`"))
@@ -187,7 +187,8 @@ fn call_id_header() -> utoipa::openapi::path::Parameter {
              and `-`, not only digits); otherwise the server chooses one. The result's `call_id` \
              is this name, the call's processes carry it, and a `bash` call is a process of kind \
              `call` under it: `GET /v1/processes/{id}/events` follows its output while it runs, \
-             `…/signal` and `DELETE` reach it. A name that already names a process is refused (409).",
+             `…/signal` and `DELETE` reach it; a `bash` call under a name that already names a \
+             process is refused (409).",
         ))
         .schema(Some(
             ObjectBuilder::new()

@@ -75,12 +75,14 @@ pub fn serve(listener: OwnedFd, allowed: Arc<Allowed>) {
                 ready.clear_ready();
                 continue;
             }
-            let Some(notification) = receive(fd) else {
-                continue; // withdrawn meanwhile (its process died): the receive said so at once
-            };
             let allowed = allowed.clone();
-            // Connecting may block (a full backlog on a blocking socket): off the async threads.
+            // Off the async threads: connecting may block (a full backlog on a blocking
+            // socket), and so could the receive, should the pending notification be withdrawn
+            // (its process killed) between the poll and it. The listener outlives the wait.
             let answered = tokio::task::spawn_blocking(move || {
+                let Some(notification) = receive(fd) else {
+                    return;
+                };
                 let errno = decide(fd, &notification, &allowed);
                 respond(fd, notification.id, errno);
             })

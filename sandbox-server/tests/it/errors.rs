@@ -250,7 +250,7 @@ async fn raw_head(server: &common::Server, request: &str) -> String {
 }
 
 /// A request refused before its body is read closes its connection, and says so, so that no
-/// client reuses it; other answers keep it open.
+/// client reuses it; other answers, refusals whose body was read among them, keep it open.
 #[tokio::test]
 async fn a_refused_request_with_a_body_closes_its_connection() {
     let server = common::start().await;
@@ -264,4 +264,22 @@ async fn a_refused_request_with_a_body_closes_its_connection() {
     let fine = raw_head(&server, "GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n").await;
     assert!(fine.starts_with("http/1.1 200"), "{fine}");
     assert!(!fine.contains("connection: close"), "{fine}");
+    let body = r#"{"path": "nope.txt"}"#;
+    let read = raw_head(
+        &server,
+        &format!(
+            "POST /v1/tools/read_file HTTP/1.1\r\nHost: {{host}}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
+    assert!(read.starts_with("http/1.1 404"), "{read}");
+    assert!(!read.contains("connection: close"), "{read}");
+    let written = raw_head(
+        &server,
+        "PUT /v1/files/x?mode=0644 HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/octet-stream\r\nContent-Length: 1\r\n\r\nx",
+    )
+    .await;
+    assert!(written.starts_with("http/1.1 201"), "{written}");
+    assert!(!written.contains("connection: close"), "{written}");
 }

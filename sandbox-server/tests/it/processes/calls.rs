@@ -207,3 +207,26 @@ async fn ended_calls_are_forgotten_oldest_first() {
         "{ids:?}"
     );
 }
+
+/// A call that ended leaving a child running: deleting the call kills the child.
+#[tokio::test]
+async fn deleting_an_ended_call_kills_the_children_it_left() {
+    let server = common::start().await;
+    let (status, result) = named_call(&server, "left-1", "sleep 60 & echo $! > child.pid").await;
+    assert_eq!(status, 200, "{result}");
+    let child = common::read_pid_file(&server.path("child.pid"));
+    assert_eq!(result["background_pids"], json!([child]), "{result}");
+    assert_eq!(
+        get(&server, "/v1/processes/left-1").await["state"],
+        "exited"
+    );
+    let response = server
+        .request(reqwest::Method::DELETE, "/v1/processes/left-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let killed: Value = response.json().await.unwrap();
+    assert_eq!(killed["killed"], json!([child]), "{killed}");
+    assert!(common::gone_within(child, Duration::from_secs(10)).await);
+}
