@@ -157,6 +157,20 @@ pub(crate) enum ReplayCommand {
         #[arg(long)]
         html: bool,
     },
+    /// Two batches side by side: per task pass/fail flips, reward, cost, time and turn
+    /// differences, calls per tool, and the tasks in only one of them.
+    Compare {
+        /// The batch folder to compare from (or a file in it, such as its report.json).
+        a: PathBuf,
+        /// The batch folder to compare with.
+        b: PathBuf,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also write the comparison as one self-contained HTML page here.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        html: Option<PathBuf>,
+    },
     /// Re-execute the recorded tool calls on a fresh sandbox at the recorded initial state, and
     /// report the first divergence (exit code 6).
     Rerun {

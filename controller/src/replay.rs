@@ -1,7 +1,10 @@
 //! Reading a session back, at four levels: text (`show`), state (`restore`), metrics (one
-//! session, or a batch's [`report`]), and a regression re-run (`rerun`); and its recorded
-//! replies as a [`model`]. Every reader streams the log, so its length does not matter.
+//! session, or a batch's [`report`], drawn with [`charts`]; two batches side by side with
+//! [`compare`]), and a regression re-run (`rerun`); and its recorded replies as a [`model`].
+//! Every reader streams the log, so its length does not matter.
 
+pub mod charts;
+pub mod compare;
 pub mod metrics;
 pub mod model;
 pub mod render;
@@ -20,6 +23,11 @@ pub enum ReplayError {
     /// The folder has no `events.jsonl`.
     #[error("{0}: not a session log (no events.jsonl)")]
     NotALog(PathBuf),
+    /// The folder is not a batch's (its log does not start with `batch_started`).
+    #[error(
+        "{0}: not a batch folder (its events.jsonl must start with `batch_started`: the folder `harness batch --out` wrote)"
+    )]
+    NotABatch(PathBuf),
     /// Nothing is at that path.
     #[error("{0}: no such folder (a session log is the folder `harness run` printed as `log:`)")]
     Missing(PathBuf),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use controller::event_log::reader;
 use controller::exit_code;
-use controller::replay::{self, metrics, render, report, rerun, restore};
+use controller::replay::{self, compare, metrics, render, report, rerun, restore};
 use controller::sandbox::local::LocalSandbox;
 use controller::sandbox::{NetworkMode, SandboxClient};
 
@@ -42,6 +42,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             .await
         }
         ReplayCommand::Metrics { runs, json, html } => metrics_cmd(&runs, json, html),
+        ReplayCommand::Compare { a, b, json, html } => compare_cmd(&a, &b, json, html.as_deref()),
         ReplayCommand::Rerun {
             run,
             sandbox,
@@ -197,6 +198,29 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
         writeln!(out).context("writing JSON")?;
     } else {
         metrics::write_table(&all, &mut out).context("writing the table")?;
+    }
+    Ok(exit_code::COMPLETED)
+}
+
+/// `replay compare A B`: the table or JSON to stdout, and the page to `html`.
+fn compare_cmd(a: &Path, b: &Path, json: bool, html: Option<&Path>) -> anyhow::Result<i32> {
+    let comparison = compare::load(a, b)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &comparison).context("writing JSON")?;
+        writeln!(out).context("writing JSON")?;
+    } else {
+        compare::write_text(&comparison, &mut out).context("writing the comparison")?;
+    }
+    if let Some(path) = html {
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut page = std::io::BufWriter::new(file);
+        compare::write_html(&comparison, &mut page)
+            .and_then(|()| page.flush())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
     }
     Ok(exit_code::COMPLETED)
 }

@@ -108,7 +108,8 @@ pub(crate) fn latency(mut samples: Vec<u64>) -> Latency {
     }
 }
 
-fn millis(ts: &str) -> Option<u128> {
+/// An event's timestamp as milliseconds since the epoch.
+pub(crate) fn millis(ts: &str) -> Option<u128> {
     humantime::parse_rfc3339_weak(ts)
         .ok()?
         .duration_since(std::time::UNIX_EPOCH)

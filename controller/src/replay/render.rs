@@ -1,10 +1,13 @@
 //! Text replay: a session as a readable transcript, in Markdown or one self-contained HTML
-//! page with a timeline. Events stream through one at a time.
+//! page with a timeline, each step's time drawn as a bar and the slowest steps listed first.
+//! Events stream through one at a time (the HTML page reads the log twice: its step times
+//! first).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 mod blocks;
+mod steps;
 mod write;
 
 use super::{ReplayError, events};
@@ -51,6 +54,11 @@ pub fn render(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, Re
     let mut n_events = 0;
     let mut title = String::from("Session");
     let mut started = false;
+    // The HTML page draws each step's time and lists the slowest first: a pass ahead for them.
+    let times = match format {
+        Format::Html => steps::measure(dir)?,
+        Format::Md => steps::StepTimes::default(),
+    };
     for envelope in events(dir, |error| torn.push(error.to_string()))? {
         let envelope = envelope?;
         n_events += 1;
@@ -60,7 +68,7 @@ pub fn render(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, Re
         if !started {
             match format {
                 Format::Md => writeln!(out, "# {title}\n").map_err(io)?,
-                Format::Html => write!(out, "{}", write::html_head(&title)).map_err(io)?,
+                Format::Html => write!(out, "{}", write::html_head(&title, &times)).map_err(io)?,
             }
             started = true;
         }
@@ -69,7 +77,7 @@ pub fn render(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, Re
         };
         match format {
             Format::Md => write::write_md(out, &block).map_err(io)?,
-            Format::Html => write::write_html(out, &block).map_err(io)?,
+            Format::Html => write::write_html(out, &block, times.bar(block.seq)).map_err(io)?,
         }
     }
     for problem in &torn {

@@ -4,6 +4,7 @@
 //! batch's own log.
 
 mod bench;
+mod pictures;
 mod write;
 
 use std::collections::BTreeMap;
@@ -40,6 +41,9 @@ pub struct TaskRow {
     /// Model turns: the loop's steps.
     pub steps: u32,
     pub tool_calls: u64,
+    /// Calls per tool (for comparing batches; not in `report.json`).
+    #[serde(skip)]
+    pub tools: BTreeMap<String, u64>,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost: f64,
@@ -254,6 +258,7 @@ fn task_row(
             attempts: attempts.unwrap_or(0),
             steps: 0,
             tool_calls: 0,
+            tools: BTreeMap::new(),
             input_tokens: 0,
             output_tokens: 0,
             cost: 0.0,
@@ -284,6 +289,7 @@ fn task_row(
         attempts: attempts.unwrap_or(1),
         steps: m.turns,
         tool_calls: m.tool_calls.values().sum(),
+        tools: m.tool_calls.clone(),
         input_tokens: m.input_tokens + m.cached_input_tokens,
         output_tokens: m.output_tokens,
         cost: m.cost,

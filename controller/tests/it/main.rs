@@ -44,6 +44,8 @@ mod log_safety;
 mod policy;
 /// The session log: recorded, rendered, restored, measured and re-run.
 mod replays;
+/// Reports with pictures: the batch report's charts, `replay compare`, the transcript's step times.
+mod reports;
 /// Retries on 429 and 5xx, and errors that surface at once.
 mod retries;
 /// The local sandbox's lifecycle, task files and the quick-start example.

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use super::Block;
+use super::steps::{StepBar, StepTimes, duration};
 use crate::text::escape;
 
 pub(super) fn write_md(out: &mut dyn Write, block: &Block) -> std::io::Result<()> {
@@ -34,19 +35,37 @@ pub(super) fn write_md(out: &mut dyn Write, block: &Block) -> std::io::Result<()
     Ok(())
 }
 
-pub(super) fn write_html(out: &mut dyn Write, block: &Block) -> std::io::Result<()> {
+pub(super) fn write_html(
+    out: &mut dyn Write,
+    block: &Block,
+    bar: Option<StepBar>,
+) -> std::io::Result<()> {
+    let rank = bar.and_then(|b| b.rank);
     writeln!(
         out,
-        "<li class=\"event {}\" id=\"e{}\">",
-        block.kind, block.seq
+        "<li class=\"event {}{}\" id=\"e{}\">",
+        block.kind,
+        if rank.is_some() { " slow" } else { "" },
+        block.seq
     )?;
+    let mark = rank
+        .map(|r| format!(" <span class=\"slow-mark\">slowest #{}</span>", r + 1))
+        .unwrap_or_default();
     writeln!(
         out,
-        "<div class=\"head\"><a class=\"seq\" href=\"#e{0}\">{0}</a> <span class=\"title\">{1}</span> <time>{2}</time></div>",
+        "<div class=\"head\"><a class=\"seq\" href=\"#e{0}\">{0}</a> <span class=\"title\">{1}</span> <time>{2}</time>{mark}</div>",
         block.seq,
         escape(&block.title),
         escape(&block.ts)
     )?;
+    if let Some(bar) = bar {
+        writeln!(
+            out,
+            "<div class=\"steptime\" title=\"time since the previous event\"><span class=\"track\"><span class=\"bar\" style=\"width:{:.1}%\"></span></span><span class=\"ms\">{}</span></div>",
+            100.0 * bar.fraction,
+            duration(bar.ms)
+        )?;
+    }
     for note in &block.notes {
         writeln!(out, "<div class=\"note\">{}</div>", escape(note))?;
     }
@@ -96,7 +115,30 @@ fn diff_html(diff: &str) -> String {
         .join("\n")
 }
 
-pub(super) fn html_head(title: &str) -> String {
+/// The slowest steps, linked, for the top of the page.
+fn slowest_html(times: &StepTimes) -> String {
+    if times.slowest.is_empty() {
+        return String::new();
+    }
+    let items: Vec<String> = times
+        .slowest
+        .iter()
+        .map(|s| {
+            format!(
+                "<li><a href=\"#e{0}\">step {0}</a>: {1}, {2}</li>",
+                s.seq,
+                escape(&s.what),
+                duration(s.ms)
+            )
+        })
+        .collect();
+    format!(
+        "<section class=\"slowest\"><h2>Slowest steps</h2><ol>{}</ol></section>\n",
+        items.concat()
+    )
+}
+
+pub(super) fn html_head(title: &str, times: &StepTimes) -> String {
     format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{0}</title>
@@ -116,9 +158,18 @@ time {{ color: #6e6e73; font-weight: 400; font-size: .85em; margin-left: .5rem; 
 .note {{ color: #3a3a3c; }} .warn {{ color: #b3261e; }} .full {{ color: #6e6e73; font-size: .85em; }}
 pre {{ background: #f5f5f7; padding: .6rem; overflow: auto; max-height: 32rem; font-size: 12.5px; white-space: pre-wrap; }}
 .add {{ color: #0a7a35; }} .del {{ color: #b3261e; }} .hunk {{ color: #6e3fb3; }}
+.steptime {{ display: flex; align-items: center; gap: .5rem; font-size: .8em; color: #6e6e73; }}
+.steptime .track {{ display: inline-block; width: 20rem; height: .55rem; background: #eef1f6; }}
+.steptime .bar {{ display: block; height: 100%; min-width: 1px; background: #7fa3d9; }}
+li.slow .steptime .bar {{ background: #c0392b; }} li.slow .steptime .ms {{ color: #b3261e; font-weight: 600; }}
+.slow-mark {{ background: #fde2df; color: #b3261e; border-radius: .3rem; padding: 0 .35rem; font-size: .8em; margin-left: .5rem; }}
+.slowest {{ background: #fff7f6; border: 1px solid #f3c7c1; padding: .3rem 1rem; margin-bottom: 1rem; }}
+.slowest h2 {{ font-size: 1rem; margin: .4rem 0; }}
 </style></head>
-<body><main><h1>{0}</h1><ol class="timeline">
+<body><main><h1>{0}</h1>
+{1}<ol class="timeline">
 "#,
-        escape(title)
+        escape(title),
+        slowest_html(times)
     )
 }

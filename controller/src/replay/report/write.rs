@@ -161,10 +161,11 @@ fn html_head(report: &BatchReport) -> String {
          <style>body{{font:14px system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child,th:first-child,\
          td:nth-child(2),td:nth-child(3){{text-align:left}}tr.pass td:nth-child(2){{color:#060}}\
-         tr.fail td:nth-child(2){{color:#a00}}tfoot td{{font-weight:bold}}</style></head><body>\n\
+         tr.fail td:nth-child(2){{color:#a00}}tfoot td{{font-weight:bold}}\
+         .charts{{display:flex;flex-wrap:wrap;gap:1em;margin:1em 0}}figure.chart{{margin:0;border:1px solid #e3e3e8}}</style></head><body>\n\
          <h1>Batch {id}{interrupted}</h1>\n<p>{tasks} tasks: {passed} passed, {failed} failed, \
          {not_run} not run; pass rate {rate:.1}% of those run; {retries} retries. Cost ${cost:.4}; \
-         task time {task_s:.1} s; wall time {wall_s:.1} s.</p>\n<table id=\"tasks\"><thead><tr><th>task</th>\
+         task time {task_s:.1} s; wall time {wall_s:.1} s.</p>\n{charts}<table id=\"tasks\"><thead><tr><th>task</th>\
          <th>outcome</th><th>failure</th><th>attempts</th><th>steps</th><th>tool calls</th>\
          <th>tokens in</th><th>tokens out</th><th>cost $</th><th>time s</th></tr></thead><tbody>\n",
         id = escape(&report.batch_id),
@@ -182,6 +183,7 @@ fn html_head(report: &BatchReport) -> String {
         cost = t.cost,
         task_s = t.task_time_ms as f64 / 1000.0,
         wall_s = t.wall_ms as f64 / 1000.0,
+        charts = super::pictures::html(report),
     )
 }
 
