@@ -15,6 +15,14 @@ fn main() {
             "HARNESS_TEST_BROWSER",
             "the transcript's headless-browser check",
         ),
+        (
+            "HARNESS_TEST_PROMETHEUS",
+            "the test where a real Prometheus scrapes a server and a batch",
+        ),
+        (
+            "HARNESS_TEST_OTLP_PYTHON",
+            "the trace test (a Python with opentelemetry-proto for the OTLP receiver)",
+        ),
     ] {
         println!("cargo::rerun-if-env-changed={variable}");
         let set = std::env::var(variable).is_ok_and(|value| !value.is_empty() && value != "0");

@@ -15,6 +15,10 @@ fn main() {
             "HARNESS_TEST_BROWSER",
             "the /docs page's headless-browser check",
         ),
+        (
+            "HARNESS_TEST_PROMETHEUS",
+            "promtool's check of the /metrics exposition",
+        ),
     ] {
         println!("cargo::rerun-if-env-changed={variable}");
         let set = std::env::var(variable).is_ok_and(|value| !value.is_empty() && value != "0");

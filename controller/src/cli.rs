@@ -3,6 +3,7 @@
 
 mod batch;
 mod images;
+mod metrics;
 mod policy;
 mod replay;
 mod run;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use controller::config::SessionFlags;
+use metrics::MetricsArgs;
 
 /// The agent harness: runs a model in a loop against a sandbox's tools.
 #[derive(Debug, Parser)]
@@ -245,6 +247,8 @@ pub(crate) struct BatchArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub(crate) progress: ProgressMode,
     #[command(flatten)]
+    pub(crate) metrics: MetricsArgs,
+    #[command(flatten)]
     pub(crate) session: SessionArgs,
 }
 
@@ -278,6 +282,8 @@ pub(crate) struct RunArgs {
     /// `always`, `never`, or `auto` (when stderr is a terminal). The log has it either way.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
     pub(crate) live_output: LiveOutputMode,
+    #[command(flatten)]
+    pub(crate) metrics: MetricsArgs,
     #[command(flatten)]
     pub(crate) session: SessionArgs,
 }

@@ -34,6 +34,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod session;
 pub mod task;
+pub mod telemetry;
 pub mod text;
 
 /// How `harness` exits.

@@ -12,17 +12,20 @@ use controller::exit_code;
 
 fn main() {
     let cli = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_ansi(cli::colour_on_stderr())
-        .with_writer(std::io::stderr)
-        .init();
+    // The log on stderr (warnings unless RUST_LOG says otherwise), and spans over OTLP when
+    // OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    let telemetry = otel::init(otel::Options {
+        service: "harness",
+        version: env!("CARGO_PKG_VERSION"),
+        json: false,
+        default_level: "warn",
+        ansi: cli::colour_on_stderr(),
+    });
     let result = tokio::runtime::Runtime::new()
         .map_err(|err| anyhow::anyhow!("starting the async runtime: {err}"))
         .and_then(|runtime| runtime.block_on(cli::run(cli)));
+    // Before exit(), which would lose the spans still queued.
+    telemetry.shutdown();
     let code = match result {
         Ok(code) => code,
         Err(err) => {

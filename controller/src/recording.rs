@@ -51,6 +51,11 @@ impl Recorder {
 
     /// A tool call's name on the sandbox (`Sandbox-Call-Id`): the session and the call's
     /// number in it, unique on a sandbox that several sessions use in turn.
+    /// The session's id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
     pub fn call_name(&self, number: u64) -> String {
         let session: String = self
             .session_id

@@ -13,6 +13,7 @@ mod tool_call;
 use std::sync::Mutex;
 
 use sandbox_protocol::ToolSpec;
+use tracing::Instrument as _;
 
 pub use compact::compaction_split;
 pub use tool_call::{CallOutcome, parse_call, run_on_sandbox};
@@ -175,11 +176,16 @@ impl Agent<'_> {
                 let answer = format!("Stopped: spent ${spent:.2}.");
                 return Ok(self.report(LoopEnd::CostLimit, answer, totals, messages));
             }
+            let span = tracing::info_span!("turn", turn);
             if estimate_tokens(&messages) > self.limits.compact_at {
-                messages = self.compact(messages, turn, totals).await?;
+                messages = self
+                    .compact(messages, turn, totals)
+                    .instrument(span.clone())
+                    .await?;
             }
             let reply = self
                 .ask(&messages, &self.tools, turn, Purpose::Turn, totals)
+                .instrument(span.clone())
                 .await?;
             current(totals).turns = turn;
             let calls = reply.message.tool_calls.clone();
@@ -197,7 +203,10 @@ impl Agent<'_> {
                 };
                 let name = self.recorder.call_name(number);
                 let ran = self.run_tool(call, task, &name);
-                let shown = self.shown_live(call, &name, ran).await;
+                let shown = self
+                    .shown_live(call, &name, ran)
+                    .instrument(span.clone())
+                    .await;
                 self.observer.tool_finished(call);
                 let (result, step) = shown?;
                 messages.push(Message::Tool {

@@ -23,6 +23,7 @@ pub mod sandbox;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
@@ -86,6 +87,28 @@ pub struct SessionSummary {
 /// Runs one session to its end. Never fails: whatever goes wrong after the log is open is in
 /// the log and the summary; before that (the log folder cannot be made) only in the summary.
 pub async fn run_session(
+    options: SessionOptions,
+    model: Arc<dyn Model>,
+    audience: Audience<'_>,
+    totals: &Mutex<Totals>,
+    cancel: CancellationToken,
+) -> SessionSummary {
+    // The root of the session's trace: the sandbox's start, the seeding, every turn and the
+    // check are below it, and so are the sandbox's own spans.
+    let span = tracing::info_span!(
+        "session",
+        session_id = %options.session_id,
+        model = %model.describe(),
+        outcome = tracing::field::Empty,
+    );
+    let summary = session(options, model, audience, totals, cancel)
+        .instrument(span.clone())
+        .await;
+    span.record("outcome", summary.outcome.logged().as_str());
+    summary
+}
+
+async fn session(
     mut options: SessionOptions,
     model: Arc<dyn Model>,
     audience: Audience<'_>,
@@ -235,9 +258,14 @@ async fn start_sandbox(
         server_log: server_log.as_deref(),
         observer,
     };
-    Sandbox::start(&options.config, context)
-        .await
-        .map_err(|err| Stop::start(&err))
+    let provider = options.config.sandbox.provider();
+    let started = std::time::Instant::now();
+    let span = tracing::info_span!("sandbox_start", provider);
+    let sandbox = Sandbox::start(&options.config, context)
+        .instrument(span)
+        .await;
+    crate::telemetry::metrics().sandbox_started(provider, started.elapsed(), sandbox.is_ok());
+    sandbox.map_err(|err| Stop::start(&err))
 }
 
 /// A session that stopped early: its `error` event, its outcome, and the seed's "Stopped: …"

@@ -74,6 +74,10 @@ pub struct ServeArgs {
     /// as one JSON line, `{"listening":"127.0.0.1:PORT"}`.
     #[arg(long, env = "SANDBOX_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Also serve `GET /metrics` (Prometheus) here, without the token: an address only the
+    /// cluster's Prometheus reaches. On the main address `/metrics` needs the token like /v1.
+    #[arg(long, env = "SANDBOX_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// A file holding the bearer token required on every /v1 route. Required unless the
     /// listen address is loopback.
     #[arg(long, env = "SANDBOX_TOKEN_FILE")]
@@ -234,6 +238,7 @@ pub struct Config {
     pub workspace: PathBuf,
     pub files_anywhere: bool,
     pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
     pub token: Option<Token>,
     pub registry: Registry,
     pub output_limit: usize,
@@ -292,6 +297,7 @@ impl ServeArgs {
             workspace,
             files_anywhere: self.files_anywhere,
             listen: self.listen,
+            metrics_listen: self.metrics_listen,
             token,
             registry,
             output_limit: self.output_limit,

@@ -8,6 +8,7 @@ mod docs;
 mod error;
 mod files;
 mod idempotency;
+mod observe;
 mod openapi;
 mod processes;
 mod service;
@@ -34,6 +35,7 @@ use utoipa_axum::routes;
 pub use body::BUDGET_UNIT;
 pub use error::ApiError;
 pub use idempotency::IdempotencyStore;
+pub use observe::serve_metrics;
 pub use openapi::openapi;
 
 use crate::config::Token;
@@ -60,6 +62,8 @@ pub struct AppState {
     pub state: Arc<WorkspaceState>,
     /// The `Idempotency-Key`s of mutating requests and their answers.
     pub idempotency: Arc<IdempotencyStore>,
+    /// What `GET /metrics` serves.
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// What the workspace-state routes use.
@@ -129,12 +133,22 @@ pub fn app(state: AppState) -> Router {
             auth::require_token,
         ));
     let max_body = usize::try_from(state.limits.max_body_bytes).unwrap_or(usize::MAX);
+    // The metrics are the server's business: behind the token, like /v1 (or on their own
+    // address with `--metrics-listen`).
+    let metrics = axum::Router::new()
+        .route("/metrics", axum::routing::get(observe::get_metrics))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
     let (router, _) = public
         .merge(v1)
         .route("/openapi.json", axum::routing::get(openapi::serve_openapi))
         .route("/docs", axum::routing::get(docs::serve_docs))
         .split_for_parts();
     router
+        .merge(metrics)
+        .route_layer(middleware::from_fn(observe::tag_route))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
@@ -146,8 +160,16 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn(error::json_errors))
         .layer(middleware::from_fn(body::close_unless_body_read))
         .layer(middleware::from_fn(error::log_server_errors))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            observe::observe,
+        ))
         // 5xx are logged once, with their cause, by `log_server_errors`.
-        .layer(TraceLayer::new_for_http().on_failure(()))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(observe::request_span)
+                .on_failure(()),
+        )
         .with_state(state)
 }
 

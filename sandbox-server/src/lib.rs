@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod http;
+pub mod metrics;
 pub mod process;
 pub mod sandbox;
 pub mod shutdown;
@@ -81,23 +82,21 @@ pub fn state(
         max_timeout_secs: 3600,
         kill_grace_ms: config.kill_grace.as_millis() as u64,
     };
-    let limits = Limits {
-        output_limit_chars: config.output_limit as u64,
-        artifact_cap_bytes: config.artifact_cap,
-        artifact_retention_bytes: config.artifact_retention,
-        max_body_bytes: config.max_body_bytes,
-        max_inflight_body_bytes: config.max_inflight_body_bytes,
-        archive_max_bytes: config.archive_max_bytes,
-        archive_max_entries: config.archive_max_entries,
-        read_file_page_bytes: sandbox::tools::read_file::page_bytes(config.output_limit) as u64,
-        max_concurrent_calls: config.max_concurrent_calls as u64,
-        default_timeout_secs: u64::from(tool_limits.default_timeout_secs),
-        max_timeout_secs: u64::from(tool_limits.max_timeout_secs),
-        kill_grace_ms: tool_limits.kill_grace_ms,
-        durable_writes: config.durable_writes,
-    };
+    let limits = limits(config, &tool_limits);
     let workspace = Arc::new(workspace);
     let processes = process_table(config, &supervisor, &workspace, &artifacts);
+    let protections = Arc::new(protections);
+    let metrics = metrics::Metrics::new(metrics::Live {
+        processes: processes.clone(),
+        artifacts: artifacts.clone(),
+        protections: protections.clone(),
+        tools: config
+            .registry
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+    });
     Ok(AppState {
         openapi: Arc::new(openapi(&config.registry)),
         registry: config.registry.clone(),
@@ -110,7 +109,7 @@ pub fn state(
             call_id: None,
         },
         token: config.token.as_ref().map(|token| Arc::new(token.clone())),
-        protections: Arc::new(protections),
+        protections,
         permits: Arc::new(Semaphore::new(config.max_concurrent_calls)),
         body_budget: Arc::new(Semaphore::new(
             usize::try_from(config.max_inflight_body_bytes.div_ceil(http::BUDGET_UNIT))
@@ -129,7 +128,27 @@ pub fn state(
             watch: config.watch.clone(),
         }),
         idempotency: Arc::new(http::IdempotencyStore::new(config.idempotency_ttl)),
+        metrics,
     })
+}
+
+/// The limits `/v1/info` reports.
+fn limits(config: &Config, tool_limits: &ToolLimits) -> Limits {
+    Limits {
+        output_limit_chars: config.output_limit as u64,
+        artifact_cap_bytes: config.artifact_cap,
+        artifact_retention_bytes: config.artifact_retention,
+        max_body_bytes: config.max_body_bytes,
+        max_inflight_body_bytes: config.max_inflight_body_bytes,
+        archive_max_bytes: config.archive_max_bytes,
+        archive_max_entries: config.archive_max_entries,
+        read_file_page_bytes: sandbox::tools::read_file::page_bytes(config.output_limit) as u64,
+        max_concurrent_calls: config.max_concurrent_calls as u64,
+        default_timeout_secs: u64::from(tool_limits.default_timeout_secs),
+        max_timeout_secs: u64::from(tool_limits.max_timeout_secs),
+        kill_grace_ms: tool_limits.kill_grace_ms,
+        durable_writes: config.durable_writes,
+    }
 }
 
 /// Serves on `listener` until `shutdown` resolves; then stops accepting, gives in-flight
@@ -137,6 +156,7 @@ pub fn state(
 pub async fn run(
     config: Config,
     listener: TcpListener,
+    metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let id = process::ServerId::current();
@@ -163,6 +183,7 @@ pub async fn run(
         .start_reaper()
         .context("starting the child reaper")?;
     let state = state(&config, supervisor.clone(), &dirs)?;
+    let metrics_server = metrics.map(|listener| http::serve_metrics(listener, state.clone()));
     let router = app(state);
 
     // Past the grace period, in-flight calls are ended by killing their processes.
@@ -177,6 +198,9 @@ pub async fn run(
         tracing::info!(killed = ?report.killed, "stopped the processes left running");
     }
     dirs.remove();
+    if let Some(task) = metrics_server {
+        task.abort();
+    }
     served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())

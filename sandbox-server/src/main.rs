@@ -35,37 +35,49 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Janitor(args) => {
-            telemetry::init(sandbox_server::config::LogFormat::Text);
+            let telemetry = telemetry::init(sandbox_server::config::LogFormat::Text);
             let id = args
                 .server
                 .parse::<sandbox_server::process::ServerId>()
                 .map_err(|why| anyhow::anyhow!("--server: {why}"))?;
             sandbox_server::process::leftovers::run_janitor(&id, args.folder.as_ref());
+            telemetry.shutdown();
             Ok(())
         }
         Command::Serve(args) => {
-            telemetry::init(args.log_format);
+            let telemetry = telemetry::init(args.log_format);
             let config = (*args).validate()?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(config.worker_threads)
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            runtime.block_on(async {
+            let served = runtime.block_on(async {
                 let listener = tokio::net::TcpListener::bind(config.listen)
                     .await
                     .with_context(|| format!("binding {}", config.listen))?;
                 let address = listener.local_addr().context("reading the bound address")?;
+                let metrics = match config.metrics_listen {
+                    Some(at) => Some(tokio::net::TcpListener::bind(at).await.with_context(|| format!("--metrics-listen {at}: binding"))?),
+                    None => None,
+                };
                 // Handlers first: a parent may signal as soon as it reads the address line.
                 let shutdown = shutdown::install().context("installing the signal handlers")?;
                 // The one machine-readable line a parent process waits for.
-                let line = serde_json::json!({ sandbox_protocol::LISTENING_KEY: address.to_string() });
+                let mut line = serde_json::json!({ sandbox_protocol::LISTENING_KEY: address.to_string() });
+                if let Some(metrics) = &metrics {
+                    let at = metrics.local_addr().context("reading the metrics address")?;
+                    line[sandbox_protocol::METRICS_KEY] = at.to_string().into();
+                }
                 let mut stdout = std::io::stdout().lock();
                 writeln!(stdout, "{line}").and_then(|()| stdout.flush()).context("writing the address line")?;
                 drop(stdout);
                 tracing::info!(%address, workspace = %config.workspace.display(), tools = ?config.registry, "listening");
-                sandbox_server::run(config, listener, shutdown).await
-            })
+                sandbox_server::run(config, listener, metrics, shutdown).await
+            });
+            // The spans of the last requests leave before the program does.
+            telemetry.shutdown();
+            served
         }
     }
 }

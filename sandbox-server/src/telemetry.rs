@@ -1,19 +1,19 @@
-//! Tracing to stderr: text for people, JSON for log collectors; levels from RUST_LOG.
-
-use tracing_subscriber::EnvFilter;
+//! Logging and tracing: text for people or JSON for log collectors on stderr (levels from
+//! `RUST_LOG`), and spans exported over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see the
+//! `otel` crate).
 
 use crate::config::LogFormat;
 
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour_on_stderr())
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+/// Installs the log and, when configured, the span exporter; call `shutdown` on what it
+/// returns once the server has stopped.
+pub fn init(format: LogFormat) -> otel::Telemetry {
+    otel::init(otel::Options {
+        service: "sandbox-server",
+        version: env!("CARGO_PKG_VERSION"),
+        json: matches!(format, LogFormat::Json),
+        default_level: "info",
+        ansi: colour_on_stderr(),
+    })
 }
 
 /// Colour only on a terminal, and never with `NO_COLOR` set (<https://no-color.org>): a log

@@ -85,6 +85,7 @@ impl TaskContext<'_> {
         loop {
             let summary = self.attempt(task, attempt).await;
             let outcome = summary.outcome;
+            crate::telemetry::metrics().attempt(outcome.logged().as_str());
             let _ = self
                 .log
                 .record(Event::TaskFinished(TaskFinished {
@@ -111,6 +112,7 @@ impl TaskContext<'_> {
 
     fn done(&self, task: &TaskSpec, summary: &SessionSummary) {
         let passed = summary.outcome.passed();
+        crate::telemetry::metrics().task_finished(summary.outcome.logged().as_str());
         self.progress.update(|p| {
             p.running.remove(&task.id);
             p.done += 1;

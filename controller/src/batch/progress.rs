@@ -40,7 +40,18 @@ impl Progress {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Changes the state; the `harness_tasks` gauges follow it.
     pub(super) fn update(&self, f: impl FnOnce(&mut ProgressState)) {
-        f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut state);
+        let running = state.running.len();
+        crate::telemetry::metrics().tasks(crate::telemetry::TaskCounts {
+            pending: state
+                .total
+                .saturating_sub(state.skipped + state.done + running),
+            running,
+            done: state.done,
+            skipped: state.skipped,
+        });
     }
 }

@@ -278,6 +278,8 @@ impl TaskEnvironment {
         if let Some(service) = service {
             env.extend(service.environment.iter().map(|(k, v)| format!("{k}={v}")));
         }
+        // The injected server's spans go to the controller's collector.
+        env.extend(otel::forwarded_environment());
         let server: Vec<String> = inject::server_command(spec, &self.workdir);
         let (entrypoint, cmd) = match config.entrypoint.as_ref().filter(|e| !e.is_empty()) {
             // The image's entrypoint stays, with the server as its command.

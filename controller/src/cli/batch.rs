@@ -60,6 +60,7 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
         config.parallel_reason,
         config.out.display()
     );
+    let metrics = args.metrics.start().await?;
     let stopping = Stopping::default();
     let on_interrupt = stop_on_interrupt(interrupt, stopping.clone());
     let progress = Arc::new(Progress::default());
@@ -80,6 +81,7 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     display.flush();
     let outcome = result?;
     write_report(&config.out)?;
+    args.metrics.linger(metrics).await;
     Ok(if outcome.interrupted {
         exit_code::INTERRUPTED
     } else if outcome.failed > 0 {

@@ -112,6 +112,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             }
         })
     };
+    let metrics = args.metrics.start().await?;
     let totals = Mutex::new(Totals::default());
     let terminal = Terminal::new(live(args.live_output));
     let audience = Audience {
@@ -139,5 +140,6 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             eprintln!("cost=unknown (the model has no known price)");
         }
     }
+    args.metrics.linger(metrics).await;
     Ok(summary.outcome.exit_code())
 }

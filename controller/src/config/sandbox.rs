@@ -31,6 +31,19 @@ pub enum SandboxTarget {
 }
 
 impl SandboxTarget {
+    /// What starts it, as a metrics label: `local`, `remote`, `docker`, `pool` or `task`.
+    pub fn provider(&self) -> &'static str {
+        match self {
+            SandboxTarget::Local => "local",
+            SandboxTarget::Remote { .. } => "remote",
+            SandboxTarget::Docker(_) => "docker",
+            SandboxTarget::Pool => "pool",
+            SandboxTarget::Task(_) => "task",
+        }
+    }
+}
+
+impl SandboxTarget {
     /// As the log names it.
     pub fn kind(&self) -> SandboxKind {
         match self {

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use sandbox_protocol::ToolSpec;
+use tracing::Instrument as _;
 
 use super::{Agent, SessionError, Totals};
 use crate::event_log::{Event, LoggedCall, LoggedUsage, ModelRequest, ModelResponse, Purpose};
@@ -33,7 +34,7 @@ impl Agent<'_> {
             .record(Event::ModelRequest(request))
             .await?;
         let started = Instant::now();
-        let reply = self.model.send(&body).await?;
+        let reply = self.send_observed(&body, turn, purpose).await?;
         let latency_ms = started.elapsed().as_millis() as u64;
         {
             let mut totals = super::current(totals);
@@ -67,6 +68,50 @@ impl Agent<'_> {
             .log
             .record(Event::ModelResponse(response))
             .await?;
+        Ok(reply)
+    }
+}
+
+impl Agent<'_> {
+    /// Sends `body` inside the model call's span, and counts the call in the metrics.
+    async fn send_observed(
+        &self,
+        body: &serde_json::Value,
+        turn: u32,
+        purpose: Purpose,
+    ) -> Result<ModelReply, crate::llm::ModelError> {
+        let started = Instant::now();
+        let model = crate::telemetry::ModelId::from_description(&self.model.describe());
+        let span = tracing::info_span!(
+            "model_call",
+            otel.name = %format_args!("model {}", model.model),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.system = %model.provider,
+            gen_ai.request.model = %model.model,
+            turn,
+            purpose = ?purpose,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            cost_usd = tracing::field::Empty,
+        );
+        let sent = self.model.send(body).instrument(span.clone()).await;
+        let metrics = crate::telemetry::metrics();
+        let reply = match sent {
+            Ok(reply) => reply,
+            Err(err) => {
+                metrics.model_call(&model, started.elapsed(), None);
+                span.record("otel.status_code", "ERROR");
+                return Err(err);
+            }
+        };
+        metrics.model_call(&model, started.elapsed(), Some((&reply.usage, reply.cost)));
+        let usage = &reply.usage;
+        span.record("gen_ai.usage.input_tokens", usage.input_tokens as i64);
+        span.record("gen_ai.usage.output_tokens", usage.output_tokens as i64);
+        if let Some(cost) = reply.cost {
+            span.record("cost_usd", cost);
+        }
         Ok(reply)
     }
 }

@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use sandbox_protocol::{Artifact, BashResult, ToolSpec, ToolStep};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::{Agent, SessionError};
 use crate::event_log::{
     ErrorClass, ErrorEvent, Event, OutputRecord, PolicyDecision, Stream, ToolCallEvent, ToolResult,
-    ToolStatus,
+    ToolStatus, Verdict,
 };
 use crate::llm::ToolCall;
 use crate::policy::{self, Judgement, Settled};
@@ -59,7 +60,24 @@ impl Agent<'_> {
         };
         log.record(Event::ToolCall(call_event)).await?;
         let started = Instant::now();
-        let outcome = self.decide_and_run(call, task, name).await?;
+        let span = tracing::info_span!(
+            "tool_call",
+            otel.name = %format_args!("tool {}", call.name),
+            tool = %call.name,
+            call_id = %call.id,
+            status = tracing::field::Empty,
+        );
+        let outcome = self
+            .decide_and_run(call, task, name)
+            .instrument(span.clone())
+            .await?;
+        let status = match outcome.status {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Error => "error",
+            ToolStatus::Blocked => "blocked",
+        };
+        span.record("status", status);
+        crate::telemetry::metrics().tool_call(&call.name, status, started.elapsed());
         let duration_ms = started.elapsed().as_millis() as u64;
         let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
         let inline = Inline::new(
@@ -107,16 +125,25 @@ impl Agent<'_> {
             Ok(args) => args,
             Err(text) => return Ok(CallOutcome::refused(ToolStatus::Error, text)),
         };
-        let judgement = self
-            .policy
-            .decide(policy::Call {
-                request: task,
-                tool: &call.name,
-                args: &args,
-                workspace: Some(self.sandbox),
-            })
-            .await;
-        let settled = self.approval.settle(&judgement, &call.name, &args).await;
+        let span =
+            tracing::info_span!("policy", tool = %call.name, verdict = tracing::field::Empty);
+        let judged = async {
+            let judgement = self
+                .policy
+                .decide(policy::Call {
+                    request: task,
+                    tool: &call.name,
+                    args: &args,
+                    workspace: Some(self.sandbox),
+                })
+                .await;
+            let settled = self.approval.settle(&judgement, &call.name, &args).await;
+            (judgement, settled)
+        };
+        let (judgement, settled) = judged.instrument(span.clone()).await;
+        let verdict = verdict_label(&judgement, &settled);
+        span.record("verdict", verdict);
+        crate::telemetry::metrics().policy_decision(&call.name, verdict);
         let event = decision_event(call, &judgement, &settled);
         self.recorder
             .log
@@ -211,6 +238,16 @@ impl Agent<'_> {
             total_bytes: artifact.total_bytes,
             blob,
         })
+    }
+}
+
+/// The settled verdict, as a label: `allow`, `deny`, or how an `ask` was settled.
+fn verdict_label(judgement: &Judgement, settled: &Settled) -> &'static str {
+    match (judgement.decision.verdict(), settled.allowed) {
+        (Verdict::Allow, _) => "allow",
+        (Verdict::Deny, _) => "deny",
+        (Verdict::Ask, true) => "ask_allowed",
+        (Verdict::Ask, false) => "ask_denied",
     }
 }
 

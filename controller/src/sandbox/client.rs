@@ -95,7 +95,13 @@ impl SandboxClient {
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let builder = self.http.request(method, format!("{}{path}", self.base));
+        let mut builder = self.http.request(method, format!("{}{path}", self.base));
+        if otel::active() {
+            // The sandbox's spans join the caller's trace (W3C `traceparent`).
+            let mut headers = reqwest::header::HeaderMap::new();
+            otel::inject(&tracing::Span::current(), &mut headers);
+            builder = builder.headers(headers);
+        }
         match &self.token {
             Some(token) => builder.bearer_auth(token),
             None => builder,

@@ -84,6 +84,7 @@ impl Sandbox {
                 let (docker, how) = match warm {
                     Some(warm) => {
                         let (docker, served) = warm.lease(spec, session_id, token).await?;
+                        crate::telemetry::metrics().warm_pool(served == Served::Pool);
                         let how = match served {
                             Served::Pool => " (leased ready from the warm pool)",
                             Served::Started => " (started: none ready in the warm pool)",

@@ -79,6 +79,8 @@ pub fn command(args: &[&str]) -> Command {
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")
         .env_remove("CONTROLLER_MODEL")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .env("RUST_LOG", "warn")
         .env("CONTROLLER_LOG_DIR", log_root())
         .stdin(Stdio::null())

@@ -20,12 +20,12 @@ use crate::common;
 /// podFailurePolicy's FailIndex) and the newest kubernetes-validate knows.
 const VERSIONS: &[&str] = &["1.29.0", "1.37.0"];
 
-fn deploy() -> PathBuf {
+pub fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
 }
 
 /// `kubectl kustomize DIR`, as documents.
-fn render(dir: &str) -> (String, Vec<Value>) {
+pub fn render(dir: &str) -> (String, Vec<Value>) {
     let output = Command::new("kubectl")
         .args(["kustomize"])
         .arg(deploy().join(dir))
@@ -43,7 +43,7 @@ fn render(dir: &str) -> (String, Vec<Value>) {
     (text, docs)
 }
 
-fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+pub fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
     docs.iter()
         .find(|d| {
             d["kind"] == kind
@@ -123,6 +123,15 @@ fn local_pod_args(args: &[String], folder: &Path, runs: &Path, job_name: &str) -
             }
             "--sandbox" | "--sandbox-token-file" => {
                 rest.next();
+            }
+            // Loopback, on a port the system picks, and no wait at the end.
+            "--metrics-listen" => {
+                rest.next();
+                pod_args.extend(["--metrics-listen".into(), "127.0.0.1:0".into()]);
+            }
+            "--metrics-linger" => {
+                rest.next();
+                pod_args.extend(["--metrics-linger".into(), "0".into()]);
             }
             "--log-dir" => {
                 let value = rest.next().unwrap().replace("$(JOB_NAME)", job_name);

@@ -40,6 +40,8 @@ mod hostile_logs;
 mod live_output;
 /// The session log under a killed harness, secrets, and a running sandbox.
 mod log_safety;
+/// deploy/'s monitoring: scrape annotations, headless Services, promtool on the config and rules.
+mod monitoring;
 /// The policy: rules, the classifier through each adapter, asks, provenance.
 mod policy;
 /// The session log: recorded, rendered, restored, measured and re-run.
@@ -50,3 +52,5 @@ mod reports;
 mod retries;
 /// The local sandbox's lifecycle, task files and the quick-start example.
 mod sessions;
+/// Telemetry by the real tools: one trace across both programs (OTLP), Prometheus scraping.
+mod telemetry;

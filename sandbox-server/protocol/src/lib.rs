@@ -40,3 +40,6 @@ pub use tools::{
 ///
 /// The line is `{"listening":"127.0.0.1:PORT"}`, printed once, before any request is served.
 pub const LISTENING_KEY: &str = "listening";
+
+/// With `--metrics-listen`, the same line also names the metrics address under this key.
+pub const METRICS_KEY: &str = "metrics";

@@ -102,7 +102,7 @@ impl ApiError {
         }
     }
 
-    fn status_and_type(&self) -> (StatusCode, ErrorType) {
+    pub(crate) fn status_and_type(&self) -> (StatusCode, ErrorType) {
         match self {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorType::Unauthorized),
             ApiError::UnknownTool(_) => (StatusCode::NOT_FOUND, ErrorType::UnknownTool),
@@ -164,7 +164,7 @@ fn invalid_arguments() -> (StatusCode, ErrorType) {
     )
 }
 
-fn tool_status(err: &ToolError) -> (StatusCode, ErrorType) {
+pub(crate) fn tool_status(err: &ToolError) -> (StatusCode, ErrorType) {
     match err {
         ToolError::InvalidArguments(_) => invalid_arguments(),
         ToolError::Workspace(err) => workspace_status(err),
@@ -230,6 +230,8 @@ impl IntoResponse for ApiError {
             self.to_string()
         };
         let mut response = (status, Json(ErrorResponse::new(error_type, message))).into_response();
+        // For the metrics (`observe`): errors by type.
+        response.extensions_mut().insert(error_type);
         let headers = response.headers_mut();
         match self {
             ApiError::Overloaded(_) | ApiError::BodiesInFlight(_) => {
@@ -306,5 +308,6 @@ pub(crate) async fn json_errors(request: Request, next: Next) -> Response {
         HeaderValue::from_static("application/json"),
     );
     parts.headers.remove(header::CONTENT_LENGTH);
+    parts.extensions.insert(error_type);
     Response::from_parts(parts, axum::body::Body::from(body))
 }

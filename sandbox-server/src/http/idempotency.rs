@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
@@ -250,24 +251,28 @@ pub(crate) async fn idempotency(
     // which is when its retry needs it.
     let task_key = key.clone();
     let task_store = store.clone();
-    let task = tokio::spawn(async move {
-        let response = next.run(request).await;
-        let body_sha256 = *digest.lock().unwrap_or_else(|p| p.into_inner());
-        match body_sha256 {
-            Some(sha) if response.status() != StatusCode::TOO_MANY_REQUESTS => {
-                let identity = Identity {
-                    method,
-                    target,
-                    body_sha256: Some(sha),
-                };
-                store_answer(&task_store, &task_key, identity, response).await
-            }
-            _ => {
-                task_store.release(&task_key);
-                response
+    let task = tokio::spawn(
+        async move {
+            let response = next.run(request).await;
+            let body_sha256 = *digest.lock().unwrap_or_else(|p| p.into_inner());
+            match body_sha256 {
+                Some(sha) if response.status() != StatusCode::TOO_MANY_REQUESTS => {
+                    let identity = Identity {
+                        method,
+                        target,
+                        body_sha256: Some(sha),
+                    };
+                    store_answer(&task_store, &task_key, identity, response).await
+                }
+                _ => {
+                    task_store.release(&task_key);
+                    response
+                }
             }
         }
-    });
+        // The request's span goes with it: the call's spans stay in the caller's trace.
+        .instrument(tracing::Span::current()),
+    );
     match task.await {
         Ok(response) => response,
         Err(err) => {

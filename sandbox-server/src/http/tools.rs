@@ -6,10 +6,12 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use sandbox_protocol::{ErrorResponse, ToolSpec};
+use tracing::Instrument as _;
 
 use super::idempotency::CallId;
 use super::step::StepQuery;
 use super::{ApiError, AppState};
+use crate::metrics::Outcome;
 
 /// The enabled tools, in the order to show them to a model, with their argument schemas.
 #[utoipa::path(
@@ -73,6 +75,15 @@ pub(crate) fn chosen_call_id(headers: &axum::http::HeaderMap) -> Result<Option<S
     Ok(Some(text.to_owned()))
 }
 
+/// Whether a request says `Content-Type: application/json`.
+fn sent_as_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
 /// Runs one tool. Documented per tool in the OpenAPI document as `POST /v1/tools/{tool}`.
 pub(crate) async fn call_tool(
     State(state): State<AppState>,
@@ -97,12 +108,7 @@ pub(crate) async fn call_tool(
         body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
     // A body a cross-site form could send (`text/plain`) is never run: browsers cannot send
     // `application/json` to another origin without asking it first.
-    let json = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !body.is_empty() && !json {
+    if !body.is_empty() && !sent_as_json(&headers) {
         return Err(ApiError::UnsupportedMediaType(
             "a tool call's body must be sent with `Content-Type: application/json`".to_owned(),
         ));
@@ -110,15 +116,23 @@ pub(crate) async fn call_tool(
     let Query(step_query) =
         query.map_err(|rejection| ApiError::InvalidArguments(rejection.body_text()))?;
     step_query.check(&state)?;
-    let _permit = state
-        .permits
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| ApiError::Overloaded(state.limits.max_concurrent_calls as usize))?;
+    let Ok(_permit) = state.permits.clone().try_acquire_owned() else {
+        state.metrics.overloaded_call(&name);
+        return Err(ApiError::Overloaded(
+            state.limits.max_concurrent_calls as usize,
+        ));
+    };
     let chosen = chosen_call_id(&headers)?;
     let mut ctx = state.ctx.clone();
     ctx.call_id = call_id.map(|Extension(CallId(id))| id).or(chosen);
-    let mut result = tool.call(&body, ctx).await?;
+    let timer = state.metrics.start_call(&name);
+    let span = tracing::info_span!("tool", otel.name = %format_args!("tool {name}"), tool = %name, call_id = ctx.call_id.as_deref());
+    let result = tool.call(&body, ctx).instrument(span).await;
+    timer.finish(match &result {
+        Ok(value) => Outcome::of_result(value),
+        Err(err) => Outcome::Error(super::error::tool_status(err).1),
+    });
+    let mut result = result?;
     if step_query.wanted() {
         let step = super::step::record(&state, step_query, &result).await?;
         if let serde_json::Value::Object(fields) = &mut result {

@@ -34,6 +34,7 @@ pub(crate) async fn take_snapshot(
 ) -> Result<Json<SnapshotResponse>, ApiError> {
     let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
+    let (started, parent) = (std::time::Instant::now(), tracing::Span::current());
     let snapshot::Taken {
         id,
         manifest,
@@ -41,11 +42,13 @@ pub(crate) async fn take_snapshot(
         skipped,
         ..
     } = blocking(move || {
+        let _span = tracing::info_span!(parent: &parent, "snapshot").entered();
         shared
             .snapshots
             .take(workspace.root_fd(), &shared.ignore, &shared.blobs, None)
     })
     .await??;
+    state.metrics.snapshot("snapshot", started.elapsed());
     let files = manifest
         .values()
         .filter(|entry| entry.version.kind == EntryKind::File);
@@ -127,6 +130,7 @@ pub(crate) async fn changes_since(
     let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
     let base_id = since.clone();
+    let (started, parent) = (std::time::Instant::now(), tracing::Span::current());
     let snapshot::Taken {
         id,
         manifest,
@@ -134,6 +138,7 @@ pub(crate) async fn changes_since(
         skipped,
         ..
     } = blocking(move || {
+        let _span = tracing::info_span!(parent: &parent, "snapshot", since = %base_id).entered();
         shared.snapshots.take(
             workspace.root_fd(),
             &shared.ignore,
@@ -142,6 +147,7 @@ pub(crate) async fn changes_since(
         )
     })
     .await??;
+    state.metrics.snapshot("changes", started.elapsed());
     let base = base.expect("a snapshot taken with `since` returns its base");
     Ok(ChangesResponse {
         since,
@@ -304,7 +310,9 @@ pub(crate) async fn put_archive(
     };
     let reader = super::body::stream(body, caps.max_bytes);
     let root = state.ctx.workspace.root().to_owned();
+    let started = std::time::Instant::now();
     let unpacked = blocking(move || archive::replace_from_tar(&root, reader, caps)).await??;
+    state.metrics.snapshot("restore", started.elapsed());
     Ok(Json(ArchivePutResponse {
         n_files: unpacked.n_files,
         n_bytes: unpacked.n_bytes,

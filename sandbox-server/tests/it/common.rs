@@ -14,6 +14,8 @@ pub struct Server {
     pub workspace: tempfile::TempDir,
     pub token: Option<String>,
     pub client: reqwest::Client,
+    /// The `--metrics-listen` address, when one was asked for.
+    pub metrics: Option<String>,
     _token_dir: tempfile::TempDir,
     /// The server's log (its standard error), shown when a test fails while it runs.
     log: PathBuf,
@@ -59,13 +61,15 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
         TOKEN.to_owned()
     });
     let mut child = command.spawn().expect("start sandbox-server");
-    let address = read_address(&mut child);
+    let line = read_line(&mut child);
+    let address = line["listening"].as_str().expect("listening key");
     Server {
         base: format!("http://{address}"),
         child,
         workspace,
         token,
         client: reqwest::Client::new(),
+        metrics: line["metrics"].as_str().map(str::to_owned),
         _token_dir: token_dir,
         log,
     }
@@ -73,17 +77,20 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
 
 /// Reads the `{"listening": ADDR}` line the server prints once bound.
 pub fn read_address(child: &mut Child) -> String {
+    read_line(child)["listening"]
+        .as_str()
+        .expect("listening key")
+        .to_owned()
+}
+
+/// The JSON line the server prints once bound.
+pub fn read_line(child: &mut Child) -> Value {
     let stdout = child.stdout.take().expect("piped stdout");
     let mut line = String::new();
     BufReader::new(stdout)
         .read_line(&mut line)
         .expect("read the address line");
-    let value: Value =
-        serde_json::from_str(&line).unwrap_or_else(|err| panic!("address line {line:?}: {err}"));
-    value["listening"]
-        .as_str()
-        .expect("listening key")
-        .to_owned()
+    serde_json::from_str(&line).unwrap_or_else(|err| panic!("address line {line:?}: {err}"))
 }
 
 impl Server {

@@ -37,6 +37,8 @@ mod leftovers;
 mod lifecycle;
 /// Every route's memory is bounded (peak RSS sampled around big requests).
 mod memory;
+/// `GET /metrics`: calls by tool and outcome, the token, `--metrics-listen`, promtool.
+mod metrics;
 /// Processes started by id: output from a cursor (long-poll, SSE, WebSocket), stdin, a
 /// terminal, signals, persistent shells.
 mod processes;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use sandbox_protocol::{BashArgs, BashResult, OutputStream, StreamArtifact};
 use tokio::io::AsyncReadExt;
@@ -63,7 +64,13 @@ impl Tool for Bash {
             .min(ctx.limits.max_timeout_secs);
         // The call runs in its own task: if the client goes away, the command still ends by
         // its timeout and its processes are still killed, instead of being left half-watched.
-        tokio::spawn(run(args.cmd, timeout_secs, ctx))
+        let span = tracing::info_span!(
+            "command",
+            pid = tracing::field::Empty,
+            exit_code = tracing::field::Empty,
+            timed_out = tracing::field::Empty,
+        );
+        tokio::spawn(run(args.cmd, timeout_secs, ctx).instrument(span))
             .await
             .map_err(|err| ToolError::Internal(format!("bash task failed: {err}")))?
     }
@@ -90,6 +97,7 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
         }
     };
     tracing::debug!(%call_id, pid = shell.pid, "command started");
+    tracing::Span::current().record("pid", i64::from(shell.pid));
     let deadline = start + Duration::from_secs(u64::from(timeout_secs));
     let request = serde_json::json!({"tool": "bash", "cmd": cmd, "timeout": timeout_secs});
     let view = ctx.processes.open_call(&call_id, &cmd, shell.pid, request);
@@ -98,6 +106,9 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
         .until_done(&mut stdout, &mut stderr, deadline, &ctx, &call_id)
         .await;
     let duration_ms = start.elapsed().as_millis() as u64;
+    let span = tracing::Span::current();
+    span.record("timed_out", timed_out);
+    span.record("exit_code", i64::from(exit.code));
     watch.discard_the_rest();
     let background_pids = if timed_out {
         Vec::new()
