@@ -1,4 +1,4 @@
-"""Interleaved A/B of `bash true` round trips against two sandbox-server builds running at once,
+"""Interleaved A/B of tool-call round trips against two sandbox-server builds running at once,
 so that both sides see the same minutes of a shared, noisy machine.
 
     python3 sandbox-server/benches/ab.py OLD_BINARY NEW_BINARY [WORKER_THREADS]
@@ -6,7 +6,12 @@ so that both sides see the same minutes of a shared, noisy machine.
 Each server gets an empty workspace of its own and default containment; one keep-alive
 connection per server; 20 rounds of 50 calls on each in turn; the first 50 calls of each side
 are a warm-up. Prints p50 and p90 per side.
+
+AB_TOOL=read_file calls `read_file` on a small file instead of `bash true`. AB_ENV_OLD and
+AB_ENV_NEW add variables to one side's environment (`NAME=value,NAME=value`), e.g. the same
+binary on both sides with OTEL_EXPORTER_OTLP_ENDPOINT on one.
 """
+import os
 import http.client
 import json
 import statistics
@@ -16,10 +21,14 @@ import tempfile
 import time
 
 
-def start(binary, workspace, threads):
+def start(binary, workspace, threads, extra):
+    env = {"RUST_LOG": "error", "PATH": "/usr/bin:/bin"}
+    env.update(pair.split("=", 1) for pair in extra.split(",") if pair)
+    with open(os.path.join(workspace, "small.txt"), "w") as f:
+        f.write("one line\n" * 20)
     server = subprocess.Popen(
         [binary, "serve", "--workspace", workspace, "--listen", "127.0.0.1:0", "--worker-threads", str(threads)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={"RUST_LOG": "error", "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
     )
     host, port = json.loads(server.stdout.readline())["listening"].rsplit(":", 1)
     return server, http.client.HTTPConnection(host, int(port))
@@ -27,8 +36,11 @@ def start(binary, workspace, threads):
 
 def call(connection):
     started = time.perf_counter()
-    connection.request("POST", "/v1/tools/bash", body=json.dumps({"cmd": "true"}),
-                       headers={"Content-Type": "application/json"})
+    if os.environ.get("AB_TOOL") == "read_file":
+        path, body = "/v1/tools/read_file", {"path": "small.txt"}
+    else:
+        path, body = "/v1/tools/bash", {"cmd": "true"}
+    connection.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
     connection.getresponse().read()
     return time.perf_counter() - started
 
@@ -37,7 +49,10 @@ def main():
     old, new = sys.argv[1], sys.argv[2]
     threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        servers = {"old": start(old, a, threads), "new": start(new, b, threads)}
+        servers = {
+            "old": start(old, a, threads, os.environ.get("AB_ENV_OLD", "")),
+            "new": start(new, b, threads, os.environ.get("AB_ENV_NEW", "")),
+        }
         times = {name: [] for name in servers}
         try:
             for _ in range(20):
