@@ -369,6 +369,10 @@ pub(crate) struct SessionArgs {
     /// unless it sets `defaults: false`), or `allow-all` for disposable, isolated experiments.
     #[arg(long, value_name = "FILE|allow-all")]
     pub(crate) policy: Option<String>,
+    /// A hooks file (YAML): programs or URLs that see every tool call, prompt, compaction and
+    /// stop, and may deny, ask, rewrite or add context (README.md, Hooks).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) hooks: Option<PathBuf>,
     /// The model that scores risk for calls no rule covers; the run's model when absent.
     #[arg(long, value_name = "PROVIDER/NAME")]
     pub(crate) classifier_model: Option<String>,
@@ -551,6 +555,7 @@ impl SessionArgs {
             keep_workspace: self.keep_workspace,
             tools: self.tools.clone(),
             policy: self.policy.clone(),
+            hooks: self.hooks.clone(),
             classifier_model: self.classifier_model.clone(),
             classifier_timeout: Duration::from_secs(self.classifier_timeout),
             no_classifier: self.no_classifier,

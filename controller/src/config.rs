@@ -16,6 +16,7 @@ use anyhow::bail;
 pub use bench::{AgentKind, BenchFlags, BenchRun, TaskPlace};
 pub use sandbox::SandboxTarget;
 
+use crate::hooks::Hooks;
 use crate::llm::{ModelSpec, Price};
 use crate::policy::{Approve, PolicySettings};
 use crate::run_loop::Limits;
@@ -55,6 +56,8 @@ pub struct SessionFlags {
     pub tools: Option<Vec<String>>,
     /// A rules file, or `allow-all`.
     pub policy: Option<String>,
+    /// A hooks file (`hooks::Hooks`).
+    pub hooks: Option<PathBuf>,
     pub classifier_model: Option<String>,
     pub classifier_timeout: Duration,
     pub no_classifier: bool,
@@ -196,7 +199,10 @@ impl RunConfig {
             prompt: task.prompt,
             sandbox,
             tools,
-            policy: policy_settings(flags),
+            policy: PolicySettings {
+                hooks: hooks(task.hooks.as_deref(), flags)?,
+                ..policy_settings(flags)
+            },
             agent,
         })
     }
@@ -266,6 +272,15 @@ fn limits(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Limits> {
     Ok(limits)
 }
 
+/// The hooks: `--hooks`, else the task's `hooks:`; none when neither names a file.
+fn hooks(task: Option<&Path>, flags: &SessionFlags) -> anyhow::Result<std::sync::Arc<Hooks>> {
+    let hooks = match flags.hooks.as_deref().or(task) {
+        Some(path) => Hooks::load(path)?,
+        None => Hooks::none(),
+    };
+    Ok(std::sync::Arc::new(hooks))
+}
+
 fn policy_settings(flags: &SessionFlags) -> PolicySettings {
     let allow_all = flags.policy.as_deref() == Some("allow-all");
     PolicySettings {
@@ -279,6 +294,7 @@ fn policy_settings(flags: &SessionFlags) -> PolicySettings {
         classifier_timeout: flags.classifier_timeout.max(Duration::from_secs(1)),
         no_classifier: flags.no_classifier,
         approve: flags.approve,
+        hooks: Default::default(),
     }
 }
 

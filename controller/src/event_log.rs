@@ -7,6 +7,7 @@
 //! so every reference in a complete line resolves. Secrets are redacted from both.
 
 mod event;
+mod hook;
 mod kinds;
 pub mod reader;
 mod writer;
@@ -21,6 +22,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
 
 pub use event::*;
+pub use hook::*;
 pub use kinds::*;
 use writer::Cmd;
 

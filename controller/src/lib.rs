@@ -24,6 +24,7 @@ pub mod batch;
 pub mod bench;
 pub mod config;
 pub mod event_log;
+pub mod hooks;
 pub mod llm;
 pub mod policy;
 pub mod prompt;

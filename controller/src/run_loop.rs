@@ -7,22 +7,26 @@
 //! - [`compact`]: the seed's compaction of the history.
 
 mod compact;
+mod hooked;
 mod model_call;
 mod tool_call;
 
 use std::sync::Mutex;
 
 use sandbox_protocol::ToolSpec;
+use serde_json::json;
 use tracing::Instrument as _;
 
 pub use compact::compaction_split;
 pub use tool_call::{CallOutcome, parse_call, run_on_sandbox};
 
 use crate::event_log::{self, ErrorClass, ErrorEvent, Event, LoggedUsage, Purpose};
+use crate::hooks::{HookDecision, HookEvent, Hooks};
 use crate::llm::{Message, Model, ModelError, ToolCall, estimate_tokens};
 use crate::policy::{Approval, Policy};
 use crate::recording::{RecordError, Recorder};
 use crate::sandbox::{LiveOutput, SandboxClient, SandboxError};
+pub use hooked::with_context;
 
 /// The loop's limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,6 +45,16 @@ pub enum LoopEnd {
     Completed,
     TurnLimit,
     CostLimit,
+}
+
+impl LoopEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoopEnd::Completed => "completed",
+            LoopEnd::TurnLimit => "turn_limit",
+            LoopEnd::CostLimit => "cost_limit",
+        }
+    }
 }
 
 /// Running totals of a session.
@@ -76,6 +90,9 @@ pub enum SessionError {
     Sandbox(#[from] SandboxError),
     #[error("session log: {0}")]
     Log(#[from] RecordError),
+    /// A hook stopped the session (a `post_tool_use` stop, a `user_prompt` deny).
+    #[error("{0}")]
+    Hook(String),
 }
 
 impl SessionError {
@@ -87,6 +104,7 @@ impl SessionError {
                 ErrorClass::Sandbox
             }
             SessionError::Log(RecordError::Log(_)) => ErrorClass::Internal,
+            SessionError::Hook(_) => ErrorClass::Policy,
         }
     }
 }
@@ -126,6 +144,8 @@ pub struct Agent<'a> {
     pub limits: Limits,
     pub observer: &'a dyn Observer,
     pub recorder: &'a Recorder,
+    /// The user's hooks (`hooks::Hooks::none()` for none).
+    pub hooks: &'a Hooks,
 }
 
 fn current(totals: &Mutex<Totals>) -> std::sync::MutexGuard<'_, Totals> {
@@ -142,6 +162,16 @@ impl Agent<'_> {
         totals: &Mutex<Totals>,
     ) -> Result<Report, SessionError> {
         let result = self.turns(system_prompt, task, totals).await;
+        let end = match &result {
+            Ok(report) => json!({"end": report.end.as_str(), "answer": report.answer}),
+            Err(err) => json!({"end": "error", "error": err.to_string()}),
+        };
+        // The session's own outcome stands whatever the hooks say.
+        let ended = self.hook(HookEvent::SessionEnd, None, end).await;
+        let result = match (result, ended) {
+            (Ok(_), Err(err)) => Err(err),
+            (result, _) => result,
+        };
         if let Err(err) = &result {
             let event = ErrorEvent {
                 class: err.class(),
@@ -161,14 +191,7 @@ impl Agent<'_> {
         task: &str,
         totals: &Mutex<Totals>,
     ) -> Result<Report, SessionError> {
-        let mut messages = vec![
-            Message::System {
-                content: system_prompt.to_owned(),
-            },
-            Message::User {
-                content: task.to_owned(),
-            },
-        ];
+        let mut messages = self.opening(system_prompt, task).await?;
         current(totals).cost_known = true;
         for turn in 1..=self.limits.max_turns {
             let spent = current(totals).cost;
@@ -178,6 +201,8 @@ impl Agent<'_> {
             }
             let span = tracing::info_span!("turn", turn);
             if estimate_tokens(&messages) > self.limits.compact_at {
+                let about = json!({"turn": turn, "messages": messages.len(), "estimated_tokens": estimate_tokens(&messages)});
+                self.hook(HookEvent::PreCompact, None, about).await?;
                 messages = self
                     .compact(messages, turn, totals)
                     .instrument(span.clone())
@@ -192,6 +217,15 @@ impl Agent<'_> {
             let content = reply.message.content.clone();
             messages.push(Message::Assistant(reply.message));
             if calls.is_empty() {
+                let about = json!({"turn": turn, "answer": content});
+                let stop = self.hook(HookEvent::Stop, None, about).await?;
+                if stop.decision == Some(HookDecision::Deny) && turn < self.limits.max_turns {
+                    // The hook wants more work: its reason is the next message.
+                    messages.push(Message::User {
+                        content: with_context(stop.reason, &stop.context),
+                    });
+                    continue;
+                }
                 return Ok(self.report(LoopEnd::Completed, content, totals, messages));
             }
             for call in &calls {
@@ -218,6 +252,31 @@ impl Agent<'_> {
         }
         let answer = format!("Stopped: hit {} turns.", self.limits.max_turns);
         Ok(self.report(LoopEnd::TurnLimit, answer, totals, messages))
+    }
+
+    /// The system prompt and the task, with what the `session_start` and `user_prompt` hooks
+    /// add; a `user_prompt` deny stops the session.
+    async fn opening(&self, system_prompt: &str, task: &str) -> Result<Vec<Message>, SessionError> {
+        let tools: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+        let about = json!({"model": self.model.describe(), "tools": tools});
+        let started = self.hook(HookEvent::SessionStart, None, about).await?;
+        let prompt = self
+            .hook(HookEvent::UserPrompt, None, json!({"prompt": task}))
+            .await?;
+        if prompt.decision == Some(HookDecision::Deny) {
+            return Err(SessionError::Hook(format!(
+                "a user_prompt hook refused the task ({})",
+                prompt.reason
+            )));
+        }
+        Ok(vec![
+            Message::System {
+                content: with_context(system_prompt.to_owned(), &started.context),
+            },
+            Message::User {
+                content: with_context(task.to_owned(), &prompt.context),
+            },
+        ])
     }
 
     fn report(

@@ -351,6 +351,7 @@ impl Session<'_> {
             limits: self.options.config.limits,
             observer: self.audience.observer,
             recorder: &self.recorder,
+            hooks: &self.options.config.policy.hooks,
         };
         if let Some(run) = self.options.config.bench() {
             return self

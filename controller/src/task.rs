@@ -44,6 +44,9 @@ pub struct TaskFile {
     /// Adds the provider's built-in web search (OpenAI Responses only).
     #[serde(default)]
     pub web_search: Option<bool>,
+    /// A hooks file (relative to this file), as `--hooks`; the flag wins.
+    #[serde(default)]
+    pub hooks: Option<PathBuf>,
 }
 
 /// `workspace:` as written: exactly one of `dir`, `archive` or `git`.
@@ -175,6 +178,7 @@ impl TaskFile {
             tools: None,
             network: None,
             web_search: None,
+            hooks: None,
         }
     }
 
@@ -211,6 +215,9 @@ impl TaskFile {
                 "{}: sandbox.provider: expected `local`, `docker` or `remote`, got `{provider}`",
                 path.display()
             );
+        }
+        if let Some(hooks) = &mut task.hooks {
+            rebase(hooks);
         }
         if let Some(section) = &mut task.workspace {
             if let Some(dir) = &mut section.dir {

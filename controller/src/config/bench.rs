@@ -192,7 +192,10 @@ impl RunConfig {
             keep_workspace: flags.keep_workspace,
             lifetime: flags.lifetime,
             tools: flags.tools.clone(),
-            policy: super::policy_settings(&flags),
+            policy: crate::policy::PolicySettings {
+                hooks: super::hooks(None, &flags)?,
+                ..super::policy_settings(&flags)
+            },
             agent,
             sandbox: SandboxTarget::Task(Box::new(run)),
         })

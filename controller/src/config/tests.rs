@@ -33,6 +33,7 @@ pub(crate) fn flags() -> SessionFlags {
         keep_workspace: false,
         tools: None,
         policy: None,
+        hooks: None,
         classifier_model: None,
         classifier_timeout: Duration::from_secs(60),
         no_classifier: false,

@@ -37,6 +37,8 @@ pub enum Event {
     ModelRequest(ModelRequest),
     ModelResponse(ModelResponse),
     PolicyDecision(PolicyDecision),
+    /// A hook ran: its input, answer, time and what it decided.
+    HookRun(super::hook::HookRunEvent),
     ToolCall(ToolCallEvent),
     ToolResult(ToolResult),
     /// Files changed by a tool call, whichever tool it was.
@@ -75,6 +77,7 @@ impl Event {
             Event::ModelRequest(_) => "model_request",
             Event::ModelResponse(_) => "model_response",
             Event::PolicyDecision(_) => "policy_decision",
+            Event::HookRun(_) => "hook_run",
             Event::ToolCall(_) => "tool_call",
             Event::ToolResult(_) => "tool_result",
             Event::WorkspaceChanged(_) => "workspace_changed",

@@ -126,6 +126,8 @@ pub enum DecisionSource {
     NoClassifier,
     /// `--policy allow-all`.
     AllowAll,
+    /// A `pre_tool_use` hook denied or asked (its `hook_run` events say which and why).
+    Hook,
 }
 
 /// Who settled an ask (`policy_decision.settled_by`).
@@ -271,6 +273,7 @@ impl DecisionSource {
             DecisionSource::ClassifierFailed => "classifier_failed",
             DecisionSource::NoClassifier => "no_classifier",
             DecisionSource::AllowAll => "allow_all",
+            DecisionSource::Hook => "hook",
         }
     }
 }

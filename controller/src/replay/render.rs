@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 mod blocks;
+mod hooks;
 mod steps;
 mod write;
 

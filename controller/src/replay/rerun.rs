@@ -48,6 +48,8 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
         calls: Vec::new(),
     };
     let mut by_id: BTreeMap<String, usize> = BTreeMap::new();
+    // What hooks added to each call's result for the model, to compare the tool's own output.
+    let mut context: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for envelope in events(dir, |_| {})? {
         let envelope = envelope?;
         match envelope.event {
@@ -77,6 +79,16 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
                     changes: Vec::new(),
                 });
             }
+            // A hook's rewrite is what ran (and what the rules judged): a rerun runs it too.
+            Event::HookRun(run) => {
+                if let Some(&idx) = run.call_id.as_ref().and_then(|id| by_id.get(id)) {
+                    hooked(
+                        &mut recording.calls[idx],
+                        run,
+                        context.entry(idx).or_default(),
+                    );
+                }
+            }
             Event::PolicyDecision(decision) => {
                 if let Some(&idx) = by_id.get(&decision.call_id) {
                     recording.calls[idx].allowed = decision.allowed;
@@ -86,7 +98,15 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
                 if let Some(&idx) = by_id.get(&result.call_id) {
                     let call = &mut recording.calls[idx];
                     call.status = Some(result.status);
-                    call.output = text(dir, &result.output)?;
+                    let output = text(dir, &result.output)?;
+                    let added = crate::run_loop::with_context(
+                        String::new(),
+                        &context.remove(&idx).unwrap_or_default(),
+                    );
+                    call.output = match output.strip_suffix(&added) {
+                        Some(own) if !added.is_empty() => own.to_owned(),
+                        _ => output,
+                    };
                     call.exit_code = result.exit_code;
                 }
             }
@@ -99,6 +119,15 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
         }
     }
     Ok(recording)
+}
+
+/// What a hook's run changes in a recorded call: the arguments it rewrote, the context it
+/// added to the result.
+fn hooked(call: &mut RecordedCall, run: crate::event_log::HookRunEvent, context: &mut Vec<String>) {
+    if let Some(input) = run.updated_input {
+        call.call.arguments = input.to_string();
+    }
+    context.extend(run.additional_context.filter(|c| !c.trim().is_empty()));
 }
 
 fn summarize(changes: &[ChangeRecord]) -> Vec<(String, ChangeKind, Option<String>)> {

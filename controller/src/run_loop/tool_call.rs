@@ -10,9 +10,10 @@ use tracing::Instrument as _;
 
 use super::{Agent, SessionError};
 use crate::event_log::{
-    ErrorClass, ErrorEvent, Event, OutputRecord, PolicyDecision, Stream, ToolCallEvent, ToolResult,
-    ToolStatus, Verdict,
+    DecisionSource, ErrorClass, ErrorEvent, Event, OutputRecord, PolicyDecision, Stream,
+    ToolCallEvent, ToolResult, ToolStatus, Verdict,
 };
+use crate::hooks::{HookDecision, HookEvent};
 use crate::llm::ToolCall;
 use crate::policy::{self, Judgement, Settled};
 use crate::recording::Inline;
@@ -67,7 +68,7 @@ impl Agent<'_> {
             call_id = %call.id,
             status = tracing::field::Empty,
         );
-        let outcome = self
+        let (outcome, mut context) = self
             .decide_and_run(call, task, name)
             .instrument(span.clone())
             .await?;
@@ -91,11 +92,14 @@ impl Agent<'_> {
             Some(result) => self.outputs(result, &inline).await?,
             None => Vec::new(),
         };
+        let after = self.after_tool(call, &outcome).await?;
+        context.extend(after.context);
+        let text = super::hooked::with_context(outcome.text.clone(), &context);
         let result = ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
             status: outcome.status,
-            output: log.text(&outcome.text)?,
+            output: log.text(&text)?,
             exit_code: bash.map(|result| result.exit_code),
             timed_out: bash.map(|result| result.timed_out),
             duration_ms,
@@ -111,20 +115,82 @@ impl Agent<'_> {
             };
             log.record(Event::Error(event)).await?;
         }
-        Ok((outcome.text, outcome.step))
+        if let Some(why) = after.stop {
+            return Err(SessionError::Hook(format!(
+                "a post_tool_use hook stopped the session ({why})"
+            )));
+        }
+        Ok((text, outcome.step))
     }
 
-    /// Checks the call, asks the policy (logging its decision) and runs what is allowed.
+    /// The `post_tool_use` hooks of a call, with its result.
+    async fn after_tool(
+        &self,
+        call: &ToolCall,
+        outcome: &CallOutcome,
+    ) -> Result<crate::hooks::Combined, SessionError> {
+        let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
+        let status = match outcome.status {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Error => "error",
+            ToolStatus::Blocked => "blocked",
+        };
+        let input = serde_json::json!({
+            "tool_input": parse_call(&self.tools, call).unwrap_or(Value::Null),
+            "tool_result": {
+                "status": status,
+                "output": outcome.text,
+                "exit_code": bash.map(|b| b.exit_code),
+                "timed_out": bash.map(|b| b.timed_out),
+            },
+        });
+        self.hook(HookEvent::PostToolUse, Some(call), input).await
+    }
+
+    /// Checks the call, runs its `pre_tool_use` hooks, asks the policy (logging its decision)
+    /// and runs what is allowed; with the hooks' context for the model.
     async fn decide_and_run(
         &self,
         call: &ToolCall,
         task: &str,
         name: &str,
-    ) -> Result<CallOutcome, SessionError> {
+    ) -> Result<(CallOutcome, Vec<String>), SessionError> {
         let args = match parse_call(&self.tools, call) {
             Ok(args) => args,
-            Err(text) => return Ok(CallOutcome::refused(ToolStatus::Error, text)),
+            Err(text) => return Ok((CallOutcome::refused(ToolStatus::Error, text), Vec::new())),
         };
+        let input = serde_json::json!({ "tool_input": args });
+        let hooked = self.hook(HookEvent::PreToolUse, Some(call), input).await?;
+        if hooked.decision == Some(HookDecision::Deny) {
+            let event = hook_decision(call, &hooked.reason);
+            self.recorder
+                .log
+                .record(Event::PolicyDecision(event))
+                .await?;
+            crate::telemetry::metrics().policy_decision(&call.name, "deny");
+            let text = policy::blocked_message(&hooked.reason);
+            return Ok((
+                CallOutcome::refused(ToolStatus::Blocked, text),
+                hooked.context,
+            ));
+        }
+        // A rewrite is judged by the rules like the model's own arguments.
+        let args = hooked.updated_input.clone().unwrap_or(args);
+        let outcome = self.judge_and_run(call, task, name, &args, &hooked).await?;
+        Ok((outcome, hooked.context))
+    }
+
+    /// The policy's judgement of the call (tightened to an ask when a hook asked), settled,
+    /// logged, and the call run when allowed.
+    async fn judge_and_run(
+        &self,
+        call: &ToolCall,
+        task: &str,
+        name: &str,
+        args: &Value,
+        hooked: &crate::hooks::Combined,
+    ) -> Result<CallOutcome, SessionError> {
+        let args = args.clone();
         let span =
             tracing::info_span!("policy", tool = %call.name, verdict = tracing::field::Empty);
         let judged = async {
@@ -137,6 +203,7 @@ impl Agent<'_> {
                     workspace: Some(self.sandbox),
                 })
                 .await;
+            let judgement = tightened(judgement, hooked);
             let settled = self.approval.settle(&judgement, &call.name, &args).await;
             (judgement, settled)
         };
@@ -238,6 +305,38 @@ impl Agent<'_> {
             total_bytes: artifact.total_bytes,
             blob,
         })
+    }
+}
+
+/// The policy's judgement, made an ask when a hook asked and the policy would allow.
+fn tightened(judgement: Judgement, hooked: &crate::hooks::Combined) -> Judgement {
+    if hooked.decision != Some(HookDecision::Ask) || judgement.decision != policy::Decision::Allow {
+        return judgement;
+    }
+    Judgement {
+        decision: policy::Decision::Ask(hooked.reason.clone()),
+        source: DecisionSource::Hook,
+        rule: None,
+        risk: None,
+        authorized: None,
+        classifier_model: None,
+    }
+}
+
+/// The `policy_decision` of a call a hook denied.
+fn hook_decision(call: &ToolCall, reason: &str) -> PolicyDecision {
+    PolicyDecision {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        decision: Verdict::Deny,
+        allowed: false,
+        reason: reason.to_owned(),
+        source: DecisionSource::Hook,
+        rule: None,
+        risk: None,
+        authorized: None,
+        classifier_model: None,
+        settled_by: None,
     }
 }
 

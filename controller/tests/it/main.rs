@@ -34,6 +34,8 @@ mod deploy;
 mod docker;
 /// A tool call's answer lost on the way back: repeated under its key, run once; one round trip.
 mod dropped;
+/// Hooks: command and HTTP handlers, every event, every tool denied, fail-closed, rerun.
+mod hooks;
 /// Crafted logs: restore stays inside its target, rerun judges the calls again.
 mod hostile_logs;
 /// A running command's output followed live: `harness run`'s display and the client.

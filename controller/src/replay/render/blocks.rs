@@ -41,6 +41,7 @@ pub(super) fn block(
         Event::ModelResponse(response) => model_response(&mut block, dir, response)?,
         Event::ToolCall(call) => tool_call(&mut block, dir, call)?,
         Event::PolicyDecision(decision) => policy_decision(&mut block, dir, decision)?,
+        Event::HookRun(run) => super::hooks::hook_run(&mut block, dir, run)?,
         Event::ToolResult(result) => tool_result(&mut block, dir, result)?,
         Event::WorkspaceChanged(changed) => workspace_changed(&mut block, dir, changed)?,
         Event::StateFingerprint(fingerprint) => state_fingerprint(&mut block, dir, fingerprint)?,
@@ -459,7 +460,7 @@ fn session_finished(
     Ok(())
 }
 
-fn plain(label: &str, body: &str) -> Section {
+pub(super) fn plain(label: &str, body: &str) -> Section {
     Section {
         label: label.to_owned(),
         body: body.to_owned(),
@@ -473,7 +474,7 @@ fn blob_path(dir: &Path, reference: &BlobRef) -> PathBuf {
 }
 
 /// A text, folded to its head and tail when long; the full text stays in its blob.
-fn folded(dir: &Path, label: &str, value: &Text) -> Result<Section, ReplayError> {
+pub(super) fn folded(dir: &Path, label: &str, value: &Text) -> Result<Section, ReplayError> {
     let body = text(dir, value)?;
     let lines: Vec<&str> = body.lines().collect();
     let full = value

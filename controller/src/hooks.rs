@@ -1,0 +1,286 @@
+//! Hooks: programs (or HTTP endpoints) the user configures to see, and steer, a session as it
+//! goes. Each gets one JSON document about the event and may answer with one JSON document.
+//!
+//! Events: `session_start`, `user_prompt`, `pre_tool_use`, `post_tool_use`, `pre_compact`,
+//! `stop`, `session_end`. A hook names its event, optionally a glob on the tool name
+//! (`matcher`, tool events only), and its handler: `command` (run with `sh -c` on the
+//! controller's machine, the JSON on its stdin; exit 0 with JSON or nothing on stdout, exit 2
+//! to block with stderr as the reason) or `url` (the JSON POSTed; a 2xx answers).
+//!
+//! `pre_tool_use` hooks are a stage of the policy for every tool (built-in, `exec`,
+//! `write_stdin`, whatever the sandbox or an MCP server adds): the matching ones run at once
+//! and their verdicts combine deny > ask > allow; one may rewrite the call's arguments
+//! (`updated_input`, judged by the rules after it) or add context for the model. A hook that
+//! fails or times out denies (`on_error: allow` says otherwise). Every run is logged.
+
+mod config;
+mod run;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use config::{HookSpec, Hooks, HooksFile};
+pub use run::{HookRun, RunOutcome};
+
+/// When a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    /// The session's sandbox is ready, before the first model call; may add context.
+    SessionStart,
+    /// The task is about to reach the model; may add context, or deny (the session stops).
+    UserPrompt,
+    /// A tool call is about to be judged and run; may allow, ask, deny, rewrite, add context.
+    PreToolUse,
+    /// A tool call has its result (or failed, or was refused); may add context or stop.
+    PostToolUse,
+    /// The history is about to be compacted.
+    PreCompact,
+    /// A reply called no tool: the agent is about to finish; may deny, with a reason that goes
+    /// back to the model as the next message (the loop goes on, within its limits).
+    Stop,
+    /// The session ended.
+    SessionEnd,
+}
+
+impl HookEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "session_start",
+            HookEvent::UserPrompt => "user_prompt",
+            HookEvent::PreToolUse => "pre_tool_use",
+            HookEvent::PostToolUse => "post_tool_use",
+            HookEvent::PreCompact => "pre_compact",
+            HookEvent::Stop => "stop",
+            HookEvent::SessionEnd => "session_end",
+        }
+    }
+
+    /// Whether a `matcher` on the tool's name applies.
+    pub fn has_tool(self) -> bool {
+        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
+    }
+}
+
+/// A hook's answer about a call (or a prompt, or a stop).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// What a hook may answer (every field optional; an empty answer has no opinion).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookAnswer {
+    pub decision: Option<HookDecision>,
+    pub reason: Option<String>,
+    /// `pre_tool_use`: the arguments to judge and run instead.
+    pub updated_input: Option<Value>,
+    /// Text added for the model: to the call's result (tool events) or the prompt.
+    pub additional_context: Option<String>,
+    /// `post_tool_use`: stop the session after this call.
+    pub stop: Option<bool>,
+}
+
+/// What the hooks of one event decided together.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Combined {
+    /// The strictest decision of any hook (deny > ask > allow), if any gave one.
+    pub decision: Option<HookDecision>,
+    /// The reasons of the hooks that gave the strictest decision, joined.
+    pub reason: String,
+    pub updated_input: Option<Value>,
+    /// Every hook's context, in configuration order.
+    pub context: Vec<String>,
+    /// Why a hook stopped the session.
+    pub stop: Option<String>,
+}
+
+impl Combined {
+    /// Combines the runs of one event, in configuration order.
+    pub fn of(runs: &[HookRun]) -> Combined {
+        let mut combined = Combined::default();
+        let answers: Vec<(&HookRun, HookAnswer)> =
+            runs.iter().map(|run| (run, run.effective())).collect();
+        combined.decision = answers.iter().filter_map(|(_, a)| a.decision).max();
+        let reasons: Vec<String> = answers
+            .iter()
+            .filter(|(_, a)| a.decision.is_some() && a.decision == combined.decision)
+            .map(|(run, a)| {
+                let why = a.reason.clone().unwrap_or_default();
+                format!("hook {}: {why}", run.name)
+                    .trim_end_matches(": ")
+                    .to_owned()
+            })
+            .collect();
+        combined.reason = reasons.join("; ");
+        let rewrites: Vec<&Value> = answers
+            .iter()
+            .filter_map(|(_, a)| a.updated_input.as_ref())
+            .collect();
+        match rewrites.as_slice() {
+            [] => {}
+            [one] => combined.updated_input = Some((*one).clone()),
+            [first, rest @ ..] if rest.iter().all(|other| other == first) => {
+                combined.updated_input = Some((*first).clone());
+            }
+            _ => {
+                // Two different rewrites: neither is what both hooks checked.
+                combined.decision = Some(HookDecision::Deny);
+                combined.reason = "two hooks rewrote the call's arguments differently".to_owned();
+            }
+        }
+        combined.context = answers
+            .iter()
+            .filter_map(|(_, a)| a.additional_context.clone())
+            .filter(|text| !text.trim().is_empty())
+            .collect();
+        combined.stop = answers
+            .iter()
+            .filter(|(_, a)| a.stop == Some(true))
+            .map(|(run, a)| {
+                format!(
+                    "hook {}: {}",
+                    run.name,
+                    a.reason.clone().unwrap_or_default()
+                )
+            })
+            .reduce(|a, b| format!("{a}; {b}"));
+        combined
+    }
+}
+
+/// The default time a hook may take.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most bytes of a hook's stdout, stderr or HTTP answer that are read.
+pub const MAX_OUTPUT: usize = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &str, event: HookEvent, outcome: RunOutcome) -> HookRun {
+        HookRun {
+            name: name.to_owned(),
+            event,
+            handler: "command: x".to_owned(),
+            outcome,
+            on_error: config::OnError::Deny,
+            duration: Duration::from_millis(3),
+            output: String::new(),
+        }
+    }
+
+    fn answered(decision: Option<HookDecision>, reason: &str) -> RunOutcome {
+        RunOutcome::Answered(HookAnswer {
+            decision,
+            reason: Some(reason.to_owned()),
+            ..HookAnswer::default()
+        })
+    }
+
+    #[test]
+    fn the_strictest_decision_wins_with_its_reasons() {
+        let runs = [
+            run(
+                "a",
+                HookEvent::PreToolUse,
+                answered(Some(HookDecision::Allow), "fine"),
+            ),
+            run(
+                "b",
+                HookEvent::PreToolUse,
+                answered(Some(HookDecision::Ask), "hmm"),
+            ),
+            run("c", HookEvent::PreToolUse, answered(None, "no opinion")),
+        ];
+        let combined = Combined::of(&runs);
+        assert_eq!(combined.decision, Some(HookDecision::Ask));
+        assert_eq!(combined.reason, "hook b: hmm");
+        let mut runs = runs.to_vec();
+        runs.push(run(
+            "d",
+            HookEvent::PreToolUse,
+            RunOutcome::Blocked("no".to_owned()),
+        ));
+        runs.push(run(
+            "e",
+            HookEvent::PreToolUse,
+            answered(Some(HookDecision::Deny), "never"),
+        ));
+        let combined = Combined::of(&runs);
+        assert_eq!(combined.decision, Some(HookDecision::Deny));
+        assert_eq!(combined.reason, "hook d: no; hook e: never");
+    }
+
+    #[test]
+    fn failures_deny_where_they_decide_and_are_only_logged_elsewhere() {
+        let timed_out = run("slow", HookEvent::PreToolUse, RunOutcome::TimedOut);
+        assert_eq!(
+            Combined::of(std::slice::from_ref(&timed_out)).decision,
+            Some(HookDecision::Deny)
+        );
+        let mut lenient = timed_out;
+        lenient.on_error = config::OnError::Allow;
+        assert_eq!(Combined::of(&[lenient]).decision, None);
+        let failed_stop = run(
+            "s",
+            HookEvent::Stop,
+            RunOutcome::Failed("exit 1".to_owned()),
+        );
+        assert_eq!(
+            Combined::of(&[failed_stop]).decision,
+            None,
+            "a broken stop hook never traps the agent"
+        );
+        let failed_post = run(
+            "p",
+            HookEvent::PostToolUse,
+            RunOutcome::Failed("exit 1".to_owned()),
+        );
+        assert_eq!(Combined::of(&[failed_post]), Combined::default());
+    }
+
+    #[test]
+    fn rewrites_must_agree_and_context_and_stops_are_gathered() {
+        let rewrite = |name: &str, cmd: &str| {
+            run(
+                name,
+                HookEvent::PreToolUse,
+                RunOutcome::Answered(HookAnswer {
+                    updated_input: Some(serde_json::json!({"cmd": cmd})),
+                    additional_context: Some(format!("from {name}")),
+                    ..HookAnswer::default()
+                }),
+            )
+        };
+        let same = Combined::of(&[rewrite("a", "ls"), rewrite("b", "ls")]);
+        assert_eq!(same.decision, None);
+        assert_eq!(same.updated_input, Some(serde_json::json!({"cmd": "ls"})));
+        assert_eq!(same.context, ["from a", "from b"]);
+        let clash = Combined::of(&[rewrite("a", "ls"), rewrite("b", "rm -rf /")]);
+        assert_eq!(clash.decision, Some(HookDecision::Deny));
+        assert_eq!(clash.updated_input, None);
+        let stop = run(
+            "halt",
+            HookEvent::PostToolUse,
+            RunOutcome::Answered(HookAnswer {
+                stop: Some(true),
+                reason: Some("enough".to_owned()),
+                ..HookAnswer::default()
+            }),
+        );
+        assert_eq!(
+            Combined::of(&[stop]).stop.as_deref(),
+            Some("hook halt: enough")
+        );
+    }
+}
