@@ -16,6 +16,10 @@ fn main() {
             "the /docs page's headless-browser check",
         ),
         (
+            "HARNESS_TEST_MCP_PYTHON",
+            "the MCP test (a Python with the official `mcp` SDK)",
+        ),
+        (
             "HARNESS_TEST_PROMETHEUS",
             "promtool's check of the /metrics exposition",
         ),

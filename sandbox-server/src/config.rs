@@ -25,6 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve the API over a workspace.
     Serve(Box<ServeArgs>),
+    /// Serve the workspace as an MCP server on stdin/stdout (for MCP clients that only start
+    /// programs); the same flags as `serve`, whose `--listen` is not used. Logs go to stderr.
+    McpStdio(Box<ServeArgs>),
     /// Print the OpenAPI document (all built-in tools enabled) to stdout.
     PrintOpenapi,
     /// Started by `serve`: waits for that server to end, then kills what it left running and
@@ -284,6 +287,13 @@ pub enum ConfigError {
 }
 
 impl ServeArgs {
+    /// As `validate`, for a server that listens on no address (`mcp-stdio`): no token needed.
+    pub fn validate_for_stdio(mut self) -> Result<Config, ConfigError> {
+        self.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        self.metrics_listen = None;
+        self.validate()
+    }
+
     pub fn validate(self) -> Result<Config, ConfigError> {
         let workspace = self.workspace()?;
         let token = self.token()?;

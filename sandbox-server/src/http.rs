@@ -8,6 +8,7 @@ mod docs;
 mod error;
 mod files;
 mod idempotency;
+mod mcp;
 mod observe;
 mod openapi;
 mod processes;
@@ -35,6 +36,7 @@ use utoipa_axum::routes;
 pub use body::BUDGET_UNIT;
 pub use error::ApiError;
 pub use idempotency::IdempotencyStore;
+pub use mcp::McpServer;
 pub use observe::serve_metrics;
 pub use openapi::openapi;
 
@@ -137,6 +139,8 @@ pub fn app(state: AppState) -> Router {
     // address with `--metrics-listen`).
     let metrics = axum::Router::new()
         .route("/metrics", axum::routing::get(observe::get_metrics))
+        // The sandbox as an MCP server, behind the same token.
+        .route_service("/mcp", mcp::service(state.clone()))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

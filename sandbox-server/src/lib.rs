@@ -159,30 +159,7 @@ pub async fn run(
     metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let id = process::ServerId::current();
-    sweep_dead_servers();
-    let dirs =
-        state_dir::StateDirs::create(config.state_dir.as_deref(), &id, config.confine.run_as)
-            .with_context(|| {
-                format!(
-                    "creating the state folders under {}",
-                    state_dir::shared_parent().display()
-                )
-            })?;
-    let folder = dirs.owned.then_some(dirs.own.as_path());
-    let janitor = match process::leftovers::start_janitor(&id, folder) {
-        Ok(pid) => Some(pid),
-        Err(err) => {
-            tracing::warn!(cause = %err, "could not start the janitor: a killed server would leave its commands running");
-            None
-        }
-    };
-    let confinement = confine(&config, &dirs)?;
-    let supervisor = Supervisor::new(Arc::new(confinement), janitor);
-    supervisor
-        .start_reaper()
-        .context("starting the child reaper")?;
-    let state = state(&config, supervisor.clone(), &dirs)?;
+    let (supervisor, dirs, state) = start(&config)?;
     let metrics_server = metrics.map(|listener| http::serve_metrics(listener, state.clone()));
     let router = app(state);
 
@@ -204,6 +181,64 @@ pub async fn run(
     served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What a server needs before it serves: the sweep after dead servers, its folders, the
+/// janitor, the containment, the reaper, and the state.
+fn start(config: &Config) -> anyhow::Result<(Supervisor, state_dir::StateDirs, AppState)> {
+    let id = process::ServerId::current();
+    sweep_dead_servers();
+    let dirs =
+        state_dir::StateDirs::create(config.state_dir.as_deref(), &id, config.confine.run_as)
+            .with_context(|| {
+                format!(
+                    "creating the state folders under {}",
+                    state_dir::shared_parent().display()
+                )
+            })?;
+    let folder = dirs.owned.then_some(dirs.own.as_path());
+    let janitor = match process::leftovers::start_janitor(&id, folder) {
+        Ok(pid) => Some(pid),
+        Err(err) => {
+            tracing::warn!(cause = %err, "could not start the janitor: a killed server would leave its commands running");
+            None
+        }
+    };
+    let confinement = confine(config, &dirs)?;
+    let supervisor = Supervisor::new(Arc::new(confinement), janitor);
+    supervisor
+        .start_reaper()
+        .context("starting the child reaper")?;
+    let state = state(config, supervisor.clone(), &dirs)?;
+    Ok((supervisor, dirs, state))
+}
+
+/// `sandbox-server mcp-stdio`: the MCP server on stdin/stdout until the client closes it (or
+/// `shutdown` resolves); then every process it started is killed and its folder removed.
+pub async fn run_mcp_stdio(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    use rmcp::ServiceExt as _;
+    let (supervisor, dirs, state) = start(&config)?;
+    let served = async {
+        let running = http::McpServer::new(state)
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("starting MCP on stdio")?;
+        running.waiting().await.context("serving MCP on stdio")?;
+        anyhow::Ok(())
+    };
+    let result = tokio::select! {
+        result = served => result,
+        () = shutdown => Ok(()),
+    };
+    let report = supervisor.shut_down(config.kill_grace).await;
+    if !report.killed.is_empty() {
+        tracing::info!(killed = ?report.killed, "stopped the processes left running");
+    }
+    dirs.remove();
+    result
 }
 
 /// Sweeps after servers on this host that died without stopping: their commands, cgroups and

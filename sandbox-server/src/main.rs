@@ -44,40 +44,62 @@ fn main() -> anyhow::Result<()> {
             telemetry.shutdown();
             Ok(())
         }
-        Command::Serve(args) => {
-            let telemetry = telemetry::init(args.log_format);
-            let config = (*args).validate()?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(config.worker_threads)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            let served = runtime.block_on(async {
-                let listener = tokio::net::TcpListener::bind(config.listen)
-                    .await
-                    .with_context(|| format!("binding {}", config.listen))?;
-                let address = listener.local_addr().context("reading the bound address")?;
-                let metrics = match config.metrics_listen {
-                    Some(at) => Some(tokio::net::TcpListener::bind(at).await.with_context(|| format!("--metrics-listen {at}: binding"))?),
-                    None => None,
-                };
-                // Handlers first: a parent may signal as soon as it reads the address line.
-                let shutdown = shutdown::install().context("installing the signal handlers")?;
-                // The one machine-readable line a parent process waits for.
-                let mut line = serde_json::json!({ sandbox_protocol::LISTENING_KEY: address.to_string() });
-                if let Some(metrics) = &metrics {
-                    let at = metrics.local_addr().context("reading the metrics address")?;
-                    line[sandbox_protocol::METRICS_KEY] = at.to_string().into();
-                }
-                let mut stdout = std::io::stdout().lock();
-                writeln!(stdout, "{line}").and_then(|()| stdout.flush()).context("writing the address line")?;
-                drop(stdout);
-                tracing::info!(%address, workspace = %config.workspace.display(), tools = ?config.registry, "listening");
-                sandbox_server::run(config, listener, metrics, shutdown).await
-            });
-            // The spans of the last requests leave before the program does.
-            telemetry.shutdown();
-            served
-        }
+        Command::McpStdio(args) => mcp_stdio(*args),
+        Command::Serve(args) => serve(*args),
     }
+}
+
+/// `sandbox-server serve`: bind, announce the address, serve until a signal.
+fn serve(args: sandbox_server::config::ServeArgs) -> anyhow::Result<()> {
+    let telemetry = telemetry::init(args.log_format);
+    let config = args.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        let address = listener.local_addr().context("reading the bound address")?;
+        let metrics = match config.metrics_listen {
+            Some(at) => Some(tokio::net::TcpListener::bind(at).await.with_context(|| format!("--metrics-listen {at}: binding"))?),
+            None => None,
+        };
+        // Handlers first: a parent may signal as soon as it reads the address line.
+        let shutdown = shutdown::install().context("installing the signal handlers")?;
+        // The one machine-readable line a parent process waits for.
+        let mut line = serde_json::json!({ sandbox_protocol::LISTENING_KEY: address.to_string() });
+        if let Some(metrics) = &metrics {
+            let at = metrics.local_addr().context("reading the metrics address")?;
+            line[sandbox_protocol::METRICS_KEY] = at.to_string().into();
+        }
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{line}").and_then(|()| stdout.flush()).context("writing the address line")?;
+        drop(stdout);
+        tracing::info!(%address, workspace = %config.workspace.display(), tools = ?config.registry, "listening");
+        sandbox_server::run(config, listener, metrics, shutdown).await
+    });
+    // The spans of the last requests leave before the program does.
+    telemetry.shutdown();
+    served
+}
+
+/// `sandbox-server mcp-stdio`: the MCP server on stdin/stdout.
+fn mcp_stdio(args: sandbox_server::config::ServeArgs) -> anyhow::Result<()> {
+    // stdout is the protocol's: the log goes to stderr, and no address line is printed.
+    let telemetry = telemetry::init(args.log_format);
+    let config = args.validate_for_stdio()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let served = runtime.block_on(async {
+        let shutdown = shutdown::install().context("installing the signal handlers")?;
+        sandbox_server::run_mcp_stdio(config, shutdown).await
+    });
+    telemetry.shutdown();
+    served
 }

@@ -32,6 +32,12 @@ use crate::time;
 pub(crate) async fn take_snapshot(
     State(state): State<AppState>,
 ) -> Result<Json<SnapshotResponse>, ApiError> {
+    snapshot_now(&state).await.map(Json)
+}
+
+/// Takes a snapshot of the workspace (`POST /v1/workspace/snapshot`, and MCP's
+/// `workspace_snapshot`).
+pub(crate) async fn snapshot_now(state: &AppState) -> Result<SnapshotResponse, ApiError> {
     let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
     let (started, parent) = (std::time::Instant::now(), tracing::Span::current());
@@ -55,14 +61,14 @@ pub(crate) async fn take_snapshot(
     let (n_files, n_bytes) = files.fold((0, 0), |(n, bytes), entry| {
         (n + 1, bytes + entry.version.size)
     });
-    Ok(Json(SnapshotResponse {
+    Ok(SnapshotResponse {
         snapshot_id: id,
         n_files,
         n_bytes,
         n_hashed,
         taken_at: time::now_rfc3339(),
         skipped: snapshot::skipped(&skipped),
-    }))
+    })
 }
 
 /// Every path of a recorded snapshot.

@@ -371,6 +371,8 @@ pub enum SnapshotError {
     Io(io::Error),
 }
 
+pub mod restore;
+
 #[cfg(test)]
 mod tests {
     use std::os::fd::AsFd;

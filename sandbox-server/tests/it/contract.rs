@@ -25,16 +25,16 @@ fn document() -> Value {
 }
 
 /// What a bounded run of a tool printed (standard output, then standard error).
-struct Ran {
-    success: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ran {
+    pub(crate) success: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// Runs a tool that drives `server`, for at most `limit`. Its output goes to files, so a run
 /// that hangs is killed (with everything it started) and the test fails showing what it had
 /// printed, where it waited and what the server's log and processes were.
-async fn run_bounded(
+pub(crate) async fn run_bounded(
     mut command: tokio::process::Command,
     limit: Duration,
     server: &common::Server,

@@ -35,6 +35,8 @@ mod idempotency;
 mod leftovers;
 /// Start-up checks, graceful shutdown and reaping.
 mod lifecycle;
+/// The sandbox as an MCP server: the official Python SDK over HTTP and through `mcp-stdio`.
+mod mcp;
 /// Every route's memory is bounded (peak RSS sampled around big requests).
 mod memory;
 /// `GET /metrics`: calls by tool and outcome, the token, `--metrics-listen`, promtool.
