@@ -127,6 +127,11 @@ impl Combined {
             .collect();
         match rewrites.as_slice() {
             [] => {}
+            _ if rewrites.iter().any(|input| !input.is_object()) => {
+                // A tool's arguments are an object; anything else would only fail later.
+                combined.decision = Some(HookDecision::Deny);
+                combined.reason = "a hook's updated_input is not a JSON object".to_owned();
+            }
             [one] => combined.updated_input = Some((*one).clone()),
             [first, rest @ ..] if rest.iter().all(|other| other == first) => {
                 combined.updated_input = Some((*first).clone());
@@ -266,6 +271,14 @@ mod tests {
         assert_eq!(same.decision, None);
         assert_eq!(same.updated_input, Some(serde_json::json!({"cmd": "ls"})));
         assert_eq!(same.context, ["from a", "from b"]);
+        let mut not_an_object = rewrite("a", "ls");
+        if let RunOutcome::Answered(answer) = &mut not_an_object.outcome {
+            answer.updated_input = Some(serde_json::json!("ls"));
+        }
+        assert_eq!(
+            Combined::of(&[not_an_object]).decision,
+            Some(HookDecision::Deny)
+        );
         let clash = Combined::of(&[rewrite("a", "ls"), rewrite("b", "rm -rf /")]);
         assert_eq!(clash.decision, Some(HookDecision::Deny));
         assert_eq!(clash.updated_input, None);

@@ -36,10 +36,13 @@ fn task(dir: &Path, name: &str, turns: &str, tools: &str, hooks: &str) -> std::p
 }
 
 async fn harness_run(task: &Path, extra: &[&str]) -> common::Run {
-    let mut args = vec!["run", "--approve", "never", "--task"];
+    let mut args = vec!["run", "--task"];
     let task = task.display().to_string();
     args.push(&task);
     args.extend_from_slice(extra);
+    if !extra.contains(&"--approve") {
+        args.extend(["--approve", "never"]);
+    }
     common::run(common::command(&args), Duration::from_secs(120)).await
 }
 
@@ -363,4 +366,34 @@ async fn a_user_prompt_hook_can_refuse_the_task_and_a_bad_hooks_file_is_named() 
         "{}",
         run.stderr
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_ask_is_settled_like_any_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    script(
+        dir.path(),
+        "ask.sh",
+        r#"{"decision": "ask", "reason": "check with a person"}"#,
+    );
+    let hooks = "hooks:\n  - {event: pre_tool_use, name: careful, command: sh ask.sh}\n";
+    let turns = call_turn("bash", &json!({"cmd": "echo asked"})) + "  - text: done\n";
+    let path = task(dir.path(), "asks", &turns, "bash", hooks);
+    for (approve, allowed, settled) in [
+        ("never", false, "approve_never"),
+        ("auto", true, "approve_auto"),
+    ] {
+        let run = harness_run(&path, &["--policy", "allow-all", "--approve", approve]).await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let events = events(&run.log_dir());
+        let decisions = of_type(&events, "policy_decision");
+        let decision = &decisions[0]["data"];
+        assert_eq!(decision["decision"], "ask");
+        assert_eq!(decision["source"], "hook");
+        assert_eq!(decision["allowed"], allowed);
+        assert_eq!(decision["settled_by"], settled);
+        assert_eq!(decision["reason"], "hook careful: check with a person");
+        let ran = results(&events)[0].2.contains("  asked");
+        assert_eq!(ran, allowed, "{approve}");
+    }
 }
