@@ -416,6 +416,12 @@ async fn a_benchmark_task_job_runs_its_own_image_with_the_injected_server() {
         .map(|a| a.replace("http://127.0.0.1:8080", &url))
         .map(|a| a.replace("/run/secrets/sandbox/token", &token.display().to_string()))
         .map(|a| a.replacen("/runs", &runs.display().to_string(), 1))
+        // Metrics on loopback, on a port the system picks, and no wait at the end.
+        .map(|a| match a.split_once('=') {
+            Some(("--metrics-listen", _)) => "--metrics-listen=127.0.0.1:0".to_owned(),
+            Some(("--metrics-linger", _)) => "--metrics-linger=0".to_owned(),
+            _ => a,
+        })
         .collect::<Vec<_>>();
     let controller = expand(
         &controller,

@@ -80,6 +80,37 @@ fn every_scraped_pod_serves_metrics_where_it_says() {
         service["selector"]["app.kubernetes.io/name"],
         template["metadata"]["labels"]["app.kubernetes.io/name"]
     );
+
+    // A benchmark trial's pod: `--metrics-listen=ADDR` on the annotated port, found through the
+    // tasks' namespace's headless Service, admitted by the task's NetworkPolicy.
+    let (_, docs) = render("benchmark");
+    let template = &find(&docs, "Job", "harness-task")["spec"]["template"];
+    let port = scraped_port(template);
+    let listen = template["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|a| a.strip_prefix("--metrics-listen="))
+        .expect("--metrics-listen=ADDR");
+    assert_eq!(port_of(listen), port);
+    let policy = &find(&docs, "NetworkPolicy", "harness-task")["spec"];
+    let admitted = policy["ingress"][0]["ports"][0]["port"].as_u64() == port.parse().ok();
+    assert!(
+        admitted,
+        "the task's NetworkPolicy admits monitoring on {port}"
+    );
+    let (_, namespace) = render("benchmark-namespace");
+    let service = &find(&namespace, "Service", "harness-task-metrics")["spec"];
+    assert_eq!(service["clusterIP"], "None");
+    assert_eq!(
+        service["ports"][0]["targetPort"].as_u64(),
+        port.parse().ok()
+    );
+    assert_eq!(
+        service["selector"]["app.kubernetes.io/name"],
+        template["metadata"]["labels"]["app.kubernetes.io/name"]
+    );
 }
 
 #[test]
