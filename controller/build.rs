@@ -16,6 +16,10 @@ fn main() {
             "the transcript's headless-browser check",
         ),
         (
+            "HARNESS_TEST_MCP_PYTHON",
+            "the MCP tools test (a Python with the official `mcp` SDK)",
+        ),
+        (
             "HARNESS_TEST_PROMETHEUS",
             "the test where a real Prometheus scrapes a server and a batch",
         ),

@@ -373,6 +373,10 @@ pub(crate) struct SessionArgs {
     /// stop, and may deny, ask, rewrite or add context (README.md, Hooks).
     #[arg(long, value_name = "FILE")]
     pub(crate) hooks: Option<PathBuf>,
+    /// An MCP servers file (Claude's `.mcp.json` shape, JSON or YAML): their tools reach the
+    /// model as `mcp__<server>__<tool>`, through the same hooks, policy and log (README.md, MCP).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) mcp: Option<PathBuf>,
     /// The model that scores risk for calls no rule covers; the run's model when absent.
     #[arg(long, value_name = "PROVIDER/NAME")]
     pub(crate) classifier_model: Option<String>,
@@ -556,6 +560,7 @@ impl SessionArgs {
             tools: self.tools.clone(),
             policy: self.policy.clone(),
             hooks: self.hooks.clone(),
+            mcp: self.mcp.clone(),
             classifier_model: self.classifier_model.clone(),
             classifier_timeout: Duration::from_secs(self.classifier_timeout),
             no_classifier: self.no_classifier,

@@ -58,6 +58,8 @@ pub struct SessionFlags {
     pub policy: Option<String>,
     /// A hooks file (`hooks::Hooks`).
     pub hooks: Option<PathBuf>,
+    /// An MCP servers file (`mcp::McpConfig`).
+    pub mcp: Option<PathBuf>,
     pub classifier_model: Option<String>,
     pub classifier_timeout: Duration,
     pub no_classifier: bool,
@@ -92,6 +94,8 @@ pub struct RunConfig {
     pub policy: PolicySettings,
     /// Who acts: the model, or for a benchmark task its oracle or nobody.
     pub agent: AgentKind,
+    /// The MCP servers whose tools the agent also gets.
+    pub mcp: std::sync::Arc<crate::mcp::McpConfig>,
 }
 
 impl RunConfig {
@@ -204,6 +208,7 @@ impl RunConfig {
                 ..policy_settings(flags)
             },
             agent,
+            mcp: mcp_servers(task.mcp.as_deref(), flags)?,
         })
     }
 }
@@ -279,6 +284,17 @@ fn hooks(task: Option<&Path>, flags: &SessionFlags) -> anyhow::Result<std::sync:
         None => Hooks::none(),
     };
     Ok(std::sync::Arc::new(hooks))
+}
+
+/// The MCP servers: `--mcp`, else the task's `mcp:`; none when neither names a file.
+pub(crate) fn mcp_servers(
+    task: Option<&Path>,
+    flags: &SessionFlags,
+) -> anyhow::Result<std::sync::Arc<crate::mcp::McpConfig>> {
+    Ok(std::sync::Arc::new(match flags.mcp.as_deref().or(task) {
+        Some(path) => crate::mcp::McpConfig::load(path)?,
+        None => crate::mcp::McpConfig::default(),
+    }))
 }
 
 fn policy_settings(flags: &SessionFlags) -> PolicySettings {

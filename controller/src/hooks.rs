@@ -162,6 +162,11 @@ impl Combined {
     }
 }
 
+/// Whether `name` matches `pattern`: globs (`*`, `?`) with `|` between alternatives.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    config::matches(pattern, name)
+}
+
 /// The default time a hook may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 

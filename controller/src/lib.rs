@@ -26,6 +26,7 @@ pub mod config;
 pub mod event_log;
 pub mod hooks;
 pub mod llm;
+pub mod mcp;
 pub mod policy;
 pub mod prompt;
 pub mod recording;

@@ -146,6 +146,8 @@ pub struct Agent<'a> {
     pub recorder: &'a Recorder,
     /// The user's hooks (`hooks::Hooks::none()` for none).
     pub hooks: &'a Hooks,
+    /// The MCP servers' tools (none by default).
+    pub mcp: &'a crate::mcp::McpTools,
 }
 
 fn current(totals: &Mutex<Totals>) -> std::sync::MutexGuard<'_, Totals> {

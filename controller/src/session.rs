@@ -35,6 +35,7 @@ use crate::bench::results::TrialLink;
 use crate::config::RunConfig;
 use crate::event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
 use crate::llm::{self, Model};
+use crate::mcp::McpTools;
 use crate::policy::{Approval, Asker, Policy, build_policy};
 use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
@@ -316,15 +317,40 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// The seed's run: prepare, record where the agent starts, run it, check its work.
+    /// The session with its MCP servers up for its length (when it has any).
     async fn run(&self, totals: &Mutex<Totals>) -> Result<(SessionOutcome, String), Stop> {
-        let prepared = prepare(
+        let config = &self.options.config.mcp;
+        if config.servers.is_empty() {
+            return self
+                .run_with(&McpTools::default(), Vec::new(), totals)
+                .await;
+        }
+        let (mcp, tools, notes) = McpTools::start(config, &self.options.log_dir).await;
+        for note in &notes {
+            self.audience.observer.note(note);
+        }
+        let result = self.run_with(&mcp, tools, totals).await;
+        mcp.stop().await;
+        result
+    }
+
+    /// The seed's run: prepare, record where the agent starts, run it, check its work.
+    async fn run_with(
+        &self,
+        mcp: &McpTools,
+        mcp_tools: Vec<sandbox_protocol::ToolSpec>,
+        totals: &Mutex<Totals>,
+    ) -> Result<(SessionOutcome, String), Stop> {
+        let mut prepared = prepare(
             &self.options.config,
             self.model,
             &self.sandbox.client,
             self.audience.observer,
         )
         .await;
+        if let Ok(prepared) = &mut prepared {
+            prepared.tools.extend(mcp_tools);
+        }
         let header = self.header(prepared.as_ref().ok());
         header
             .record(&self.recorder.log)
@@ -352,6 +378,7 @@ impl Session<'_> {
             observer: self.audience.observer,
             recorder: &self.recorder,
             hooks: &self.options.config.policy.hooks,
+            mcp,
         };
         if let Some(run) = self.options.config.bench() {
             return self

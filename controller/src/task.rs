@@ -47,6 +47,9 @@ pub struct TaskFile {
     /// A hooks file (relative to this file), as `--hooks`; the flag wins.
     #[serde(default)]
     pub hooks: Option<PathBuf>,
+    /// An MCP servers file (relative to this file), as `--mcp`; the flag wins.
+    #[serde(default)]
+    pub mcp: Option<PathBuf>,
 }
 
 /// `workspace:` as written: exactly one of `dir`, `archive` or `git`.
@@ -179,6 +182,7 @@ impl TaskFile {
             network: None,
             web_search: None,
             hooks: None,
+            mcp: None,
         }
     }
 
@@ -218,6 +222,9 @@ impl TaskFile {
         }
         if let Some(hooks) = &mut task.hooks {
             rebase(hooks);
+        }
+        if let Some(mcp) = &mut task.mcp {
+            rebase(mcp);
         }
         if let Some(section) = &mut task.workspace {
             if let Some(dir) = &mut section.dir {

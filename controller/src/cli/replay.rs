@@ -251,8 +251,14 @@ async fn rerun_cmd(
         }
         anyhow::bail!("the recorded initial workspace could not be rebuilt exactly");
     }
-    // The session's own tools (the opt-in ones included) on the sandbox the calls go to.
-    let tools: Vec<String> = recording.tools.iter().map(|t| t.name.clone()).collect();
+    // The session's own tools (the opt-in ones included) on the sandbox the calls go to; MCP
+    // servers' tools are not the sandbox's (their results come from the log).
+    let tools: Vec<String> = recording
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .filter(|name| !name.starts_with(controller::mcp::PREFIX))
+        .collect();
     let place = RerunPlace {
         sandbox,
         workspace: &workspace,
@@ -264,9 +270,10 @@ async fn rerun_cmd(
     target.stop().await;
     let report = result.context("re-running the calls")?;
     eprintln!(
-        "rerun: {} calls re-executed, {} refused calls skipped, {} refused by the current policy, {} divergences",
+        "rerun: {} calls re-executed, {} refused calls skipped, {} MCP calls taken from the log, {} refused by the current policy, {} divergences",
         report.n_calls,
         report.n_skipped,
+        report.n_from_log,
         report.refused.len(),
         report.divergences.len()
     );

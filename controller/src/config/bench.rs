@@ -196,6 +196,7 @@ impl RunConfig {
                 hooks: super::hooks(None, &flags)?,
                 ..super::policy_settings(&flags)
             },
+            mcp: super::mcp_servers(None, &flags)?,
             agent,
             sandbox: SandboxTarget::Task(Box::new(run)),
         })

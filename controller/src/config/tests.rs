@@ -34,6 +34,7 @@ pub(crate) fn flags() -> SessionFlags {
         tools: None,
         policy: None,
         hooks: None,
+        mcp: None,
         classifier_model: None,
         classifier_timeout: Duration::from_secs(60),
         no_classifier: false,

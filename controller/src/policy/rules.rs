@@ -1,7 +1,8 @@
 //! Rules: `deny`, `ask` and `allow` patterns over a tool and its arguments, option-aware
 //! `read_only` entries for `bash`, and the built-in checks.
 //!
-//! A pattern is `tool` (any call of that tool) or `tool(glob)`. The glob is matched against the
+//! A pattern is `tool` (any call of that tool) or `tool(glob)`; `tool` may itself use `*`
+//! (`mcp__git__*`, every tool of one MCP server). The glob is matched against the
 //! call's subject: each simple command of a `bash` line (its words, quotes removed, and its
 //! redirects; with and without wrappers such as `sudo`), a file tool's normalised path, or the
 //! JSON arguments of any other tool. In a glob `*` matches any run of characters (for paths,
@@ -55,8 +56,10 @@ impl Rule {
         })
     }
 
+    /// The tool part is a name, or a glob with `*` (`mcp__git__*`, `*`).
     pub(super) fn tool_matches(&self, tool: &str) -> bool {
-        self.tool == "*" || self.tool == tool
+        self.tool == tool
+            || (self.tool.contains('*') && crate::hooks::glob_matches(&self.tool, tool))
     }
 
     /// Whether the rule matches a call of `tool` whose subject is `text`.

@@ -203,6 +203,9 @@ pub struct Divergence {
 pub struct RerunReport {
     pub n_calls: u64,
     pub n_skipped: u64,
+    /// Calls of MCP servers' tools: their results are the log's (they act outside the
+    /// sandbox, so the workspace does not depend on running them again).
+    pub n_from_log: u64,
     /// Calls the current policy refused (`seq call_id tool: reason`); they did not run.
     pub refused: Vec<String>,
     pub divergences: Vec<Divergence>,
@@ -268,6 +271,10 @@ pub async fn rerun(
         if !recorded.allowed {
             // A refused call never ran; its BLOCKED message depends on the policy, not the sandbox.
             report.n_skipped += 1;
+            continue;
+        }
+        if recorded.call.name.starts_with(crate::mcp::PREFIX) {
+            report.n_from_log += 1;
             continue;
         }
         let parsed = parse_call(&recording.tools, &recorded.call);

@@ -33,6 +33,11 @@ pub struct CallOutcome {
 }
 
 impl CallOutcome {
+    /// An outcome that is only its text: a refusal, or a tool that is not the sandbox's.
+    pub fn text_only(status: ToolStatus, text: String) -> CallOutcome {
+        CallOutcome::refused(status, text)
+    }
+
     pub fn refused(status: ToolStatus, text: String) -> CallOutcome {
         CallOutcome {
             status,
@@ -219,6 +224,16 @@ impl Agent<'_> {
         if !settled.allowed {
             let text = policy::blocked_message(&settled.reason);
             return Ok(CallOutcome::refused(ToolStatus::Blocked, text));
+        }
+        if self.mcp.owns(&call.name) {
+            // An MCP server's tool: its answer, as a tool's; the workspace is recorded after
+            // it like after any call (the step carries no sandbox record).
+            let answer = self.mcp.call(&call.name, args).await;
+            let (status, text) = match answer.failed {
+                true => (ToolStatus::Error, format!("ERROR: {}", answer.text)),
+                false => (ToolStatus::Ok, answer.text),
+            };
+            return Ok(CallOutcome::text_only(status, text));
         }
         // One round trip: the key makes a repeat after a dropped connection safe, and the
         // answer brings the changes, small bytes and the fingerprint the step's record needs.

@@ -75,11 +75,11 @@ fn only_the_binary_edge_knows_clap_and_talks_to_a_person() {
 }
 
 #[test]
-fn only_the_sandbox_starters_and_command_hooks_spawn_and_only_the_local_one_is_unsafe() {
+fn only_the_sandbox_starters_hooks_and_mcp_servers_spawn_and_only_the_local_one_is_unsafe() {
     only_in(
         &src(),
         "Command::new",
-        &["sandbox/local.rs", "sandbox/seed.rs", "hooks/run.rs"],
+        &["sandbox/local.rs", "sandbox/seed.rs", "hooks/run.rs", "mcp/config.rs"],
     );
     only_in(&src(), "unsafe", &["sandbox/local.rs"]);
     only_in(&src(), "axum", &[]);

@@ -42,6 +42,8 @@ mod hostile_logs;
 mod live_output;
 /// The session log under a killed harness, secrets, and a running sandbox.
 mod log_safety;
+/// Tools from MCP servers: stdio and HTTP, slow and broken ones, through hooks, rules and log.
+mod mcp_tools;
 /// deploy/'s monitoring: scrape annotations, headless Services, promtool on the config and rules.
 mod monitoring;
 /// The policy: rules, the classifier through each adapter, asks, provenance.

@@ -1,0 +1,215 @@
+//! The MCP servers file: Claude's `.mcp.json` shape (`{"mcpServers": {NAME: …}}`, JSON or YAML)
+//! with a few keys of ours. Checked whole when loaded: a mistake names the server and the key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct File {
+    mcp_servers: BTreeMap<String, Entry>,
+}
+
+/// One server as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    /// `stdio` (the default with `command`) or `http` (the default with `url`).
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    /// The child's working folder, relative to the file's.
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// `controller` (the default). `sandbox` (a stdio server inside the sandbox) is not yet
+    /// supported, and says so.
+    #[serde(rename = "where")]
+    place: Option<String>,
+    /// Seconds to start and list the tools (30).
+    start_timeout: Option<f64>,
+    /// Seconds a call may take (120).
+    call_timeout: Option<f64>,
+    /// Only these tools (globs on the server's own names).
+    allow: Option<Vec<String>>,
+    /// Never these.
+    #[serde(default)]
+    deny: Vec<String>,
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: PathBuf,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One server, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSpec {
+    pub transport: Transport,
+    pub start_timeout: Duration,
+    pub call_timeout: Duration,
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+}
+
+impl ServerSpec {
+    /// Whether the tool `name` (the server's own) is given to the model.
+    pub fn exposes(&self, name: &str) -> bool {
+        let hit = |globs: &[String]| globs.iter().any(|g| crate::hooks::glob_matches(g, name));
+        self.allow.as_deref().is_none_or(hit) && !hit(&self.deny)
+    }
+}
+
+/// The servers of a session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpConfig {
+    pub servers: BTreeMap<String, ServerSpec>,
+}
+
+impl McpConfig {
+    /// Reads and checks a servers file.
+    pub fn load(path: &Path) -> anyhow::Result<McpConfig> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| anyhow::anyhow!("reading MCP servers file {}: {err}", path.display()))?;
+        let file: File = serde_norway::from_str(&text)
+            .map_err(|err| anyhow::anyhow!("MCP servers file {}: {err}", path.display()))?;
+        let folder = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let servers = file
+            .mcp_servers
+            .into_iter()
+            .map(|(name, entry)| check(&name, entry, folder).map(|spec| (name, spec)))
+            .collect::<Result<_, String>>()
+            .map_err(|why| anyhow::anyhow!("MCP servers file {}: {why}", path.display()))?;
+        Ok(McpConfig { servers })
+    }
+}
+
+fn seconds(value: Option<f64>, default: u64, key: &str) -> Result<Duration, String> {
+    match value {
+        None => Ok(Duration::from_secs(default)),
+        Some(secs) if secs > 0.0 && secs <= 3600.0 => Ok(Duration::from_secs_f64(secs)),
+        Some(secs) => Err(format!("`{key}` must be in (0, 3600] seconds, got {secs}")),
+    }
+}
+
+fn check(name: &str, entry: Entry, folder: &Path) -> Result<ServerSpec, String> {
+    let at = |why: String| format!("server {name}: {why}");
+    if name.is_empty()
+        || name.contains("__")
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(at(
+            "a name is letters, digits, `-` and `_`, without `__`".to_owned()
+        ));
+    }
+    if let Some(place) = entry.place.as_deref().filter(|p| *p != "controller") {
+        return Err(at(format!(
+            "`where: {place}`: only servers the controller starts or reaches (`controller`) are supported yet"
+        )));
+    }
+    let transport = match (entry.kind.as_deref(), entry.command, entry.url) {
+        (None | Some("stdio"), Some(command), None) if !command.trim().is_empty() => {
+            Transport::Stdio {
+                command,
+                args: entry.args,
+                env: entry.env,
+                cwd: folder.join(entry.cwd.unwrap_or_else(|| PathBuf::from("."))),
+            }
+        }
+        (None | Some("http" | "streamable-http"), None, Some(url))
+            if url.starts_with("http://") || url.starts_with("https://") =>
+        {
+            Transport::Http {
+                url,
+                headers: entry.headers,
+            }
+        }
+        (Some(kind), _, _) if !["stdio", "http", "streamable-http"].contains(&kind) => {
+            return Err(at(format!("`type: {kind}`: expected stdio or http")));
+        }
+        _ => {
+            return Err(at(
+                "give a `command` (stdio) or an http(s) `url`, one of them".to_owned(),
+            ));
+        }
+    };
+    Ok(ServerSpec {
+        transport,
+        start_timeout: seconds(entry.start_timeout, 30, "start_timeout").map_err(at)?,
+        call_timeout: seconds(entry.call_timeout, 120, "call_timeout").map_err(at)?,
+        allow: entry.allow,
+        deny: entry.deny,
+    })
+}
+
+/// A stdio server's child, in a process group of its own, its stderr to `log`.
+pub(super) fn child(
+    spec: &ServerSpec,
+    log: &Path,
+) -> Result<(TokioChildProcess, Option<u32>), String> {
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &spec.transport
+    else {
+        return Err("not a stdio server".to_owned());
+    };
+    // MCP servers are the operator's programs, started on the controller's machine.
+    #[allow(clippy::disallowed_methods)]
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args).envs(env).current_dir(cwd).process_group(0);
+    let stderr = std::fs::File::create(log)
+        .map(Stdio::from)
+        .unwrap_or_else(|_| Stdio::null());
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(stderr)
+        .spawn()
+        .map_err(|err| format!("could not start `{command}`: {err}"))?;
+    let group = transport.id();
+    Ok((transport, group))
+}
+
+/// A streamable HTTP server's transport configuration, with its headers.
+pub(super) fn http(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<StreamableHttpClientTransportConfig, String> {
+    use reqwest::header::{HeaderName, HeaderValue};
+    let mut custom = std::collections::HashMap::new();
+    for (name, value) in headers {
+        let key =
+            HeaderName::try_from(name.as_str()).map_err(|err| format!("header {name}: {err}"))?;
+        let value =
+            HeaderValue::try_from(value.as_str()).map_err(|err| format!("header {name}: {err}"))?;
+        custom.insert(key, value);
+    }
+    Ok(StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom))
+}

@@ -1,0 +1,235 @@
+//! Tools from MCP servers (a server written for the tests on the official Python SDK, over
+//! stdio and over streamable HTTP, a slow-starting one and a broken one) reach a scripted
+//! model as `mcp__<server>__<tool>` and pass the same hooks, rules and log as every tool.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::batches::{events, of_type};
+use crate::common;
+
+fn server_script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/mcp_server.py")
+}
+
+fn call_turn(tool: &str, args: &Value) -> String {
+    format!(
+        "  - text: calling {tool}\n    tool_calls:\n      - name: {tool}\n        arguments: {args}\n"
+    )
+}
+
+/// The HTTP server, killed on drop.
+struct HttpServer(std::process::Child);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_http(python: &str) -> (HttpServer, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(python)
+        .arg(server_script())
+        .args(["http", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = HttpServer(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the HTTP MCP server did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (server, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
+    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_web, url) = start_http(&python);
+    let script = server_script().display().to_string();
+    let servers = json!({"mcpServers": {
+        "local": {"command": python, "args": [script, "stdio"], "deny": ["secret"], "call_timeout": 1},
+        "web": {"type": "http", "url": url, "allow": ["add"]},
+        "sluggish": {"command": python, "args": [script, "stdio", "--delay", "20"], "start_timeout": 1},
+        "broken": {"command": "false"},
+    }});
+    std::fs::write(dir.path().join("mcp.json"), servers.to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        "deny: ['mcp__local__echo(*forbidden*)']\nallow: ['mcp__*']\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("hooks.yaml"), "hooks:\n  - {event: pre_tool_use, matcher: 'mcp__*', command: 'cat >> seen.jsonl; echo >> seen.jsonl'}\n").unwrap();
+    let turns = [
+        call_turn("mcp__local__echo", &json!({"text": "hi"})),
+        call_turn("mcp__web__add", &json!({"a": 2, "b": 3})),
+        call_turn("mcp__local__fail", &json!({})),
+        call_turn("mcp__local__slow", &json!({"seconds": 5})),
+        call_turn("mcp__local__search_docs", &json!({"query": "hooks"})),
+        call_turn("mcp__local__echo", &json!({"text": "forbidden"})),
+        call_turn("mcp__local__secret", &json!({})),
+        "  - text: done\n".to_owned(),
+    ]
+    .concat();
+    std::fs::write(dir.path().join("t.turns"), format!("turns:\n{turns}")).unwrap();
+    let task = dir.path().join("task.yaml");
+    std::fs::write(&task, "prompt: use the tools\nmodel: {name: 'script:t.turns'}\nmcp: mcp.json\nhooks: hooks.yaml\n").unwrap();
+    let rules = dir.path().join("rules.yaml").display().to_string();
+    let mut command = common::command(&["run", "--approve", "never", "--policy", &rules, "--task"]);
+    command.arg(&task);
+    let started = Instant::now();
+    let run = common::run(command, Duration::from_secs(120)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the slow server did not hold the session"
+    );
+    assert!(
+        run.stderr
+            .contains("mcp: server sluggish left out: not ready within 1 s"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("mcp: server broken left out"),
+        "{}",
+        run.stderr
+    );
+
+    let events = events(&run.log_dir());
+    let results: Vec<(String, String)> = of_type(&events, "tool_result")
+        .iter()
+        .map(|e| {
+            (
+                e["data"]["status"].as_str().unwrap().to_owned(),
+                e["data"]["output"]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(results[0], ("ok".to_owned(), "echo: hi".to_owned()));
+    assert_eq!(results[1], ("ok".to_owned(), "5".to_owned()));
+    assert_eq!(results[2].0, "error");
+    assert!(
+        results[2].1.starts_with("ERROR: ") && results[2].1.contains("fail"),
+        "{}",
+        results[2].1
+    );
+    assert_eq!(results[3].0, "error");
+    assert!(
+        results[3].1.contains("did not answer within 1 s"),
+        "{}",
+        results[3].1
+    );
+    assert_eq!(results[4], ("ok".to_owned(), "found hooks".to_owned()));
+    assert_eq!(
+        results[5].0, "blocked",
+        "a rule names an MCP tool and its arguments"
+    );
+    assert!(
+        results[5].1.contains("mcp__local__echo(*forbidden*)"),
+        "{}",
+        results[5].1
+    );
+    assert_eq!(
+        results[6].0, "error",
+        "a denied tool is not given to the model"
+    );
+    assert!(
+        results[6].1.contains("unknown tool mcp__local__secret"),
+        "{}",
+        results[6].1
+    );
+
+    // The header lists the exposed tools; the hook saw every call that reached the policy.
+    let header = &of_type(&events, "session_started")[0]["data"];
+    let sha = header["tools"]["sha256"].as_str().unwrap();
+    let tools: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(run.log_dir().join("blobs").join(sha)).unwrap())
+            .unwrap();
+    let names: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("mcp__"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "mcp__local__echo",
+            "mcp__local__add",
+            "mcp__local__slow",
+            "mcp__local__fail",
+            "mcp__local__search_docs",
+            "mcp__web__add"
+        ]
+    );
+    let seen = std::fs::read_to_string(dir.path().join("seen.jsonl")).unwrap();
+    assert_eq!(seen.lines().filter(|l| !l.trim().is_empty()).count(), 6);
+
+    // A rerun takes the MCP results from the log: nothing diverges.
+    let mut rerun = common::command(&["replay", "rerun", "--trust-log"]);
+    rerun.arg(run.log_dir());
+    let rerun = common::run(rerun, Duration::from_secs(120)).await;
+    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
+    assert!(
+        rerun.stderr.contains("6 MCP calls taken from the log"),
+        "{}",
+        rerun.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_mcp_servers_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("task.yaml");
+    std::fs::write(
+        &task,
+        "prompt: x\nmodel: {name: 'script:t.turns'}\nmcp: mcp.json\n",
+    )
+    .unwrap();
+    for (file, why) in [
+        (
+            r#"{"mcpServers": {"a__b": {"command": "x"}}}"#,
+            "server a__b: a name is letters",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "ftp://x"}}}"#,
+            "server s: give a `command` (stdio) or an http(s) `url`",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"command": "x", "where": "sandbox"}}}"#,
+            "server s: `where: sandbox`",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"command": "x", "colour": 1}}}"#,
+            "unknown field `colour`",
+        ),
+    ] {
+        std::fs::write(dir.path().join("mcp.json"), file).unwrap();
+        let mut command = common::command(&["run", "--task"]);
+        command.arg(&task);
+        let run = common::run(command, Duration::from_secs(60)).await;
+        assert_eq!(run.code, 1);
+        assert!(run.stderr.contains(why), "{why}: {}", run.stderr);
+    }
+}
