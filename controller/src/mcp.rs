@@ -7,11 +7,14 @@
 //! A server that fails or times out at start is left out of the session, which says so; its
 //! tools are simply absent.
 
+mod cache;
 mod config;
 mod naming;
+mod search;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::FutureExt as _;
@@ -20,25 +23,40 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt as _};
 use sandbox_protocol::ToolSpec;
 use serde_json::Value;
+use tokio::sync::OnceCell;
 
-pub use config::{McpConfig, ServerSpec, Transport};
+pub use config::{DEFAULT_TOOL_BUDGET, McpConfig, ServerSpec, Transport};
 pub use naming::{PREFIX, exposed_name};
 
 /// One connected server.
 struct Connected {
-    name: String,
     client: RunningService<RoleClient, ()>,
     /// A stdio child's process group, killed whole at the end.
     group: Option<u32>,
-    call_timeout: Duration,
 }
+
+/// One server of the session: connected at the start, or (lazy) at its first call.
+struct Server {
+    name: String,
+    spec: ServerSpec,
+    /// Where a stdio child's stderr goes.
+    log: PathBuf,
+    connected: OnceCell<Result<Connected, String>>,
+}
+
+/// The name of the search tool the model gets when the MCP tools are over the budget.
+pub const SEARCH_TOOL: &str = "mcp__tool_search";
 
 /// The session's MCP servers and the tools they give.
 #[derive(Default)]
 pub struct McpTools {
-    servers: Vec<Connected>,
+    servers: Vec<Server>,
     /// Exposed name → (server, the tool's own name).
     routes: HashMap<String, (usize, String)>,
+    /// Every MCP tool, when they are found through the search tool rather than given.
+    searchable: Vec<ToolSpec>,
+    /// The tools the search has loaded so far.
+    loaded: Mutex<Vec<ToolSpec>>,
 }
 
 impl std::fmt::Debug for McpTools {
@@ -63,74 +81,139 @@ pub struct McpAnswer {
 }
 
 impl McpTools {
-    /// Starts (or reaches) every server of `config` at once; their tools as the model sees
-    /// them, and a line for each server left out. A stdio server's stderr goes to
+    /// Starts (or reaches) every server of `config` at once, but a lazy one whose tools are
+    /// known from an earlier session; the tools the model gets (or the search tool, past the
+    /// budget), and a line for each server left out. A stdio server's stderr goes to
     /// `logs/mcp-<server>.log`.
     pub async fn start(config: &McpConfig, logs: &Path) -> (McpTools, Vec<ToolSpec>, Vec<String>) {
-        let starts = config
+        let servers: Vec<Server> = config
             .servers
             .iter()
-            .map(|(name, spec)| async move { (name, spec, connect(name, spec, logs).await) });
+            .map(|(name, spec)| Server {
+                name: name.clone(),
+                spec: spec.clone(),
+                log: logs.join(format!("mcp-{name}.log")),
+                connected: OnceCell::new(),
+            })
+            .collect();
+        let listed = futures::future::join_all(servers.iter().map(Server::tools)).await;
         let mut tools = McpTools::default();
         let (mut specs, mut notes) = (Vec::new(), Vec::new());
-        for (name, spec, connected) in futures::future::join_all(starts).await {
-            match connected {
-                Ok((connected, listed)) => {
-                    let index = tools.servers.len();
-                    for tool in listed.into_iter().filter(|t| spec.exposes(&t.name)) {
-                        let exposed =
-                            exposed_name(name, &tool.name, |n| tools.routes.contains_key(n));
-                        specs.push(ToolSpec {
-                            name: exposed.clone(),
-                            description: tool
-                                .description
-                                .map(|d| d.to_string())
-                                .unwrap_or_default(),
-                            parameters: Value::Object((*tool.input_schema).clone()),
-                        });
-                        tools.routes.insert(exposed, (index, tool.name.to_string()));
-                    }
-                    tools.servers.push(connected);
+        for (index, (server, listed)) in servers.iter().zip(listed).enumerate() {
+            let listed = match listed {
+                Ok(listed) => listed,
+                Err(why) => {
+                    notes.push(format!("mcp: server {} left out: {why}", server.name));
+                    continue;
                 }
-                Err(why) => notes.push(format!("mcp: server {name} left out: {why}")),
+            };
+            for tool in listed.into_iter().filter(|t| server.spec.exposes(&t.name)) {
+                let exposed =
+                    exposed_name(&server.name, &tool.name, |n| tools.routes.contains_key(n));
+                specs.push(ToolSpec {
+                    name: exposed.clone(),
+                    description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
+                    parameters: Value::Object((*tool.input_schema).clone()),
+                });
+                tools.routes.insert(exposed, (index, tool.name.to_string()));
             }
+        }
+        tools.servers = servers;
+        let tokens = serde_json::to_string(&specs).map_or(0, |text| text.len() / 4);
+        if tokens > config.tool_budget {
+            notes.push(format!(
+                "mcp: {} tools ({tokens} tokens of schemas, over the budget of {}): the model finds them with {SEARCH_TOOL}",
+                specs.len(),
+                config.tool_budget
+            ));
+            tools.searchable = specs;
+            return (tools, vec![search::tool_spec()], notes);
         }
         (tools, specs, notes)
     }
 
-    /// Whether `tool` is one of these servers' tools.
+    /// Whether `tool` is one of these servers' tools (or the search tool).
     pub fn owns(&self, tool: &str) -> bool {
-        self.routes.contains_key(tool)
+        self.routes.contains_key(tool) || (tool == SEARCH_TOOL && !self.searchable.is_empty())
+    }
+
+    /// The tools the search loaded, which the model gets from its next turn on.
+    pub fn loaded(&self) -> Vec<ToolSpec> {
+        self.loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Calls `tool` with `args`, bounded by its server's call timeout (a timed-out call is
-    /// cancelled at the server).
+    /// cancelled at the server); a lazy server starts now.
     pub async fn call(&self, tool: &str, args: Value) -> McpAnswer {
+        if tool == SEARCH_TOOL {
+            return self.search(&args);
+        }
         let Some((index, own)) = self.routes.get(tool) else {
             return failure(format!("no MCP tool {tool}"));
         };
         let server = &self.servers[*index];
+        let client = match server.connect().await {
+            Ok(connected) => &connected.client,
+            Err(why) => {
+                return failure(format!("MCP server {} could not start: {why}", server.name));
+            }
+        };
         let mut params = CallToolRequestParams::new(own.clone());
         if let Value::Object(args) = args {
             params = params.with_arguments(args);
         }
-        match tokio::time::timeout(server.call_timeout, server.client.call_tool(params)).await {
+        let timeout = server.spec.call_timeout;
+        match tokio::time::timeout(timeout, client.call_tool(params)).await {
             Ok(Ok(result)) => answer(&result),
             Ok(Err(err)) => failure(format!("MCP server {}: {err}", server.name)),
             Err(_) => failure(format!(
                 "MCP server {} did not answer within {} s",
                 server.name,
-                server.call_timeout.as_secs_f64()
+                timeout.as_secs_f64()
             )),
         }
     }
 
-    /// Ends every server: closes the connections, and kills each stdio child's process group.
+    /// Ends every server that started: closes the connections, and kills each stdio child's
+    /// process group.
     pub async fn stop(self) {
         for server in self.servers {
-            let _ = tokio::time::timeout(Duration::from_secs(5), server.client.cancel()).await;
-            kill_group(server.group);
+            if let Some(Ok(connected)) = server.connected.into_inner() {
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(5), connected.client.cancel()).await;
+                kill_group(connected.group);
+            }
         }
+    }
+}
+
+impl Server {
+    /// The server's connection, made on first use (within its start timeout).
+    async fn connect(&self) -> Result<&Connected, String> {
+        let connected = self
+            .connected
+            .get_or_init(|| async { connect(&self.spec, &self.log).await.map(|(c, _)| c) })
+            .await;
+        connected.as_ref().map_err(Clone::clone)
+    }
+
+    /// Its tools: from the cache for a lazy server that listed them before; else it starts now
+    /// and lists them (and a lazy one keeps them for next time).
+    async fn tools(&self) -> Result<Vec<rmcp::model::Tool>, String> {
+        if self.spec.lazy
+            && let Some(tools) = cache::read(&self.spec.transport)
+        {
+            return Ok(tools);
+        }
+        let (connected, tools) = connect(&self.spec, &self.log).await?;
+        let _ = self.connected.set(Ok(connected));
+        if self.spec.lazy {
+            cache::write(&self.spec.transport, &tools);
+        }
+        Ok(tools)
     }
 }
 
@@ -163,13 +246,12 @@ fn answer(result: &CallToolResult) -> McpAnswer {
 /// Starts or reaches one server and lists its tools, within its start timeout; a stdio child
 /// that does not make it is killed with its whole process group.
 async fn connect(
-    name: &str,
     spec: &ServerSpec,
-    logs: &Path,
+    log: &Path,
 ) -> Result<(Connected, Vec<rmcp::model::Tool>), String> {
     let (handshake, group) = match &spec.transport {
         Transport::Stdio { .. } => {
-            let (transport, group) = config::child(spec, &logs.join(format!("mcp-{name}.log")))?;
+            let (transport, group) = config::child(spec, log)?;
             (().serve(transport).boxed(), group)
         }
         Transport::Http { url, headers } => {
@@ -194,15 +276,7 @@ async fn connect(
         )),
     };
     match outcome {
-        Ok((client, tools)) => Ok((
-            Connected {
-                name: name.to_owned(),
-                client,
-                group,
-                call_timeout: spec.call_timeout,
-            },
-            tools,
-        )),
+        Ok((client, tools)) => Ok((Connected { client, group }, tools)),
         Err(why) => {
             kill_group(group);
             Err(why)

@@ -211,7 +211,7 @@ impl Agent<'_> {
                     .await?;
             }
             let reply = self
-                .ask(&messages, &self.tools, turn, Purpose::Turn, totals)
+                .ask(&messages, &self.tools_now(), turn, Purpose::Turn, totals)
                 .instrument(span.clone())
                 .await?;
             current(totals).turns = turn;
@@ -254,6 +254,13 @@ impl Agent<'_> {
         }
         let answer = format!("Stopped: hit {} turns.", self.limits.max_turns);
         Ok(self.report(LoopEnd::TurnLimit, answer, totals, messages))
+    }
+
+    /// The tools the model has now: the session's, and those an MCP tool search loaded.
+    fn tools_now(&self) -> Vec<ToolSpec> {
+        let mut tools = self.tools.clone();
+        tools.extend(self.mcp.loaded());
+        tools
     }
 
     /// The system prompt and the task, with what the `session_start` and `user_prompt` hooks

@@ -14,6 +14,8 @@ use serde::Deserialize;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct File {
     mcp_servers: BTreeMap<String, Entry>,
+    /// Past this many tokens of tool schemas, the model gets `mcp__tool_search` instead.
+    tool_budget: Option<usize>,
 }
 
 /// One server as written.
@@ -46,6 +48,9 @@ struct Entry {
     /// Never these.
     #[serde(default)]
     deny: Vec<String>,
+    /// Start only when a tool is first called, its tool list known from an earlier session.
+    #[serde(default)]
+    lazy: bool,
 }
 
 /// How a server is reached.
@@ -71,6 +76,7 @@ pub struct ServerSpec {
     pub call_timeout: Duration,
     pub allow: Option<Vec<String>>,
     pub deny: Vec<String>,
+    pub lazy: bool,
 }
 
 impl ServerSpec {
@@ -85,7 +91,13 @@ impl ServerSpec {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct McpConfig {
     pub servers: BTreeMap<String, ServerSpec>,
+    /// Tokens of MCP tool schemas given to the model at most (about 4 characters a token);
+    /// past it, one search tool finds and loads them on demand.
+    pub tool_budget: usize,
 }
+
+/// The default `toolBudget`.
+pub const DEFAULT_TOOL_BUDGET: usize = 10_000;
 
 impl McpConfig {
     /// Reads and checks a servers file.
@@ -98,13 +110,17 @@ impl McpConfig {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let servers = file
+        let servers: BTreeMap<String, ServerSpec> = file
             .mcp_servers
             .into_iter()
             .map(|(name, entry)| check(&name, entry, folder).map(|spec| (name, spec)))
             .collect::<Result<_, String>>()
             .map_err(|why| anyhow::anyhow!("MCP servers file {}: {why}", path.display()))?;
-        Ok(McpConfig { servers })
+        let tool_budget = file.tool_budget.unwrap_or(DEFAULT_TOOL_BUDGET);
+        Ok(McpConfig {
+            servers,
+            tool_budget,
+        })
     }
 }
 
@@ -165,6 +181,7 @@ fn check(name: &str, entry: Entry, folder: &Path) -> Result<ServerSpec, String> 
         call_timeout: seconds(entry.call_timeout, 120, "call_timeout").map_err(at)?,
         allow: entry.allow,
         deny: entry.deny,
+        lazy: entry.lazy,
     })
 }
 

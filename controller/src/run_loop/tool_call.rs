@@ -141,7 +141,7 @@ impl Agent<'_> {
             ToolStatus::Blocked => "blocked",
         };
         let input = serde_json::json!({
-            "tool_input": parse_call(&self.tools, call).unwrap_or(Value::Null),
+            "tool_input": parse_call(&self.tools_now(), call).unwrap_or(Value::Null),
             "tool_result": {
                 "status": status,
                 "output": outcome.text,
@@ -160,7 +160,7 @@ impl Agent<'_> {
         task: &str,
         name: &str,
     ) -> Result<(CallOutcome, Vec<String>), SessionError> {
-        let args = match parse_call(&self.tools, call) {
+        let args = match parse_call(&self.tools_now(), call) {
             Ok(args) => args,
             Err(text) => return Ok((CallOutcome::refused(ToolStatus::Error, text), Vec::new())),
         };

@@ -79,7 +79,12 @@ fn only_the_sandbox_starters_hooks_and_mcp_servers_spawn_and_only_the_local_one_
     only_in(
         &src(),
         "Command::new",
-        &["sandbox/local.rs", "sandbox/seed.rs", "hooks/run.rs", "mcp/config.rs"],
+        &[
+            "sandbox/local.rs",
+            "sandbox/seed.rs",
+            "hooks/run.rs",
+            "mcp/config.rs",
+        ],
     );
     only_in(&src(), "unsafe", &["sandbox/local.rs"]);
     only_in(&src(), "axum", &[]);

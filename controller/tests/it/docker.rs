@@ -65,7 +65,7 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 }
 
 /// The tool results' texts, in order.
-fn outputs(events: &[Value]) -> Vec<String> {
+pub fn outputs(events: &[Value]) -> Vec<String> {
     of_type(events, "tool_result")
         .iter()
         .map(|e| {

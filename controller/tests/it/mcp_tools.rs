@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::batches::{events, of_type};
 use crate::common;
+use crate::docker::outputs;
 
 fn server_script() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/mcp_server.py")
@@ -196,6 +197,119 @@ async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
         "{}",
         rerun.stderr
     );
+}
+
+/// Runs `turns` as a session with the servers file `mcp.json` of `dir`; the run and its events.
+async fn session(dir: &Path, name: &str, turns: &str) -> (common::Run, Vec<Value>) {
+    std::fs::write(
+        dir.join(format!("{name}.turns")),
+        format!("turns:\n{turns}"),
+    )
+    .unwrap();
+    let task = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &task,
+        format!("prompt: {name}\nmodel: {{name: 'script:{name}.turns'}}\nmcp: mcp.json\n"),
+    )
+    .unwrap();
+    let mut command = common::command(&["run", "--policy", "allow-all", "--task"]);
+    command
+        .arg(&task)
+        .env("HARNESS_MCP_CACHE", dir.join("cache"));
+    let run = common::run(command, Duration::from_secs(120)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let events = events(&run.log_dir());
+    (run, events)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lazy_server_starts_at_its_first_call_and_many_tools_are_found_by_search() {
+    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let script = server_script().display().to_string();
+    let servers = json!({"toolBudget": 10, "mcpServers": {
+        "local": {"command": python, "args": [script, "stdio", "--marker", marker], "lazy": true},
+    }});
+    std::fs::write(dir.path().join("mcp.json"), servers.to_string()).unwrap();
+    let starts = || {
+        std::fs::read_to_string(&marker)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+
+    // No list known yet: the server starts to list its tools. Over the budget, the model has
+    // only the search tool, which loads what it finds.
+    let turns = call_turn("mcp__tool_search", &json!({"query": "echo the text"}))
+        + &call_turn("mcp__local__echo", &json!({"text": "found"}))
+        + "  - text: done\n";
+    let (run, events) = session(dir.path(), "first", &turns).await;
+    assert!(
+        run.stderr
+            .contains("the model finds them with mcp__tool_search"),
+        "{}",
+        run.stderr
+    );
+    let outputs_1 = outputs(&events);
+    assert!(
+        outputs_1[0].starts_with("Loaded ")
+            && outputs_1[0].contains("- mcp__local__echo: Echo the text back."),
+        "{}",
+        outputs_1[0]
+    );
+    assert_eq!(outputs_1[1], "echo: found");
+    let header = &of_type(&events, "session_started")[0]["data"];
+    let sha = header["tools"]["sha256"].as_str().unwrap();
+    let tools: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(run.log_dir().join("blobs").join(sha)).unwrap())
+            .unwrap();
+    let mcp: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("mcp__"))
+        .collect();
+    assert_eq!(mcp, ["mcp__tool_search"]);
+    // The second model request offers the loaded tool.
+    let requests = of_type(&events, "model_request");
+    assert_eq!(requests.len(), 3);
+    let offered = |n: usize| {
+        let sha = requests[n]["data"]["body"]["sha256"].as_str().unwrap();
+        let body: Value =
+            serde_json::from_slice(&std::fs::read(run.log_dir().join("blobs").join(sha)).unwrap())
+                .unwrap();
+        body["tools"].clone()
+    };
+    assert!(
+        !offered(0).to_string().contains("mcp__local__echo"),
+        "{}",
+        offered(0)
+    );
+    assert!(
+        offered(1).to_string().contains("mcp__local__echo"),
+        "{}",
+        offered(1)
+    );
+    assert_eq!(starts(), 1);
+
+    // Its list is known now: a session that calls none of its tools never starts it.
+    session(dir.path(), "second", "  - text: done\n").await;
+    assert_eq!(
+        starts(),
+        1,
+        "a lazy server with a known list starts only when called"
+    );
+
+    // One that calls a tool starts it then.
+    let turns = call_turn("mcp__tool_search", &json!({"query": "add integers"}))
+        + &call_turn("mcp__local__add", &json!({"a": 1, "b": 2}))
+        + "  - text: done\n";
+    let (_, events) = session(dir.path(), "third", &turns).await;
+    assert_eq!(outputs(&events)[1], "3");
+    assert_eq!(starts(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
