@@ -377,6 +377,10 @@ pub(crate) struct SessionArgs {
     /// model as `mcp__<server>__<tool>`, through the same hooks, policy and log (README.md, MCP).
     #[arg(long, value_name = "FILE")]
     pub(crate) mcp: Option<PathBuf>,
+    /// Also the MCP servers of the workspace's own `.mcp.json` (read through the sandbox API;
+    /// its stdio servers run inside the sandbox). Off unless asked for.
+    #[arg(long)]
+    pub(crate) mcp_workspace: bool,
     /// The model that scores risk for calls no rule covers; the run's model when absent.
     #[arg(long, value_name = "PROVIDER/NAME")]
     pub(crate) classifier_model: Option<String>,
@@ -561,6 +565,7 @@ impl SessionArgs {
             policy: self.policy.clone(),
             hooks: self.hooks.clone(),
             mcp: self.mcp.clone(),
+            mcp_workspace: self.mcp_workspace,
             classifier_model: self.classifier_model.clone(),
             classifier_timeout: Duration::from_secs(self.classifier_timeout),
             no_classifier: self.no_classifier,

@@ -60,6 +60,8 @@ pub struct SessionFlags {
     pub hooks: Option<PathBuf>,
     /// An MCP servers file (`mcp::McpConfig`).
     pub mcp: Option<PathBuf>,
+    /// Also the workspace's own `.mcp.json`.
+    pub mcp_workspace: bool,
     pub classifier_model: Option<String>,
     pub classifier_timeout: Duration,
     pub no_classifier: bool,
@@ -96,6 +98,8 @@ pub struct RunConfig {
     pub agent: AgentKind,
     /// The MCP servers whose tools the agent also gets.
     pub mcp: std::sync::Arc<crate::mcp::McpConfig>,
+    /// Also the servers of the workspace's `.mcp.json` (read through the sandbox API).
+    pub mcp_workspace: bool,
 }
 
 impl RunConfig {
@@ -209,6 +213,7 @@ impl RunConfig {
             },
             agent,
             mcp: mcp_servers(task.mcp.as_deref(), flags)?,
+            mcp_workspace: flags.mcp_workspace || task.mcp_workspace == Some(true),
         })
     }
 }

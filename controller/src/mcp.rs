@@ -10,6 +10,7 @@
 mod cache;
 mod config;
 mod naming;
+mod sandboxed;
 mod search;
 
 use std::collections::HashMap;
@@ -25,6 +26,8 @@ use sandbox_protocol::ToolSpec;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
+use crate::sandbox::SandboxClient;
+
 pub use config::{DEFAULT_TOOL_BUDGET, McpConfig, ServerSpec, Transport};
 pub use naming::{PREFIX, exposed_name};
 
@@ -33,6 +36,16 @@ struct Connected {
     client: RunningService<RoleClient, ()>,
     /// A stdio child's process group, killed whole at the end.
     group: Option<u32>,
+    /// A server inside the sandbox: its process there, deleted at the end.
+    process: Option<(SandboxClient, String)>,
+}
+
+/// Where a stdio server runs.
+enum Place<'a> {
+    /// On the controller's machine, its stderr to this file.
+    Controller(&'a Path),
+    /// Inside the sandbox, as the process of this id.
+    Sandbox(&'a SandboxClient, &'a str),
 }
 
 /// One server of the session: connected at the start, or (lazy) at its first call.
@@ -41,6 +54,9 @@ struct Server {
     spec: ServerSpec,
     /// Where a stdio child's stderr goes.
     log: PathBuf,
+    /// The session's sandbox, for a server that runs inside it, and its process id there.
+    sandbox: Option<SandboxClient>,
+    process_id: String,
     connected: OnceCell<Result<Connected, String>>,
 }
 
@@ -85,7 +101,11 @@ impl McpTools {
     /// known from an earlier session; the tools the model gets (or the search tool, past the
     /// budget), and a line for each server left out. A stdio server's stderr goes to
     /// `logs/mcp-<server>.log`.
-    pub async fn start(config: &McpConfig, logs: &Path) -> (McpTools, Vec<ToolSpec>, Vec<String>) {
+    pub async fn start(
+        config: &McpConfig,
+        logs: &Path,
+        sandbox: &SandboxClient,
+    ) -> (McpTools, Vec<ToolSpec>, Vec<String>) {
         let servers: Vec<Server> = config
             .servers
             .iter()
@@ -93,6 +113,8 @@ impl McpTools {
                 name: name.clone(),
                 spec: spec.clone(),
                 log: logs.join(format!("mcp-{name}.log")),
+                sandbox: Some(sandbox.clone()),
+                process_id: format!("mcp-{name}"),
                 connected: OnceCell::new(),
             })
             .collect();
@@ -185,17 +207,28 @@ impl McpTools {
                 let _ =
                     tokio::time::timeout(Duration::from_secs(5), connected.client.cancel()).await;
                 kill_group(connected.group);
+                if let Some((sandbox, id)) = connected.process {
+                    let _ = sandbox.delete_process(&id).await;
+                }
             }
         }
     }
 }
 
 impl Server {
+    async fn connect_now(&self) -> Result<(Connected, Vec<rmcp::model::Tool>), String> {
+        let place = match &self.sandbox {
+            Some(sandbox) if self.spec.in_sandbox => Place::Sandbox(sandbox, &self.process_id),
+            _ => Place::Controller(&self.log),
+        };
+        connect(&self.spec, place).await
+    }
+
     /// The server's connection, made on first use (within its start timeout).
     async fn connect(&self) -> Result<&Connected, String> {
         let connected = self
             .connected
-            .get_or_init(|| async { connect(&self.spec, &self.log).await.map(|(c, _)| c) })
+            .get_or_init(|| async { self.connect_now().await.map(|(c, _)| c) })
             .await;
         connected.as_ref().map_err(Clone::clone)
     }
@@ -204,14 +237,14 @@ impl Server {
     /// and lists them (and a lazy one keeps them for next time).
     async fn tools(&self) -> Result<Vec<rmcp::model::Tool>, String> {
         if self.spec.lazy
-            && let Some(tools) = cache::read(&self.spec.transport)
+            && let Some(tools) = cache::read(&self.spec)
         {
             return Ok(tools);
         }
-        let (connected, tools) = connect(&self.spec, &self.log).await?;
+        let (connected, tools) = self.connect_now().await?;
         let _ = self.connected.set(Ok(connected));
         if self.spec.lazy {
-            cache::write(&self.spec.transport, &tools);
+            cache::write(&self.spec, &tools);
         }
         Ok(tools)
     }
@@ -247,14 +280,20 @@ fn answer(result: &CallToolResult) -> McpAnswer {
 /// that does not make it is killed with its whole process group.
 async fn connect(
     spec: &ServerSpec,
-    log: &Path,
+    place: Place<'_>,
 ) -> Result<(Connected, Vec<rmcp::model::Tool>), String> {
-    let (handshake, group) = match &spec.transport {
-        Transport::Stdio { .. } => {
+    let mut process = None;
+    let (handshake, group) = match (&spec.transport, place) {
+        (Transport::Stdio { .. }, Place::Sandbox(sandbox, id)) => {
+            let pipes = sandboxed::start(sandbox, id, &spec.transport).await?;
+            process = Some((sandbox.clone(), id.to_owned()));
+            (().serve(pipes).boxed(), None)
+        }
+        (Transport::Stdio { .. }, Place::Controller(log)) => {
             let (transport, group) = config::child(spec, log)?;
             (().serve(transport).boxed(), group)
         }
-        Transport::Http { url, headers } => {
+        (Transport::Http { url, headers }, _) => {
             let config = config::http(url, headers)?;
             let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
             (().serve(transport).boxed(), None)
@@ -276,9 +315,19 @@ async fn connect(
         )),
     };
     match outcome {
-        Ok((client, tools)) => Ok((Connected { client, group }, tools)),
+        Ok((client, tools)) => Ok((
+            Connected {
+                client,
+                group,
+                process,
+            },
+            tools,
+        )),
         Err(why) => {
             kill_group(group);
+            if let Some((sandbox, id)) = process {
+                let _ = sandbox.delete_process(&id).await;
+            }
             Err(why)
         }
     }

@@ -35,7 +35,7 @@ use crate::bench::results::TrialLink;
 use crate::config::RunConfig;
 use crate::event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
 use crate::llm::{self, Model};
-use crate::mcp::McpTools;
+use crate::mcp::{McpConfig, McpTools};
 use crate::policy::{Approval, Asker, Policy, build_policy};
 use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
@@ -102,7 +102,9 @@ pub async fn run_session(
         model = %model.describe(),
         outcome = tracing::field::Empty,
     );
-    let summary = session(options, model, audience, totals, cancel)
+    // Boxed: a session's future is deep (model, hooks, MCP, sandbox, log), and a caller that
+    // nests it (a batch's attempt) would otherwise pass the compiler's query depth limit.
+    let summary = Box::pin(session(options, model, audience, totals, cancel))
         .instrument(span.clone())
         .await;
     span.record("outcome", summary.outcome.logged().as_str());
@@ -319,19 +321,60 @@ struct Session<'a> {
 impl Session<'_> {
     /// The session with its MCP servers up for its length (when it has any).
     async fn run(&self, totals: &Mutex<Totals>) -> Result<(SessionOutcome, String), Stop> {
-        let config = &self.options.config.mcp;
+        let prepared = prepare(
+            &self.options.config,
+            self.model,
+            &self.sandbox.client,
+            self.audience.observer,
+        )
+        .await;
+        // After the preparation: the workspace's own `.mcp.json` is there only once seeded.
+        let (mcp, tools) = match &prepared {
+            Ok(_) => self.start_mcp().await,
+            Err(_) => (McpTools::default(), Vec::new()),
+        };
+        let result = self.run_with(&mcp, tools, prepared, totals).await;
+        mcp.stop().await;
+        result
+    }
+
+    /// The session's MCP servers, started (none when it has none).
+    async fn start_mcp(&self) -> (McpTools, Vec<sandbox_protocol::ToolSpec>) {
+        let config = self.mcp_config().await;
         if config.servers.is_empty() {
-            return self
-                .run_with(&McpTools::default(), Vec::new(), totals)
-                .await;
+            return (McpTools::default(), Vec::new());
         }
-        let (mcp, tools, notes) = McpTools::start(config, &self.options.log_dir).await;
+        let (mcp, tools, notes) =
+            McpTools::start(&config, &self.options.log_dir, &self.sandbox.client).await;
         for note in &notes {
             self.audience.observer.note(note);
         }
-        let result = self.run_with(&mcp, tools, totals).await;
-        mcp.stop().await;
-        result
+        (mcp, tools)
+    }
+
+    /// The MCP servers: the run's, and with `--mcp-workspace` the workspace's `.mcp.json` (a
+    /// file that cannot be read or used is a note, and its servers are left out).
+    async fn mcp_config(&self) -> McpConfig {
+        let mut config = (*self.options.config.mcp).clone();
+        if !self.options.config.mcp_workspace {
+            return config;
+        }
+        let note = |text: String| self.audience.observer.note(&format!("mcp: {text}"));
+        match self.sandbox.client.get_file(".mcp.json").await {
+            Ok(Some(bytes)) => match McpConfig::from_workspace(&String::from_utf8_lossy(&bytes)) {
+                Ok(workspace) => {
+                    for name in config.merge(workspace) {
+                        note(format!(
+                            "the workspace's server {name} is left out: --mcp names one so"
+                        ));
+                    }
+                }
+                Err(err) => note(format!("the workspace's .mcp.json is left out: {err}")),
+            },
+            Ok(None) => note("the workspace has no .mcp.json".to_owned()),
+            Err(err) => note(format!("reading the workspace's .mcp.json: {err}")),
+        }
+        config
     }
 
     /// The seed's run: prepare, record where the agent starts, run it, check its work.
@@ -339,15 +382,9 @@ impl Session<'_> {
         &self,
         mcp: &McpTools,
         mcp_tools: Vec<sandbox_protocol::ToolSpec>,
+        mut prepared: anyhow::Result<Prepared>,
         totals: &Mutex<Totals>,
     ) -> Result<(SessionOutcome, String), Stop> {
-        let mut prepared = prepare(
-            &self.options.config,
-            self.model,
-            &self.sandbox.client,
-            self.audience.observer,
-        )
-        .await;
         if let Ok(prepared) = &mut prepared {
             prepared.tools.extend(mcp_tools);
         }

@@ -50,6 +50,9 @@ pub struct TaskFile {
     /// An MCP servers file (relative to this file), as `--mcp`; the flag wins.
     #[serde(default)]
     pub mcp: Option<PathBuf>,
+    /// Also the servers of the workspace's own `.mcp.json`, as `--mcp-workspace`.
+    #[serde(default)]
+    pub mcp_workspace: Option<bool>,
 }
 
 /// `workspace:` as written: exactly one of `dir`, `archive` or `git`.
@@ -183,6 +186,7 @@ impl TaskFile {
             web_search: None,
             hooks: None,
             mcp: None,
+            mcp_workspace: None,
         }
     }
 

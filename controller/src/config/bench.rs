@@ -197,6 +197,7 @@ impl RunConfig {
                 ..super::policy_settings(&flags)
             },
             mcp: super::mcp_servers(None, &flags)?,
+            mcp_workspace: flags.mcp_workspace,
             agent,
             sandbox: SandboxTarget::Task(Box::new(run)),
         })

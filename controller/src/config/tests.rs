@@ -35,6 +35,7 @@ pub(crate) fn flags() -> SessionFlags {
         policy: None,
         hooks: None,
         mcp: None,
+        mcp_workspace: false,
         classifier_model: None,
         classifier_timeout: Duration::from_secs(60),
         no_classifier: false,

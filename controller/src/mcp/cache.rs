@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use rmcp::model::Tool;
 use sha2::{Digest as _, Sha256};
 
-use super::config::Transport;
+use super::config::ServerSpec;
 
 fn folder() -> Option<PathBuf> {
     let var = |name: &str| {
@@ -22,21 +22,24 @@ fn folder() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|d| d.join(".cache/agent-harness/mcp")))
 }
 
-fn file(transport: &Transport) -> Option<PathBuf> {
-    let key = hex::encode(Sha256::digest(format!("{transport:?}")));
+fn file(spec: &ServerSpec) -> Option<PathBuf> {
+    let key = hex::encode(Sha256::digest(format!(
+        "{:?} {}",
+        spec.transport, spec.in_sandbox
+    )));
     folder().map(|dir| dir.join(format!("{key}.json")))
 }
 
 /// The tools a server listed in an earlier session, if known.
-pub(super) fn read(transport: &Transport) -> Option<Vec<Tool>> {
-    let text = std::fs::read_to_string(file(transport)?).ok()?;
+pub(super) fn read(spec: &ServerSpec) -> Option<Vec<Tool>> {
+    let text = std::fs::read_to_string(file(spec)?).ok()?;
     serde_json::from_str(&text).ok()
 }
 
 /// Keeps a server's tools for later sessions (best effort: a cache that cannot be written only
 /// means the next session lists again).
-pub(super) fn write(transport: &Transport, tools: &[Tool]) {
-    let Some(path) = file(transport) else {
+pub(super) fn write(spec: &ServerSpec, tools: &[Tool]) {
+    let Some(path) = file(spec) else {
         return;
     };
     let Ok(text) = serde_json::to_string(tools) else {

@@ -35,8 +35,8 @@ struct Entry {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
-    /// `controller` (the default). `sandbox` (a stdio server inside the sandbox) is not yet
-    /// supported, and says so.
+    /// `controller` (the default: started on the controller's machine) or `sandbox` (a stdio
+    /// server run inside the sandbox, as a process of its API).
     #[serde(rename = "where")]
     place: Option<String>,
     /// Seconds to start and list the tools (30).
@@ -77,6 +77,8 @@ pub struct ServerSpec {
     pub allow: Option<Vec<String>>,
     pub deny: Vec<String>,
     pub lazy: bool,
+    /// A stdio server run inside the sandbox instead of on the controller's machine.
+    pub in_sandbox: bool,
 }
 
 impl ServerSpec {
@@ -104,7 +106,42 @@ impl McpConfig {
     pub fn load(path: &Path) -> anyhow::Result<McpConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|err| anyhow::anyhow!("reading MCP servers file {}: {err}", path.display()))?;
-        let file: File = serde_norway::from_str(&text)
+        McpConfig::parse(&text, path)
+    }
+
+    /// The workspace's own `.mcp.json` (read through the sandbox API): its stdio servers run
+    /// inside the sandbox, whatever the file says, since the workspace is not trusted to start
+    /// programs on the controller's machine.
+    pub fn from_workspace(text: &str) -> anyhow::Result<McpConfig> {
+        let mut config = McpConfig::parse(text, Path::new(".mcp.json"))?;
+        for spec in config.servers.values_mut() {
+            spec.in_sandbox |= matches!(spec.transport, Transport::Stdio { .. });
+        }
+        Ok(config)
+    }
+
+    /// Adds `other`'s servers; a name this config has already keeps its server. The names of
+    /// those left out.
+    pub fn merge(&mut self, other: McpConfig) -> Vec<String> {
+        let mut clashes = Vec::new();
+        for (name, spec) in other.servers {
+            match self.servers.entry(name) {
+                std::collections::btree_map::Entry::Occupied(taken) => {
+                    clashes.push(taken.key().clone())
+                }
+                std::collections::btree_map::Entry::Vacant(free) => {
+                    free.insert(spec);
+                }
+            }
+        }
+        if self.tool_budget == 0 {
+            self.tool_budget = other.tool_budget;
+        }
+        clashes
+    }
+
+    fn parse(text: &str, path: &Path) -> anyhow::Result<McpConfig> {
+        let file: File = serde_norway::from_str(text)
             .map_err(|err| anyhow::anyhow!("MCP servers file {}: {err}", path.display()))?;
         let folder = path
             .parent()
@@ -144,11 +181,20 @@ fn check(name: &str, entry: Entry, folder: &Path) -> Result<ServerSpec, String> 
             "a name is letters, digits, `-` and `_`, without `__`".to_owned()
         ));
     }
-    if let Some(place) = entry.place.as_deref().filter(|p| *p != "controller") {
-        return Err(at(format!(
-            "`where: {place}`: only servers the controller starts or reaches (`controller`) are supported yet"
-        )));
-    }
+    let in_sandbox = match entry.place.as_deref() {
+        None | Some("controller") => false,
+        Some("sandbox") if entry.command.is_some() => true,
+        Some("sandbox") => {
+            return Err(at(
+                "`where: sandbox` is for a stdio server (a `command`)".to_owned()
+            ));
+        }
+        Some(other) => {
+            return Err(at(format!(
+                "`where: {other}`: expected controller or sandbox"
+            )));
+        }
+    };
     let transport = match (entry.kind.as_deref(), entry.command, entry.url) {
         (None | Some("stdio"), Some(command), None) if !command.trim().is_empty() => {
             Transport::Stdio {
@@ -182,6 +228,7 @@ fn check(name: &str, entry: Entry, folder: &Path) -> Result<ServerSpec, String> 
         allow: entry.allow,
         deny: entry.deny,
         lazy: entry.lazy,
+        in_sandbox,
     })
 }
 

@@ -577,6 +577,7 @@ impl crate::policy::Workspace for SandboxClient {
 
 mod calls;
 mod error;
+mod processes;
 #[cfg(test)]
 mod tests;
 

@@ -78,7 +78,7 @@ async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
         "deny: ['mcp__local__echo(*forbidden*)']\nallow: ['mcp__*']\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("hooks.yaml"), "hooks:\n  - {event: pre_tool_use, matcher: 'mcp__*', command: 'cat >> seen.jsonl; echo >> seen.jsonl'}\n").unwrap();
+    std::fs::write(dir.path().join("hooks.yaml"), "hooks:\n  - {event: pre_tool_use, matcher: 'mcp__*', command: 'cat >> seen.jsonl; echo >> seen.jsonl'}\n  - {event: pre_tool_use, name: no-docs, matcher: 'mcp__local__search_*', command: 'echo not the docs >&2; exit 2'}\n").unwrap();
     let turns = [
         call_turn("mcp__local__echo", &json!({"text": "hi"})),
         call_turn("mcp__web__add", &json!({"a": 2, "b": 3})),
@@ -142,7 +142,13 @@ async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
         "{}",
         results[3].1
     );
-    assert_eq!(results[4], ("ok".to_owned(), "found hooks".to_owned()));
+    // A deny hook blocks an MCP tool like any tool.
+    assert_eq!(results[4].0, "blocked");
+    assert!(
+        results[4].1.contains("hook no-docs: not the docs"),
+        "{}",
+        results[4].1
+    );
     assert_eq!(
         results[5].0, "blocked",
         "a rule names an MCP tool and its arguments"
@@ -180,6 +186,7 @@ async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
             "mcp__local__add",
             "mcp__local__slow",
             "mcp__local__fail",
+            "mcp__local__whereami",
             "mcp__local__search_docs",
             "mcp__web__add"
         ]
@@ -193,7 +200,7 @@ async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
     let rerun = common::run(rerun, Duration::from_secs(120)).await;
     assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
     assert!(
-        rerun.stderr.contains("6 MCP calls taken from the log"),
+        rerun.stderr.contains("5 MCP calls taken from the log"),
         "{}",
         rerun.stderr
     );
@@ -313,6 +320,91 @@ async fn a_lazy_server_starts_at_its_first_call_and_many_tools_are_found_by_sear
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_server_can_run_inside_the_sandbox() {
+    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A tag the server ignores, to find its process (the sandbox lets it write only in the
+    // workspace, so it cannot leave a marker file here).
+    let tag = format!("boxed-{}", std::process::id());
+    let script = server_script().display().to_string();
+    let servers = json!({"mcpServers": {
+        "boxed": {"command": python, "args": [script, "stdio", "--tag", tag], "where": "sandbox"},
+    }});
+    std::fs::write(dir.path().join("mcp.json"), servers.to_string()).unwrap();
+    let turns = call_turn("mcp__boxed__echo", &json!({"text": "inside"}))
+        + &call_turn("mcp__boxed__whereami", &json!({}))
+        + "  - text: done\n";
+    let (run, events) = session(dir.path(), "boxed", &turns).await;
+    let outputs = outputs(&events);
+    assert_eq!(outputs[0], "echo: inside", "{}", run.stderr);
+    // It ran in the sandbox: in the workspace, as a process of the sandbox (gone with it).
+    let header = &of_type(&events, "session_started")[0]["data"];
+    let root = header["config"]["workspace_root"].as_str().unwrap();
+    assert_eq!(outputs[1], root);
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &tag])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "the server's process is gone: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workspace_mcp_json_is_used_only_when_asked_and_runs_in_the_sandbox() {
+    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    // No `where`: a workspace's stdio server runs in the sandbox all the same.
+    let servers =
+        json!({"mcpServers": {"ws": {"command": python, "args": [server_script(), "stdio"]}}});
+    std::fs::write(workspace.join(".mcp.json"), servers.to_string()).unwrap();
+    let turns = call_turn("mcp__ws__whereami", &json!({})) + "  - text: done\n";
+    std::fs::write(dir.path().join("t.turns"), format!("turns:\n{turns}")).unwrap();
+    let task = dir.path().join("task.yaml");
+    std::fs::write(
+        &task,
+        "prompt: where\nmodel: {name: 'script:t.turns'}\nworkspace: {dir: ws}\n",
+    )
+    .unwrap();
+    for opted_in in [false, true] {
+        let mut args = vec!["run", "--policy", "allow-all", "--task"];
+        let path = task.display().to_string();
+        args.push(&path);
+        if opted_in {
+            args.push("--mcp-workspace");
+        }
+        let run = common::run(common::command(&args), Duration::from_secs(120)).await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let events = events(&run.log_dir());
+        let answer = &outputs(&events)[0];
+        if opted_in {
+            let header = &of_type(&events, "session_started")[0]["data"];
+            assert_eq!(
+                answer,
+                header["config"]["workspace_root"].as_str().unwrap(),
+                "{}",
+                run.stderr
+            );
+        } else {
+            assert_eq!(
+                answer, "ERROR: unknown tool mcp__ws__whereami",
+                "the file is not read unless asked"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_bad_mcp_servers_file_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let task = dir.path().join("task.yaml");
@@ -331,8 +423,12 @@ async fn a_bad_mcp_servers_file_is_named() {
             "server s: give a `command` (stdio) or an http(s) `url`",
         ),
         (
-            r#"{"mcpServers": {"s": {"command": "x", "where": "sandbox"}}}"#,
-            "server s: `where: sandbox`",
+            r#"{"mcpServers": {"s": {"command": "x", "where": "elsewhere"}}}"#,
+            "server s: `where: elsewhere`: expected controller or sandbox",
+        ),
+        (
+            r#"{"mcpServers": {"s": {"url": "http://x/mcp", "where": "sandbox"}}}"#,
+            "`where: sandbox` is for a stdio server",
         ),
         (
             r#"{"mcpServers": {"s": {"command": "x", "colour": 1}}}"#,

@@ -46,6 +46,13 @@ def secret() -> str:
     return "the secret"
 
 
+@server.tool()
+def whereami() -> str:
+    """The server's working folder."""
+    import os
+    return os.getcwd()
+
+
 @server.tool(name="search.docs")
 def search_docs(query: str) -> str:
     """Search the docs."""
