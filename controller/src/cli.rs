@@ -201,6 +201,10 @@ pub(crate) enum ReplayCommand {
         /// log says someone allowed them, and the rerun's sandbox is confined).
         #[arg(long, conflicts_with = "trust_log")]
         refuse_asks: bool,
+        /// Call the MCP servers of this file again for the session's MCP calls, and compare
+        /// their answers, instead of taking them from the log.
+        #[arg(long, value_name = "FILE")]
+        mcp: Option<PathBuf>,
     },
 }
 

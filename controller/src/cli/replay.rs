@@ -52,6 +52,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             policy,
             refuse_asks,
             build,
+            mcp,
         } => {
             let build = build.flags();
             let check = if trust_log {
@@ -67,6 +68,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
                 &normalize,
                 check.as_ref(),
                 &build,
+                mcp.as_deref(),
             )
             .await
         }
@@ -232,7 +234,9 @@ async fn rerun_cmd(
     normalize: &[String],
     check: Option<&rerun::Check>,
     build: &controller::config::BenchFlags,
+    mcp: Option<&Path>,
 ) -> anyhow::Result<i32> {
+    let mcp = mcp.map(controller::mcp::McpConfig::load).transpose()?;
     let dir = reader::session_dir(run);
     let header = controller::bench::rerun::header(&dir)?;
     let sandbox = match sandbox {
@@ -266,14 +270,38 @@ async fn rerun_cmd(
         tools: &tools,
     };
     let (target, client) = rerun_sandbox(&place, &header, build).await?;
-    let result = rerun::rerun(&recording, &client, &normalizer, check).await;
+    let servers = match &mcp {
+        Some(config) => {
+            let (servers, _, notes) =
+                controller::mcp::McpTools::start(config, scratch.path(), &client).await;
+            for note in notes {
+                eprintln!("{note}");
+            }
+            Some(servers)
+        }
+        None => None,
+    };
+    let result = rerun::rerun(&recording, &client, &normalizer, check, servers.as_ref()).await;
+    if let Some(servers) = servers {
+        servers.stop().await;
+    }
     target.stop().await;
     let report = result.context("re-running the calls")?;
+    Ok(reported(&report))
+}
+
+/// Prints a rerun's report; its exit code.
+fn reported(report: &rerun::RerunReport) -> i32 {
+    if report.n_from_log > 0 {
+        eprintln!(
+            "rerun: {} MCP calls taken from the log (--mcp calls them again)",
+            report.n_from_log
+        );
+    }
     eprintln!(
-        "rerun: {} calls re-executed, {} refused calls skipped, {} MCP calls taken from the log, {} refused by the current policy, {} divergences",
+        "rerun: {} calls re-executed, {} refused calls skipped, {} refused by the current policy, {} divergences",
         report.n_calls,
         report.n_skipped,
-        report.n_from_log,
         report.refused.len(),
         report.divergences.len()
     );
@@ -281,13 +309,13 @@ async fn rerun_cmd(
         println!("refused by the current policy: {refused}");
     }
     if !report.refused.is_empty() {
-        return Ok(exit_code::DIVERGED);
+        return exit_code::DIVERGED;
     }
     match report.divergences.first() {
-        None => Ok(exit_code::COMPLETED),
+        None => exit_code::COMPLETED,
         Some(first) => {
             println!("{}", rerun::describe(first));
-            Ok(exit_code::DIVERGED)
+            exit_code::DIVERGED
         }
     }
 }

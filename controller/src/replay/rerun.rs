@@ -263,6 +263,7 @@ pub async fn rerun(
     sandbox: &SandboxClient,
     normalizer: &Normalizer,
     check: Option<&Check>,
+    mcp: Option<&crate::mcp::McpTools>,
 ) -> Result<RerunReport, SandboxError> {
     let info = sandbox.info().await?;
     let mut snapshot_id = sandbox.snapshot().await?.snapshot_id;
@@ -273,11 +274,18 @@ pub async fn rerun(
             report.n_skipped += 1;
             continue;
         }
-        if recorded.call.name.starts_with(crate::mcp::PREFIX) {
+        let servers = mcp.filter(|m| m.owns(&recorded.call.name));
+        if recorded.call.name.starts_with(crate::mcp::PREFIX) && servers.is_none() {
             report.n_from_log += 1;
             continue;
         }
-        let parsed = parse_call(&recording.tools, &recorded.call);
+        let parsed = match servers {
+            // A tool an MCP search loaded is not in the session's first list: only its
+            // arguments are checked.
+            Some(_) => serde_json::from_str::<serde_json::Value>(&recorded.call.arguments)
+                .map_err(|err| format!("ERROR: the arguments are not valid JSON ({err})")),
+            None => parse_call(&recording.tools, &recorded.call),
+        };
         if let (Some(check), Ok(args)) = (check, &parsed)
             && let Some(reason) = check.refuses(&recorded.call, args, sandbox).await
         {
@@ -289,9 +297,18 @@ pub async fn rerun(
             continue;
         }
         report.n_calls += 1;
-        let outcome = match parsed {
-            Err(text) => CallOutcome::refused(ToolStatus::Error, text),
-            Ok(args) => {
+        let outcome = match (parsed, servers) {
+            (Err(text), _) => CallOutcome::refused(ToolStatus::Error, text),
+            (Ok(args), Some(servers)) => {
+                let answer = servers.call(&recorded.call.name, args).await;
+                match answer.failed {
+                    true => {
+                        CallOutcome::text_only(ToolStatus::Error, format!("ERROR: {}", answer.text))
+                    }
+                    false => CallOutcome::text_only(ToolStatus::Ok, answer.text),
+                }
+            }
+            (Ok(args), None) => {
                 run_on_sandbox(sandbox, &recorded.call, &args, &CallOptions::default()).await?
             }
         };

@@ -204,6 +204,18 @@ async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
         "{}",
         rerun.stderr
     );
+    // Told to, it calls the servers again and compares their answers: the same.
+    let mut again = common::command(&["replay", "rerun", "--trust-log", "--mcp"]);
+    again.arg(dir.path().join("mcp.json")).arg(run.log_dir());
+    let again = common::run(again, Duration::from_secs(120)).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert!(
+        again.stderr.contains("4 calls re-executed")
+            && again.stderr.contains("1 MCP calls taken from the log")
+            && again.stderr.contains("0 divergences"),
+        "{}",
+        again.stderr
+    );
 }
 
 /// Runs `turns` as a session with the servers file `mcp.json` of `dir`; the run and its events.

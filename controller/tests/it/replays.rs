@@ -384,9 +384,10 @@ async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
     .await
     .unwrap();
     let normalizer = controller::replay::rerun::Normalizer::new(&[]).unwrap();
-    let report = controller::replay::rerun::rerun(&recording, &sandbox.client, &normalizer, None)
-        .await
-        .unwrap();
+    let report =
+        controller::replay::rerun::rerun(&recording, &sandbox.client, &normalizer, None, None)
+            .await
+            .unwrap();
     sandbox.stop().await;
     let first = report.divergences.first().expect("a divergence");
     let first_call = events(&log)
