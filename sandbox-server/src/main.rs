@@ -53,11 +53,7 @@ fn main() -> anyhow::Result<()> {
 fn serve(args: sandbox_server::config::ServeArgs) -> anyhow::Result<()> {
     let telemetry = telemetry::init(args.log_format);
     let config = args.validate()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.worker_threads)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = runtime(config.worker_threads)?;
     let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -91,15 +87,20 @@ fn mcp_stdio(args: sandbox_server::config::ServeArgs) -> anyhow::Result<()> {
     // stdout is the protocol's: the log goes to stderr, and no address line is printed.
     let telemetry = telemetry::init(args.log_format);
     let config = args.validate_for_stdio()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.worker_threads)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = runtime(config.worker_threads)?;
     let served = runtime.block_on(async {
         let shutdown = shutdown::install().context("installing the signal handlers")?;
         sandbox_server::run_mcp_stdio(config, shutdown).await
     });
     telemetry.shutdown();
     served
+}
+
+/// The multi-threaded runtime both servers run on.
+fn runtime(worker_threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
