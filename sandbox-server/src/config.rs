@@ -34,12 +34,75 @@ pub enum Command {
     /// removes its folder.
     #[command(hide = true)]
     Janitor(JanitorArgs),
+    /// Started by `serve` in new PID and mount namespaces: becomes their PID 1, sets up the
+    /// commands' `/proc` and `/dev`, then reaps orphans until the server ends.
+    #[command(hide = true)]
+    PidInit(PidInitArgs),
     /// Copy this executable into FOLDER (as `sandbox-server`, mode 0755): a Kubernetes init
     /// container puts a static build into a volume another image's container runs it from.
     Install {
         /// The folder, created when missing.
         folder: PathBuf,
     },
+}
+
+/// The namespaces' init's arguments.
+#[derive(Debug, clap::Args)]
+pub struct PidInitArgs {
+    /// The commands' user (`UID:GID`), to whom the server's files under `--map` are mapped.
+    #[arg(long)]
+    pub run_as: Option<String>,
+    /// A folder whose files owned by root look like the commands' user's to commands.
+    #[arg(long)]
+    pub map: Vec<PathBuf>,
+}
+
+impl PidInitArgs {
+    pub fn spec(&self) -> Result<crate::process::confine::namespaces::init::InitSpec, ConfigError> {
+        Ok(crate::process::confine::namespaces::init::InitSpec {
+            run_as: self.run_as.as_deref().map(parse_user).transpose()?,
+            map: self.map.clone(),
+        })
+    }
+}
+
+/// `UID[:GID]` as numbers, or a user's name (`nobody`), whose group is then theirs.
+pub fn parse_user(text: &str) -> Result<(u32, u32), ConfigError> {
+    let bad = |why: String| ConfigError::Range {
+        flag: "run-as",
+        why,
+    };
+    let (user, group) = match text.split_once(':') {
+        Some((user, group)) => (user.trim(), Some(group.trim())),
+        None => (text.trim(), None),
+    };
+    let (uid, primary_gid) = match user.parse::<u32>() {
+        Ok(uid) => (uid, uid),
+        Err(_) => match nix::unistd::User::from_name(user) {
+            Ok(Some(found)) => (found.uid.as_raw(), found.gid.as_raw()),
+            Ok(None) => {
+                return Err(bad(format!(
+                    "no user named `{user}` (expected UID[:GID] or a user name)"
+                )));
+            }
+            Err(err) => return Err(bad(format!("looking up user `{user}`: {err}"))),
+        },
+    };
+    let gid = match group {
+        None => primary_gid,
+        Some(group) => match group.parse::<u32>() {
+            Ok(gid) => gid,
+            Err(_) => match nix::unistd::Group::from_name(group) {
+                Ok(Some(found)) => found.gid.as_raw(),
+                _ => {
+                    return Err(bad(format!(
+                        "no group named `{group}` (expected UID[:GID] or names)"
+                    )));
+                }
+            },
+        },
+    };
+    Ok((uid, gid))
 }
 
 /// The janitor's arguments.
@@ -121,6 +184,10 @@ pub struct ServeArgs {
     /// Tool calls that may run at once; one more gets 429 with Retry-After.
     #[arg(long, env = "SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 64)]
     pub max_concurrent_calls: usize,
+    /// Followers of process output at once (event streams, WebSockets, long-polls that wait);
+    /// one more gets 429 with Retry-After.
+    #[arg(long, env = "SANDBOX_MAX_FOLLOWERS", default_value_t = 64)]
+    pub max_followers: usize,
     /// Bytes of output each process started by id keeps for its readers (past it the oldest
     /// chunks leave, and readers behind them are told what they missed).
     #[arg(long, env = "SANDBOX_PROCESS_BUFFER", value_parser = size::parse_size, default_value = "256KiB")]
@@ -189,9 +256,15 @@ pub struct ServeArgs {
     /// where Landlock cannot hide it without hiding its folder's later files too).
     #[arg(long, env = "SANDBOX_FORGET_TOKEN_FILE")]
     pub forget_token_file: bool,
-    /// Run commands as this user (`UID[:GID]`) when the server is root.
+    /// Run commands as this user (`UID[:GID]`, or a user's name such as `nobody`) when the
+    /// server is root. The workspace and root's `--writable` folders are mapped to that user in
+    /// the commands' view (an idmapped mount), so the files on disk keep their owner.
     #[arg(long, env = "SANDBOX_RUN_AS")]
     pub run_as: Option<String>,
+    /// Do not give commands a PID and mount namespace of their own (by default, where the host
+    /// allows one, they see only the sandbox's processes in `/proc` and a `/dev` of their own).
+    #[arg(long, env = "SANDBOX_NO_PID_NAMESPACE")]
+    pub no_pid_namespace: bool,
     /// More environment variables commands may see, comma-separated (besides PATH, HOME, LANG,
     /// LC_*, TERM, TZ, USER, LOGNAME, SHELL).
     #[arg(long, env = "SANDBOX_ENV_ALLOW", value_delimiter = ',')]
@@ -253,6 +326,7 @@ pub struct Config {
     pub archive_max_bytes: u64,
     pub archive_max_entries: u64,
     pub max_concurrent_calls: usize,
+    pub max_followers: usize,
     pub process_buffer: u64,
     pub max_processes: usize,
     pub worker_threads: usize,
@@ -319,6 +393,7 @@ impl ServeArgs {
             archive_max_bytes: self.archive_max_bytes,
             archive_max_entries: self.archive_max_entries,
             max_concurrent_calls: self.max_concurrent_calls,
+            max_followers: self.max_followers,
             process_buffer: self.process_buffer,
             max_processes: self.max_processes,
             worker_threads: self.worker_threads,
@@ -403,6 +478,7 @@ impl ServeArgs {
             }
         };
         positive("max-concurrent-calls", self.max_concurrent_calls as u64)?;
+        positive("max-followers", self.max_followers as u64)?;
         positive("max-processes", self.max_processes as u64)?;
         positive("process-buffer", self.process_buffer)?;
         positive("max-body-bytes", self.max_body_bytes)?;
@@ -439,20 +515,7 @@ impl ServeArgs {
     }
 
     fn run_as(&self) -> Result<Option<(u32, u32)>, ConfigError> {
-        let Some(text) = &self.run_as else {
-            return Ok(None);
-        };
-        let (uid, gid) = text
-            .split_once(':')
-            .unwrap_or((text.as_str(), text.as_str()));
-        let parse = |value: &str| value.trim().parse::<u32>().ok();
-        match (parse(uid), parse(gid)) {
-            (Some(uid), Some(gid)) => Ok(Some((uid, gid))),
-            _ => Err(ConfigError::Range {
-                flag: "run-as",
-                why: format!("expected UID[:GID] as numbers, got `{text}`"),
-            }),
-        }
+        self.run_as.as_deref().map(parse_user).transpose()
     }
 
     fn confine_request(&self) -> Result<ConfineRequest, ConfigError> {
@@ -484,6 +547,7 @@ impl ServeArgs {
             },
             run_as: self.run_as()?,
             env_allow: self.env_allow.clone(),
+            namespaces: !self.no_pid_namespace,
         })
     }
 }

@@ -12,22 +12,20 @@ mod mcp;
 mod observe;
 mod openapi;
 mod processes;
+mod serve;
 mod service;
 mod step;
 mod streams;
 mod tools;
 mod workspace;
 
-use std::future::{Future, IntoFuture};
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
 use axum::middleware;
 use sandbox_protocol::Limits;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
@@ -39,6 +37,7 @@ pub use idempotency::IdempotencyStore;
 pub use mcp::McpServer;
 pub use observe::serve_metrics;
 pub use openapi::openapi;
+pub use serve::serve;
 
 use crate::config::Token;
 use crate::sandbox::blobs::BlobStore;
@@ -53,11 +52,13 @@ pub struct AppState {
     pub token: Option<Arc<Token>>,
     /// One permit per running tool call; none left means 429.
     pub permits: Arc<Semaphore>,
+    /// One permit per follower of process output; none left means 429.
+    pub followers: Arc<Semaphore>,
     /// The bytes of request bodies buffered at once, in units of [`BUDGET_UNIT`].
     pub body_budget: Arc<Semaphore>,
     pub limits: Arc<Limits>,
-    /// The OpenAPI document, serialized once at start.
-    pub openapi: Arc<serde_json::Value>,
+    /// The OpenAPI document, serialized at its first request.
+    pub openapi: Arc<std::sync::OnceLock<axum::body::Bytes>>,
     /// The containment of commands, for `/healthz` and `/v1/info`.
     pub protections: Arc<Vec<sandbox_protocol::Protection>>,
     /// Snapshots, blobs and the watched paths of the fingerprint.
@@ -175,57 +176,6 @@ pub fn app(state: AppState) -> Router {
                 .on_failure(()),
         )
         .with_state(state)
-}
-
-/// Serves `router` on `listener` until `shutdown` resolves; then stops accepting and gives
-/// in-flight calls `grace` to finish. Past it, `end_calls` runs (it kills their processes, so
-/// they return at once), and whatever is still open 5 s later is abandoned.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    grace: Duration,
-    end_calls: impl Future<Output = ()>,
-) -> std::io::Result<()> {
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-    let mut graceful_rx = stop_rx.clone();
-    // Without TCP_NODELAY, a body written after its headers (a file, a blob, an artifact)
-    // waits for the client's delayed ACK: 40 ms per download.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(cause = %err, "could not set TCP_NODELAY");
-        }
-    });
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let _ = graceful_rx.wait_for(|stop| *stop).await;
-    });
-    let mut server = tokio::spawn(server.into_future());
-    let finished = tokio::select! {
-        result = &mut server => Some(result),
-        _ = stop_rx.wait_for(|stop| *stop) => None,
-    };
-    let result = match finished {
-        Some(result) => result,
-        None => match tokio::time::timeout(grace, &mut server).await {
-            Ok(result) => result,
-            Err(_) => {
-                tracing::warn!(
-                    ?grace,
-                    "in-flight calls outlived the grace period; killing them"
-                );
-                end_calls.await;
-                match tokio::time::timeout(Duration::from_secs(5), &mut server).await {
-                    Ok(result) => result,
-                    Err(_) => Ok(Ok(())),
-                }
-            }
-        },
-    };
-    result.map_err(std::io::Error::other)?
 }
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {

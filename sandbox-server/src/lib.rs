@@ -98,7 +98,7 @@ pub fn state(
             .collect(),
     });
     Ok(AppState {
-        openapi: Arc::new(openapi(&config.registry)),
+        openapi: Arc::default(),
         registry: config.registry.clone(),
         ctx: ToolContext {
             workspace,
@@ -111,6 +111,7 @@ pub fn state(
         token: config.token.as_ref().map(|token| Arc::new(token.clone())),
         protections,
         permits: Arc::new(Semaphore::new(config.max_concurrent_calls)),
+        followers: Arc::new(Semaphore::new(config.max_followers)),
         body_budget: Arc::new(Semaphore::new(
             usize::try_from(config.max_inflight_body_bytes.div_ceil(http::BUDGET_UNIT))
                 .unwrap_or(usize::MAX),
@@ -144,11 +145,30 @@ fn limits(config: &Config, tool_limits: &ToolLimits) -> Limits {
         archive_max_entries: config.archive_max_entries,
         read_file_page_bytes: sandbox::tools::read_file::page_bytes(config.output_limit) as u64,
         max_concurrent_calls: config.max_concurrent_calls as u64,
+        max_followers: config.max_followers as u64,
         default_timeout_secs: u64::from(tool_limits.default_timeout_secs),
         max_timeout_secs: u64::from(tool_limits.max_timeout_secs),
         kill_grace_ms: tool_limits.kill_grace_ms,
         durable_writes: config.durable_writes,
     }
+}
+
+/// A server ready to serve: its processes' supervisor, its folders and its state.
+pub struct Prepared {
+    supervisor: Supervisor,
+    dirs: state_dir::StateDirs,
+    state: AppState,
+}
+
+/// Everything before serving (the sweep, the folders, the janitor, the containment): a
+/// failure here is reported before the server says where it listens. Call inside a runtime.
+pub fn prepare(config: &Config) -> anyhow::Result<Prepared> {
+    let (supervisor, dirs, state) = start(config)?;
+    Ok(Prepared {
+        supervisor,
+        dirs,
+        state,
+    })
 }
 
 /// Serves on `listener` until `shutdown` resolves; then stops accepting, gives in-flight
@@ -159,7 +179,23 @@ pub async fn run(
     metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (supervisor, dirs, state) = start(&config)?;
+    let prepared = prepare(&config)?;
+    serve_prepared(config, prepared, listener, metrics, shutdown).await
+}
+
+/// As [`run`], for a server already [`prepare`]d.
+pub async fn serve_prepared(
+    config: Config,
+    prepared: Prepared,
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let Prepared {
+        supervisor,
+        dirs,
+        state,
+    } = prepared;
     let metrics_server = metrics.map(|listener| http::serve_metrics(listener, state.clone()));
     let router = app(state);
 
@@ -270,7 +306,8 @@ fn confine(
     let mut request = config.confine.clone();
     request.hidden.extend(dirs.hidden());
     let confinement =
-        process::confine::Confinement::prepare(&request, &config.workspace, &dirs.tmp);
+        process::confine::Confinement::prepare(&request, &config.workspace, &dirs.tmp)
+            .map_err(|why| anyhow::anyhow!("preparing the containment of commands: {why}"))?;
     for protection in &confinement.protections {
         let name = protection.name.as_str();
         if protection.active {

@@ -35,6 +35,8 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Janitor(args) => {
+            // Its environment is the server's: no command may read it through /proc.
+            let _ = sandbox_server::process::confine::not_dumpable();
             let telemetry = telemetry::init(sandbox_server::config::LogFormat::Text);
             let id = args
                 .server
@@ -43,6 +45,12 @@ fn main() -> anyhow::Result<()> {
             sandbox_server::process::leftovers::run_janitor(&id, args.folder.as_ref());
             telemetry.shutdown();
             Ok(())
+        }
+        Command::PidInit(args) => {
+            let spec = args.spec()?;
+            std::process::exit(sandbox_server::process::confine::namespaces::init::run(
+                &spec,
+            ));
         }
         Command::McpStdio(args) => mcp_stdio(*args),
         Command::Serve(args) => serve(*args),
@@ -55,6 +63,9 @@ fn serve(args: sandbox_server::config::ServeArgs) -> anyhow::Result<()> {
     let config = args.validate()?;
     let runtime = runtime(config.worker_threads)?;
     let served = runtime.block_on(async {
+        // The containment first: a server that cannot confine its commands as asked says so
+        // before anyone is told where it listens.
+        let prepared = sandbox_server::prepare(&config)?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
@@ -75,7 +86,7 @@ fn serve(args: sandbox_server::config::ServeArgs) -> anyhow::Result<()> {
         writeln!(stdout, "{line}").and_then(|()| stdout.flush()).context("writing the address line")?;
         drop(stdout);
         tracing::info!(%address, workspace = %config.workspace.display(), tools = ?config.registry, "listening");
-        sandbox_server::run(config, listener, metrics, shutdown).await
+        sandbox_server::serve_prepared(config, prepared, listener, metrics, shutdown).await
     });
     // The spans of the last requests leave before the program does.
     telemetry.shutdown();

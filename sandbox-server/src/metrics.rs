@@ -277,7 +277,8 @@ impl Metrics {
         self.inner.tool_calls.get_or_create(&labels).inc();
     }
 
-    /// One answered request: `route` is the route's template (`/v1/files/{*path}`), or
+    /// One answered request (the method counted as one of HTTP's own, any other as `other`,
+    /// so that no request adds series): `route` is the route's template (`/v1/files/{*path}`), or
     /// `unmatched`; `error` the type of an error answer.
     pub fn request(
         &self,
@@ -289,7 +290,7 @@ impl Metrics {
     ) {
         let inner = &self.inner;
         let route = RouteLabels {
-            method: method.to_owned(),
+            method: method_label(method).to_owned(),
             route: route.to_owned(),
         };
         inner
@@ -433,5 +434,22 @@ impl Collector for Live {
             ConstGauge::new(i64::from(protection.active)).encode(family.encode_family(&labels)?)?;
         }
         Ok(())
+    }
+}
+
+/// A request method as a label: one of HTTP's standard methods, or `other` for anything a
+/// client invents (counted before authentication, so it must add no series).
+fn method_label(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "PATCH" => "PATCH",
+        "OPTIONS" => "OPTIONS",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
     }
 }

@@ -122,11 +122,18 @@ fn in_the_server_only_process_spawns_signals_or_waits_and_holds_the_unsafe_code(
     only_in(&src, "Command::new", &["process/"]);
     only_in(&src, "unsafe", &["process/"]);
     only_in(&src, "signal::kill", &["process/"]);
-    // The reaper; and the unit tests of the spawner, which reap the children they start
-    // without a reaper.
+    // The reaper; the unit tests of the spawner, which reap the children they start without
+    // a reaper; and the commands' namespaces: their init, PID 1 of its own namespace, which
+    // reaps the orphans that come to it, and its start, which reaps an init that failed
+    // before the reaper runs.
     only_in(
         &src,
         "waitpid",
-        &["process/supervisor.rs", "process/spawn.rs"],
+        &[
+            "process/supervisor.rs",
+            "process/spawn.rs",
+            "process/confine/namespaces.rs",
+            "process/confine/namespaces/",
+        ],
     );
 }

@@ -91,7 +91,14 @@ async fn twenty_tasks_four_at_once_with_failures_a_retry_and_a_report_that_agree
         tasks.path().to_str().unwrap(),
     ]);
     command.env("OPENAI_API_KEY", "sk-test");
-    let run = common::run(command, Duration::from_secs(300)).await;
+    let (run, killed) = tokio::join!(
+        common::run(command, Duration::from_secs(300)),
+        common::kill_the_sandbox_of(SANDBOX_DIES, Duration::from_secs(120))
+    );
+    assert!(
+        killed,
+        "the sandbox-dies task's sandbox was found and killed"
+    );
     assert_eq!(
         run.code, 9,
         "some tasks fail: {}\n{}",
@@ -115,6 +122,10 @@ async fn twenty_tasks_four_at_once_with_failures_a_retry_and_a_report_that_agree
 /// Twenty tasks: 14 that pass, 3 whose check fails, one over its turn limit, one whose sandbox
 /// kills itself on its first attempt only, one whose model API refuses it. Returns the double
 /// that refuses (it must live while the batch runs).
+/// What the `sandbox-dies` task runs the first time: the test kills its sandbox meanwhile
+/// (`common::kill_the_sandbox_of`).
+const SANDBOX_DIES: &str = "sleep 29.25";
+
 async fn write_twenty_tasks(tasks: &Path, marks: &Path) -> ModelDouble {
     for i in 0..14 {
         write_task(
@@ -144,7 +155,7 @@ async fn write_twenty_tasks(tasks: &Path, marks: &Path) -> ModelDouble {
         tasks,
         "sandbox-dies",
         &(bash(&format!(
-            "if [ ! -e {0} ]; then touch {0}; kill -9 $PPID; sleep 5; fi; echo alive > out.txt",
+            "if [ ! -e {0} ]; then touch {0}; {SANDBOX_DIES}; fi; echo alive > out.txt",
             mark.display()
         )) + DONE),
         "check: \"test $(cat out.txt) = alive\"\n",

@@ -146,6 +146,52 @@ pub fn workspace() -> tempfile::TempDir {
 
 pub use testkit::{alive, stacks};
 
+/// Kills (SIGKILL) the sandbox-server above the live process whose command line is exactly
+/// `marker` (a task's command that waits to be killed), once one appears within `within`: how
+/// a test makes a sandbox die under a session. (A command cannot: it sees and signals no
+/// process outside its sandbox.) Whether one was killed.
+pub async fn kill_the_sandbox_of(marker: &str, within: Duration) -> bool {
+    let cmdline = |pid: u32| {
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&raw)
+            .replace('\0', " ")
+            .trim()
+            .to_owned()
+    };
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let start = Instant::now();
+    while start.elapsed() < within {
+        let found = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .find(|&pid| cmdline(pid) == marker);
+        if let Some(mut pid) = found {
+            for _ in 0..16 {
+                let Some(up) = parent(pid) else { break };
+                if cmdline(up).contains("sandbox-server serve") {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-KILL", &up.to_string()])
+                        .status();
+                    return true;
+                }
+                pid = up;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
 /// Where test sessions write their logs (each run prints its own folder as `log: PATH`).
 pub fn log_root() -> PathBuf {
     std::env::temp_dir().join("harness-test-logs")

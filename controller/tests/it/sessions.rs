@@ -122,6 +122,8 @@ async fn ctrl_c_stops_the_sandbox_and_the_command_it_was_running() {
         .unwrap();
     let servers = sandboxes_serving(workspace.path());
     assert_eq!(servers.len(), 1);
+    // The pid the command wrote is its own namespace's; the host's is needed once it is gone.
+    let shell_pid = testkit::host_pid(servers[0], shell_pid).expect("the command runs");
 
     std::process::Command::new("kill")
         .arg("-INT")

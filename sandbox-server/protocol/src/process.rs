@@ -9,8 +9,9 @@ use utoipa::ToSchema;
 use crate::tools::BashResult;
 
 /// The pattern of a process id: letters, digits, `.`, `_` and `-`, with at least one that is
-/// not a digit (a number names an operating-system process, `DELETE /v1/processes/{pid}`).
-pub const PROCESS_ID_PATTERN: &str = "^[A-Za-z0-9._-]*[A-Za-z._-][A-Za-z0-9._-]*$";
+/// not a digit (a number names an operating-system process, `DELETE /v1/processes/{pid}`),
+/// and not `.` or `..` (which clients that normalise paths cannot reach).
+pub const PROCESS_ID_PATTERN: &str = "^(?!\\.{1,2}$)[A-Za-z0-9._-]*[A-Za-z._-][A-Za-z0-9._-]*$";
 
 /// The variable that names, in every command's environment, the call that started it.
 pub const CALL_ID_VARIABLE: &str = "SANDBOX_CALL_ID";
@@ -53,7 +54,7 @@ pub struct StartProcessRequest {
     #[schema(
         min_length = 1,
         max_length = 64,
-        pattern = "^[A-Za-z0-9._-]*[A-Za-z._-][A-Za-z0-9._-]*$"
+        pattern = "^(?!\\.{1,2}$)[A-Za-z0-9._-]*[A-Za-z._-][A-Za-z0-9._-]*$"
     )]
     pub id: String,
     /// Run by `bash -c`; not empty, no NUL byte.
@@ -149,6 +150,10 @@ pub struct ManagedProcess {
     pub cmd: String,
     /// The pid of its `bash`.
     pub pid: u32,
+    /// While it runs: the folder its `bash` is in, relative to the workspace root when inside
+    /// it (`.` for the root), absolute otherwise (a persistent shell that ran `cd ~`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
     pub tty: Option<TtySize>,
     pub state: ProcessState,
     /// Set once it has ended; 128 + N when signal N ended it.
@@ -272,7 +277,7 @@ pub struct StartShellRequest {
     #[schema(
         min_length = 1,
         max_length = 64,
-        pattern = "^[A-Za-z0-9._-]*[A-Za-z._-][A-Za-z0-9._-]*$"
+        pattern = "^(?!\\.{1,2}$)[A-Za-z0-9._-]*[A-Za-z._-][A-Za-z0-9._-]*$"
     )]
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

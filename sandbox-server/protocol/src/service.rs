@@ -41,6 +41,18 @@ pub enum ProtectionName {
     NetworkNamespace,
     /// Each command has its own cgroup (pids, memory).
     Cgroup,
+    /// Commands run in a PID namespace of the sandbox's own, with a `/proc` of their own: they
+    /// see and signal only the processes the sandbox started.
+    PidNamespace,
+    /// Commands may open only the device nodes programs need (`null`, `zero`, `full`,
+    /// `random`, `urandom`, `tty`, `ptmx`, `pts/*`, `shm`).
+    Devices,
+    /// Landlock's scopes: commands signal only processes of their own sandbox and connect to no
+    /// abstract Unix socket made outside it.
+    SignalScope,
+    /// The server and its helper processes are not dumpable: no command reads their memory or
+    /// environment through `/proc` or `ptrace`.
+    NotDumpable,
     /// A name this client does not know (a newer server).
     #[serde(other, skip_serializing)]
     Unknown,
@@ -58,6 +70,10 @@ impl ProtectionName {
             ProtectionName::NetworkNone => "network_none",
             ProtectionName::NetworkNamespace => "network_namespace",
             ProtectionName::Cgroup => "cgroup",
+            ProtectionName::PidNamespace => "pid_namespace",
+            ProtectionName::Devices => "devices",
+            ProtectionName::SignalScope => "signal_scope",
+            ProtectionName::NotDumpable => "not_dumpable",
             ProtectionName::Unknown => "unknown",
         }
     }
@@ -107,6 +123,10 @@ pub struct Limits {
     pub read_file_page_bytes: u64,
     /// Tool calls running at once; one more is refused with 429.
     pub max_concurrent_calls: u64,
+    /// Followers of process output at once (event streams, WebSockets, waiting long-polls);
+    /// one more is refused with 429.
+    #[serde(default)]
+    pub max_followers: u64,
     /// `bash` timeout when the call gives none, in seconds.
     pub default_timeout_secs: u64,
     /// The largest `bash` timeout a call may ask for, in seconds.

@@ -39,6 +39,9 @@ pub enum ApiError {
     /// Every tool-call slot is taken.
     #[error("all {0} tool-call slots are busy; retry shortly")]
     Overloaded(usize),
+    /// As many clients follow process output as the server takes.
+    #[error("{0} clients already follow process output (--max-followers); retry shortly")]
+    TooManyFollowers(usize),
     /// The bytes of request bodies held at once are at their limit.
     #[error(
         "the server holds {0} bytes of request bodies already (--max-inflight-body-bytes); retry shortly"
@@ -113,9 +116,9 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
             }
-            ApiError::Overloaded(_) | ApiError::BodiesInFlight(_) => {
-                (StatusCode::TOO_MANY_REQUESTS, ErrorType::Overloaded)
-            }
+            ApiError::Overloaded(_)
+            | ApiError::TooManyFollowers(_)
+            | ApiError::BodiesInFlight(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorType::Overloaded),
             ApiError::ForeignOrigin(_) => (StatusCode::FORBIDDEN, ErrorType::ForeignOrigin),
             ApiError::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -234,7 +237,9 @@ impl IntoResponse for ApiError {
         response.extensions_mut().insert(error_type);
         let headers = response.headers_mut();
         match self {
-            ApiError::Overloaded(_) | ApiError::BodiesInFlight(_) => {
+            ApiError::Overloaded(_)
+            | ApiError::TooManyFollowers(_)
+            | ApiError::BodiesInFlight(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             ApiError::Unauthorized(_) => {

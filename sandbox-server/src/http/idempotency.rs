@@ -29,8 +29,14 @@ pub(crate) const KEY_HEADER: &str = "idempotency-key";
 pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 /// The longest key taken, in bytes.
 const MAX_KEY_BYTES: usize = 255;
-/// Stored answers past this many bytes in all evict the oldest first.
-const MAX_STORED_BYTES: usize = 256 << 20;
+/// Stored entries past this many bytes in all (each counted whole: its key, its target, its
+/// answer and the bookkeeping around them) evict the oldest first.
+const MAX_STORED_BYTES: usize = 64 << 20;
+/// Stored entries past this many evict the oldest first.
+const MAX_ENTRIES: usize = 10_000;
+/// What an entry costs besides its strings and body: the map's slot, the order queue's, the
+/// structs.
+const ENTRY_OVERHEAD: usize = 256;
 
 /// The call id a keyed tool call runs under, set by the middleware so that a 409 can name it.
 #[derive(Debug, Clone)]
@@ -137,10 +143,21 @@ impl IdempotencyStore {
         self.lock().entries.remove(key);
     }
 
+    /// Forgets every completed key (a reset: the next lease's requests must not meet the last
+    /// one's answers); keys whose request still runs stay, so that their answer is kept.
+    pub fn clear(&self) {
+        let mut keys = self.lock();
+        keys.entries
+            .retain(|_, entry| matches!(entry, Entry::Running { .. }));
+        keys.order.clear();
+        keys.bytes = 0;
+        keys.give_back_memory();
+    }
+
     fn complete(&self, key: &str, identity: Identity, answer: Stored) {
         let mut keys = self.lock();
         let now = Instant::now();
-        keys.bytes += answer.body.len();
+        keys.bytes += entry_bytes(key, &identity, &answer);
         keys.entries.insert(
             key.to_owned(),
             Entry::Done {
@@ -150,8 +167,17 @@ impl IdempotencyStore {
             },
         );
         keys.order.push_back((now, key.to_owned()));
-        while keys.bytes > MAX_STORED_BYTES && keys.evict_oldest() {}
+        while (keys.bytes > MAX_STORED_BYTES || keys.order.len() > MAX_ENTRIES)
+            && keys.evict_oldest()
+        {}
+        keys.give_back_memory();
     }
+}
+
+/// What a completed entry holds in memory, counted whole.
+fn entry_bytes(key: &str, identity: &Identity, answer: &Stored) -> usize {
+    // The key is held twice: as the map's key and in the order queue.
+    2 * key.len() + identity.target.len() + answer.body.len() + ENTRY_OVERHEAD
 }
 
 impl Keys {
@@ -172,14 +198,28 @@ impl Keys {
         };
         // The key may have been completed again since (a newer entry in `order`).
         if let Some(Entry::Done {
-            at: done, answer, ..
+            at: done,
+            answer,
+            identity,
         }) = self.entries.get(&key)
             && *done == at
         {
-            self.bytes -= answer.body.len();
+            self.bytes = self
+                .bytes
+                .saturating_sub(entry_bytes(&key, identity, answer));
             self.entries.remove(&key);
         }
         true
+    }
+
+    /// Gives the map's and the queue's memory back once they are mostly empty.
+    fn give_back_memory(&mut self) {
+        if self.entries.capacity() > 64 && self.entries.len() < self.entries.capacity() / 4 {
+            self.entries.shrink_to_fit();
+        }
+        if self.order.capacity() > 64 && self.order.len() < self.order.capacity() / 4 {
+            self.order.shrink_to_fit();
+        }
     }
 }
 
@@ -408,5 +448,46 @@ impl Stream for Hashing {
             Poll::Pending => {}
         }
         polled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24: the whole entry counts (a long target and key cost what they hold), and the
+    /// store keeps at most `MAX_ENTRIES` whatever their size.
+    #[test]
+    fn entries_are_counted_whole_and_capped() {
+        let store = IdempotencyStore::new(Duration::from_secs(3600));
+        let target = format!("/v1/files/x?{}", "q".repeat(8 * 1024));
+        for n in 0..(MAX_ENTRIES + 2_000) {
+            let key = format!("{n:0>200}");
+            let identity = Identity {
+                method: Method::PUT,
+                target: target.clone(),
+                body_sha256: None,
+            };
+            let answer = Stored {
+                status: StatusCode::OK,
+                content_type: None,
+                body: Bytes::from_static(b"{}"),
+            };
+            store.complete(&key, identity, answer);
+        }
+        let keys = store.lock();
+        assert!(keys.order.len() <= MAX_ENTRIES, "{}", keys.order.len());
+        assert!(keys.entries.len() <= MAX_ENTRIES);
+        assert!(keys.bytes <= MAX_STORED_BYTES, "{} bytes", keys.bytes);
+        // Each entry holds its 8 KiB target: far fewer than MAX_ENTRIES fit in the budget.
+        assert!(
+            keys.entries.len() < 64 << 20 >> 13,
+            "{}",
+            keys.entries.len()
+        );
+        drop(keys);
+        store.clear();
+        assert_eq!(store.lock().entries.len(), 0);
+        assert_eq!(store.lock().bytes, 0);
     }
 }

@@ -97,11 +97,7 @@ pub fn serve_metrics(
         tracing::info!(%address, "serving /metrics without the token");
     }
     let router = metrics_only(state);
-    tokio::spawn(async move {
-        if let Err(err) = axum::serve(listener, router).await {
-            tracing::warn!(cause = %err, "the metrics listener stopped");
-        }
-    })
+    tokio::spawn(super::serve::serve_forever(listener, router))
 }
 
 /// The router of `--metrics-listen`: `GET /metrics` alone, without the token.

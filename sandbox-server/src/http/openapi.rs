@@ -3,7 +3,6 @@
 
 mod contract;
 
-use axum::Json;
 use axum::extract::State;
 use sandbox_protocol::{ErrorResponse, PtyClientMessage, PtyServerMessage, ToolSpec, ToolStep};
 use utoipa::OpenApi;
@@ -200,7 +199,23 @@ fn call_id_header() -> utoipa::openapi::path::Parameter {
         .build()
 }
 
-/// This document, generated from the code.
-pub(crate) async fn serve_openapi(State(state): State<AppState>) -> Json<serde_json::Value> {
-    Json((*state.openapi).clone())
+/// This document, generated from the code at its first request and kept as its bytes (a
+/// `serde_json::Value` of it held a megabyte and a half of an idle server's memory).
+pub(crate) async fn serve_openapi(State(state): State<AppState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let registry = state.registry.clone();
+    let body = state
+        .openapi
+        .get_or_init(|| {
+            let document = openapi(&registry);
+            axum::body::Bytes::from(
+                serde_json::to_vec(&document).expect("a JSON value always serializes"),
+            )
+        })
+        .clone();
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }

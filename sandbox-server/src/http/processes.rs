@@ -162,7 +162,12 @@ pub(crate) async fn delete_process(
         return Err(ManagedError::NotFound(id).into());
     };
     let grace = Duration::from_millis(state.ctx.limits.kill_grace_ms);
-    let report = state.ctx.supervisor.kill_tree(pid, grace).await?;
+    let supervisor = state.ctx.supervisor.clone();
+    let host = blocking(move || supervisor.host_pid(pid)).await?;
+    let report = match host {
+        Some(host) => state.ctx.supervisor.kill_tree(host, grace).await?,
+        None => return Err(crate::process::ProcessError::NotOurs(pid).into()),
+    };
     Ok(Json(ProcessKillResponse {
         killed: report.killed,
         forced: report.forced,
@@ -203,6 +208,7 @@ fn default_max_bytes() -> u64 {
         (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 422, description = "A query parameter fails its check", body = ErrorResponse),
+        (status = 429, description = "With `wait_ms`: as many clients follow process output as the server takes (`--max-followers`; `overloaded`, with Retry-After)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn get_output(
@@ -220,6 +226,11 @@ pub(crate) async fn get_output(
         ));
     }
     let managed = state.ctx.processes.get(&id)?;
+    // A read that waits is a follower while it waits.
+    let _permit = match query.wait_ms {
+        0 => None,
+        _ => Some(super::streams::follower_permit(&state)?),
+    };
     let output = managed
         .read_waiting(
             query.after_seq,

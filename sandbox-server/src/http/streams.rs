@@ -128,6 +128,17 @@ fn cursor(headers: &HeaderMap, query: &StreamQuery) -> Result<u64, ApiError> {
         .unwrap_or_default())
 }
 
+/// A follower's place among `--max-followers`, held for as long as it follows.
+pub(crate) fn follower_permit(
+    state: &AppState,
+) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    state
+        .followers
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::TooManyFollowers(state.limits.max_followers as usize))
+}
+
 /// A cursor is a whole number up to `i64::MAX` (the document's `int64`).
 pub(crate) fn check_cursor(after_seq: u64) -> Result<(), ApiError> {
     if after_seq > i64::MAX as u64 {
@@ -169,6 +180,7 @@ fn stream_query(
         (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 422, description = "A query parameter or `Last-Event-ID` fails its check", body = ErrorResponse),
+        (status = 429, description = "As many clients follow process output as the server takes (`--max-followers`; `overloaded`, with Retry-After)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn events(
@@ -181,11 +193,13 @@ pub(crate) async fn events(
     let query = stream_query(query)?;
     let after = cursor(&headers, &query)?;
     let managed = state.ctx.processes.get(&id)?;
+    let permit = follower_permit(&state)?;
     let follower = Follower::new(managed, after);
-    let events = futures::stream::unfold(follower, |mut follower| async move {
+    // The permit lives with the stream: it is given back when the client leaves.
+    let events = futures::stream::unfold((follower, permit), |(mut follower, permit)| async move {
         match follower.next().await? {
             Item::End => None,
-            Item::Message(message, seq) => Some((Ok(sse_event(&message, seq)), follower)),
+            Item::Message(message, seq) => Some((Ok(sse_event(&message, seq)), (follower, permit))),
         }
     });
     let heartbeat = KeepAlive::new()
@@ -220,6 +234,7 @@ fn sse_event(message: &PtyServerMessage, seq: u64) -> Event {
         (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 422, description = "A query parameter fails its check", body = ErrorResponse),
+        (status = 429, description = "As many clients follow process output as the server takes (`--max-followers`; `overloaded`, with Retry-After)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn pty(
@@ -231,6 +246,7 @@ pub(crate) async fn pty(
     let Path(id) = id.map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
     let query = stream_query(query)?;
     let managed = state.ctx.processes.get(&id)?;
+    let permit = follower_permit(&state)?;
     let upgrade = upgrade.map_err(|rejection| {
         ApiError::BadRequest(format!(
             "this route is a WebSocket (GET with `Upgrade: websocket`): {}",
@@ -238,7 +254,10 @@ pub(crate) async fn pty(
         ))
     })?;
     Ok(upgrade
-        .on_upgrade(move |socket| serve_socket(socket, managed, query.after_seq))
+        .on_upgrade(move |socket| async move {
+            serve_socket(socket, managed, query.after_seq).await;
+            drop(permit);
+        })
         .into_response())
 }
 

@@ -358,6 +358,7 @@ pub(crate) async fn reset(State(state): State<AppState>) -> Result<Json<ResetRes
     let grace = std::time::Duration::from_millis(state.limits.kill_grace_ms);
     let report = state.ctx.supervisor.kill_all(grace).await;
     state.ctx.processes.clear();
+    state.idempotency.clear();
     let workspace = state.ctx.workspace.clone();
     let artifacts = state.ctx.artifacts.clone();
     let shared = state.state.clone();

@@ -2,8 +2,10 @@
 //! [`environment`] (a clean environment), [`rlimits`] (resource limits), [`user`] (an
 //! unprivileged user), [`landlock`] (writes only in the workspace and a private temporary
 //! folder; hidden paths unreadable), [`seccomp`] (only Unix sockets under `--network none`) and
-//! [`netns`] (a network namespace of the commands' own, where the host permits one) and [`cgroups`] (a group
-//! per command where this process may create them).
+//! [`netns`] (a network namespace of the commands' own, where the host permits one),
+//! [`namespaces`] (a PID and a mount namespace of the sandbox's own: its own `/proc` and
+//! `/dev`), [`cgroups`] (a group per command where this process may create them), and
+//! [`threads`] (the spawner threads every command is cloned from, in one Landlock domain).
 //!
 //! Everything that allocates is prepared here in the parent; the child only makes
 //! system calls on values prepared before the clone (the rules of [`super::spawn`]).
@@ -13,9 +15,11 @@
 pub mod cgroups;
 pub mod environment;
 pub mod landlock;
+pub mod namespaces;
 pub mod netns;
 pub mod rlimits;
 pub mod seccomp;
+pub mod threads;
 pub mod user;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -41,6 +45,8 @@ pub struct ConfineRequest {
     pub run_as: Option<(u32, u32)>,
     /// Extra environment variables passed through, besides the base allow-list.
     pub env_allow: Vec<String>,
+    /// A PID and a mount namespace for commands, where the host allows them.
+    pub namespaces: bool,
 }
 
 /// The prepared containment, shared by every spawn.
@@ -55,6 +61,12 @@ pub struct Confinement {
     run_as: Option<(u32, u32)>,
     /// Per-command cgroups, where this process may create them.
     pub cgroups: Option<cgroups::Cgroups>,
+    /// The commands' PID and mount namespaces, where the host allows them.
+    pub namespaces: Option<namespaces::Namespaces>,
+    /// The spawner that clones the commands of calls without a cgroup.
+    pub spawner: threads::Spawner,
+    /// Whether commands are born in the Landlock domain (cloned from a spawner in it).
+    landlock_inherited: bool,
     /// Where commands' `connect` calls may lead, under `--network none`.
     pub connect_allowed: Option<std::sync::Arc<super::mediate::Allowed>>,
     pub protections: Vec<Protection>,
@@ -73,20 +85,56 @@ pub(crate) fn protection(
 }
 
 impl Confinement {
-    /// Probes and prepares each requested protection; what cannot be applied is reported, never faked.
-    pub fn prepare(request: &ConfineRequest, workspace: &Path, private_tmp: &Path) -> Confinement {
+    /// Probes and prepares each requested protection; what cannot be applied is reported, never
+    /// faked. An error is a protection that was asked for and would leave commands unable to
+    /// work (the workspace of an unprivileged user that could not be mapped to it).
+    pub fn prepare(
+        request: &ConfineRequest,
+        workspace: &Path,
+        private_tmp: &Path,
+    ) -> Result<Confinement, String> {
         let mut protections = vec![protection(
             ProtectionName::ProcessGroup,
             true,
             "each command runs in its own session; timeouts kill the whole tree",
         )];
-        let (env, clean_env) = environment::prepare(&request.env_allow, private_tmp);
+        let (run_as, unprivileged) = user::prepare(request.run_as);
+        let (env, clean_env) = environment::prepare(&request.env_allow, private_tmp, run_as);
         protections.push(clean_env);
         protections.push(rlimits::describe(request.rlimits));
-        let (run_as, unprivileged) = user::prepare(request.run_as);
         protections.push(unprivileged);
-        let (landlock_fd, landlock) = landlock::prepare(request, workspace, private_tmp);
-        protections.push(landlock);
+        protections.push(not_dumpable());
+        let (namespaces, pid_namespace) = if request.namespaces {
+            let mapping = namespaces::Mapping {
+                run_as,
+                paths: mapped_paths(run_as, workspace, &request.writable),
+            };
+            namespaces::prepare(&mapping)?
+        } else {
+            (
+                None,
+                protection(
+                    ProtectionName::PidNamespace,
+                    false,
+                    "turned off (--no-pid-namespace): commands see every process of the host in /proc",
+                ),
+            )
+        };
+        protections.push(pid_namespace);
+        if let Some((uid, gid)) = run_as {
+            let mapped = namespaces.as_ref().is_some_and(|ns| {
+                let workspace = workspace
+                    .canonicalize()
+                    .unwrap_or_else(|_| workspace.to_owned());
+                ns.mapped.contains(&workspace)
+            });
+            user::check_reach(workspace, uid, gid, mapped)?;
+        }
+        let ns_root = namespaces.as_ref().map(|ns| ns.root.clone());
+        let landlock = landlock::prepare(request, workspace, private_tmp, ns_root.as_deref());
+        protections.push(landlock.protection);
+        protections.push(landlock.scope);
+        protections.push(devices(namespaces.is_some(), landlock.fd.is_some()));
         let (seccomp, netns) = if request.network_none {
             let (filter, network_none) = seccomp::prepare();
             let (netns, namespace) = netns::prepare();
@@ -100,8 +148,28 @@ impl Confinement {
             protections.push(protection(ProtectionName::NetworkNone, false, detail));
             (None, None)
         };
-        let landlock_fd = landlock_fd.map(std::sync::Arc::new);
-        let (cgroups, cgroup) = cgroups::prepare(request.rlimits, restrict_thread(&landlock_fd));
+        let landlock_fd = landlock.fd.map(std::sync::Arc::new);
+        let restrict = landlock_fd.clone().map(|ruleset| -> threads::Restrict {
+            Box::new(move || {
+                // SAFETY: prctl with integer arguments only; it applies to this thread.
+                check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+                landlock::restrict_self(ruleset.as_raw_fd())
+            })
+        });
+        let pid_ns = match &namespaces {
+            Some(ns) => {
+                Some(std::sync::Arc::new(ns.pid.try_clone().map_err(|err| {
+                    format!("keeping the PID namespace: {err}")
+                })?))
+            }
+            None => None,
+        };
+        let factory = threads::Factory::new(restrict, pid_ns)
+            .map_err(|err| format!("starting the commands' Landlock domain: {err}"))?;
+        let spawner = threads::Spawner::start(&factory, &[])
+            .map_err(|err| format!("starting the thread that clones commands: {err}"))?;
+        let landlock_inherited = factory.in_domain();
+        let (cgroups, cgroup) = cgroups::prepare(request.rlimits, factory);
         protections.push(cgroup);
         let connect_allowed = seccomp.as_ref().and_then(|_| {
             super::mediate::Allowed::new(&[workspace, private_tmp], netns.is_some())
@@ -109,7 +177,7 @@ impl Confinement {
                 .map_err(|err| tracing::error!(cause = %err, "preparing the connect checks"))
                 .ok()
         });
-        Confinement {
+        Ok(Confinement {
             env,
             rlimits: request.rlimits,
             landlock_fd,
@@ -117,9 +185,17 @@ impl Confinement {
             netns,
             run_as,
             cgroups,
+            namespaces,
+            spawner,
+            landlock_inherited,
             connect_allowed,
             protections,
-        }
+        })
+    }
+
+    /// The init of the commands' namespaces, which is no command.
+    pub fn namespace_init(&self) -> Option<u32> {
+        self.namespaces.as_ref().map(|ns| ns.init_pid)
     }
 
     /// Whether commands' `connect` calls come to the server for an answer (`--network none`).
@@ -149,9 +225,9 @@ impl Confinement {
 
     /// The closure to run in the child between the clone and the exec. It must only make
     /// async-signal-safe calls: everything it touches was prepared in `prepare`. The order
-    /// matters: enter the namespace while still privileged, drop the user, then
+    /// matters: enter the namespaces while still privileged, drop the user, then
     /// restrict with Landlock and seccomp last. `landlock_inherited`: the child is cloned from
-    /// a thread already in the Landlock domain (a cgroup's thread), which it keeps.
+    /// a spawner already in the Landlock domain, which it keeps.
     pub fn child_setup(
         &self,
         listener_channel: Option<RawFd>,
@@ -161,12 +237,16 @@ impl Confinement {
         let landlock = self
             .landlock_fd
             .as_ref()
-            .filter(|_| !landlock_inherited)
+            .filter(|_| !landlock_inherited && !self.landlock_inherited)
             .map(|fd| fd.as_raw_fd());
         let seccomp = self.seccomp.as_deref().map(seccomp::Program::of);
         let netns = self.netns.as_ref().map(AsRawFd::as_raw_fd);
+        let mounts = self.namespaces.as_ref().map(namespaces::Namespaces::mnt_fd);
         let run_as = self.run_as;
         move || {
+            if let Some(namespace) = mounts {
+                namespaces::enter_mounts_in_child(namespace)?;
+            }
             if let Some(namespace) = netns {
                 netns::enter_in_child(namespace)?;
             }
@@ -192,17 +272,60 @@ impl Confinement {
     }
 }
 
-/// What a cgroup's thread runs once: it enters the commands' Landlock domain, so that the
-/// commands it clones inherit it instead of each merging the ruleset (a few hundred rules where
-/// a hidden path's ancestors are crowded, as `/tmp` is on a busy host: 0.1-0.2 ms per command).
-/// The thread only clones; it opens no file.
-fn restrict_thread(landlock: &Option<std::sync::Arc<OwnedFd>>) -> Option<cgroups::ThreadSetup> {
-    let ruleset = landlock.clone()?;
-    Some(cgroups::ThreadSetup(std::sync::Arc::new(move || {
-        // SAFETY: prctl with integer arguments only; it applies to this thread.
-        check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
-        landlock::restrict_self(ruleset.as_raw_fd())
-    })))
+/// The paths whose files the server owns and the commands' user must be able to write: the
+/// workspace and the `--writable` folders that belong to root (the server's user), when
+/// commands run as another user.
+fn mapped_paths(
+    run_as: Option<(u32, u32)>,
+    workspace: &Path,
+    writable: &[PathBuf],
+) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    if run_as.is_none_or(|(uid, _)| uid == 0) {
+        return Vec::new();
+    }
+    std::iter::once(workspace)
+        .chain(writable.iter().map(PathBuf::as_path))
+        .filter(|path| std::fs::metadata(path).is_ok_and(|meta| meta.uid() == 0 && meta.is_dir()))
+        .filter_map(|path| path.canonicalize().ok())
+        .collect()
+}
+
+/// This process (the server, or a helper of it) becomes undumpable: its memory, environment
+/// and descriptors under `/proc/<pid>` are root's, and no process of its user may `ptrace` it.
+/// Commands start dumpable again (`execve` resets the flag).
+pub fn not_dumpable() -> Protection {
+    // SAFETY: prctl with integer arguments.
+    let set = check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) });
+    match set {
+        Ok(()) => protection(
+            ProtectionName::NotDumpable,
+            true,
+            "the server, its janitor and its namespaces' init are not dumpable: no command reads their memory or environment through /proc or ptrace",
+        ),
+        Err(err) => protection(
+            ProtectionName::NotDumpable,
+            false,
+            format!("prctl(PR_SET_DUMPABLE): {err}"),
+        ),
+    }
+}
+
+fn devices(own_dev: bool, landlock: bool) -> Protection {
+    let nodes = "null, zero, full, random, urandom, tty, ptmx, pts/* and shm";
+    let (active, detail) = match (own_dev, landlock) {
+        (true, true) => (true, format!(
+            "commands have a /dev of their own with only {nodes}, and Landlock lets them open no other device node by any path"
+        )),
+        (false, true) => (true, format!(
+            "Landlock lets commands open only {nodes} under /dev, and no device node elsewhere"
+        )),
+        (true, false) => (false, format!(
+            "commands have a /dev of their own with only {nodes}, but without Landlock a device node reached by another path opens"
+        )),
+        (false, false) => (false, "neither a /dev of their own nor Landlock: commands open any device node their user may".to_owned()),
+    };
+    protection(ProtectionName::Devices, active, detail)
 }
 
 /// A system call's result as `io::Result`, reading errno on failure.

@@ -92,9 +92,10 @@ pub(super) fn streams(
 }
 
 /// Clones `command` from the thread that lives in `group` (so that it is born in the group),
-/// or from this thread when there are no groups; waits until it has exec'd.
+/// or from `spawner` when there are no groups; waits until it has exec'd.
 pub(super) fn spawn_in(
     group: Option<&super::confine::cgroups::CallGroup>,
+    spawner: &super::confine::threads::Spawner,
     command: super::spawn::Command,
     child_end: OwnedFd,
     terminal: bool,
@@ -110,13 +111,14 @@ pub(super) fn spawn_in(
         // `child_end` is closed here once the child has its copy.
         super::spawn::spawn(&command, stdio, &mut setup)
     };
-    let Some(group) = group else {
-        return spawn();
-    };
     let (done, result) = std::sync::mpsc::sync_channel(1);
-    group.run(Box::new(move || {
+    let job: super::confine::threads::Job = Box::new(move || {
         let _ = done.send(spawn());
-    }))?;
+    });
+    match group {
+        Some(group) => group.run(job)?,
+        None => spawner.run(job)?,
+    }
     result
         .recv()
         .map_err(|_| io::Error::other("the cgroup's thread ended during a spawn"))?

@@ -131,6 +131,20 @@ pub(super) fn descendants(table: &HashMap<u32, ProcEntry>, root: u32) -> Vec<u32
     found
 }
 
+/// The pid a process has in the innermost PID namespace it belongs to, and how many
+/// namespaces deep that is (1: the host's own), from `NSpid` of `/proc/<pid>/status`.
+pub(super) fn innermost_pid(pid: u32) -> Option<(u32, usize)> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find_map(|line| line.strip_prefix("NSpid:"))?;
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .filter_map(|field| field.parse().ok())
+        .collect();
+    Some((*pids.last()?, pids.len()))
+}
+
 /// The value of the call marker in a process's environment, if it has one and we may read it.
 pub(super) fn call_marker(pid: u32, key: &str) -> Option<String> {
     let environ = fs::read(format!("/proc/{pid}/environ")).ok()?;

@@ -168,6 +168,17 @@ pub(super) fn spawn(
     stdio: Stdio,
     setup: &mut dyn FnMut() -> io::Result<()>,
 ) -> io::Result<Child> {
+    spawn_with(command, stdio, setup, 0)
+}
+
+/// As [`spawn`], with more `clone` flags: `CLONE_NEWPID | CLONE_NEWNS` start the init of the
+/// commands' namespaces (see `confine::namespaces`).
+pub(super) fn spawn_with(
+    command: &Command,
+    stdio: Stdio,
+    setup: &mut dyn FnMut() -> io::Result<()>,
+    namespaces: libc::c_int,
+) -> io::Result<Child> {
     let (child_stdio, output) = match stdio {
         Stdio::Pipes { stdin } => {
             let (out_read, out_write) = pipe()?;
@@ -192,7 +203,7 @@ pub(super) fn spawn(
         mask: unsafe { std::mem::zeroed() },
         setup,
     };
-    let pid = clone_child(&mut stack, &mut args)?;
+    let pid = clone_child(&mut stack, &mut args, namespaces)?;
     drop(report_write);
     // The write ends are the child's now.
     let output = output.map(|((out_read, _), (err_read, _))| (out_read, err_read));
@@ -216,7 +227,11 @@ pub(super) fn spawn(
 }
 
 /// Blocks every signal, clones, restores the mask.
-fn clone_child(stack: &mut [u8], args: &mut ChildArgs<'_>) -> io::Result<u32> {
+fn clone_child(
+    stack: &mut [u8],
+    args: &mut ChildArgs<'_>,
+    namespaces: libc::c_int,
+) -> io::Result<u32> {
     // SAFETY: plain C structs for which all-zero is valid; sigfillset fills the set.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe { libc::sigfillset(&mut all) };
@@ -233,7 +248,7 @@ fn clone_child(stack: &mut [u8], args: &mut ChildArgs<'_>) -> io::Result<u32> {
         libc::clone(
             child_main,
             top as *mut c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | namespaces | libc::SIGCHLD,
             (args as *mut ChildArgs<'_>).cast(),
         )
     };
@@ -291,6 +306,12 @@ fn child_run(args: &mut ChildArgs<'_>) -> (u32, i32) {
     }
     if let Err(err) = (args.setup)() {
         return (2, err.raw_os_error().unwrap_or(libc::EINVAL));
+    }
+    // Entering the commands' mount namespace (in `setup`) moved the working directory to that
+    // namespace's root; the same path leads to the same folder there.
+    // SAFETY: as above.
+    if unsafe { libc::chdir(args.cwd) } < 0 {
+        return (1, errno());
     }
     // SAFETY: restores the server's mask (saved before the clone), then replaces this process;
     // every pointer was prepared before the clone and stays valid while the parent waits.

@@ -22,6 +22,8 @@ use super::launch::{Io, Launch, Launched, Streams, child_io, spawn_in, streams};
 use super::proc_fs::{self, ProcEntry};
 use super::{CALL_ID_ENV, ProcessError};
 
+mod listing;
+
 /// How a shell ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExitStatus {
@@ -42,7 +44,7 @@ pub struct SpawnedShell {
 /// What a kill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KillReport {
-    /// Every pid that was sent a signal.
+    /// Every pid that was sent a signal, as commands see it (`Supervisor::public_pid`).
     pub killed: Vec<u32>,
     /// Whether any needed SIGKILL after the grace period.
     pub forced: bool,
@@ -97,11 +99,13 @@ impl Supervisor {
         }
     }
 
-    /// Every process below the server but the janitor.
+    /// Every process below the server but its helpers: the janitor and the namespaces' init
+    /// (whose children, the orphans it reaps, are commands' processes).
     fn commands_tree(&self) -> HashMap<u32, ProcEntry> {
         let mut tree = proc_fs::tree(self.inner.self_pid);
-        if let Some(janitor) = self.inner.janitor {
-            tree.remove(&janitor);
+        let helpers = [self.inner.janitor, self.inner.confinement.namespace_init()];
+        for helper in helpers.into_iter().flatten() {
+            tree.remove(&helper);
         }
         tree
     }
@@ -114,6 +118,19 @@ impl Supervisor {
             tracing::warn!(cause = %err, "could not become a child subreaper");
         }
         let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
+        if let Some(init) = self.inner.confinement.namespace_init() {
+            let (died, death) = oneshot::channel();
+            lock(&self.inner.waiters).insert(init, died);
+            tokio::spawn(async move {
+                if let Ok(status) = death.await {
+                    tracing::error!(
+                        pid = init,
+                        ?status,
+                        "the init of the commands' namespaces ended: no command can start"
+                    );
+                }
+            });
+        }
         let supervisor = self.clone();
         tokio::spawn(async move {
             // The interval catches a SIGCHLD coalesced with one already being handled.
@@ -215,7 +232,8 @@ impl Supervisor {
         let child = {
             // Held across the spawn so the reaper cannot reap the child before its waiter exists.
             let mut waiters = lock(&self.inner.waiters);
-            match spawn_in(group.as_ref(), command, child_end, terminal, setup) {
+            let spawner = &self.inner.confinement.spawner;
+            match spawn_in(group.as_ref(), spawner, command, child_end, terminal, setup) {
                 Ok(child) => {
                     waiters.insert(child.pid, exit_tx);
                     child
@@ -300,7 +318,12 @@ impl Supervisor {
             .inner
             .confinement
             .child_setup(listener_channel, landlock_inherited);
-        let server_pid = nix::unistd::Pid::from_raw(self.inner.self_pid as i32);
+        // The parent as the child sees it: none (0) from inside the commands' PID namespace.
+        let server_pid = if self.inner.confinement.namespace_init().is_some() {
+            nix::unistd::Pid::from_raw(0)
+        } else {
+            nix::unistd::Pid::from_raw(self.inner.self_pid as i32)
+        };
         move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
             if terminal {
@@ -389,50 +412,6 @@ impl Supervisor {
 
     pub fn is_call_running(&self, call_id: &str) -> bool {
         lock(&self.inner.running_calls).contains(call_id)
-    }
-
-    /// The live processes this server started, with their call markers.
-    pub fn live_processes(&self) -> Vec<(ProcEntry, Option<String>)> {
-        let mut found: Vec<(ProcEntry, Option<String>)> = self
-            .commands_tree()
-            .into_values()
-            .filter(|entry| !entry.is_zombie())
-            .map(|entry| {
-                let marker = proc_fs::call_marker(entry.pid, CALL_ID_ENV);
-                (entry, marker)
-            })
-            .collect();
-        found.sort_by_key(|(entry, _)| entry.pid);
-        found
-    }
-
-    /// The live processes, as the wire describes them. Blocking: reads `/proc`.
-    pub fn process_infos(&self) -> Vec<sandbox_protocol::ProcessInfo> {
-        self.live_processes()
-            .into_iter()
-            .map(|(entry, call_id)| sandbox_protocol::ProcessInfo {
-                pid: entry.pid,
-                ppid: entry.ppid,
-                pgid: entry.pgid,
-                command: proc_fs::command_line(entry.pid),
-                started_at: proc_fs::start_time_unix(entry.start_ticks)
-                    .map(crate::time::rfc3339)
-                    .unwrap_or_default(),
-                foreground: call_id
-                    .as_deref()
-                    .is_some_and(|id| self.is_call_running(id)),
-                call_id,
-            })
-            .collect()
-    }
-
-    /// Live processes of a call other than the shell itself, after the shell has exited.
-    pub fn call_processes(&self, call_id: &str) -> Vec<u32> {
-        self.live_processes()
-            .into_iter()
-            .filter(|(_, marker)| marker.as_deref() == Some(call_id))
-            .map(|(entry, _)| entry.pid)
-            .collect()
     }
 
     /// Kills everything a call started: the shell's descendants, its process group and
@@ -544,6 +523,7 @@ impl Supervisor {
         select: impl Fn(&HashMap<u32, ProcEntry>, &HashSet<u32>) -> HashSet<u32>,
     ) -> KillReport {
         let mut report = KillReport::default();
+        let mut signalled = HashSet::new();
         let deadline = Instant::now() + grace;
         let mut signal = Signal::SIGTERM;
         // Bounded: the grace period, then at most 100 SIGKILL rounds of 10 ms.
@@ -568,14 +548,15 @@ impl Supervisor {
                 report.forced = true;
             }
             for &pid in &targets {
-                let first_time = !report.killed.contains(&pid);
+                let first_time = signalled.insert(pid);
+                if first_time {
+                    // Read before the signal: a dead process has no number left to read.
+                    report.killed.push(self.public_pid(pid));
+                }
                 if signal == Signal::SIGKILL || first_time {
                     let _ = kill(Pid::from_raw(pid as i32), signal);
                     // A stopped process handles SIGTERM only once continued.
                     let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
-                }
-                if first_time {
-                    report.killed.push(pid);
                 }
             }
             if signal == Signal::SIGKILL && round > 1000 {

@@ -18,9 +18,21 @@ mod diag;
 /// processes' named), and the hashes of the watched paths. Blocking: reads `/proc` and files.
 pub fn take(supervisor: &Supervisor, watch: &[String]) -> FingerprintResponse {
     let processes = supervisor.process_infos();
-    let mut pids: Vec<u32> = processes.iter().map(|process| process.pid).collect();
-    pids.push(std::process::id());
-    let owners = socket_owners(&pids);
+    let mut pids = supervisor.live_host_pids();
+    let server = std::process::id();
+    pids.push(server);
+    // Owners as commands see them (the server's own socket keeps the server's pid).
+    let owners = socket_owners(&pids)
+        .into_iter()
+        .map(|(inode, pid)| {
+            let public = if pid == server {
+                pid
+            } else {
+                supervisor.public_pid(pid)
+            };
+            (inode, public)
+        })
+        .collect();
     FingerprintResponse {
         processes,
         listening: listening_sockets(&owners),

@@ -91,6 +91,8 @@ pub struct Managed {
     request: serde_json::Value,
     pub tty: Option<TtySize>,
     pub pid: u32,
+    /// Its pid as commands see it (in their PID namespace), which the API shows.
+    pub public_pid: u32,
     /// The marker its processes carry.
     marker: String,
     started_at: SystemTime,
@@ -102,6 +104,8 @@ pub struct Managed {
     master: Option<Arc<crate::process::pty::Master>>,
     pub(crate) shell: Option<shell::ShellState>,
     artifacts: ArtifactStore,
+    /// The workspace root, which its folder is told relative to.
+    workspace_root: std::path::PathBuf,
     /// The last chunk a model has been shown (`exec`, `write_stdin`).
     pub model_seen: AtomicU64,
     supervisor: Supervisor,
@@ -154,6 +158,11 @@ pub fn check_id(id: &str) -> Result<(), ManagedError> {
     if id.is_empty() || id.len() > 64 || !id.chars().all(allowed) {
         return Err(ManagedError::Invalid(format!(
             "id: `{id}` must be 1 to 64 of letters, digits, `.`, `_` and `-`"
+        )));
+    }
+    if id == "." || id == ".." {
+        return Err(ManagedError::Invalid(format!(
+            "id: `{id}` is a path step: a client that normalises URLs could never reach it again; choose another"
         )));
     }
     if id.chars().all(|c| c.is_ascii_digit()) {

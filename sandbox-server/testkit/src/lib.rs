@@ -27,6 +27,42 @@ pub fn alive(pid: u32) -> bool {
         .is_some_and(|state| state != "Z" && state != "X")
 }
 
+/// The pid a process has in its innermost PID namespace and that namespace's depth (1: the
+/// host's), from `NSpid`.
+fn innermost(pid: u32) -> Option<(u32, usize)> {
+    let status = read(&format!("/proc/{pid}/status"));
+    let line = status
+        .lines()
+        .find_map(|line| line.strip_prefix("NSpid:"))?;
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    Some((*pids.last()?, pids.len()))
+}
+
+/// The host pid of the live process below `server` that the server's commands see as `inner`
+/// (the number in their PID namespace, which is what `$$`, `$!` and the server's API show);
+/// `inner` itself when the commands have no namespace of their own.
+pub fn host_pid(server: u32, inner: u32) -> Option<u32> {
+    let below = tree(server);
+    let namespaced = below
+        .iter()
+        .any(|&p| innermost(p).is_some_and(|(_, depth)| depth > 1));
+    if !namespaced {
+        return alive(inner).then_some(inner);
+    }
+    below
+        .into_iter()
+        .find(|&p| alive(p) && innermost(p).is_some_and(|(pid, depth)| depth > 1 && pid == inner))
+}
+
+/// Whether a process that `server`'s commands see as `inner` is alive: in a PID namespace of
+/// the server's, no process can leave the server's tree, so a survivor is found there.
+pub fn alive_in(server: u32, inner: u32) -> bool {
+    host_pid(server, inner).is_some()
+}
+
 /// `pid` and every process below it, parents before children.
 pub fn tree(pid: u32) -> Vec<u32> {
     let parent_of =

@@ -30,7 +30,11 @@ async fn health_needs_no_token_and_info_describes_the_server() {
             "clean_environment",
             "resource_limits",
             "unprivileged_user",
+            "not_dumpable",
+            "pid_namespace",
             "landlock",
+            "signal_scope",
+            "devices",
             "network_none",
             "network_namespace",
             "cgroup"

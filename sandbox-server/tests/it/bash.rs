@@ -67,7 +67,7 @@ async fn timeout_kills_the_whole_tree_including_escaped_children() {
     );
     for name in ["shell.pid", "child.pid", "escaped.pid", "daemon.pid"] {
         let pid = common::read_pid_file(&server.path(name));
-        assert!(!common::alive(pid), "{name} ({pid}) survived the timeout");
+        assert!(!server.alive(pid), "{name} ({pid}) survived the timeout");
     }
     let (_, processes) = server.get_json("/v1/processes").await;
     assert_eq!(processes["processes"], json!([]));
@@ -91,9 +91,7 @@ async fn a_tree_that_ignores_sigterm_is_killed_after_the_grace_period() {
     );
     assert_eq!(result["timed_out"], true);
     assert_eq!(result["exit_code"], 137, "{result}");
-    assert!(!common::alive(common::read_pid_file(
-        &server.path("inner.pid")
-    )));
+    assert!(!server.alive(common::read_pid_file(&server.path("inner.pid"))));
 }
 
 #[tokio::test]
@@ -129,6 +127,7 @@ async fn background_children_do_not_hang_the_call_and_can_be_listed_and_ended() 
     assert_eq!(processes[0]["foreground"], false);
     assert!(processes[0]["started_at"].as_str().unwrap().ends_with('Z'));
 
+    let host = server.host_pid(pid);
     let response = server
         .request(reqwest::Method::DELETE, &format!("/v1/processes/{pid}"))
         .send()
@@ -137,7 +136,7 @@ async fn background_children_do_not_hang_the_call_and_can_be_listed_and_ended() 
     assert_eq!(response.status(), 200);
     let killed: serde_json::Value = response.json().await.unwrap();
     assert_eq!(killed, json!({"killed": [pid], "forced": false}));
-    assert!(common::gone_within(pid, Duration::from_secs(2)).await);
+    assert!(common::gone_within(host, Duration::from_secs(2)).await);
 
     let response = server
         .request(reqwest::Method::DELETE, &format!("/v1/processes/{pid}"))

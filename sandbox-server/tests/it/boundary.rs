@@ -211,6 +211,7 @@ async fn in_a_task_container_the_file_tools_reach_the_whole_file_system() {
     let token = token_dir.path().join("token");
     std::fs::write(&token, format!("{}\n", common::TOKEN)).unwrap();
     let options = common::Options {
+        env: Vec::new(),
         token: false,
         extra_args: [
             "--files-anywhere",

@@ -25,6 +25,8 @@ pub struct Server {
 pub struct Options {
     pub token: bool,
     pub extra_args: Vec<String>,
+    /// Variables the server runs with, besides the test's own.
+    pub env: Vec<(String, String)>,
 }
 
 pub fn binary() -> PathBuf {
@@ -49,6 +51,7 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
         .arg(workspace.path())
         .args(["--listen", "127.0.0.1:0"])
         .args(&options.extra_args)
+        .envs(options.env.iter().map(|(k, v)| (k, v)))
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
@@ -96,6 +99,19 @@ pub fn read_line(child: &mut Child) -> Value {
 impl Server {
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Whether a process that this server's commands see as `inner` (a pid they printed or
+    /// wrote, in their PID namespace) is alive.
+    pub fn alive(&self, inner: u32) -> bool {
+        testkit::alive_in(self.pid(), inner)
+    }
+
+    /// The host pid of a live process that this server's commands see as `inner`.
+    pub fn host_pid(&self, inner: u32) -> u32 {
+        testkit::host_pid(self.pid(), inner).unwrap_or_else(|| {
+            panic!("no live process of the server is pid {inner} to its commands")
+        })
     }
 
     /// Where the token file is (it exists only when the server was started with a token).

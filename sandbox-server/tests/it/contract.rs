@@ -423,6 +423,7 @@ async fn a_generated_client_drives_every_route() {
     }
     // Every tool the document describes, the opt-in ones included.
     let server = common::start_with(Options {
+        env: Vec::new(),
         token: true,
         extra_args: vec![
             "--tools".into(),

@@ -56,7 +56,7 @@ async fn start_background_sleep(server: &common::Server) -> u32 {
             json!({"cmd": "nohup sleep 1000 > /dev/null 2>&1 & echo $! > sleep.pid"}),
         )
         .await;
-    common::read_pid_file(&server.path("sleep.pid"))
+    server.host_pid(common::read_pid_file(&server.path("sleep.pid")))
 }
 
 #[tokio::test]

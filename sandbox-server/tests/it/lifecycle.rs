@@ -96,7 +96,7 @@ async fn sigterm_lets_in_flight_calls_finish_then_kills_background_processes() {
     let background = server
         .ok("bash", json!({"cmd": "sleep 300 & echo started"}))
         .await;
-    let background_pid = background["background_pids"][0].as_u64().unwrap() as u32;
+    let background_pid = server.host_pid(background["background_pids"][0].as_u64().unwrap() as u32);
     assert!(common::alive(background_pid));
 
     let request = server
@@ -139,7 +139,7 @@ async fn calls_that_outlive_the_shutdown_grace_are_killed_and_the_exit_is_still_
         .send();
     let in_flight = tokio::spawn(request);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let shell_pid = common::read_pid_file(&server.path("long.pid"));
+    let shell_pid = server.host_pid(common::read_pid_file(&server.path("long.pid")));
     let start = Instant::now();
     let status = server.stop();
     assert!(status.success(), "{status:?}");

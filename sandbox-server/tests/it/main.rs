@@ -17,6 +17,8 @@ mod api;
 mod bash;
 /// The workspace boundary: every escape attempt is refused; a task container's whole file system.
 mod boundary;
+/// Issue 24 §7: metrics labels, the idempotency store, followers and ids stay bounded.
+mod bounded;
 /// Containment: the network, the environment, Landlock, resource limits, an unprivileged user.
 mod containment;
 /// The OpenAPI document as a contract: the server and the schema agree; fuzzer, generated client.
@@ -31,6 +33,9 @@ mod generated;
 mod hostile;
 /// `Idempotency-Key`: replays, the in-flight 409, reuse 422, expiry.
 mod idempotency;
+/// Issue 24: a command sees and signals no process outside its sandbox, opens only the device
+/// nodes programs need, and runs as an unprivileged user with the workspace made its own.
+mod isolation;
 /// Nothing outlives its server; no command reads a server's state.
 mod leftovers;
 /// Start-up checks, graceful shutdown and reaping.

@@ -39,6 +39,7 @@ async fn scrape(server: &common::Server) -> String {
 #[tokio::test]
 async fn calls_are_counted_by_tool_and_outcome() {
     let server = common::start_with(Options {
+        env: Vec::new(),
         token: true,
         extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
     })
@@ -130,6 +131,7 @@ async fn calls_are_counted_by_tool_and_outcome() {
 #[tokio::test]
 async fn the_metrics_need_the_token_except_on_their_own_address() {
     let server = common::start_with(Options {
+        env: Vec::new(),
         token: true,
         extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
     })
@@ -173,6 +175,7 @@ async fn the_metrics_need_the_token_except_on_their_own_address() {
 #[tokio::test]
 async fn busy_slots_processes_and_cancelled_calls_show() {
     let server = common::start_with(Options {
+        env: Vec::new(),
         token: false,
         extra_args: vec!["--max-concurrent-calls".into(), "1".into()],
     })

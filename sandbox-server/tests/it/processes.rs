@@ -147,6 +147,7 @@ async fn starting_an_id_again_is_idempotent_and_another_command_under_it_is_refu
     let listed = get(&server, "/v1/processes").await;
     assert_eq!(listed["managed"][0]["id"], "srv");
     let pid = a["pid"].as_u64().unwrap() as u32;
+    let host = server.host_pid(pid);
     let deleted = server
         .request(reqwest::Method::DELETE, "/v1/processes/srv")
         .send()
@@ -158,7 +159,7 @@ async fn starting_an_id_again_is_idempotent_and_another_command_under_it_is_refu
         report["killed"].as_array().unwrap().contains(&json!(pid)),
         "{report}"
     );
-    assert!(!common::alive(pid));
+    assert!(!common::alive(host));
     let (status, _) = server.get_json("/v1/processes/srv").await;
     assert_eq!(status, 404);
 }
@@ -337,7 +338,7 @@ async fn a_command_that_ignores_ctrl_c_is_killed_and_the_shell_lives_on() {
     let server = common::start().await;
     let (status, shell) = post(&server, "/v1/shells", json!({"id": "stubborn"})).await;
     assert_eq!(status, 201, "{shell}");
-    let shell_pid = shell["pid"].as_u64().unwrap() as u32;
+    let shell_pid = server.host_pid(shell["pid"].as_u64().unwrap() as u32);
     let run = |cmd: &str, timeout: u32| json!({"cmd": cmd, "timeout": timeout});
     let (_, set) = post(
         &server,

@@ -8,7 +8,7 @@
 //! was idle: 8–20 ms for every command that follows a pause, which is every command of an agent
 //! that thinks between them. In cgroup v1 a thread can sit in a group of its own, so each group
 //! has a thread of the server in it (moved there once, in the background), and the call's
-//! command is cloned from that thread. The thread counts as one task in the group: `pids.max`
+//! command is cloned from that thread (a spawner, see `threads`). The thread counts as one task in the group: `pids.max`
 //! is the limit plus one, and it is never listed as a member.
 //!
 //! Groups are reused: a call's group, once empty, goes back to a small pool with its limits and
@@ -18,29 +18,18 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use sandbox_protocol::{Protection, ProtectionName};
 
 use super::{Rlimits, protection, show, show_bytes};
 
-/// What a group's thread runs once in place, before it clones anything (entering the
-/// commands' Landlock domain).
-#[derive(Clone)]
-pub struct ThreadSetup(pub Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>);
-
-impl std::fmt::Debug for ThreadSetup {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ThreadSetup")
-    }
-}
-
 /// Per-command groups where this process may create them, and the protection.
 pub fn prepare(
     limits: Rlimits,
-    thread_setup: Option<ThreadSetup>,
+    spawners: super::threads::Factory,
 ) -> (Option<Cgroups>, Protection) {
-    match Cgroups::probe(limits, thread_setup) {
+    match Cgroups::probe(limits, spawners) {
         Ok(cgroups) => {
             let detail = format!(
                 "each command gets its own group ({}): processes {}, memory {} for its whole tree, root included",
@@ -58,77 +47,7 @@ pub fn prepare(
     }
 }
 
-/// Work for a group's thread: cloning a command.
-pub type Job = Box<dyn FnOnce() + Send>;
-
-/// A thread of the server that lives in one call's groups and runs the jobs sent to it.
-#[derive(Debug)]
-struct GroupThread {
-    jobs: Option<mpsc::Sender<Job>>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-impl GroupThread {
-    /// Starts a thread, moves it into the groups (a write of its thread id to each `tasks`),
-    /// then runs `setup` on it.
-    fn start(dirs: &[PathBuf], setup: Option<ThreadSetup>) -> std::io::Result<GroupThread> {
-        let (jobs, inbox) = mpsc::channel::<Job>();
-        let (ready, joined) = mpsc::sync_channel(1);
-        let tasks: Vec<PathBuf> = dirs.iter().map(|dir| dir.join("tasks")).collect();
-        let handle = std::thread::Builder::new()
-            .name("cgroup-spawner".to_owned())
-            .spawn(move || {
-                let tid = nix::unistd::gettid().as_raw().to_string();
-                let moved = tasks
-                    .iter()
-                    .try_for_each(|file| fs::write(file, &tid))
-                    .and_then(|()| setup.map_or(Ok(()), |setup| (setup.0)()));
-                let in_place = moved.is_ok();
-                let _ = ready.send(moved);
-                if in_place {
-                    while let Ok(job) = inbox.recv() {
-                        job();
-                    }
-                }
-            })?;
-        let mut thread = GroupThread {
-            jobs: Some(jobs),
-            handle: Some(handle),
-        };
-        match joined.recv() {
-            Ok(Ok(())) => Ok(thread),
-            Ok(Err(err)) => {
-                thread.stop();
-                Err(err)
-            }
-            Err(_) => {
-                thread.stop();
-                Err(std::io::Error::other("the group's thread ended"))
-            }
-        }
-    }
-
-    /// Whether the thread still takes jobs (a panic in one ends it).
-    fn alive(&self) -> bool {
-        self.jobs.is_some() && self.handle.as_ref().is_some_and(|h| !h.is_finished())
-    }
-
-    fn run(&self, job: Job) -> std::io::Result<()> {
-        self.jobs
-            .as_ref()
-            .ok_or_else(|| std::io::Error::other("the group's thread was stopped"))?
-            .send(job)
-            .map_err(|_| std::io::Error::other("the group's thread ended"))
-    }
-
-    /// Ends the thread (which leaves the groups) and waits for it.
-    fn stop(&mut self) {
-        self.jobs.take();
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-    }
-}
+pub use super::threads::Job;
 
 /// Where per-command groups are created; cheap to clone (one pool).
 #[derive(Debug, Clone)]
@@ -144,7 +63,8 @@ struct Inner {
     /// folders, so each names (and sweeps) only its own groups.
     prefix: String,
     limits: Rlimits,
-    thread_setup: Option<ThreadSetup>,
+    /// Starts each group's thread, in the commands' Landlock domain and PID namespace.
+    spawners: super::threads::Factory,
     /// Numbers the groups: `<prefix>g<n>`.
     made: AtomicU64,
     /// Empty groups ready for the next call, at most [`POOL`].
@@ -167,8 +87,8 @@ const POOL: usize = 16;
 #[derive(Debug)]
 pub struct CallGroup {
     pub dirs: Vec<PathBuf>,
-    thread: Option<GroupThread>,
-    /// Whether the thread entered the commands' Landlock domain (its setup).
+    thread: Option<super::threads::Spawner>,
+    /// Whether the thread is in the commands' Landlock domain.
     restricted: bool,
 }
 
@@ -231,7 +151,7 @@ pub fn sweep_server(owned: &dyn Fn(&str) -> bool) -> usize {
 
 impl Cgroups {
     /// The hierarchies this process may create groups in; an explanation when there are none.
-    fn probe(limits: Rlimits, thread_setup: Option<ThreadSetup>) -> Result<Cgroups, String> {
+    fn probe(limits: Rlimits, spawners: super::threads::Factory) -> Result<Cgroups, String> {
         if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
             return Err("cgroup v2: per-command groups need a delegated subtree, which this server does not set up; resource limits apply per process".to_owned());
         }
@@ -254,7 +174,7 @@ impl Cgroups {
                 memory,
                 prefix: format!("{PREFIX}{}-", crate::process::ServerId::current()),
                 limits,
-                thread_setup,
+                spawners,
                 made: AtomicU64::new(0),
                 pool: Mutex::new(Vec::new()),
                 making: std::sync::atomic::AtomicBool::new(false),
@@ -352,7 +272,7 @@ impl Cgroups {
         let mut group = CallGroup {
             dirs: Vec::new(),
             thread: None,
-            restricted: self.inner.thread_setup.is_some(),
+            restricted: self.inner.spawners.in_domain(),
         };
         let number = self.inner.made.fetch_add(1, Ordering::Relaxed);
         let name = format!("{}g{number}", self.inner.prefix);
@@ -384,7 +304,7 @@ impl Cgroups {
                 return Err(err);
             }
         }
-        match GroupThread::start(&group.dirs, self.inner.thread_setup.clone()) {
+        match super::threads::Spawner::start(&self.inner.spawners, &group.dirs) {
             Ok(thread) => group.thread = Some(thread),
             Err(err) => {
                 group.remove();
@@ -433,7 +353,9 @@ impl CallGroup {
 
     /// Whether the group's thread still takes jobs.
     fn alive(&self) -> bool {
-        self.thread.as_ref().is_some_and(GroupThread::alive)
+        self.thread
+            .as_ref()
+            .is_some_and(super::threads::Spawner::alive)
     }
 
     /// Whether no process is in the groups; a group that cannot be read counts as busy.

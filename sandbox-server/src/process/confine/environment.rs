@@ -12,15 +12,25 @@ pub const BASE_ENV: &[&str] = &[
     "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME", "SHELL",
 ];
 
-/// The environment every command gets, and its protection.
-pub fn prepare(allow: &[String], private_tmp: &Path) -> (Vec<(String, String)>, Protection) {
+/// The environment every command gets, and its protection. Commands that run as another user
+/// (`run_as`) get the private temporary folder as their `HOME` too: the server's is not theirs.
+pub fn prepare(
+    allow: &[String],
+    private_tmp: &Path,
+    run_as: Option<(u32, u32)>,
+) -> (Vec<(String, String)>, Protection) {
+    let own_home = run_as.is_some_and(|(uid, _)| uid != nix::unistd::geteuid().as_raw());
     let mut env: Vec<(String, String)> = BASE_ENV
         .iter()
         .map(|name| (*name).to_owned())
         .chain(allow.iter().cloned())
+        .filter(|name| !(own_home && name == "HOME"))
         .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
         .collect();
     env.push(("TMPDIR".to_owned(), private_tmp.display().to_string()));
+    if own_home {
+        env.push(("HOME".to_owned(), private_tmp.display().to_string()));
+    }
     let names: Vec<&str> = BASE_ENV
         .iter()
         .copied()

@@ -1,6 +1,7 @@
 //! Landlock: commands may write only beneath the workspace, the private temporary folder and
-//! `--writable` paths (and files under `/dev`), and may not read the files of hidden paths.
-//! Executing is not handled, so it stays allowed.
+//! `--writable` paths (and to the device nodes programs need), may not read the files of hidden
+//! paths nor any device node but those, and (ABI 6) may signal no process and connect to no
+//! abstract Unix socket outside their own domain. Executing is not handled, so it stays allowed.
 
 #![allow(unsafe_code)] // the Landlock system calls have no safe wrapper in nix
 
@@ -13,16 +14,41 @@ use sandbox_protocol::{Protection, ProtectionName};
 
 use super::{ConfineRequest, check, protection};
 
-/// The ruleset to restrict commands with (none when turned off or unavailable), and the
-/// protection.
+/// The device nodes commands may open, beneath `/dev` (the folders `pts` and `shm` whole).
+pub const DEVICE_NODES: &[&str] = &[
+    "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm",
+];
+
+/// The prepared ruleset (none when turned off or unavailable), and what it does.
+#[derive(Debug)]
+pub struct Prepared {
+    pub fd: Option<OwnedFd>,
+    pub protection: Protection,
+    /// The signal and abstract-socket scopes.
+    pub scope: Protection,
+}
+
+/// The ruleset to restrict commands with. `ns_root` is the root of the commands' own mount
+/// namespace as the server reaches it (their `/proc` and `/dev/shm` are other file systems
+/// than the server's, so their rules name them there).
 pub fn prepare(
     request: &ConfineRequest,
     workspace: &Path,
     private_tmp: &Path,
-) -> (Option<OwnedFd>, Protection) {
+    ns_root: Option<&Path>,
+) -> Prepared {
     let name = ProtectionName::Landlock;
+    let off = |why: &str| Prepared {
+        fd: None,
+        protection: protection(name, false, why),
+        scope: protection(
+            ProtectionName::SignalScope,
+            false,
+            format!("no Landlock: {why}"),
+        ),
+    };
     if !request.landlock {
-        return (None, protection(name, false, "turned off (--no-landlock)"));
+        return off("turned off (--no-landlock)");
     }
     let mut writable = vec![workspace.to_owned(), private_tmp.to_owned()];
     writable.extend(request.writable.iter().cloned());
@@ -33,12 +59,63 @@ pub fn prepare(
         .collect();
     // The private temporary folder lives inside the hidden state folders; it is read again.
     let reread: Vec<PathBuf> = private_tmp.canonicalize().into_iter().collect();
-    match ruleset(&writable, &hidden, &reread) {
-        Ok((fd, abi)) => (
-            Some(fd),
-            protection(name, true, describe(abi, &writable, &hidden)),
-        ),
-        Err(why) => (None, protection(name, false, why)),
+    let devices = Devices::find(ns_root);
+    match ruleset(&writable, &hidden, &reread, &devices) {
+        Ok((fd, abi)) => Prepared {
+            fd: Some(fd),
+            protection: protection(name, true, describe(abi, &writable, &hidden)),
+            scope: if abi >= 6 {
+                protection(
+                    ProtectionName::SignalScope,
+                    true,
+                    format!(
+                        "Landlock ABI {abi} scopes: commands may signal only the sandbox's processes and connect to no abstract Unix socket made outside it"
+                    ),
+                )
+            } else {
+                protection(
+                    ProtectionName::SignalScope,
+                    false,
+                    format!(
+                        "Landlock ABI {abi} has no scopes (ABI 6, Linux 6.12): commands may signal any process their user may"
+                    ),
+                )
+            },
+        },
+        Err(why) => off(&why),
+    }
+}
+
+/// Where the allowed device nodes are, and the commands' own file systems the rules must name.
+#[derive(Debug, Default)]
+struct Devices {
+    /// Read and written: the host's nodes (`pts` whole).
+    nodes: Vec<PathBuf>,
+    /// Written like the workspace: the host's `/dev/shm`, and the commands' own.
+    shm: Vec<PathBuf>,
+    /// Read only: the commands' own `/proc`.
+    proc: Option<PathBuf>,
+}
+
+impl Devices {
+    fn find(ns_root: Option<&Path>) -> Devices {
+        let (shm, nodes): (Vec<PathBuf>, Vec<PathBuf>) = DEVICE_NODES
+            .iter()
+            .map(|name| Path::new("/dev").join(name))
+            .filter(|path| path.exists())
+            .partition(|path| path.ends_with("shm"));
+        let mut devices = Devices {
+            nodes,
+            shm,
+            proc: ns_root.map(|root| root.join("proc")),
+        };
+        if let Some(shm) = ns_root
+            .map(|root| root.join("dev/shm"))
+            .filter(|p| p.exists())
+        {
+            devices.shm.push(shm);
+        }
+        devices
     }
 }
 
@@ -54,7 +131,7 @@ fn describe(abi: i64, writable: &[PathBuf], hidden: &[PathBuf]) -> String {
         )
     };
     format!(
-        "ABI {abi}: writes only beneath {} and /dev, no device nodes; {reading}",
+        "ABI {abi}: writes only beneath {} and to the device nodes programs need, no device node made; {reading}; no other device node opens",
         paths.join(", ")
     )
 }
@@ -82,9 +159,14 @@ const ACCESS_FS_TRUNCATE: u64 = 1 << 14;
 const RULE_PATH_BENEATH: libc::c_int = 1;
 const CREATE_RULESET_VERSION: u32 = 1;
 
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+const SCOPE_SIGNAL: u64 = 1 << 1;
+
 #[repr(C)]
 struct RulesetAttr {
     handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
 }
 
 #[repr(C, packed)]
@@ -129,14 +211,15 @@ fn readable_roots(hidden: &[PathBuf]) -> Vec<PathBuf> {
     roots
 }
 
-/// A ruleset that handles every kind of write, granting them beneath `writable` (but device
-/// nodes nowhere; and file writes beneath `/dev`, for `/dev/null` and the terminal). Executing
-/// is not handled, so it stays allowed; reading files is handled only when some paths are
-/// `hidden`, and then granted everywhere but there, and again beneath `reread`.
+/// A ruleset that handles every kind of write, granting them beneath `writable` (device nodes
+/// made nowhere; file writes to the allowed device nodes). Executing is not handled, so it
+/// stays allowed; reading files is granted everywhere but beneath `hidden` and `/dev`, and
+/// again beneath `reread` and to the allowed device nodes and the commands' own `/proc`.
 fn ruleset(
     writable: &[PathBuf],
     hidden: &[PathBuf],
     reread: &[PathBuf],
+    devices: &Devices,
 ) -> Result<(OwnedFd, i64), String> {
     // SAFETY: the version query passes no pointer.
     let abi = unsafe {
@@ -169,20 +252,29 @@ fn ruleset(
     if abi >= 3 {
         writes |= ACCESS_FS_TRUNCATE;
     }
-    let reads = if hidden.is_empty() {
-        0
-    } else {
-        ACCESS_FS_READ_FILE
-    };
+    // Reading is handled: device nodes and hidden paths are unreadable, the rest is granted.
+    let reads = ACCESS_FS_READ_FILE;
     let attr = RulesetAttr {
         handled_access_fs: writes | reads,
+        handled_access_net: 0,
+        scoped: if abi >= 6 {
+            SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+        } else {
+            0
+        },
     };
-    // SAFETY: `attr` is a valid ruleset attribute of the size passed.
+    // Before ABI 6 the kernel knows only the first field.
+    let size = if abi >= 6 {
+        std::mem::size_of::<RulesetAttr>()
+    } else {
+        std::mem::size_of::<u64>()
+    };
+    // SAFETY: `attr` is a valid ruleset attribute of at least the size passed.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
             &attr as *const RulesetAttr,
-            std::mem::size_of::<RulesetAttr>(),
+            size,
             0u32,
         )
     };
@@ -198,11 +290,23 @@ fn ruleset(
     // Handled, never granted: no command makes a device node anywhere.
     let granted = writes & !(ACCESS_FS_MAKE_CHAR | ACCESS_FS_MAKE_BLOCK);
     let mut grants: Vec<(PathBuf, u64)> = writable.iter().map(|p| (p.clone(), granted)).collect();
-    grants.push((PathBuf::from("/dev"), dev_writes));
-    if reads != 0 {
-        grants.extend(readable_roots(hidden).into_iter().map(|root| (root, reads)));
-        grants.extend(reread.iter().map(|path| (path.clone(), reads)));
-    }
+    // `/dev` is punched out of what may be read, then its allowed nodes granted back.
+    let mut unreadable = hidden.to_vec();
+    unreadable.push(PathBuf::from("/dev"));
+    grants.extend(
+        readable_roots(&unreadable)
+            .into_iter()
+            .map(|root| (root, reads)),
+    );
+    grants.extend(reread.iter().map(|path| (path.clone(), reads)));
+    grants.extend(
+        devices
+            .nodes
+            .iter()
+            .map(|node| (node.clone(), dev_writes | reads)),
+    );
+    grants.extend(devices.shm.iter().map(|shm| (shm.clone(), granted | reads)));
+    grants.extend(devices.proc.iter().map(|proc| (proc.clone(), reads)));
     for (path, access) in grants {
         add_rule(&ruleset, &path, access)?;
     }

@@ -2,6 +2,8 @@
 
 #![allow(unsafe_code)] // setgroups, setgid, setuid between the clone and the exec
 
+use std::path::Path;
+
 use nix::libc;
 use sandbox_protocol::{Protection, ProtectionName};
 
@@ -32,6 +34,55 @@ pub fn prepare(run_as: Option<(u32, u32)>) -> (Option<(u32, u32)>, Protection) {
         ),
     };
     (run_as.filter(|_| is_root), protection)
+}
+
+/// Whether commands that run as `uid`:`gid` (no supplementary group) can work in `workspace`:
+/// enter every folder on the way to it, and write in it unless it is `mapped` to them. An
+/// answer that names the folder that stops them otherwise.
+pub fn check_reach(workspace: &Path, uid: u32, gid: u32, mapped: bool) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let allowed = |meta: &std::fs::Metadata, bit: u32| {
+        let mode = meta.mode();
+        if meta.uid() == uid {
+            mode & (bit << 6) != 0
+        } else if meta.gid() == gid {
+            mode & (bit << 3) != 0
+        } else {
+            mode & bit != 0
+        }
+    };
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|err| format!("the workspace {}: {err}", workspace.display()))?;
+    let show = |path: &Path, meta: &std::fs::Metadata| {
+        format!(
+            "{} is mode {:o}, owner {}:{}",
+            path.display(),
+            meta.mode() & 0o7777,
+            meta.uid(),
+            meta.gid()
+        )
+    };
+    for folder in workspace.ancestors() {
+        let meta =
+            std::fs::metadata(folder).map_err(|err| format!("{}: {err}", folder.display()))?;
+        if !allowed(&meta, 0o1) {
+            return Err(format!(
+                "commands run as uid {uid} (--run-as) cannot reach the workspace {}: {}; use a workspace that user can enter, or another --run-as",
+                workspace.display(),
+                show(folder, &meta)
+            ));
+        }
+    }
+    let meta =
+        std::fs::metadata(&workspace).map_err(|err| format!("{}: {err}", workspace.display()))?;
+    if !mapped && !allowed(&meta, 0o2) {
+        return Err(format!(
+            "commands run as uid {uid} (--run-as) cannot write in the workspace: {} (it could not be mapped to them: the server has no mount namespace of the commands' own here)",
+            show(&workspace, &meta)
+        ));
+    }
+    Ok(())
 }
 
 /// In the child: drops supplementary groups, then the group, then the user. Raw system calls:

@@ -23,6 +23,7 @@ impl Managed {
             request: spec.request.clone(),
             tty: spec.tty,
             pid,
+            public_pid: table.inner.supervisor.public_pid(pid),
             marker,
             started_at: SystemTime::now(),
             order: table.inner.started.fetch_add(1, Ordering::Relaxed),
@@ -43,8 +44,20 @@ impl Managed {
             master,
             shell: (spec.kind == ProcessKind::Shell).then(shell::ShellState::default),
             artifacts: table.inner.artifacts.clone(),
+            workspace_root: table.inner.workspace.root().to_owned(),
             model_seen: AtomicU64::new(0),
             supervisor: table.inner.supervisor.clone(),
+        }
+    }
+
+    /// The folder its `bash` is in: relative to the workspace root when inside it, absolute
+    /// otherwise; `None` when it cannot be read. Blocking (a `/proc` link), and cheap.
+    fn cwd(&self) -> Option<String> {
+        let folder = std::fs::read_link(format!("/proc/{}/cwd", self.pid)).ok()?;
+        match folder.strip_prefix(&self.workspace_root) {
+            Ok(inside) if inside.as_os_str().is_empty() => Some(".".to_owned()),
+            Ok(inside) => Some(inside.to_string_lossy().into_owned()),
+            Err(_) => Some(folder.to_string_lossy().into_owned()),
         }
     }
 
@@ -56,7 +69,10 @@ impl Managed {
             id: self.id.clone(),
             kind: self.kind,
             cmd: self.cmd.clone(),
-            pid: self.pid,
+            pid: self.public_pid,
+            cwd: (live.state == ProcessState::Running)
+                .then(|| self.cwd())
+                .flatten(),
             tty: self.tty,
             state: live.state,
             exit_code: live.exit.map(|e| e.code),

@@ -327,6 +327,7 @@ fn result(
         .call_processes(&managed.marker)
         .into_iter()
         .filter(|&pid| pid != managed.pid)
+        .map(|pid| table.supervisor().public_pid(pid))
         .collect();
     let [stdout, stderr] = [run.captures[0].take(), run.captures[1].take()]
         .map(|c| c.unwrap_or_else(|| ctx.artifacts.capture(ctx.limits.output_limit_chars)));

@@ -113,7 +113,11 @@ async fn run(cmd: String, timeout_secs: u32, ctx: ToolContext) -> Result<BashRes
     let background_pids = if timed_out {
         Vec::new()
     } else {
-        ctx.supervisor.call_processes(&call_id)
+        let supervisor = &ctx.supervisor;
+        let pids = supervisor.call_processes(&call_id);
+        pids.into_iter()
+            .map(|pid| supervisor.public_pid(pid))
+            .collect()
     };
     ctx.supervisor.call_finished(&call_id);
     let parts = Composition {
