@@ -68,7 +68,7 @@ fn events_for(log: &EventLog, idx: u64) -> Event {
 }
 
 async fn write_rate(dir: &Path, durability: Durability, producers: u64, n: u64) -> f64 {
-    let log = EventLog::create(dir, durability, Vec::new()).unwrap();
+    let log = EventLog::create(dir, durability, &[]).unwrap();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for producer in 0..producers {
@@ -170,7 +170,7 @@ fn main() {
     });
 
     let big = scratch.path().join("big");
-    let log = EventLog::create(&big, Durability::Relaxed, Vec::new()).unwrap();
+    let log = EventLog::create(&big, Durability::Relaxed, &[]).unwrap();
     runtime.block_on(async {
         for idx in 0..=BIG_LOG {
             log.record(events_for(&log, idx)).await.unwrap();

@@ -321,9 +321,9 @@ fn prepare_out(config: &BatchConfig) -> anyhow::Result<bool> {
 async fn open_log(config: &BatchConfig, resumed: bool) -> anyhow::Result<EventLog> {
     let secrets = crate::secrets::values(&[]);
     let log = if resumed {
-        EventLog::reopen(&config.out, Durability::Durable, secrets)
+        EventLog::reopen(&config.out, Durability::Durable, &secrets)
     } else {
-        EventLog::create(&config.out, Durability::Durable, secrets)
+        EventLog::create(&config.out, Durability::Durable, &secrets)
     }
     .with_context(|| format!("opening the batch log in {}", config.out.display()))?;
     log.record(Event::BatchStarted(BatchStarted {

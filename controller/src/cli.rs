@@ -362,6 +362,11 @@ pub(crate) struct SessionArgs {
     /// workspace and a private TMPDIR otherwise), comma-separated, e.g. `~/.cargo,~/.cache`.
     #[arg(long, value_delimiter = ',', value_name = "PATHS")]
     pub(crate) writable: Vec<PathBuf>,
+    /// Who a local sandbox's commands run as: `root`, a user's name or `UID[:GID]`. When
+    /// harness runs as root the default is `nobody`, who cannot read root's files (the
+    /// workspace is made theirs in the commands' view); otherwise harness's own user.
+    #[arg(long, value_name = "USER")]
+    pub(crate) run_as: Option<String>,
     /// Keep the temporary folder a `--task` with a workspace source is copied into when no
     /// working directory is given (it is removed when the session ends otherwise).
     #[arg(long)]
@@ -564,6 +569,7 @@ impl SessionArgs {
             sandbox_token_file: self.sandbox_token_file.clone(),
             network: self.network.clone(),
             writable: self.writable.clone(),
+            run_as: self.run_as.clone(),
             keep_workspace: self.keep_workspace,
             tools: self.tools.clone(),
             policy: self.policy.clone(),

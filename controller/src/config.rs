@@ -51,6 +51,8 @@ pub struct SessionFlags {
     /// `none` or `host`.
     pub network: Option<String>,
     pub writable: Vec<PathBuf>,
+    /// Who a local sandbox's commands run as: `root`, a user, `UID[:GID]`.
+    pub run_as: Option<String>,
     /// Keep a temporary workspace folder after the session.
     pub keep_workspace: bool,
     pub tools: Option<Vec<String>>,
@@ -89,6 +91,8 @@ pub struct RunConfig {
     pub network: NetworkMode,
     /// More paths a local sandbox's commands may write beneath.
     pub writable: Vec<PathBuf>,
+    /// Who a local sandbox's commands run as.
+    pub run_as: crate::sandbox::local::RunAs,
     /// Keep a temporary workspace folder after the session (`--keep-workspace`).
     pub keep_workspace: bool,
     /// The longest the session may run.
@@ -198,6 +202,7 @@ impl RunConfig {
             lifetime,
             network,
             writable: flags.writable.clone(),
+            run_as: run_as(flags)?,
             keep_workspace: flags.keep_workspace,
             working_dir,
             workspace: task.workspace_source().map_err(anyhow::Error::msg)?,
@@ -215,6 +220,15 @@ impl RunConfig {
             mcp: mcp_servers(task.mcp.as_deref(), flags)?,
             mcp_workspace: flags.mcp_workspace || task.mcp_workspace == Some(true),
         })
+    }
+}
+
+/// Who a local sandbox's commands run as: `--run-as`, else the default (an unprivileged user
+/// when the harness is root).
+fn run_as(flags: &SessionFlags) -> anyhow::Result<crate::sandbox::local::RunAs> {
+    match &flags.run_as {
+        Some(text) => crate::sandbox::local::RunAs::parse(text).map_err(anyhow::Error::msg),
+        None => Ok(crate::sandbox::local::RunAs::Default),
     }
 }
 

@@ -49,7 +49,8 @@ pub enum EventLogError {
 pub struct EventLog {
     tx: mpsc::Sender<Cmd>,
     dir: PathBuf,
-    secrets: Arc<Vec<String>>,
+    /// Every secret the harness knows, kept out of every line and blob.
+    redactor: Arc<crate::secrets::Redactor>,
     durability: Durability,
 }
 
@@ -58,7 +59,7 @@ impl EventLog {
     pub fn create(
         dir: &Path,
         durability: Durability,
-        secrets: Vec<String>,
+        secrets: &[String],
     ) -> Result<EventLog, EventLogError> {
         let io = |source| EventLogError::Io {
             path: dir.to_owned(),
@@ -83,20 +84,20 @@ impl EventLog {
         file: File,
         next_seq: u64,
         durability: Durability,
-        secrets: Vec<String>,
+        secrets: &[String],
     ) -> std::io::Result<EventLog> {
-        let secrets = Arc::new(secrets);
+        let redactor = Arc::new(crate::secrets::Redactor::new(secrets));
         let tx = writer::spawn(
             file,
             dir.join("events.jsonl"),
             next_seq,
             durability,
-            secrets.clone(),
+            redactor.clone(),
         )?;
         Ok(EventLog {
             tx,
             dir: dir.to_owned(),
-            secrets,
+            redactor,
             durability,
         })
     }
@@ -107,7 +108,7 @@ impl EventLog {
     pub fn reopen(
         dir: &Path,
         durability: Durability,
-        secrets: Vec<String>,
+        secrets: &[String],
     ) -> Result<EventLog, EventLogError> {
         let path = dir.join("events.jsonl");
         let io = |source| EventLogError::Io {
@@ -187,7 +188,7 @@ impl EventLog {
 
     /// Stores bytes (redacted) as a blob; returns its reference. Written whole before return.
     pub fn blob(&self, bytes: &[u8]) -> Result<BlobRef, EventLogError> {
-        let redacted = crate::secrets::redact_bytes(bytes, &self.secrets);
+        let redacted = self.redactor.redact_bytes(bytes);
         let sha256 = hex::encode(Sha256::digest(&redacted));
         let path = self.dir.join("blobs").join(&sha256);
         if !path.exists() {
@@ -222,6 +223,11 @@ impl EventLog {
         self.blob(value.to_string().as_bytes())
     }
 
+    /// `text` without any run of a secret this log keeps out (what a model is shown, too).
+    pub fn redact(&self, text: &str) -> String {
+        self.redactor.redact(text).into_owned()
+    }
+
     /// Text inline when short, else a blob with a preview.
     pub fn text(&self, text: &str) -> Result<Text, EventLogError> {
         if text.len() <= INLINE_LIMIT {
@@ -237,7 +243,7 @@ impl EventLog {
         Ok(Text {
             text: None,
             blob: Some(blob),
-            preview: Some(crate::secrets::redact(&preview, &self.secrets)),
+            preview: Some(self.redact(&preview)),
             size: text.len() as u64,
         })
     }
@@ -312,7 +318,7 @@ mod tests {
     async fn a_reopened_log_goes_on_after_its_last_whole_line_and_sets_a_torn_one_aside() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("log");
-        let log = EventLog::create(&dir, Durability::Durable, Vec::new()).unwrap();
+        let log = EventLog::create(&dir, Durability::Durable, &[]).unwrap();
         assert_eq!(log.record(error("one")).await.unwrap(), 0);
         assert_eq!(log.record(error("two")).await.unwrap(), 1);
         log.close().await.unwrap();
@@ -322,7 +328,7 @@ mod tests {
         file.write_all(b"{\"seq\":2,\"ts\":\"2026-").unwrap();
         drop(file);
 
-        let log = EventLog::reopen(&dir, Durability::Durable, Vec::new()).unwrap();
+        let log = EventLog::reopen(&dir, Durability::Durable, &[]).unwrap();
         assert_eq!(log.record(error("three")).await.unwrap(), 2);
         log.close().await.unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

@@ -11,6 +11,12 @@ use clap::Parser;
 use controller::exit_code;
 
 fn main() {
+    // The harness holds model keys and tokens: no other process of its user (a command of a
+    // sandbox that runs as the same user, say) may read its memory or environment through
+    // /proc or ptrace it. Its children start dumpable again (execve resets the flag).
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("warning: could not make harness undumpable: {err}");
+    }
     let cli = cli::Cli::parse();
     // The log on stderr (warnings unless RUST_LOG says otherwise), and spans over OTLP when
     // OTEL_EXPORTER_OTLP_ENDPOINT is set.

@@ -99,12 +99,17 @@ pub trait Policy: Send + Sync {
 /// The workspace's `.git`, as the check of a read-only git command needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GitDir {
-    /// No `.git` at the workspace root.
+    /// No `.git` in the folder, and the folder is no repository of its own.
     Missing,
     /// `.git` is a file (`gitdir: …` points elsewhere).
     File,
     /// A folder; its `config`'s text (empty when it has none).
     Folder(String),
+    /// The folder itself is a bare repository (`HEAD`, `objects/` or `refs/`, as git finds
+    /// one); its `config`'s text.
+    Bare(String),
+    /// The repository's config is elsewhere (`commondir`): what points there.
+    Redirected(String),
     /// It could not be read.
     Unreadable(String),
 }
@@ -114,8 +119,17 @@ pub trait Workspace: Send + Sync {
     /// `FOLDER/.git`, for a folder relative to the workspace root (`.` for the root).
     fn git_dir<'a>(&'a self, folder: &'a str) -> BoxFuture<'a, GitDir>;
 
-    /// The command of a process started by id (`exec`), when there is one.
-    fn process_command<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<String>>;
+    /// A process started by id (`exec`, the `shell` tool's shell), when there is one.
+    fn process<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<ProcessView>>;
+}
+
+/// What the policy knows of a process started by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessView {
+    pub cmd: String,
+    /// Its folder, as the sandbox says it: relative to the workspace root when inside it,
+    /// absolute otherwise; `None` when it did not say (it ended, or an older sandbox).
+    pub cwd: Option<String>,
 }
 
 /// Allows every call (`--policy allow-all`, for trusted, isolated experiments).
@@ -220,6 +234,14 @@ async fn repository_runs_programs(workspace: &dyn Workspace, folder: &str) -> Op
                 });
             }
             GitDir::File => return Some(format!("{place}.git is a file pointing elsewhere")),
+            GitDir::Bare(config) => {
+                return bash::repo_config_runs_programs(&config).map(|key| {
+                    format!("the bare repository {folder} (git uses it from there) has {key} in its config, which could run a program")
+                });
+            }
+            GitDir::Redirected(what) => {
+                return Some(format!("{what} points git at a config elsewhere"));
+            }
             GitDir::Unreadable(err) => {
                 return Some(format!("the repository's config could not be read ({err})"));
             }

@@ -13,6 +13,17 @@ current directory, then reply with a short summary of what you did.";
 const AGENTS_FILE: &str = "AGENTS.md";
 const SKILLS_DIR: &str = ".agents/skills";
 
+/// The most of AGENTS.md that goes into the prompt (and is read at all), in bytes; a longer
+/// file is cut there, with a warning. A workspace is someone else's: a sparse file of a
+/// gigabyte must cost nothing.
+pub const AGENTS_MAX_BYTES: usize = 32 * 1024;
+/// The most of a SKILL.md read: its frontmatter is at its top.
+const SKILL_FILE_MAX_BYTES: usize = 16 * 1024;
+/// The most skills in the catalogue; the rest are left out, with a warning.
+pub const MAX_SKILLS: usize = 64;
+/// The longest description a skill may give (the Agent Skills spec's limit), in characters.
+const DESCRIPTION_MAX_CHARS: usize = 1024;
+
 /// A skill found under `.agents/skills/*/SKILL.md`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skill {
@@ -34,18 +45,26 @@ pub async fn build(
     sandbox: &SandboxClient,
     workspace_root: &str,
 ) -> Result<SystemPrompt, SandboxError> {
-    let context = match sandbox.get_file(AGENTS_FILE).await? {
-        Some(bytes) => {
+    let mut warnings = Vec::new();
+    let context = match sandbox.get_file(AGENTS_FILE, AGENTS_MAX_BYTES).await? {
+        Some(head) => {
+            if head.truncated() {
+                warnings.push(format!(
+                    "{AGENTS_FILE} is {} bytes: the prompt holds its first {AGENTS_MAX_BYTES}",
+                    head.size
+                ));
+            }
             let path = format!("{}/{AGENTS_FILE}", workspace_root.trim_end_matches('/'));
             format!(
                 "<project_instructions path=\"{}\">\n{}\n</project_instructions>",
                 escape(&path),
-                String::from_utf8_lossy(&bytes).trim()
+                String::from_utf8_lossy(&head.bytes).trim()
             )
         }
         None => String::new(),
     };
-    let (skills, warnings) = find_skills(sandbox).await?;
+    let (skills, skill_warnings) = find_skills(sandbox).await?;
+    warnings.extend(skill_warnings);
     let sections = [BASE_PROMPT.to_owned(), context, format_skills(&skills)];
     let text = sections
         .into_iter()
@@ -70,14 +89,21 @@ async fn find_skills(sandbox: &SandboxClient) -> Result<(Vec<Skill>, Vec<String>
         return Ok((skills, warnings));
     };
     // Sorted by name, as the seed's sorted glob.
-    for entry in listing
+    let folders: Vec<_> = listing
         .entries
         .iter()
         .filter(|entry| matches!(entry.kind, EntryKind::Dir | EntryKind::Symlink))
-    {
+        .collect();
+    if folders.len() > MAX_SKILLS {
+        warnings.push(format!(
+            "{SKILLS_DIR} has {} folders: the catalogue holds the first {MAX_SKILLS}",
+            folders.len()
+        ));
+    }
+    for entry in folders.into_iter().take(MAX_SKILLS) {
         let location = format!("{SKILLS_DIR}/{}/SKILL.md", entry.name);
-        let bytes = match sandbox.get_file(&location).await {
-            Ok(Some(bytes)) => bytes,
+        let bytes = match sandbox.get_file(&location, SKILL_FILE_MAX_BYTES).await {
+            Ok(Some(head)) => head.bytes,
             Ok(None) => continue,
             // A symlink leading outside, or a SKILL.md that is not a file: not a skill.
             Err(SandboxError::Api {
@@ -114,7 +140,8 @@ async fn find_skills(sandbox: &SandboxClient) -> Result<(Vec<Skill>, Vec<String>
         );
         skills.push(Skill {
             name,
-            description,
+            // Past the spec's limit (warned above) a description is cut.
+            description: description.chars().take(DESCRIPTION_MAX_CHARS).collect(),
             location,
         });
     }

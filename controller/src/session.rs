@@ -45,6 +45,9 @@ use header::{Header, finish};
 use prepare::{Prepared, prepare};
 use sandbox::{Sandbox, StartContext};
 
+/// The largest workspace `.mcp.json` read (`--mcp-workspace`).
+const MCP_FILE_MAX: usize = 1 << 20;
+
 /// Everything a session needs besides its model.
 #[derive(Debug)]
 pub struct SessionOptions {
@@ -238,8 +241,11 @@ fn open(
     } else {
         observer.note(&format!("policy: {}", policy.name()));
     }
-    let secrets = crate::secrets::values(std::slice::from_ref(&token));
-    let log = EventLog::create(&options.log_dir, options.durability, secrets)?;
+    let mut known = vec![token.clone()];
+    known.extend(config.mcp.secret_values());
+    known.extend(config.policy.hooks.secret_values());
+    let secrets = crate::secrets::values(&known);
+    let log = EventLog::create(&options.log_dir, options.durability, &secrets)?;
     observer.note(&format!("log: {}", options.log_dir.display()));
     Ok((token, policy, log))
 }
@@ -360,17 +366,28 @@ impl Session<'_> {
             return config;
         }
         let note = |text: String| self.audience.observer.note(&format!("mcp: {text}"));
-        match self.sandbox.client.get_file(".mcp.json").await {
-            Ok(Some(bytes)) => match McpConfig::from_workspace(&String::from_utf8_lossy(&bytes)) {
-                Ok(workspace) => {
-                    for name in config.merge(workspace) {
-                        note(format!(
-                            "the workspace's server {name} is left out: --mcp names one so"
-                        ));
+        match self
+            .sandbox
+            .client
+            .get_file(".mcp.json", MCP_FILE_MAX)
+            .await
+        {
+            Ok(Some(head)) if head.truncated() => note(format!(
+                "the workspace's .mcp.json is left out: it is {} bytes, over the {MCP_FILE_MAX} this harness reads",
+                head.size
+            )),
+            Ok(Some(head)) => {
+                match McpConfig::from_workspace(&String::from_utf8_lossy(&head.bytes)) {
+                    Ok(workspace) => {
+                        for name in config.merge(workspace) {
+                            note(format!(
+                                "the workspace's server {name} is left out: --mcp names one so"
+                            ));
+                        }
                     }
+                    Err(err) => note(format!("the workspace's .mcp.json is left out: {err}")),
                 }
-                Err(err) => note(format!("the workspace's .mcp.json is left out: {err}")),
-            },
+            }
             Ok(None) => note("the workspace has no .mcp.json".to_owned()),
             Err(err) => note(format!("reading the workspace's .mcp.json: {err}")),
         }

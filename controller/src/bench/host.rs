@@ -137,9 +137,15 @@ impl TaskHost for ApiHost {
                                     "{from} in the task's container is over {max_bytes} bytes"
                                 );
                             }
-                            if let Some(bytes) = self.client.get_file(&path).await? {
-                                written += bytes.len() as u64;
-                                std::fs::write(&target, bytes)?;
+                            let room = (max_bytes - written) as usize;
+                            if let Some(head) = self.client.get_file(&path, room).await? {
+                                if head.truncated() {
+                                    anyhow::bail!(
+                                        "{from} in the task's container is over {max_bytes} bytes"
+                                    );
+                                }
+                                written += head.bytes.len() as u64;
+                                std::fs::write(&target, head.bytes)?;
                             }
                         }
                         _ => {}

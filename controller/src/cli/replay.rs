@@ -8,8 +8,8 @@ use anyhow::Context;
 use controller::event_log::reader;
 use controller::exit_code;
 use controller::replay::{self, compare, metrics, render, report, rerun, restore};
+use controller::sandbox::SandboxClient;
 use controller::sandbox::local::LocalSandbox;
-use controller::sandbox::{NetworkMode, SandboxClient};
 
 use super::ReplayCommand;
 
@@ -369,8 +369,11 @@ async fn rerun_sandbox(
         None | Some("local") => {
             let token = format!("{:032x}", rand::random::<u128>());
             let tools = (!place.tools.is_empty()).then_some(place.tools);
-            let local =
-                LocalSandbox::start(workspace, &token, tools, NetworkMode::None, &[], None).await?;
+            let options = controller::sandbox::local::LocalOptions {
+                tools,
+                ..controller::sandbox::local::LocalOptions::plain()
+            };
+            let local = LocalSandbox::start(workspace, &token, options).await?;
             let client = local.client.clone();
             Ok((RerunSandbox::Local(Box::new(local)), client))
         }

@@ -189,6 +189,7 @@ impl RunConfig {
                 NetworkMode::None
             },
             writable: Vec::new(),
+            run_as: crate::sandbox::local::RunAs::Own,
             keep_workspace: flags.keep_workspace,
             lifetime: flags.lifetime,
             tools: flags.tools.clone(),

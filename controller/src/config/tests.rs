@@ -30,6 +30,7 @@ pub(crate) fn flags() -> SessionFlags {
         sandbox_token_file: None,
         network: None,
         writable: Vec::new(),
+        run_as: None,
         keep_workspace: false,
         tools: None,
         policy: None,

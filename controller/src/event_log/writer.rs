@@ -35,7 +35,7 @@ pub(super) fn spawn(
     path: PathBuf,
     next_seq: u64,
     durability: Durability,
-    secrets: Arc<Vec<String>>,
+    redactor: Arc<crate::secrets::Redactor>,
 ) -> std::io::Result<mpsc::Sender<Cmd>> {
     let (tx, rx) = mpsc::channel(1024);
     let writer = Writer {
@@ -43,7 +43,7 @@ pub(super) fn spawn(
         path,
         next_seq,
         durability,
-        secrets,
+        redactor,
     };
     std::thread::Builder::new()
         .name("event-log-writer".to_owned())
@@ -57,7 +57,7 @@ struct Writer {
     path: PathBuf,
     next_seq: u64,
     durability: Durability,
-    secrets: Arc<Vec<String>>,
+    redactor: Arc<crate::secrets::Redactor>,
 }
 
 impl Writer {
@@ -117,7 +117,7 @@ impl Writer {
         let line = serde_json::to_string(&envelope)
             .map_err(|err| format!("serializing an event: {err}"))?;
         self.next_seq += 1;
-        let mut bytes = crate::secrets::redact(&line, &self.secrets).into_bytes();
+        let mut bytes = self.redactor.redact(&line).into_owned().into_bytes();
         bytes.push(b'\n');
         Ok((bytes, envelope.seq))
     }

@@ -78,6 +78,21 @@ pub struct Hooks {
 }
 
 impl Hooks {
+    /// The values of the HTTP hooks' headers (tokens, once `${VAR}` is filled): secrets, for
+    /// the log to redact.
+    pub fn secret_values(&self) -> Vec<String> {
+        self.hooks
+            .iter()
+            .flat_map(|hook| match &hook.handler {
+                Handler::Http { headers, .. } => headers
+                    .iter()
+                    .map(|(_, value)| value.clone())
+                    .collect::<Vec<_>>(),
+                Handler::Command(_) => Vec::new(),
+            })
+            .collect()
+    }
+
     /// No hooks.
     pub fn none() -> Hooks {
         Hooks::default()

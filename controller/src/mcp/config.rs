@@ -102,6 +102,17 @@ pub struct McpConfig {
 pub const DEFAULT_TOOL_BUDGET: usize = 10_000;
 
 impl McpConfig {
+    /// The values of the servers' environment and headers: secrets, for the log to redact.
+    pub fn secret_values(&self) -> Vec<String> {
+        self.servers
+            .values()
+            .flat_map(|server| match &server.transport {
+                Transport::Stdio { env, .. } => env.values().cloned().collect::<Vec<_>>(),
+                Transport::Http { headers, .. } => headers.values().cloned().collect(),
+            })
+            .collect()
+    }
+
     /// Reads and checks a servers file.
     pub fn load(path: &Path) -> anyhow::Result<McpConfig> {
         let text = std::fs::read_to_string(path)

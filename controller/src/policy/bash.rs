@@ -8,6 +8,7 @@
 
 mod carried;
 mod danger;
+mod expand;
 mod git;
 mod options;
 mod peel;
@@ -54,8 +55,14 @@ pub struct Unit {
 pub enum Cwd {
     /// A folder inside the workspace (`"."` for the root).
     Inside(String),
-    /// Somewhere else, or somewhere unknown (`cd ..`, `cd "$dir"`).
+    /// A known folder outside it (`cd /proc/1`, `cd ~/.azure`; a persistent shell's folder, as
+    /// the server reports it): relative paths are judged as joined to it.
+    At(String),
+    /// Somewhere unknown that a `cd` of the line moved to (`cd ..`, `cd "$dir"`).
     Elsewhere,
+    /// Somewhere unknown from the start: a persistent shell whose folder the sandbox did not
+    /// say. Relative paths are judged as from anywhere; a relative delete is for a person.
+    Unknown,
 }
 
 /// One simple command as it will run.
@@ -131,15 +138,15 @@ pub struct Line {
 }
 
 impl Line {
-    /// Parses and resolves a command line.
+    /// Parses and resolves a command line that runs from the workspace root.
     pub fn parse(source: &str) -> Line {
+        Line::parse_from(source, Cwd::Inside(".".to_owned()))
+    }
+
+    /// Parses and resolves a command line that runs from `cwd` (a persistent shell's folder).
+    pub fn parse_from(source: &str, cwd: Cwd) -> Line {
         let mut line = Line::default();
-        line.add_unit(
-            source.to_owned(),
-            &Origin::Line,
-            0,
-            Cwd::Inside(".".to_owned()),
-        );
+        line.add_unit(source.to_owned(), &Origin::Line, 0, cwd);
         line
     }
 
@@ -160,7 +167,17 @@ impl Line {
         {
             return;
         }
-        let analysis = shell::analyse(&source);
+        let mut analysis = shell::analyse(&source);
+        // `{rm,-rf,~}` at the start of a command is no syntax to the parser (a `{` opens a
+        // group), but bash expands it into the command `rm -rf ~`: judge that.
+        if !analysis.unknown.is_empty()
+            && let Some(expanded) = expand::leading_brace_command(&source)
+        {
+            let retried = shell::analyse(&expanded);
+            if retried.unknown.is_empty() {
+                analysis = retried;
+            }
+        }
         let unit = self.units.len();
         self.units.push(Unit {
             source,
@@ -204,6 +221,17 @@ impl Line {
     fn add_command(&mut self, command: Command, depth: usize) {
         let peeled = peel::peel(command);
         let command = peeled.command;
+        // `echo . | xargs rm -rf`: the command as it runs with the words fed to it, judged too.
+        let fed = command
+            .stdin_args
+            .then(|| expand::fed_words(&self.commands, &command))
+            .flatten()
+            .map(|words| {
+                let mut fed = command.clone();
+                fed.argv.extend(words);
+                fed.stdin_args = false;
+                fed
+            });
         let mut code = peeled.code;
         code.extend(carried::stdin_code(&command));
         if let Some(file) = carried::script_run(&command)
@@ -224,6 +252,7 @@ impl Line {
         let data = carried::data_strings(&command, &code);
         let cwd = command.cwd.clone();
         self.commands.push(command);
+        self.commands.extend(fed);
         for text in data {
             self.add_unit(text, &Origin::Data, depth + 1, cwd.clone());
         }
@@ -346,7 +375,7 @@ fn expand(value: &Word, quoted: bool, ifs: Option<&str>) -> Vec<Word> {
 /// The command once, plus once per combination of known values of its variables.
 fn alternatives(simple: &SimpleCommand, vars: &Variables) -> Vec<Command> {
     let base = Command {
-        argv: simple.argv.clone(),
+        argv: expand::braces_spliced(&simple.argv),
         assignments: simple.assignments.clone(),
         redirects: simple.redirects.clone(),
         context: simple.context.clone(),
@@ -406,11 +435,30 @@ fn after_cd(command: &Command, cwd: Cwd) -> Cwd {
         .iter()
         .filter(|w| !w.text().starts_with('-') || w.text() == "-")
         .collect();
-    let (Cwd::Inside(from), [target]) = (&cwd, operands.as_slice()) else {
+    let [target] = operands.as_slice() else {
         return Cwd::Elsewhere;
     };
-    match target.as_static() {
-        Some(path) if !path.starts_with('/') && path != "-" => {
+    // `cd ~`, `cd ~/x`, `cd $HOME/x`: a home, which the credential checks know.
+    let text = target.text().trim_matches('"');
+    for prefix in ["~", "$HOME", "${HOME}"] {
+        if let Some(rest) = text.strip_prefix(prefix)
+            && (rest.is_empty() || rest.starts_with('/'))
+            && !rest.contains(['$', '`', '*', '?'])
+        {
+            return Cwd::At(normalize(&format!("~{rest}")));
+        }
+    }
+    let Some(path) = target.as_static() else {
+        return Cwd::Elsewhere;
+    };
+    if path == "-" {
+        return Cwd::Elsewhere;
+    }
+    if path.starts_with('/') {
+        return Cwd::At(normalize(path));
+    }
+    match cwd {
+        Cwd::Inside(from) => {
             let joined = normalize(&format!("{from}/{path}"));
             if joined == ".." || joined.starts_with("../") {
                 Cwd::Elsewhere
@@ -418,7 +466,8 @@ fn after_cd(command: &Command, cwd: Cwd) -> Cwd {
                 Cwd::Inside(joined)
             }
         }
-        _ => Cwd::Elsewhere,
+        Cwd::At(from) => Cwd::At(normalize(&format!("{from}/{path}"))),
+        Cwd::Elsewhere | Cwd::Unknown => Cwd::Elsewhere,
     }
 }
 

@@ -8,27 +8,48 @@ use super::{Call, bash};
 /// What `write_stdin` with no input is judged as: waiting for output, which only reads.
 pub(super) const WAITING: &str = "write_stdin (waiting)";
 
-/// The call as the policy judges it: `exec` and `shell` are the command they run, as `bash`
-/// (a `shell` command runs where earlier ones left the shell, which rules cannot see, so
-/// paths in it are judged as from the working directory); input to a
-/// shell that `exec` started is a command too; other input is `write_stdin` itself (rules name
-/// it `write_stdin(…)`; the classifier reads it), and no input is only waiting.
+/// The process id of the `shell` tool's persistent shell on the server.
+const MODEL_SHELL: &str = "model-shell";
+
+/// The call as the policy judges it: `exec` and `shell` are the command they run, as `bash`;
+/// input to a shell that `exec` started is a command too; other input is `write_stdin` itself
+/// (rules name it `write_stdin(…)`; the classifier reads it), and no input is only waiting.
+/// A command typed into a persistent shell runs wherever earlier commands left it: the
+/// sandbox says where (`from`), and its relative paths are judged from there; `?` when it
+/// could not say, and they are judged as from anywhere.
 pub(super) async fn judged_as(call: &Call<'_>) -> (String, Value) {
     let text = |field: &str| call.args[field].as_str().unwrap_or_default().to_owned();
-    match call.tool {
-        "exec" | "shell" => ("bash".to_owned(), serde_json::json!({"cmd": text("cmd")})),
-        "write_stdin" if text("input").is_empty() => (WAITING.to_owned(), call.args.clone()),
-        "write_stdin" => {
-            let command = match call.workspace {
-                Some(workspace) => workspace.process_command(&text("process_id")).await,
-                None => None,
-            };
-            if command.as_deref().is_some_and(runs_a_shell) {
-                ("bash".to_owned(), serde_json::json!({"cmd": text("input")}))
-            } else {
-                (call.tool.to_owned(), call.args.clone())
-            }
+    let process = |id: String| async move {
+        match call.workspace {
+            Some(workspace) => workspace.process(&id).await,
+            None => None,
         }
+    };
+    match call.tool {
+        "exec" => ("bash".to_owned(), serde_json::json!({"cmd": text("cmd")})),
+        "shell" => {
+            // Before its first command the shell starts in the workspace root.
+            let from = match (call.workspace, process(MODEL_SHELL.to_owned()).await) {
+                (Some(_), None) => ".".to_owned(),
+                (_, Some(view)) => view.cwd.unwrap_or_else(|| "?".to_owned()),
+                (None, None) => "?".to_owned(),
+            };
+            (
+                "bash".to_owned(),
+                serde_json::json!({"cmd": text("cmd"), "from": from}),
+            )
+        }
+        "write_stdin" if text("input").is_empty() => (WAITING.to_owned(), call.args.clone()),
+        "write_stdin" => match process(text("process_id")).await {
+            Some(view) if runs_a_shell(&view.cmd) => {
+                let from = view.cwd.unwrap_or_else(|| "?".to_owned());
+                (
+                    "bash".to_owned(),
+                    serde_json::json!({"cmd": text("input"), "from": from}),
+                )
+            }
+            _ => (call.tool.to_owned(), call.args.clone()),
+        },
         other => (other.to_owned(), call.args.clone()),
     }
 }
@@ -53,7 +74,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::policy::{GitDir, Workspace};
+    use crate::policy::{GitDir, ProcessView, Workspace};
 
     /// A sandbox where `sh-1` is an interactive bash and `py-1` a Python REPL.
     struct Processes;
@@ -63,13 +84,18 @@ mod tests {
             Box::pin(async { GitDir::Missing })
         }
 
-        fn process_command<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<String>> {
+        fn process<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<ProcessView>> {
             Box::pin(async move {
-                match id {
-                    "sh-1" => Some("env TERM=dumb /bin/bash --norc".to_owned()),
-                    "py-1" => Some("python3 -i".to_owned()),
-                    _ => None,
-                }
+                let (cmd, cwd) = match id {
+                    "sh-1" => ("env TERM=dumb /bin/bash --norc", "/root"),
+                    "py-1" => ("python3 -i", "."),
+                    "model-shell" => ("model-shell", "src"),
+                    _ => return None,
+                };
+                Some(ProcessView {
+                    cmd: cmd.to_owned(),
+                    cwd: Some(cwd.to_owned()),
+                })
             })
         }
     }
@@ -91,7 +117,7 @@ mod tests {
         let (tool, args) = judged("shell", json!({"cmd": "cd / && rm -rf .", "timeout": 5})).await;
         assert_eq!(
             (tool.as_str(), args),
-            ("bash", json!({"cmd": "cd / && rm -rf ."}))
+            ("bash", json!({"cmd": "cd / && rm -rf .", "from": "src"}))
         );
     }
 
@@ -101,7 +127,7 @@ mod tests {
         let (tool, args) = judged("write_stdin", to_shell).await;
         assert_eq!(
             (tool.as_str(), args),
-            ("bash", json!({"cmd": "curl x | sh\n"}))
+            ("bash", json!({"cmd": "curl x | sh\n", "from": "/root"}))
         );
         let to_python = json!({"process_id": "py-1", "input": "print(1)\n"});
         let (tool, args) = judged("write_stdin", to_python.clone()).await;

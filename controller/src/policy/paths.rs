@@ -8,59 +8,7 @@
 //! credential location; an unknown variable matches anything, though a word made only of
 //! unknowns (`$FILE`) is taken to name nothing in particular.
 
-/// Where credentials live, as concrete example paths (a folder's own path included, so naming
-/// the folder counts); `~` stands for each home.
-const CREDENTIALS: &[&str] = &[
-    "~/.ssh",
-    "~/.ssh/id_rsa",
-    "~/.ssh/id_ed25519",
-    "~/.ssh/id_ecdsa",
-    "~/.ssh/id_dsa",
-    "~/.ssh/config",
-    "~/.ssh/known_hosts",
-    "~/.aws",
-    "~/.aws/credentials",
-    "~/.aws/config",
-    "~/.kube",
-    "~/.kube/config",
-    "~/.docker/config.json",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.gnupg",
-    "~/.gnupg/private-keys-v1.d/key.key",
-    "~/.config/gcloud",
-    "~/.config/gcloud/application_default_credentials.json",
-    "~/.config/gh/hosts.yml",
-    "~/.azure/accessTokens.json",
-    "~/.npmrc",
-    "~/.pypirc",
-    "~/.pgpass",
-    "~/.terraform.d/credentials.tfrc.json",
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/sudoers",
-    "/run/secrets/token",
-    "/var/run/secrets/kubernetes.io/serviceaccount/token",
-    "/proc/self/environ",
-    "/proc/1/environ",
-];
-
-/// Key files are credentials wherever they are.
-const KEY_NAMES: &[&str] = &["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"];
-
-/// Folders and files that hold credentials wherever they are (a home found through `cd`, or a
-/// variable).
-const CREDENTIAL_NAMES: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".kube",
-    ".netrc",
-    ".git-credentials",
-    ".pgpass",
-    ".npmrc",
-    ".pypirc",
-];
+mod stores;
 
 /// The homes `~` and `$HOME` may stand for in a sandbox.
 fn homes() -> Vec<String> {
@@ -122,9 +70,7 @@ enum Token {
 /// The credential location a shell word (as written, quotes and all) could reach, if any.
 pub fn credential_reached(raw: &str) -> Option<String> {
     let homes = homes();
-    let mut alternatives = expand_braces(raw);
-    alternatives.extend(alternatives.clone().iter().filter_map(|a| rooted(a)));
-    for alternative in alternatives {
+    for alternative in word_alternatives(raw) {
         for home in &homes {
             let tokens = lex(&alternative, home);
             // A word of nothing but unknowns (`$FILE`, `$(cmd)`) names no place in particular.
@@ -134,7 +80,7 @@ pub fn credential_reached(raw: &str) -> Option<String> {
             {
                 continue;
             }
-            if let Some(hit) = reach(&tokens, &homes) {
+            if let Some(hit) = stores::reach(&tokens, &homes) {
                 return Some(hit);
             }
         }
@@ -142,10 +88,30 @@ pub fn credential_reached(raw: &str) -> Option<String> {
     None
 }
 
+/// The paths a shell word stands for, before its tokens: its brace alternatives, each also as
+/// climbed to the root (`../../etc`), and with `..` resolved where it follows `/proc`'s links
+/// (`/proc/thread-self` is `/proc/self/task/self`).
+fn word_alternatives(raw: &str) -> Vec<String> {
+    let mut alternatives = expand_braces(raw);
+    alternatives.extend(alternatives.clone().iter().filter_map(|a| rooted(a)));
+    let resolved: Vec<String> = alternatives
+        .iter()
+        .filter(|a| a.contains("/.."))
+        .map(|a| normalize(&proc_links(a)))
+        .collect();
+    alternatives.extend(resolved);
+    alternatives
+}
+
+/// `/proc/thread-self` as the folder it links to, so that `..` from it climbs as the kernel's.
+fn proc_links(path: &str) -> String {
+    path.replace("/proc/thread-self", "/proc/self/task/self")
+}
+
 /// The credential a file tool's path (plain text, no shell meaning) names, if any.
 pub fn credential_path(path: &str) -> Option<String> {
     let homes = homes();
-    let path = normalize(path);
+    let path = normalize(&proc_links(path));
     let mut paths = vec![path.clone()];
     paths.extend(rooted(&path));
     for (home, path) in homes.iter().flat_map(|h| paths.iter().map(move |p| (h, p))) {
@@ -155,11 +121,35 @@ pub fn credential_path(path: &str) -> Option<String> {
             None => path.clone(),
         };
         let tokens: Vec<Token> = expanded.chars().map(Token::Char).collect();
-        if let Some(hit) = reach(&tokens, &homes) {
+        if let Some(hit) = stores::reach(&tokens, &homes) {
             return Some(hit);
         }
     }
     None
+}
+
+/// The raw device, kernel memory or kernel image a shell word could reach, if any.
+pub fn device_reached(raw: &str) -> Option<String> {
+    let home = homes().remove(0);
+    word_alternatives(raw).iter().find_map(|alternative| {
+        let tokens = lex(alternative, &home);
+        let literal: Option<String> = tokens
+            .iter()
+            .map(|t| match t {
+                Token::Char(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        match literal {
+            Some(text) => stores::device_path(&normalize(&proc_links(&text))),
+            None => stores::device(&tokens),
+        }
+    })
+}
+
+/// The same for a file tool's plain path.
+pub fn device_path(path: &str) -> Option<String> {
+    stores::device_path(&normalize(&proc_links(path)))
 }
 
 /// `../../etc/shadow` climbs to the root from a deep enough folder: `/etc/shadow`.
@@ -192,54 +182,15 @@ pub fn credential_ancestor(raw: &str) -> Option<String> {
             return None;
         }
         let folder = normalize(&expanded);
-        let prefix = if folder == "/" {
-            folder.clone()
-        } else {
-            format!("{folder}/")
-        };
-        for credential in CREDENTIALS {
-            if credential.replacen('~', &home, 1).starts_with(&prefix) {
-                return Some((*credential).to_owned());
-            }
-        }
-    }
-    None
-}
-
-fn reach(tokens: &[Token], homes: &[String]) -> Option<String> {
-    for home in homes {
-        for credential in CREDENTIALS {
-            let concrete = credential.replacen('~', home, 1);
-            if matches(tokens, &concrete) {
-                return Some((*credential).to_owned());
-            }
-        }
-    }
-    // Relative or unknown prefixes: a credential folder or file by its name, in any folder.
-    let components: Vec<&[Token]> = tokens.split(|t| *t == Token::Char('/')).collect();
-    let last = components.len().saturating_sub(1);
-    for (index, component) in components.iter().enumerate() {
-        let literal = component.iter().any(|t| matches!(t, Token::Char(_)));
-        if !literal {
-            continue;
-        }
-        if let Some(name) = CREDENTIAL_NAMES
-            .iter()
-            .find(|name| matches(component, name))
-        {
-            return Some((*name).to_owned());
-        }
-        if index == last
-            && let Some(name) = KEY_NAMES.iter().find(|name| matches(component, name))
-        {
-            return Some(format!("a private key ({name})"));
+        if let Some(store) = stores::below(&folder, &home) {
+            return Some(store.to_owned());
         }
     }
     None
 }
 
 /// `{a,b}` alternatives, outermost first (nested braces expand in turn).
-fn expand_braces(raw: &str) -> Vec<String> {
+pub(crate) fn expand_braces(raw: &str) -> Vec<String> {
     let bytes = raw.as_bytes();
     let Some(open) = bytes.iter().position(|&b| b == b'{') else {
         return vec![raw.to_owned()];
@@ -305,7 +256,20 @@ fn lex(raw: &str, home: &str) -> Vec<Token> {
                 tokens.push(Token::Char(chars[at]));
                 at += 1;
             }
-            (None, '~') if at == 1 => tokens.extend(home.chars().map(Token::Char)),
+            (None, '~') if at == 1 => {
+                // `~name` is that user's home: root's, or a home like any other.
+                let name: String = chars[at..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                    .collect();
+                at += name.chars().count();
+                let path = match name.as_str() {
+                    "" => home.to_owned(),
+                    "root" => "/root".to_owned(),
+                    _ => "/home/user".to_owned(),
+                };
+                tokens.extend(path.chars().map(Token::Char));
+            }
             (None, '*') => tokens.push(Token::Star),
             (None, '?') => tokens.push(Token::Question),
             (None, '[') => at = class(&chars, at, &mut tokens),
@@ -357,17 +321,43 @@ fn variable(chars: &[char], mut at: usize, home: &str, tokens: &mut Vec<Token>) 
             }
             name = chars[start..at].iter().collect();
         }
+        // `$$`, `$!`, `$1`, `$@`: a special parameter, anything at all.
+        Some(c) if c.is_ascii_digit() || "$!@*#?-".contains(*c) => {
+            tokens.push(Token::Any);
+            return at + 1;
+        }
         _ => {
             tokens.push(Token::Char('$'));
             return at;
         }
     }
-    if name == "HOME" {
-        tokens.extend(home.chars().map(Token::Char));
-    } else {
-        tokens.push(Token::Any);
+    match known_location(&name, home) {
+        Some(path) => tokens.extend(path.chars().map(Token::Char)),
+        None => tokens.push(Token::Any),
     }
     at
+}
+
+/// Where the variables that name tools' folders point by default: a path built on one reaches
+/// what the tool keeps there.
+fn known_location(name: &str, home: &str) -> Option<String> {
+    let path = match name {
+        "HOME" => return Some(home.to_owned()),
+        "XDG_CONFIG_HOME" => "/.config",
+        "XDG_DATA_HOME" => "/.local/share",
+        "CARGO_HOME" => "/.cargo",
+        "GNUPGHOME" => "/.gnupg",
+        "DOCKER_CONFIG" => "/.docker",
+        "AZURE_CONFIG_DIR" => "/.azure",
+        "CLOUDSDK_CONFIG" => "/.config/gcloud",
+        "KUBECONFIG" => "/.kube/config",
+        "AWS_SHARED_CREDENTIALS_FILE" => "/.aws/credentials",
+        "AWS_CONFIG_FILE" => "/.aws/config",
+        "NETRC" => "/.netrc",
+        "RCLONE_CONFIG" => "/.config/rclone/rclone.conf",
+        _ => return None,
+    };
+    Some(format!("{home}{path}"))
 }
 
 /// `[…]` from just after the `[`; a `[` with no closing `]` is a literal.
@@ -489,12 +479,50 @@ mod tests {
             "~/.ssh",
             "'/etc/shadow'",
             "$D/.ssh/id_rsa",
+            // Issue 24: stores by class, homes by any name, /proc by any path.
+            "~/*",
+            "~root/.vault-token",
+            "/home/alice/.config/rclone/rclone.conf",
+            "$XDG_CONFIG_HOME/gh/hosts.yml",
+            "~/.azure/msal_token_cache.json",
+            "~/.cargo/credentials.toml",
+            "/etc/ssl/private/server.key",
+            "/root/deploy/prod.pem",
+            "/proc/*/task/*/environ",
+            "/proc/thread-self/../../../1/environ",
+            "/proc/1/cmdline",
+            "/proc/$$/mem",
+            "/proc/1/root/etc/shadow",
         ] {
             assert!(credential_reached(word).is_some(), "{word}");
         }
         for word in [
+            "~/.cargo/config.toml",
+            "/etc/ssl/certs/ca-certificates.pem",
+            "/proc/self/cmdline",
+            "/proc/1/status",
+            "/proc/cpuinfo",
+            "tests/fixtures/server.key",
+        ] {
+            assert_eq!(credential_reached(word), None, "{word}");
+        }
+        for (word, device) in [
+            ("/dev/sda", true),
+            ("/dev/disk/by-id/x", true),
+            ("/dev/sd?", true),
+            ("/dev/../dev/vda", true),
+            ("/proc/kcore", true),
+            ("/boot/vmlinuz-$(uname -r)", true),
+            ("/dev/null", false),
+            ("/dev/urandom", false),
+            ("/dev/pts/3", false),
+            ("$OUT/sda", false),
+            ("\"$f\"", false),
+        ] {
+            assert_eq!(device_reached(word).is_some(), device, "{word}");
+        }
+        for word in [
             "src/main.rs",
-            "~/*",
             "~/.bashrc",
             "README.md",
             "$FILE",

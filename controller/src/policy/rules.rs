@@ -142,7 +142,16 @@ impl RuleSet {
     /// The verdict for a call and what gave it; `None` when nothing decides.
     pub fn evaluate(&self, tool: &str, args: &Value) -> Option<Ruling> {
         match tool {
-            "bash" => self.bash(args["cmd"].as_str().unwrap_or_default()),
+            "bash" => self.bash(
+                args["cmd"].as_str().unwrap_or_default(),
+                args["from"].as_str(),
+            ),
+            // Typed into a process that is not known to be a shell (a REPL, or one the sandbox
+            // could not name): never routine when it would read a secret or destroy as a
+            // command would.
+            "write_stdin" => self
+                .typed(args["input"].as_str().unwrap_or_default())
+                .or_else(|| self.other(tool, &args.to_string())),
             "read_file" | "write_file" | "search_replace" => {
                 let written = args["content"]
                     .as_str()
@@ -151,6 +160,24 @@ impl RuleSet {
             }
             _ => self.other(tool, &args.to_string()),
         }
+    }
+
+    /// Input typed into a process, judged by the built-in denials as a command from an unknown
+    /// folder would be; `None` when none applies.
+    fn typed(&self, input: &str) -> Option<Ruling> {
+        if !self.builtin || input.trim().is_empty() {
+            return None;
+        }
+        let line = crate::policy::bash::Line::parse_from(input, crate::policy::bash::Cwd::Unknown);
+        crate::policy::bash::findings(&line)
+            .into_iter()
+            .find(|f| f.verdict == Verdict::Deny)
+            .map(|f| {
+                Ruling::new(
+                    Verdict::Deny,
+                    format!("{} (typed into a process)", f.provenance),
+                )
+            })
     }
 
     fn other(&self, tool: &str, subject: &str) -> Option<Ruling> {

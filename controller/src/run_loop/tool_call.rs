@@ -83,7 +83,7 @@ impl Agent<'_> {
             ToolStatus::Blocked => "blocked",
         };
         span.record("status", status);
-        crate::telemetry::metrics().tool_call(&call.name, status, started.elapsed());
+        crate::telemetry::metrics().tool_call(&self.tool_label(call), status, started.elapsed());
         let duration_ms = started.elapsed().as_millis() as u64;
         let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
         let inline = Inline::new(
@@ -125,7 +125,19 @@ impl Agent<'_> {
                 "a post_tool_use hook stopped the session ({why})"
             )));
         }
-        Ok((text, outcome.step))
+        // The model is shown what the log keeps: no run of a secret the harness knows.
+        Ok((log.redact(&text), outcome.step))
+    }
+
+    /// A call's tool as a metrics label: a tool the model was offered, or `unknown` (a model
+    /// can invent any name; every label comes from a closed set).
+    fn tool_label(&self, call: &ToolCall) -> String {
+        let offered = |tools: &[ToolSpec]| tools.iter().any(|t| t.name == call.name);
+        if offered(&self.tools) || offered(&self.mcp.loaded()) {
+            call.name.clone()
+        } else {
+            "unknown".to_owned()
+        }
     }
 
     /// The `post_tool_use` hooks of a call, with its result.
@@ -172,7 +184,7 @@ impl Agent<'_> {
                 .log
                 .record(Event::PolicyDecision(event))
                 .await?;
-            crate::telemetry::metrics().policy_decision(&call.name, "deny");
+            crate::telemetry::metrics().policy_decision(&self.tool_label(call), "deny");
             let text = policy::blocked_message(&hooked.reason);
             return Ok((
                 CallOutcome::refused(ToolStatus::Blocked, text),
@@ -215,7 +227,7 @@ impl Agent<'_> {
         let (judgement, settled) = judged.instrument(span.clone()).await;
         let verdict = verdict_label(&judgement, &settled);
         span.record("verdict", verdict);
-        crate::telemetry::metrics().policy_decision(&call.name, verdict);
+        crate::telemetry::metrics().policy_decision(&self.tool_label(call), verdict);
         let event = decision_event(call, &judgement, &settled);
         self.recorder
             .log

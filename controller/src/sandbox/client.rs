@@ -344,23 +344,37 @@ impl SandboxClient {
         }
     }
 
-    /// The bytes of a workspace file; `None` when it does not exist.
-    pub async fn get_file(&self, path: &str) -> Result<Option<Vec<u8>>, SandboxError> {
+    /// At most the first `cap` bytes of a workspace file, and its whole size; `None` when it
+    /// does not exist. A workspace is written by someone else: a file's size is known before
+    /// any byte of it is taken, and no more than `cap` bytes are ever read (the connection is
+    /// dropped past them).
+    pub async fn get_file(&self, path: &str, cap: usize) -> Result<Option<FileHead>, SandboxError> {
         let request = self.request(
             reqwest::Method::GET,
             &format!("/v1/files/{}", encode_path(path)),
         );
-        match self.send(request).await {
-            Ok(response) => {
-                let bytes = response
-                    .bytes()
-                    .await
-                    .map_err(|err| self.unreachable(&err))?;
-                Ok(Some(bytes.to_vec()))
+        let mut response = match self.send(request).await {
+            Ok(response) => response,
+            Err(SandboxError::Api { status: 404, .. }) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let size = response.content_length();
+        let mut bytes = Vec::with_capacity(cap.min(size.unwrap_or(0) as usize).min(1 << 20));
+        while bytes.len() < cap {
+            match response
+                .chunk()
+                .await
+                .map_err(|err| self.unreachable(&err))?
+            {
+                Some(chunk) => {
+                    let room = cap - bytes.len();
+                    bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+                None => break,
             }
-            Err(SandboxError::Api { status: 404, .. }) => Ok(None),
-            Err(err) => Err(err),
         }
+        let size = size.unwrap_or(bytes.len() as u64).max(bytes.len() as u64);
+        Ok(Some(FileHead { bytes, size }))
     }
 
     /// Writes a workspace file, creating folders; `mode` sets its permission bits.
@@ -502,6 +516,20 @@ impl SandboxClient {
     }
 }
 
+/// The first bytes of a file, as [`SandboxClient::get_file`] read them, and its whole size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileHead {
+    pub bytes: Vec<u8>,
+    pub size: u64,
+}
+
+impl FileHead {
+    /// Whether the file is larger than what was read.
+    pub fn truncated(&self) -> bool {
+        (self.bytes.len() as u64) < self.size
+    }
+}
+
 /// Percent-encodes each segment of a relative path, keeping the `/` between them.
 fn encode_path(path: &str) -> String {
     path.split('/')
@@ -522,64 +550,12 @@ fn encode_segment(segment: &str) -> String {
     out
 }
 
-/// The policy's view of the workspace: its `.git`, through the API like everything else.
-impl crate::policy::Workspace for SandboxClient {
-    fn process_command<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> futures::future::BoxFuture<'a, Option<String>> {
-        Box::pin(async move {
-            let path = format!("/v1/processes/{}", encode_segment(id));
-            let response = self
-                .send(self.request(reqwest::Method::GET, &path))
-                .await
-                .ok()?;
-            let process: sandbox_protocol::ManagedProcess = self.json(response).await.ok()?;
-            Some(process.cmd)
-        })
-    }
-
-    fn git_dir<'a>(
-        &'a self,
-        folder: &'a str,
-    ) -> futures::future::BoxFuture<'a, crate::policy::GitDir> {
-        use crate::policy::GitDir;
-        /// A config larger than this is not read (and not trusted).
-        const MAX_CONFIG: usize = 1 << 20;
-        Box::pin(async move {
-            let git = if folder == "." {
-                ".git".to_owned()
-            } else {
-                format!("{folder}/.git")
-            };
-            match self.list_dir(&git).await {
-                Ok(Some(_)) => {}
-                Ok(None) => return GitDir::Missing,
-                Err(_) => {
-                    return match self.get_file(&git).await {
-                        Ok(Some(_)) => GitDir::File,
-                        Ok(None) => GitDir::Missing,
-                        Err(err) => GitDir::Unreadable(err.to_string()),
-                    };
-                }
-            }
-            match self.get_file(&format!("{git}/config")).await {
-                Ok(Some(bytes)) if bytes.len() > MAX_CONFIG => {
-                    GitDir::Unreadable(format!("{} bytes", bytes.len()))
-                }
-                Ok(Some(bytes)) => GitDir::Folder(String::from_utf8_lossy(&bytes).into_owned()),
-                Ok(None) => GitDir::Folder(String::new()),
-                Err(err) => GitDir::Unreadable(err.to_string()),
-            }
-        })
-    }
-}
-
 mod calls;
 mod error;
 mod processes;
 #[cfg(test)]
 mod tests;
+mod workspace;
 
 pub use calls::{CallOptions, LiveOutput};
 pub use error::{SandboxError, is_not_found};

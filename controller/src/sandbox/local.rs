@@ -53,27 +53,102 @@ pub fn find_server_binary() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// How a local sandbox's server is started, besides its workspace and token.
+#[derive(Debug, Clone)]
+pub struct LocalOptions<'a> {
+    /// The tools it offers (its own default set when none).
+    pub tools: Option<&'a [String]>,
+    pub network: NetworkMode,
+    /// More paths its commands may write beneath.
+    pub writable: &'a [PathBuf],
+    /// Who its commands run as.
+    pub run_as: RunAs,
+    /// Where its own log lines go (this process's stderr when none).
+    pub server_log: Option<&'a Path>,
+}
+
+impl LocalOptions<'_> {
+    /// No extra tool list, paths or log; no network; the default user.
+    pub fn plain() -> LocalOptions<'static> {
+        LocalOptions {
+            tools: None,
+            network: NetworkMode::None,
+            writable: &[],
+            run_as: RunAs::Default,
+            server_log: None,
+        }
+    }
+}
+
+/// Who a local sandbox's commands run as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunAs {
+    /// An unprivileged user when the harness is root ([`DEFAULT_USER`]), else the harness's own.
+    Default,
+    /// The harness's own user, root included (`--run-as root`).
+    Own,
+    /// Another user, as the server reads it: a name or `UID[:GID]` (`--run-as`).
+    User(String),
+}
+
+/// The user commands run as by default when the harness is root.
+pub const DEFAULT_USER: &str = "nobody";
+
+impl RunAs {
+    /// `root` (the harness's own user), a user's name or `UID[:GID]`; the server checks that
+    /// the user exists when it starts.
+    pub fn parse(text: &str) -> Result<RunAs, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err("--run-as: expected root, a user name or UID[:GID]".to_owned());
+        }
+        if matches!(text, "root" | "0" | "0:0") {
+            return Ok(RunAs::Own);
+        }
+        Ok(RunAs::User(text.to_owned()))
+    }
+
+    /// The `--run-as` value for the server, if any: only a root harness can hand its commands
+    /// to another user.
+    pub fn server_flag(&self) -> Result<Option<String>, String> {
+        let root = nix::unistd::geteuid().is_root();
+        match self {
+            RunAs::Own => Ok(None),
+            RunAs::Default if root => Ok(Some(DEFAULT_USER.to_owned())),
+            RunAs::Default => Ok(None),
+            RunAs::User(user) if root => Ok(Some(user.clone())),
+            RunAs::User(_) => Err(
+                "--run-as: only a harness that runs as root can run commands as another user"
+                    .to_owned(),
+            ),
+        }
+    }
+
+    /// What a person is told about it when the harness is root, if anything.
+    pub fn note(&self) -> Option<String> {
+        if !nix::unistd::geteuid().is_root() {
+            return None;
+        }
+        Some(match self {
+            RunAs::Default => format!(
+                "commands: run as {DEFAULT_USER}, not root, since harness runs as root (they cannot read root's files; the workspace is theirs); --run-as root keeps root"
+            ),
+            RunAs::Own => {
+                "commands: run as root (--run-as root): they read every file root can".to_owned()
+            }
+            RunAs::User(user) => format!("commands: run as {user} (--run-as)"),
+        })
+    }
+}
+
 impl LocalSandbox {
-    /// Starts a server over `workspace` and waits until it is healthy. Its own log lines go to
-    /// `server_log` when given, else to this process's stderr.
+    /// Starts a server over `workspace` and waits until it is healthy.
     pub async fn start(
         workspace: &Path,
         token: &str,
-        tools: Option<&[String]>,
-        network: NetworkMode,
-        writable: &[PathBuf],
-        server_log: Option<&Path>,
+        options: LocalOptions<'_>,
     ) -> anyhow::Result<LocalSandbox> {
-        Self::start_binary(
-            &find_server_binary()?,
-            workspace,
-            token,
-            tools,
-            network,
-            writable,
-            server_log,
-        )
-        .await
+        Self::start_binary(&find_server_binary()?, workspace, token, options).await
     }
 
     /// As [`LocalSandbox::start`], with the server binary given.
@@ -81,12 +156,9 @@ impl LocalSandbox {
         binary: &Path,
         workspace: &Path,
         token: &str,
-        tools: Option<&[String]>,
-        network: NetworkMode,
-        writable: &[PathBuf],
-        server_log: Option<&Path>,
+        options: LocalOptions<'_>,
     ) -> anyhow::Result<LocalSandbox> {
-        let stderr = match server_log {
+        let stderr = match options.server_log {
             Some(path) => Stdio::from(
                 std::os::unix::fs::OpenOptionsExt::mode(
                     std::fs::OpenOptions::new()
@@ -100,18 +172,23 @@ impl LocalSandbox {
             ),
             None => Stdio::inherit(),
         };
+        let run_as = options.run_as.server_flag().map_err(anyhow::Error::msg)?;
         let (token_dir, token_file) = write_token(token)?;
-        let mut command = server_command(binary, workspace, &token_file, network);
+        let mut command = server_command(binary, workspace, &token_file, options.network);
         command.stderr(stderr);
-        if let Some(tools) = tools {
+        if let Some(tools) = options.tools {
             command.arg("--tools").arg(tools.join(","));
         }
-        if !writable.is_empty() {
-            let paths: Vec<String> = writable
+        if !options.writable.is_empty() {
+            let paths: Vec<String> = options
+                .writable
                 .iter()
                 .map(|path| path.display().to_string())
                 .collect();
             command.arg("--writable").arg(paths.join(","));
+        }
+        if let Some(user) = run_as {
+            command.arg("--run-as").arg(user);
         }
         let mut child = command
             .spawn()
@@ -197,10 +274,10 @@ fn server_command(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .kill_on_drop(true);
-    // The model API keys are the harness's, not the agent's: a command could print them.
-    for secret in crate::secrets::ENV_VARS {
-        command.env_remove(secret);
-    }
+    // The server gets only the variables it reads (and passes on an allow-list of to its
+    // commands): the harness's keys, tokens and other settings are not the sandbox's business.
+    command.env_clear();
+    command.envs(std::env::vars_os().filter(|(name, _)| server_variable(name)));
     // The server's own progress lines would drown the session's; its warnings still show.
     if std::env::var_os("RUST_LOG").is_none() {
         command.env("RUST_LOG", "warn");
@@ -214,6 +291,34 @@ fn server_command(
         });
     }
     command
+}
+
+/// Whether the local server inherits a variable of the harness: the commands' base set
+/// (`PATH`, `HOME`, locale, terminal, user), its own settings (`SANDBOX_*`), its log and trace
+/// settings. Nothing else: a model key, a hook's token or a header of the OTLP exporter that
+/// is not the server's stays with the harness.
+fn server_variable(name: &std::ffi::OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    const EXACT: &[&str] = &[
+        "PATH",
+        "HOME",
+        "LANG",
+        "TERM",
+        "TZ",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TMPDIR",
+        "RUST_LOG",
+        "RUST_BACKTRACE",
+        "NO_COLOR",
+    ];
+    EXACT.contains(&name)
+        || name.starts_with("LC_")
+        || (name.starts_with("SANDBOX_") && !name.contains("TOKEN"))
+        || name.starts_with("OTEL_")
 }
 
 /// The address from the one line the server prints once it is bound.

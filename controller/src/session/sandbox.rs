@@ -195,15 +195,17 @@ impl Sandbox {
             )),
             None => observer.note(&format!("workspace: {}", dir.display())),
         }
-        let local = LocalSandbox::start(
-            &dir,
-            token,
-            config.tools.as_deref(),
-            config.network,
-            &config.writable,
+        if let Some(note) = config.run_as.note() {
+            observer.note(&note);
+        }
+        let options = crate::sandbox::local::LocalOptions {
+            tools: config.tools.as_deref(),
+            network: config.network,
+            writable: &config.writable,
+            run_as: config.run_as.clone(),
             server_log,
-        )
-        .await?;
+        };
+        let local = LocalSandbox::start(&dir, token, options).await?;
         let client = local.client.clone();
         let mut sandbox = Sandbox::new(Handle::Local(local), client);
         sandbox.temporary = temporary;

@@ -58,3 +58,6 @@ mod retries;
 mod sessions;
 /// Telemetry by the real tools: one trace across both programs (OTLP), Prometheus scraping.
 mod telemetry;
+/// Issue 24: no secret of the harness reaches a command, the log or the model; dataset files
+/// and workspace files are untrusted input.
+mod trust;

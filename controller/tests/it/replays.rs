@@ -376,10 +376,7 @@ async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
         &common::sandbox_server(),
         &workspace,
         "a-token-for-the-rerun-test",
-        None,
-        controller::sandbox::NetworkMode::None,
-        &[],
-        None,
+        controller::sandbox::local::LocalOptions::plain(),
     )
     .await
     .unwrap();

@@ -56,7 +56,9 @@ fn output_files(command: &Command) -> Vec<&Word> {
 /// A path as seen from the workspace root, when it is known.
 pub(super) fn resolve(path: &str, cwd: &Cwd) -> String {
     match cwd {
-        Cwd::Inside(folder) if !path.starts_with('/') => normalize(&format!("{folder}/{path}")),
+        Cwd::Inside(folder) | Cwd::At(folder) if !path.starts_with('/') => {
+            normalize(&format!("{folder}/{path}"))
+        }
         _ => normalize(path),
     }
 }

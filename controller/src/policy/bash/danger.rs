@@ -82,6 +82,11 @@ pub fn findings(line: &Line) -> Vec<Finding> {
 fn is_metadata(command: &Command) -> bool {
     match command.program() {
         Some("du") => !has_long(command.args(), "--files0-from"),
+        Some("rg") => command
+            .args()
+            .iter()
+            .any(|w| matches!(w.text(), "--files" | "--type-list")),
+        Some("fd" | "fdfind") => true,
         Some(p) => matches!(
             p,
             "ls" | "stat"
@@ -122,10 +127,31 @@ fn reaches(word: &Word, cwd: &Cwd) -> Option<String> {
     candidates
         .into_iter()
         .filter(|candidate| !inside_workspace(candidate, cwd))
+        .flat_map(|candidate| from_cwd(candidate, cwd))
         .find_map(|candidate| match word {
-            Word::Static(_) => paths::credential_path(candidate),
-            Word::Dynamic { .. } => paths::credential_reached(candidate),
+            Word::Static(_) => paths::credential_path(&candidate),
+            Word::Dynamic { .. } => paths::credential_reached(&candidate),
         })
+}
+
+/// A relative path as the places it may be: joined to a known folder outside the workspace;
+/// from an unknown folder, as written and as from the root and from a home (a shell that
+/// `cd ~` before, which the rules did not see).
+fn from_cwd(candidate: &str, cwd: &Cwd) -> Vec<String> {
+    let relative = {
+        let path = candidate.trim_matches(['"', '\'']);
+        !path.is_empty() && !path.starts_with(['/', '~', '$', '`'])
+    };
+    match cwd {
+        Cwd::At(folder) if relative => vec![format!("{folder}/{candidate}")],
+        Cwd::Elsewhere | Cwd::Unknown if relative => vec![
+            candidate.to_owned(),
+            format!("/{candidate}"),
+            format!("~/{candidate}"),
+            format!("/proc/{candidate}"),
+        ],
+        _ => vec![candidate.to_owned()],
+    }
 }
 
 /// Whether a path is relative, has nothing that expands elsewhere, and stays inside.
@@ -213,7 +239,7 @@ fn recursive_reach(command: &Command, index: usize, word: &Word) -> Option<Strin
         }
         "ls" => has_short(args, 'R', "") || has_long(args, "--recursive"),
         "rg" | "ag" | "ack" | "tar" | "zip" | "7z" | "rsync" | "find" | "du" | "tree"
-        | "rclone" | "ln" => true,
+        | "rclone" | "ln" | "fd" | "fdfind" => true,
         _ => false,
     };
     if !walks {
@@ -310,51 +336,47 @@ fn environment_dump(command: &Command, out: &mut Findings) {
 
 /// Disks and kernel memory: formatted, overwritten.
 fn devices(command: &Command, out: &mut Findings) {
-    let raw_device = |target: &str| {
-        let target = normalize(target);
-        [
-            "/dev/sd",
-            "/dev/hd",
-            "/dev/vd",
-            "/dev/xvd",
-            "/dev/nvme",
-            "/dev/mmcblk",
-            "/dev/loop",
-            "/dev/dm-",
-            "/dev/md",
-            "/dev/disk/",
-            "/dev/mapper/",
-            "/dev/mem",
-            "/dev/kmem",
-            "/dev/port",
-        ]
-        .iter()
-        .any(|p| target.starts_with(p))
-    };
     let program = command.program().unwrap_or_default();
     if program.starts_with("mkfs") || program.starts_with("mkswap") {
         out.deny(format!("formats a device ({program})"));
     }
-    let operand_is_device = command.args().iter().any(|w| raw_device(w.text()));
+    let device = |word: &Word| paths::device_reached(word.text().trim_start_matches("of="));
+    let operand_device = command.args().iter().find_map(device);
     if matches!(
         program,
         "wipefs" | "fdisk" | "sfdisk" | "parted" | "blkdiscard" | "shred" | "sgdisk"
-    ) && operand_is_device
+    ) && let Some(device) = &operand_device
     {
-        out.deny(format!("rewrites a disk ({program})"));
+        out.deny(format!("rewrites a disk ({program}: {device})"));
     }
-    if program == "dd"
-        && command
-            .args()
-            .iter()
-            .any(|w| w.text().strip_prefix("of=").is_some_and(raw_device))
-    {
-        out.deny("writes a raw device (dd of=/dev/…)");
-    }
-    for redirect in command.redirects.iter().filter(|r| !r.reads()) {
-        if raw_device(redirect.target.text()) {
-            out.deny(format!("writes a raw device ({})", redirect.target.text()));
+    for target in write_targets(command) {
+        if let Some(device) = device(target) {
+            out.deny(format!("writes {device}"));
         }
+    }
+    // Reading: every operand a program that reads contents takes (not a search pattern), an
+    // `if=`, a reading redirect. Listing names (`ls /dev`, `stat /dev/sda`) reads none.
+    if is_metadata(command) {
+        return;
+    }
+    let patterns = options::pattern_positions(&command.argv);
+    let read = command
+        .argv
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(index, _)| !patterns.contains(index))
+        .map(|(_, word)| word)
+        .chain(
+            command
+                .redirects
+                .iter()
+                .filter(|r| r.reads() && r.heredoc.is_none())
+                .map(|r| &r.target),
+        )
+        .find_map(|word| paths::device_reached(word.text().trim_start_matches("if=")));
+    if let Some(device) = read {
+        out.deny(format!("reads {device}"));
     }
 }
 
@@ -450,7 +472,13 @@ fn outside(text: &str, cwd: &Cwd) -> Option<String> {
             let path = normalize(&format!("{folder}/{unquoted}"));
             (path == ".." || path.starts_with("../")).then(|| text.to_owned())
         }
+        Cwd::At(folder) => {
+            let path = normalize(&format!("{folder}/{unquoted}"));
+            let harmless = ["/tmp/", "/var/tmp/"].iter().any(|p| path.starts_with(p));
+            (!harmless).then_some(path)
+        }
         Cwd::Elsewhere => Some(format!("{text}, after a cd")),
+        Cwd::Unknown => Some(format!("{text}, from a folder the sandbox did not say")),
     }
 }
 

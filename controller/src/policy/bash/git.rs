@@ -359,9 +359,77 @@ pub(crate) fn sets_program(command: &Command) -> Option<String> {
     (is_program_key(&key) || shell_alias).then_some(key)
 }
 
+/// Why a config is not in the form `git config` writes, if it is not: a byte-order mark, text
+/// after a section header on its line, a header of another shape, a continued line, an
+/// unclosed quote, a line that starts with neither a key nor a header. Git reads such files
+/// in ways a line-by-line reading misses (a key after `]` is a key; a continued value hides
+/// the next header), so a config that is not canonical is not trusted at all.
+fn not_canonical(text: &str) -> Option<String> {
+    if text.contains('\u{feff}') {
+        return Some("a byte-order mark (git reads the keys after it)".to_owned());
+    }
+    for raw in text.lines() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let shown = || line.chars().take(60).collect::<String>();
+        if line.starts_with('[') {
+            let Some(end) = line.find(']') else {
+                return Some(format!("an unreadable header `{}`", shown()));
+            };
+            let rest = line[end + 1..].trim_start();
+            if !(rest.is_empty() || rest.starts_with('#') || rest.starts_with(';')) {
+                return Some(format!("text after a section header `{}`", shown()));
+            }
+            if !canonical_header(&line[1..end]) {
+                return Some(format!(
+                    "a section header git reads differently `{}`",
+                    shown()
+                ));
+            }
+            continue;
+        }
+        if !line.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return Some(format!("a line that is not a key `{}`", shown()));
+        }
+        let trailing = line.chars().rev().take_while(|c| *c == '\\').count();
+        if trailing % 2 == 1 {
+            return Some(format!("a continued line `{}`", shown()));
+        }
+        let quotes = line.matches('"').count() - line.matches("\\\"").count();
+        if quotes % 2 == 1 {
+            return Some(format!("an unclosed quote `{}`", shown()));
+        }
+    }
+    None
+}
+
+/// `name` or `name "sub"` (`name` of letters, digits, `.` and `-`).
+fn canonical_header(header: &str) -> bool {
+    let (name, sub) = match header.split_once(' ') {
+        Some((name, sub)) => (name, Some(sub)),
+        None => (header, None),
+    };
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    let sub_ok = sub.is_none_or(|sub| {
+        sub.len() >= 2
+            && sub.starts_with('"')
+            && sub.ends_with('"')
+            && !sub[1..sub.len() - 1].contains('"')
+    });
+    name_ok && sub_ok
+}
+
 /// What a repository's config (`.git/config`'s text) has that could make a read-only git
 /// command run a program or read more config; `None` when there is nothing.
 pub fn repo_config_runs_programs(text: &str) -> Option<String> {
+    if let Some(why) = not_canonical(text) {
+        return Some(why);
+    }
     let mut section = String::new();
     for raw in text.lines() {
         let line = raw.trim();
@@ -412,6 +480,26 @@ mod tests {
         assert!(!is_code_key("core.autocrlf") && !is_code_key("filter.lfs.required"));
         assert!(is_program_key("core.hooksPath") && is_program_key("includeIf.gitdir:~/x.path"));
         assert!(disables("core.fsmonitor", "false") && !disables("core.fsmonitor", "./x"));
+    }
+
+    /// Issue 24: configs git reads in ways a line-by-line reading misses are not trusted.
+    #[test]
+    fn configs_that_git_reads_differently_are_not_trusted() {
+        for text in [
+            "\u{feff}[core]\n\tfsmonitor = ./x.sh\n",
+            "[core] fsmonitor = ./x.sh\n",
+            "[user] [include] path = ../inc.cfg\n",
+            "[core]\n\tdummy = a \\\n[user]\n\tfsmonitor = ./x.sh\n",
+            "[core]\n\tname = \"unclosed\n",
+            "[core\n",
+            " = x\n",
+            "[Core \"a\" \"b\"]\n",
+        ] {
+            assert!(repo_config_runs_programs(text).is_some(), "{text:?}");
+        }
+        let canonical =
+            "[core]\n\tbare = false # a comment\n[remote \"origin\"]\n\turl = \"x y\"\n; note\n";
+        assert_eq!(repo_config_runs_programs(canonical), None);
     }
 
     #[test]

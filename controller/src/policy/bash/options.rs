@@ -143,6 +143,14 @@ pub(crate) fn pattern_positions(argv: &[Word]) -> Vec<usize> {
         _ => return Vec::new(),
     };
     let args = &argv[start..];
+    // `rg --files` and `--type-list` take no pattern: every operand is a folder to walk.
+    if program == "rg"
+        && args
+            .iter()
+            .any(|w| matches!(w.text(), "--files" | "--type-list"))
+    {
+        return Vec::new();
+    }
     let mut out: Vec<usize> = Vec::new();
     for (at, word) in args.iter().enumerate() {
         let text = word.text();

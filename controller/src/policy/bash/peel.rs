@@ -364,9 +364,12 @@ fn carried_code(command: &Command, code: &mut Vec<(String, String)>, unknown: &m
 /// `find … -exec CMD ARGS ;` (and `-execdir`, `-ok`, `-okdir`): the commands it runs.
 /// `{}` stands for each file found, judged as the first starting point (the folder, at worst).
 fn find_exec(args: &[Word], code: &mut Vec<(String, String)>) {
-    let root = options::find_roots(args)
-        .first()
-        .map_or_else(|| Word::Static(".".to_owned()), |w| (*w).clone());
+    // `{}` is what find found: its folder joined to the name it looks for, or the folder.
+    let root = super::expand::found_paths(args)
+        .into_iter()
+        .next()
+        .or_else(|| options::find_roots(args).first().map(|w| (*w).clone()))
+        .unwrap_or_else(|| Word::Static(".".to_owned()));
     let args: Vec<Word> = args
         .iter()
         .map(|w| {

@@ -165,6 +165,10 @@ impl ReadOnly {
                 let rest = &body[offset + c.len_utf8()..];
                 return Ok(usize::from(rest.is_empty()));
             }
+            // An optional value is attached only: the rest of the word is it (`-n5`).
+            if self.optional.contains(&short) {
+                return Ok(0);
+            }
             if !self.flags.contains(&short) {
                 return Err(Refusal::Option(short));
             }
@@ -233,8 +237,13 @@ pub fn judge<'a>(
         return Err(Refusal::Other(format!("writes {}", redirect.target.text())));
     }
     entry.check(&args)?;
-    if is_git && program == "git" && entry.sub.first().is_some_and(|s| s == "branch") {
-        git_branch_lists(&args)?;
+    if is_git && program == "git" {
+        match entry.sub.first().map(String::as_str) {
+            Some("branch") => git_branch_lists(&args)?,
+            Some("tag") => git_tag_lists(&args)?,
+            Some("remote") => git_remote_reads(&args)?,
+            _ => {}
+        }
     }
     Ok(Some(entry))
 }
@@ -286,6 +295,53 @@ fn git_branch_lists(args: &[Word]) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// `git tag NAME` creates a tag: operands are patterns only in list mode, which `-l`/`--list`
+/// or an option that implies it (`-n…`, `--contains`, `--merged`, `--points-at`, …) selects,
+/// as git's own `cmdmode` rule does. `--sort`, `--format`, `-i` do not list: with a name, git
+/// still creates the tag.
+fn git_tag_lists(args: &[Word]) -> Result<(), Refusal> {
+    let listing = args[1..].iter().any(|w| {
+        let text = w.text();
+        matches!(text, "-l" | "--list")
+            || text.starts_with("-n")
+            || [
+                "--contains",
+                "--no-contains",
+                "--merged",
+                "--no-merged",
+                "--points-at",
+            ]
+            .iter()
+            .any(|option| text == *option || text.starts_with(&format!("{option}=")))
+    });
+    let operands = args[1..]
+        .iter()
+        .filter(|w| !w.text().starts_with('-'))
+        .count();
+    if operands > 0 && !listing {
+        return Err(Refusal::Option("a tag name (creates a tag)".to_owned()));
+    }
+    Ok(())
+}
+
+/// `git remote` reads only when it lists (`git remote`, `-v`), or with `get-url` or `show -n`;
+/// its other subcommands write the config (`add`, `set-url`, `rename`, `remove`, `set-head`,
+/// `set-branches`) or reach the network (`update`, `prune`, `show` without `-n`).
+fn git_remote_reads(args: &[Word]) -> Result<(), Refusal> {
+    let words: Vec<&str> = args[1..].iter().map(Word::text).collect();
+    let Some(at) = words.iter().position(|w| !w.starts_with('-')) else {
+        return Ok(());
+    };
+    let rest = &words[at + 1..];
+    match words[at] {
+        "get-url" => Ok(()),
+        "show" if rest.contains(&"-n") => Ok(()),
+        sub => Err(Refusal::Option(format!(
+            "remote {sub} (it writes the repository's config or reaches the network)"
+        ))),
+    }
+}
+
 /// The built-in entries.
 pub fn default_read_only() -> Vec<ReadOnly> {
     DEFAULT_READ_ONLY
@@ -308,6 +364,9 @@ const DEFAULT_READ_ONLY: &[&str] = &[
     "head -n= -c= -q -v -z -# --lines= --bytes= --quiet --silent --verbose --zero-terminated",
     "tail -n= -c= -q -v -z -# --lines= --bytes= --quiet --silent --verbose --zero-terminated",
     "wc -l -w -c -m -L --lines --words --bytes --chars --max-line-length",
+    // A second operand is where xxd writes; `-r` turns a dump back into bytes.
+    "xxd -l= -s= -c= -g= -o= -p -u -i -e -b -a -d -C <=1",
+    "od -A= -t= -N= -j= -w=? -v -x -c -b -d -o <=8",
     "grep -r -R -n -i -y -v -w -x -c -l -L -o -q -s -h -H -E -F -G -P -a -I -b -U -T -Z -z -e= -f= -m= -A= -B= -C= -d= -D= -# --recursive --dereference-recursive --line-number --ignore-case --no-ignore-case --invert-match --word-regexp --line-regexp --count --files-with-matches --files-without-match --only-matching --quiet --silent --no-messages --no-filename --with-filename --extended-regexp --fixed-strings --basic-regexp --perl-regexp --text --binary-files= --byte-offset --initial-tab --null --null-data --regexp= --file= --max-count= --after-context= --before-context= --context= --include= --exclude= --exclude-dir= --exclude-from= --color=? --colour=? --label= --line-buffered --directories= --devices=",
     "egrep -r -R -n -i -v -w -x -c -l -L -o -q -s -h -H -a -I -e= -m= -A= -B= -C= --include= --exclude= --exclude-dir= --color=?",
     "fgrep -r -R -n -i -v -w -x -c -l -L -o -q -s -h -H -a -I -e= -m= -A= -B= -C= --include= --exclude= --exclude-dir= --color=?",
@@ -356,7 +415,7 @@ const DEFAULT_READ_ONLY: &[&str] = &[
     "git rev-parse --show-toplevel --git-dir --abbrev-ref=? --short=? --verify -q --quiet --is-inside-work-tree --is-inside-git-dir --show-prefix --show-cdup --symbolic --symbolic-full-name --git-common-dir --absolute-git-dir --is-bare-repository --all --branches=? --tags=? --remotes=? --show-object-format=? --default= --revs-only --no-revs --flags --no-flags",
     "git ls-files -c -d -m -o -i -s -u -k -z -t -v -f --cached --deleted --modified --others --ignored --stage --unmerged --killed --exclude-standard --exclude= -x= --exclude-per-directory= --full-name --directory --no-empty-directory --error-unmatch --abbrev=? --deduplicate --format= --eol --recurse-submodules --sparse",
     "git grep -n -i -I -w -v -c -l -L -h -H -E -F -G -P -o -p -W -z -q -e= -f= -m= -A= -B= -C= -# --line-number --column --ignore-case --word-regexp --invert-match --count --files-with-matches --name-only --files-without-match --full-name --no-index --cached --untracked --no-exclude-standard --exclude-standard --recurse-submodules --extended-regexp --fixed-strings --basic-regexp --perl-regexp --only-matching --show-function --function-context --heading --break --null --quiet --and --or --not --all-match --max-depth= --max-count= --after-context= --before-context= --context= --color=? --no-color --threads=",
-    "git remote -v --verbose",
+    "git remote -v --verbose --push --all -n",
     "git tag -l --list -n=? --sort= --contains= --no-contains= --merged=? --no-merged=? --points-at= --format= --color=? -i --ignore-case --column=? --no-column",
     "git describe --tags --all --long --abbrev= --always --dirty=? --broken=? --exact-match --first-parent --match= --exclude= --contains --candidates=",
     "git shortlog -s -n -e -c --summary --numbered --email --committer --group= --format= -w=?",

@@ -56,9 +56,10 @@ fn wrappers_are_peeled_and_the_written_form_kept() {
     );
     assert_eq!(command.assignments[0].0, "A");
     assert!(command.as_written.starts_with("sudo -u root"));
+    // What xargs runs is judged as fed with what find prints.
     assert_eq!(
         commands("find . -name x | xargs -0 wc -l"),
-        ["find . -name x", "wc -l"]
+        ["find . -name x", "wc -l", "wc -l ./x ./*/x"]
     );
     assert_eq!(
         commands("command -v rm"),

@@ -4,6 +4,23 @@ use super::{RuleSet, Ruling, Verdict};
 use crate::policy::bash::{self, Command, Line, readonly};
 use crate::policy::paths::{credential_path, normalize};
 
+/// Where a line starts, from what the sandbox says of a shell's folder: relative to the
+/// workspace root when inside it, absolute otherwise, `?` when it could not say.
+fn start(folder: &str) -> bash::Cwd {
+    match folder {
+        "?" | "" => bash::Cwd::Unknown,
+        absolute if absolute.starts_with('/') => bash::Cwd::At(normalize(absolute)),
+        relative => {
+            let folder = normalize(relative);
+            if folder == ".." || folder.starts_with("../") {
+                bash::Cwd::Elsewhere
+            } else {
+                bash::Cwd::Inside(folder)
+            }
+        }
+    }
+}
+
 /// Why one command is not allowed by any rule.
 enum NotAllowed {
     /// A read-only entry names it, but an option is outside its list: ask.
@@ -13,8 +30,13 @@ enum NotAllowed {
 }
 
 impl RuleSet {
-    pub(super) fn bash(&self, source: &str) -> Option<Ruling> {
-        let line = Line::parse(source);
+    /// `from`: the folder the line runs from, when it is not the workspace root (a persistent
+    /// shell's, as the sandbox reports it).
+    pub(super) fn bash(&self, source: &str, from: Option<&str>) -> Option<Ruling> {
+        let line = match from {
+            None => Line::parse(source),
+            Some(folder) => Line::parse_from(source, start(folder)),
+        };
         let mut findings = if self.builtin {
             bash::findings(&line)
         } else {
@@ -94,6 +116,17 @@ impl RuleSet {
                     return Ok((name, None));
                 }
                 return match bash::start_folder(command) {
+                    // `vendor.git`, `libfoo.git/refs`: git may find a bare repository there,
+                    // whose config the workspace's check does not read.
+                    Some(folder)
+                        if folder
+                            .split('/')
+                            .any(|part| part.len() > 4 && part.ends_with(".git")) =>
+                    {
+                        Err(NotAllowed::Option(format!(
+                            "git in {folder}, a folder named like a bare repository"
+                        )))
+                    }
                     Some(folder) => Ok((name, Some(folder))),
                     None => Err(NotAllowed::Open("git outside the workspace".to_owned())),
                 };
@@ -142,6 +175,15 @@ impl RuleSet {
                     format!("built-in: reads a credential location ({place})"),
                 )
             });
+        }
+        if self.builtin
+            && let Some(device) = crate::policy::paths::device_path(path)
+        {
+            let verb = if writes { "writes" } else { "reads" };
+            return Some(Ruling::new(
+                Verdict::Deny,
+                format!("built-in: {verb} {device}"),
+            ));
         }
         if let Some(rule) = self
             .deny

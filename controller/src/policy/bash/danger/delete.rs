@@ -44,10 +44,17 @@ pub(crate) fn classify(word: &Word, cwd: &Cwd) -> Target {
     if text.contains(['$', '`']) {
         return Target::Inside; // unknown: a person decides
     }
-    let Cwd::Inside(folder) = cwd else {
-        return Target::Outside(format!("{text}, after a cd"));
-    };
     let everything = matches!(text.as_str(), "*" | "./*" | ".*" | "./.*" | "." | "./");
+    let folder = match cwd {
+        Cwd::Inside(folder) => folder,
+        // A shell whose folder is not known: everything in it may be anything; a named part
+        // of it is for a person to judge.
+        Cwd::Unknown if everything => {
+            return Target::Catastrophic("everything in the shell's folder".to_owned());
+        }
+        Cwd::Unknown => return Target::Inside,
+        Cwd::At(_) | Cwd::Elsewhere => return Target::Outside(format!("{text}, after a cd")),
+    };
     let path = normalize(&format!("{folder}/{text}"));
     if path == ".." || path.starts_with("../") {
         Target::Outside(text)
@@ -103,6 +110,37 @@ pub(super) fn check(command: &Command, out: &mut Findings) {
             }
         }
         "shred" | "srm" | "wipe" => judge_targets(command, true, "destroys", out),
+        // `rsync --delete SRC DEST` deletes what DEST holds that SRC does not: with an empty
+        // SRC, all of DEST.
+        "rsync"
+            if args.iter().any(|w| {
+                let text = w.text();
+                text == "--del" || text.starts_with("--delete") || text == "--remove-source-files"
+            }) =>
+        {
+            if let Some((_, target)) = options::operands(args, &[]).last() {
+                judge(
+                    classify(target, &command.cwd),
+                    true,
+                    "deletes (rsync --delete)",
+                    out,
+                );
+            }
+        }
+        "rclone"
+            if args
+                .iter()
+                .any(|w| matches!(w.text(), "sync" | "purge" | "delete")) =>
+        {
+            if let Some((_, target)) = options::operands(args, &[]).last() {
+                judge(
+                    classify(target, &command.cwd),
+                    true,
+                    "deletes (rclone)",
+                    out,
+                );
+            }
+        }
         "find" if args.iter().any(|w| w.text() == "-delete") => {
             // `find . -name '*.o' -delete` deletes some of the workspace, not all of it.
             let filtered = args.iter().any(|w| FIND_FILTERS.contains(&w.text()));

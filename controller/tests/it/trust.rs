@@ -1,0 +1,266 @@
+//! Issue 24 from the controller's side: a command of a local sandbox reaches none of the
+//! harness's secrets, and what it prints of a secret it found anyway, in whole or in any slice
+//! a `cut` makes of it, never reaches the log or the model.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common;
+
+const KEY: &str = "sk-issue24-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+const HOOK_TOKEN: &str = "hook-token-issue24-zyxwvutsrqponmlkj";
+
+/// Every file of a session folder, as bytes.
+fn everything_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut queue = vec![dir.to_owned()];
+    while let Some(dir) = queue.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                queue.push(path);
+            } else {
+                found.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    found
+}
+
+/// The 8-character runs of `secret` found anywhere in the session folder.
+fn runs_of(secret: &str, dir: &Path) -> Vec<String> {
+    let windows: Vec<&[u8]> = secret.as_bytes().windows(8).collect();
+    everything_in(dir)
+        .into_iter()
+        .filter(|(_, bytes)| windows.iter().any(|w| bytes.windows(8).any(|b| b == *w)))
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// The review's demonstration, run by a scripted model with every rule off: the commands find
+/// no key in `/proc` (the harness is not dumpable, a root harness's commands run as `nobody`
+/// in a PID namespace of their own, the local server gets none of the harness's variables),
+/// and a key they find in a file reaches neither the log nor the model by any slice.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_no_slice_of_a_secret_reaches_the_log_or_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    // A secret a command can read: as if the workspace held a leaked key.
+    std::fs::write(
+        workspace.join("leaked.txt"),
+        format!("OPENAI_API_KEY={KEY}\n"),
+    )
+    .unwrap();
+    let grep = "grep -a -h -o 'OPENAI_API_KEY=[a-zA-Z0-9_-]*' /proc/*/environ /proc/*/task/*/environ 2>/dev/null | sort -u";
+    let calls = [
+        format!("{grep} | cut -c 1-25; echo found-${{PIPESTATUS[0]}}"),
+        format!("{grep} | cut -c 26-80"),
+        format!("{grep}; grep -a -h -o 'hook-token-[a-z0-9-]*' /proc/*/environ 2>/dev/null; true"),
+        "cut -c 1-25 leaked.txt; cut -c 26-80 leaked.txt; cut -c 20-34 leaked.txt".to_owned(),
+        "rev leaked.txt | rev".to_owned(),
+    ];
+    let turns: Vec<_> = calls
+        .iter()
+        .map(|cmd| json!({"tool_calls": [{"name": "bash", "arguments": {"cmd": cmd}}]}))
+        .chain(std::iter::once(json!({"text": "done"})))
+        .collect();
+    let script = dir.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        serde_json::to_string(&json!({"turns": turns})).unwrap(),
+    )
+    .unwrap();
+    let logs = dir.path().join("logs");
+    let mut command = common::command(&[
+        "run",
+        "--policy",
+        "allow-all",
+        "--model",
+        &format!("script:{}", script.display()),
+        workspace.to_str().unwrap(),
+        "look around",
+    ]);
+    command
+        .env("OPENAI_API_KEY", KEY)
+        .env("MY_HOOK_TOKEN", HOOK_TOKEN)
+        .env("CONTROLLER_LOG_DIR", &logs);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let session = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    assert_eq!(
+        runs_of(KEY, &session),
+        Vec::<String>::new(),
+        "no run of the key is kept"
+    );
+    assert_eq!(runs_of(HOOK_TOKEN, &session), Vec::<String>::new());
+    let log = std::fs::read_to_string(session.join("events.jsonl")).unwrap();
+    // The commands ran and found nothing in /proc; the file's slices were cut out.
+    // (grep says 1 for no match, 2 when some files could not be read either; 0 is a match.)
+    assert!(
+        log.contains("found-") && !log.contains("found-0"),
+        "grep over /proc found no key: {log}"
+    );
+    assert!(
+        log.contains("[REDACTED]"),
+        "the file's slices were redacted"
+    );
+}
+
+/// §6: files the controller reads from a workspace are capped before they are read: a sparse
+/// gigabyte AGENTS.md, SKILL.md and `.mcp.json` cost the harness almost nothing, and the
+/// prompt says what it cut.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_huge_workspace_files_are_capped_before_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    let skill = workspace.join(".agents/skills/big");
+    std::fs::create_dir_all(&skill).unwrap();
+    let sparse = |path: &Path, head: &str, size: u64| {
+        let file = std::fs::File::create(path).unwrap();
+        std::io::Write::write_all(&mut &file, head.as_bytes()).unwrap();
+        file.set_len(size).unwrap();
+    };
+    sparse(
+        &workspace.join("AGENTS.md"),
+        "# Rules\nBe brief.\n",
+        256 << 20,
+    );
+    sparse(
+        &skill.join("SKILL.md"),
+        "---\nname: big\ndescription: a big one\n---\n",
+        256 << 20,
+    );
+    sparse(
+        &workspace.join(".mcp.json"),
+        "{\"mcpServers\": {}}",
+        256 << 20,
+    );
+    let script = dir.path().join("script.yaml");
+    std::fs::write(&script, "turns:\n  - text: done\n").unwrap();
+    let logs = dir.path().join("logs");
+    // A Python parent reports the largest resident size of harness and its sandbox.
+    let harness = common::harness();
+    common::sandbox_server();
+    let mut command = std::process::Command::new("python3");
+    command
+        .args([
+            "-c",
+            "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); \
+             print('maxrss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)",
+            harness.to_str().unwrap(),
+            "run",
+            "--mcp-workspace",
+            "--model",
+            &format!("script:{}", script.display()),
+            workspace.to_str().unwrap(),
+            "hello",
+        ])
+        .env_remove("OPENAI_API_KEY")
+        .env("RUST_LOG", "warn")
+        .env("CONTROLLER_LOG_DIR", &logs)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let rss: u64 = run
+        .stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("maxrss_kib "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(rss < 100 * 1024, "harness or its sandbox held {rss} KiB");
+    assert!(
+        run.stderr.contains("AGENTS.md is 268435456 bytes"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(".mcp.json is left out"),
+        "{}",
+        run.stderr
+    );
+    let session = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let log_size: u64 = everything_in(&session)
+        .iter()
+        .map(|(_, b)| b.len() as u64)
+        .sum();
+    assert!(log_size < 1 << 20, "the log is {log_size} bytes");
+}
+
+/// §5: a persistent shell's relative paths are judged from where the shell is, as the sandbox
+/// reports it: after `cd ~`, `cat .ssh/id_rsa` is a home's key, not the workspace's file.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_a_persistent_shell_is_judged_from_its_own_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(workspace.join(".ssh")).unwrap();
+    std::fs::write(
+        workspace.join(".ssh/id_rsa"),
+        "the workspace's own fixture\n",
+    )
+    .unwrap();
+    let shell = |cmd: &str| json!({"tool_calls": [{"name": "shell", "arguments": {"cmd": cmd}}]});
+    let turns = json!({"turns": [
+        shell("ls -a"),
+        shell("cd ~"),
+        shell("cat .ssh/id_rsa"),
+        {"text": "done"}
+    ]});
+    let script = dir.path().join("script.yaml");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let logs = dir.path().join("logs");
+    let mut command = common::command(&[
+        "run",
+        "--tools",
+        "bash,shell",
+        "--no-classifier",
+        "--approve",
+        "never",
+        "--model",
+        &format!("script:{}", script.display()),
+        workspace.to_str().unwrap(),
+        "look around",
+    ]);
+    command.env("CONTROLLER_LOG_DIR", &logs);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let session = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let decisions: Vec<serde_json::Value> = std::fs::read_to_string(session.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["type"] == "policy_decision")
+        .map(|event| event["data"].clone())
+        .collect();
+    let verdicts: Vec<&str> = decisions
+        .iter()
+        .map(|d| d["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["allow", "allow", "deny"], "{decisions:#?}");
+    assert!(
+        decisions[2]["reason"].as_str().unwrap().contains(".ssh"),
+        "{:#?}",
+        decisions[2]
+    );
+}
