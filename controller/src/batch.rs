@@ -25,7 +25,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 pub use progress::{Progress, ProgressState, Running};
-pub use tasks::{TaskSpec, collect_tasks, default_parallel};
+pub use tasks::{TaskSpec, collect_tasks, default_parallel, refuse_host_side_keys};
 
 use crate::config::{RunConfig, SessionFlags};
 use crate::event_log::{

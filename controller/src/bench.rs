@@ -146,6 +146,8 @@ pub struct BenchTask {
     pub warnings: Vec<String>,
     /// `sha256:…` of the task's files, as Harbor computes a task's content hash.
     pub digest: String,
+    /// The host variables the operator let it read (`--task-env`).
+    pub host_vars: HostVars,
 }
 
 /// Harbor 0.1's defaults, applied when a task leaves them out (0.26 reads absence as "no
@@ -166,12 +168,12 @@ pub fn detect(dir: &Path) -> Option<Format> {
 }
 
 /// Loads the task in `dir` (kept as an absolute path), named `name`.
-pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
+pub fn load(dir: &Path, name: &str, host: &HostVars) -> anyhow::Result<BenchTask> {
     let dir = &std::path::absolute(dir)
         .with_context(|| format!("{}: no absolute path", dir.display()))?;
     match detect(dir) {
-        Some(Format::Harbor) => harbor::load(dir, name),
-        Some(Format::TerminalBench1) => tb1::load(dir, name),
+        Some(Format::Harbor) => harbor::load(dir, name, host),
+        Some(Format::TerminalBench1) => tb1::load(dir, name, host),
         None => anyhow::bail!(
             "{}: neither a Harbor task (task.toml) nor a Terminal-Bench task (task.yaml and docker-compose.yaml)",
             dir.display()
@@ -179,9 +181,42 @@ pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
     }
 }
 
-/// `${VAR}` and `${VAR:-default}` in a task's env values, from the host's environment (as
-/// Harbor resolves them).
-pub fn expand_host_vars(value: &str) -> String {
+/// The host variables a task may read: only those the operator named (`--task-env`). A task
+/// folder is someone else's: `${OPENAI_API_KEY}` in it must not become the harness's key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostVars {
+    values: BTreeMap<String, String>,
+}
+
+impl HostVars {
+    /// None of the host's.
+    pub fn none() -> HostVars {
+        HostVars::default()
+    }
+
+    /// The named variables of this process's environment (unset ones are left out).
+    pub fn named(names: &[String]) -> HostVars {
+        HostVars {
+            values: names
+                .iter()
+                .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// The named variables, for the task's compose file.
+    pub fn values(&self) -> &BTreeMap<String, String> {
+        &self.values
+    }
+}
+
+/// `${VAR}` and `${VAR:-default}` in a task's env values, from the host variables the
+/// operator named (as Harbor resolves them from the host's, but a task gets none unasked).
+pub fn expand_host_vars(value: &str, host: &HostVars) -> String {
     let mut out = String::new();
     let mut rest = value;
     while let Some(at) = rest.find("${") {
@@ -195,11 +230,11 @@ pub fn expand_host_vars(value: &str) -> String {
             Some((name, default)) => (name, Some(default)),
             None => (inner, None),
         };
-        match (std::env::var(name), default) {
-            (Ok(found), _) if !found.is_empty() => out.push_str(&found),
+        match (host.get(name), default) {
+            (Some(found), _) if !found.is_empty() => out.push_str(found),
             (_, Some(default)) => out.push_str(default),
-            (Ok(found), None) => out.push_str(&found),
-            (Err(_), None) => {}
+            (Some(found), None) => out.push_str(found),
+            (None, None) => {}
         }
         rest = &rest[at + end + 1..];
     }
@@ -278,14 +313,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn host_variables_expand_with_defaults() {
-        // SAFETY-free: a variable unlikely to exist.
+    fn host_variables_expand_only_when_named() {
+        let none = HostVars::none();
         assert_eq!(
-            expand_host_vars("a-${HARNESS_SURELY_UNSET_VAR:-dflt}-b"),
+            expand_host_vars("a-${HARNESS_SURELY_UNSET_VAR:-dflt}-b", &none),
             "a-dflt-b"
         );
-        assert_eq!(expand_host_vars("${HARNESS_SURELY_UNSET_VAR}"), "");
-        assert_eq!(expand_host_vars("plain"), "plain");
-        assert_eq!(expand_host_vars("x ${unterminated"), "x ${unterminated");
+        assert_eq!(expand_host_vars("${HARNESS_SURELY_UNSET_VAR}", &none), "");
+        assert_eq!(expand_host_vars("plain", &none), "plain");
+        assert_eq!(
+            expand_host_vars("x ${unterminated", &none),
+            "x ${unterminated"
+        );
+        // Issue 24 §3: the host's PATH is there, but a task gets it only when it is named.
+        assert_eq!(expand_host_vars("${PATH:-none}", &none), "none");
+        let path = std::env::var("PATH").unwrap();
+        let named = HostVars::named(&["PATH".to_owned()]);
+        assert_eq!(expand_host_vars("${PATH:-none}", &named), path);
     }
 }

@@ -216,6 +216,12 @@ pub(crate) struct BatchArgs {
     /// and names its log folder.
     #[arg(required = true, value_name = "TASKS")]
     pub(crate) tasks: Vec<PathBuf>,
+    /// Run task files found in dataset folders even when they name things of this machine
+    /// (`model.base_url`, `hooks`, `mcp`, `sandbox.url`/`token_file`, a workspace outside the
+    /// dataset, `network: host`): by default a dataset is someone else's data, and such a task
+    /// is refused with the key named. Files named directly are trusted as your own.
+    #[arg(long)]
+    pub(crate) trust_tasks: bool,
     /// Tasks at once [default: from the machine: 2 per core, capped by available memory at
     /// 512 MiB per local task or the container's --memory (1 GiB when unset); one per pool
     /// member].
@@ -440,6 +446,10 @@ pub(crate) struct BenchArgs {
     /// The verifier's time, overriding the task's.
     #[arg(long, value_name = "DURATION")]
     pub(crate) verifier_timeout: Option<humantime::Duration>,
+    /// Host variables a task may read, comma-separated names (its compose file's and env
+    /// tables' `${VAR}`, build arguments): by default it reads none of this machine's.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub(crate) task_env: Vec<String>,
 }
 
 /// How a benchmark task's images are built.
@@ -480,6 +490,7 @@ impl BenchArgs {
             build_ca: self.build.build_ca.clone(),
             agent_timeout: self.agent_timeout.map(Into::into),
             verifier_timeout: self.verifier_timeout.map(Into::into),
+            task_env: self.task_env.clone(),
         }
     }
 }

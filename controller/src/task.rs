@@ -55,6 +55,86 @@ pub struct TaskFile {
     pub mcp_workspace: Option<bool>,
 }
 
+impl TaskFile {
+    /// The keys of this file (at `file`, found in the dataset folder `dataset`) that act on
+    /// the harness's machine rather than in the sandbox, each with what it would do.
+    pub fn host_side_keys(&self, file: &Path, dataset: &Path) -> Vec<String> {
+        let folder = file.parent().unwrap_or(Path::new("."));
+        let outside = |path: &Path| {
+            let path = folder.join(path);
+            let inside = match (path.canonicalize(), dataset.canonicalize()) {
+                (Ok(path), Ok(root)) => path.starts_with(root),
+                _ => false,
+            };
+            !inside
+        };
+        let mut keys = Vec::new();
+        if let Some(model) = &self.model {
+            if model.base_url.is_some() {
+                keys.push("model.base_url: the model's requests, with this machine's API key, would go to the server it names".to_owned());
+            }
+            if let Some(script) = model.name.strip_prefix("script:")
+                && outside(Path::new(script))
+            {
+                keys.push(format!("model.name: the script `{script}` is a file of this machine outside the dataset"));
+            }
+        }
+        if self.hooks.is_some() {
+            keys.push("hooks: programs that would run on this machine".to_owned());
+        }
+        if self.mcp.is_some() {
+            keys.push(
+                "mcp: servers that would run on (or be reached from) this machine".to_owned(),
+            );
+        }
+        if self.mcp_workspace == Some(true) {
+            keys.push(
+                "mcp_workspace: the workspace's own MCP servers, reached from this machine"
+                    .to_owned(),
+            );
+        }
+        if let Some(sandbox) = &self.sandbox {
+            if sandbox.url.is_some() {
+                keys.push("sandbox.url: a sandbox this machine's harness would drive".to_owned());
+            }
+            if sandbox.token_file.is_some() {
+                keys.push(
+                    "sandbox.token_file: a file of this machine, sent to the sandbox".to_owned(),
+                );
+            }
+        }
+        if let Some(workspace) = &self.workspace {
+            for (key, path) in [
+                ("workspace.dir", &workspace.dir),
+                ("workspace.archive", &workspace.archive),
+            ] {
+                if let Some(path) = path
+                    && outside(path)
+                {
+                    keys.push(format!("{key}: `{}` copies files of this machine outside the dataset into the sandbox", path.display()));
+                }
+            }
+            if let Some(git) = &workspace.git
+                && !git.repo.contains("://")
+                && !git.repo.contains('@')
+                && outside(Path::new(&git.repo))
+            {
+                keys.push(format!(
+                    "workspace.git.repo: `{}` is a repository of this machine outside the dataset",
+                    git.repo
+                ));
+            }
+        }
+        if self.network.as_deref() == Some("host") {
+            keys.push(
+                "network: host: the sandbox's commands would reach the network from this machine"
+                    .to_owned(),
+            );
+        }
+        keys
+    }
+}
+
 /// `workspace:` as written: exactly one of `dir`, `archive` or `git`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

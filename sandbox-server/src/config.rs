@@ -256,6 +256,11 @@ pub struct ServeArgs {
     /// where Landlock cannot hide it without hiding its folder's later files too).
     #[arg(long, env = "SANDBOX_FORGET_TOKEN_FILE")]
     pub forget_token_file: bool,
+    /// Once the server has read (and forgotten) its token, start this program as the process
+    /// `entrypoint` (a JSON array of its words, e.g. an image's entrypoint and command): so a
+    /// task's own entrypoint runs only after nothing of the server's is left for it to read.
+    #[arg(long, env = "SANDBOX_ENTRYPOINT_PROCESS", value_name = "JSON")]
+    pub entrypoint_process: Option<String>,
     /// Run commands as this user (`UID[:GID]`, or a user's name such as `nobody`) when the
     /// server is root. The workspace and root's `--writable` folders are mapped to that user in
     /// the commands' view (an idmapped mount), so the files on disk keep their owner.
@@ -313,6 +318,8 @@ impl fmt::Debug for Token {
 pub struct Config {
     pub workspace: PathBuf,
     pub files_anywhere: bool,
+    /// Started as the process `entrypoint` once the token is read (`--entrypoint-process`).
+    pub entrypoint_process: Option<Vec<String>>,
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
     pub token: Option<Token>,
@@ -380,6 +387,20 @@ impl ServeArgs {
         Ok(Config {
             workspace,
             files_anywhere: self.files_anywhere,
+            entrypoint_process: match &self.entrypoint_process {
+                None => None,
+                Some(text) => Some(
+                    serde_json::from_str::<Vec<String>>(text)
+                        .ok()
+                        .filter(|words| !words.is_empty())
+                        .ok_or_else(|| ConfigError::Range {
+                            flag: "entrypoint-process",
+                            why: format!(
+                                "expected a JSON array of one or more strings, got `{text}`"
+                            ),
+                        })?,
+                ),
+            },
             listen: self.listen,
             metrics_listen: self.metrics_listen,
             token,

@@ -196,6 +196,9 @@ pub async fn serve_prepared(
         dirs,
         state,
     } = prepared;
+    if let Some(words) = &config.entrypoint_process {
+        start_entrypoint(&state, words);
+    }
     let metrics_server = metrics.map(|listener| http::serve_metrics(listener, state.clone()));
     let router = app(state);
 
@@ -217,6 +220,32 @@ pub async fn serve_prepared(
     served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the image's entrypoint as the process `entrypoint`, with the server's own variables
+/// but for the trace exporter's (its collector is the operator's). The token is read and
+/// forgotten by now.
+fn start_entrypoint(state: &AppState, words: &[String]) {
+    let quoted: Vec<String> = words.iter().map(|word| shell_quote(word)).collect();
+    let request = sandbox_protocol::StartProcessRequest {
+        id: "entrypoint".to_owned(),
+        cmd: format!("exec {}", quoted.join(" ")),
+        cwd: None,
+        env: std::env::vars()
+            .filter(|(name, _)| !name.starts_with("OTEL_") && !name.starts_with("SANDBOX_"))
+            .collect(),
+        tty: None,
+        timeout: None,
+    };
+    match state.ctx.processes.start(&request) {
+        Ok(_) => tracing::info!(entrypoint = ?words, "started the image's entrypoint"),
+        Err(err) => tracing::warn!(cause = %err, "could not start the image's entrypoint"),
+    }
+}
+
+/// `word` as one word of `bash`.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// What a server needs before it serves: the sweep after dead servers, its folders, the

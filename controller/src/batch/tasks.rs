@@ -39,6 +39,32 @@ pub fn trial_id(task: &str, trial: u32) -> String {
     }
 }
 
+/// Refuses the task files found in dataset folders that name things of this machine (a task
+/// file given directly is the operator's own): each refusal names the file and the key.
+pub fn refuse_host_side_keys(tasks: &[TaskSpec]) -> anyhow::Result<()> {
+    let mut refused = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for task in tasks {
+        let (Some(dataset), TaskSource::File(file)) = (&task.dataset, &task.source) else {
+            continue;
+        };
+        if !seen.insert(file.clone()) {
+            continue;
+        }
+        let parsed = crate::task::TaskFile::load(file)?;
+        for key in parsed.host_side_keys(file, dataset) {
+            refused.push(format!("  {}: {key}", file.display()));
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "task files of a dataset name things of this machine, which a dataset (someone else's data) may not:\n{}\nremove those keys, or pass --trust-tasks if you wrote the dataset or trust its author",
+        refused.join("\n")
+    )
+}
+
 /// The tasks of files and folders, each `attempts` times; log folder names must differ.
 pub fn collect_tasks(paths: &[PathBuf], attempts: u32) -> anyhow::Result<Vec<TaskSpec>> {
     if attempts == 0 {

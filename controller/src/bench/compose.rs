@@ -1,7 +1,10 @@
 //! The part of `docker-compose.yaml` that benchmark tasks use: services built or pulled, with
 //! environment, command, healthcheck, `depends_on` (started, healthy, completed), bind mounts
 //! and CPU/memory limits. Variables (`${VAR}`, `${VAR:-default}`, `$VAR`, `$$`) come from the
-//! harness's set, then the host. Any other key is refused, named.
+//! harness's set, the task's own (`[environment.env]`, the compose folder's `.env`) and the
+//! host variables the operator named (`--task-env`); never from the rest of the host. A task
+//! is someone else's: bind mounts and build contexts stay inside its folder (links included),
+//! binds are read-only and never a socket or a device. Any other key is refused, named.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,14 +95,28 @@ const SERVICE_KEYS: &[&str] = &[
     "pull_policy",
 ];
 
-/// Reads a compose file with `vars` for interpolation.
-pub fn load(file: &Path, vars: &BTreeMap<String, String>) -> anyhow::Result<Compose> {
+/// Reads a compose file of the task in `task_dir` with `vars` for interpolation (after the
+/// `.env` beside it, which they override).
+pub fn load(
+    file: &Path,
+    vars: &BTreeMap<String, String>,
+    task_dir: &Path,
+) -> anyhow::Result<Compose> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let text = interpolate(&text, vars);
+    let base = file.parent().unwrap_or(Path::new("."));
+    let mut all = dot_env(&base.join(".env"))?;
+    all.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let text = interpolate(&text, &all);
     let root: Value =
         serde_norway::from_str(&text).with_context(|| format!("{}: not YAML", file.display()))?;
-    let base = file.parent().unwrap_or(Path::new("."));
+    let task_dir = task_dir
+        .canonicalize()
+        .with_context(|| format!("the task folder {}", task_dir.display()))?;
+    let place = Place {
+        base,
+        task_dir: &task_dir,
+    };
     let in_file = |err: anyhow::Error| err.context(file.display().to_string());
     let mapping = root
         .as_mapping()
@@ -123,7 +140,7 @@ pub fn load(file: &Path, vars: &BTreeMap<String, String>) -> anyhow::Result<Comp
     let mut out = BTreeMap::new();
     for (name, body) in services {
         let name = name.as_str().unwrap_or_default().to_owned();
-        let service = service(&name, body, base, &mut warnings).map_err(in_file)?;
+        let service = service(&name, body, &place, &mut warnings).map_err(in_file)?;
         out.insert(name, service);
     }
     for service in out.values() {
@@ -143,10 +160,62 @@ pub fn load(file: &Path, vars: &BTreeMap<String, String>) -> anyhow::Result<Comp
     })
 }
 
+/// Where a compose file's paths start, and the task folder they must stay inside.
+struct Place<'a> {
+    base: &'a Path,
+    task_dir: &'a Path,
+}
+
+impl Place<'_> {
+    /// `path` (relative to the compose file's folder), resolved through every link, when it
+    /// stays inside the task folder.
+    fn inside(&self, path: &str, at: &str) -> anyhow::Result<PathBuf> {
+        let joined = self.base.join(path);
+        let resolved = joined
+            .canonicalize()
+            .with_context(|| format!("{at}: `{path}`: {} does not exist", joined.display()))?;
+        if !resolved.starts_with(self.task_dir) {
+            bail!(
+                "{at}: `{path}` leads to {}, outside the task's folder {} (a task may use only its own files)",
+                resolved.display(),
+                self.task_dir.display()
+            );
+        }
+        Ok(resolved)
+    }
+}
+
+/// `KEY=VALUE` lines (`#` comments, optional quotes), as compose reads a project's `.env`.
+fn dot_env(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut out = BTreeMap::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((key, value)) = line.split_once('=') else {
+            bail!("{}: `{line}` is not KEY=VALUE", path.display());
+        };
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(value);
+        out.insert(key.trim().to_owned(), value.to_owned());
+    }
+    Ok(out)
+}
+
 fn service(
     name: &str,
     body: &Value,
-    base: &Path,
+    place: &Place<'_>,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Service> {
     let map = body
@@ -161,7 +230,7 @@ fn service(
         let at = format!("services.{name}.{key}");
         match key {
             "image" => service.image = Some(string(value, &at)?),
-            "build" => service.build = Some(build(value, base, &at)?),
+            "build" => service.build = Some(build(value, place, &at)?),
             "environment" => service.environment = environment(value, &at)?,
             "command" => service.command = Some(words(value, &at)?),
             "entrypoint" => service.entrypoint = Some(words(value, &at)?),
@@ -169,7 +238,7 @@ fn service(
             "user" => service.user = Some(string(value, &at)?),
             "healthcheck" => service.healthcheck = Some(healthcheck(value, &at)?),
             "depends_on" => service.depends_on = depends_on(value, &at)?,
-            "volumes" => service.binds = binds(value, base, &at)?,
+            "volumes" => service.binds = binds(value, place, &at)?,
             "deploy" => limits(value, &mut service, &at)?,
             "mem_limit" => service.memory_bytes = Some(bytes(value, &at)?),
             "cpus" => {
@@ -202,7 +271,7 @@ fn string(value: &Value, at: &str) -> anyhow::Result<String> {
     }
 }
 
-fn build(value: &Value, base: &Path, at: &str) -> anyhow::Result<Build> {
+fn build(value: &Value, place: &Place<'_>, at: &str) -> anyhow::Result<Build> {
     let (context, dockerfile, args) = match value {
         Value::String(context) => (context.clone(), "Dockerfile".to_owned(), BTreeMap::new()),
         Value::Mapping(map) => {
@@ -228,11 +297,15 @@ fn build(value: &Value, base: &Path, at: &str) -> anyhow::Result<Build> {
         }
         _ => bail!("{at}: expected a path or a mapping"),
     };
-    let context = base.join(context);
-    let dockerfile = context.join(dockerfile);
-    if !dockerfile.is_file() {
-        bail!("{at}: no Dockerfile at {}", dockerfile.display());
+    let context = place.inside(&context, &format!("{at}.context"))?;
+    let dockerfile_at = context.join(&dockerfile);
+    if !dockerfile_at.is_file() {
+        bail!("{at}: no Dockerfile at {}", dockerfile_at.display());
     }
+    let dockerfile = place.inside(
+        &dockerfile_at.to_string_lossy(),
+        &format!("{at}.dockerfile"),
+    )?;
     Ok(Build {
         context,
         dockerfile,
@@ -377,9 +450,10 @@ fn depends_on(value: &Value, at: &str) -> anyhow::Result<Vec<(String, Condition)
     }
 }
 
-/// Bind mounts (`./x:/y`, `/abs:/y:ro`); named volumes are refused. A mount whose host side
-/// is empty (an unset variable, as TB1's log folders are without its harness) is skipped.
-fn binds(value: &Value, base: &Path, at: &str) -> anyhow::Result<Vec<String>> {
+/// Bind mounts (`./x:/y`), inside the task's folder only, read-only, never a socket or a
+/// device; named volumes are refused. A mount whose host side is empty (an unset variable, as
+/// TB1's log folders are without its harness) is skipped.
+fn binds(value: &Value, place: &Place<'_>, at: &str) -> anyhow::Result<Vec<String>> {
     let items = value
         .as_sequence()
         .ok_or_else(|| anyhow::anyhow!("{at}: expected a list"))?;
@@ -400,16 +474,21 @@ fn binds(value: &Value, base: &Path, at: &str) -> anyhow::Result<Vec<String>> {
                 "{at}: `{text}` is a named volume, which is not supported (bind a folder instead)"
             );
         }
-        let host = if host.starts_with('/') {
-            PathBuf::from(host)
-        } else {
-            base.join(host)
-        };
-        let host = host
-            .canonicalize()
-            .with_context(|| format!("{at}: `{text}`: {} does not exist", host.display()))?;
-        let mode = mode.map(|m| format!(":{m}")).unwrap_or_default();
-        out.push(format!("{}:{container}{mode}", host.display()));
+        let host = place.inside(host, &format!("{at}: `{text}`"))?;
+        let kind = std::fs::metadata(&host)
+            .with_context(|| format!("{at}: `{text}`"))?
+            .file_type();
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if kind.is_socket() || kind.is_block_device() || kind.is_char_device() || kind.is_fifo()
+            {
+                bail!("{at}: `{text}` is a socket, a device or a pipe, which a task may not mount");
+            }
+        }
+        if mode.is_some_and(|m| m.split(',').any(|o| o == "rw")) {
+            bail!("{at}: `{text}` asks to be writable: a task's binds are read-only");
+        }
+        out.push(format!("{}:{container}:ro", host.display()));
     }
     Ok(out)
 }
@@ -453,9 +532,7 @@ fn limits(value: &Value, service: &mut Service, at: &str) -> anyhow::Result<()> 
 /// Compose's variable syntax over the file's text: `$$` is `$`, `${VAR}`, `${VAR:-default}`,
 /// `${VAR-default}`, `$VAR`; unknown variables are empty, as compose makes them.
 pub fn interpolate(text: &str, vars: &BTreeMap<String, String>) -> String {
-    let lookup = |name: &str| -> Option<String> {
-        vars.get(name).cloned().or_else(|| std::env::var(name).ok())
-    };
+    let lookup = |name: &str| -> Option<String> { vars.get(name).cloned() };
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('$') {
@@ -501,57 +578,4 @@ pub fn interpolate(text: &str, vars: &BTreeMap<String, String>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn variables_and_words() {
-        let vars = BTreeMap::from([("A".to_owned(), "1".to_owned())]);
-        assert_eq!(
-            interpolate("x=${A} y=$A z=${B:-d} w=$$HOME", &vars),
-            "x=1 y=1 z=d w=$HOME"
-        );
-        assert_eq!(
-            split_words(r#"sh -c "echo 'a b'" c"#).unwrap(),
-            ["sh", "-c", "echo 'a b'", "c"]
-        );
-    }
-
-    #[test]
-    fn a_compose_file_is_read_and_unsupported_keys_are_named() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("api")).unwrap();
-        std::fs::write(dir.path().join("api/Dockerfile"), "FROM x\n").unwrap();
-        let file = dir.path().join("docker-compose.yaml");
-        std::fs::write(
-            &file,
-            "services:\n  main:\n    depends_on:\n      api:\n        condition: service_healthy\n    environment:\n      - K=${A}\n  api:\n    build: ./api\n    healthcheck:\n      test: [\"CMD\", \"true\"]\n      interval: 1s\n",
-        )
-        .unwrap();
-        let vars = BTreeMap::from([("A".to_owned(), "v".to_owned())]);
-        let compose = load(&file, &vars).unwrap();
-        assert_eq!(
-            compose.services["main"].depends_on,
-            [("api".to_owned(), Condition::Healthy)]
-        );
-        assert_eq!(compose.services["main"].environment["K"], "v");
-        assert_eq!(
-            compose.services["api"]
-                .healthcheck
-                .as_ref()
-                .unwrap()
-                .interval,
-            Some(Duration::from_secs(1))
-        );
-        std::fs::write(
-            &file,
-            "services:\n  main:\n    image: x\n    secrets: [a]\n",
-        )
-        .unwrap();
-        let err = format!("{:#}", load(&file, &vars).unwrap_err());
-        assert!(
-            err.contains("services.main.secrets: not supported"),
-            "{err}"
-        );
-    }
-}
+mod tests;

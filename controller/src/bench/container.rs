@@ -1,10 +1,11 @@
 //! A task's containers: its own image (built, cached) with `sandbox-server` injected, its
 //! sidecars (compose), on a network of its own, all removed on every path.
 //!
-//! The main container runs the task's image unchanged but for its command: a static
+//! The main container runs the task's image unchanged but for its entrypoint: a static
 //! `sandbox-server` is uploaded into the created container (with its token) before it starts,
-//! and started as its command (after the image's entrypoint, as Harbor keeps it), so an image
-//! without our libraries still runs it. Inside it the container is the boundary: file tools
+//! and started as its first process, so an image without our libraries still runs it. The
+//! image's own entrypoint (which Harbor keeps) runs after the server has read and deleted its
+//! token, as the server's process `entrypoint`: no process of the task ever sees the token. Inside it the container is the boundary: file tools
 //! reach the whole file system (`--files-anywhere`), commands start in the task's working
 //! folder, and the network is the task network's: offline (an internal network) or not.
 
@@ -280,12 +281,25 @@ impl TaskEnvironment {
         }
         // The injected server's spans go to the controller's collector.
         env.extend(otel::forwarded_environment());
-        let server: Vec<String> = inject::server_command(spec, &self.workdir);
-        let (entrypoint, cmd) = match config.entrypoint.as_ref().filter(|e| !e.is_empty()) {
-            // The image's entrypoint stays, with the server as its command.
-            Some(_) => (None, server),
-            None => (Some(vec![server[0].clone()]), server[1..].to_vec()),
-        };
+        let mut server: Vec<String> = inject::server_command(spec, &self.workdir);
+        // The task's own entrypoint (the compose service's, else the image's), with its
+        // command, runs once the server is up and the token gone.
+        let own = service
+            .and_then(|s| s.entrypoint.clone())
+            .or_else(|| config.entrypoint.clone())
+            .filter(|e| !e.is_empty());
+        if let Some(own) = own {
+            let mut words = own;
+            words.extend(
+                service
+                    .and_then(|s| s.command.clone())
+                    .or_else(|| config.cmd.clone())
+                    .unwrap_or_default(),
+            );
+            server.push("--entrypoint-process".to_owned());
+            server.push(serde_json::to_string(&words).unwrap_or_default());
+        }
+        let (entrypoint, cmd) = (Some(vec![server[0].clone()]), server[1..].to_vec());
         let resources = &task.resources;
         let memory = service
             .and_then(|s| s.memory_bytes)

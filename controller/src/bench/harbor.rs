@@ -47,7 +47,7 @@ const ENVIRONMENT_KEYS: &[&str] = &[
 ];
 
 /// Loads a Harbor task folder.
-pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
+pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<BenchTask> {
     let path = dir.join("task.toml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -78,7 +78,7 @@ pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
         only: None,
         mount: "/solution".to_owned(),
         script: "/solution/solve.sh".to_owned(),
-        env: env_table(&solution, "env"),
+        env: env_table(&solution, "env", host),
     });
     unapplied_features(&config, &environment, &mut warnings);
     Ok(BenchTask {
@@ -103,8 +103,8 @@ pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
             .get("workdir")
             .and_then(Value::as_str)
             .map(str::to_owned),
-        env: env_table(&environment, "env"),
-        verifier_env: env_table(&verifier, "env"),
+        env: env_table(&environment, "env", host),
+        verifier_env: env_table(&verifier, "env", host),
         agent_user: user(&agent),
         verifier_user: user(&verifier),
         verifier: Verifier::Harbor { tests },
@@ -115,6 +115,7 @@ pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
             .unwrap_or(serde_json::Value::Null),
         warnings,
         digest: digest(dir, Format::Harbor)?,
+        host_vars: host.clone(),
     })
 }
 
@@ -231,7 +232,7 @@ fn timeout(
     }
 }
 
-fn env_table(table: &toml::Table, key: &str) -> BTreeMap<String, String> {
+fn env_table(table: &toml::Table, key: &str, host: &super::HostVars) -> BTreeMap<String, String> {
     table
         .get(key)
         .and_then(Value::as_table)
@@ -239,7 +240,7 @@ fn env_table(table: &toml::Table, key: &str) -> BTreeMap<String, String> {
             env.iter()
                 .map(|(k, v)| {
                     let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-                    (k.clone(), expand_host_vars(&text))
+                    (k.clone(), expand_host_vars(&text, host))
                 })
                 .collect()
         })
@@ -360,7 +361,7 @@ mod tests {
         std::fs::write(root.join("tests/test.sh"), "true\n")?;
         std::fs::write(root.join("task.toml"), toml)?;
         std::fs::write(root.join("instruction.md"), instruction)?;
-        load(root, "t")
+        load(root, "t", &crate::bench::HostVars::none())
     }
 
     #[test]

@@ -181,7 +181,11 @@ pub async fn build(
     let body = context_tar(&files, &rewritten, settings.ca_bundle.as_deref())?;
     let mut buildargs: HashMap<String, String> = args.clone().into_iter().collect();
     for variable in PROXY_VARIABLES {
-        if let Ok(value) = std::env::var(variable) {
+        // A proxy that carries credentials (`http://user:pass@proxy`) is this machine's
+        // secret, not the task's: a task's Dockerfile could keep it in its image.
+        if let Ok(value) = std::env::var(variable)
+            && !value.contains('@')
+        {
             buildargs.entry((*variable).to_owned()).or_insert(value);
         }
     }
@@ -235,8 +239,15 @@ async fn stream_build(
     Ok(output)
 }
 
-/// A file of a build context: path relative to it, mode, bytes.
+/// A file of a build context: path relative to it, mode, bytes (a link: [`LINK_MODE`] and its
+/// target).
 type ContextFile = (String, u32, Vec<u8>);
+
+/// The mode that marks a symbolic link among the context's files.
+const LINK_MODE: u32 = 0o120_777;
+
+/// The most bytes a task's build context may hold: it is read into memory to be sent.
+const CONTEXT_MAX_BYTES: u64 = 2 << 30;
 
 /// The context's files, sorted; `.git` and what `.dockerignore` names (simple patterns) left out.
 fn context_files(context: &Path) -> anyhow::Result<Vec<ContextFile>> {
@@ -254,6 +265,10 @@ fn context_files(context: &Path) -> anyhow::Result<Vec<ContextFile>> {
         })
         .unwrap_or_default();
     let mut files = Vec::new();
+    let mut total: u64 = 0;
+    let root = context
+        .canonicalize()
+        .with_context(|| format!("the build context {}", context.display()))?;
     let mut stack: Vec<PathBuf> = vec![context.to_owned()];
     while let Some(dir) = stack.pop() {
         for entry in
@@ -275,11 +290,36 @@ fn context_files(context: &Path) -> anyhow::Result<Vec<ContextFile>> {
             if skip {
                 continue;
             }
-            let meta = std::fs::metadata(&path)?;
-            if meta.is_dir() {
+            // A link is sent as a link, never followed: a task's context is its own files
+            // (`leak -> ~/.ssh/id_rsa` or a link to `/` would read this machine's).
+            let meta = std::fs::symlink_metadata(&path)?;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path)?;
+                let lands = path.canonicalize().ok();
+                if !lands.as_ref().is_some_and(|p| p.starts_with(&root)) {
+                    bail!(
+                        "{}: a link to {}, outside the build context (a task may use only its own files)",
+                        path.display(),
+                        target.display()
+                    );
+                }
+                files.push((
+                    rel,
+                    LINK_MODE,
+                    target.as_os_str().as_encoded_bytes().to_vec(),
+                ));
+            } else if meta.is_dir() {
                 stack.push(path);
             } else if meta.is_file() {
                 use std::os::unix::fs::PermissionsExt;
+                total += meta.len();
+                if total > CONTEXT_MAX_BYTES {
+                    bail!(
+                        "the build context {} holds more than {} bytes",
+                        context.display(),
+                        CONTEXT_MAX_BYTES
+                    );
+                }
                 files.push((
                     rel,
                     meta.permissions().mode() & 0o7777,
@@ -347,20 +387,37 @@ fn context_tar(
     dockerfile: &str,
     ca: Option<&[u8]>,
 ) -> anyhow::Result<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
     let mut builder = tar::Builder::new(Vec::new());
-    let mut add = |path: &str, mode: u32, bytes: &[u8]| -> std::io::Result<()> {
+    let add = |builder: &mut tar::Builder<Vec<u8>>,
+               path: &str,
+               mode: u32,
+               bytes: &[u8]|
+     -> std::io::Result<()> {
         let mut header = tar::Header::new_gnu();
+        header.set_mtime(0);
+        if mode == LINK_MODE {
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_mode(0o777);
+            header.set_size(0);
+            let target = Path::new(std::ffi::OsStr::from_bytes(bytes));
+            return builder.append_link(&mut header, path, target);
+        }
         header.set_size(bytes.len() as u64);
         header.set_mode(mode);
-        header.set_mtime(0);
         builder.append_data(&mut header, path, bytes)
     };
     for (rel, mode, bytes) in files {
-        add(rel, *mode, bytes)?;
+        add(&mut builder, rel, *mode, bytes)?;
     }
-    add(DOCKERFILE_IN_CONTEXT, 0o644, dockerfile.as_bytes())?;
+    add(
+        &mut builder,
+        DOCKERFILE_IN_CONTEXT,
+        0o644,
+        dockerfile.as_bytes(),
+    )?;
     if let Some(ca) = ca {
-        add(CA_IN_CONTEXT, 0o644, ca)?;
+        add(&mut builder, CA_IN_CONTEXT, 0o644, ca)?;
     }
     Ok(builder.into_inner()?)
 }
@@ -368,6 +425,53 @@ fn context_tar(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 24 §3: a link in a build context is sent as a link, and one that leaves the
+    /// context refuses the build: no file of this machine reaches a task's image.
+    #[test]
+    fn a_build_context_never_follows_a_link_out_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let context = dir.path().join("environment");
+        std::fs::create_dir(&context).unwrap();
+        std::fs::write(context.join("Dockerfile"), "FROM x\n").unwrap();
+        std::fs::write(dir.path().join("id_rsa"), "PRIVATE KEY").unwrap();
+        std::os::unix::fs::symlink("Dockerfile", context.join("inside")).unwrap();
+        let files = context_files(&context).unwrap();
+        let link = files.iter().find(|(rel, _, _)| rel == "inside").unwrap();
+        assert_eq!(
+            (link.1, link.2.as_slice()),
+            (LINK_MODE, b"Dockerfile".as_slice())
+        );
+        let tar = context_tar(&files, "FROM x\n", None).unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let kinds: Vec<(String, tar::EntryType)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.path().unwrap().display().to_string(),
+                    e.header().entry_type(),
+                )
+            })
+            .collect();
+        assert!(
+            kinds.contains(&("inside".to_owned(), tar::EntryType::Symlink)),
+            "{kinds:?}"
+        );
+        std::os::unix::fs::symlink(dir.path().join("id_rsa"), context.join("leak")).unwrap();
+        let err = format!("{:#}", context_files(&context).unwrap_err());
+        assert!(
+            err.contains("leak") && err.contains("outside the build context"),
+            "{err}"
+        );
+        std::fs::remove_file(context.join("leak")).unwrap();
+        std::os::unix::fs::symlink("/", context.join("root")).unwrap();
+        assert!(
+            context_files(&context).is_err(),
+            "a link to / is not walked"
+        );
+    }
 
     #[test]
     fn from_lines_are_mapped_and_the_ca_added() {

@@ -1,6 +1,8 @@
-//! A benchmark session re-run where it ran: the task's own containers, the main one from the
-//! image the log recorded (when the engine still has it), the initial workspace put back, and
-//! the oracle's solution uploaded again, so `replay rerun` compares like with like.
+//! A benchmark session re-run where it ran: the task's own containers, built again from the
+//! task's folder, the initial workspace put back, and the oracle's solution uploaded again, so
+//! `replay rerun` compares like with like. A log is someone else's: the folder it names must
+//! hold the very files the session ran (their digest), and the image it names is used only
+//! under `--trust-log`.
 
 use std::path::Path;
 
@@ -26,6 +28,7 @@ pub fn header(dir: &Path) -> anyhow::Result<SessionStarted> {
 pub async fn start(
     header: &SessionStarted,
     settings: &BuildSettings,
+    trust_log: bool,
     note: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<TaskEnvironment> {
     let bench = header
@@ -34,18 +37,29 @@ pub async fn start(
         .as_ref()
         .context("not a benchmark session")?;
     let dir = Path::new(&bench.dir);
-    let task = super::load(dir, &bench.name)
+    let task = super::load(dir, &bench.name, &super::HostVars::none())
         .with_context(|| format!("loading the task the session ran ({})", bench.dir))?;
     if task.digest != bench.digest {
+        if !trust_log {
+            bail!(
+                "{}: the task's files are not those the session ran ({} now, {} in the log); a log is untrusted input: rerun with the task folder as it was, or --trust-log to run these files",
+                bench.dir,
+                task.digest,
+                bench.digest
+            );
+        }
         note(&format!(
             "warning: the task's files changed since the session ran ({} now, {} then)",
             task.digest, bench.digest
         ));
     }
+    note(&format!("task: {} ({})", bench.dir, task.digest));
     let docker = crate::sandbox::docker::connect().await?;
-    let recorded = (!bench.image.is_empty() && docker.inspect_image(&bench.image).await.is_ok())
-        .then_some(bench.image.as_str());
-    if recorded.is_none() && !bench.image.is_empty() {
+    // The log's image could be any image of the engine: only under --trust-log.
+    let recorded =
+        (trust_log && !bench.image.is_empty() && docker.inspect_image(&bench.image).await.is_ok())
+            .then_some(bench.image.as_str());
+    if trust_log && recorded.is_none() && !bench.image.is_empty() {
         note(&format!(
             "the recorded image {} is gone: building the task's again",
             bench.image

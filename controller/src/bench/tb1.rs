@@ -87,7 +87,7 @@ fn solution(dir: &Path, warnings: &mut Vec<String>) -> Option<Solution> {
 }
 
 /// Loads a TB1 task folder.
-pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
+pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<BenchTask> {
     let path = dir.join("task.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -163,6 +163,7 @@ pub fn load(dir: &Path, name: &str) -> anyhow::Result<BenchTask> {
         metadata: metadata(&config),
         warnings,
         digest: digest(dir, Format::TerminalBench1)?,
+        host_vars: host.clone(),
     })
 }
 

@@ -94,6 +94,9 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
 /// The batch's config from its flags: its tasks, sandboxes, parallelism and folder.
 fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
     let tasks = batch::collect_tasks(&args.tasks, args.attempts)?;
+    if !args.trust_tasks {
+        batch::refuse_host_side_keys(&tasks)?;
+    }
     let sandbox = SandboxSource::parse(args.session.sandbox.as_deref().unwrap_or("local"))
         .map_err(anyhow::Error::msg)?;
     let mut flags = args.session.flags();

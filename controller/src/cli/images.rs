@@ -37,7 +37,8 @@ pub(crate) async fn run(command: ImagesCommand) -> anyhow::Result<i32> {
             let TaskSource::Bench(dir) = &found.source else {
                 continue;
             };
-            let task = controller::bench::load(dir, &found.name)?;
+            let task =
+                controller::bench::load(dir, &found.name, &controller::bench::HostVars::none())?;
             let images =
                 match publish::build_and_push(&task, &settings, push.as_deref(), &note).await {
                     Ok(images) => images,

@@ -268,6 +268,7 @@ async fn rerun_cmd(
         workspace: &workspace,
         token_file,
         tools: &tools,
+        trust_log: check.is_none(),
     };
     let (target, client) = rerun_sandbox(&place, &header, build).await?;
     let servers = match &mcp {
@@ -345,6 +346,8 @@ struct RerunPlace<'a> {
     token_file: Option<&'a Path>,
     /// The recorded session's tools (none recorded: the server's defaults).
     tools: &'a [String],
+    /// `--trust-log`: the task folder and image the log names are taken as they are.
+    trust_log: bool,
 }
 
 async fn rerun_sandbox(
@@ -357,7 +360,8 @@ async fn rerun_sandbox(
         Some("task") => {
             let settings = build.build_settings()?;
             let note = |line: &str| eprintln!("{line}");
-            let environment = controller::bench::rerun::start(header, &settings, &note).await?;
+            let environment =
+                controller::bench::rerun::start(header, &settings, place.trust_log, &note).await?;
             let client = environment.client.clone();
             let target = RerunSandbox::Task(Box::new(environment));
             // The image holds the working folder as it was; recorded files are put back.

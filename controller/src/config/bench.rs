@@ -61,6 +61,9 @@ pub struct BenchFlags {
     pub build_ca: Option<PathBuf>,
     pub agent_timeout: Option<Duration>,
     pub verifier_timeout: Option<Duration>,
+    /// Host variables a task may read (`${VAR}` in its compose file and env tables), by name;
+    /// none when empty: a task folder is someone else's.
+    pub task_env: Vec<String>,
 }
 
 impl BenchFlags {
@@ -126,7 +129,7 @@ pub enum TaskPlace {
 impl RunConfig {
     /// A benchmark task (a Harbor or Terminal-Bench 1 folder) under `flags`.
     pub fn for_bench(dir: &Path, name: &str, flags: &SessionFlags) -> anyhow::Result<RunConfig> {
-        let mut task = bench::load(dir, name)?;
+        let mut task = bench::load(dir, name, &bench::HostVars::named(&flags.bench.task_env))?;
         refuse_flags_of_other_sandboxes(flags)?;
         let agent = flags.bench.agent()?;
         if agent == AgentKind::Oracle && task.solution.is_none() {
@@ -138,7 +141,11 @@ impl RunConfig {
         override_task(&mut task, flags)?;
         if let bench::Environment::Compose { file, .. } = &task.environment {
             // A compose file that cannot run is refused now, not when its containers start.
-            bench::compose::load(file, &bench::container::compose_vars(&task, "check"))?;
+            bench::compose::load(
+                file,
+                &bench::container::compose_vars(&task, "check"),
+                &task.dir,
+            )?;
         }
         let online = match flags.network.as_deref() {
             None => task.allow_internet,

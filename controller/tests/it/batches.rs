@@ -28,8 +28,10 @@ pub use common::bash_turn as bash;
 
 pub const DONE: &str = "  - text: done\n";
 
+/// `harness batch` over the test's own task files, which name its model double
+/// (`model.base_url`): a dataset the operator wrote (`--trust-tasks`).
 pub fn batch(args: &[&str]) -> Command {
-    let mut all = vec!["batch", "--policy", "allow-all"];
+    let mut all = vec!["batch", "--trust-tasks", "--policy", "allow-all"];
     all.extend_from_slice(args);
     common::command(&all)
 }

@@ -219,15 +219,37 @@ fn flaky_dataset(root: &Path) -> PathBuf {
             task.join("state").display()
         ),
     );
+    // A task's binds are read-only: the test moves the trial number on between trials
+    // (`number_the_trials`), and the solution reads it.
+    write("state/n", "1\n");
     write(
         "solution/solve.sh",
-        "#!/bin/bash\nn=$(( $(cat /state/n 2>/dev/null || echo 0) + 1 ))\necho $n > /state/n\nif [ $((n % 2)) -eq 1 ]; then echo 1 > /app/answer; fi\n",
+        "#!/bin/bash\nn=$(cat /state/n)\nif [ $((n % 2)) -eq 1 ]; then echo 1 > /app/answer; fi\n",
     );
     write(
         "tests/test.sh",
         "#!/bin/bash\nif [ \"$(cat /app/answer 2>/dev/null)\" = 1 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
     );
     root.join("data")
+}
+
+/// Writes `n` into the flaky task's state once trial `n - 1` has its result, for `trials`
+/// trials run one at a time: what a trial's solution reads is its own number.
+async fn number_the_trials(state: PathBuf, out: PathBuf, trials: u32) {
+    for n in 2..=trials {
+        let previous = if n == 2 {
+            "flaky".to_owned()
+        } else {
+            format!("flaky__{}", n - 1)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(300);
+        while !out.join(&previous).join("result.json").is_file()
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        std::fs::write(&state, format!("{n}\n")).unwrap();
+    }
 }
 
 #[tokio::test]
@@ -248,7 +270,11 @@ async fn trials_give_pass_at_k_and_resume_runs_what_has_no_reward() {
         &out,
         &["--agent", "oracle", "--attempts", "4", "--parallel", "1"],
     );
-    let run = harness(&args, Duration::from_secs(600)).await;
+    let state = data.join("flaky/state/n");
+    let (run, ()) = tokio::join!(
+        harness(&args, Duration::from_secs(600)),
+        number_the_trials(state.clone(), out.clone(), 4)
+    );
     assert_eq!(run.code, 9, "{}", run.stderr);
     for trial in ["flaky", "flaky__2", "flaky__3", "flaky__4"] {
         assert!(out.join(trial).join("result.json").is_file(), "{trial}");
@@ -277,6 +303,7 @@ async fn trials_give_pass_at_k_and_resume_runs_what_has_no_reward() {
 
     // A trial without a reward (its result lost) is the only one a resume runs.
     std::fs::remove_file(out.join("flaky__3/result.json")).unwrap();
+    std::fs::write(&state, "3\n").unwrap();
     let mut resume = args.clone();
     resume.push("--resume".to_owned());
     let run = harness(&resume, Duration::from_secs(300)).await;

@@ -26,6 +26,8 @@ mod batch_pools;
 mod batch_stops;
 /// `harness batch`: parallel tasks, retries, the report, bad batches refused.
 mod batches;
+/// Issue 24 §3: a benchmark task reaches no secret of the harness (Docker).
+mod bench_trust;
 /// Harbor and Terminal-Bench tasks in their own images (when HARNESS_TEST_DOCKER=1).
 mod benchmarks;
 /// deploy/: the manifests validate, and the Job's pods' command runs (HARNESS_TEST_DEPLOY=1).

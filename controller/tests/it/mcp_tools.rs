@@ -231,7 +231,10 @@ async fn session(dir: &Path, name: &str, turns: &str) -> (common::Run, Vec<Value
         format!("prompt: {name}\nmodel: {{name: 'script:{name}.turns'}}\nmcp: mcp.json\n"),
     )
     .unwrap();
-    let mut command = common::command(&["run", "--policy", "allow-all", "--task"]);
+    // The test's Python (a virtual environment of a Python under /root) and its server script
+    // are root's: a server run in the sandbox needs its commands to run as root to start them.
+    let mut command =
+        common::command(&["run", "--run-as", "root", "--policy", "allow-all", "--task"]);
     command
         .arg(&task)
         .env("HARNESS_MCP_CACHE", dir.join("cache"));
@@ -389,7 +392,8 @@ async fn the_workspace_mcp_json_is_used_only_when_asked_and_runs_in_the_sandbox(
     )
     .unwrap();
     for opted_in in [false, true] {
-        let mut args = vec!["run", "--policy", "allow-all", "--task"];
+        // As in `session`: the test's Python is root's.
+        let mut args = vec!["run", "--run-as", "root", "--policy", "allow-all", "--task"];
         let path = task.display().to_string();
         args.push(&path);
         if opted_in {

@@ -68,7 +68,9 @@ pub fn active() -> bool {
 /// container reaches).
 pub fn forwarded_environment() -> Vec<String> {
     std::env::vars()
-        .filter(|(name, _)| name.starts_with("OTEL_"))
+        // Headers carry the collector's credentials: they are the operator's, and a task's
+        // container (its entrypoint, its verifier) would see them.
+        .filter(|(name, _)| name.starts_with("OTEL_") && !name.contains("HEADERS"))
         .map(|(name, value)| format!("{name}={value}"))
         .collect()
 }

@@ -163,7 +163,9 @@ fn is_static(path: &Path) -> bool {
 
 /// Variables a compose file of the task may use (Harbor's and TB1's).
 pub fn compose_vars(task: &BenchTask, session_id: &str) -> BTreeMap<String, String> {
-    let mut vars: BTreeMap<String, String> = task.env.clone();
+    // The host variables the operator named, then the task's own env, then the harness's.
+    let mut vars: BTreeMap<String, String> = task.host_vars.values().clone();
+    vars.extend(task.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let context = task.dir.join("environment");
     let prefix = format!("tb__{}", task.name.replace(['.', '/'], "-"));
     for (key, value) in [

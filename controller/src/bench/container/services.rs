@@ -164,7 +164,7 @@ pub(super) fn load_compose(
     file: &Path,
     session_id: &str,
 ) -> anyhow::Result<Compose> {
-    compose::load(file, &super::compose_vars(task, session_id))
+    compose::load(file, &super::compose_vars(task, session_id), &task.dir)
 }
 
 /// Starts every service but `main` in dependency order, each once what it depends on is
