@@ -30,7 +30,7 @@ pub use tasks::{TaskSpec, collect_tasks, default_parallel, refuse_host_side_keys
 use crate::config::{RunConfig, SessionFlags};
 use crate::event_log::{
     self, BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, GateRecord, Outcome,
-    TaskSkipped, WarmPoolRecord,
+    TaskNotRunnable, TaskSkipped, WarmPoolRecord,
 };
 use crate::llm::gate::Gates;
 use crate::sandbox::docker::warm::WarmPool;
@@ -136,6 +136,8 @@ pub struct BatchOutcome {
     pub passed: usize,
     pub failed: usize,
     pub not_run: usize,
+    /// Tasks of its datasets the harness could not run (each trial of them left out).
+    pub not_runnable: usize,
     pub skipped: usize,
     pub interrupted: bool,
 }
@@ -151,8 +153,15 @@ pub async fn run_batch(
 ) -> anyhow::Result<BatchOutcome> {
     let started = Instant::now();
     let log_started = event_log::now();
-    for warning in check_tasks(config)? {
-        observer.note(&warning);
+    let checked = check_tasks(config)?;
+    for warning in &checked.warnings {
+        observer.note(warning);
+    }
+    for task in &checked.not_runnable {
+        observer.note(&format!(
+            "not runnable: {} ({}): {}",
+            task.task, task.file, task.reason
+        ));
     }
     let warm = match (&config.sandbox, config.pool_size) {
         (_, 0) => None,
@@ -160,9 +169,13 @@ pub async fn run_batch(
         _ => anyhow::bail!("--pool-size keeps Docker containers ready: it needs --sandbox docker"),
     };
     let resumed = prepare_out(config)?;
-    let log = open_log(config, resumed).await?;
-    let todo = tasks_to_run(config, &log, observer.as_ref()).await?;
-    let skipped = config.tasks.len() - todo.len();
+    let log = open_log(config, resumed, &checked.not_runnable).await?;
+    for task in &checked.not_runnable {
+        log.record(Event::TaskNotRunnable(task.clone())).await?;
+    }
+    let mut todo = tasks_to_run(config, &log, observer.as_ref()).await?;
+    todo.retain(|t| !checked.not_runnable.iter().any(|n| n.task == t.task));
+    let skipped = config.tasks.len() - todo.len() - checked.trials_not_runnable;
     progress.update(|p| {
         p.total = todo.len();
         p.skipped = skipped;
@@ -201,6 +214,7 @@ pub async fn run_batch(
         passed: outcomes.iter().filter(|o| **o == Some(true)).count(),
         failed: outcomes.iter().filter(|o| **o == Some(false)).count(),
         not_run: outcomes.iter().filter(|o| o.is_none()).count(),
+        not_runnable: checked.not_runnable.len(),
         skipped,
         interrupted: stopping.new_tasks.is_cancelled() || stopping.running.is_cancelled(),
     };
@@ -210,7 +224,12 @@ pub async fn run_batch(
     };
     let retries = progress.snapshot().retries;
     close_log(&log, &outcome, retries, started, &gates, warm_pool).await?;
-    if let Err(err) = job::write(config, &log_started) {
+    let not_runnable: Vec<&str> = checked
+        .not_runnable
+        .iter()
+        .map(|n| n.task.as_str())
+        .collect();
+    if let Err(err) = job::write(config, &log_started, &not_runnable) {
         observer.note(&format!("warning: writing the job's result files: {err:#}"));
     }
     Ok(outcome)
@@ -235,14 +254,33 @@ async fn drain_warm_pool(
     }
 }
 
-/// Every task's settings resolve before anything starts: bad input stops the batch here.
-/// Returns the benchmark tasks' warnings (keys this harness does not use), once per task.
-fn check_tasks(config: &BatchConfig) -> anyhow::Result<Vec<String>> {
+/// What checking the tasks found before anything started.
+struct Checked {
+    /// The benchmark tasks' warnings (keys this harness does not use), once per task.
+    warnings: Vec<String>,
+    /// Tasks the harness cannot run, and why.
+    not_runnable: Vec<TaskNotRunnable>,
+    /// Their trials, left out of the batch.
+    trials_not_runnable: usize,
+}
+
+/// Every task's settings resolve before anything starts: bad input (a flag, a missing
+/// credential, a task file of the operator's that does not parse) stops the batch here. A
+/// benchmark task the harness cannot run is reported and left out; the others run.
+fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
     let leased = matches!(config.sandbox, SandboxSource::Pool(_));
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
+    let mut not_runnable = Vec::new();
     for task in config.tasks.iter().filter(|t| t.trial == 1) {
         match RunConfig::for_source(&task.source, &task.task, &config.flags, None, leased) {
+            Err(err) if err.is::<crate::config::NotRunnable>() => {
+                not_runnable.push(TaskNotRunnable {
+                    task: task.task.clone(),
+                    file: task.source.path().display().to_string(),
+                    reason: err.to_string(),
+                });
+            }
             // The model and the policy's classifier build now, so a missing API key stops the
             // batch before any task starts rather than failing each task.
             Ok(run) if let Err(err) = credentials(&run) => {
@@ -271,7 +309,26 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Vec<String>> {
     if !problems.is_empty() {
         anyhow::bail!("the batch did not start:\n  {}", problems.join("\n  "));
     }
-    Ok(warnings)
+    let trials_not_runnable = config
+        .tasks
+        .iter()
+        .filter(|t| not_runnable.iter().any(|n| n.task == t.task))
+        .count();
+    if trials_not_runnable == config.tasks.len() {
+        let why: Vec<String> = not_runnable
+            .iter()
+            .map(|n| format!("{}: {}", n.file, n.reason))
+            .collect();
+        anyhow::bail!(
+            "the batch did not start: none of its tasks can run here:\n  {}",
+            why.join("\n  ")
+        );
+    }
+    Ok(Checked {
+        warnings,
+        not_runnable,
+        trials_not_runnable,
+    })
 }
 
 /// Builds a task's model and policy as its session will (without starting anything): what a
@@ -317,8 +374,12 @@ fn prepare_out(config: &BatchConfig) -> anyhow::Result<bool> {
     Ok(log_exists)
 }
 
-/// Opens (or reopens) the batch log and records `batch_started`.
-async fn open_log(config: &BatchConfig, resumed: bool) -> anyhow::Result<EventLog> {
+/// Opens (or reopens) the batch log and records `batch_started`, with the tasks that run.
+async fn open_log(
+    config: &BatchConfig,
+    resumed: bool,
+    not_runnable: &[TaskNotRunnable],
+) -> anyhow::Result<EventLog> {
     let secrets = crate::secrets::values(&[]);
     let log = if resumed {
         EventLog::reopen(&config.out, Durability::Durable, &secrets)
@@ -333,6 +394,7 @@ async fn open_log(config: &BatchConfig, resumed: bool) -> anyhow::Result<EventLo
         tasks: config
             .tasks
             .iter()
+            .filter(|t| !not_runnable.iter().any(|n| n.task == t.task))
             .map(|t| BatchTask {
                 id: t.id.clone(),
                 file: t.source.path().display().to_string(),
@@ -362,9 +424,10 @@ async fn tasks_to_run(
     for task in &config.tasks {
         let dir = config.out.join(&task.id);
         let done = match (finished(&dir), &task.source) {
-            // A benchmark trial is done once it has a reward.
+            // A benchmark trial is done once it has its score (a reward, or the verifier's
+            // own failure); one cut short or failed on the sandbox runs again.
             (Some(_), crate::task::TaskSource::Bench(_)) => {
-                job::rewarded(&dir).then(|| "its trial has a reward already".to_owned())
+                job::scored(&dir).then(|| "its trial has its score already".to_owned())
             }
             (Some(outcome), _) => Some(format!("its log finished already ({})", outcome.as_str())),
             (None, _) => None,
@@ -383,7 +446,7 @@ async fn tasks_to_run(
     let skipped = config.tasks.len() - todo.len();
     if skipped > 0 {
         observer.note(&format!(
-            "resuming: {skipped} tasks have finished logs (benchmark trials: a reward); running the other {}",
+            "resuming: {skipped} tasks have finished logs (benchmark trials: their score); running the other {}",
             todo.len()
         ));
     }

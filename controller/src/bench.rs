@@ -8,7 +8,9 @@
 //! - [`image`]: building a task's images through the Engine API, cached, behind a proxy.
 //! - [`container`]: a task's containers with `sandbox-server` injected; [`host`]: the
 //!   author-side steps, there or through a server already in the task's image.
-//! - [`verify`]: the verifier, its reward files and Terminal-Bench 1's parsers.
+//! - [`isolate`]: between the agent and the verifier, its processes ended and the verifier's
+//!   folders put back, with the evidence of tampering; [`verify`]: the verifier, its reward
+//!   files and Terminal-Bench 1's parsers.
 //! - [`agents`]: the oracle and the nop agent, played as models.
 //! - [`publish`]: `harness images build`: images ahead of a run, pushed, with a Kubernetes
 //!   overlay per task; [`rerun`]: a benchmark session re-run in its task's containers.
@@ -21,6 +23,7 @@ pub mod container;
 pub mod harbor;
 pub mod host;
 pub mod image;
+pub mod isolate;
 pub mod publish;
 pub mod rerun;
 pub mod results;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-pub use bench::{AgentKind, BenchFlags, BenchRun, TaskPlace};
+pub use bench::{AgentKind, BenchFlags, BenchRun, NotRunnable, TaskPlace};
 pub use sandbox::SandboxTarget;
 
 use crate::hooks::Hooks;

@@ -63,6 +63,8 @@ pub mod exit_code {
     pub const SOME_FAILED: i32 = 9;
     /// A benchmark task's verifier failed (no reward, a timeout): no verdict.
     pub const VERIFIER_FAILED: i32 = 10;
+    /// `batch`: some tasks of its datasets could not be run (the report says why); the rest ran.
+    pub const NOT_RUNNABLE: i32 = 11;
     /// Ctrl-C.
     pub const INTERRUPTED: i32 = 130;
 }

@@ -231,14 +231,23 @@ fn start_entrypoint(state: &AppState, words: &[String]) {
         id: "entrypoint".to_owned(),
         cmd: format!("exec {}", quoted.join(" ")),
         cwd: None,
+        // Only names a shell can carry (an image may set others; they are left out, not fatal).
         env: std::env::vars()
             .filter(|(name, _)| !name.starts_with("OTEL_") && !name.starts_with("SANDBOX_"))
+            .filter(|(name, _)| {
+                !name.starts_with(|c: char| c.is_ascii_digit())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
             .collect(),
         tty: None,
         timeout: None,
     };
     match state.ctx.processes.start(&request) {
-        Ok(_) => tracing::info!(entrypoint = ?words, "started the image's entrypoint"),
+        Ok((managed, _)) => {
+            // The task's own: no client's kill of background processes ends it.
+            state.ctx.supervisor.protect(managed.pid);
+            tracing::info!(entrypoint = ?words, "started the image's entrypoint");
+        }
         Err(err) => tracing::warn!(cause = %err, "could not start the image's entrypoint"),
     }
 }

@@ -9,17 +9,23 @@ use crate::bench::results::{TrialRecord, read_record, uuid_of};
 use crate::config::AgentKind;
 use crate::task::TaskSource;
 
-/// Whether a benchmark trial's folder holds a result with rewards.
-pub(super) fn rewarded(dir: &Path) -> bool {
-    read_record(dir).is_ok_and(|record| record.rewards.is_some())
+/// Whether a benchmark trial's folder holds a result with its score ([`TrialRecord::scored`]).
+pub(super) fn scored(dir: &Path) -> bool {
+    read_record(dir).is_ok_and(|record| record.scored())
 }
 
-/// The job's files, when the batch has benchmark trials.
-pub(super) fn write(config: &BatchConfig, started_at: &str) -> anyhow::Result<()> {
+/// The job's files, when the batch has benchmark trials (those of the tasks that could not be
+/// run are not trials).
+pub(super) fn write(
+    config: &BatchConfig,
+    started_at: &str,
+    not_runnable: &[&str],
+) -> anyhow::Result<()> {
     let bench: Vec<_> = config
         .tasks
         .iter()
         .filter(|t| matches!(t.source, TaskSource::Bench(_)))
+        .filter(|t| !not_runnable.contains(&t.task.as_str()))
         .collect();
     if bench.is_empty() {
         return Ok(());
@@ -47,7 +53,12 @@ pub(super) fn write(config: &BatchConfig, started_at: &str) -> anyhow::Result<()
             .unwrap_or_else(|| crate::config::DEFAULT_MODEL.to_owned()),
         Ok(agent) => agent.as_str().to_owned(),
     };
+    // Over every run of the batch, as its report counts them.
+    let n_retries = crate::replay::report::load(&config.out)
+        .map(|report| report.totals.retries)
+        .unwrap_or(0);
     let info = JobInfo {
+        n_retries,
         job_id: uuid_of(&config.batch_id),
         started_at: started_at.to_owned(),
         finished_at: Some(crate::event_log::now()),

@@ -67,6 +67,8 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
         environment,
     } = sections(&config, &mut warnings);
     let in_file = |err: anyhow::Error| err.context(path.display().to_string());
+    // Before the files a Linux task needs: a Windows task is refused for what it is.
+    check_os(&environment).map_err(in_file)?;
     let instruction = instruction(dir)?;
     let tests = dir.join("tests");
     if !tests.join("test.sh").is_file() {
@@ -308,12 +310,18 @@ fn allow_internet(environment: &toml::Table, warnings: &mut Vec<String>) -> anyh
     }
 }
 
-fn environment_of(dir: &Path, environment: &toml::Table) -> anyhow::Result<Environment> {
+fn check_os(environment: &toml::Table) -> anyhow::Result<()> {
     if let Some(os) = environment.get("os").and_then(Value::as_str)
         && !os.eq_ignore_ascii_case("linux")
     {
-        bail!("environment.os = {os}: only Linux tasks run here");
+        bail!(
+            "environment.os = {os}: only Linux tasks run here (this harness runs Linux containers)"
+        );
     }
+    Ok(())
+}
+
+fn environment_of(dir: &Path, environment: &toml::Table) -> anyhow::Result<Environment> {
     let env_dir = dir.join("environment");
     let dockerfile = env_dir.join("Dockerfile");
     let built = dockerfile

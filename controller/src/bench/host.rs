@@ -43,6 +43,33 @@ pub trait TaskHost: Send + Sync {
     ) -> BoxFuture<'a, anyhow::Result<u64>>;
     /// Lets the main container reach the internet (a verifier online after an offline agent).
     fn go_online(&self) -> BoxFuture<'_, anyhow::Result<()>>;
+    /// A tar of the container's `path` (its entries named from the path's last component on,
+    /// as the engine gives them; links not followed), `None` when nothing is there; refused
+    /// past `max_bytes`.
+    fn archive<'a>(
+        &'a self,
+        path: &'a str,
+        max_bytes: u64,
+    ) -> BoxFuture<'a, anyhow::Result<Option<Vec<u8>>>>;
+    /// Unpacks `tar` (from [`TaskHost::archive`]) into the container's folder `parent`.
+    fn restore<'a>(&'a self, parent: &'a str, tar: Vec<u8>) -> BoxFuture<'a, anyhow::Result<()>>;
+    /// Ends every process the agent's phase left (a call still running too) but the image's
+    /// own entrypoint's; says which, with their command lines.
+    fn end_processes(&self) -> BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>>;
+}
+
+/// `DELETE /v1/processes?include_running=true` on a task's server, as (pid, command) pairs.
+pub(crate) async fn end_processes(client: &SandboxClient) -> anyhow::Result<Vec<(u32, String)>> {
+    let ended = client
+        .end_processes()
+        .await
+        .context("ending the agent's processes through the task's sandbox")?;
+    let mut commands = ended.commands.into_iter();
+    Ok(ended
+        .killed
+        .into_iter()
+        .map(|pid| (pid, commands.next().unwrap_or_default()))
+        .collect())
 }
 
 /// A task's container reached through its server's API.
@@ -159,5 +186,116 @@ impl TaskHost for ApiHost {
     /// The pod's network is its orchestrator's to set.
     fn go_online(&self) -> BoxFuture<'_, anyhow::Result<()>> {
         Box::pin(async { Ok(()) })
+    }
+
+    /// Walks `path` with the file API: folders and regular files (links and other kinds are
+    /// listed as empty files of their kind's mode, not followed).
+    fn archive<'a>(
+        &'a self,
+        path: &'a str,
+        max_bytes: u64,
+    ) -> BoxFuture<'a, anyhow::Result<Option<Vec<u8>>>> {
+        Box::pin(async move {
+            let path = path.trim_end_matches('/');
+            let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+            let parent = if parent.is_empty() { "/" } else { parent };
+            let mut builder = tar::Builder::new(Vec::new());
+            let mut total = 0u64;
+            let root_kind = match self.client.list_dir(path).await? {
+                Some(_) => EntryKind::Dir,
+                None => match self.client.get_file(path, 0).await? {
+                    Some(_) => EntryKind::File,
+                    None => return Ok(None),
+                },
+            };
+            let mut pending = vec![(name.to_owned(), root_kind)];
+            while let Some((rel, kind)) = pending.pop() {
+                let remote = format!("{}/{rel}", parent.trim_end_matches('/'));
+                let mut header = tar::Header::new_gnu();
+                match kind {
+                    EntryKind::Dir => {
+                        header.set_entry_type(tar::EntryType::Directory);
+                        header.set_mode(0o755);
+                        header.set_size(0);
+                        builder.append_data(&mut header, format!("{rel}/"), std::io::empty())?;
+                        let listing = self.client.list_dir(&remote).await?.unwrap_or_else(|| {
+                            sandbox_protocol::DirListing {
+                                path: remote.clone(),
+                                entries: Vec::new(),
+                            }
+                        });
+                        for entry in listing.entries {
+                            pending.push((format!("{rel}/{}", entry.name), entry.kind));
+                        }
+                    }
+                    EntryKind::File => {
+                        let room = max_bytes.saturating_sub(total) as usize;
+                        let Some(head) = self.client.get_file(&remote, room).await? else {
+                            continue;
+                        };
+                        if head.truncated() {
+                            anyhow::bail!(
+                                "{path} in the task's container is over {max_bytes} bytes"
+                            );
+                        }
+                        total += head.bytes.len() as u64;
+                        header.set_mode(0o644);
+                        header.set_size(head.bytes.len() as u64);
+                        builder.append_data(&mut header, &rel, head.bytes.as_slice())?;
+                    }
+                    _ => {
+                        header.set_entry_type(tar::EntryType::Symlink);
+                        header.set_size(0);
+                        builder.append_link(&mut header, &rel, "?")?;
+                    }
+                }
+            }
+            Ok(Some(builder.into_inner()?))
+        })
+    }
+
+    fn restore<'a>(&'a self, parent: &'a str, tar: Vec<u8>) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            let mut archive = tar::Archive::new(tar.as_slice());
+            let mut folders = Vec::new();
+            let mut files = Vec::new();
+            for entry in archive.entries()? {
+                let mut entry = entry?;
+                let rel = entry
+                    .path()?
+                    .to_string_lossy()
+                    .trim_end_matches('/')
+                    .to_owned();
+                let target = format!("{}/{rel}", parent.trim_end_matches('/'));
+                if entry.header().entry_type().is_dir() {
+                    folders.push(target);
+                } else if entry.header().entry_type().is_file() {
+                    let mode = entry.header().mode().ok();
+                    let mut bytes = Vec::new();
+                    std::io::Read::read_to_end(&mut entry, &mut bytes)?;
+                    files.push((target, bytes, mode));
+                }
+            }
+            if !folders.is_empty() {
+                let quoted: Vec<String> = folders
+                    .iter()
+                    .map(|f| format!("'{}'", f.replace('\'', r"'\''")))
+                    .collect();
+                let script = format!("mkdir -p -- {}", quoted.join(" "));
+                self.exec(&script, &BTreeMap::new(), None, Duration::from_secs(60))
+                    .await?;
+            }
+            for (target, bytes, mode) in files {
+                self.client
+                    .put_file(&target, bytes, mode)
+                    .await
+                    .with_context(|| format!("restoring {target}"))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn end_processes(&self) -> BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>> {
+        Box::pin(end_processes(&self.client))
     }
 }

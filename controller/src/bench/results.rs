@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::atif::{self, AGENT_NAME};
 use crate::event_log::{
     ErrorClass, Event, FailureClass, Outcome, SessionFinished, SessionStarted, VerifierFinished,
+    VerifierIsolated,
 };
 use crate::replay;
 
@@ -42,6 +43,11 @@ pub struct TrialRecord {
     pub reward_valid: bool,
     pub tokens: (u64, u64, u64),
     pub cost: f64,
+    /// The agent tampered with the verifier's folders (`result.json`'s `tampering`).
+    pub tampered: bool,
+    /// How the reward was reached when the output alone does not show it (a Terminal-Bench 1
+    /// run with no result: unresolved).
+    pub note: Option<String>,
 }
 
 /// What a trial's log says, gathered in one pass.
@@ -50,6 +56,7 @@ struct Read {
     header: Option<SessionStarted>,
     header_ts: String,
     verifier: Option<(String, VerifierFinished)>,
+    isolated: Vec<VerifierIsolated>,
     finished: Option<(String, SessionFinished)>,
     errors: Vec<(String, ErrorClass, String)>,
     /// The oracle's exit code, when its call ran.
@@ -66,6 +73,7 @@ fn read(dir: &Path) -> anyhow::Result<Read> {
                 read.header_ts = envelope.ts;
             }
             Event::VerifierFinished(verifier) => read.verifier = Some((envelope.ts, verifier)),
+            Event::VerifierIsolated(isolated) => read.isolated.push(isolated),
             Event::SessionFinished(finished) => read.finished = Some((envelope.ts, finished)),
             Event::Error(error) => read.errors.push((envelope.ts, error.class, error.message)),
             Event::ToolResult(result) if result.call_id == "oracle_1" => {
@@ -211,7 +219,43 @@ pub fn write_trial(dir: &Path, link: &TrialLink) -> anyhow::Result<TrialRecord> 
             usage.output_tokens,
         ),
         cost: finished.map_or(0.0, |f| f.cost),
+        tampered: read.isolated.iter().any(|i| i.tampered),
+        note: read.verifier.as_ref().and_then(|(_, v)| v.note.clone()),
     })
+}
+
+/// `result.json`'s `tampering`: what stood between the agent and the verifier, and what the
+/// agent had done to the verifier's folders (not one of Harbor's fields; its readers skip it).
+fn tampering(read: &Read) -> Value {
+    if read.isolated.is_empty() {
+        return Value::Null;
+    }
+    let ended: usize = read.isolated.iter().map(|i| i.processes_ended.len()).sum();
+    json!({
+        "tampered": read.isolated.iter().any(|i| i.tampered),
+        "restored": read.isolated.iter().all(|i| i.restored),
+        "processes_ended": ended,
+        "changes": read.isolated.iter().flat_map(|i| i.changes.iter()).collect::<Vec<_>>(),
+        "calls": read.isolated.iter().flat_map(|i| i.calls.iter()).collect::<Vec<_>>(),
+    })
+}
+
+impl TrialRecord {
+    /// Whether the trial has its score: its verifier ran and gave a verdict (rewards, or a
+    /// failure that is the verifier's own). A trial cut short, or failed on the sandbox or the
+    /// harness before the verifier judged it, has none yet: `--resume` runs it again.
+    pub fn scored(&self) -> bool {
+        self.rewards.is_some()
+            || matches!(
+                self.exception.as_deref(),
+                Some(
+                    "VerifierTimeoutError"
+                        | "RewardFileNotFoundError"
+                        | "RewardFileEmptyError"
+                        | "VerifierOutputParseError"
+                )
+            )
+    }
 }
 
 /// The record of a trial whose `result.json` was written.
@@ -257,6 +301,11 @@ pub fn read_record(dir: &Path) -> anyhow::Result<TrialRecord> {
             .pointer("/agent_result/cost_usd")
             .and_then(Value::as_f64)
             .unwrap_or(0.0),
+        tampered: result
+            .pointer("/tampering/tampered")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        note: string("/verifier_note"),
     })
 }
 
@@ -321,6 +370,8 @@ fn result_json(
         "agent_execution": {"started_at": read.header_ts, "finished_at": agent_end},
         "verifier": verifier_timing,
         "verifier_environment_mode": "shared",
+        "tampering": tampering(read),
+        "verifier_note": read.verifier.as_ref().and_then(|(_, v)| v.note.clone()),
     }))
 }
 

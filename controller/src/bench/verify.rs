@@ -5,8 +5,12 @@
 //! reward is `/logs/verifier/reward.json` (named numbers; it wins) or `reward.txt` (one number).
 //! The exit code is not the verdict. TB1: `run-tests.sh` and `tests/` to `/tests`, run as root
 //! with `TEST_DIR=/tests`; the output judged by the task's parser gives a reward of 1 or 0.
-//! A verifier that times out, writes no reward, or whose output cannot be judged has failed:
-//! never a pass.
+//! Each format's own rules say what a run means: a Harbor verifier that times out or writes no
+//! reward has failed (never a pass); TB1 tests that ran but printed no result the parser can
+//! read (tests that do not build) are an unresolved task, reward 0, with the reason kept.
+//!
+//! It runs after [`super::isolate`]: no process of the agent's is left, and `/tests` and
+//! `/logs/verifier` are as the task's image had them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,6 +35,8 @@ pub struct Verdict {
     pub output: String,
     /// `ctrf.json`, when the tests wrote one.
     pub ctrf: Option<Vec<u8>>,
+    /// How the reward was reached when the output alone does not show it.
+    pub note: Option<String>,
 }
 
 impl Verdict {
@@ -83,15 +89,15 @@ pub async fn run(
                 return Ok(verdict);
             }
             let judged = parser.judge(&verdict.output);
-            match judged.parse_error {
-                Some(why) => verdict.failure = Some((VerifierFailure::ParseError, why)),
-                None => {
-                    let reward = if judged.resolved { 1.0 } else { 0.0 };
-                    std::fs::create_dir_all(logs)?;
-                    std::fs::write(logs.join("reward.txt"), format!("{reward}\n"))?;
-                    verdict.rewards = Some(BTreeMap::from([("reward".to_owned(), reward)]));
-                }
+            // Terminal-Bench's rule: tests that ran and gave no result the parser can read
+            // leave the task unresolved; they are not the verifier's failure.
+            if let Some(why) = judged.parse_error {
+                verdict.note = Some(format!("unresolved (reward 0): {why}"));
             }
+            let reward = if judged.resolved { 1.0 } else { 0.0 };
+            std::fs::create_dir_all(logs)?;
+            std::fs::write(logs.join("reward.txt"), format!("{reward}\n"))?;
+            verdict.rewards = Some(BTreeMap::from([("reward".to_owned(), reward)]));
             Ok(verdict)
         }
     }
@@ -124,6 +130,7 @@ async fn run_script(
         duration: exec.duration,
         output: std::fs::read_to_string(logs.join("test-stdout.txt")).unwrap_or_default(),
         ctrf: None,
+        note: None,
     };
     Ok((exec, verdict))
 }
@@ -143,7 +150,7 @@ async fn harbor(
     logs: &Path,
 ) -> anyhow::Result<Verdict> {
     environment.upload(tests, None, "/tests").await?;
-    let script = "mkdir -p /logs/verifier && rm -f -- /logs/verifier/reward.txt /logs/verifier/reward.json; chmod +x /tests/test.sh; (/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1";
+    let script = "mkdir -p /logs/verifier && chmod +x /tests/test.sh; (/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1";
     let (exec, mut verdict) = run_script(environment, task, script, env, logs).await?;
     verdict.ctrf = std::fs::read(logs.join("ctrf.json")).ok();
     if exec.timed_out {
@@ -252,6 +259,7 @@ mod tests {
             duration: Duration::ZERO,
             output: String::new(),
             ctrf: None,
+            note: None,
         };
         assert_eq!(verdict.reward(), Some(0.75));
         assert!(!verdict.passed(1.0) && verdict.passed(0.7));

@@ -80,11 +80,14 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     }
     display.flush();
     let outcome = result?;
-    write_report(&config.out)?;
+    let report = write_report(&config.out)?;
     args.metrics.linger(metrics).await;
+    // The batch's whole state (a resumed one's earlier runs too), as its report says it.
     Ok(if outcome.interrupted {
         exit_code::INTERRUPTED
-    } else if outcome.failed > 0 {
+    } else if outcome.not_runnable > 0 {
+        exit_code::NOT_RUNNABLE
+    } else if outcome.failed > 0 || report.totals.failed > 0 {
         exit_code::SOME_FAILED
     } else {
         exit_code::COMPLETED
@@ -189,7 +192,7 @@ fn paint_every_quarter_second(
 }
 
 /// `report.json`, `report.html` and the table on stdout, all read back from the logs.
-fn write_report(out: &std::path::Path) -> anyhow::Result<()> {
+fn write_report(out: &std::path::Path) -> anyhow::Result<report::BatchReport> {
     let report = report::load(out).context("reading the batch back for its report")?;
     let json = serde_json::to_vec_pretty(&report).context("writing the report")?;
     std::fs::write(out.join("report.json"), json)
@@ -204,7 +207,8 @@ fn write_report(out: &std::path::Path) -> anyhow::Result<()> {
         html.display(),
         out.display()
     )
-    .context("writing the report")
+    .context("writing the report")?;
+    Ok(report)
 }
 
 /// The one writer of stdout while the batch runs: event lines, and in bar mode the bar.

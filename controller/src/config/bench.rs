@@ -128,15 +128,21 @@ pub enum TaskPlace {
 
 impl RunConfig {
     /// A benchmark task (a Harbor or Terminal-Bench 1 folder) under `flags`.
+    /// A benchmark task's settings under the flags. A task the harness cannot run (its folder
+    /// does not load, its compose file cannot run here, the oracle has no solution) fails with
+    /// a [`NotRunnable`], which a batch reports and runs the rest without; other errors are the
+    /// flags'.
     pub fn for_bench(dir: &Path, name: &str, flags: &SessionFlags) -> anyhow::Result<RunConfig> {
-        let mut task = bench::load(dir, name, &bench::HostVars::named(&flags.bench.task_env))?;
+        let not_runnable = |err: anyhow::Error| anyhow::Error::new(NotRunnable(format!("{err:#}")));
+        let mut task = bench::load(dir, name, &bench::HostVars::named(&flags.bench.task_env))
+            .map_err(not_runnable)?;
         refuse_flags_of_other_sandboxes(flags)?;
         let agent = flags.bench.agent()?;
         if agent == AgentKind::Oracle && task.solution.is_none() {
-            bail!(
+            return Err(not_runnable(anyhow::anyhow!(
                 "{}: --agent oracle needs the task's solution (solution/solve.sh or solution.sh), and it has none",
                 dir.display()
-            );
+            )));
         }
         override_task(&mut task, flags)?;
         if let bench::Environment::Compose { file, .. } = &task.environment {
@@ -145,7 +151,8 @@ impl RunConfig {
                 file,
                 &bench::container::compose_vars(&task, "check"),
                 &task.dir,
-            )?;
+            )
+            .map_err(not_runnable)?;
         }
         let online = match flags.network.as_deref() {
             None => task.allow_internet,
@@ -276,3 +283,16 @@ fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> anyhow::Result<(
     }
     Ok(())
 }
+
+/// Why a benchmark task cannot be run by this harness (as opposed to a flag that is wrong for
+/// every task): a batch reports the task and runs the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRunnable(pub String);
+
+impl std::fmt::Display for NotRunnable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotRunnable {}

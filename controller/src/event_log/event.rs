@@ -50,6 +50,9 @@ pub enum Event {
     CheckResult(CheckResult),
     /// A benchmark task's image was built, or found built (`cached`).
     ImageBuilt(ImageBuilt),
+    /// Between a benchmark task's agent and its verifier: the agent's processes ended, the
+    /// verifier's folders put back as the image had them, and what the agent had changed there.
+    VerifierIsolated(VerifierIsolated),
     /// A benchmark task's verifier ran: its rewards, or how it failed.
     VerifierFinished(VerifierFinished),
     /// Always the last line of a session that ended (not of one that was killed).
@@ -64,6 +67,9 @@ pub enum Event {
     TaskRetried(TaskRetried),
     /// `--resume`: a task whose log had finished already, not run again.
     TaskSkipped(TaskSkipped),
+    /// A task of the batch's datasets the harness cannot run (its folder cannot be loaded, or
+    /// asks for what this harness does not do); the others run.
+    TaskNotRunnable(TaskNotRunnable),
     /// The last line of a batch that ended (Ctrl-C included).
     BatchFinished(BatchFinished),
 }
@@ -86,6 +92,7 @@ impl Event {
             Event::Error(_) => "error",
             Event::CheckResult(_) => "check_result",
             Event::ImageBuilt(_) => "image_built",
+            Event::VerifierIsolated(_) => "verifier_isolated",
             Event::VerifierFinished(_) => "verifier_finished",
             Event::SessionFinished(_) => "session_finished",
             Event::BatchStarted(_) => "batch_started",
@@ -93,6 +100,7 @@ impl Event {
             Event::TaskFinished(_) => "task_finished",
             Event::TaskRetried(_) => "task_retried",
             Event::TaskSkipped(_) => "task_skipped",
+            Event::TaskNotRunnable(_) => "task_not_runnable",
             Event::BatchFinished(_) => "batch_finished",
         }
     }
@@ -419,10 +427,75 @@ pub struct ImageBuilt {
     pub output: Option<Text>,
 }
 
+/// What stood between a benchmark task's agent and its verifier. Nothing of the agent's phase
+/// reaches the verifier: its processes are ended, and the paths the tests are judged by
+/// (`/tests`, `/logs/verifier` and the test configuration files pytest reads above `/tests`)
+/// are put back as the task's image had them before the agent ran. What the agent had done
+/// to them is kept here as evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifierIsolated {
+    /// The step of a multi-step task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Processes still running when the agent's phase ended (the image's own entrypoint and
+    /// its children excepted), ended before the verifier.
+    pub processes_ended: Vec<EndedProcess>,
+    /// What the agent's phase changed in the guarded paths, against the image's state.
+    pub changes: Vec<GuardedChange>,
+    /// The agent's calls that named a guarded path.
+    pub calls: Vec<GuardedCall>,
+    /// Whether the agent changed a guarded path, or called a tool to write one: reward
+    /// hacking, attempted.
+    pub tampered: bool,
+    /// Whether the guarded paths are as the image had them again. When not (the agent's
+    /// changes resisted), the verifier did not run and the trial scores 0.
+    pub restored: bool,
+    /// Guarded paths this harness could not save before the agent ran, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unguarded: Vec<String>,
+    pub duration_ms: u64,
+}
+
+/// A process the agent's phase left running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndedProcess {
+    /// As the task's commands saw it.
+    pub pid: u32,
+    pub command: String,
+}
+
+/// A guarded path the agent's phase changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuardedChange {
+    pub path: String,
+    pub change: ChangeKind,
+    /// Its size after the change (absent when deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// An agent's call that named a guarded path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuardedCall {
+    pub call_id: String,
+    pub tool: String,
+    /// The guarded path it named.
+    pub path: String,
+    /// A file tool's write (`write_file`, `search_replace`); a command only names the path.
+    pub write: bool,
+}
+
 /// A benchmark task's verifier, after the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifierFinished {
+    /// The step of a multi-step task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// Named rewards (`reward.txt` gives `reward`); null when the verifier failed.
     pub rewards: Option<std::collections::BTreeMap<String, f64>>,
     /// The reward the pass is judged by: `reward`, else the mean of all.
@@ -436,6 +509,10 @@ pub struct VerifierFinished {
     pub failure: Option<crate::event_log::VerifierFailure>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// How a reward was reached that the output alone does not show (a Terminal-Bench 1
+    /// test run whose output held no result: unresolved, 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub exit_code: Option<i64>,
     pub duration_ms: u64,
     /// The test output.
@@ -552,6 +629,16 @@ pub struct TaskRetried {
 #[serde(deny_unknown_fields)]
 pub struct TaskSkipped {
     pub task: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskNotRunnable {
+    /// The task's name.
+    pub task: String,
+    /// Its folder or file.
+    pub file: String,
     pub reason: String,
 }
 

@@ -61,8 +61,12 @@ pub enum VerifierFailure {
     EmptyReward,
     /// The reward file holds no number (or not only numbers).
     BadReward,
-    /// A Terminal-Bench 1 parser found nothing to judge in the test output.
+    /// A Terminal-Bench 1 parser found nothing to judge in the test output (kept for logs
+    /// written before such a run counted as unresolved).
     ParseError,
+    /// The agent's changes to the verifier's folders resisted their reset: the tests did
+    /// not run, and the trial scores 0.
+    Tampered,
 }
 
 impl VerifierFailure {
@@ -73,6 +77,8 @@ impl VerifierFailure {
             VerifierFailure::NoReward => "RewardFileNotFoundError",
             VerifierFailure::EmptyReward => "RewardFileEmptyError",
             VerifierFailure::BadReward | VerifierFailure::ParseError => "VerifierOutputParseError",
+            // Not one of Harbor's: it grades with the reward given (0).
+            VerifierFailure::Tampered => "RewardTamperingError",
         }
     }
 }

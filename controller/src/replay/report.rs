@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use bench::{BenchSummary, BenchTaskRow};
+pub use bench::{BenchSummary, BenchTaskRow, NotRunnable};
 pub use write::{write_html, write_text};
 
 use super::metrics::{self, Latency, RunOutcome, Unfinished};
@@ -27,6 +27,22 @@ pub struct TaskRow {
     pub name: String,
     /// A benchmark trial's reward (absent without a verdict, or for a task with a check).
     pub reward: Option<f64>,
+    /// A benchmark trial's named rewards, when it has several.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rewards: BTreeMap<String, f64>,
+    /// A benchmark trial's error, by Harbor's class (`AgentTimeoutError`, …), as its
+    /// `result.json` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether Harbor counts its reward (its job mean is over these).
+    #[serde(skip)]
+    pub reward_valid: bool,
+    /// The agent tampered with the verifier's folders.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tampered: bool,
+    /// How its reward was reached when the test output alone does not show it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub benchmark: bool,
     /// `oracle` or `nop`, when a benchmark task ran with one.
     pub agent: Option<String>,
@@ -135,6 +151,8 @@ struct BatchLog {
     /// Why an attempt could not start its session (the batch log's `error` after its
     /// `task_started`), by log folder.
     unstarted: BTreeMap<String, String>,
+    /// Tasks of the datasets that could not be run (of the last run of the batch).
+    not_runnable: Vec<bench::NotRunnable>,
 }
 
 /// Reads a batch folder.
@@ -158,7 +176,7 @@ pub fn load(dir: &Path) -> Result<BatchReport, ReplayError> {
         rows.push(row);
     }
     let totals = totals(&rows, &log, samples);
-    let benchmark = bench::summarise(&rows, log.trials);
+    let benchmark = bench::summarise(&rows, log.trials, log.not_runnable);
     Ok(BatchReport {
         batch_id: log.batch_id,
         interrupted: log.interrupted,
@@ -187,8 +205,13 @@ fn read_batch_log(dir: &Path) -> Result<BatchLog, ReplayError> {
                 }
                 log.task_ids = started.tasks.into_iter().map(|t| t.id).collect();
                 log.interrupted = false;
+                log.not_runnable.clear();
             }
             Event::TaskStarted(started) => *log.attempts.entry(started.task).or_default() += 1,
+            Event::TaskNotRunnable(task) => log.not_runnable.push(bench::NotRunnable {
+                task: task.task,
+                reason: task.reason,
+            }),
             // An attempt that could not start its session files its reason as `{task}: …`.
             Event::Error(error) => {
                 let task = log
@@ -250,6 +273,11 @@ fn task_row(
             task: id.to_owned(),
             name: id.to_owned(),
             reward: None,
+            rewards: BTreeMap::new(),
+            error: None,
+            reward_valid: false,
+            tampered: false,
+            note: None,
             benchmark: false,
             agent: None,
             outcome: RunOutcome::Unfinished(Unfinished::NotRun),
@@ -277,10 +305,24 @@ fn task_row(
         RunOutcome::Unfinished(_) => m.failure.or(Some(FailureClass::Infrastructure)),
         RunOutcome::Finished(_) => m.failure,
     };
+    // A benchmark trial's result as Harbor reads it, so the report and the job agree.
+    let record = m
+        .benchmark
+        .then(|| crate::bench::results::read_record(&folder).ok())
+        .flatten();
     Ok(TaskRow {
         task: id.to_owned(),
         name: id.to_owned(),
         reward: m.reward,
+        rewards: record
+            .as_ref()
+            .and_then(|r| r.rewards.clone())
+            .filter(|r| r.len() > 1)
+            .unwrap_or_default(),
+        error: record.as_ref().and_then(|r| r.exception.clone()),
+        reward_valid: record.as_ref().is_some_and(|r| r.reward_valid),
+        tampered: record.as_ref().is_some_and(|r| r.tampered),
+        note: record.as_ref().and_then(|r| r.note.clone()),
         benchmark: m.benchmark,
         agent: m.agent.clone(),
         passed: m.outcome == RunOutcome::Finished(Outcome::Completed) && failure.is_none(),

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use sandbox_protocol::{
     BashArgs, BashResult, ChangesResponse, DirListing, ErrorResponse, ErrorType,
-    FingerprintResponse, InfoResponse, ManifestResponse, ReadFileResult, SearchReplaceResult,
-    SnapshotResponse, ToolOutput, ToolSpec, ToolStep, WriteFileResult,
+    FingerprintResponse, InfoResponse, ManifestResponse, ProcessKillResponse, ReadFileResult,
+    SearchReplaceResult, SnapshotResponse, ToolOutput, ToolSpec, ToolStep, WriteFileResult,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -477,6 +477,18 @@ impl SandboxClient {
         self.send(self.request(reqwest::Method::DELETE, "/v1/processes"))
             .await
             .map(drop)
+    }
+
+    /// `DELETE /v1/processes?include_running=true`: ends every process a client started, those
+    /// of running calls too, but the image's own entrypoint; says which, with their commands.
+    pub async fn end_processes(&self) -> Result<ProcessKillResponse, SandboxError> {
+        let response = self
+            .send(self.request(
+                reqwest::Method::DELETE,
+                "/v1/processes?include_running=true",
+            ))
+            .await?;
+        self.json(response).await
     }
 
     /// `POST /v1/reset`: every process killed, the workspace, artifacts, blobs, snapshots and

@@ -1,7 +1,8 @@
 //! A benchmark task's session once its containers are up: the images in the log, the agent
-//! under the task's timeout, the agent's logs copied out, then the verifier, whose reward is
-//! the verdict. The verifier runs after any end of the agent (its timeout, a limit, a model
-//! failure) but an interruption, as Harbor grades it.
+//! under the task's timeout, the agent's processes ended and the verifier's folders put back
+//! as the image had them ([`crate::bench::isolate`]), the agent's logs copied out, then the
+//! verifier, whose reward is the verdict. The verifier runs after any end of the agent (its
+//! timeout, a limit, a model failure) but an interruption, as Harbor grades it.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -9,9 +10,13 @@ use std::time::Duration;
 use super::{Session, SessionOutcome, Stop};
 use crate::bench::container::TaskEnvironment;
 use crate::bench::host::TaskHost;
+use crate::bench::isolate::{self, Baseline};
 use crate::bench::verify::{self, Verdict};
 use crate::config::{AgentKind, BenchRun};
-use crate::event_log::{ErrorClass, ErrorEvent, Event, EventLog, ImageBuilt, VerifierFinished};
+use crate::event_log::{
+    ErrorClass, ErrorEvent, Event, EventLog, ImageBuilt, VerifierFailure, VerifierFinished,
+    VerifierIsolated,
+};
 use crate::run_loop::{Agent, Totals};
 
 /// At most this much of the container's `/logs/agent` and `/logs/artifacts` is copied out.
@@ -57,6 +62,8 @@ impl Session<'_> {
         })?;
         let log = &self.recorder.log;
         let observer = self.audience.observer;
+        // The verifier's folders as the image has them, before anything of the agent's runs.
+        let baseline = Baseline::take(environment).await;
         if self.options.config.agent == AgentKind::Oracle
             && let Some(solution) = &run.task.solution
         {
@@ -96,15 +103,23 @@ impl Session<'_> {
                 (None, format!("Stopped: {message}."), true)
             }
         };
-        self.collect_logs(environment).await;
+        // The state the agent left, processes included, before they are ended.
         self.recorder.fingerprint(None).await.map_err(|err| {
             Stop::preparing(&anyhow::Error::new(err).context("recording the state fingerprint"))
         })?;
-        let verdict = self.verify(environment, run, timed_out).await?;
+        let isolated = self.isolate(environment, &baseline, None).await?;
+        self.collect_logs(environment).await;
+        let verdict = if isolated.restored {
+            self.verify(environment, run, timed_out).await?
+        } else {
+            self.tampered(run, timed_out).await?
+        };
         if let Some(stop) = failed {
             return Err(stop);
         }
         let outcome = match (&verdict.failure, verdict.passed(run.pass_threshold)) {
+            // Judged, and failed: the agent's doing, not the verifier's.
+            (Some((VerifierFailure::Tampered, _)), _) => SessionOutcome::CheckFailed,
             (Some(_), _) => SessionOutcome::VerifierFailed,
             (None, true) => SessionOutcome::Completed,
             (None, false) => SessionOutcome::CheckFailed,
@@ -140,6 +155,67 @@ impl Session<'_> {
         let _ = crate::bench::results::write_json(&dir.join("artifacts/manifest.json"), &manifest);
     }
 
+    /// Ends the agent's processes and puts the verifier's folders back; records
+    /// `verifier_isolated` with what the agent had done to them.
+    async fn isolate(
+        &self,
+        environment: &dyn TaskHost,
+        baseline: &Baseline,
+        step: Option<&str>,
+    ) -> Result<VerifierIsolated, Stop> {
+        let isolated = isolate::isolate(environment, baseline, &self.options.log_dir, step)
+            .await
+            .map_err(|err| {
+                Stop::new(
+                    ErrorClass::Infrastructure,
+                    format!("isolating the verifier from the agent: {err:#}"),
+                )
+            })?;
+        let observer = self.audience.observer;
+        if !isolated.processes_ended.is_empty() {
+            observer.note(&format!(
+                "verifier: ended {} processes the agent left running",
+                isolated.processes_ended.len()
+            ));
+        }
+        if isolated.tampered {
+            let paths: Vec<&str> = isolated.changes.iter().map(|c| c.path.as_str()).collect();
+            observer.note(&format!(
+                "warning: the agent tampered with the verifier's folders ({}): put back as the image had them",
+                if paths.is_empty() {
+                    "a write call".to_owned()
+                } else {
+                    paths.join(", ")
+                }
+            ));
+        }
+        self.recorder
+            .log
+            .record(Event::VerifierIsolated(isolated.clone()))
+            .await
+            .map_err(|err| Stop::preparing(&err.into()))?;
+        Ok(isolated)
+    }
+
+    /// The verdict when the agent's changes resisted the reset: the tests do not run, 0.
+    async fn tampered(&self, run: &BenchRun, timed_out: bool) -> Result<Verdict, Stop> {
+        let message = "the agent's changes to the verifier's folders resisted their reset: the tests did not run";
+        let verdict = Verdict {
+            rewards: Some(std::collections::BTreeMap::from([(
+                "reward".to_owned(),
+                0.0,
+            )])),
+            failure: Some((VerifierFailure::Tampered, message.to_owned())),
+            exit_code: None,
+            duration: Duration::ZERO,
+            output: String::new(),
+            ctrf: None,
+            note: None,
+        };
+        self.record_verdict(&verdict, run, timed_out, None).await?;
+        Ok(verdict)
+    }
+
     /// Runs the verifier and records `verifier_finished`.
     async fn verify(
         &self,
@@ -164,6 +240,19 @@ impl Session<'_> {
                 format!("running the verifier: {err:#}"),
             )
         })?;
+        self.record_verdict(&verdict, run, timed_out, None).await?;
+        Ok(verdict)
+    }
+
+    /// Records `verifier_finished` and says the verdict.
+    async fn record_verdict(
+        &self,
+        verdict: &Verdict,
+        run: &BenchRun,
+        timed_out: bool,
+        step: Option<&str>,
+    ) -> Result<(), Stop> {
+        let observer = self.audience.observer;
         let log = &self.recorder.log;
         let record = |err: crate::event_log::EventLogError| Stop::preparing(&err.into());
         let ctrf = match &verdict.ctrf {
@@ -171,6 +260,7 @@ impl Session<'_> {
             None => None,
         };
         let event = VerifierFinished {
+            step: step.map(str::to_owned),
             rewards: verdict.rewards.clone(),
             reward: verdict.reward(),
             passed: verdict.passed(run.pass_threshold),
@@ -178,6 +268,7 @@ impl Session<'_> {
             agent_timed_out: timed_out,
             failure: verdict.failure.as_ref().map(|(kind, _)| *kind),
             message: verdict.failure.as_ref().map(|(_, message)| message.clone()),
+            note: verdict.note.clone(),
             exit_code: verdict.exit_code,
             duration_ms: verdict.duration.as_millis() as u64,
             output: log.text(&verdict.output).map_err(record)?,
@@ -198,7 +289,10 @@ impl Session<'_> {
             ),
             (None, None) => "verifier: no reward".to_owned(),
         });
-        Ok(verdict)
+        if let Some(note) = &verdict.note {
+            observer.note(&format!("verifier: {note}"));
+        }
+        Ok(())
     }
 }
 

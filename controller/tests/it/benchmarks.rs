@@ -16,17 +16,17 @@ use serde_json::Value;
 
 use crate::common;
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn dataset() -> PathBuf {
+pub(crate) fn dataset() -> PathBuf {
     repo().join("examples/benchmarks")
 }
 
 /// The flags that let the example dataset build here: the image map, and the host's CA bundle
 /// for `pip` behind a TLS-inspecting proxy.
-fn build_flags() -> Vec<String> {
+pub(crate) fn build_flags() -> Vec<String> {
     let mut flags = vec![
         "--image-map-file".to_owned(),
         dataset().join("image-map.txt").display().to_string(),
@@ -38,12 +38,12 @@ fn build_flags() -> Vec<String> {
     flags
 }
 
-async fn harness(args: &[String], limit: Duration) -> common::Run {
+pub(crate) async fn harness(args: &[String], limit: Duration) -> common::Run {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     common::run(common::command(&args), limit).await
 }
 
-fn batch_args(tasks: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+pub(crate) fn batch_args(tasks: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = [
         "batch",
         &tasks.display().to_string(),
@@ -59,13 +59,13 @@ fn batch_args(tasks: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
     args
 }
 
-fn json(path: &Path) -> Value {
+pub(crate) fn json(path: &Path) -> Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     serde_json::from_str(&text).unwrap()
 }
 
-fn events(dir: &Path) -> Vec<Value> {
+pub(crate) fn events(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -74,7 +74,7 @@ fn events(dir: &Path) -> Vec<Value> {
 }
 
 /// Validates a job folder with Harbor's models (strict: warnings fail too).
-fn harbor_accepts(job: &Path) {
+pub(crate) fn harbor_accepts(job: &Path) {
     let python = std::env::var("HARNESS_TEST_HARBOR_PYTHON").unwrap_or_else(|_| {
         panic!(
             "checking {} needs HARNESS_TEST_HARBOR_PYTHON: a Python >= 3.12 with `harbor` (.ci/run makes one)",
@@ -99,7 +99,7 @@ fn harbor_accepts(job: &Path) {
 }
 
 /// The benchmark section of a batch's report, by task.
-fn bench_rows(out: &Path) -> Vec<Value> {
+pub(crate) fn bench_rows(out: &Path) -> Vec<Value> {
     json(&out.join("report.json"))["benchmark"]["tasks"]
         .as_array()
         .unwrap()
@@ -124,19 +124,41 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
     )
     .await;
     assert_eq!(
-        run.code, 9,
-        "one task's oracle is broken on purpose\n{}",
+        run.code, 11,
+        "one task's oracle is broken on purpose, and one task cannot run here\n{}",
         run.stderr
     );
+    // Issue 25 §3: the Windows task is reported with why; every other task ran.
+    let report = json(&out.join("report.json"));
+    let not_runnable = &report["benchmark"]["not_runnable"];
+    assert_eq!(not_runnable[0]["task"], "windows-only", "{not_runnable}");
+    assert!(
+        not_runnable[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("only Linux tasks run here"),
+        "{not_runnable}"
+    );
+    assert!(
+        run.stdout.contains("not runnable (1 task, not run)"),
+        "{}",
+        run.stdout
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Not runnable") && html.contains("windows-only"));
     let rows = bench_rows(&out);
-    assert_eq!(rows.len(), 8, "{rows:#?}");
+    assert_eq!(rows.len(), 10, "{rows:#?}");
     for row in &rows {
         let broken = row["task"] == "off-by-one";
         assert_eq!(row["passed"], if broken { 0 } else { 1 }, "{row}");
         let health = row["health"].as_str().unwrap();
         assert_eq!(health == "ok", !broken, "{row}");
     }
-    assert!(run.stdout.contains("1 of 8 tasks broken"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("1 of 10 tasks broken"),
+        "{}",
+        run.stdout
+    );
     // The oracle ran through the bash tool, the policy and the log, as a model's call would.
     let hello = events(&out.join("hello-file"));
     let kinds: Vec<&str> = hello.iter().map(|e| e["type"].as_str().unwrap()).collect();
@@ -175,7 +197,7 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
         Duration::from_secs(600),
     )
     .await;
-    assert_eq!(run.code, 9, "{}", run.stderr);
+    assert_eq!(run.code, 11, "{}", run.stderr);
     for row in bench_rows(&out) {
         assert_eq!(
             (row["passed"].as_u64(), row["health"].as_str()),
@@ -183,6 +205,27 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
             "{row}"
         );
     }
+    // Issue 25 §2: a TB1 task whose tests do not build under nop is unresolved (0), not a
+    // verifier error: the trial is scored, and counts.
+    let broken = json(&out.join("tb-broken-build/result.json"));
+    assert_eq!(
+        broken["verifier_result"]["rewards"]["reward"], 0.0,
+        "{broken}"
+    );
+    assert!(broken["exception_info"].is_null(), "{broken}");
+    assert!(
+        broken["verifier_note"]
+            .as_str()
+            .unwrap()
+            .starts_with("unresolved (reward 0)"),
+        "{broken}"
+    );
+    let job = json(&out.join("result.json"));
+    assert_eq!(job["stats"]["n_errored_trials"], 0, "{job}");
+    assert_eq!(
+        job["n_total_trials"], 10,
+        "the Windows task is no trial: {job}"
+    );
     for task in ["hello-file", "service-fetch", "tb-csv-total", "mapped-base"] {
         let built: Vec<Value> = events(&out.join(task))
             .into_iter()

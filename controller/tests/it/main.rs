@@ -26,6 +26,9 @@ mod batch_pools;
 mod batch_stops;
 /// `harness batch`: parallel tasks, retries, the report, bad batches refused.
 mod batches;
+/// Issue 25: scores you can trust: the agent cannot reach the reward, every trial counts,
+/// any Harbor dataset runs, network allow lists per phase (Docker).
+mod bench_scores;
 /// Issue 24 §3: a benchmark task reaches no secret of the harness (Docker).
 mod bench_trust;
 /// Harbor and Terminal-Bench tasks in their own images (when HARNESS_TEST_DOCKER=1).

@@ -178,13 +178,16 @@ pub struct ProcessListResponse {
     pub managed: Vec<crate::process::ManagedProcess>,
 }
 
-/// The answer of `DELETE /v1/processes/{pid}`.
+/// The answer of `DELETE /v1/processes` and `DELETE /v1/processes/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ProcessKillResponse {
     /// Every process that was signalled: the one named and its descendants.
     pub killed: Vec<u32>,
     /// Whether any of them needed SIGKILL after the grace period.
     pub forced: bool,
+    /// The command line of each, read before its signal, in the order of `killed`.
+    #[serde(default)]
+    pub commands: Vec<String>,
 }
 
 /// One entry of `GET /v1/dirs/{path}`.

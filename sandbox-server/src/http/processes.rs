@@ -64,22 +64,51 @@ pub(crate) async fn list_processes(
     Ok(Json(ProcessListResponse { processes, managed }))
 }
 
-/// Ends every background process (those no running call owns), and their descendants:
-/// SIGTERM, then SIGKILL after the kill grace period, repeated until none is left.
+/// Which processes `DELETE /v1/processes` ends.
+#[derive(Debug, Clone, Copy, serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct KillQuery {
+    /// Also the processes of calls still running (which then end as killed): everything
+    /// but the image's own entrypoint.
+    #[serde(default)]
+    include_running: bool,
+}
+
+/// Ends every background process (those no running call owns; with `include_running`, those
+/// of running calls too), and their descendants: SIGTERM, then SIGKILL after the kill grace
+/// period, repeated until none is left. The image's own entrypoint (`--entrypoint-process`)
+/// and what it started are the task's and are left running.
 #[utoipa::path(
     delete, path = "/v1/processes", tag = "processes",
+    params(KillQuery),
     responses(
         (status = 200, body = ProcessKillResponse),
         (status = 401, description = "Missing or wrong token", body = ErrorResponse),
+        (status = 422, description = "A query parameter fails its check", body = ErrorResponse),
     ),
 )]
-pub(crate) async fn kill_background(State(state): State<AppState>) -> Json<ProcessKillResponse> {
+pub(crate) async fn kill_background(
+    State(state): State<AppState>,
+    query: Result<Query<KillQuery>, QueryRejection>,
+) -> Result<Json<ProcessKillResponse>, ApiError> {
+    let Query(query) =
+        query.map_err(|rejection| ApiError::InvalidArguments(rejection.body_text()))?;
     let grace = Duration::from_millis(state.ctx.limits.kill_grace_ms);
-    let report = state.ctx.supervisor.kill_background(grace).await;
-    Json(ProcessKillResponse {
+    let report = if query.include_running {
+        state.ctx.supervisor.kill_unprotected(grace).await
+    } else {
+        state.ctx.supervisor.kill_background(grace).await
+    };
+    Ok(Json(kill_response(report)))
+}
+
+fn kill_response(report: crate::process::KillReport) -> ProcessKillResponse {
+    ProcessKillResponse {
         killed: report.killed,
         forced: report.forced,
-    })
+        commands: report.commands,
+    }
 }
 
 /// Starts a command under an id of the client's choosing, with the same containment as
@@ -153,10 +182,7 @@ pub(crate) async fn delete_process(
     let id = process_id(id)?;
     if state.ctx.processes.contains(&id) {
         let (_, report) = state.ctx.processes.delete(&id).await?;
-        return Ok(Json(ProcessKillResponse {
-            killed: report.killed,
-            forced: report.forced,
-        }));
+        return Ok(Json(kill_response(report)));
     }
     let Ok(pid) = id.parse::<u32>() else {
         return Err(ManagedError::NotFound(id).into());
@@ -168,10 +194,7 @@ pub(crate) async fn delete_process(
         Some(host) => state.ctx.supervisor.kill_tree(host, grace).await?,
         None => return Err(crate::process::ProcessError::NotOurs(pid).into()),
     };
-    Ok(Json(ProcessKillResponse {
-        killed: report.killed,
-        forced: report.forced,
-    }))
+    Ok(Json(kill_response(report)))
 }
 
 /// Where a read starts and how long it may wait.

@@ -48,6 +48,8 @@ pub struct KillReport {
     pub killed: Vec<u32>,
     /// Whether any needed SIGKILL after the grace period.
     pub forced: bool,
+    /// The command line of each, read before its signal, in the order of `killed`.
+    pub commands: Vec<String>,
 }
 
 /// Owns the server's children: spawns them, reaps them, kills them.
@@ -74,6 +76,9 @@ struct Inner {
     groups: Mutex<HashMap<String, super::confine::cgroups::CallGroup>>,
     /// Where `bash` is on the commands' `PATH`, found at the first command.
     bash: std::sync::OnceLock<Option<std::ffi::CString>>,
+    /// The image's own entrypoint (`--entrypoint-process`), as it started: its tree is the
+    /// task's, never a client's background processes.
+    protected: Mutex<Option<ProcEntry>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,6 +100,7 @@ impl Supervisor {
                 running_calls: Mutex::new(HashSet::new()),
                 groups: Mutex::new(HashMap::new()),
                 bash: std::sync::OnceLock::new(),
+                protected: Mutex::new(None),
             }),
         }
     }
@@ -480,17 +486,54 @@ impl Supervisor {
         .await
     }
 
-    /// Kills every process that no running call owns (the background ones), round after round
-    /// until none is left, so even a fork bomb ends.
+    /// Marks the process `pid` (the image's own entrypoint) and its descendants as the task's:
+    /// [`Supervisor::kill_background`] and [`Supervisor::kill_unprotected`] leave them. The
+    /// mark is for that process only (its start time is kept): another under its number is not.
+    pub fn protect(&self, pid: u32) {
+        *lock(&self.inner.protected) = proc_fs::read_stat(pid);
+    }
+
+    /// The protected process and its descendants, when it still runs.
+    fn protected_tree(&self, table: &HashMap<u32, ProcEntry>) -> HashSet<u32> {
+        let Some(root) = lock(&self.inner.protected).clone() else {
+            return HashSet::new();
+        };
+        match table.get(&root.pid) {
+            Some(entry) if entry.start_ticks == root.start_ticks && !entry.is_zombie() => {
+                let mut tree: HashSet<u32> =
+                    proc_fs::descendants(table, root.pid).into_iter().collect();
+                tree.insert(root.pid);
+                tree
+            }
+            _ => HashSet::new(),
+        }
+    }
+
+    /// Kills every process that no running call owns (the background ones) but the protected
+    /// entrypoint's, round after round until none is left, so even a fork bomb ends.
     pub async fn kill_background(&self, grace: Duration) -> KillReport {
         let running = lock(&self.inner.running_calls).clone();
         self.terminate(grace, move |table, ours| {
+            let protected = self.protected_tree(table);
             ours.iter()
                 .copied()
-                .filter(|pid| table.contains_key(pid))
+                .filter(|pid| table.contains_key(pid) && !protected.contains(pid))
                 .filter(|pid| {
                     !proc_fs::call_marker(*pid, CALL_ID_ENV).is_some_and(|id| running.contains(&id))
                 })
+                .collect()
+        })
+        .await
+    }
+
+    /// Kills every process but the protected entrypoint's, those of running calls too (their
+    /// calls end as killed): what a benchmark does between its agent and its verifier.
+    pub async fn kill_unprotected(&self, grace: Duration) -> KillReport {
+        self.terminate(grace, move |table, ours| {
+            let protected = self.protected_tree(table);
+            ours.iter()
+                .copied()
+                .filter(|pid| !protected.contains(pid))
                 .collect()
         })
         .await
@@ -552,6 +595,7 @@ impl Supervisor {
                 if first_time {
                     // Read before the signal: a dead process has no number left to read.
                     report.killed.push(self.public_pid(pid));
+                    report.commands.push(proc_fs::command_line(pid));
                 }
                 if signal == Signal::SIGKILL || first_time {
                     let _ = kill(Pid::from_raw(pid as i32), signal);
@@ -567,7 +611,10 @@ impl Supervisor {
             tokio::time::sleep(Duration::from_millis(pause)).await;
             self.reap();
         }
-        report.killed.sort_unstable();
+        let mut pairs: Vec<(u32, String)> =
+            report.killed.into_iter().zip(report.commands).collect();
+        pairs.sort_unstable();
+        (report.killed, report.commands) = pairs.into_iter().unzip();
         report
     }
 }

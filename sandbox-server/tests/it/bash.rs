@@ -135,7 +135,10 @@ async fn background_children_do_not_hang_the_call_and_can_be_listed_and_ended() 
         .unwrap();
     assert_eq!(response.status(), 200);
     let killed: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(killed, json!({"killed": [pid], "forced": false}));
+    assert_eq!(
+        killed,
+        json!({"killed": [pid], "forced": false, "commands": ["sleep 100"]})
+    );
     assert!(common::gone_within(host, Duration::from_secs(2)).await);
 
     let response = server

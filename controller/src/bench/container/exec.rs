@@ -137,21 +137,9 @@ impl TaskEnvironment {
     /// Copies the container's folder `from` into `to` on this machine: regular files and
     /// folders only (no links: the agent could have planted some), at most `max_bytes`.
     pub async fn download(&self, from: &str, to: &Path, max_bytes: u64) -> anyhow::Result<u64> {
-        let options = DownloadFromContainerOptionsBuilder::new()
-            .path(from)
-            .build();
-        let mut stream = self
-            .docker
-            .download_from_container(&self.main_id, Some(options));
-        let mut archive = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk =
-                chunk.with_context(|| format!("copying {from} out of the task's container"))?;
-            if archive.len() as u64 + chunk.len() as u64 > max_bytes + (1 << 20) {
-                anyhow::bail!("{from} in the task's container is over {max_bytes} bytes");
-            }
-            archive.extend_from_slice(&chunk);
-        }
+        let Some(archive) = self.archive(from, max_bytes).await? else {
+            return Ok(0);
+        };
         std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
         let mut tar = tar::Archive::new(archive.as_slice());
         let mut written = 0;
@@ -182,6 +170,49 @@ impl TaskEnvironment {
             }
         }
         Ok(written)
+    }
+}
+
+impl TaskEnvironment {
+    /// A tar of the container's `path` as the engine gives it (links not followed), `None`
+    /// when nothing is there; refused past `max_bytes`.
+    pub async fn archive(&self, path: &str, max_bytes: u64) -> anyhow::Result<Option<Vec<u8>>> {
+        let options = DownloadFromContainerOptionsBuilder::new()
+            .path(path)
+            .build();
+        let mut stream = self
+            .docker
+            .download_from_container(&self.main_id, Some(options));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => return Ok(None),
+                Err(err) => {
+                    return Err(anyhow::Error::new(err)
+                        .context(format!("copying {path} out of the task's container")));
+                }
+            };
+            if archive.len() as u64 + chunk.len() as u64 > max_bytes + (1 << 20) {
+                anyhow::bail!("{path} in the task's container is over {max_bytes} bytes");
+            }
+            archive.extend_from_slice(&chunk);
+        }
+        Ok(Some(archive))
+    }
+
+    /// Unpacks `tar` into the container's folder `parent`, owners and modes as they are in it.
+    pub async fn restore(&self, parent: &str, tar: Vec<u8>) -> anyhow::Result<()> {
+        self.docker
+            .upload_to_container(
+                &self.main_id,
+                Some(UploadToContainerOptionsBuilder::new().path(parent).build()),
+                bollard::body_full(tar.into()),
+            )
+            .await
+            .with_context(|| format!("restoring {parent} in the task's container"))
     }
 }
 
@@ -216,5 +247,25 @@ impl crate::bench::host::TaskHost for TaskEnvironment {
 
     fn go_online(&self) -> futures::future::BoxFuture<'_, anyhow::Result<()>> {
         Box::pin(TaskEnvironment::go_online(self))
+    }
+
+    fn archive<'a>(
+        &'a self,
+        path: &'a str,
+        max_bytes: u64,
+    ) -> futures::future::BoxFuture<'a, anyhow::Result<Option<Vec<u8>>>> {
+        Box::pin(TaskEnvironment::archive(self, path, max_bytes))
+    }
+
+    fn restore<'a>(
+        &'a self,
+        parent: &'a str,
+        tar: Vec<u8>,
+    ) -> futures::future::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(TaskEnvironment::restore(self, parent, tar))
+    }
+
+    fn end_processes(&self) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>> {
+        Box::pin(crate::bench::host::end_processes(&self.client))
     }
 }

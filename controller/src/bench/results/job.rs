@@ -25,6 +25,8 @@ pub struct JobInfo {
     pub datasets: Vec<String>,
     /// Trials the job has, run or not.
     pub n_total_trials: usize,
+    /// Attempts run again after an infrastructure failure, over every run of the job.
+    pub n_retries: u32,
 }
 
 /// The unbiased pass@k estimator for `n` trials of which `c` passed: `1 - C(n-c, k) / C(n, k)`.
@@ -82,7 +84,7 @@ pub fn write_job(out: &Path, info: &JobInfo, trials: &[TrialRecord]) -> anyhow::
         "updated_at": info.finished_at.clone().unwrap_or_else(crate::event_log::now),
         "finished_at": info.finished_at,
         "n_total_trials": info.n_total_trials,
-        "stats": stats(trials, info.n_total_trials),
+        "stats": stats(trials, info.n_total_trials, info.n_retries),
     });
     write_json(&out.join("config.json"), &config)?;
     write_json(&out.join("lock.json"), &lock)?;
@@ -100,7 +102,7 @@ pub fn write_job(out: &Path, info: &JobInfo, trials: &[TrialRecord]) -> anyhow::
     Ok(())
 }
 
-fn stats(trials: &[TrialRecord], n_total: usize) -> Value {
+fn stats(trials: &[TrialRecord], n_total: usize, n_retries: u32) -> Value {
     let errored = trials.iter().filter(|t| t.exception.is_some()).count();
     let mut groups: BTreeMap<&str, Vec<&TrialRecord>> = BTreeMap::new();
     for trial in trials {
@@ -122,7 +124,7 @@ fn stats(trials: &[TrialRecord], n_total: usize) -> Value {
         "n_running_trials": 0,
         "n_pending_trials": n_total.saturating_sub(trials.len()),
         "n_cancelled_trials": trials.iter().filter(|t| t.exception.as_deref() == Some("CancelledError")).count(),
-        "n_retries": 0,
+        "n_retries": n_retries,
         "evals": evals,
         "n_input_tokens": sum(|t| t.tokens.0),
         "n_cache_tokens": sum(|t| t.tokens.1),

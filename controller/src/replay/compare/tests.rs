@@ -12,6 +12,11 @@ fn row(task: &str, passed: bool, ms: u64, tools: &[(&str, u64)]) -> TaskRow {
         task: task.to_owned(),
         name: task.to_owned(),
         reward: None,
+        rewards: BTreeMap::new(),
+        error: None,
+        reward_valid: false,
+        tampered: false,
+        note: None,
         benchmark: false,
         agent: None,
         outcome: RunOutcome::Finished(if passed {

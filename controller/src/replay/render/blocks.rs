@@ -9,7 +9,7 @@ use crate::event_log::{
     BatchFinished, BatchStarted, BlobRef, ChangeRecord, CheckResult, Compaction, ErrorEvent, Event,
     ImageBuilt, ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished,
     SessionStarted, StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, Text,
-    ToolCallEvent, ToolResult, VerifierFinished, VersionRecord, WorkspaceChanged,
+    ToolCallEvent, ToolResult, VerifierFinished, VerifierIsolated, VersionRecord, WorkspaceChanged,
     WorkspaceSnapshot,
 };
 use crate::replay::{ReplayError, blob, text};
@@ -34,6 +34,10 @@ pub(super) fn block(
         Event::TaskFinished(task) => task_finished(&mut block, dir, task)?,
         Event::TaskRetried(task) => task_retried(&mut block, dir, task)?,
         Event::TaskSkipped(task) => task_skipped(&mut block, dir, task)?,
+        Event::TaskNotRunnable(task) => {
+            block.title = format!("Task {} is not runnable", task.task);
+            block.notes.push(format!("{}: {}", task.file, task.reason));
+        }
         Event::BatchFinished(batch) => batch_finished(&mut block, dir, batch)?,
         Event::SessionStarted(header) => session_started(&mut block, dir, header)?,
         Event::WorkspaceSnapshot(snapshot) => workspace_snapshot(&mut block, dir, snapshot)?,
@@ -49,6 +53,7 @@ pub(super) fn block(
         Event::Error(error) => error_event(&mut block, dir, error)?,
         Event::CheckResult(check) => check_result(&mut block, dir, check)?,
         Event::ImageBuilt(image) => image_built(&mut block, dir, image)?,
+        Event::VerifierIsolated(isolated) => verifier_isolated(&mut block, isolated),
         Event::VerifierFinished(verifier) => verifier_finished(&mut block, dir, verifier)?,
         Event::SessionFinished(finished) => session_finished(&mut block, dir, finished)?,
     }
@@ -387,6 +392,47 @@ fn image_built(block: &mut Block, dir: &Path, image: &ImageBuilt) -> Result<(), 
     Ok(())
 }
 
+fn verifier_isolated(block: &mut Block, isolated: &VerifierIsolated) {
+    let step = isolated
+        .step
+        .as_ref()
+        .map_or_else(String::new, |s| format!(" (step {s})"));
+    block.title = format!(
+        "Verifier isolated{step}: {} processes ended, {}",
+        isolated.processes_ended.len(),
+        if isolated.tampered {
+            "TAMPERING by the agent"
+        } else {
+            "no tampering"
+        }
+    );
+    for process in &isolated.processes_ended {
+        block
+            .notes
+            .push(format!("ended pid {}: {}", process.pid, process.command));
+    }
+    for change in &isolated.changes {
+        block
+            .notes
+            .push(format!("{:?}: {}", change.change, change.path).to_lowercase());
+    }
+    for call in &isolated.calls {
+        block.notes.push(format!(
+            "call {} ({}) {} {}",
+            call.call_id,
+            call.tool,
+            if call.write { "wrote" } else { "named" },
+            call.path
+        ));
+    }
+    if !isolated.restored {
+        block
+            .notes
+            .push("the guarded paths could not be put back: the verifier did not run".to_owned());
+    }
+    block.notes.extend(isolated.unguarded.iter().cloned());
+}
+
 fn verifier_finished(
     block: &mut Block,
     dir: &Path,
@@ -408,8 +454,14 @@ fn verifier_finished(
             .map_or_else(|| "none".to_owned(), |c| c.to_string()),
         verifier.duration_ms as f64 / 1000.0
     );
+    if let Some(step) = &verifier.step {
+        block.notes.push(format!("step {step}"));
+    }
     if let Some(message) = &verifier.message {
         block.notes.push(message.clone());
+    }
+    if let Some(note) = &verifier.note {
+        block.notes.push(note.clone());
     }
     if let Some(rewards) = verifier.rewards.as_ref().filter(|r| r.len() > 1) {
         let named: Vec<String> = rewards.iter().map(|(k, v)| format!("{k} = {v}")).collect();

@@ -1,26 +1,57 @@
 //! A batch's benchmark trials by task: trials run and passed, pass@1, pass@k (the unbiased
 //! estimator, k the trials per task), the mean reward, and for the oracle and nop agents the
 //! task's health (an oracle that fails, or a task that passes with nothing done, is broken).
+//!
+//! Every trial that ran to an end counts: one that errored (Harbor's `n_errors`: an agent
+//! timeout, a verifier that gave no reward, the sandbox failing) counts as a fail in pass@k and
+//! as 0 in the mean reward, as the Terminal-Bench leaderboards count it. Beside it stand the
+//! mean over the scored trials alone (Harbor's job mean, in its `result.json`) and the errored
+//! trials by class, so a reader sees both. The trial figures come from each trial's
+//! `result.json`, the file Harbor reads, so the report and the job agree.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::TaskRow;
 use crate::bench::results::job::pass_at_k;
+use crate::event_log::{FailureClass, Outcome};
 use crate::replay::metrics::RunOutcome;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BenchTaskRow {
     pub task: String,
-    /// Trials that ran to an end (not those never run or cut short).
+    /// Trials that ran to an end, errored ones included (not those never run or cut short).
     pub trials: usize,
     pub passed: usize,
+    /// Every trial counted; an errored one is a fail.
     pub pass_at_1: Option<f64>,
     /// At k = the trials per task, when the task ran that many.
     pub pass_at_k: Option<f64>,
-    /// Over the trials with a reward.
+    /// Over every trial, one without a reward as 0.
     pub mean_reward: Option<f64>,
+    /// Over the trials whose reward Harbor counts (its job mean).
+    pub mean_scored: Option<f64>,
+    /// Trials with an error, by its class (Harbor's exception names).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, usize>,
+    /// Named rewards (a `reward.json` with several keys): each key's mean over the trials that
+    /// gave rewards, a key a trial lacks as 0.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rewards: BTreeMap<String, f64>,
+    /// Trials whose agent tampered with the verifier's folders.
+    pub tampered: usize,
+    /// Terminal-Bench 1 trials whose tests ran and gave no result: unresolved, 0.
+    pub unresolved: usize,
     /// For the oracle and nop agents: `ok`, or why the task is broken.
     pub health: Option<String>,
+}
+
+/// A task of the dataset the harness could not run, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotRunnable {
+    pub task: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -29,18 +60,119 @@ pub struct BenchSummary {
     pub k: u32,
     pub agent: String,
     pub tasks: Vec<BenchTaskRow>,
+    /// Trials that ran to an end, and those of them that passed.
+    pub trials: usize,
+    pub passed: usize,
     /// Means over the tasks that ran (pass@k: that ran k trials).
     pub pass_at_1: Option<f64>,
     pub pass_at_k: Option<f64>,
+    /// Over every trial, one without a reward as 0.
     pub mean_reward: Option<f64>,
+    /// Over the trials whose reward Harbor counts, and how many those are.
+    pub mean_scored: Option<f64>,
+    pub scored: usize,
+    /// Trials with an error, by class.
+    pub errors: BTreeMap<String, usize>,
+    /// Each named reward's mean over the trials that gave rewards.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rewards: BTreeMap<String, f64>,
+    pub tampered: usize,
+    pub unresolved: usize,
     /// Tasks the oracle or nop agent found broken.
     pub broken: usize,
+    /// Tasks of the dataset that could not be run, with why.
+    pub not_runnable: Vec<NotRunnable>,
+}
+
+/// A trial ran to an end: it has a score, a fail or an error.
+fn ended(row: &TaskRow) -> bool {
+    matches!(row.outcome, RunOutcome::Finished(o) if o != Outcome::Interrupted)
+}
+
+/// A trial's error class: its `result.json`'s, else (no result written) its failure's.
+fn error_of(row: &TaskRow) -> Option<String> {
+    row.error.clone().or_else(|| {
+        (row.reward.is_none())
+            .then(|| row.failure.map(|f| format!("{f:?}")))
+            .flatten()
+            .filter(|_| row.failure != Some(FailureClass::Check))
+    })
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// Each key's mean over `maps`, a key one lacks as 0.
+fn key_means(maps: &[&BTreeMap<String, f64>]) -> BTreeMap<String, f64> {
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    for map in maps {
+        for (key, value) in *map {
+            *sums.entry(key.clone()).or_default() += value;
+        }
+    }
+    sums.into_iter()
+        .map(|(key, sum)| (key, sum / maps.len().max(1) as f64))
+        .collect()
+}
+
+/// What a set of trials that ran to an end adds up to.
+struct Tally {
+    trials: usize,
+    passed: usize,
+    mean_reward: Option<f64>,
+    mean_scored: Option<f64>,
+    scored: usize,
+    errors: BTreeMap<String, usize>,
+    rewards: BTreeMap<String, f64>,
+    tampered: usize,
+    unresolved: usize,
+}
+
+fn tally(rows: &[&TaskRow]) -> Tally {
+    let done: Vec<&TaskRow> = rows.iter().copied().filter(|r| ended(r)).collect();
+    let scored: Vec<f64> = done
+        .iter()
+        .filter(|r| r.reward_valid)
+        .filter_map(|r| r.reward)
+        .collect();
+    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+    for row in &done {
+        if let Some(class) = error_of(row) {
+            *errors.entry(class).or_default() += 1;
+        }
+    }
+    let named: Vec<&BTreeMap<String, f64>> = done
+        .iter()
+        .map(|r| &r.rewards)
+        .filter(|r| !r.is_empty())
+        .collect();
+    Tally {
+        trials: done.len(),
+        passed: done.iter().filter(|r| r.passed).count(),
+        mean_reward: mean(
+            &done
+                .iter()
+                .map(|r| r.reward.unwrap_or(0.0))
+                .collect::<Vec<_>>(),
+        ),
+        mean_scored: mean(&scored),
+        scored: scored.len(),
+        errors,
+        rewards: key_means(&named),
+        tampered: done.iter().filter(|r| r.tampered).count(),
+        unresolved: done.iter().filter(|r| r.note.is_some()).count(),
+    }
 }
 
 /// The summary of the benchmark rows, if any.
-pub(super) fn summarise(rows: &[TaskRow], k: u32) -> Option<BenchSummary> {
+pub(super) fn summarise(
+    rows: &[TaskRow],
+    k: u32,
+    not_runnable: Vec<NotRunnable>,
+) -> Option<BenchSummary> {
     let bench: Vec<&TaskRow> = rows.iter().filter(|r| r.benchmark).collect();
-    if bench.is_empty() {
+    if bench.is_empty() && not_runnable.is_empty() {
         return None;
     }
     let agent = bench
@@ -56,40 +188,47 @@ pub(super) fn summarise(rows: &[TaskRow], k: u32) -> Option<BenchSummary> {
             task_row(name, &trials, k, &agent)
         })
         .collect();
-    let mean = |values: Vec<f64>| {
-        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    let all = tally(&bench);
+    let task_means = |f: fn(&BenchTaskRow) -> Option<f64>| -> Option<f64> {
+        mean(&tasks.iter().filter_map(f).collect::<Vec<_>>())
     };
     Some(BenchSummary {
         k,
-        pass_at_1: mean(tasks.iter().filter_map(|t| t.pass_at_1).collect()),
-        pass_at_k: mean(tasks.iter().filter_map(|t| t.pass_at_k).collect()),
-        mean_reward: mean(bench.iter().filter_map(|r| r.reward).collect()),
+        trials: all.trials,
+        passed: all.passed,
+        pass_at_1: task_means(|t| t.pass_at_1),
+        pass_at_k: task_means(|t| t.pass_at_k),
+        mean_reward: all.mean_reward,
+        mean_scored: all.mean_scored,
+        scored: all.scored,
+        errors: all.errors,
+        rewards: all.rewards,
+        tampered: all.tampered,
+        unresolved: all.unresolved,
         broken: tasks
             .iter()
             .filter(|t| t.health.as_deref().is_some_and(|h| h != "ok"))
             .count(),
         agent,
         tasks,
+        not_runnable,
     })
 }
 
 fn task_row(name: &str, trials: &[&TaskRow], k: u32, agent: &str) -> BenchTaskRow {
-    let ended: Vec<&&TaskRow> = trials
+    let t = tally(trials);
+    let (n, c) = (t.trials, t.passed);
+    // A verifier that gave no reward (a reward file missing, empty or unreadable, a timeout).
+    let no_reward = trials
         .iter()
-        .filter(|r| matches!(r.outcome, RunOutcome::Finished(o) if o != crate::event_log::Outcome::Interrupted))
-        .collect();
-    let (n, c) = (ended.len(), ended.iter().filter(|r| r.passed).count());
-    let rewards: Vec<f64> = trials.iter().filter_map(|r| r.reward).collect();
-    let verifier_failed = ended
-        .iter()
-        .any(|r| r.failure == Some(crate::event_log::FailureClass::Verifier));
+        .any(|r| ended(r) && r.reward.is_none() && r.failure == Some(FailureClass::Verifier));
     let health = match agent {
         _ if n == 0 => None,
         "oracle" if c == n => Some("ok".to_owned()),
-        "oracle" if verifier_failed => Some("broken: its verifier gave no reward".to_owned()),
+        "oracle" if no_reward => Some("broken: its verifier gave no reward".to_owned()),
         "oracle" => Some("broken: its oracle does not pass".to_owned()),
         "nop" if c > 0 => Some("broken: passes with nothing done".to_owned()),
-        "nop" if verifier_failed => Some("broken: its verifier gave no reward".to_owned()),
+        "nop" if no_reward => Some("broken: its verifier gave no reward".to_owned()),
         "nop" => Some("ok".to_owned()),
         _ => None,
     };
@@ -99,8 +238,12 @@ fn task_row(name: &str, trials: &[&TaskRow], k: u32, agent: &str) -> BenchTaskRo
         passed: c,
         pass_at_1: (n > 0).then(|| c as f64 / n as f64),
         pass_at_k: (k > 1 && n >= k as usize).then(|| pass_at_k(n, c, k as usize)),
-        mean_reward: (!rewards.is_empty())
-            .then(|| rewards.iter().sum::<f64>() / rewards.len() as f64),
+        mean_reward: t.mean_reward,
+        mean_scored: t.mean_scored,
+        errors: t.errors,
+        rewards: t.rewards,
+        tampered: t.tampered,
+        unresolved: t.unresolved,
         health,
     }
 }
@@ -111,6 +254,22 @@ fn percent(value: Option<f64>) -> String {
 
 fn number(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"))
+}
+
+/// `3 (AgentTimeoutError 2, RewardFileNotFoundError 1)`, or `0`.
+fn errors_text(errors: &BTreeMap<String, usize>) -> String {
+    let total: usize = errors.values().sum();
+    if total == 0 {
+        return "0".to_owned();
+    }
+    let classes: Vec<String> = errors.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    format!("{total} ({})", classes.join(", "))
+}
+
+/// The key means, `correctness 0.750, style 0.500`.
+fn rewards_text(rewards: &BTreeMap<String, f64>) -> String {
+    let keys: Vec<String> = rewards.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
+    keys.join(", ")
 }
 
 /// The benchmark section of the text report.
@@ -126,7 +285,7 @@ pub(super) fn write_text(
     };
     writeln!(
         out,
-        "\nbenchmark tasks (agent {}, {trials} per task):",
+        "\nbenchmark tasks (agent {}, {trials} per task; an errored trial counts as a fail, reward 0):",
         summary.agent
     )?;
     let at_k = |value: Option<f64>| {
@@ -143,21 +302,27 @@ pub(super) fn write_text(
     };
     writeln!(
         out,
-        "{:<32} {:>6} {:>6} {:>8}{k_header} {:>8}  health",
-        "task", "trials", "passed", "pass@1", "reward"
+        "{:<32} {:>6} {:>6} {:>8}{k_header} {:>8} {:>8} {:>6} {:>8}  health",
+        "task", "trials", "passed", "pass@1", "reward", "scored", "errors", "tampered"
     )?;
     for task in &summary.tasks {
         writeln!(
             out,
-            "{:<32} {:>6} {:>6} {:>8}{} {:>8}  {}",
+            "{:<32} {:>6} {:>6} {:>8}{} {:>8} {:>8} {:>6} {:>8}  {}",
             task.task,
             task.trials,
             task.passed,
             percent(task.pass_at_1),
             at_k(task.pass_at_k),
             number(task.mean_reward),
+            number(task.mean_scored),
+            task.errors.values().sum::<usize>(),
+            task.tampered,
             task.health.as_deref().unwrap_or("-")
         )?;
+        if !task.rewards.is_empty() {
+            writeln!(out, "{:<32} rewards: {}", "", rewards_text(&task.rewards))?;
+        }
     }
     let overall_k = if k > 1 {
         format!(", pass@{k} {}", percent(summary.pass_at_k))
@@ -166,9 +331,13 @@ pub(super) fn write_text(
     };
     writeln!(
         out,
-        "overall: pass@1 {}{overall_k}, mean reward {}{}",
+        "overall: {} of {} trials passed, pass@1 {}{overall_k}; mean reward {} over every trial, {} over the {} scored{}",
+        summary.passed,
+        summary.trials,
         percent(summary.pass_at_1),
         number(summary.mean_reward),
+        number(summary.mean_scored),
+        summary.scored,
         match summary.agent.as_str() {
             "oracle" | "nop" => format!(
                 "; {} of {} tasks broken",
@@ -177,7 +346,37 @@ pub(super) fn write_text(
             ),
             _ => String::new(),
         }
-    )
+    )?;
+    writeln!(out, "errored trials: {}", errors_text(&summary.errors))?;
+    if summary.unresolved > 0 {
+        writeln!(
+            out,
+            "unresolved trials (tests ran, no result to read: reward 0): {}",
+            summary.unresolved
+        )?;
+    }
+    if summary.tampered > 0 {
+        writeln!(
+            out,
+            "TAMPERING: the agent wrote to the verifier's folders in {} trials (put back before the verifier; see verifier_isolated in their logs)",
+            summary.tampered
+        )?;
+    }
+    if !summary.rewards.is_empty() {
+        writeln!(out, "named rewards: {}", rewards_text(&summary.rewards))?;
+    }
+    if !summary.not_runnable.is_empty() {
+        let n = summary.not_runnable.len();
+        writeln!(
+            out,
+            "not runnable ({n} {}, not run):",
+            if n == 1 { "task" } else { "tasks" }
+        )?;
+        for task in &summary.not_runnable {
+            writeln!(out, "  {}: {}", task.task, task.reason)?;
+        }
+    }
+    Ok(())
 }
 
 /// The benchmark section of the HTML report.
@@ -185,25 +384,53 @@ pub(super) fn html(summary: &BenchSummary) -> String {
     let escape = crate::text::escape;
     let k = summary.k;
     let mut page = format!(
-        "<h2>Benchmark tasks</h2>\n<p>Agent {}, {k} trials per task: pass@1 {}, pass@{k} {}, mean reward {}.</p>\n\
-         <table><tr><th>task</th><th>trials</th><th>passed</th><th>pass@1</th><th>pass@{k}</th><th>mean reward</th><th>health</th></tr>\n",
+        "<h2>Benchmark tasks</h2>\n<p>Agent {}, {k} trials per task: {} of {} trials passed, pass@1 {}, pass@{k} {}; mean reward {} over every trial (an errored one as 0), {} over the {} scored. Errored trials: {}.{}</p>\n\
+         <table><tr><th>task</th><th>trials</th><th>passed</th><th>pass@1</th><th>pass@{k}</th><th>mean reward</th><th>scored mean</th><th>errors</th><th>tampered</th><th>named rewards</th><th>health</th></tr>\n",
         escape(&summary.agent),
+        summary.passed,
+        summary.trials,
         percent(summary.pass_at_1),
         percent(summary.pass_at_k),
         number(summary.mean_reward),
+        number(summary.mean_scored),
+        summary.scored,
+        escape(&errors_text(&summary.errors)),
+        if summary.tampered > 0 {
+            format!(
+                " <strong>Tampering: the agent wrote to the verifier's folders in {} trials.</strong>",
+                summary.tampered
+            )
+        } else {
+            String::new()
+        },
     );
     for task in &summary.tasks {
         page.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&task.task),
             task.trials,
             task.passed,
             percent(task.pass_at_1),
             percent(task.pass_at_k),
             number(task.mean_reward),
+            number(task.mean_scored),
+            escape(&errors_text(&task.errors)),
+            task.tampered,
+            escape(&rewards_text(&task.rewards)),
             escape(task.health.as_deref().unwrap_or("-")),
         ));
     }
     page.push_str("</table>\n");
+    if !summary.not_runnable.is_empty() {
+        page.push_str("<h3>Not runnable</h3>\n<table><tr><th>task</th><th>why</th></tr>\n");
+        for task in &summary.not_runnable {
+            page.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td></tr>\n",
+                escape(&task.task),
+                escape(&task.reason)
+            ));
+        }
+        page.push_str("</table>\n");
+    }
     page
 }

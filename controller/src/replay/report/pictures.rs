@@ -173,6 +173,11 @@ mod tests {
             task: task.to_owned(),
             name: name.to_owned(),
             reward: None,
+            rewards: BTreeMap::new(),
+            error: None,
+            reward_valid: false,
+            tampered: false,
+            note: None,
             benchmark: false,
             agent: None,
             outcome: RunOutcome::Finished(if passed {
