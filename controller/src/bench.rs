@@ -131,7 +131,8 @@ pub struct BenchTask {
     pub verifier_timeout: Duration,
     pub build_timeout: Duration,
     pub resources: Resources,
-    pub allow_internet: bool,
+    /// What the task's containers may reach, at start and in each phase.
+    pub network: Networks,
     /// Where commands start (`[environment] workdir`); the image's WORKDIR when absent.
     pub workdir: Option<String>,
     /// `[environment.env]`: in every exec and the main container.
@@ -151,6 +152,224 @@ pub struct BenchTask {
     pub digest: String,
     /// The host variables the operator let it read (`--task-env`).
     pub host_vars: HostVars,
+    /// A multi-step task's steps (`[[steps]]`), in order; empty for a task of one step.
+    pub steps: Vec<Step>,
+    /// How a multi-step task's step rewards make its reward.
+    pub reward_strategy: RewardStrategy,
+    /// `[environment.healthcheck]`: run once the containers are up, before the agent.
+    pub healthcheck: Option<Healthcheck>,
+    /// `[[verifier.collect]]`: commands run after the agent, before its logs are copied out.
+    pub collect: Vec<CollectHook>,
+}
+
+/// What a phase of a task may reach (Harbor's `network_mode`, with `allowed_hosts`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkPolicy {
+    /// The internet.
+    Public,
+    /// Nothing outside the task's own containers.
+    NoNetwork,
+    /// The listed hosts only (normalised entries of [`sandbox_protocol::egress::AllowedHost`]),
+    /// through the task's egress proxy.
+    Allowlist(Vec<String>),
+}
+
+impl NetworkPolicy {
+    pub fn describe(&self) -> String {
+        match self {
+            NetworkPolicy::Public => "public".to_owned(),
+            NetworkPolicy::NoNetwork => "no-network".to_owned(),
+            NetworkPolicy::Allowlist(hosts) if hosts.is_empty() => {
+                "allowlist (empty: nothing outside the task)".to_owned()
+            }
+            NetworkPolicy::Allowlist(hosts) => format!("allowlist {}", hosts.join(", ")),
+        }
+    }
+
+    /// The egress proxy's policy for it.
+    pub fn egress(&self, generation: u64) -> sandbox_protocol::egress::EgressPolicy {
+        use sandbox_protocol::egress::{EgressMode, EgressPolicy};
+        let (mode, allowed_hosts) = match self {
+            NetworkPolicy::Public => (EgressMode::All, Vec::new()),
+            NetworkPolicy::NoNetwork => (EgressMode::Nothing, Vec::new()),
+            NetworkPolicy::Allowlist(hosts) => (EgressMode::Listed, hosts.clone()),
+        };
+        EgressPolicy {
+            generation,
+            mode,
+            allowed_hosts,
+        }
+    }
+}
+
+/// A task's networks: the baseline (while its containers start and steps are prepared) and
+/// each phase's (Harbor's `[agent]` and `[verifier]` overrides, else the baseline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Networks {
+    pub baseline: NetworkPolicy,
+    pub agent: NetworkPolicy,
+    pub verifier: NetworkPolicy,
+}
+
+impl Networks {
+    /// One policy for every phase.
+    pub fn all(policy: NetworkPolicy) -> Networks {
+        Networks {
+            baseline: policy.clone(),
+            agent: policy.clone(),
+            verifier: policy,
+        }
+    }
+
+    /// Whether some phase (a step's too) needs the egress proxy.
+    pub fn any_allowlist<'a>(&'a self, steps: impl IntoIterator<Item = &'a Step>) -> bool {
+        let is = |p: &NetworkPolicy| matches!(p, NetworkPolicy::Allowlist(_));
+        is(&self.baseline)
+            || is(&self.agent)
+            || is(&self.verifier)
+            || steps
+                .into_iter()
+                .any(|s| is(&s.agent_network) || is(&s.verifier_network))
+    }
+}
+
+/// How a multi-step task's reward is made from its steps' (`multi_step_reward_strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RewardStrategy {
+    /// Each key's mean over the steps whose verifier gave rewards (a missing key as 0).
+    #[default]
+    Mean,
+    /// The last step run's rewards.
+    Final,
+}
+
+impl RewardStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RewardStrategy::Mean => "mean",
+            RewardStrategy::Final => "final",
+        }
+    }
+}
+
+/// A readiness check (`healthcheck`), with Docker's HEALTHCHECK semantics: failures during
+/// the start period do not count; after it, `retries` failures in a row fail the check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Healthcheck {
+    pub command: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub start_period: Duration,
+    pub start_interval: Duration,
+    pub retries: u32,
+}
+
+/// `[[verifier.collect]]`: a command run after the agent (best effort: a failure is noted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectHook {
+    pub command: String,
+    /// The compose service it runs in (`main`, the agent's container, by default).
+    pub service: String,
+    pub timeout: Duration,
+    pub user: Option<String>,
+}
+
+/// One step of a multi-step task: its own instruction, tests, files and limits, run in the
+/// same containers after the steps before it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Its folder's name under `steps/`.
+    pub name: String,
+    pub instruction: String,
+    /// Uploaded to `/tests` in order: the task's shared `tests/`, then the step's own.
+    pub tests: Vec<PathBuf>,
+    /// `steps/<name>/workdir/`: copied into the working folder before the step; its
+    /// `setup.sh` runs then.
+    pub workdir: Option<PathBuf>,
+    pub agent_timeout: Duration,
+    pub verifier_timeout: Duration,
+    pub agent_user: Option<String>,
+    pub verifier_user: Option<String>,
+    /// The task's `[verifier.env]` with the step's over it.
+    pub verifier_env: BTreeMap<String, String>,
+    /// Stop after this step unless every named reward reaches its threshold.
+    pub min_reward: Option<BTreeMap<String, f64>>,
+    /// The step's `solution/` (else the task's), uploaded to `/solution` for the oracle.
+    pub solution: Option<Solution>,
+    pub healthcheck: Option<Healthcheck>,
+    pub agent_network: NetworkPolicy,
+    pub verifier_network: NetworkPolicy,
+}
+
+/// One round of agent then verifier: the task itself, or one of its steps.
+#[derive(Debug, Clone)]
+pub struct Phase<'a> {
+    /// The step's name; `None` for a task of one step.
+    pub step: Option<&'a str>,
+    pub instruction: &'a str,
+    pub agent_timeout: Duration,
+    pub verifier_timeout: Duration,
+    pub verifier_user: Option<&'a str>,
+    /// `[environment.env]` with the verifier's over it.
+    pub verifier_env: BTreeMap<String, String>,
+    /// A Harbor verifier's tests folders, uploaded to `/tests` in order.
+    pub tests: Vec<&'a Path>,
+    pub solution: Option<&'a Solution>,
+    pub workdir: Option<&'a Path>,
+    pub healthcheck: Option<&'a Healthcheck>,
+    pub min_reward: Option<&'a BTreeMap<String, f64>>,
+    pub agent_network: &'a NetworkPolicy,
+    pub verifier_network: &'a NetworkPolicy,
+}
+
+impl BenchTask {
+    /// The task's rounds: itself, or each of its steps.
+    pub fn phases(&self) -> Vec<Phase<'_>> {
+        let env = |verifier: &BTreeMap<String, String>| {
+            let mut merged = self.env.clone();
+            merged.extend(verifier.clone());
+            merged
+        };
+        if self.steps.is_empty() {
+            let tests = match &self.verifier {
+                Verifier::Harbor { tests } => vec![tests.as_path()],
+                Verifier::TerminalBench1 { .. } => Vec::new(),
+            };
+            return vec![Phase {
+                step: None,
+                instruction: &self.instruction,
+                agent_timeout: self.agent_timeout,
+                verifier_timeout: self.verifier_timeout,
+                verifier_user: self.verifier_user.as_deref(),
+                verifier_env: env(&self.verifier_env),
+                tests,
+                solution: self.solution.as_ref(),
+                workdir: None,
+                healthcheck: None,
+                min_reward: None,
+                agent_network: &self.network.agent,
+                verifier_network: &self.network.verifier,
+            }];
+        }
+        self.steps
+            .iter()
+            .map(|step| Phase {
+                step: Some(&step.name),
+                instruction: &step.instruction,
+                agent_timeout: step.agent_timeout,
+                verifier_timeout: step.verifier_timeout,
+                verifier_user: step.verifier_user.as_deref(),
+                verifier_env: env(&step.verifier_env),
+                tests: step.tests.iter().map(PathBuf::as_path).collect(),
+                solution: step.solution.as_ref(),
+                workdir: step.workdir.as_deref(),
+                healthcheck: step.healthcheck.as_ref(),
+                min_reward: step.min_reward.as_ref(),
+                agent_network: &step.agent_network,
+                verifier_network: &step.verifier_network,
+            })
+            .collect()
+    }
 }
 
 /// Harbor 0.1's defaults, applied when a task leaves them out (0.26 reads absence as "no

@@ -450,6 +450,10 @@ pub(crate) struct BenchArgs {
     /// tables' `${VAR}`, build arguments): by default it reads none of this machine's.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub(crate) task_env: Vec<String>,
+    /// The Docker network a task's containers reach the internet through in a public phase,
+    /// and its egress proxy in an allow-list phase [default: bridge, the engine's own].
+    #[arg(long, value_name = "NETWORK")]
+    pub(crate) task_internet: Option<String>,
 }
 
 /// How a benchmark task's images are built.
@@ -491,6 +495,7 @@ impl BenchArgs {
             agent_timeout: self.agent_timeout.map(Into::into),
             verifier_timeout: self.verifier_timeout.map(Into::into),
             task_env: self.task_env.clone(),
+            task_internet: self.task_internet.clone(),
         }
     }
 }

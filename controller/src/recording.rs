@@ -44,9 +44,12 @@ impl Recorder {
         }
     }
 
-    /// The `Idempotency-Key` of a tool call: `{session}:{call_id}`.
-    pub fn call_key(&self, call_id: &str) -> String {
-        format!("{}:{call_id}", self.session_id)
+    /// The `Idempotency-Key` of a tool call: its name on the sandbox (`{session}-{number}`,
+    /// [`Recorder::call_name`]) and the model's call id. The number makes it unique in the
+    /// session even when a model repeats its call ids, or a multi-step task's oracle makes the
+    /// same call in each step.
+    pub fn call_key(&self, name: &str, call_id: &str) -> String {
+        format!("{name}:{call_id}")
     }
 
     /// A tool call's name on the sandbox (`Sandbox-Call-Id`): the session and the call's

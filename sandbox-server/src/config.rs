@@ -38,6 +38,9 @@ pub enum Command {
     /// commands' `/proc` and `/dev`, then reaps orphans until the server ends.
     #[command(hide = true)]
     PidInit(PidInitArgs),
+    /// A benchmark task's egress proxy: the one way out of its network in a phase with an
+    /// allow list (the harness starts it in a container of its own).
+    EgressProxy(EgressArgs),
     /// Copy this executable into FOLDER (as `sandbox-server`, mode 0755): a Kubernetes init
     /// container puts a static build into a volume another image's container runs it from.
     Install {
@@ -103,6 +106,24 @@ pub fn parse_user(text: &str) -> Result<(u32, u32), ConfigError> {
         },
     };
     Ok((uid, gid))
+}
+
+/// The flags of `sandbox-server egress-proxy`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EgressArgs {
+    /// Where clients connect (their `HTTP_PROXY` / `HTTPS_PROXY`).
+    #[arg(long, default_value = "0.0.0.0:3128")]
+    pub listen: SocketAddr,
+    /// The control port: `PUT /policy`, `GET /decisions`, `GET /healthz`.
+    #[arg(long, default_value = "0.0.0.0:3129")]
+    pub control: SocketAddr,
+    /// The environment variable holding the control token (the proxy starts no process that
+    /// could read it).
+    #[arg(long, default_value = "HARNESS_EGRESS_TOKEN")]
+    pub token_env: String,
+    /// Connections served at once; more wait.
+    #[arg(long, default_value_t = 256)]
+    pub max_connections: usize,
 }
 
 /// The janitor's arguments.
@@ -271,7 +292,9 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDBOX_NO_PID_NAMESPACE")]
     pub no_pid_namespace: bool,
     /// More environment variables commands may see, comma-separated (besides PATH, HOME, LANG,
-    /// LC_*, TERM, TZ, USER, LOGNAME, SHELL).
+    /// LC_*, TERM, TZ, USER, LOGNAME, SHELL); `*` for all of the server's but its own settings
+    /// (`SANDBOX_*`, `OTEL_*`, `RUST_LOG`), as in a task's container whose variables are the
+    /// image's and the task's.
     #[arg(long, env = "SANDBOX_ENV_ALLOW", value_delimiter = ',')]
     pub env_allow: Vec<String>,
     /// CPU seconds per command (RLIMIT_CPU); 0 is unlimited.

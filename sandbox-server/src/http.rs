@@ -5,6 +5,7 @@ mod artifacts;
 mod auth;
 mod body;
 mod docs;
+pub mod egress;
 mod error;
 mod files;
 mod idempotency;

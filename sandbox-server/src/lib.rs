@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! - [`config`]: flags and their validated form.
-//! - [`http`]: the router, authentication, errors and the OpenAPI document (the only axum code).
+//! - [`http`]: the router, authentication, errors and the OpenAPI document (the API's axum code), and
+//!   `http::egress`: `egress-proxy`, a benchmark task's one way out in an allow-list phase.
 //! - [`sandbox`]: tools, the registry, the workspace boundary and output capture.
 //! - [`process`]: spawning, reaping and killing (the only code that touches processes).
 //! - [`shutdown`], [`telemetry`], [`time`]: small helpers.

@@ -52,6 +52,19 @@ fn main() -> anyhow::Result<()> {
                 &spec,
             ));
         }
+        Command::EgressProxy(args) => {
+            let telemetry = telemetry::init(sandbox_server::config::LogFormat::Text);
+            let runtime = runtime(2)?;
+            let served = runtime.block_on(async {
+                let shutdown = shutdown::install().context("installing the signal handlers")?;
+                sandbox_server::http::egress::run(args, async move {
+                    shutdown.await;
+                })
+                .await
+            });
+            telemetry.shutdown();
+            served
+        }
         Command::McpStdio(args) => mcp_stdio(*args),
         Command::Serve(args) => serve(*args),
     }

@@ -45,13 +45,22 @@ impl OracleModel {
         lines.push("mkdir -p /logs/agent".to_owned());
         lines.push(match task.format {
             Format::Harbor => {
-                format!("chmod +x {script} && {script} 2>&1 | tee /logs/agent/oracle.txt")
+                format!("{{ test -x {script} || chmod +x {script}; }} && {script} 2>&1 | tee /logs/agent/oracle.txt")
             }
             Format::TerminalBench1 => format!("bash {script} 2>&1 | tee /logs/agent/oracle.txt"),
         });
         Some(OracleModel {
             command: lines.join("\n"),
-            timeout: task.agent_timeout.as_secs().clamp(1, MAX_CALL_SECS),
+            // The longest a round may take: a step's may be longer than the task's.
+            timeout: task
+                .steps
+                .iter()
+                .map(|s| s.agent_timeout)
+                .chain([task.agent_timeout])
+                .max()
+                .unwrap_or(task.agent_timeout)
+                .as_secs()
+                .clamp(1, MAX_CALL_SECS),
         })
     }
 
@@ -97,7 +106,7 @@ impl Model for NopModel {
 }
 
 /// A shell word for `text`.
-fn quote(text: &str) -> String {
+pub(crate) fn quote(text: &str) -> String {
     if !text.is_empty()
         && text
             .chars()

@@ -20,7 +20,16 @@ pub const AGENT_NAME: &str = "agent-harness";
 
 /// The trajectory of the session logged in `dir`.
 pub fn from_log(dir: &Path) -> Result<Value, ReplayError> {
-    let mut builder = Builder::default();
+    from_log_step(dir, None)
+}
+
+/// The trajectory of one step of a multi-step session (`step`), or of the whole session: a
+/// step's starts with the system prompt and its own instruction, and its totals are its own.
+pub fn from_log_step(dir: &Path, step: Option<&str>) -> Result<Value, ReplayError> {
+    let mut builder = Builder {
+        only: step.map(str::to_owned),
+        ..Builder::default()
+    };
     for envelope in replay::events(dir, |_| {})? {
         let envelope = envelope?;
         builder.event(dir, &envelope.ts, &envelope.event)?;
@@ -30,6 +39,13 @@ pub fn from_log(dir: &Path) -> Result<Value, ReplayError> {
 
 #[derive(Default)]
 struct Builder {
+    /// The one step to convert, when not the whole session.
+    only: Option<String>,
+    /// The step the events being read belong to.
+    current: Option<String>,
+    /// A step's own totals: its replies' usage and cost.
+    step_usage: LoggedUsage,
+    step_cost: f64,
     header: Option<SessionStarted>,
     header_ts: String,
     steps: Vec<Map<String, Value>>,
@@ -41,17 +57,38 @@ struct Builder {
 
 impl Builder {
     fn event(&mut self, dir: &Path, ts: &str, event: &Event) -> Result<(), ReplayError> {
+        if let Event::StepStarted(step) = event {
+            self.current = Some(step.name.clone());
+            let instruction = replay::text(dir, &step.instruction)?;
+            if self.only.as_deref() == Some(step.name.as_str()) {
+                self.system_prompt(dir, ts)?;
+                self.push(ts, "user", &instruction);
+            } else if self.only.is_none() && step.index > 1 {
+                // The first step's instruction is the session's task, already the first user step.
+                self.push(ts, "user", &instruction);
+            }
+            return Ok(());
+        }
+        let ours = self.only.is_none() || self.only == self.current;
+        if !ours && !matches!(event, Event::SessionStarted(_) | Event::SessionFinished(_)) {
+            return Ok(());
+        }
         match event {
             Event::SessionStarted(header) => {
                 self.header = Some((**header).clone());
                 self.header_ts = ts.to_owned();
                 self.model = Some(header.config.model.clone());
-                if let Some(prompt) = &header.system_prompt {
-                    self.push(ts, "system", &replay::text(dir, prompt)?);
+                if self.only.is_none() {
+                    self.system_prompt(dir, ts)?;
+                    self.push(ts, "user", &header.task);
                 }
-                self.push(ts, "user", &header.task);
             }
             Event::ModelResponse(response) if response.purpose == Purpose::Turn => {
+                self.step_usage.input_tokens += response.usage.input_tokens;
+                self.step_usage.cached_input_tokens += response.usage.cached_input_tokens;
+                self.step_usage.cache_write_tokens += response.usage.cache_write_tokens;
+                self.step_usage.output_tokens += response.usage.output_tokens;
+                self.step_cost += response.cost.unwrap_or(0.0);
                 let mut step = self.step(ts, "agent", &replay::text(dir, &response.text)?);
                 step.insert("model_name".into(), json!(self.model));
                 let calls: Vec<Value> = response
@@ -96,9 +133,20 @@ impl Builder {
                 self.steps.push(step);
             }
             Event::SessionFinished(finished) => {
-                self.finished = Some((finished.usage, finished.cost));
+                self.finished = Some(match self.only {
+                    None => (finished.usage, finished.cost),
+                    Some(_) => (self.step_usage, self.step_cost),
+                });
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    fn system_prompt(&mut self, dir: &Path, ts: &str) -> Result<(), ReplayError> {
+        let prompt = self.header.as_ref().and_then(|h| h.system_prompt.clone());
+        if let Some(prompt) = prompt {
+            self.push(ts, "system", &replay::text(dir, &prompt)?);
         }
         Ok(())
     }

@@ -7,10 +7,11 @@
 //! image's own entrypoint (which Harbor keeps) runs after the server has read and deleted its
 //! token, as the server's process `entrypoint`: no process of the task ever sees the token. Inside it the container is the boundary: file tools
 //! reach the whole file system (`--files-anywhere`), commands start in the task's working
-//! folder, and the network is the task network's: offline (an internal network) or not.
+//! folder, and the network is what each phase asks for ([`network`]).
 
 mod exec;
 mod inject;
+mod network;
 mod services;
 
 use std::collections::HashMap;
@@ -20,8 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HostConfig, NetworkConnectRequest, NetworkCreateRequest,
-    NetworkingConfig,
+    ContainerCreateBody, EndpointSettings, HostConfig, NetworkCreateRequest, NetworkingConfig,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder,
@@ -49,9 +49,8 @@ pub struct StartSpec<'a> {
     /// A `sandbox-server` built statically, to inject.
     pub server_binary: &'a Path,
     pub settings: &'a BuildSettings,
-    /// Whether the agent's commands may reach the internet (the task's own rule unless a flag
-    /// overrode it).
-    pub agent_online: bool,
+    /// The Docker network that is the task's internet (`bridge` by default).
+    pub internet: &'a str,
     pub tools: Option<&'a [String]>,
     /// An image for the main container instead of the task's (a rerun's recorded image).
     pub main_image: Option<&'a str>,
@@ -74,7 +73,14 @@ pub struct TaskEnvironment {
     pub image: String,
     /// The image's own user: the verifier's when the task names none.
     pub image_user: String,
-    online: std::sync::atomic::AtomicBool,
+    /// The network that is the task's internet.
+    internet: String,
+    /// The task's egress proxy, when a phase has an allow list.
+    egress: Option<network::Egress>,
+    /// The compose services but `main`, by name (their container ids).
+    pub services: std::collections::BTreeMap<String, String>,
+    /// The names the task's containers reach each other by (its compose services).
+    local_names: Vec<String>,
     removed: bool,
 }
 
@@ -94,7 +100,10 @@ impl TaskEnvironment {
             built: Vec::new(),
             image: String::new(),
             image_user: "root".to_owned(),
-            online: std::sync::atomic::AtomicBool::new(spec.agent_online),
+            internet: spec.internet.to_owned(),
+            egress: None,
+            services: std::collections::BTreeMap::new(),
+            local_names: Vec::new(),
             removed: false,
         };
         match environment.boot(spec, &network).await {
@@ -117,19 +126,38 @@ impl TaskEnvironment {
     }
 
     async fn boot(&mut self, spec: &StartSpec<'_>, network: &str) -> anyhow::Result<()> {
+        // Internal: no route out. A public phase joins the containers to the internet's
+        // network; an allow-list phase goes out through the egress proxy only.
         self.docker
             .create_network(NetworkCreateRequest {
                 name: network.to_owned(),
-                internal: Some(!spec.agent_online),
+                internal: Some(true),
                 labels: Some(labels_for(spec.session_id, None)),
                 ..Default::default()
             })
             .await
             .with_context(|| format!("creating the task's network {network}"))?;
         self.network = network.to_owned();
+        let task = spec.task;
+        if task.network.any_allowlist(&task.steps) {
+            self.start_egress(spec.session_id, spec.server_binary)
+                .await?;
+        }
         let main = self.resolve(spec).await?;
         self.start_main(spec, &main).await?;
+        self.set_network(&task.network.baseline).await?;
         self.copy_environment_folder(spec).await
+    }
+
+    /// The variables that send the task's HTTP(S) through its egress proxy, when it has one.
+    fn proxy_environment(&self) -> Vec<String> {
+        if self.egress.is_none() {
+            return Vec::new();
+        }
+        let mut local = self.local_names.clone();
+        local.push("main".to_owned());
+        local.dedup();
+        network::proxy_environment(&local)
     }
 
     /// Harbor copies a prebuilt image's `environment/` folder (when it builds nothing from it)
@@ -186,7 +214,8 @@ impl TaskEnvironment {
                         file.display()
                     )
                 })?;
-                self.sidecars = services::start_sidecars(self, &compose, main, spec).await?;
+                self.local_names = compose.services.keys().cloned().collect();
+                services::start_sidecars(self, &compose, main, spec).await?;
                 let image = match spec.main_image {
                     Some(image) => image.to_owned(),
                     None => {
@@ -279,6 +308,7 @@ impl TaskEnvironment {
         if let Some(service) = service {
             env.extend(service.environment.iter().map(|(k, v)| format!("{k}={v}")));
         }
+        env.extend(self.proxy_environment());
         // The injected server's spans go to the controller's collector.
         env.extend(otel::forwarded_environment());
         let mut server: Vec<String> = inject::server_command(spec, &self.workdir);
@@ -332,18 +362,7 @@ impl TaskEnvironment {
     }
 
     async fn wait_healthy(&self, token: &str) -> anyhow::Result<SandboxClient> {
-        let inspect = self
-            .docker
-            .inspect_container(&self.main_id, None::<InspectContainerOptions>)
-            .await
-            .context("inspecting the task's container")?;
-        let address = inspect
-            .network_settings
-            .and_then(|s| s.networks)
-            .and_then(|networks| networks.get(&self.network).cloned())
-            .and_then(|endpoint| endpoint.ip_address)
-            .filter(|ip| !ip.is_empty())
-            .context("the task's container has no address on its network")?;
+        let address = address_on(&self.docker, &self.main_id, &self.network).await?;
         let client = SandboxClient::new(
             &format!("http://{address}:{SERVER_PORT}"),
             Some(token.to_owned()),
@@ -369,27 +388,6 @@ impl TaskEnvironment {
                 }
             }
         }
-    }
-
-    /// Gives the main container internet access (the verifier of a task that allows it, after
-    /// an agent that was kept offline).
-    pub async fn go_online(&self) -> anyhow::Result<()> {
-        use std::sync::atomic::Ordering;
-        if self.online.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        self.docker
-            .connect_network(
-                "bridge",
-                NetworkConnectRequest {
-                    container: self.main_id.clone(),
-                    endpoint_config: None,
-                },
-            )
-            .await
-            .context("connecting the task's container to the internet for its verifier")?;
-        self.online.store(true, Ordering::SeqCst);
-        Ok(())
     }
 
     /// The main container's state.
@@ -449,6 +447,21 @@ impl Drop for TaskEnvironment {
         });
         let _ = removal.join();
     }
+}
+
+/// A container's address on `network`.
+async fn address_on(docker: &Docker, id: &str, network: &str) -> anyhow::Result<String> {
+    let inspect = docker
+        .inspect_container(id, None::<InspectContainerOptions>)
+        .await
+        .context("inspecting a task's container")?;
+    inspect
+        .network_settings
+        .and_then(|s| s.networks)
+        .and_then(|networks| networks.get(network).cloned())
+        .and_then(|endpoint| endpoint.ip_address)
+        .filter(|ip| !ip.is_empty())
+        .with_context(|| format!("a task's container has no address on its network {network}"))
 }
 
 /// The container's endpoint on the task's network, reachable by `alias` from its services.

@@ -1,7 +1,11 @@
 //! Harbor tasks: `task.toml`, `instruction.md`, `environment/` (a Dockerfile or
 //! `docker-compose.yaml`, or `[environment] docker_image`), `tests/test.sh`, and maybe
-//! `solution/solve.sh`. Keys this harness does not use are warned about, not refused: Harbor's
-//! schema moves.
+//! `solution/solve.sh`; or a multi-step task's `[[steps]]` with their `steps/<name>/` folders
+//! ([`steps`]). Keys this harness does not use are warned about, not refused: Harbor's schema
+//! moves. What it cannot run (a Windows task, a separate verifier environment) is refused with
+//! why.
+
+mod steps;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,6 +17,7 @@ use super::{
     BenchTask, DEFAULT_AGENT_TIMEOUT, DEFAULT_BUILD_TIMEOUT, DEFAULT_VERIFIER_TIMEOUT, Environment,
     Format, MainImage, Resources, Solution, Verifier, digest, expand_host_vars, seconds,
 };
+use steps::TaskDefaults;
 
 const TOP_KEYS: &[&str] = &[
     "schema_version",
@@ -25,9 +30,22 @@ const TOP_KEYS: &[&str] = &[
     "agent",
     "environment",
     "solution",
+    "steps",
+    "multi_step_reward_strategy",
 ];
-const AGENT_KEYS: &[&str] = &["timeout_sec", "user"];
-const VERIFIER_KEYS: &[&str] = &["timeout_sec", "env", "user"];
+/// `[agent]`'s keys, a step's `[steps.agent]` too.
+const AGENT_KEYS: &[&str] = &["timeout_sec", "user", "network_mode", "allowed_hosts"];
+/// `[verifier]`'s keys, a step's `[steps.verifier]` too.
+const VERIFIER_KEYS: &[&str] = &[
+    "timeout_sec",
+    "env",
+    "user",
+    "network_mode",
+    "allowed_hosts",
+    "environment_mode",
+    "environment",
+    "collect",
+];
 const SOLUTION_KEYS: &[&str] = &["env"];
 const ENVIRONMENT_KEYS: &[&str] = &[
     "build_timeout_sec",
@@ -40,7 +58,12 @@ const ENVIRONMENT_KEYS: &[&str] = &[
     "env",
     "workdir",
     "network_mode",
+    "allowed_hosts",
     "allow_internet",
+    "healthcheck",
+    "skills_dir",
+    "gpu_types",
+    "tpu",
     "memory",
     "storage",
     "mcp_servers",
@@ -54,12 +77,6 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
     let config: toml::Table =
         toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
     let mut warnings = Vec::new();
-    if config.contains_key("steps") {
-        bail!(
-            "{}: multi-step tasks ([[steps]]) are not supported yet",
-            path.display()
-        );
-    }
     let Sections {
         agent,
         verifier,
@@ -69,20 +86,57 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
     let in_file = |err: anyhow::Error| err.context(path.display().to_string());
     // Before the files a Linux task needs: a Windows task is refused for what it is.
     check_os(&environment).map_err(in_file)?;
-    let instruction = instruction(dir)?;
+    steps::shared_verifier(&verifier, "verifier").map_err(in_file)?;
+    let multi_step = config
+        .get("steps")
+        .and_then(Value::as_array)
+        .is_some_and(|s| !s.is_empty());
     let tests = dir.join("tests");
-    if !tests.join("test.sh").is_file() {
+    if !multi_step && !tests.join("test.sh").is_file() {
         bail!("{}: no tests/test.sh (the verifier)", dir.display());
     }
     let solution_dir = dir.join("solution");
+    let solution_env = env_table(&solution, "env", host);
     let solution = solution_dir.join("solve.sh").is_file().then(|| Solution {
         dir: solution_dir,
         only: None,
         mount: "/solution".to_owned(),
         script: "/solution/solve.sh".to_owned(),
-        env: env_table(&solution, "env", host),
+        env: solution_env.clone(),
     });
     unapplied_features(&config, &environment, &mut warnings);
+    let network = steps::networks(&environment, &agent, &verifier).map_err(in_file)?;
+    let defaults = TaskDefaults {
+        dir,
+        agent: &agent,
+        verifier: &verifier,
+        networks: &network,
+        solution: solution.as_ref(),
+        solution_env,
+        host,
+    };
+    let (steps, reward_strategy) =
+        steps::steps(&config, &defaults, &mut warnings).map_err(in_file)?;
+    let agent_user = user(&agent);
+    if let Some(step) = steps.iter().find(|s| s.agent_user != agent_user) {
+        return Err(in_file(anyhow::anyhow!(
+            "steps.{}.agent.user: every step's agent runs as the task's one user here ({}), not `{}`",
+            step.name,
+            agent_user.as_deref().unwrap_or("the image's"),
+            step.agent_user.as_deref().unwrap_or("the image's")
+        )));
+    }
+    // A multi-step task's prompt is its first step's; its root instruction.md is not used.
+    let instruction = match steps.first() {
+        Some(step) => step.instruction.clone(),
+        None => instruction(dir)?,
+    };
+    // The oracle of a multi-step task needs a solution for every step.
+    let solution = match steps.iter().all(|s| s.solution.is_some()) {
+        true if !steps.is_empty() => steps[0].solution.clone(),
+        _ if steps.is_empty() => solution,
+        _ => None,
+    };
     Ok(BenchTask {
         name: name.to_owned(),
         dir: dir.to_owned(),
@@ -100,14 +154,14 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
         )
         .map_err(in_file)?,
         resources: resources(&environment, &mut warnings).map_err(in_file)?,
-        allow_internet: allow_internet(&environment, &mut warnings).map_err(in_file)?,
+        network,
         workdir: environment
             .get("workdir")
             .and_then(Value::as_str)
             .map(str::to_owned),
         env: env_table(&environment, "env", host),
         verifier_env: env_table(&verifier, "env", host),
-        agent_user: user(&agent),
+        agent_user,
         verifier_user: user(&verifier),
         verifier: Verifier::Harbor { tests },
         solution,
@@ -115,9 +169,18 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
             .get("metadata")
             .and_then(|m| serde_json::to_value(m).ok())
             .unwrap_or(serde_json::Value::Null),
-        warnings,
         digest: digest(dir, Format::Harbor)?,
         host_vars: host.clone(),
+        healthcheck: steps::healthcheck(
+            environment.get("healthcheck"),
+            "environment.healthcheck",
+            &mut warnings,
+        )
+        .map_err(in_file)?,
+        collect: steps::collect(&verifier, "verifier").map_err(in_file)?,
+        warnings,
+        steps,
+        reward_strategy,
     })
 }
 
@@ -129,6 +192,18 @@ fn unapplied_features(config: &toml::Table, environment: &toml::Table, warnings:
         .is_some_and(|a| !a.is_empty())
     {
         warnings.push("environment.mcp_servers: not given to the agent yet".to_owned());
+    }
+    for (key, why) in [
+        (
+            "skills_dir",
+            "skills are not installed into the agent from a task",
+        ),
+        ("gpu_types", "GPUs are not given to task containers"),
+        ("tpu", "TPUs are not given to task containers"),
+    ] {
+        if environment.contains_key(key) {
+            warnings.push(format!("environment.{key}: {why}"));
+        }
     }
     if config
         .get("artifacts")
@@ -186,9 +261,13 @@ fn unknown_keys(table: &toml::Table, known: &[&str], prefix: &str, warnings: &mu
 /// `instruction.md`, with leading canary lines (`<!-- … canary … -->`, `# … canary …`) and the
 /// blank lines after them removed, as Harbor does.
 fn instruction(dir: &Path) -> anyhow::Result<String> {
-    let path = dir.join("instruction.md");
+    instruction_in(&dir.join("instruction.md"))
+}
+
+/// An instruction file, its canary lines removed.
+fn instruction_in(path: &Path) -> anyhow::Result<String> {
     let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut lines = text.lines().peekable();
     let is_canary = |line: &str| {
         let lower = line.trim().to_ascii_lowercase();
@@ -287,29 +366,6 @@ fn resources(environment: &toml::Table, warnings: &mut Vec<String>) -> anyhow::R
     })
 }
 
-/// `network_mode` (`public`, `no-network`; `allowlist` cannot be enforced and is refused as
-/// no network) or the older `allow_internet`; public when neither is set, as Harbor.
-fn allow_internet(environment: &toml::Table, warnings: &mut Vec<String>) -> anyhow::Result<bool> {
-    if let Some(mode) = environment.get("network_mode") {
-        return match mode.as_str() {
-            Some("public") => Ok(true),
-            Some("no-network") => Ok(false),
-            Some("allowlist") => {
-                warnings.push("environment.network_mode = allowlist: run with no network (an allow list is not enforced here)".to_owned());
-                Ok(false)
-            }
-            _ => bail!(
-                "environment.network_mode: expected public, no-network or allowlist, got {mode}"
-            ),
-        };
-    }
-    match environment.get("allow_internet") {
-        None => Ok(true),
-        Some(Value::Boolean(allowed)) => Ok(*allowed),
-        Some(other) => bail!("environment.allow_internet: expected true or false, got {other}"),
-    }
-}
-
 fn check_os(environment: &toml::Table) -> anyhow::Result<()> {
     if let Some(os) = environment.get("os").and_then(Value::as_str)
         && !os.eq_ignore_ascii_case("linux")
@@ -386,7 +442,7 @@ mod tests {
             (t.resources.cpus, t.resources.memory_mb),
             (Some(1.0), Some(4096))
         );
-        assert!(!t.allow_internet);
+        assert_eq!(t.network.agent, crate::bench::NetworkPolicy::NoNetwork);
         assert_eq!(t.verifier_env["A"], "fallback");
         assert!(t.solution.is_none());
         let warned = t.warnings.join("\n");
@@ -404,7 +460,7 @@ mod tests {
         let err = task("[agent]\ntimeout_sec = \"soon\"\n", "x").unwrap_err();
         assert!(format!("{err:#}").contains("agent.timeout_sec"), "{err:#}");
         let err = task("[[steps]]\nname = \"a\"\n", "x").unwrap_err();
-        assert!(format!("{err:#}").contains("multi-step"), "{err:#}");
+        assert!(format!("{err:#}").contains("no folder steps/a/"), "{err:#}");
         let err = task("x = [", "x").unwrap_err();
         assert!(format!("{err:#}").contains("not valid TOML"), "{err:#}");
     }

@@ -41,8 +41,12 @@ pub trait TaskHost: Send + Sync {
         to: &'a Path,
         max_bytes: u64,
     ) -> BoxFuture<'a, anyhow::Result<u64>>;
-    /// Lets the main container reach the internet (a verifier online after an offline agent).
-    fn go_online(&self) -> BoxFuture<'_, anyhow::Result<()>>;
+    /// Puts the task on the network a phase asks for before the phase starts; fails (closed)
+    /// when it cannot be had here.
+    fn set_network<'a>(
+        &'a self,
+        policy: &'a crate::bench::NetworkPolicy,
+    ) -> BoxFuture<'a, anyhow::Result<()>>;
     /// A tar of the container's `path` (its entries named from the path's last component on,
     /// as the engine gives them; links not followed), `None` when nothing is there; refused
     /// past `max_bytes`.
@@ -56,6 +60,9 @@ pub trait TaskHost: Send + Sync {
     /// Ends every process the agent's phase left (a call still running too) but the image's
     /// own entrypoint's; says which, with their command lines.
     fn end_processes(&self) -> BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>>;
+    /// What the task's egress proxy judged under the policy in force, by host (none without a
+    /// proxy).
+    fn egress_decisions(&self) -> BoxFuture<'_, Vec<crate::event_log::EgressRecord>>;
 }
 
 /// `DELETE /v1/processes?include_running=true` on a task's server, as (pid, command) pairs.
@@ -183,9 +190,22 @@ impl TaskHost for ApiHost {
         })
     }
 
-    /// The pod's network is its orchestrator's to set.
-    fn go_online(&self) -> BoxFuture<'_, anyhow::Result<()>> {
-        Box::pin(async { Ok(()) })
+    /// The pod's network is its orchestrator's (deploy/'s NetworkPolicy keeps a task's pod
+    /// offline but for the model's endpoint): an allow list cannot be enforced from here, so a
+    /// phase that asks for one fails, closed.
+    fn set_network<'a>(
+        &'a self,
+        policy: &'a crate::bench::NetworkPolicy,
+    ) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            match policy {
+                crate::bench::NetworkPolicy::Allowlist(_) => anyhow::bail!(
+                    "the task asks for an allow list ({}), which a server already running in its image (a pod, --sandbox URL) cannot have: its network is the orchestrator's; run the task with --sandbox docker",
+                    policy.describe()
+                ),
+                _ => Ok(()),
+            }
+        })
     }
 
     /// Walks `path` with the file API: folders and regular files (links and other kinds are
@@ -297,5 +317,50 @@ impl TaskHost for ApiHost {
 
     fn end_processes(&self) -> BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>> {
         Box::pin(end_processes(&self.client))
+    }
+
+    fn egress_decisions(&self) -> BoxFuture<'_, Vec<crate::event_log::EgressRecord>> {
+        Box::pin(async { Vec::new() })
+    }
+}
+
+/// Runs a readiness check as Docker's HEALTHCHECK does: failures during the start period do
+/// not count; after it, `retries` failures in a row fail it.
+pub async fn healthcheck(
+    host: &dyn TaskHost,
+    check: &crate::bench::Healthcheck,
+    env: &BTreeMap<String, String>,
+    user: Option<&str>,
+) -> anyhow::Result<()> {
+    let start_period_end = Instant::now() + check.start_period;
+    let mut failures = 0;
+    // Bounded: the start period, then `retries` failures.
+    loop {
+        let exec = host.exec(&check.command, env, user, check.timeout).await?;
+        if exec.exit_code == Some(0) {
+            return Ok(());
+        }
+        if Instant::now() < start_period_end {
+            tokio::time::sleep(check.start_interval).await;
+            continue;
+        }
+        failures += 1;
+        if failures >= check.retries {
+            let last = exec.output.trim();
+            anyhow::bail!(
+                "the healthcheck failed {} times in a row: {}{}",
+                check.retries,
+                check.command,
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (last output: {})",
+                        last.chars().take(400).collect::<String>()
+                    )
+                }
+            );
+        }
+        tokio::time::sleep(check.interval).await;
     }
 }

@@ -212,7 +212,7 @@ pub async fn build(
     })
 }
 
-async fn stream_build(
+pub(crate) async fn stream_build(
     docker: &Docker,
     options: bollard::query_parameters::BuildImageOptions,
     body: Vec<u8>,

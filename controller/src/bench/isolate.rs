@@ -296,7 +296,9 @@ pub async fn isolate(
         unguarded.push("the guarded paths differ from the image's after their reset".to_owned());
     }
     let calls = calls_naming_guarded_paths(log_dir);
+    let egress = host.egress_decisions().await;
     Ok(VerifierIsolated {
+        egress,
         step: step.map(str::to_owned),
         processes_ended,
         tampered: !changes.is_empty() || calls.iter().any(|c| c.write),
@@ -306,6 +308,15 @@ pub async fn isolate(
         unguarded,
         duration_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// Puts the guarded paths back as the image had them, with no evidence taken: between a
+/// step's verifier and the next step (Harbor empties `/tests` and `/logs/verifier` there too),
+/// so what the next step's agent is judged against is the image's state, not the last
+/// verifier's files.
+pub async fn restore(host: &dyn TaskHost, baseline: &Baseline) -> anyhow::Result<()> {
+    reset(host, baseline).await?;
+    Ok(())
 }
 
 /// Deletes every guarded path (and `/logs` when the agent replaced the folder), then unpacks

@@ -37,8 +37,17 @@ pub async fn start(
         .as_ref()
         .context("not a benchmark session")?;
     let dir = Path::new(&bench.dir);
-    let task = super::load(dir, &bench.name, &super::HostVars::none())
+    let mut task = super::load(dir, &bench.name, &super::HostVars::none())
         .with_context(|| format!("loading the task the session ran ({})", bench.dir))?;
+    // The agent ran online or not as the log says (`--network` may have overridden the task).
+    let public = task.network.agent == super::NetworkPolicy::Public;
+    if bench.online != public {
+        task.network.agent = if bench.online {
+            super::NetworkPolicy::Public
+        } else {
+            super::NetworkPolicy::NoNetwork
+        };
+    }
     if task.digest != bench.digest {
         if !trust_log {
             bail!(
@@ -74,7 +83,7 @@ pub async fn start(
         token: &token,
         server_binary: &server,
         settings,
-        agent_online: bench.online,
+        internet: "bridge",
         tools: None,
         main_image: recorded,
         note,
@@ -82,6 +91,8 @@ pub async fn start(
     let environment = TaskEnvironment::start(&spec)
         .await
         .map_err(|err| anyhow::anyhow!("starting the task's containers: {err}"))?;
+    // The agent's network, as the session had it.
+    environment.set_network(&task.network.agent).await?;
     if header.config.agent.as_deref() == Some("oracle")
         && let Some(solution) = &task.solution
     {

@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use super::atif::{self, AGENT_NAME};
 use crate::event_log::{
-    ErrorClass, Event, FailureClass, Outcome, SessionFinished, SessionStarted, VerifierFinished,
-    VerifierIsolated,
+    ErrorClass, Event, FailureClass, Outcome, SessionFinished, SessionStarted, StepsFinished,
+    VerifierFinished, VerifierIsolated,
 };
 use crate::replay;
 
@@ -39,7 +39,8 @@ pub struct TrialRecord {
     /// `agent-harness__<model>__<dataset>`, Harbor's key for an agent on a dataset.
     pub evals_key: String,
     pub rewards: Option<BTreeMap<String, f64>>,
-    pub exception: Option<String>,
+    /// Every exception it recorded, Harbor's way: the trial's own, then its steps'.
+    pub exceptions: Vec<String>,
     pub reward_valid: bool,
     pub tokens: (u64, u64, u64),
     pub cost: f64,
@@ -61,6 +62,21 @@ struct Read {
     errors: Vec<(String, ErrorClass, String)>,
     /// The oracle's exit code, when its call ran.
     oracle_exit: Option<i32>,
+    /// A multi-step task's steps, as they ran.
+    steps: Vec<StepRead>,
+    steps_finished: Option<StepsFinished>,
+}
+
+/// One step of a multi-step trial, from its log.
+#[derive(Default)]
+struct StepRead {
+    name: String,
+    started: String,
+    /// When its agent's phase ended (its verifier isolated).
+    isolated: Option<String>,
+    verifier: Option<(String, VerifierFinished)>,
+    usage: crate::event_log::LoggedUsage,
+    cost: f64,
 }
 
 fn read(dir: &Path) -> anyhow::Result<Read> {
@@ -72,8 +88,31 @@ fn read(dir: &Path) -> anyhow::Result<Read> {
                 read.header = Some(*header);
                 read.header_ts = envelope.ts;
             }
-            Event::VerifierFinished(verifier) => read.verifier = Some((envelope.ts, verifier)),
-            Event::VerifierIsolated(isolated) => read.isolated.push(isolated),
+            Event::StepStarted(step) => read.steps.push(StepRead {
+                name: step.name,
+                started: envelope.ts,
+                ..StepRead::default()
+            }),
+            Event::ModelResponse(response) => {
+                if let Some(step) = read.steps.last_mut() {
+                    step.usage.input_tokens += response.usage.input_tokens;
+                    step.usage.cached_input_tokens += response.usage.cached_input_tokens;
+                    step.usage.cache_write_tokens += response.usage.cache_write_tokens;
+                    step.usage.output_tokens += response.usage.output_tokens;
+                    step.cost += response.cost.unwrap_or(0.0);
+                }
+            }
+            Event::VerifierFinished(verifier) => match (&verifier.step, read.steps.last_mut()) {
+                (Some(_), Some(step)) => step.verifier = Some((envelope.ts, verifier)),
+                _ => read.verifier = Some((envelope.ts, verifier)),
+            },
+            Event::VerifierIsolated(isolated) => {
+                if let (Some(_), Some(step)) = (&isolated.step, read.steps.last_mut()) {
+                    step.isolated = Some(envelope.ts.clone());
+                }
+                read.isolated.push(isolated);
+            }
+            Event::StepsFinished(steps) => read.steps_finished = Some(steps),
             Event::SessionFinished(finished) => read.finished = Some((envelope.ts, finished)),
             Event::Error(error) => read.errors.push((envelope.ts, error.class, error.message)),
             Event::ToolResult(result) if result.call_id == "oracle_1" => {
@@ -185,7 +224,20 @@ pub fn write_trial(dir: &Path, link: &TrialLink) -> anyhow::Result<TrialRecord> 
         "verifier": {"environment_mode": "shared"},
     });
     let exception = exception(&read);
-    let rewards = read.verifier.as_ref().and_then(|(_, v)| v.rewards.clone());
+    let rewards = match &read.steps_finished {
+        Some(steps) => steps.rewards.clone(),
+        None => read.verifier.as_ref().and_then(|(_, v)| v.rewards.clone()),
+    };
+    let exceptions: Vec<String> = exception
+        .iter()
+        .map(|(name, _)| name.clone())
+        .chain(
+            read.steps_finished
+                .iter()
+                .flat_map(|s| s.steps.iter())
+                .filter_map(|s| s.error.clone()),
+        )
+        .collect();
     let result = result_json(
         &read,
         &trial_name,
@@ -210,9 +262,9 @@ pub fn write_trial(dir: &Path, link: &TrialLink) -> anyhow::Result<TrialRecord> 
         task_name: bench.name.clone(),
         evals_key: evals_key(&model_name, link.source.as_deref()),
         reward_valid: rewards.as_ref().is_some_and(|r| !r.is_empty())
-            && valid_reward(exception.as_ref().map(|(n, _)| n.as_str())),
+            && exceptions.iter().all(|e| valid_reward(Some(e))),
         rewards,
-        exception: exception.map(|(name, _)| name),
+        exceptions,
         tokens: (
             usage.input_tokens + usage.cached_input_tokens + usage.cache_write_tokens,
             usage.cached_input_tokens,
@@ -246,15 +298,20 @@ impl TrialRecord {
     /// harness before the verifier judged it, has none yet: `--resume` runs it again.
     pub fn scored(&self) -> bool {
         self.rewards.is_some()
-            || matches!(
-                self.exception.as_deref(),
-                Some(
+            || self.exceptions.iter().any(|e| {
+                matches!(
+                    e.as_str(),
                     "VerifierTimeoutError"
                         | "RewardFileNotFoundError"
                         | "RewardFileEmptyError"
                         | "VerifierOutputParseError"
                 )
-            )
+            })
+    }
+
+    /// The first exception, by which the trial is counted errored.
+    pub fn exception(&self) -> Option<&str> {
+        self.exceptions.first().map(String::as_str)
     }
 }
 
@@ -279,8 +336,30 @@ pub fn read_record(dir: &Path) -> anyhow::Result<TrialRecord> {
                 .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
                 .collect()
         });
-    let exception = string("/exception_info/exception_type");
-    let number = |pointer: &str| result.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+    let steps = result
+        .get("step_results")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let exceptions: Vec<String> = string("/exception_info/exception_type")
+        .into_iter()
+        .chain(steps.iter().filter_map(|step| {
+            step.pointer("/exception_info/exception_type")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        }))
+        .collect();
+    // A multi-step trial's agent results are its steps'.
+    let sum = |pointer: &str| -> u64 {
+        match result.pointer(pointer).and_then(Value::as_u64) {
+            Some(n) => n,
+            None => steps
+                .iter()
+                .filter_map(|s| s.pointer(pointer).and_then(Value::as_u64))
+                .sum(),
+        }
+    };
+    let number = |pointer: &str| sum(pointer);
     Ok(TrialRecord {
         trial_name: string("/trial_name").unwrap_or_default(),
         task_name: string("/task_name").unwrap_or_default(),
@@ -289,9 +368,9 @@ pub fn read_record(dir: &Path) -> anyhow::Result<TrialRecord> {
             string("/source").as_deref(),
         ),
         reward_valid: rewards.as_ref().is_some_and(|r| !r.is_empty())
-            && valid_reward(exception.as_deref()),
+            && exceptions.iter().all(|e| valid_reward(Some(e))),
         rewards,
-        exception,
+        exceptions,
         tokens: (
             number("/agent_result/n_input_tokens"),
             number("/agent_result/n_cache_tokens"),
@@ -300,7 +379,12 @@ pub fn read_record(dir: &Path) -> anyhow::Result<TrialRecord> {
         cost: result
             .pointer("/agent_result/cost_usd")
             .and_then(Value::as_f64)
-            .unwrap_or(0.0),
+            .unwrap_or_else(|| {
+                steps
+                    .iter()
+                    .filter_map(|s| s.pointer("/agent_result/cost_usd").and_then(Value::as_f64))
+                    .sum()
+            }),
         tampered: result
             .pointer("/tampering/tampered")
             .and_then(Value::as_bool)
@@ -335,7 +419,7 @@ fn result_json(
         .as_ref()
         .map_or_else(|| json!(finished_ts), |v| v["started_at"].clone());
     let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
-    Ok(json!({
+    let mut result = json!({
         "schema_version": 1,
         "id": uuid_of(&header.session_id),
         "task_name": bench.name,
@@ -372,11 +456,74 @@ fn result_json(
         "verifier_environment_mode": "shared",
         "tampering": tampering(read),
         "verifier_note": read.verifier.as_ref().and_then(|(_, v)| v.note.clone()),
-    }))
+    });
+    if let Some(steps) = &read.steps_finished {
+        // Harbor's multi-step shape: the agent and verifier per step, the task's rewards from
+        // theirs; no trial-level agent result, timings or verifier mode.
+        result["agent_result"] = Value::Null;
+        result["agent_execution"] = Value::Null;
+        result["verifier"] = Value::Null;
+        result["verifier_environment_mode"] = Value::Null;
+        result["verifier_result"] = steps
+            .rewards
+            .as_ref()
+            .map_or(Value::Null, |r| json!({"rewards": r}));
+        result["step_results"] = Value::Array(step_results(read, steps, finished_ts));
+        result["multi_step"] = json!({"strategy": steps.strategy, "stopped": steps.stopped});
+    }
+    Ok(result)
 }
 
-/// `agent/trajectory.json`, and the oracle's `exit-code.txt` when its script failed.
+/// `step_results`: each step that ran, as Harbor's `StepResult`.
+fn step_results(read: &Read, steps: &StepsFinished, finished_ts: &str) -> Vec<Value> {
+    steps
+        .steps
+        .iter()
+        .map(|score| {
+            let ran = read.steps.iter().find(|s| s.name == score.name);
+            let verifier = ran.and_then(|s| s.verifier.as_ref());
+            let started = ran.map_or(finished_ts, |s| s.started.as_str());
+            let agent_end = ran
+                .and_then(|s| s.isolated.as_deref())
+                .unwrap_or(finished_ts);
+            let usage = ran.map(|s| s.usage).unwrap_or_default();
+            json!({
+                "step_name": score.name,
+                "agent_result": {
+                    "n_input_tokens": usage.input_tokens + usage.cached_input_tokens + usage.cache_write_tokens,
+                    "n_cache_tokens": usage.cached_input_tokens,
+                    "n_output_tokens": usage.output_tokens,
+                    "cost_usd": ran.map_or(0.0, |s| s.cost),
+                },
+                "verifier_result": score.rewards.as_ref().map(|r| json!({"rewards": r})),
+                "exception_info": score.error.as_ref().map(|error| json!({
+                    "exception_type": error,
+                    "exception_message": score.message.clone().unwrap_or_default(),
+                    "exception_traceback": "",
+                    "occurred_at": verifier.map_or(agent_end, |(ts, _)| ts.as_str()),
+                })),
+                "agent_execution": {"started_at": started, "finished_at": agent_end},
+                "verifier": verifier.map(|(ts, v)| json!({
+                    "started_at": shifted(ts, Duration::from_millis(v.duration_ms)),
+                    "finished_at": ts,
+                })),
+            })
+        })
+        .collect()
+}
+
+/// `agent/trajectory.json` (a multi-step trial's: `steps/<name>/agent/trajectory.json`, one
+/// per step, as Harbor writes them), and the oracle's `exit-code.txt` when its script failed.
 fn write_agent_files(dir: &Path, read: &Read) -> anyhow::Result<()> {
+    if !read.steps.is_empty() {
+        for step in &read.steps {
+            let agent = dir.join("steps").join(&step.name).join("agent");
+            std::fs::create_dir_all(&agent)?;
+            let trajectory = atif::from_log_step(dir, Some(&step.name))?;
+            write_json(&agent.join("trajectory.json"), &trajectory)?;
+        }
+        return Ok(());
+    }
     let agent = dir.join("agent");
     std::fs::create_dir_all(&agent)?;
     let trajectory = atif::from_log(dir)?;
@@ -398,6 +545,36 @@ fn trial_log(read: &Read, trial_name: &str) -> String {
         lines.push(format!(
             "{ts} verifier: rewards {:?}, failure {:?}, exit {:?}",
             verifier.rewards, verifier.failure, verifier.exit_code
+        ));
+    }
+    for step in &read.steps {
+        if let Some((ts, verifier)) = &step.verifier {
+            lines.push(format!(
+                "{ts} step {} verifier: rewards {:?}, failure {:?}, exit {:?}",
+                step.name, verifier.rewards, verifier.failure, verifier.exit_code
+            ));
+        }
+    }
+    if let Some(steps) = &read.steps_finished {
+        lines.push(format!(
+            "steps ({}): rewards {:?}{}",
+            steps.strategy,
+            steps.rewards,
+            steps
+                .stopped
+                .as_ref()
+                .map_or_else(String::new, |why| format!("; stopped: {why}"))
+        ));
+    }
+    for isolated in read.isolated.iter().filter(|i| i.tampered) {
+        lines.push(format!(
+            "tampering{}: {} paths changed, {} calls named the verifier's folders",
+            isolated
+                .step
+                .as_ref()
+                .map_or_else(String::new, |s| format!(" (step {s})")),
+            isolated.changes.len(),
+            isolated.calls.len()
         ));
     }
     if let Some((ts, finished)) = &read.finished {

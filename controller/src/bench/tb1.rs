@@ -147,7 +147,7 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
         )?,
         build_timeout: super::DEFAULT_BUILD_TIMEOUT,
         resources: Resources::default(),
-        allow_internet: true,
+        network: super::Networks::all(super::NetworkPolicy::Public),
         workdir: None,
         env: BTreeMap::new(),
         verifier_env: BTreeMap::from([("TEST_DIR".to_owned(), "/tests".to_owned())]),
@@ -164,6 +164,10 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
         warnings,
         digest: digest(dir, Format::TerminalBench1)?,
         host_vars: host.clone(),
+        steps: Vec::new(),
+        reward_strategy: super::RewardStrategy::Mean,
+        healthcheck: None,
+        collect: Vec::new(),
     })
 }
 

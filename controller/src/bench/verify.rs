@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::host::TaskHost;
-use super::{BenchTask, Verifier};
+use super::{BenchTask, Phase, Verifier};
 use crate::event_log::VerifierFailure;
 
 /// At most this much of `/logs/verifier` is copied out.
@@ -54,19 +54,18 @@ impl Verdict {
     }
 }
 
-/// Runs the task's verifier; `logs` receives `/logs/verifier` (Harbor's `verifier/` folder).
+/// Runs the verifier of `phase` (the task, or one of its steps) on the network it asks for;
+/// `logs` receives `/logs/verifier` (Harbor's `verifier/` folder).
 pub async fn run(
     environment: &dyn TaskHost,
     task: &BenchTask,
+    phase: &Phase<'_>,
     logs: &Path,
 ) -> anyhow::Result<Verdict> {
-    if task.allow_internet {
-        environment.go_online().await?;
-    }
-    let mut env: BTreeMap<String, String> = task.env.clone();
-    env.extend(task.verifier_env.clone());
+    environment.set_network(phase.verifier_network).await?;
+    let env = &phase.verifier_env;
     match &task.verifier {
-        Verifier::Harbor { tests } => harbor(environment, task, tests, &env, logs).await,
+        Verifier::Harbor { .. } => harbor(environment, phase, env, logs).await,
         Verifier::TerminalBench1 {
             run_tests,
             tests,
@@ -83,9 +82,9 @@ pub async fn run(
                 environment.upload(tests, None, "/tests").await?;
             }
             let script = "mkdir -p /logs/verifier && bash /tests/run-tests.sh > /logs/verifier/test-stdout.txt 2>&1";
-            let (exec, mut verdict) = run_script(environment, task, script, &env, logs).await?;
+            let (exec, mut verdict) = run_script(environment, phase, script, env, logs).await?;
             if exec.timed_out {
-                verdict.failure = Some((VerifierFailure::Timeout, timeout_message(task)));
+                verdict.failure = Some((VerifierFailure::Timeout, timeout_message(phase)));
                 return Ok(verdict);
             }
             let judged = parser.judge(&verdict.output);
@@ -107,18 +106,13 @@ pub async fn run(
 /// `/logs/verifier` into `logs`; the verdict so far has no rewards.
 async fn run_script(
     environment: &dyn TaskHost,
-    task: &BenchTask,
+    phase: &Phase<'_>,
     script: &str,
     env: &BTreeMap<String, String>,
     logs: &Path,
 ) -> anyhow::Result<(super::container::Exec, Verdict)> {
     let exec = environment
-        .exec(
-            script,
-            env,
-            task.verifier_user.as_deref(),
-            task.verifier_timeout,
-        )
+        .exec(script, env, phase.verifier_user, phase.verifier_timeout)
         .await?;
     let _ = environment
         .download("/logs/verifier", logs, VERIFIER_LOGS_CAP)
@@ -135,26 +129,29 @@ async fn run_script(
     Ok((exec, verdict))
 }
 
-fn timeout_message(task: &BenchTask) -> String {
+fn timeout_message(phase: &Phase<'_>) -> String {
     format!(
         "the verifier ran past its timeout ({} s)",
-        task.verifier_timeout.as_secs()
+        phase.verifier_timeout.as_secs()
     )
 }
 
+/// Harbor's verifier: the tests folders (a step's over the task's shared ones) to `/tests`,
+/// then `test.sh`, whose reward file is the verdict.
 async fn harbor(
     environment: &dyn TaskHost,
-    task: &BenchTask,
-    tests: &Path,
+    phase: &Phase<'_>,
     env: &BTreeMap<String, String>,
     logs: &Path,
 ) -> anyhow::Result<Verdict> {
-    environment.upload(tests, None, "/tests").await?;
+    for tests in &phase.tests {
+        environment.upload(tests, None, "/tests").await?;
+    }
     let script = "mkdir -p /logs/verifier && chmod +x /tests/test.sh; (/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1";
-    let (exec, mut verdict) = run_script(environment, task, script, env, logs).await?;
+    let (exec, mut verdict) = run_script(environment, phase, script, env, logs).await?;
     verdict.ctrf = std::fs::read(logs.join("ctrf.json")).ok();
     if exec.timed_out {
-        verdict.failure = Some((VerifierFailure::Timeout, timeout_message(task)));
+        verdict.failure = Some((VerifierFailure::Timeout, timeout_message(phase)));
         return Ok(verdict);
     }
     match read_rewards(logs) {

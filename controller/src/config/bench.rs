@@ -64,6 +64,8 @@ pub struct BenchFlags {
     /// Host variables a task may read (`${VAR}` in its compose file and env tables), by name;
     /// none when empty: a task folder is someone else's.
     pub task_env: Vec<String>,
+    /// The Docker network that is the task's internet (`bridge` when absent).
+    pub task_internet: Option<String>,
 }
 
 impl BenchFlags {
@@ -105,8 +107,6 @@ pub struct BenchRun {
     /// The task, its timeouts and resources already overridden by flags.
     pub task: BenchTask,
     pub place: TaskPlace,
-    /// Whether the agent's commands may reach the internet.
-    pub online: bool,
     pub pass_threshold: f64,
 }
 
@@ -117,6 +117,8 @@ pub enum TaskPlace {
     Docker {
         build: BuildSettings,
         server: PathBuf,
+        /// The Docker network that is the task's internet.
+        internet: String,
     },
     /// Already running the server in the task's image (a Kubernetes pod): the verifier runs
     /// through its API.
@@ -154,14 +156,21 @@ impl RunConfig {
             )
             .map_err(not_runnable)?;
         }
-        let online = match flags.network.as_deref() {
-            None => task.allow_internet,
-            Some("none") => false,
-            Some("host") => true,
+        // --network sets the agent's network, over the task's (each step's too).
+        let agent_network = match flags.network.as_deref() {
+            None => None,
+            Some("none") => Some(bench::NetworkPolicy::NoNetwork),
+            Some("host") => Some(bench::NetworkPolicy::Public),
             Some(other) => bail!(
                 "--network {other}: a benchmark task takes `none` (no internet for the agent) or `host` (internet)"
             ),
         };
+        if let Some(policy) = agent_network {
+            task.network.agent = policy.clone();
+            for step in &mut task.steps {
+                step.agent_network = policy.clone();
+            }
+        }
         let pass_threshold = flags.bench.pass_threshold.unwrap_or(1.0);
         if !pass_threshold.is_finite() {
             bail!("--pass-threshold: expected a number");
@@ -184,7 +193,6 @@ impl RunConfig {
         let place = place(&flags)?;
         let run = BenchRun {
             place,
-            online,
             pass_threshold,
             task,
         };
@@ -197,7 +205,7 @@ impl RunConfig {
             check_timeout: 600,
             model,
             limits: super::limits(&as_task, &flags)?,
-            network: if online {
+            network: if run.task.network.agent == bench::NetworkPolicy::Public {
                 NetworkMode::Host
             } else {
                 NetworkMode::None
@@ -239,6 +247,11 @@ fn place(flags: &SessionFlags) -> anyhow::Result<TaskPlace> {
         _ => TaskPlace::Docker {
             build: flags.bench.build_settings()?,
             server: bench::container::static_server()?,
+            internet: flags
+                .bench
+                .task_internet
+                .clone()
+                .unwrap_or_else(|| "bridge".to_owned()),
         },
     })
 }
@@ -266,9 +279,15 @@ fn refuse_flags_of_other_sandboxes(flags: &SessionFlags) -> anyhow::Result<()> {
 fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> anyhow::Result<()> {
     if let Some(timeout) = flags.bench.agent_timeout {
         task.agent_timeout = timeout;
+        for step in &mut task.steps {
+            step.agent_timeout = timeout;
+        }
     }
     if let Some(timeout) = flags.bench.verifier_timeout {
         task.verifier_timeout = timeout;
+        for step in &mut task.steps {
+            step.verifier_timeout = timeout;
+        }
     }
     if let Some(cpus) = flags.cpus {
         if !(cpus.is_finite() && cpus > 0.0) {

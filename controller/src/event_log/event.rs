@@ -50,6 +50,10 @@ pub enum Event {
     CheckResult(CheckResult),
     /// A benchmark task's image was built, or found built (`cached`).
     ImageBuilt(ImageBuilt),
+    /// A step of a multi-step benchmark task begins: its instruction is the next prompt.
+    StepStarted(StepStarted),
+    /// A multi-step benchmark task's steps scored: each step's and the task's rewards.
+    StepsFinished(StepsFinished),
     /// Between a benchmark task's agent and its verifier: the agent's processes ended, the
     /// verifier's folders put back as the image had them, and what the agent had changed there.
     VerifierIsolated(VerifierIsolated),
@@ -92,6 +96,8 @@ impl Event {
             Event::Error(_) => "error",
             Event::CheckResult(_) => "check_result",
             Event::ImageBuilt(_) => "image_built",
+            Event::StepStarted(_) => "step_started",
+            Event::StepsFinished(_) => "steps_finished",
             Event::VerifierIsolated(_) => "verifier_isolated",
             Event::VerifierFinished(_) => "verifier_finished",
             Event::SessionFinished(_) => "session_finished",
@@ -197,6 +203,19 @@ pub struct BenchmarkRecord {
     pub image: String,
     /// Whether the agent's commands could reach the internet.
     pub online: bool,
+    /// Each phase's network (`public`, `no-network`, `allowlist HOST, …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkRecord>,
+}
+
+/// A benchmark task's networks, as each phase had it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkRecord {
+    /// While its containers started and its steps were prepared.
+    pub baseline: String,
+    pub agent: String,
+    pub verifier: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -427,6 +446,54 @@ pub struct ImageBuilt {
     pub output: Option<Text>,
 }
 
+/// A step of a multi-step benchmark task begins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepStarted {
+    /// From 1.
+    pub index: u32,
+    /// Its folder's name under `steps/`.
+    pub name: String,
+    /// The step's instruction: the prompt of this step's conversation.
+    pub instruction: Text,
+    pub agent_timeout_ms: u64,
+}
+
+/// A multi-step benchmark task's steps, scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepsFinished {
+    /// `mean` (each key over the steps whose verifier gave rewards) or `final` (the last step
+    /// run's).
+    pub strategy: String,
+    /// The steps that ran, in order.
+    pub steps: Vec<StepScore>,
+    /// The task's rewards from its steps'; null when no step gave any.
+    pub rewards: Option<std::collections::BTreeMap<String, f64>>,
+    pub reward: Option<f64>,
+    pub passed: bool,
+    pub pass_threshold: f64,
+    /// Why the steps after the last one run did not run (a `min_reward` not reached, a step
+    /// that failed before its verifier judged it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+/// One step's score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepScore {
+    pub name: String,
+    pub rewards: Option<std::collections::BTreeMap<String, f64>>,
+    pub reward: Option<f64>,
+    /// Its error by Harbor's class (`AgentTimeoutError`, `RewardFileNotFoundError`,
+    /// `RuntimeError` for a `setup.sh` that failed, `HealthcheckError`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
 /// What stood between a benchmark task's agent and its verifier. Nothing of the agent's phase
 /// reaches the verifier: its processes are ended, and the paths the tests are judged by
 /// (`/tests`, `/logs/verifier` and the test configuration files pytest reads above `/tests`)
@@ -454,7 +521,20 @@ pub struct VerifierIsolated {
     /// Guarded paths this harness could not save before the agent ran, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unguarded: Vec<String>,
+    /// In an allow-list phase: the hosts the task's egress proxy let through and refused
+    /// during the agent's phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<EgressRecord>,
     pub duration_ms: u64,
+}
+
+/// Connections a task's egress proxy judged, by host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressRecord {
+    pub host: String,
+    pub allowed: bool,
+    pub count: u64,
 }
 
 /// A process the agent's phase left running.

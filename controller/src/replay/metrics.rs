@@ -128,9 +128,13 @@ impl RunMetrics {
             }
             Event::ImageBuilt(image) => self.build_ms += image.duration_ms,
             Event::VerifierFinished(verifier) => {
-                self.reward = verifier.reward;
+                // A step's reward is not the task's: its steps' make that (`steps_finished`).
+                if verifier.step.is_none() {
+                    self.reward = verifier.reward;
+                }
                 self.verifier_ms += verifier.duration_ms;
             }
+            Event::StepsFinished(steps) => self.reward = steps.reward,
             _ => {}
         }
     }

@@ -319,7 +319,9 @@ fn task_row(
             .and_then(|r| r.rewards.clone())
             .filter(|r| r.len() > 1)
             .unwrap_or_default(),
-        error: record.as_ref().and_then(|r| r.exception.clone()),
+        error: record
+            .as_ref()
+            .and_then(|r| r.exception().map(str::to_owned)),
         reward_valid: record.as_ref().is_some_and(|r| r.reward_valid),
         tampered: record.as_ref().is_some_and(|r| r.tampered),
         note: record.as_ref().and_then(|r| r.note.clone()),

@@ -249,7 +249,7 @@ impl Agent<'_> {
         }
         // One round trip: the key makes a repeat after a dropped connection safe, and the
         // answer brings the changes, small bytes and the fingerprint the step's record needs.
-        let key = self.recorder.call_key(&call.id);
+        let key = self.recorder.call_key(name, &call.id);
         let since = self.recorder.since().await;
         let options = CallOptions {
             key: Some(&key),

@@ -70,7 +70,12 @@ impl Header<'_> {
                     .and_then(|s| s.task())
                     .map(|t| t.image.clone())
                     .unwrap_or_default(),
-                online: run.online,
+                online: run.task.network.agent == crate::bench::NetworkPolicy::Public,
+                network: Some(crate::event_log::NetworkRecord {
+                    baseline: run.task.network.baseline.describe(),
+                    agent: run.task.network.agent.describe(),
+                    verifier: run.task.network.verifier.describe(),
+                }),
             }),
         };
         let started = SessionStarted {

@@ -177,6 +177,17 @@ impl Stop {
         Stop::new(class, format!("{err:#}"))
     }
 
+    /// Harbor's exception name for it, as `result.json` files a step's failure.
+    pub fn harbor_exception(&self) -> &'static str {
+        match self.class {
+            ErrorClass::Model => "ApiError",
+            ErrorClass::Infrastructure | ErrorClass::Sandbox => "RuntimeRequestError",
+            ErrorClass::Interrupted => "CancelledError",
+            ErrorClass::Limit => "AgentTimeoutError",
+            ErrorClass::Tool | ErrorClass::Policy | ErrorClass::Internal => "HarnessError",
+        }
+    }
+
     /// The loop's own failure (already an `error` event, by the loop).
     pub fn of_loop(err: &SessionError) -> Stop {
         Stop {

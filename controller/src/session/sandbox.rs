@@ -138,8 +138,12 @@ impl Sandbox {
         token: &str,
         observer: &dyn Observer,
     ) -> Result<Sandbox, StartError> {
-        let (settings, server) = match &run.place {
-            TaskPlace::Docker { build, server } => (build, server),
+        let (settings, server, internet) = match &run.place {
+            TaskPlace::Docker {
+                build,
+                server,
+                internet,
+            } => (build, server, internet),
             TaskPlace::Remote { url, .. } => {
                 let client =
                     SandboxClient::new(url, Some(token.to_owned()).filter(|t| !t.is_empty()));
@@ -163,7 +167,7 @@ impl Sandbox {
             token,
             server_binary: server,
             settings,
-            agent_online: run.online,
+            internet,
             tools: config.tools.as_deref(),
             main_image: None,
             note: &note,

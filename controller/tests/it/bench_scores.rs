@@ -113,7 +113,6 @@ async fn issue_25_an_agent_that_writes_its_own_reward_fails_and_is_shown() {
 }
 
 /// The `data` of each event of `kind` in a log.
-#[allow(dead_code)]
 fn all_of<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
     log.iter()
         .filter(|e| e["type"] == kind)
@@ -247,4 +246,223 @@ async fn issue_25_every_trial_counts_for_what_it_was() {
     assert_eq!(tasks("task_started"), ["good"]);
     assert_eq!(tasks("task_skipped"), ["silent"]);
     harbor_accepts(&out);
+}
+
+/// §3: a multi-step task runs its steps in order in one container, each with its own
+/// instruction, workdir files, tests and trajectory; the trial's reward is the steps' mean, and
+/// a step below its `min_reward` stops the task there. Harbor's models read every file.
+#[tokio::test]
+async fn issue_25_a_multi_step_task_runs_its_steps_and_stops_when_one_fails() {
+    if !docker() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let task = dataset().join("multi-step-notes");
+    let out = dir.path().join("oracle");
+    let run = harness(
+        &batch_args(&task, &out, &["--agent", "oracle"]),
+        Duration::from_secs(600),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let log = events(&out.join("multi-step-notes"));
+    let started: Vec<&str> = all_of(&log, "step_started")
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(started, ["01-create", "02-extend"]);
+    assert_eq!(all_of(&log, "verifier_finished").len(), 2);
+    let steps = all_of(&log, "steps_finished");
+    assert_eq!(steps.len(), 1);
+    assert_eq!(
+        (steps[0]["reward"].as_f64(), steps[0]["passed"].as_bool()),
+        (Some(1.0), Some(true)),
+        "{}",
+        steps[0]
+    );
+    let result = json(&out.join("multi-step-notes/result.json"));
+    let names: Vec<&str> = result["step_results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["01-create", "02-extend"], "{result}");
+    assert_eq!(
+        result["verifier_result"]["rewards"]["reward"], 1.0,
+        "{result}"
+    );
+    for step in names {
+        let trajectory = json(&out.join(format!(
+            "multi-step-notes/steps/{step}/agent/trajectory.json"
+        )));
+        assert!(
+            !trajectory["steps"].as_array().unwrap().is_empty(),
+            "{step}: {trajectory}"
+        );
+    }
+    harbor_accepts(&out);
+
+    let out = dir.path().join("nop");
+    let run = harness(
+        &batch_args(&task, &out, &["--agent", "nop"]),
+        Duration::from_secs(600),
+    )
+    .await;
+    assert_eq!(run.code, 9, "{}\n{}", run.stdout, run.stderr);
+    let log = events(&out.join("multi-step-notes"));
+    assert_eq!(
+        all_of(&log, "step_started").len(),
+        1,
+        "stopped after the first step"
+    );
+    let steps = all_of(&log, "steps_finished");
+    assert_eq!(steps[0]["reward"], 0.0, "{}", steps[0]);
+    let stopped = steps[0]["stopped"].as_str().unwrap();
+    assert!(stopped.contains("min_reward"), "{stopped}");
+    let result = json(&out.join("multi-step-notes/result.json"));
+    assert_eq!(
+        result["step_results"].as_array().unwrap().len(),
+        1,
+        "{result}"
+    );
+    harbor_accepts(&out);
+}
+
+/// §4: an allow list holds per phase. Two web servers stand in for the internet on a network
+/// of this test's own (`examples/network/hosts.sh`); the agent's phase reaches `allowed.test`
+/// through the task's egress proxy and nothing else (not another name, not the allowed host's
+/// address, not around the proxy, not a resolver), and the verifier's phase reaches nothing.
+/// The proxy's decisions are in the log.
+#[tokio::test]
+async fn issue_25_an_allow_list_holds_in_each_phase() {
+    if !docker() {
+        return;
+    }
+    let network = format!("harness-test-net-{}", std::process::id());
+    let hosts = repo().join("examples/network/hosts.sh");
+    let up = std::process::Command::new("bash")
+        .arg(&hosts)
+        .arg("up")
+        .env("HOSTS_NETWORK", &network)
+        .output()
+        .unwrap();
+    struct Down<'a>(&'a std::path::Path, &'a str);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("bash")
+                .arg(self.0)
+                .arg("down")
+                .env("HOSTS_NETWORK", self.1)
+                .output();
+        }
+    }
+    let _down = Down(&hosts, &network);
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("job");
+    let run = harness(
+        &batch_args(
+            &repo().join("examples/network/allowlist-fetch"),
+            &out,
+            &["--agent", "oracle", "--task-internet", &network],
+        ),
+        Duration::from_secs(600),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let log = events(&out.join("allowlist-fetch"));
+    let verifier = all_of(&log, "verifier_finished");
+    let output = verifier[0]["output"]["text"].as_str().unwrap();
+    assert!(output.contains("every check held"), "{output}");
+    let started = all_of(&log, "session_started");
+    let network = &started[0]["config"]["benchmark"]["network"];
+    assert_eq!(
+        (network["agent"].as_str(), network["verifier"].as_str()),
+        (Some("allowlist allowed.test"), Some("no-network")),
+        "{network}"
+    );
+    let isolated = all_of(&log, "verifier_isolated");
+    let egress = isolated[0]["egress"].as_array().unwrap();
+    let decided = |host: &str| {
+        egress
+            .iter()
+            .find(|r| r["host"].as_str().unwrap().starts_with(host))
+            .map(|r| r["allowed"].as_bool().unwrap())
+    };
+    assert_eq!(decided("allowed.test"), Some(true), "{egress:?}");
+    assert_eq!(decided("blocked.test"), Some(false), "{egress:?}");
+    assert_eq!(decided("1.1.1.1"), Some(false), "{egress:?}");
+    harbor_accepts(&out);
+}
+
+/// Harbor's users: the agent's phase runs as `[agent].user` (the image's non-root USER here),
+/// the verifier as `[verifier].user` (root), and a step that asks for another agent user is
+/// refused by name rather than run as the wrong one.
+#[tokio::test]
+async fn issue_25_each_phase_runs_as_its_user() {
+    if !docker() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let users = "[agent]\ntimeout_sec = 60\nuser = \"agent\"\n[verifier]\ntimeout_sec = 30\nuser = \"root\"\n[environment]\nallow_internet = false\n";
+    harbor_task(
+        &data,
+        "users",
+        users,
+        "id -un > /app/out",
+        "[ \"$(cat /app/out)\" = agent ] && [ \"$(stat -c %U /app/out)\" = agent ] && [ \"$(id -un)\" = root ] && echo 1 > /logs/verifier/reward.txt || { echo \"agent=$(cat /app/out) verifier=$(id -un)\"; echo 0 > /logs/verifier/reward.txt; }",
+    );
+    std::fs::write(
+        data.join("users/environment/Dockerfile"),
+        "FROM agent-harness/base:bookworm\nRUN useradd -m agent && mkdir -p /app && chown agent /app\nUSER agent\nWORKDIR /app\n",
+    )
+    .unwrap();
+    let out = dir.path().join("job");
+    let run = harness(
+        &batch_args(&data, &out, &["--agent", "oracle"]),
+        Duration::from_secs(600),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let verifier = all_of(&events(&out.join("users")), "verifier_finished")[0].clone();
+    assert_eq!(verifier["reward"], 1.0, "{verifier}");
+
+    // The same task with a step whose agent is another user: not run, and said why, beside
+    // the task that runs.
+    let task = data.join("users-steps");
+    std::fs::create_dir_all(task.join("steps/one/solution")).unwrap();
+    std::fs::create_dir_all(task.join("steps/one/tests")).unwrap();
+    std::fs::create_dir_all(task.join("environment")).unwrap();
+    let from = data.join("users");
+    for (src, dst) in [
+        ("environment/Dockerfile", "environment/Dockerfile"),
+        ("tests/test.sh", "steps/one/tests/test.sh"),
+        ("solution/solve.sh", "steps/one/solution/solve.sh"),
+        ("instruction.md", "steps/one/instruction.md"),
+    ] {
+        std::fs::copy(from.join(src), task.join(dst)).unwrap();
+    }
+    let toml = format!("{users}[[steps]]\nname = \"one\"\n[steps.agent]\nuser = \"root\"\n");
+    std::fs::write(task.join("task.toml"), toml).unwrap();
+    let out = dir.path().join("refused");
+    let run = harness(
+        &batch_args(&data, &out, &["--agent", "oracle"]),
+        Duration::from_secs(300),
+    )
+    .await;
+    assert_eq!(run.code, 11, "{}\n{}", run.stdout, run.stderr);
+    let report = json(&out.join("report.json"));
+    let not_runnable = &report["benchmark"]["not_runnable"];
+    assert_eq!(not_runnable[0]["task"], "users-steps", "{not_runnable}");
+    let said = not_runnable[0]["reason"].as_str().unwrap();
+    assert!(
+        said.contains("steps.one.agent.user") && said.contains("not `root`"),
+        "{said}"
+    );
 }

@@ -147,7 +147,7 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Not runnable") && html.contains("windows-only"));
     let rows = bench_rows(&out);
-    assert_eq!(rows.len(), 10, "{rows:#?}");
+    assert_eq!(rows.len(), 11, "{rows:#?}");
     for row in &rows {
         let broken = row["task"] == "off-by-one";
         assert_eq!(row["passed"], if broken { 0 } else { 1 }, "{row}");
@@ -155,7 +155,7 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
         assert_eq!(health == "ok", !broken, "{row}");
     }
     assert!(
-        run.stdout.contains("1 of 10 tasks broken"),
+        run.stdout.contains("1 of 11 tasks broken"),
         "{}",
         run.stdout
     );
@@ -223,7 +223,7 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
     let job = json(&out.join("result.json"));
     assert_eq!(job["stats"]["n_errored_trials"], 0, "{job}");
     assert_eq!(
-        job["n_total_trials"], 10,
+        job["n_total_trials"], 11,
         "the Windows task is no trial: {job}"
     );
     for task in ["hello-file", "service-fetch", "tb-csv-total", "mapped-base"] {

@@ -1,15 +1,18 @@
 //! The HTTP wire types of the sandbox-server API, shared with the controller.
 //!
 //! This crate is the contract: every type here is serialized on the wire and described in
-//! `proto-docs/openapi.json`. It holds no behaviour, and depends only on serde and utoipa's
-//! derives, so that both sides of the wire can depend on it without pulling in a runtime.
+//! `proto-docs/openapi.json`. It holds no behaviour but the parsing of the values it defines,
+//! and depends only on serde and utoipa's derives, so that both sides of the wire can depend
+//! on it without pulling in a runtime.
 //!
 //! # Layout
 //! - [`error`]: the one error body every 4xx and 5xx answer carries.
 //! - [`service`]: health, info, the tool listing, background processes and raw files.
 //! - [`tools`]: arguments and results of the four built-in tools.
 //! - [`process`]: processes and shells started by id, and their numbered output.
+//! - [`egress`]: a benchmark phase's network allow list, and the egress proxy's policy file.
 
+pub mod egress;
 pub mod error;
 pub mod number;
 pub mod process;

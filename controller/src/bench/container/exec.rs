@@ -245,8 +245,11 @@ impl crate::bench::host::TaskHost for TaskEnvironment {
         Box::pin(TaskEnvironment::download(self, from, to, max_bytes))
     }
 
-    fn go_online(&self) -> futures::future::BoxFuture<'_, anyhow::Result<()>> {
-        Box::pin(TaskEnvironment::go_online(self))
+    fn set_network<'a>(
+        &'a self,
+        policy: &'a crate::bench::NetworkPolicy,
+    ) -> futures::future::BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(TaskEnvironment::set_network(self, policy))
     }
 
     fn archive<'a>(
@@ -267,5 +270,11 @@ impl crate::bench::host::TaskHost for TaskEnvironment {
 
     fn end_processes(&self) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>> {
         Box::pin(crate::bench::host::end_processes(&self.client))
+    }
+
+    fn egress_decisions(
+        &self,
+    ) -> futures::future::BoxFuture<'_, Vec<crate::event_log::EgressRecord>> {
+        Box::pin(self.egress_in_force())
     }
 }

@@ -12,11 +12,12 @@ use crate::bench::BenchTask;
 /// `sandbox-server serve` as the container's command.
 pub(super) fn server_command(spec: &StartSpec<'_>, workdir: &str) -> Vec<String> {
     let server = format!("/{HARNESS_DIR}/sandbox-server");
-    let detail = if spec.agent_online {
-        "the task's network, with internet access"
-    } else {
-        "the task's own network, with no route to the internet (its services only)"
-    };
+    let phases = &spec.task.network;
+    let detail = format!(
+        "the task's own network, set per phase by the harness (agent: {}; verifier: {}): an internal network, joined to the internet only in a public phase, out through the task's egress proxy only in an allow-list phase",
+        phases.agent.describe(),
+        phases.verifier.describe()
+    );
     let mut args = vec![
         server,
         "serve".to_owned(),
@@ -32,7 +33,11 @@ pub(super) fn server_command(spec: &StartSpec<'_>, workdir: &str) -> Vec<String>
         "--network".to_owned(),
         "container".to_owned(),
         "--network-detail".to_owned(),
-        detail.to_owned(),
+        detail,
+        // The container is the boundary: commands see its variables (the image's and the
+        // task's), not a clean environment, as the task's author expects.
+        "--env-allow".to_owned(),
+        "*".to_owned(),
         "--shutdown-grace-secs".to_owned(),
         "2".to_owned(),
     ];

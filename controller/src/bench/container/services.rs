@@ -168,14 +168,14 @@ pub(super) fn load_compose(
 }
 
 /// Starts every service but `main` in dependency order, each once what it depends on is
-/// started, healthy or completed as asked; then waits for what `main` depends on. Returns
-/// their container ids.
+/// started, healthy or completed as asked; then waits for what `main` depends on. Their
+/// container ids go into the environment as they are made (its removal finds them).
 pub(super) async fn start_sidecars(
     environment: &mut TaskEnvironment,
     compose: &Compose,
     main: &str,
     spec: &StartSpec<'_>,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + spec.task.build_timeout.max(Duration::from_secs(60));
     let mut ids: BTreeMap<String, String> = BTreeMap::new();
     for name in order(compose, main)? {
@@ -193,7 +193,8 @@ pub(super) async fn start_sidecars(
         .await?;
         let id = create_sidecar(environment, service, &image, spec.session_id).await?;
         ids.insert(name.clone(), id.clone());
-        environment.sidecars = ids.values().cloned().collect();
+        environment.sidecars.push(id.clone());
+        environment.services.insert(name.clone(), id.clone());
         environment
             .docker
             .start_container(&id, None)
@@ -203,7 +204,7 @@ pub(super) async fn start_sidecars(
     if let Some(main_service) = compose.services.get(main) {
         wait_dependencies(&environment.docker, main_service, &ids, deadline).await?;
     }
-    Ok(ids.into_values().collect())
+    Ok(())
 }
 
 async fn wait_dependencies(
@@ -278,6 +279,7 @@ async fn create_sidecar(
                 .environment
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
+                .chain(environment.proxy_environment())
                 .collect(),
         ),
         working_dir: service.working_dir.clone(),

@@ -94,7 +94,7 @@ pub fn write_job(out: &Path, info: &JobInfo, trials: &[TrialRecord]) -> anyhow::
         .map(|t| {
             format!(
                 "{}: rewards {:?}, exception {:?}",
-                t.trial_name, t.rewards, t.exception
+                t.trial_name, t.rewards, t.exceptions
             )
         })
         .collect();
@@ -103,7 +103,7 @@ pub fn write_job(out: &Path, info: &JobInfo, trials: &[TrialRecord]) -> anyhow::
 }
 
 fn stats(trials: &[TrialRecord], n_total: usize, n_retries: u32) -> Value {
-    let errored = trials.iter().filter(|t| t.exception.is_some()).count();
+    let errored = trials.iter().filter(|t| !t.exceptions.is_empty()).count();
     let mut groups: BTreeMap<&str, Vec<&TrialRecord>> = BTreeMap::new();
     for trial in trials {
         groups
@@ -123,7 +123,7 @@ fn stats(trials: &[TrialRecord], n_total: usize, n_retries: u32) -> Value {
         "n_errored_trials": errored,
         "n_running_trials": 0,
         "n_pending_trials": n_total.saturating_sub(trials.len()),
-        "n_cancelled_trials": trials.iter().filter(|t| t.exception.as_deref() == Some("CancelledError")).count(),
+        "n_cancelled_trials": trials.iter().filter(|t| t.exceptions.iter().any(|e| e == "CancelledError")).count(),
         "n_retries": n_retries,
         "evals": evals,
         "n_input_tokens": sum(|t| t.tokens.0),
@@ -148,7 +148,8 @@ fn eval(group: &[&TrialRecord]) -> Value {
     }
     let mut exception_stats: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for trial in group {
-        if let Some(exception) = &trial.exception {
+        let distinct: std::collections::BTreeSet<&String> = trial.exceptions.iter().collect();
+        for exception in distinct {
             exception_stats
                 .entry(exception.clone())
                 .or_default()
@@ -159,7 +160,7 @@ fn eval(group: &[&TrialRecord]) -> Value {
         valid.iter().filter_map(|t| t.rewards.as_ref()).collect();
     json!({
         "n_trials": valid.len(),
-        "n_errors": group.iter().filter(|t| t.exception.is_some()).count(),
+        "n_errors": group.iter().filter(|t| !t.exceptions.is_empty()).count(),
         "metrics": if rewards.is_empty() { json!([]) } else { json!([mean(&rewards)]) },
         "pass_at_k": harbor_pass_at_k(&valid),
         "reward_stats": reward_stats,

@@ -53,6 +53,13 @@ pub(super) fn block(
         Event::Error(error) => error_event(&mut block, dir, error)?,
         Event::CheckResult(check) => check_result(&mut block, dir, check)?,
         Event::ImageBuilt(image) => image_built(&mut block, dir, image)?,
+        Event::StepStarted(step) => {
+            block.title = format!("Step {}: {}", step.index, step.name);
+            block
+                .sections
+                .push(folded(dir, "instruction", &step.instruction)?);
+        }
+        Event::StepsFinished(steps) => steps_finished(&mut block, steps),
         Event::VerifierIsolated(isolated) => verifier_isolated(&mut block, isolated),
         Event::VerifierFinished(verifier) => verifier_finished(&mut block, dir, verifier)?,
         Event::SessionFinished(finished) => session_finished(&mut block, dir, finished)?,
@@ -392,6 +399,30 @@ fn image_built(block: &mut Block, dir: &Path, image: &ImageBuilt) -> Result<(), 
     Ok(())
 }
 
+fn steps_finished(block: &mut Block, steps: &crate::event_log::StepsFinished) {
+    block.title = match steps.reward {
+        Some(reward) => format!(
+            "Steps scored ({}): reward {reward} ({} at threshold {})",
+            steps.strategy,
+            if steps.passed { "pass" } else { "fail" },
+            steps.pass_threshold
+        ),
+        None => format!("Steps scored ({}): no step gave a reward", steps.strategy),
+    };
+    for step in &steps.steps {
+        let verdict = match (&step.error, step.reward) {
+            (Some(error), Some(reward)) => format!("reward {reward}, {error}"),
+            (Some(error), None) => error.clone(),
+            (None, Some(reward)) => format!("reward {reward}"),
+            (None, None) => "no reward".to_owned(),
+        };
+        block.notes.push(format!("{}: {verdict}", step.name));
+    }
+    if let Some(why) = &steps.stopped {
+        block.notes.push(format!("stopped: {why}"));
+    }
+}
+
 fn verifier_isolated(block: &mut Block, isolated: &VerifierIsolated) {
     let step = isolated
         .step
@@ -423,6 +454,14 @@ fn verifier_isolated(block: &mut Block, isolated: &VerifierIsolated) {
             call.tool,
             if call.write { "wrote" } else { "named" },
             call.path
+        ));
+    }
+    for record in &isolated.egress {
+        block.notes.push(format!(
+            "egress {} {} ({}×)",
+            if record.allowed { "allowed" } else { "REFUSED" },
+            record.host,
+            record.count
         ));
     }
     if !isolated.restored {

@@ -1,0 +1,2 @@
+#!/bin/bash
+cat hint.txt >> notes.txt
