@@ -60,6 +60,9 @@ pub struct TaskSide {
     /// The outcome, or the failure class when it failed with one.
     pub status: String,
     pub reward: Option<f64>,
+    /// A benchmark trial's named rewards, when it has several.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rewards: BTreeMap<String, f64>,
     pub cost: f64,
     pub duration_ms: u64,
     pub steps: u32,
@@ -158,6 +161,7 @@ fn task_side(row: &TaskRow) -> TaskSide {
                 .to_owned()
         },
         reward: row.reward,
+        rewards: row.rewards.clone(),
         cost: row.cost,
         duration_ms: row.duration_ms,
         steps: row.steps,

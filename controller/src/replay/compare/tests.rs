@@ -81,6 +81,7 @@ fn planted() -> Comparison {
     );
     let mut mends = row("mends", true, 1500, &[("bash", 1), ("write_file", 1)]);
     mends.reward = Some(1.0);
+    mends.rewards = BTreeMap::from([("correctness".to_owned(), 1.0), ("style".to_owned(), 0.5)]);
     let mut b_rows = vec![
         row("steady", true, 3000, &[("bash", 2)]),
         row("breaks", false, 900, &[("bash", 1)]),
@@ -90,6 +91,7 @@ fn planted() -> Comparison {
     b_rows[1].cost = 0.03;
     let mut a = a;
     a.tasks[2].reward = Some(0.0);
+    a.tasks[2].rewards = BTreeMap::from([("correctness".to_owned(), 0.0)]);
     compare(
         (Path::new("runs/a"), &a),
         (Path::new("runs/b"), &batch("b1", b_rows)),
@@ -151,11 +153,20 @@ fn the_table_and_the_page_show_the_flips_and_escape_names() {
         mends.contains("0 -> 1 (+1)") && mends.contains("bash -1, write_file +1"),
         "{mends}"
     );
+    // Named rewards, per key, on the line under the task's.
+    assert!(
+        text.contains("rewards: correctness 0 -> 1, style - -> 0.5"),
+        "{text}"
+    );
     let mut html = Vec::new();
     write_html(&c, &mut html).unwrap();
     let html = String::from_utf8(html).unwrap();
     assert!(html.contains("<tr class=\"broke\"><td>breaks</td>"));
     assert!(html.contains("<tr class=\"fixed\"><td>mends</td>"));
+    assert!(
+        html.contains("correctness 0 -&gt; 1, style - -&gt; 0.5"),
+        "{html}"
+    );
     assert!(html.contains("<ul id=\"only-in-b\"><li>new &lt;one&gt;</li></ul>"));
     assert!(!html.contains("<one>"));
 }

@@ -1,6 +1,6 @@
 //! A comparison as a table and as one self-contained HTML page.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
 use super::{Change, Comparison, Side, TaskDelta, delta};
@@ -27,6 +27,19 @@ fn reward(task: &TaskDelta) -> String {
         (a, b, Some(d)) => format!("{} -> {} ({}{})", shown(a), shown(b), sign(d), number(d)),
         (a, b, None) => format!("{} -> {}", shown(a), shown(b)),
     }
+}
+
+/// Each named reward of either side, `correctness 1 -> 0.5`; empty when neither has several.
+fn named_rewards(task: &TaskDelta) -> String {
+    let keys: BTreeSet<&String> = task.a.rewards.keys().chain(task.b.rewards.keys()).collect();
+    let shown = |r: Option<&f64>| r.map_or_else(|| "-".to_owned(), |r| number(*r));
+    keys.into_iter()
+        .map(|key| {
+            let (a, b) = (task.a.rewards.get(key), task.b.rewards.get(key));
+            format!("{key} {} -> {}", shown(a), shown(b))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn sign(value: f64) -> &'static str {
@@ -103,6 +116,10 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
             signed(task.steps_delta),
             tools(task.tool_calls_delta, &task.tools_delta)
         )?;
+        let named = named_rewards(task);
+        if !named.is_empty() {
+            writeln!(out, "{:<24} rewards: {named}", "")?;
+        }
     }
     if !c.only_in_a.is_empty() {
         writeln!(out, "\nonly in A: {}", c.only_in_a.join(", "))?;
@@ -256,7 +273,7 @@ fn write_html_row(task: &TaskDelta, out: &mut dyn Write) -> std::io::Result<()> 
         task.change.as_str(),
         escape(&task.a.status),
         escape(&task.b.status),
-        escape(&reward(task)),
+        escape([reward(task), named_rewards(task)].join(" ").trim_end()),
         trend(task.cost_delta),
         task.cost_delta,
         trend(task.duration_delta_ms as f64),
