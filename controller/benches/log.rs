@@ -109,7 +109,7 @@ fn child(job: &str, dir: &Path) {
         }
         "metrics" => {
             let metrics = controller::replay::metrics::measure(dir).unwrap();
-            assert_eq!(metrics.steps, BIG_LOG + 1);
+            assert_eq!(metrics.events, BIG_LOG + 1);
         }
         "md" => {
             controller::replay::render::render(

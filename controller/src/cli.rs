@@ -2,6 +2,8 @@
 //! library. Each subcommand's module turns its flags into the library's validated config.
 
 mod batch;
+#[cfg(test)]
+mod flag_docs;
 mod images;
 mod metrics;
 mod policy;
@@ -103,6 +105,7 @@ pub(crate) enum PolicyCommand {
         /// Extra rules, as `harness run --policy`.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
+        /// How long one classification may take, in seconds.
         #[arg(long, default_value_t = 60)]
         classifier_timeout: u64,
     },
@@ -114,6 +117,7 @@ pub(crate) enum ReplayCommand {
     Show {
         /// A session folder (`runs/<session-id>`) or its events.jsonl.
         run: PathBuf,
+        /// `md` (Markdown) or `html` (one self-contained page, with the step-time bars).
         #[arg(long, value_enum, default_value = "md")]
         format: FormatArg,
         /// Write here instead of stdout.
@@ -125,6 +129,7 @@ pub(crate) enum ReplayCommand {
     Export {
         /// A session folder or its events.jsonl.
         run: PathBuf,
+        /// The format to export to.
         #[arg(long, value_enum)]
         format: ExportFormatArg,
         /// Write here instead of stdout.
@@ -143,10 +148,12 @@ pub(crate) enum ReplayCommand {
         /// Restore into a running sandbox (its workspace is replaced) instead.
         #[arg(long, value_name = "URL")]
         sandbox: Option<String>,
+        /// The bearer token of the --sandbox URL, in a file.
         #[arg(long, value_name = "FILE")]
         sandbox_token_file: Option<PathBuf>,
     },
-    /// Steps, model calls, tokens, cost, tool calls and latency, errors, time split; one row per run.
+    /// Events, turns, model calls, tokens, cost, tool calls and latency, errors, time split; one
+    /// row per run.
     Metrics {
         /// Session folders, or folders of sessions.
         #[arg(required = true)]
@@ -170,7 +177,7 @@ pub(crate) enum ReplayCommand {
         #[arg(long)]
         json: bool,
         /// Also write the comparison as one self-contained HTML page here.
-        #[arg(long, short = 'o', value_name = "FILE")]
+        #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
     /// Re-execute the recorded tool calls on a fresh sandbox at the recorded initial state, and
@@ -184,6 +191,7 @@ pub(crate) enum ReplayCommand {
         /// `--sandbox task`: how to build the task's images again, as at its run.
         #[command(flatten)]
         build: BuildArgs,
+        /// The bearer token of the --sandbox URL, in a file.
         #[arg(long, value_name = "FILE")]
         sandbox_token_file: Option<PathBuf>,
         /// Also replace matches of this regex before comparing outputs (repeatable).
@@ -280,8 +288,9 @@ pub(crate) struct RunArgs {
     /// A folder of task files with --task-index picks one (a Kubernetes Indexed Job's pod).
     #[arg(long, value_name = "FILE|DIR")]
     pub(crate) task: Option<PathBuf>,
-    /// With `--task DIR`: run the task file at this position (from 0) among the folder's
-    /// `*.yaml`/`*.yml` files in name order; its log folder is named after the file.
+    /// With `--task DIR`: run the task at this position (from 0) among the folder's tasks, as
+    /// `harness batch DIR` finds and names them (YAML task files and benchmark folders,
+    /// recursively); its log folder is `<log-dir>/<task name>/`.
     #[arg(long, env = "JOB_COMPLETION_INDEX", value_name = "N")]
     pub(crate) task_index: Option<usize>,
     /// The session folder's name under --log-dir [default: the session id, or the task's name
@@ -326,7 +335,7 @@ pub(crate) struct SessionArgs {
     #[arg(long, value_name = "PRICES")]
     pub(crate) price: Option<String>,
     /// Most model turns before stopping [default: 30].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_turns: Option<u32>,
     /// Stop before a turn once this much (USD) is spent [default: 1.00].
     #[arg(long)]
@@ -385,11 +394,11 @@ pub(crate) struct SessionArgs {
     #[arg(long, value_name = "FILE|allow-all")]
     pub(crate) policy: Option<String>,
     /// A hooks file (YAML): programs or URLs that see every tool call, prompt, compaction and
-    /// stop, and may deny, ask, rewrite or add context (README.md, Hooks).
+    /// stop, and may deny, ask, rewrite or add context (docs/hooks.md).
     #[arg(long, value_name = "FILE")]
     pub(crate) hooks: Option<PathBuf>,
     /// An MCP servers file (Claude's `.mcp.json` shape, JSON or YAML): their tools reach the
-    /// model as `mcp__<server>__<tool>`, through the same hooks, policy and log (README.md, MCP).
+    /// model as `mcp__<server>__<tool>`, through the same hooks, policy and log (docs/mcp.md).
     #[arg(long, value_name = "FILE")]
     pub(crate) mcp: Option<PathBuf>,
     /// Also the MCP servers of the workspace's own `.mcp.json` (read through the sandbox API;
@@ -406,8 +415,9 @@ pub(crate) struct SessionArgs {
     #[arg(long)]
     pub(crate) no_classifier: bool,
     /// What happens to a call the policy asks about: `ask` the person at the terminal (no
-    /// terminal means no), `never` approve, or approve `auto`matically (unattended: the ask
-    /// rules and the classifier then stop nothing; only for disposable sandboxes).
+    /// terminal means no; a batch has nobody to ask, so there it is `never`), `never` approve,
+    /// or approve `auto`matically (unattended: the ask rules and the classifier then stop
+    /// nothing; only for disposable sandboxes).
     #[arg(long, value_enum, default_value = "ask")]
     pub(crate) approve: ApproveArg,
     /// Where session logs go: each session is a folder `<log-dir>/<session-id>/`.

@@ -123,6 +123,13 @@ impl RunConfig {
                         words.len()
                     );
                 }
+                // A task that brings its workspace copies it there (a new folder is fine);
+                // one that does not works in the folder as it is, so it must exist.
+                if let Some(dir) = words.first()
+                    && task.workspace.is_none()
+                {
+                    existing_dir(dir, None)?;
+                }
                 (words.first().map(PathBuf::from), task.prompt.clone())
             }
             None => match words {
@@ -130,7 +137,10 @@ impl RunConfig {
                     "usage: harness run [--web-search] [WORKING_DIR] \"TASK\" (or --task FILE)"
                 ),
                 [task] => (Some(PathBuf::from(DEFAULT_WORKING_DIR)), task.clone()),
-                [dir, rest @ ..] => (Some(PathBuf::from(dir)), rest.join(" ")),
+                [dir, rest @ ..] => {
+                    existing_dir(dir, Some(words))?;
+                    (Some(PathBuf::from(dir)), rest.join(" "))
+                }
             },
         };
         let task = task.unwrap_or_else(|| TaskFile::from_prompt(&prompt));
@@ -335,3 +345,32 @@ fn policy_settings(flags: &SessionFlags) -> PolicySettings {
 
 #[cfg(test)]
 mod tests;
+
+/// `harness run`'s WORKING_DIR must be a folder that exists: a mistyped path is not made into
+/// an empty one, and an unquoted task (`harness run add a flag`) is not read as the folder
+/// `add` and the task "a flag". `words`: the whole command line's words, to say what was meant.
+fn existing_dir(dir: &str, words: Option<&[String]>) -> anyhow::Result<()> {
+    let path = Path::new(dir);
+    if path.is_dir() {
+        return Ok(());
+    }
+    let what = if path.exists() {
+        "is not a folder"
+    } else {
+        "does not exist"
+    };
+    let mut message = format!("the working directory `{dir}` {what}");
+    if let Some(words) = words {
+        let whole = words.join(" ");
+        message.push_str(&format!(
+            ". If \"{whole}\" is the task, quote it: harness run \"{whole}\" (it then runs in \
+             ./{DEFAULT_WORKING_DIR}); to work in a new folder, create it first: mkdir -p {dir}"
+        ));
+    } else {
+        message.push_str(&format!(
+            " (the task file brings no workspace, so its agent works in that folder as it is): \
+             create it first (mkdir -p {dir}), or give an existing one"
+        ));
+    }
+    bail!(message)
+}

@@ -21,7 +21,7 @@ pub use chat::ChatModel;
 pub use pricing::Price;
 pub use responses::ResponsesModel;
 pub use retry::RetryPolicy;
-pub use scripted::ScriptedModel;
+pub use scripted::{ScriptedModel, schema as script_schema};
 pub use types::{AssistantMessage, Message, ModelReply, ToolCall, Usage, estimate_tokens};
 
 /// A language model behind some provider's API.

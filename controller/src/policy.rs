@@ -62,6 +62,10 @@ pub struct Judgement {
     pub risk: Option<f64>,
     pub authorized: Option<f64>,
     pub classifier_model: Option<String>,
+    /// The session cannot go on: the classifier's model is a script that has no answer for
+    /// this call (an operator's mistake to fix, not a risk to weigh). The call is refused
+    /// and the session stops with this message.
+    pub fatal: Option<String>,
 }
 
 impl Judgement {
@@ -73,6 +77,7 @@ impl Judgement {
             risk: None,
             authorized: None,
             classifier_model: None,
+            fatal: None,
         }
     }
 }

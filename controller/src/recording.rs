@@ -14,6 +14,8 @@ use crate::event_log::{
 };
 use crate::sandbox::{SandboxClient, SandboxError};
 
+mod interrupted;
+
 /// Why recording failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -31,6 +33,8 @@ pub struct Recorder {
     session_id: String,
     snapshot_id: Mutex<Option<String>>,
     last_fingerprint: Mutex<Option<StateFingerprint>>,
+    /// The tool call running now, for [`Recorder::record_interrupted`].
+    in_flight: std::sync::Mutex<Option<interrupted::InFlight>>,
 }
 
 impl Recorder {
@@ -41,6 +45,7 @@ impl Recorder {
             session_id: session_id.to_owned(),
             snapshot_id: Mutex::new(None),
             last_fingerprint: Mutex::new(None),
+            in_flight: std::sync::Mutex::new(None),
         }
     }
 

@@ -127,6 +127,8 @@ pub trait Observer: Send + Sync {
     fn tool_output(&self, _call: &ToolCall, _output: &LiveOutput) {}
     /// The call has its result (or was refused).
     fn tool_finished(&self, _call: &ToolCall) {}
+    /// The policy (or a hook) refused the call, for `reason`; the model is told so.
+    fn tool_refused(&self, _call: &ToolCall, _reason: &str) {}
     /// The history was compacted from `before` to `after` messages.
     fn compacted(&self, before: usize, after: usize);
     /// A line of progress or a warning, for whoever shows the session.
@@ -252,7 +254,11 @@ impl Agent<'_> {
                 self.recorder.after_tool_call(&call.id, step).await?;
             }
         }
-        let answer = format!("Stopped: hit {} turns.", self.limits.max_turns);
+        // The seed's words ("Stopped: hit N turns."), in the singular for one.
+        let answer = format!(
+            "Stopped: hit {}.",
+            crate::text::plural(self.limits.max_turns, "turn")
+        );
         Ok(self.report(LoopEnd::TurnLimit, answer, totals, messages))
     }
 

@@ -86,6 +86,9 @@ pub struct SessionSummary {
     pub answer: String,
     pub totals: Totals,
     pub duration: Duration,
+    /// Why it stopped early (the message of its stopping `error` event); `None` when it ran
+    /// to its end.
+    pub reason: Option<String>,
 }
 
 /// Runs one session to its end. Never fails: whatever goes wrong after the log is open is in
@@ -132,12 +135,15 @@ async fn session(
             answer,
             totals: *totals.lock().unwrap_or_else(|p| p.into_inner()),
             duration: started.elapsed(),
+            reason: None,
         };
     let (token, policy, log) = match open(&options, &model, audience.observer) {
         Ok(opened) => opened,
         Err(err) => {
             audience.observer.note(&format!("error: {err:#}"));
-            return summarise(&options, SessionOutcome::Error, String::new());
+            let mut summary = summarise(&options, SessionOutcome::Error, String::new());
+            summary.reason = Some(format!("{err:#}"));
+            return summary;
         }
     };
     // From here every path writes `session_finished` and stops what it started.
@@ -158,7 +164,8 @@ async fn session(
             };
             let _ = header.record(&log).await;
             let (outcome, answer) = stopped(&log, &stop, audience.observer).await;
-            let summary = summarise(&options, outcome, answer);
+            let mut summary = summarise(&options, outcome, answer);
+            summary.reason = Some(stop.message.clone());
             finish(&log, &summary).await;
             write_trial_files(&options, audience.observer);
             return summary;
@@ -178,6 +185,16 @@ async fn session(
         () = cancel.cancelled() => Err(Stop::interrupted("interrupted (Ctrl-C)")),
         () = sleep_for(lifetime) => Err(Stop::lifetime(lifetime)),
     };
+    if ended
+        .as_ref()
+        .is_err_and(|stop| stop.class == ErrorClass::Interrupted)
+        && let Err(err) = session.recorder.record_interrupted().await
+    {
+        audience.observer.note(&format!(
+            "the interrupted call's output was not kept: {err}"
+        ));
+    }
+    let reason = ended.as_ref().err().map(|stop| stop.message.clone());
     let (mut outcome, answer) = match ended {
         Ok(ran) => ran,
         Err(stop) => stopped(&log, &stop, audience.observer).await,
@@ -185,7 +202,8 @@ async fn session(
     if outcome != SessionOutcome::Interrupted {
         outcome = confirm_alive(&mut sandbox, outcome, &log, audience.observer).await;
     }
-    let summary = summarise(&options, outcome, answer);
+    let mut summary = summarise(&options, outcome, answer);
+    summary.reason = reason;
     finish(&log, &summary).await;
     sandbox.stop().await;
     write_trial_files(&options, audience.observer);

@@ -111,7 +111,12 @@ impl TaskFile {
                 if let Some(path) = path
                     && outside(path)
                 {
-                    keys.push(format!("{key}: `{}` copies files of this machine outside the dataset into the sandbox", path.display()));
+                    // A path that does not exist cannot be placed; say so rather than guess.
+                    let what = match path.exists() {
+                        true => "copies files of this machine outside the dataset into the sandbox",
+                        false => "does not exist, so it cannot be shown to lie inside the dataset",
+                    };
+                    keys.push(format!("{key}: `{}` {what}", path.display()));
                 }
             }
             if let Some(git) = &workspace.git

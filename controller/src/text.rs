@@ -38,6 +38,16 @@ pub fn parse_size(text: &str) -> Result<i64, String> {
     }
 }
 
+/// `1 task`, `2 tasks`, `0 tasks`; a noun ending in `s` takes `es` (`1 process`, `2 processes`).
+pub fn plural(n: impl TryInto<u64>, noun: &str) -> String {
+    let n: u64 = n.try_into().unwrap_or(u64::MAX);
+    match (n, noun.ends_with('s')) {
+        (1, _) => format!("1 {noun}"),
+        (_, true) => format!("{n} {noun}es"),
+        (_, false) => format!("{n} {noun}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -351,6 +351,8 @@ fn confine(
         let name = protection.name.as_str();
         if protection.active {
             tracing::info!(protection = name, detail = %protection.detail, "protection in force");
+        } else if protection.detail == process::confine::user::DECLINED {
+            tracing::info!(protection = name, detail = %protection.detail, "protection declined");
         } else {
             tracing::warn!(protection = name, detail = %protection.detail, "protection NOT in force");
         }

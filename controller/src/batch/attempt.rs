@@ -298,6 +298,7 @@ impl TaskContext<'_> {
             answer: String::new(),
             totals: Totals::default(),
             duration: Duration::ZERO,
+            reason: Some(format!("{err:#}")),
         }
     }
 }

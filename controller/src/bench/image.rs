@@ -178,6 +178,7 @@ pub async fn build(
             output: String::new(),
         });
     }
+    missing_own_bases(docker, &rewritten).await?;
     let body = context_tar(&files, &rewritten, settings.ca_bundle.as_deref())?;
     let mut buildargs: HashMap<String, String> = args.clone().into_iter().collect();
     for variable in PROXY_VARIABLES {
@@ -210,6 +211,47 @@ pub async fn build(
         duration: started.elapsed(),
         output,
     })
+}
+
+/// The images a Dockerfile's `FROM` lines name (not `scratch`, not an earlier stage).
+fn from_images(dockerfile: &str) -> Vec<String> {
+    let mut stages: Vec<String> = Vec::new();
+    let mut images = Vec::new();
+    for line in dockerfile.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if !words
+            .first()
+            .is_some_and(|w| w.eq_ignore_ascii_case("FROM"))
+        {
+            continue;
+        }
+        let mut rest = words[1..].iter().filter(|w| !w.starts_with("--"));
+        let Some(image) = rest.next() else { continue };
+        if *image != "scratch" && !stages.iter().any(|s| s.eq_ignore_ascii_case(image)) {
+            images.push((*image).to_owned());
+        }
+        if let (Some(as_), Some(stage)) = (rest.next(), rest.next())
+            && as_.eq_ignore_ascii_case("AS")
+        {
+            stages.push((*stage).to_owned());
+        }
+    }
+    images
+}
+
+/// This project's own base images are made here, never pulled: one that is missing is named
+/// with the command that makes it, instead of the engine's failed lookup of a registry.
+async fn missing_own_bases(docker: &Docker, dockerfile: &str) -> anyhow::Result<()> {
+    for image in from_images(dockerfile) {
+        if image.starts_with("agent-harness/") && docker.inspect_image(&image).await.is_err() {
+            bail!(
+                "the image {image} (a FROM of this task) is not on this Docker engine, and no \
+                 registry has it: make it with docker/build-base-image.sh {image} (or run \
+                 examples/benchmarks/run.sh, which makes what is missing)"
+            );
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn stream_build(
@@ -428,6 +470,15 @@ mod tests {
 
     /// Issue 24 §3: a link in a build context is sent as a link, and one that leaves the
     /// context refuses the build: no file of this machine reaches a task's image.
+    #[test]
+    fn a_dockerfiles_base_images_are_its_from_lines_without_its_stages() {
+        let text = "FROM --platform=linux/amd64 agent-harness/base:bookworm AS build\nRUN x\nFROM scratch\nFROM build\nfrom python:3.12 as py\n";
+        assert_eq!(
+            from_images(text),
+            ["agent-harness/base:bookworm", "python:3.12"]
+        );
+    }
+
     #[test]
     fn a_build_context_never_follows_a_link_out_of_it() {
         let dir = tempfile::tempdir().unwrap();

@@ -55,8 +55,8 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
         String::new()
     };
     eprintln!(
-        "batch: {} tasks{trials}, {}, {sandboxes}, log {}",
-        config.tasks.len() / args.attempts.max(1) as usize,
+        "batch: {}{trials}, {}, {sandboxes}, log {}",
+        controller::text::plural(config.tasks.len() / args.attempts.max(1) as usize, "task"),
         config.parallel_reason,
         config.out.display()
     );
@@ -346,13 +346,20 @@ impl BatchObserver for Display {
             .map(|f| format!(" [{}]", f.as_str()))
             .unwrap_or_default();
         self.line(format!(
-            "{verdict:<8} {task}: {}{why}, {} steps, {} tool calls, ${:.4}, {:.1} s",
+            "{verdict:<8} {task}: {}{why}, {}, {}, ${:.4}, {:.1} s",
             summary.outcome.logged().as_str(),
-            summary.totals.turns,
-            summary.totals.tool_calls,
+            controller::text::plural(summary.totals.turns, "turn"),
+            controller::text::plural(summary.totals.tool_calls, "tool call"),
             summary.totals.cost,
             summary.duration.as_secs_f64()
         ));
+        if let Some(reason) = summary
+            .reason
+            .as_ref()
+            .filter(|_| !summary.outcome.passed())
+        {
+            self.line(format!("         {task}: {reason}"));
+        }
     }
 
     fn task_retried(&self, task: &str, attempt: u32, reason: &str) {

@@ -140,6 +140,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             eprintln!("cost=unknown (the model has no known price)");
         }
     }
+    match terminal.refused() {
+        0 => {}
+        1 => eprintln!("1 call was refused by the policy (replay show says why)"),
+        n => eprintln!("{n} calls were refused by the policy (replay show says why)"),
+    }
     args.metrics.linger(metrics).await;
     Ok(summary.outcome.exit_code())
 }

@@ -21,6 +21,8 @@ pub(crate) struct Terminal {
     live: bool,
     colour: bool,
     shown: Mutex<Shown>,
+    /// Calls refused so far, for the run's last lines.
+    refused: std::sync::atomic::AtomicUsize,
 }
 
 /// The running call's output so far: the unfinished line of each stream, lines printed.
@@ -36,7 +38,13 @@ impl Terminal {
             live,
             colour: colour_on_stderr(),
             shown: Mutex::new(Shown::default()),
+            refused: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// How many calls the policy refused.
+    pub(crate) fn refused(&self) -> usize {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn print_line(&self, shown: &mut Shown, stderr: bool, line: &str) {
@@ -99,6 +107,17 @@ impl Observer for Terminal {
             }
         }
         *shown = Shown::default();
+    }
+
+    fn tool_refused(&self, _call: &ToolCall, reason: &str) {
+        self.refused
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let line = format!("    refused: {reason}");
+        if self.colour {
+            eprintln!("\x1b[33m{line}\x1b[0m");
+        } else {
+            eprintln!("{line}");
+        }
     }
 
     fn compacted(&self, before: usize, after: usize) {

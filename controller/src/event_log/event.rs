@@ -206,6 +206,10 @@ pub struct BenchmarkRecord {
     /// Each phase's network (`public`, `no-network`, `allowlist HOST, …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkRecord>,
+    /// The task's `[metadata] expected_broken`: its author says its oracle does not pass, and
+    /// why (a demonstration, a known-bad task kept in a dataset); reports label it expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_broken: Option<String>,
 }
 
 /// A benchmark task's networks, as each phase had it.

@@ -160,6 +160,9 @@ pub enum ToolStatus {
     Error,
     /// The policy refused it; the model saw the BLOCKED message.
     Blocked,
+    /// The session was interrupted (Ctrl-C) while it ran: `output` is what it had printed by
+    /// then; the model never saw it.
+    Interrupted,
 }
 
 /// An output stream of a command.
@@ -290,6 +293,7 @@ impl ToolStatus {
             ToolStatus::Ok => "ok",
             ToolStatus::Error => "error",
             ToolStatus::Blocked => "blocked",
+            ToolStatus::Interrupted => "interrupted",
         }
     }
 }

@@ -16,41 +16,76 @@ use std::sync::Mutex;
 
 use futures::future::BoxFuture;
 use sandbox_protocol::ToolSpec;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::offline::{self, OfflineAsk};
 use super::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
 
-#[derive(Debug, Deserialize)]
+/// A scripted model's file (`--model script:FILE`, YAML or JSON): the turns it plays in
+/// order, whatever the harness sends, and the answers it gives the risk classifier.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "Scripted model")]
 struct Script {
+    /// The model's turns, in order: one per model call of the loop. A turn without tool calls
+    /// ends the session with its text as the answer; asking past the last turn is an error.
     turns: Vec<Turn>,
+    /// What a compaction's summary request gets (it uses no turn); empty when absent.
     #[serde(default)]
     summary: Option<String>,
-    /// Answers for the risk classifier, in order: `{risk, authorized, rationale}`.
+    /// The risk classifier's answers, in order: one for each call that no rule decides (with
+    /// the built-in rules: every `write_file`, `search_replace` and most `bash` calls; a
+    /// `read_file` inside the workspace is allowed by a rule). The classifier uses the run's
+    /// model unless `--classifier-model` or `--no-classifier` says otherwise. When none is
+    /// left for a call the classifier judges, the call is refused and the session stops with
+    /// an error that says so.
     #[serde(default)]
-    verdicts: Vec<Value>,
+    verdicts: Vec<Verdict>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Turn {
+    /// The assistant's text (the answer, on the last turn).
     #[serde(default)]
     text: String,
+    /// The calls this turn makes, run in order.
     #[serde(default)]
     tool_calls: Vec<ScriptedCall>,
-    /// What this turn "costs", to exercise cost limits; 0 when absent.
+    /// What this turn "costs" in USD, to exercise `--max-cost`; 0 when absent.
     #[serde(default)]
     cost: f64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ScriptedCall {
+    /// The tool: `bash`, `read_file`, `write_file`, `search_replace`, or any tool the session
+    /// offers (an unknown one gets the model an error, as a real model's would).
     name: String,
+    /// The tool's arguments: an object, or a string sent as it is (to exercise bad JSON).
     #[serde(default = "empty_object")]
     arguments: Value,
+}
+
+/// One answer of the risk classifier, as the seed's classifier asks for it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Verdict {
+    /// 0 (harmless) to 3 (destructive): at 2.5 or more the call is denied.
+    risk: f64,
+    /// 0 to 1, how clearly the user's request authorises the call: a risk under 1 with an
+    /// authorisation of 0.5 or more is allowed; anything else is asked about.
+    authorized: f64,
+    #[serde(default)]
+    rationale: String,
+}
+
+/// The JSON Schema of a scripted model's file (`proto-docs/scripted-model.schema.json`).
+pub fn schema() -> Value {
+    serde_json::to_value(schemars::schema_for!(Script)).expect("a schema always serializes")
 }
 
 fn empty_object() -> Value {
@@ -118,10 +153,13 @@ impl Model for ScriptedModel {
                 };
                 let verdict = verdict.ok_or_else(|| {
                     ModelError::Script(format!(
-                        "{} has no `verdicts` left for the classifier",
+                        "{} has no `verdicts` left for the classifier, which judges every call \
+                         no rule decides: add one `{{risk, authorized, rationale}}` per such call \
+                         (docs/scripted-model.md), or run with --no-classifier",
                         self.path
                     ))
                 })?;
+                let verdict = json!(verdict);
                 let raw = json!({"scripted": true, "verdict": verdict});
                 return Ok(ModelReply::free_text(verdict.to_string(), raw));
             }

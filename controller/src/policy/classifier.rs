@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{Decision, Judgement};
 use crate::event_log::DecisionSource;
-use crate::llm::Model;
+use crate::llm::{Model, ModelError};
 
 /// The seed's four levels, scored 0 (low) to 3 (critical).
 pub const RISK_LEVELS: [(&str, &str); 4] = [
@@ -89,6 +89,7 @@ impl Classifier {
             risk: None,
             authorized: None,
             classifier_model: Some(self.model_name.clone()),
+            fatal: None,
         };
         match self.scores(request, tool, args).await {
             Ok((risk, authorized)) => {
@@ -103,7 +104,12 @@ impl Classifier {
                     Decision::Ask(reason)
                 };
             }
-            Err(failure) => {
+            Err(Failure::Script(why)) => {
+                judgement.source = DecisionSource::ClassifierFailed;
+                judgement.decision = Decision::Deny(format!("classifier unavailable ({why})"));
+                judgement.fatal = Some(why);
+            }
+            Err(Failure::Answer(failure)) => {
                 judgement.source = DecisionSource::ClassifierFailed;
                 judgement.decision = Decision::Ask(format!("classifier unavailable ({failure})"));
             }
@@ -111,7 +117,7 @@ impl Classifier {
         judgement
     }
 
-    async fn scores(&self, request: &str, tool: &str, args: &Value) -> Result<(f64, f64), String> {
+    async fn scores(&self, request: &str, tool: &str, args: &Value) -> Result<(f64, f64), Failure> {
         let body = self.model.structured_request(
             &instructions(),
             &evidence(request, tool, args),
@@ -120,25 +126,40 @@ impl Classifier {
         );
         let reply = tokio::time::timeout(self.timeout, self.model.send(&body))
             .await
-            .map_err(|_| format!("no answer within {} s", self.timeout.as_secs()))?
-            .map_err(|err| err.to_string())?;
-        let answer = match reply.message.tool_calls.first() {
-            Some(call) => call.arguments.clone(),
-            None => reply.message.content.clone(),
-        };
-        let verdict: Value = serde_json::from_str(&answer)
-            .map_err(|err| format!("the answer is not JSON: {err}"))?;
-        let risk = verdict["risk"]
-            .as_f64()
-            .ok_or("the answer has no numeric risk")?;
-        let authorized = verdict["authorized"]
-            .as_f64()
-            .ok_or("the answer has no numeric authorized")?;
-        if !(0.0..=3.0).contains(&risk) || !(0.0..=1.0).contains(&authorized) {
-            return Err(format!(
-                "the answer is out of range (risk {risk}, authorized {authorized})"
-            ));
-        }
-        Ok((risk, authorized))
+            .map_err(|_| Failure::Answer(format!("no answer within {} s", self.timeout.as_secs())))?
+            .map_err(|err| match err {
+                ModelError::Script(why) => Failure::Script(why),
+                err => Failure::Answer(err.to_string()),
+            })?;
+        read_verdict(&reply).map_err(Failure::Answer)
     }
+}
+
+/// Why a classification failed: its model's answer was no use (the call is asked about), or
+/// the model is a script with no answer for it (the session stops: see [`Judgement::fatal`]).
+enum Failure {
+    Answer(String),
+    Script(String),
+}
+
+/// The risk and authorisation in a classifier's reply.
+fn read_verdict(reply: &crate::llm::ModelReply) -> Result<(f64, f64), String> {
+    let answer = match reply.message.tool_calls.first() {
+        Some(call) => call.arguments.clone(),
+        None => reply.message.content.clone(),
+    };
+    let verdict: Value =
+        serde_json::from_str(&answer).map_err(|err| format!("the answer is not JSON: {err}"))?;
+    let risk = verdict["risk"]
+        .as_f64()
+        .ok_or("the answer has no numeric risk")?;
+    let authorized = verdict["authorized"]
+        .as_f64()
+        .ok_or("the answer has no numeric authorized")?;
+    if !(0.0..=3.0).contains(&risk) || !(0.0..=1.0).contains(&authorized) {
+        return Err(format!(
+            "the answer is out of range (risk {risk}, authorized {authorized})"
+        ));
+    }
+    Ok((risk, authorized))
 }

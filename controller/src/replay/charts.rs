@@ -167,9 +167,18 @@ fn close(out: &mut String) {
 
 /// A chart that has nothing to show says so.
 fn empty(chart: &Chart<'_>) -> String {
+    note(chart, "no data")
+}
+
+/// A chart with a line of text instead of a plot.
+fn note(chart: &Chart<'_>, text: &str) -> String {
     let mut out = String::new();
     open(&mut out, chart, 360.0, 56.0);
-    out.push_str("<text x=\"8\" y=\"42\" fill=\"#6e6e73\">no data</text>");
+    let _ = write!(
+        out,
+        "<text x=\"8\" y=\"42\" fill=\"#6e6e73\">{}</text>",
+        escape(text)
+    );
     close(&mut out);
     out
 }
@@ -252,6 +261,14 @@ fn axis(out: &mut String, chart: &Chart<'_>, y: f64, scale: f64) {
 /// A histogram of `values`: a column per [`bins`] bin, its count above it, the bins' edges
 /// under it.
 pub fn histogram(chart: &Chart<'_>, values: &[f64]) -> String {
+    // One value everywhere (every task cost $0) is no distribution: say it in words.
+    if let [first, rest @ ..] = values
+        && !rest.is_empty()
+        && rest.iter().all(|v| v == first)
+    {
+        let text = format!("all {} at {} {}", values.len(), number(*first), chart.unit);
+        return note(chart, &text);
+    }
     let bins = bins(values);
     if bins.is_empty() {
         return empty(chart);
@@ -455,6 +472,12 @@ mod tests {
         assert!(svg.contains("bash: 4 calls; p50 10 · p95 40 · max 80 s"));
         assert!(empty(&CHART).contains("no data"));
         assert!(histogram(&CHART, &[]).contains("no data"));
+        // Every task at $0 is said, not drawn as a range from 0 to 0.
+        let same = histogram(&CHART, &[0.0, 0.0, 0.0]);
+        assert!(
+            same.contains("all 3 at 0 s") && !same.contains("class=\"bar\""),
+            "{same}"
+        );
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub struct TaskSide {
     pub rewards: BTreeMap<String, f64>,
     pub cost: f64,
     pub duration_ms: u64,
-    pub steps: u32,
+    pub turns: u32,
     pub tool_calls: u64,
 }
 
@@ -80,7 +80,7 @@ pub struct TaskDelta {
     pub reward_delta: Option<f64>,
     pub cost_delta: f64,
     pub duration_delta_ms: i64,
-    pub steps_delta: i64,
+    pub turns_delta: i64,
     pub tool_calls_delta: i64,
     /// Calls per tool that differ: B minus A.
     pub tools_delta: BTreeMap<String, i64>,
@@ -164,7 +164,7 @@ fn task_side(row: &TaskRow) -> TaskSide {
         rewards: row.rewards.clone(),
         cost: row.cost,
         duration_ms: row.duration_ms,
-        steps: row.steps,
+        turns: row.turns,
         tool_calls: row.tool_calls,
     }
 }
@@ -190,7 +190,7 @@ fn task_delta(a: &TaskRow, b: &TaskRow) -> TaskDelta {
         reward_delta: a.reward.zip(b.reward).map(|(a, b)| b - a),
         cost_delta: b.cost - a.cost,
         duration_delta_ms: delta(a.duration_ms, b.duration_ms),
-        steps_delta: i64::from(b.steps) - i64::from(a.steps),
+        turns_delta: i64::from(b.turns) - i64::from(a.turns),
         tool_calls_delta: delta(a.tool_calls, b.tool_calls),
         tools_delta: tools
             .into_iter()

@@ -51,7 +51,7 @@ pub struct RunMetrics {
     /// From `session_finished`; `incomplete` when the log has none (the harness was killed).
     pub outcome: RunOutcome,
     /// Events in the log.
-    pub steps: u64,
+    pub events: u64,
     pub turns: u32,
     pub model_calls: u64,
     pub input_tokens: u64,
@@ -60,6 +60,11 @@ pub struct RunMetrics {
     pub cost: f64,
     pub cost_known: bool,
     pub tool_calls: BTreeMap<String, u64>,
+    /// Calls the policy (or a hook) refused: `blocked` results.
+    pub refused: u64,
+    /// The last `error` event's message that was not a tool's (a tool's error is the model's
+    /// to handle): why a session that stopped early stopped.
+    pub last_error: Option<String>,
     pub tool_latency_ms: BTreeMap<String, Latency>,
     pub errors: BTreeMap<crate::event_log::ErrorClass, u64>,
     /// The seq of the first `workspace_changed`, and the turn it came in.
@@ -80,6 +85,8 @@ pub struct RunMetrics {
     pub agent: Option<String>,
     /// Whether it ran a benchmark task (Harbor, Terminal-Bench).
     pub benchmark: bool,
+    /// A benchmark task its author marks broken on purpose (`[metadata] expected_broken`).
+    pub expected_broken: Option<String>,
     /// From `session_finished`: why it did not pass.
     pub failure: Option<FailureClass>,
     pub torn_lines: u64,
@@ -124,6 +131,11 @@ impl RunMetrics {
             Event::SessionStarted(header) => {
                 self.session_id = header.session_id;
                 self.agent = header.config.agent;
+                self.expected_broken = header
+                    .config
+                    .benchmark
+                    .as_ref()
+                    .and_then(|b| b.expected_broken.clone());
                 self.benchmark = header.config.benchmark.is_some();
             }
             Event::ImageBuilt(image) => self.build_ms += image.duration_ms,
@@ -153,7 +165,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
     let mut torn = 0;
     for envelope in events(dir, |_| torn += 1)? {
         let envelope = envelope?;
-        metrics.steps += 1;
+        metrics.events += 1;
         if first_ts.is_none() {
             first_ts = millis(&envelope.ts);
         }
@@ -174,6 +186,9 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             }
             Event::ToolResult(result) => {
                 *metrics.tool_calls.entry(result.name.clone()).or_default() += 1;
+                if result.status == crate::event_log::ToolStatus::Blocked {
+                    metrics.refused += 1;
+                }
                 samples
                     .entry(result.name)
                     .or_default()
@@ -184,7 +199,12 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
                 metrics.first_modification_seq = Some(envelope.seq);
                 metrics.first_modification_turn = Some(turn);
             }
-            Event::Error(error) => *metrics.errors.entry(error.class).or_default() += 1,
+            Event::Error(error) => {
+                *metrics.errors.entry(error.class).or_default() += 1;
+                if error.class != crate::event_log::ErrorClass::Tool {
+                    metrics.last_error = Some(error.message);
+                }
+            }
             Event::CheckResult(check) => metrics.check_passed = Some(check.passed),
             Event::SessionFinished(finished) => {
                 metrics.outcome = RunOutcome::Finished(finished.outcome);
@@ -223,7 +243,7 @@ pub fn write_table(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<
         "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>6} {:>9}",
         "session",
         "outcome",
-        "steps",
+        "events",
         "turns",
         "tools",
         "in tok",
@@ -254,7 +274,7 @@ fn write_row(run: &RunMetrics, out: &mut dyn Write) -> std::io::Result<()> {
         "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8.1} {:>6} {:>9}",
         run.session_id,
         run.outcome.as_str(),
-        run.steps,
+        run.events,
         run.turns,
         run.tool_calls.values().sum::<u64>(),
         run.input_tokens + run.cached_input_tokens,
@@ -279,7 +299,7 @@ fn write_totals(runs: &[RunMetrics], out: &mut dyn Write) -> std::io::Result<()>
         "{:<28} {:<13} {:>6} {:>6} {:>6} {:>10} {:>10} {:>10.4} {:>8.1} {:>6}",
         format!("total ({} runs)", runs.len()),
         format!("{completed} completed"),
-        sum(&|r| r.steps),
+        sum(&|r| r.events),
         sum(&|r| u64::from(r.turns)),
         sum(&|r| r.tool_calls.values().sum::<u64>()),
         sum(&|r| r.input_tokens + r.cached_input_tokens),

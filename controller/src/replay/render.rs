@@ -67,9 +67,17 @@ pub fn render(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, Re
             title = format!("Session {}", header.session_id);
         }
         if !started {
+            // The outcome first, so a reader need not scroll to the end for it.
+            let outcome = outcome_line(dir);
             match format {
-                Format::Md => writeln!(out, "# {title}\n").map_err(io)?,
-                Format::Html => write!(out, "{}", write::html_head(&title, &times)).map_err(io)?,
+                Format::Md => {
+                    writeln!(out, "# {title}\n").map_err(io)?;
+                    writeln!(out, "**{outcome}**\n").map_err(io)?;
+                }
+                Format::Html => {
+                    write!(out, "{}", write::html_head(&title, &times)).map_err(io)?;
+                    writeln!(out, "<p class=\"outcome\">{}</p>", escape(&outcome)).map_err(io)?;
+                }
             }
             started = true;
         }
@@ -93,4 +101,33 @@ pub fn render(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, Re
         writeln!(out, "</ol></main></body></html>").map_err(io)?;
     }
     Ok(n_events)
+}
+
+/// The session's end in one line, from its `session_finished` (or that it has none yet).
+fn outcome_line(dir: &Path) -> String {
+    let finished = events(dir, |_| {}).ok().and_then(|all| {
+        all.filter_map(Result::ok).find_map(|e| match e.event {
+            Event::SessionFinished(finished) => Some(finished),
+            _ => None,
+        })
+    });
+    let Some(f) = finished else {
+        return "Outcome: not finished (still running, or the harness was killed)".to_owned();
+    };
+    let failure = f
+        .failure
+        .map(|class| format!(" ({})", class.as_str()))
+        .unwrap_or_default();
+    let cost = if f.cost_known {
+        format!("${:.4}", f.cost)
+    } else {
+        format!("at least ${:.4}", f.cost)
+    };
+    format!(
+        "Outcome: {}{failure} · {} · {} · {cost} · {:.1} s",
+        f.outcome.as_str(),
+        crate::text::plural(f.turns, "turn"),
+        crate::text::plural(f.tool_calls, "tool call"),
+        f.duration_ms as f64 / 1000.0
+    )
 }

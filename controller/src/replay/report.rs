@@ -54,9 +54,14 @@ pub struct TaskRow {
     pub passed: bool,
     /// Attempts recorded in the batch log (retries and resumed runs add to it).
     pub attempts: u32,
-    /// Model turns: the loop's steps.
-    pub steps: u32,
+    /// Model turns (the loop's steps).
+    pub turns: u32,
     pub tool_calls: u64,
+    /// Calls the policy refused.
+    pub refused: u64,
+    /// A benchmark task its author marks broken on purpose, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_broken: Option<String>,
     /// Calls per tool (for comparing batches; not in `report.json`).
     #[serde(skip)]
     pub tools: BTreeMap<String, u64>,
@@ -88,6 +93,8 @@ pub struct Totals {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub tool_calls: u64,
+    /// Calls the policy refused, over every task.
+    pub refused: u64,
     /// The tasks' durations added up.
     pub task_time_ms: u64,
     /// The batch's own running time (every run of it, when resumed).
@@ -284,8 +291,10 @@ fn task_row(
             failure: None,
             passed: false,
             attempts: attempts.unwrap_or(0),
-            steps: 0,
+            turns: 0,
             tool_calls: 0,
+            refused: 0,
+            expected_broken: None,
             tools: BTreeMap::new(),
             input_tokens: 0,
             output_tokens: 0,
@@ -310,6 +319,7 @@ fn task_row(
         .benchmark
         .then(|| crate::bench::results::read_record(&folder).ok())
         .flatten();
+    let passed = m.outcome == RunOutcome::Finished(Outcome::Completed) && failure.is_none();
     Ok(TaskRow {
         task: id.to_owned(),
         name: id.to_owned(),
@@ -327,12 +337,14 @@ fn task_row(
         note: record.as_ref().and_then(|r| r.note.clone()),
         benchmark: m.benchmark,
         agent: m.agent.clone(),
-        passed: m.outcome == RunOutcome::Finished(Outcome::Completed) && failure.is_none(),
+        passed,
         failure,
         outcome: m.outcome,
         attempts: attempts.unwrap_or(1),
-        steps: m.turns,
+        turns: m.turns,
         tool_calls: m.tool_calls.values().sum(),
+        refused: m.refused,
+        expected_broken: m.expected_broken.clone(),
         tools: m.tool_calls.clone(),
         input_tokens: m.input_tokens + m.cached_input_tokens,
         output_tokens: m.output_tokens,
@@ -340,7 +352,8 @@ fn task_row(
         cost_known: m.cost_known,
         duration_ms: m.total_ms,
         log: Some(id.to_owned()),
-        reason: None,
+        // Why it stopped early, when it did not pass.
+        reason: m.last_error.filter(|_| !passed),
     })
 }
 
@@ -379,6 +392,7 @@ fn totals(rows: &[TaskRow], log: &BatchLog, samples: BTreeMap<String, Vec<u64>>)
         input_tokens: rows.iter().map(|r| r.input_tokens).sum(),
         output_tokens: rows.iter().map(|r| r.output_tokens).sum(),
         tool_calls: rows.iter().map(|r| r.tool_calls).sum(),
+        refused: rows.iter().map(|r| r.refused).sum(),
         task_time_ms: rows.iter().map(|r| r.duration_ms).sum(),
         wall_ms: log.wall_ms,
         tool_latency_ms,

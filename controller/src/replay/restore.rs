@@ -22,11 +22,14 @@ pub type State = BTreeMap<String, VersionRecord>;
 pub fn state_at(dir: &Path, step: u64) -> Result<(State, u64), ReplayError> {
     let mut state: Option<State> = None;
     let mut base_seq = 0;
+    let mut last_seq = None;
     for envelope in events(dir, |_| {})? {
         let envelope = envelope?;
         if envelope.seq > step && state.is_some() {
+            last_seq = Some(envelope.seq);
             break;
         }
+        last_seq = Some(envelope.seq);
         match envelope.event {
             Event::WorkspaceSnapshot(snapshot) => {
                 base_seq = envelope.seq;
@@ -53,6 +56,12 @@ pub fn state_at(dir: &Path, step: u64) -> Result<(State, u64), ReplayError> {
             }
             _ => {}
         }
+    }
+    if let Some(last) = last_seq.filter(|last| step > *last) {
+        return Err(ReplayError::Io(format!(
+            "{}: the log ends at seq {last}; step {step} is past its end (`replay show` lists the steps)",
+            dir.display()
+        )));
     }
     let state = state.ok_or_else(|| {
         ReplayError::Io(format!(

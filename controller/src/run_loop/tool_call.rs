@@ -65,6 +65,7 @@ impl Agent<'_> {
             arguments: call.arguments.clone(),
         };
         log.record(Event::ToolCall(call_event)).await?;
+        self.recorder.taking_off(&call.id, &call.name, name);
         let started = Instant::now();
         let span = tracing::info_span!(
             "tool_call",
@@ -77,11 +78,7 @@ impl Agent<'_> {
             .decide_and_run(call, task, name)
             .instrument(span.clone())
             .await?;
-        let status = match outcome.status {
-            ToolStatus::Ok => "ok",
-            ToolStatus::Error => "error",
-            ToolStatus::Blocked => "blocked",
-        };
+        let status = outcome.status.as_str();
         span.record("status", status);
         crate::telemetry::metrics().tool_call(&self.tool_label(call), status, started.elapsed());
         let duration_ms = started.elapsed().as_millis() as u64;
@@ -111,6 +108,7 @@ impl Agent<'_> {
             outputs,
         };
         log.record(Event::ToolResult(result)).await?;
+        self.recorder.landed();
         if outcome.status == ToolStatus::Error {
             // The model saw it as `ERROR: …`; the log also files it by class for metrics.
             let event = ErrorEvent {
@@ -147,11 +145,7 @@ impl Agent<'_> {
         outcome: &CallOutcome,
     ) -> Result<crate::hooks::Combined, SessionError> {
         let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
-        let status = match outcome.status {
-            ToolStatus::Ok => "ok",
-            ToolStatus::Error => "error",
-            ToolStatus::Blocked => "blocked",
-        };
+        let status = outcome.status.as_str();
         let input = serde_json::json!({
             "tool_input": parse_call(&self.tools_now(), call).unwrap_or(Value::Null),
             "tool_result": {
@@ -233,7 +227,12 @@ impl Agent<'_> {
             .log
             .record(Event::PolicyDecision(event))
             .await?;
+        if let Some(why) = judgement.fatal {
+            self.observer.tool_refused(call, &why);
+            return Err(SessionError::Model(crate::llm::ModelError::Script(why)));
+        }
         if !settled.allowed {
+            self.observer.tool_refused(call, &settled.reason);
             let text = policy::blocked_message(&settled.reason);
             return Ok(CallOutcome::refused(ToolStatus::Blocked, text));
         }
@@ -347,6 +346,7 @@ fn tightened(judgement: Judgement, hooked: &crate::hooks::Combined) -> Judgement
         risk: None,
         authorized: None,
         classifier_model: None,
+        fatal: judgement.fatal,
     }
 }
 

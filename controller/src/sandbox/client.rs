@@ -563,6 +563,7 @@ fn encode_segment(segment: &str) -> String {
 }
 
 mod calls;
+pub(crate) use calls::chunk_text;
 mod error;
 mod processes;
 #[cfg(test)]

@@ -113,6 +113,8 @@ impl RunAs {
     pub fn server_flag(&self) -> Result<Option<String>, String> {
         let root = nix::unistd::geteuid().is_root();
         match self {
+            // Said to the server, so it knows root is the operator's choice, not an oversight.
+            RunAs::Own if root => Ok(Some("root".to_owned())),
             RunAs::Own => Ok(None),
             RunAs::Default if root => Ok(Some(DEFAULT_USER.to_owned())),
             RunAs::Default => Ok(None),
@@ -273,6 +275,10 @@ fn server_command(
         .args(["--network", network.as_str()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
+        // A group of its own: a terminal's Ctrl-C (SIGINT to the foreground group) reaches the
+        // harness only, which stops the session and then its sandbox; the server dying first
+        // would look like an infrastructure failure, and a batch would retry the task.
+        .process_group(0)
         .kill_on_drop(true);
     // The server gets only the variables it reads (and passes on an allow-list of to its
     // commands): the harness's keys, tokens and other settings are not the sandbox's business.

@@ -76,6 +76,12 @@ impl Header<'_> {
                     agent: run.task.network.agent.describe(),
                     verifier: run.task.network.verifier.describe(),
                 }),
+                expected_broken: run
+                    .task
+                    .metadata
+                    .get("expected_broken")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned),
             }),
         };
         let started = SessionStarted {

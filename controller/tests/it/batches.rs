@@ -234,7 +234,7 @@ async fn every_row_agrees_with_its_own_metrics(out: &Path, report: &Value) {
         .await;
         let m: Value = serde_json::from_str::<Vec<Value>>(&metrics.stdout).unwrap()[0].clone();
         assert_eq!(task["outcome"], m["outcome"], "{name}");
-        assert_eq!(task["steps"], m["turns"], "{name}");
+        assert_eq!(task["turns"], m["turns"], "{name}");
         let tools: u64 = m["tool_calls"]
             .as_object()
             .unwrap()

@@ -121,7 +121,7 @@ fn all_of<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
 }
 
 /// Writes a Harbor task: `test` is its tests/test.sh, `solve` its solution.
-fn harbor_task(root: &std::path::Path, name: &str, toml: &str, solve: &str, test: &str) {
+pub(crate) fn harbor_task(root: &std::path::Path, name: &str, toml: &str, solve: &str, test: &str) {
     let task = root.join(name);
     for dir in ["environment", "solution", "tests"] {
         std::fs::create_dir_all(task.join(dir)).unwrap();
@@ -137,7 +137,7 @@ fn harbor_task(root: &std::path::Path, name: &str, toml: &str, solve: &str, test
     write("tests/test.sh", &format!("#!/bin/bash\n{test}\n"));
 }
 
-const QUICK: &str = "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n[environment]\nallow_internet = false\n";
+pub(crate) const QUICK: &str = "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n[environment]\nallow_internet = false\n";
 
 /// §2: a trial whose verifier gives no reward is an error (Harbor's rule for its format) and
 /// counts as 0 in the mean over every trial, beside the mean over the scored ones and the

@@ -153,11 +153,19 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
         assert_eq!(row["passed"], if broken { 0 } else { 1 }, "{row}");
         let health = row["health"].as_str().unwrap();
         assert_eq!(health == "ok", !broken, "{row}");
+        assert_eq!(health.contains("(expected: "), broken, "{row}");
     }
     assert!(
-        run.stdout.contains("1 of 11 tasks broken"),
-        "{}",
         run.stdout
+            .contains("1 of 11 tasks broken (1 as expected: off-by-one)"),
+        "issue 27 §7: the broken-on-purpose task is labelled: {}",
+        run.stdout
+    );
+    // Issue 27 §9: one trial has one pass@1 column, and a cost of $0 everywhere is said.
+    assert!(!html.contains("<th>pass@1</th><th>pass@1</th>"));
+    assert!(
+        html.contains("all 11 at 0 $ per task"),
+        "the cost chart says it"
     );
     // The oracle ran through the bash tool, the policy and the log, as a model's call would.
     let hello = events(&out.join("hello-file"));
@@ -394,7 +402,11 @@ async fn a_model_session_on_a_task_is_exported_restored_and_rerun() {
     let task = dataset().join("hello-file");
     let model = format!("script:{}", script.display());
     let run = harness(
-        &batch_args(&task, &out, &["--model", &model, "--approve", "auto"]),
+        &batch_args(
+            &task,
+            &out,
+            &["--model", &model, "--approve", "auto", "--no-classifier"],
+        ),
         Duration::from_secs(300),
     )
     .await;

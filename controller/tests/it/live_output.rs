@@ -32,6 +32,7 @@ async fn run_with(mode: &str) -> common::Run {
     let dir = tempfile::tempdir().unwrap();
     let task = slow_task(dir.path());
     let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
     let command = common::command(&[
         "run",
         "--policy",

@@ -39,6 +39,8 @@ mod deploy;
 mod docker;
 /// A tool call's answer lost on the way back: repeated under its key, run once; one round trip.
 mod dropped;
+/// Issue 27: what a new user met in the first hour (Ctrl-C, refusals, reasons, bad input).
+mod first_hour;
 /// Hooks: command and HTTP handlers, every event, every tool denied, fail-closed, rerun.
 mod hooks;
 /// Crafted logs: restore stays inside its target, rerun judges the calls again.

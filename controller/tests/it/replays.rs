@@ -23,6 +23,15 @@ fn ensure_file_contents(path: &Path, contents: &str) {
 }
 
 #[test]
+fn committed_scripted_model_schema_is_current() {
+    let schema = serde_json::to_string_pretty(&controller::llm::script_schema()).unwrap() + "\n";
+    ensure_file_contents(
+        &repo_root().join("proto-docs/scripted-model.schema.json"),
+        &schema,
+    );
+}
+
+#[test]
 fn committed_event_log_schema_is_current() {
     let schema = serde_json::to_string_pretty(&controller::event_log::schema()).unwrap() + "\n";
     ensure_file_contents(
@@ -273,7 +282,7 @@ async fn the_metrics_count_what_happened(log: &Path, n_events: usize, after_edit
     let figures: Value = serde_json::from_str(&metrics.stdout).unwrap();
     let figures = &figures[0];
     assert_eq!(figures["outcome"], "completed");
-    assert_eq!(figures["steps"], n_events);
+    assert_eq!(figures["events"], n_events);
     assert_eq!(figures["model_calls"], 5);
     assert_eq!(
         figures["tool_calls"],

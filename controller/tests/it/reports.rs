@@ -83,7 +83,7 @@ async fn compare_shows_the_flips_deltas_and_one_sided_tasks_of_two_real_batches(
         "compare",
         a_arg,
         b_arg,
-        "-o",
+        "--html",
         page.to_str().unwrap(),
     ])
     .await;
@@ -163,7 +163,7 @@ fn the_json_has_the_deltas(c: &Value) {
     assert_eq!(mends["tools_delta"], json!({"bash": -1, "write_file": 1}));
     assert_eq!(steady["change"], "still_passing");
     assert_eq!(steady["tools_delta"], json!({"bash": 1}));
-    assert_eq!(steady["steps_delta"], 1);
+    assert_eq!(steady["turns_delta"], 1);
     let slower = steady["duration_delta_ms"].as_i64().unwrap();
     assert!(
         slower >= 700,

@@ -186,8 +186,7 @@ async fn a_remote_sandbox_is_reached_by_url_and_token() {
         &url,
         "--sandbox-token-file",
         token_file.to_str().unwrap(),
-        "Write",
-        "remote.txt",
+        "Write remote.txt",
     ]);
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);

@@ -60,10 +60,10 @@ fn tools(total: i64, per_tool: &BTreeMap<String, i64>) -> String {
 
 fn side_line(name: &str, side: &Side) -> String {
     format!(
-        "{name}: {} (batch {}): {} tasks, {} passed ({:.1}%), cost ${:.4}, task time {} s, {} tool calls",
+        "{name}: {} (batch {}): {}, {} passed ({:.1}%), cost ${:.4}, task time {} s, {} tool calls",
         side.path.display(),
         side.batch_id,
-        side.tasks,
+        crate::text::plural(side.tasks, "task"),
         side.passed,
         100.0 * side.pass_rate,
         side.cost,
@@ -113,7 +113,7 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
             reward(task),
             task.cost_delta,
             signed_seconds(task.duration_delta_ms),
-            signed(task.steps_delta),
+            signed(task.turns_delta),
             tools(task.tool_calls_delta, &task.tools_delta)
         )?;
         let named = named_rewards(task);
@@ -278,7 +278,7 @@ fn write_html_row(task: &TaskDelta, out: &mut dyn Write) -> std::io::Result<()> 
         task.cost_delta,
         trend(task.duration_delta_ms as f64),
         signed_seconds(task.duration_delta_ms),
-        signed(task.steps_delta),
+        signed(task.turns_delta),
         escape(&tools(task.tool_calls_delta, &task.tools_delta))
     )
 }

@@ -1,5 +1,6 @@
 //! One transcript block per event: its title, notes and sections.
 
+use crate::text::plural;
 use std::path::{Path, PathBuf};
 
 use sandbox_protocol::EntryKind;
@@ -69,8 +70,8 @@ pub(super) fn block(
 
 fn batch_started(block: &mut Block, _dir: &Path, batch: &BatchStarted) -> Result<(), ReplayError> {
     block.title = format!(
-        "Batch started: {} tasks, {} at once, sandbox {}",
-        batch.tasks.len(),
+        "Batch started: {}, {} at once, sandbox {}",
+        plural(batch.tasks.len(), "task"),
         batch.parallel,
         batch.sandbox
     );
@@ -657,14 +658,5 @@ fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
         ),
         lang: "text",
         full: None,
-    }
-}
-
-/// `1 path`, `2 paths`; `process` takes `es`.
-fn plural(n: usize, noun: &str) -> String {
-    match (n, noun.ends_with('s')) {
-        (1, _) => format!("1 {noun}"),
-        (_, true) => format!("{n} {noun}es"),
-        (_, false) => format!("{n} {noun}s"),
     }
 }

@@ -55,7 +55,7 @@ pub(super) fn write_html(
         out,
         "<div class=\"head\"><a class=\"seq\" href=\"#e{0}\">{0}</a> <span class=\"title\">{1}</span> <time>{2}</time>{mark}</div>",
         block.seq,
-        escape(&block.title),
+        inline_code(&block.title),
         escape(&block.ts)
     )?;
     if let Some(bar) = bar {
@@ -67,7 +67,7 @@ pub(super) fn write_html(
         )?;
     }
     for note in &block.notes {
-        writeln!(out, "<div class=\"note\">{}</div>", escape(note))?;
+        writeln!(out, "<div class=\"note\">{}</div>", inline_code(note))?;
     }
     for section in &block.sections {
         let body = if section.lang == "diff" {
@@ -155,7 +155,7 @@ li.workspace_changed::before {{ background: #8a5a00; }} li.error::before {{ back
 li.policy_decision::before {{ background: #6e3fb3; }} li.session_finished::before, li.session_started::before {{ background: #1d1d1f; }}
 .head {{ font-weight: 600; }} .seq {{ color: #6e6e73; text-decoration: none; font-family: ui-monospace, monospace; margin-right: .4rem; }}
 time {{ color: #6e6e73; font-weight: 400; font-size: .85em; margin-left: .5rem; }}
-.note {{ color: #3a3a3c; }} .warn {{ color: #b3261e; }} .full {{ color: #6e6e73; font-size: .85em; }}
+.outcome {{ font-weight: 600; margin: .5em 0 1em; }} .note {{ color: #3a3a3c; }} code {{ background: #f2f2f7; padding: 0 .2em; border-radius: 3px; }} .warn {{ color: #b3261e; }} .full {{ color: #6e6e73; font-size: .85em; }}
 pre {{ background: #f5f5f7; padding: .6rem; overflow: auto; max-height: 32rem; font-size: 12.5px; white-space: pre-wrap; }}
 .add {{ color: #0a7a35; }} .del {{ color: #b3261e; }} .hunk {{ color: #6e3fb3; }}
 .steptime {{ display: flex; align-items: center; gap: .5rem; font-size: .8em; color: #6e6e73; }}
@@ -172,4 +172,48 @@ li.slow .steptime .bar {{ background: #c0392b; }} li.slow .steptime .ms {{ color
         escape(title),
         slowest_html(times)
     )
+}
+
+/// Escaped text with its `code` spans (Markdown's backticks, as titles and notes are written)
+/// set as `<code>`; an unmatched backtick stays as it is.
+fn inline_code(text: &str) -> String {
+    let parts: Vec<&str> = text.split('`').collect();
+    if parts.len() < 3 {
+        return escape(text);
+    }
+    let mut out = String::new();
+    let pairs = (parts.len() - 1) / 2;
+    for (i, part) in parts.iter().enumerate() {
+        match i {
+            0 => out.push_str(&escape(part)),
+            _ if i <= pairs * 2 && i % 2 == 1 => {
+                out.push_str("<code>");
+                out.push_str(&escape(part));
+            }
+            _ if i <= pairs * 2 => {
+                out.push_str("</code>");
+                out.push_str(&escape(part));
+            }
+            _ => {
+                out.push('`');
+                out.push_str(&escape(part));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inline_code;
+
+    #[test]
+    fn backticks_become_code_and_the_rest_is_escaped() {
+        assert_eq!(
+            inline_code("run `ls <x>` now"),
+            "run <code>ls &lt;x&gt;</code> now"
+        );
+        assert_eq!(inline_code("a `b` c `d"), "a <code>b</code> c `d");
+        assert_eq!(inline_code("no code"), "no code");
+    }
 }

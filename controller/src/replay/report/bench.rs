@@ -80,6 +80,8 @@ pub struct BenchSummary {
     pub unresolved: usize,
     /// Tasks the oracle or nop agent found broken.
     pub broken: usize,
+    /// Of those, the tasks their author marks broken on purpose.
+    pub expected_broken: Vec<String>,
     /// Tasks of the dataset that could not be run, with why.
     pub not_runnable: Vec<NotRunnable>,
 }
@@ -209,11 +211,19 @@ pub(super) fn summarise(
             .iter()
             .filter(|t| t.health.as_deref().is_some_and(|h| h != "ok"))
             .count(),
+        expected_broken: tasks
+            .iter()
+            .filter(|t| t.health.as_deref().is_some_and(|h| h.contains(EXPECTED)))
+            .map(|t| t.task.clone())
+            .collect(),
         agent,
         tasks,
         not_runnable,
     })
 }
+
+/// How a health column marks a task broken on purpose.
+const EXPECTED: &str = "expected";
 
 fn task_row(name: &str, trials: &[&TaskRow], k: u32, agent: &str) -> BenchTaskRow {
     let t = tally(trials);
@@ -226,7 +236,12 @@ fn task_row(name: &str, trials: &[&TaskRow], k: u32, agent: &str) -> BenchTaskRo
         _ if n == 0 => None,
         "oracle" if c == n => Some("ok".to_owned()),
         "oracle" if no_reward => Some("broken: its verifier gave no reward".to_owned()),
-        "oracle" => Some("broken: its oracle does not pass".to_owned()),
+        "oracle" => Some(
+            match trials.iter().find_map(|r| r.expected_broken.as_deref()) {
+                Some(why) => format!("broken: its oracle does not pass ({EXPECTED}: {why})"),
+                None => "broken: its oracle does not pass".to_owned(),
+            },
+        ),
         "nop" if c > 0 => Some("broken: passes with nothing done".to_owned()),
         "nop" if no_reward => Some("broken: its verifier gave no reward".to_owned()),
         "nop" => Some("ok".to_owned()),
@@ -340,9 +355,13 @@ pub(super) fn write_text(
         summary.scored,
         match summary.agent.as_str() {
             "oracle" | "nop" => format!(
-                "; {} of {} tasks broken",
+                "; {} of {} tasks broken{}",
                 summary.broken,
-                summary.tasks.len()
+                summary.tasks.len(),
+                match summary.expected_broken.len() {
+                    0 => String::new(),
+                    n => format!(" ({n} as expected: {})", summary.expected_broken.join(", ")),
+                }
             ),
             _ => String::new(),
         }
@@ -384,13 +403,19 @@ pub(super) fn html(summary: &BenchSummary) -> String {
     let escape = crate::text::escape;
     let k = summary.k;
     let mut page = format!(
-        "<h2>Benchmark tasks</h2>\n<p>Agent {}, {k} trials per task: {} of {} trials passed, pass@1 {}, pass@{k} {}; mean reward {} over every trial (an errored one as 0), {} over the {} scored. Errored trials: {}.{}</p>\n\
-         <table><tr><th>task</th><th>trials</th><th>passed</th><th>pass@1</th><th>pass@{k}</th><th>mean reward</th><th>scored mean</th><th>errors</th><th>tampered</th><th>named rewards</th><th>health</th></tr>\n",
+        "<h2>Benchmark tasks</h2>\n<p>Agent {}, {}: {} of {} trials passed, pass@1 {}{}; mean reward {} over every trial (an errored one as 0), {} over the {} scored. Errored trials: {}.{}</p>\n\
+         <table><tr><th>task</th><th>trials</th><th>passed</th><th>pass@1</th>{}<th>mean reward</th><th>scored mean</th><th>errors</th><th>tampered</th><th>named rewards</th><th>health</th></tr>\n",
         escape(&summary.agent),
+        crate::text::plural(k, "trial") + " per task",
         summary.passed,
         summary.trials,
         percent(summary.pass_at_1),
-        percent(summary.pass_at_k),
+        // pass@k is pass@1 again with one trial: shown only for k > 1.
+        if k > 1 {
+            format!(", pass@{k} {}", percent(summary.pass_at_k))
+        } else {
+            String::new()
+        },
         number(summary.mean_reward),
         number(summary.mean_scored),
         summary.scored,
@@ -403,15 +428,24 @@ pub(super) fn html(summary: &BenchSummary) -> String {
         } else {
             String::new()
         },
+        if k > 1 {
+            format!("<th>pass@{k}</th>")
+        } else {
+            String::new()
+        },
     );
     for task in &summary.tasks {
         page.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&task.task),
             task.trials,
             task.passed,
             percent(task.pass_at_1),
-            percent(task.pass_at_k),
+            if k > 1 {
+                format!("<td>{}</td>", percent(task.pass_at_k))
+            } else {
+                String::new()
+            },
             number(task.mean_reward),
             number(task.mean_scored),
             escape(&errors_text(&task.errors)),

@@ -151,10 +151,10 @@ fn turns(ran: &[&TaskRow]) -> Vec<Bar> {
         .iter()
         .map(|row| Bar {
             label: row.task.clone(),
-            value: f64::from(row.steps),
+            value: f64::from(row.turns),
             tip: format!(
                 "{}: {} turns, {} tool calls",
-                row.task, row.steps, row.tool_calls
+                row.task, row.turns, row.tool_calls
             ),
             tone: if row.passed { Tone::Good } else { Tone::Bad },
         })
@@ -188,8 +188,10 @@ mod tests {
             failure,
             passed,
             attempts: 1,
-            steps: 2,
+            turns: 2,
             tool_calls: 1,
+            refused: 0,
+            expected_broken: None,
             tools: BTreeMap::new(),
             input_tokens: 0,
             output_tokens: 0,

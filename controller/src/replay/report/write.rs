@@ -1,5 +1,6 @@
 //! The batch report as a table and as one self-contained HTML page.
 
+use crate::text::plural;
 use std::io::Write;
 use std::path::Path;
 
@@ -30,7 +31,7 @@ pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<
         "outcome",
         "failure",
         "try",
-        "steps",
+        "turns",
         "tools",
         "in tok",
         "out tok",
@@ -45,7 +46,7 @@ pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<
             row.outcome.as_str(),
             row.failure.map_or("-", |f| f.as_str()),
             row.attempts,
-            row.steps,
+            row.turns,
             row.tool_calls,
             row.input_tokens,
             row.output_tokens,
@@ -63,13 +64,13 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
     let t = &report.totals;
     writeln!(
         out,
-        "\n{} tasks: {} passed, {} failed, {} not run; pass rate {:.1}% of those run; {} retries",
-        t.tasks,
+        "\n{}: {} passed, {} failed, {} not run; pass rate {:.1}% of those run; {}",
+        plural(t.tasks, "task"),
         t.passed,
         t.failed,
         t.not_run,
         100.0 * t.pass_rate,
-        t.retries
+        plural(t.retries, "retry").replace("retrys", "retries")
     )?;
     if !t.failures.is_empty() {
         let classes: Vec<String> = t
@@ -81,11 +82,15 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
     }
     writeln!(
         out,
-        "cost ${:.4}; tokens {} in, {} out; {} tool calls; task time {:.1} s; wall time {:.1} s",
+        "cost ${:.4}; tokens {} in, {} out; {}{}; task time {:.1} s; wall time {:.1} s",
         t.cost,
         t.input_tokens,
         t.output_tokens,
-        t.tool_calls,
+        plural(t.tool_calls, "tool call"),
+        match t.refused {
+            0 => String::new(),
+            n => format!(" ({n} refused by the policy)"),
+        },
         t.task_time_ms as f64 / 1000.0,
         t.wall_ms as f64 / 1000.0
     )?;
@@ -166,7 +171,7 @@ fn html_head(report: &BatchReport) -> String {
          <h1>Batch {id}{interrupted}</h1>\n<p>{tasks} tasks: {passed} passed, {failed} failed, \
          {not_run} not run; pass rate {rate:.1}% of those run; {retries} retries. Cost ${cost:.4}; \
          task time {task_s:.1} s; wall time {wall_s:.1} s.</p>\n{charts}<table id=\"tasks\"><thead><tr><th>task</th>\
-         <th>outcome</th><th>failure</th><th>attempts</th><th>steps</th><th>tool calls</th>\
+         <th>outcome</th><th>failure</th><th>attempts</th><th>turns</th><th>tool calls</th>\
          <th>tokens in</th><th>tokens out</th><th>cost $</th><th>time s</th></tr></thead><tbody>\n",
         id = escape(&report.batch_id),
         interrupted = if report.interrupted {
@@ -210,7 +215,7 @@ fn html_row(row: &TaskRow) -> String {
         row.outcome.as_str(),
         failure,
         row.attempts,
-        row.steps,
+        row.turns,
         row.tool_calls,
         row.input_tokens,
         row.output_tokens,
@@ -226,7 +231,7 @@ fn html_foot(report: &BatchReport) -> String {
          <td>{}</td><td>{}</td><td>{:.4}</td><td>{:.1}</td></tr></tfoot></table>\n",
         t.passed,
         report.tasks.iter().map(|r| r.attempts).sum::<u32>(),
-        report.tasks.iter().map(|r| u64::from(r.steps)).sum::<u64>(),
+        report.tasks.iter().map(|r| u64::from(r.turns)).sum::<u64>(),
         t.tool_calls,
         t.input_tokens,
         t.output_tokens,

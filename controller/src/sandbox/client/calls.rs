@@ -100,16 +100,10 @@ impl SandboxClient {
         match event {
             "output" => {
                 let chunk: OutputChunk = self.decode_bytes(data.as_bytes())?;
-                let text = match chunk.encoding {
-                    Encoding::Utf8 => chunk.data,
-                    Encoding::Base64 => base64::engine::general_purpose::STANDARD
-                        .decode(&chunk.data)
-                        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-                        .unwrap_or_default(),
-                };
+                let stream = chunk.stream;
                 each(LiveOutput::Output {
-                    stream: chunk.stream,
-                    text,
+                    stream,
+                    text: chunk_text(chunk),
                 });
             }
             "dropped" => {
@@ -120,5 +114,16 @@ impl SandboxClient {
             _ => {} // a heartbeat, or an event this client does not know
         }
         Ok(false)
+    }
+}
+
+/// A chunk of a process's output as text (a binary chunk's bytes read lossily).
+pub(crate) fn chunk_text(chunk: OutputChunk) -> String {
+    match chunk.encoding {
+        Encoding::Utf8 => chunk.data,
+        Encoding::Base64 => base64::engine::general_purpose::STANDARD
+            .decode(&chunk.data)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default(),
     }
 }

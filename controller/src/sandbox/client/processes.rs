@@ -1,7 +1,9 @@
 //! Processes started by id on the sandbox (`/v1/processes`): what an MCP server running inside
 //! the sandbox needs of them.
 
-use sandbox_protocol::{Encoding, ManagedProcess, StartProcessRequest, StdinRequest};
+use sandbox_protocol::{
+    Encoding, ManagedProcess, ProcessOutput, StartProcessRequest, StdinRequest,
+};
 
 use super::{SandboxClient, SandboxError, encode_segment};
 
@@ -31,6 +33,22 @@ impl SandboxClient {
         self.send(self.request(reqwest::Method::POST, &path).json(&body))
             .await
             .map(drop)
+    }
+
+    /// `GET /v1/processes/{id}/output`: what the process printed after chunk `after_seq`, at
+    /// most about `max_bytes`, without waiting.
+    pub async fn process_output(
+        &self,
+        id: &str,
+        after_seq: u64,
+        max_bytes: usize,
+    ) -> Result<ProcessOutput, SandboxError> {
+        let path = format!(
+            "/v1/processes/{}/output?after_seq={after_seq}&wait_ms=0&max_bytes={max_bytes}",
+            encode_segment(id)
+        );
+        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
+        self.json(response).await
     }
 
     /// `DELETE /v1/processes/{id}`: kills the process and everything it started.

@@ -9,11 +9,16 @@ use sandbox_protocol::{Protection, ProtectionName};
 
 use super::{check, protection};
 
+/// The detail of `unprivileged_user` when the operator asked for root (`--run-as root`): not in
+/// force, by their choice, so the server says it without a warning.
+pub const DECLINED: &str = "--run-as root: commands run as root, as the operator asked (and the process limit does not bind root)";
+
 /// The user to switch to (only when the server is root), and the protection.
 pub fn prepare(run_as: Option<(u32, u32)>) -> (Option<(u32, u32)>, Protection) {
     let is_root = nix::unistd::geteuid().is_root();
     let name = ProtectionName::UnprivilegedUser;
     let protection = match (run_as, is_root) {
+        (Some((0, _)), true) => protection(name, false, DECLINED),
         (Some((uid, gid)), true) => {
             protection(name, true, format!("commands run as uid {uid}, gid {gid}"))
         }
@@ -33,7 +38,8 @@ pub fn prepare(run_as: Option<(u32, u32)>) -> (Option<(u32, u32)>, Protection) {
             "commands run as the server's own, unprivileged user",
         ),
     };
-    (run_as.filter(|_| is_root), protection)
+    // Root asked for is no switch at all: commands run as the server does.
+    (run_as.filter(|(uid, _)| is_root && *uid != 0), protection)
 }
 
 /// Whether commands that run as `uid`:`gid` (no supplementary group) can work in `workspace`:

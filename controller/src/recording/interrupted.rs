@@ -1,0 +1,99 @@
+//! The call that was running when a session was interrupted: its result in the log is what
+//! it had printed by then, marked `interrupted`, so a Ctrl-C never loses a command's output.
+
+use std::time::Instant;
+
+use sandbox_protocol::OutputStream;
+
+use super::{RecordError, Recorder};
+use crate::event_log::{Event, ToolResult, ToolStatus};
+
+/// At most this much of the interrupted command's output is kept (the sandbox's buffer
+/// holds the latest; what it dropped is said).
+const KEPT: usize = 1 << 20;
+
+/// A tool call between its `tool_call` event and its result.
+#[derive(Debug, Clone)]
+pub(crate) struct InFlight {
+    pub call_id: String,
+    pub tool: String,
+    /// Its name on the sandbox (a `bash` call is a process there by this id).
+    pub process: String,
+    pub started: Instant,
+}
+
+impl Recorder {
+    /// A call starts: it is the one in flight until [`Recorder::landed`].
+    pub fn taking_off(&self, call_id: &str, tool: &str, process: &str) {
+        *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()) = Some(InFlight {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            process: process.to_owned(),
+            started: Instant::now(),
+        });
+    }
+
+    /// The call has its result in the log.
+    pub fn landed(&self) {
+        *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Called when the session was interrupted: the call in flight, if any, gets its result,
+    /// the output its command printed so far (a `bash` call), marked interrupted. The command
+    /// itself is ended with the sandbox.
+    pub async fn record_interrupted(&self) -> Result<(), RecordError> {
+        let Some(call) = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return Ok(());
+        };
+        let printed = match call.tool.as_str() {
+            "bash" => self.printed_so_far(&call.process).await,
+            _ => None,
+        };
+        let seconds = call.started.elapsed().as_secs_f64();
+        let text = match printed {
+            Some(printed) if !printed.is_empty() => {
+                format!("interrupted (Ctrl-C) after {seconds:.1} s; its output so far:\n{printed}")
+            }
+            Some(_) => format!("interrupted (Ctrl-C) after {seconds:.1} s; it had printed nothing"),
+            None => format!("interrupted (Ctrl-C) after {seconds:.1} s"),
+        };
+        let result = ToolResult {
+            call_id: call.call_id,
+            name: call.tool,
+            status: ToolStatus::Interrupted,
+            output: self.log.text(&text)?,
+            exit_code: None,
+            timed_out: None,
+            duration_ms: call.started.elapsed().as_millis() as u64,
+            outputs: Vec::new(),
+        };
+        self.log.record(Event::ToolResult(result)).await?;
+        Ok(())
+    }
+
+    /// The command's output as the sandbox holds it (stdout, then stderr under `stderr:`),
+    /// `None` when the sandbox has no such process (it had not started, or is gone).
+    async fn printed_so_far(&self, process: &str) -> Option<String> {
+        let output = self.sandbox.process_output(process, 0, KEPT).await.ok()?;
+        let mut streams = [String::new(), String::new()];
+        for chunk in output.chunks {
+            let stderr = chunk.stream == OutputStream::Stderr;
+            streams[usize::from(stderr)].push_str(&crate::sandbox::client::chunk_text(chunk));
+        }
+        let [stdout, stderr] = streams;
+        let mut text = match output.dropped {
+            Some(dropped) => format!("[{} bytes before this were dropped]\n", dropped.bytes),
+            None => String::new(),
+        };
+        text.push_str(&stdout);
+        if !stderr.is_empty() {
+            text.push_str(&format!("\nstderr:\n{stderr}"));
+        }
+        Some(text)
+    }
+}
