@@ -74,10 +74,18 @@ impl Agent<'_> {
             call_id = %call.id,
             status = tracing::field::Empty,
         );
-        let (outcome, mut context) = self
+        let decided = self
             .decide_and_run(call, task, name)
             .instrument(span.clone())
-            .await?;
+            .await;
+        let (outcome, mut context) = match decided {
+            Ok(decided) => decided,
+            Err(err) => {
+                // The session stops here; the call still gets its result in the log.
+                self.unfinished(call, &err, started).await;
+                return Err(err);
+            }
+        };
         let status = outcome.status.as_str();
         span.record("status", status);
         crate::telemetry::metrics().tool_call(&self.tool_label(call), status, started.elapsed());
@@ -125,6 +133,29 @@ impl Agent<'_> {
         }
         // The model is shown what the log keeps: no run of a secret the harness knows.
         Ok((log.redact(&text), outcome.step))
+    }
+
+    /// The result of a call the session stopped on (a sandbox that failed, a script with no
+    /// verdict left): status `error`, the reason as its text. Best effort: the session's own
+    /// error is what it reports.
+    async fn unfinished(&self, call: &ToolCall, err: &SessionError, started: Instant) {
+        let log = &self.recorder.log;
+        let Ok(output) = log.text(&format!("the session stopped on this call: {err}")) else {
+            return;
+        };
+        let result = ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            status: ToolStatus::Error,
+            output,
+            exit_code: None,
+            timed_out: None,
+            duration_ms: started.elapsed().as_millis() as u64,
+            outputs: Vec::new(),
+        };
+        if log.record(Event::ToolResult(result)).await.is_ok() {
+            self.recorder.landed();
+        }
     }
 
     /// A call's tool as a metrics label: a tool the model was offered, or `unknown` (a model

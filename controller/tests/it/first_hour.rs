@@ -123,6 +123,17 @@ async fn a_refused_call_says_so_and_a_script_without_verdicts_fails_loudly() {
         run.stderr
     );
     assert!(!workspace.join("a.txt").exists());
+    // The call the session stopped on still has its result in the log.
+    let log = events(&run.log_dir());
+    let result = &of_type(&log, "tool_result")[0]["data"];
+    assert_eq!(result["status"], "error", "{result}");
+    assert!(
+        result["output"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("verdicts"),
+        "{result}"
+    );
 }
 
 /// §3: a task that could not start has its reason in the table, report.json and report.html;
