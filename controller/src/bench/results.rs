@@ -8,6 +8,7 @@
 //! its mean and pass@k from our files as it would from its own.
 
 pub mod job;
+mod steps;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::atif::{self, AGENT_NAME};
+use super::atif::AGENT_NAME;
 use crate::event_log::{
     ErrorClass, Event, FailureClass, Outcome, SessionFinished, SessionStarted, StepsFinished,
     VerifierFinished, VerifierIsolated,
@@ -253,7 +254,7 @@ pub fn write_trial(dir: &Path, link: &TrialLink) -> anyhow::Result<TrialRecord> 
     if let Some((name, message)) = &exception {
         std::fs::write(dir.join("exception.txt"), format!("{name}: {message}\n"))?;
     }
-    write_agent_files(dir, &read)?;
+    steps::write_agent_files(dir, &read)?;
     std::fs::write(dir.join("trial.log"), trial_log(&read, &trial_name))?;
     let finished = read.finished.as_ref().map(|(_, f)| f);
     let usage = finished.map(|f| f.usage).unwrap_or_default();
@@ -468,70 +469,10 @@ fn result_json(
             .rewards
             .as_ref()
             .map_or(Value::Null, |r| json!({"rewards": r}));
-        result["step_results"] = Value::Array(step_results(read, steps, finished_ts));
+        result["step_results"] = Value::Array(steps::step_results(read, steps, finished_ts));
         result["multi_step"] = json!({"strategy": steps.strategy, "stopped": steps.stopped});
     }
     Ok(result)
-}
-
-/// `step_results`: each step that ran, as Harbor's `StepResult`.
-fn step_results(read: &Read, steps: &StepsFinished, finished_ts: &str) -> Vec<Value> {
-    steps
-        .steps
-        .iter()
-        .map(|score| {
-            let ran = read.steps.iter().find(|s| s.name == score.name);
-            let verifier = ran.and_then(|s| s.verifier.as_ref());
-            let started = ran.map_or(finished_ts, |s| s.started.as_str());
-            let agent_end = ran
-                .and_then(|s| s.isolated.as_deref())
-                .unwrap_or(finished_ts);
-            let usage = ran.map(|s| s.usage).unwrap_or_default();
-            json!({
-                "step_name": score.name,
-                "agent_result": {
-                    "n_input_tokens": usage.input_tokens + usage.cached_input_tokens + usage.cache_write_tokens,
-                    "n_cache_tokens": usage.cached_input_tokens,
-                    "n_output_tokens": usage.output_tokens,
-                    "cost_usd": ran.map_or(0.0, |s| s.cost),
-                },
-                "verifier_result": score.rewards.as_ref().map(|r| json!({"rewards": r})),
-                "exception_info": score.error.as_ref().map(|error| json!({
-                    "exception_type": error,
-                    "exception_message": score.message.clone().unwrap_or_default(),
-                    "exception_traceback": "",
-                    "occurred_at": verifier.map_or(agent_end, |(ts, _)| ts.as_str()),
-                })),
-                "agent_execution": {"started_at": started, "finished_at": agent_end},
-                "verifier": verifier.map(|(ts, v)| json!({
-                    "started_at": shifted(ts, Duration::from_millis(v.duration_ms)),
-                    "finished_at": ts,
-                })),
-            })
-        })
-        .collect()
-}
-
-/// `agent/trajectory.json` (a multi-step trial's: `steps/<name>/agent/trajectory.json`, one
-/// per step, as Harbor writes them), and the oracle's `exit-code.txt` when its script failed.
-fn write_agent_files(dir: &Path, read: &Read) -> anyhow::Result<()> {
-    if !read.steps.is_empty() {
-        for step in &read.steps {
-            let agent = dir.join("steps").join(&step.name).join("agent");
-            std::fs::create_dir_all(&agent)?;
-            let trajectory = atif::from_log_step(dir, Some(&step.name))?;
-            write_json(&agent.join("trajectory.json"), &trajectory)?;
-        }
-        return Ok(());
-    }
-    let agent = dir.join("agent");
-    std::fs::create_dir_all(&agent)?;
-    let trajectory = atif::from_log(dir)?;
-    write_json(&agent.join("trajectory.json"), &trajectory)?;
-    if let Some(code) = read.oracle_exit.filter(|c| *c != 0) {
-        std::fs::write(agent.join("exit-code.txt"), format!("{code}\n"))?;
-    }
-    Ok(())
 }
 
 fn trial_log(read: &Read, trial_name: &str) -> String {

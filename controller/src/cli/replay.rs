@@ -5,13 +5,119 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::Subcommand;
 use controller::event_log::reader;
 use controller::exit_code;
 use controller::replay::{self, compare, metrics, render, report, rerun, restore};
 use controller::sandbox::SandboxClient;
 use controller::sandbox::local::LocalSandbox;
 
-use super::ReplayCommand;
+use super::{BuildArgs, ExportFormatArg, FormatArg};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ReplayCommand {
+    /// The session as a readable transcript (Markdown, or one self-contained HTML page).
+    Show {
+        /// A session folder (`runs/<session-id>`) or its events.jsonl.
+        run: PathBuf,
+        /// `md` (Markdown) or `html` (one self-contained page, with the step-time bars).
+        #[arg(long, value_enum, default_value = "md")]
+        format: FormatArg,
+        /// Write here instead of stdout.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+    },
+    /// The session in another tool's format: `atif` (Harbor's Agent Trajectory Interchange
+    /// Format, v1.8), as JSON.
+    Export {
+        /// A session folder or its events.jsonl.
+        run: PathBuf,
+        /// The format to export to.
+        #[arg(long, value_enum)]
+        format: ExportFormatArg,
+        /// Write here instead of stdout.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+    },
+    /// Rebuild the workspace as it was after event SEQ, verifying every file's hash.
+    Restore {
+        run: PathBuf,
+        /// The event after which to restore (0 or the initial snapshot's seq: as the agent found it).
+        #[arg(long)]
+        step: u64,
+        /// An empty folder to write into.
+        #[arg(long, required_unless_present = "sandbox")]
+        to: Option<PathBuf>,
+        /// Restore into a running sandbox (its workspace is replaced) instead.
+        #[arg(long, value_name = "URL")]
+        sandbox: Option<String>,
+        /// The bearer token of the --sandbox URL, in a file.
+        #[arg(long, value_name = "FILE")]
+        sandbox_token_file: Option<PathBuf>,
+    },
+    /// Events, turns, model calls, tokens, cost, tool calls and latency, errors, time split; one
+    /// row per run.
+    Metrics {
+        /// Session folders, or folders of sessions.
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// For a batch folder: also write `report.html` there, with each task's transcript in
+        /// `transcripts/`.
+        #[arg(long)]
+        html: bool,
+    },
+    /// Two batches side by side: per task pass/fail flips, reward, cost, time and turn
+    /// differences, calls per tool, and the tasks in only one of them.
+    Compare {
+        /// The batch folder to compare from (or a file in it, such as its report.json).
+        a: PathBuf,
+        /// The batch folder to compare with.
+        b: PathBuf,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also write the comparison as one self-contained HTML page here.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+    },
+    /// Re-execute the recorded tool calls on a fresh sandbox at the recorded initial state, and
+    /// report the first divergence (exit code 6).
+    Rerun {
+        run: PathBuf,
+        /// `local` (default), the URL of a running sandbox whose workspace is replaced, or
+        /// `task`: the task's own containers (the default for a benchmark session).
+        #[arg(long, value_name = "local|task|URL")]
+        sandbox: Option<String>,
+        /// `--sandbox task`: how to build the task's images again, as at its run.
+        #[command(flatten)]
+        build: BuildArgs,
+        /// The bearer token of the --sandbox URL, in a file.
+        #[arg(long, value_name = "FILE")]
+        sandbox_token_file: Option<PathBuf>,
+        /// Also replace matches of this regex before comparing outputs (repeatable).
+        #[arg(long, value_name = "REGEX")]
+        normalize: Vec<String>,
+        /// Run every call the log says was allowed without judging it again. By default a log
+        /// is untrusted input: each call passes the current policy's rules first, and what
+        /// they deny is not run.
+        #[arg(long)]
+        trust_log: bool,
+        /// Rules to judge the calls by, added to the built-in ones (see SAFETY.md).
+        #[arg(long, value_name = "FILE", conflicts_with = "trust_log")]
+        policy: Option<PathBuf>,
+        /// Also refuse the calls the rules would ask a person about (by default they run: the
+        /// log says someone allowed them, and the rerun's sandbox is confined).
+        #[arg(long, conflicts_with = "trust_log")]
+        refuse_asks: bool,
+        /// Call the MCP servers of this file again for the session's MCP calls, and compare
+        /// their answers, instead of taking them from the log.
+        #[arg(long, value_name = "FILE")]
+        mcp: Option<PathBuf>,
+    },
+}
 
 pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
     match command {

@@ -6,13 +6,14 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+mod bench;
 mod blocks;
 mod hooks;
 mod steps;
 mod write;
 
-use super::{ReplayError, events};
-use crate::event_log::Event;
+use super::{ReplayError, events, text};
+use crate::event_log::{BlobRef, Event, Text};
 use crate::text::escape;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,4 +131,47 @@ fn outcome_line(dir: &Path) -> String {
         crate::text::plural(f.tool_calls, "tool call"),
         f.duration_ms as f64 / 1000.0
     )
+}
+
+fn plain(label: &str, body: &str) -> Section {
+    Section {
+        label: label.to_owned(),
+        body: body.to_owned(),
+        lang: "text",
+        full: None,
+    }
+}
+
+fn blob_path(dir: &Path, reference: &BlobRef) -> PathBuf {
+    dir.join("blobs").join(&reference.sha256)
+}
+
+/// A text, folded to its head and tail when long; the full text stays in its blob.
+fn folded(dir: &Path, label: &str, value: &Text) -> Result<Section, ReplayError> {
+    let body = text(dir, value)?;
+    let lines: Vec<&str> = body.lines().collect();
+    let full = value
+        .blob
+        .as_ref()
+        .map(|reference| blob_path(dir, reference));
+    if lines.len() <= FOLD_LINES {
+        return Ok(Section {
+            label: label.to_owned(),
+            body,
+            lang: "text",
+            full,
+        });
+    }
+    let folded = format!(
+        "{}\n… {} lines folded …\n{}",
+        lines[..FOLD_HEAD].join("\n"),
+        lines.len() - FOLD_HEAD - FOLD_TAIL,
+        lines[lines.len() - FOLD_TAIL..].join("\n")
+    );
+    Ok(Section {
+        label: label.to_owned(),
+        body: folded,
+        lang: "text",
+        full: full.or_else(|| Some(PathBuf::from("(inline)"))),
+    })
 }

@@ -11,17 +11,19 @@ use super::{Session, SessionOutcome, Stop};
 use crate::bench::container::TaskEnvironment;
 use std::collections::BTreeMap;
 
+use crate::bench::Phase;
 use crate::bench::agents::quote;
 use crate::bench::host::{self, TaskHost};
 use crate::bench::isolate::{self, Baseline};
 use crate::bench::verify::{self, Verdict};
-use crate::bench::{Phase, RewardStrategy};
 use crate::config::{AgentKind, BenchRun};
 use crate::event_log::{
-    ErrorClass, ErrorEvent, Event, EventLog, ImageBuilt, StepScore, StepStarted, StepsFinished,
-    VerifierFailure, VerifierFinished, VerifierIsolated,
+    ErrorClass, ErrorEvent, Event, EventLog, ImageBuilt, VerifierFailure, VerifierFinished,
+    VerifierIsolated,
 };
 use crate::run_loop::{Agent, Totals};
+
+mod steps;
 
 /// At most this much of the container's `/logs/agent` and `/logs/artifacts` is copied out.
 const AGENT_LOGS_CAP: u64 = 256 << 20;
@@ -49,6 +51,38 @@ pub(super) async fn record_images(
     Ok(())
 }
 
+/// What every round of a trial shares: the task's containers, the agent, the task, the
+/// verifier's folders as the image had them, the session's totals.
+#[derive(Clone, Copy)]
+struct Trial<'a> {
+    environment: &'a dyn TaskHost,
+    agent: &'a Agent<'a>,
+    system_prompt: &'a str,
+    run: &'a BenchRun,
+    baseline: &'a Baseline,
+    totals: &'a Mutex<Totals>,
+}
+
+/// The oracle's solution into the container, open to the agent's user (not always root):
+/// readable by all, the script runnable.
+async fn upload_solution(
+    environment: &dyn TaskHost,
+    solution: &crate::bench::Solution,
+) -> anyhow::Result<()> {
+    environment
+        .upload(&solution.dir, solution.only.as_deref(), &solution.mount)
+        .await?;
+    let open = format!(
+        "chmod -R a+rX {mount} && chmod a+rx {script}",
+        mount = quote(&solution.mount),
+        script = quote(&solution.script)
+    );
+    environment
+        .exec(&open, &BTreeMap::new(), Some("0"), Duration::from_secs(60))
+        .await?;
+    Ok(())
+}
+
 /// One round's end: the verdict, the agent's answer, and how the agent ended.
 struct Round {
     verdict: Verdict,
@@ -56,71 +90,6 @@ struct Round {
     /// The loop failed (a model error, a limit): the session ends after this round.
     failed: Option<Stop>,
     timed_out: bool,
-}
-
-/// Whether a step's rewards reach every threshold of its `min_reward` (a missing reward is
-/// below any).
-fn meets(min_reward: &BTreeMap<String, f64>, rewards: Option<&BTreeMap<String, f64>>) -> bool {
-    min_reward.iter().all(|(key, threshold)| {
-        rewards
-            .and_then(|r| r.get(key))
-            .is_some_and(|value| value >= threshold)
-    })
-}
-
-/// A multi-step task's rewards from its steps', as Harbor makes them: `mean` takes each key's
-/// mean over the steps whose verifier gave rewards (a key a step lacks as 0), `final` the last
-/// step run's.
-fn aggregate(strategy: RewardStrategy, scores: &[StepScore]) -> Option<BTreeMap<String, f64>> {
-    match strategy {
-        RewardStrategy::Final => scores.last().and_then(|s| s.rewards.clone()),
-        RewardStrategy::Mean => {
-            let judged: Vec<&BTreeMap<String, f64>> =
-                scores.iter().filter_map(|s| s.rewards.as_ref()).collect();
-            let keys: std::collections::BTreeSet<&String> =
-                judged.iter().flat_map(|r| r.keys()).collect();
-            (!keys.is_empty()).then(|| {
-                keys.into_iter()
-                    .map(|key| {
-                        let sum: f64 = judged
-                            .iter()
-                            .map(|r| r.get(key).copied().unwrap_or(0.0))
-                            .sum();
-                        (key.clone(), sum / judged.len() as f64)
-                    })
-                    .collect()
-            })
-        }
-    }
-}
-
-/// The reward a pass is judged by: `reward` when named, else the mean of all.
-fn headline(rewards: &BTreeMap<String, f64>) -> Option<f64> {
-    rewards.get("reward").copied().or_else(|| {
-        (!rewards.is_empty()).then(|| rewards.values().sum::<f64>() / rewards.len() as f64)
-    })
-}
-
-/// A step's score from its verdict, with its error by Harbor's class.
-fn score(name: &str, round: &Round) -> StepScore {
-    let (error, message) = match (&round.verdict.failure, round.timed_out) {
-        (Some((failure, message)), _) => (
-            Some(failure.harbor_exception().to_owned()),
-            Some(message.clone()),
-        ),
-        (None, true) => (
-            Some("AgentTimeoutError".to_owned()),
-            Some("the agent ran past the step's timeout".to_owned()),
-        ),
-        (None, false) => (None, None),
-    };
-    StepScore {
-        name: name.to_owned(),
-        rewards: round.verdict.rewards.clone(),
-        reward: round.verdict.reward(),
-        error,
-        message,
-    }
 }
 
 impl Session<'_> {
@@ -149,142 +118,22 @@ impl Session<'_> {
                 .await
                 .map_err(|err| infrastructure("the task's healthcheck (HealthcheckError)", err))?;
         }
-        let phases = run.task.phases();
-        if run.task.steps.is_empty() {
-            let round = self
-                .round(
-                    environment,
-                    agent,
-                    system_prompt,
-                    run,
-                    &phases[0],
-                    &baseline,
-                    totals,
-                )
-                .await?;
-            if let Some(stop) = round.failed {
-                return Err(stop);
-            }
-            return Ok((self.outcome_of(&round.verdict, run), round.answer));
+        let trial = Trial {
+            environment,
+            agent,
+            system_prompt,
+            run,
+            baseline: &baseline,
+            totals,
+        };
+        if !run.task.steps.is_empty() {
+            return self.run_steps(&trial).await;
         }
-        let log = &self.recorder.log;
-        let record = |err: crate::event_log::EventLogError| Stop::preparing(&err.into());
-        let mut scores: Vec<StepScore> = Vec::new();
-        let mut stopped = None;
-        let mut failed = None;
-        let mut answer = String::new();
-        for (index, phase) in phases.iter().enumerate() {
-            let name = phase.step.unwrap_or_default();
-            self.audience
-                .observer
-                .note(&format!("step {}/{}: {name}", index + 1, phases.len()));
-            log.record(Event::StepStarted(StepStarted {
-                index: index as u32 + 1,
-                name: name.to_owned(),
-                instruction: log.text(phase.instruction).map_err(record)?,
-                agent_timeout_ms: phase.agent_timeout.as_millis() as u64,
-            }))
-            .await
-            .map_err(record)?;
-            if let Err((error, why)) = self
-                .prepare_step(environment, run, phase, index, &baseline)
-                .await
-            {
-                self.audience.observer.note(&format!("step {name}: {why}"));
-                scores.push(StepScore {
-                    name: name.to_owned(),
-                    rewards: None,
-                    reward: None,
-                    error: Some(error.to_owned()),
-                    message: Some(why.clone()),
-                });
-                stopped = Some(format!("step {name} could not start: {why}"));
-                break;
-            }
-            let round = self
-                .round(
-                    environment,
-                    agent,
-                    system_prompt,
-                    run,
-                    phase,
-                    &baseline,
-                    totals,
-                )
-                .await?;
-            answer = round.answer.clone();
-            let mut step_score = score(name, &round);
-            if let Some(stop) = &round.failed
-                && step_score.error.is_none()
-            {
-                // The loop's failure is the step's, as Harbor files an agent's exception.
-                step_score.error = Some(stop.harbor_exception().to_owned());
-                step_score.message = Some(stop.message.clone());
-            }
-            let judged = step_score.rewards.is_some();
-            scores.push(step_score);
-            if let Some(stop) = round.failed {
-                failed = Some(stop);
-                stopped = Some(format!("the agent failed in step {name}"));
-                break;
-            }
-            if !judged {
-                stopped = Some(format!("step {name}'s verifier gave no reward"));
-                break;
-            }
-            if let Some(min) = phase.min_reward
-                && !meets(min, round.verdict.rewards.as_ref())
-            {
-                stopped = Some(format!(
-                    "step {name} fell short of its min_reward ({})",
-                    min.iter()
-                        .map(|(k, v)| format!("{k} {v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-                break;
-            }
-        }
-        if let Some(why) = &stopped
-            && scores.len() < phases.len()
-        {
-            self.audience.observer.note(&format!(
-                "steps: stopped after {} of {}: {why}",
-                scores.len(),
-                phases.len()
-            ));
-        }
-        let rewards = aggregate(run.task.reward_strategy, &scores);
-        let reward = rewards.as_ref().and_then(headline);
-        let passed = reward.is_some_and(|r| r >= run.pass_threshold);
-        log.record(Event::StepsFinished(StepsFinished {
-            strategy: run.task.reward_strategy.as_str().to_owned(),
-            steps: scores,
-            rewards: rewards.clone(),
-            reward,
-            passed,
-            pass_threshold: run.pass_threshold,
-            stopped,
-        }))
-        .await
-        .map_err(record)?;
-        self.audience.observer.note(&match reward {
-            Some(reward) => format!(
-                "steps: reward {reward} ({}, {})",
-                run.task.reward_strategy.as_str(),
-                if passed { "pass" } else { "fail" }
-            ),
-            None => "steps: no step gave a reward".to_owned(),
-        });
-        if let Some(stop) = failed {
+        let round = self.round(&trial, &run.task.phases()[0]).await?;
+        if let Some(stop) = round.failed {
             return Err(stop);
         }
-        let outcome = match (rewards, passed) {
-            (None, _) => SessionOutcome::VerifierFailed,
-            (Some(_), true) => SessionOutcome::Completed,
-            (Some(_), false) => SessionOutcome::CheckFailed,
-        };
-        Ok((outcome, answer))
+        Ok((self.outcome_of(&round.verdict, run), round.answer))
     }
 
     /// A single-step task's outcome from its verdict.
@@ -298,90 +147,17 @@ impl Session<'_> {
         }
     }
 
-    /// Before a step's agent: the verifier's folders put back and `/logs/agent` emptied (after
-    /// the first step), the step's
-    /// `workdir/` copied into the working folder and its `setup.sh` run as the agent's user,
-    /// then its healthcheck. An error is the step's, by Harbor's class, with why.
-    async fn prepare_step(
-        &self,
-        environment: &dyn TaskHost,
-        run: &BenchRun,
-        phase: &Phase<'_>,
-        index: usize,
-        baseline: &Baseline,
-    ) -> Result<(), (&'static str, String)> {
-        let runtime = |err: anyhow::Error| ("RuntimeError", format!("{err:#}"));
-        let root = BTreeMap::new();
-        if index > 0 {
-            // The last step's tests and reward files go: this step is judged from the image's.
-            isolate::restore(environment, baseline)
-                .await
-                .map_err(runtime)?;
-            environment
-                .exec(
-                    "rm -rf /logs/agent && mkdir -p /logs/agent && chmod 777 /logs/agent",
-                    &root,
-                    Some("0"),
-                    Duration::from_secs(60),
-                )
-                .await
-                .map_err(runtime)?;
-        }
-        environment
-            .set_network(&run.task.network.baseline)
-            .await
-            .map_err(runtime)?;
-        let user = run.task.agent_user.as_deref();
-        if let Some(files) = phase.workdir {
-            let here = environment
-                .exec("pwd", &root, user, Duration::from_secs(30))
-                .await
-                .map_err(runtime)?;
-            let workdir = here.output.trim().to_owned();
-            environment
-                .upload(files, None, &workdir)
-                .await
-                .map_err(runtime)?;
-            if files.join("setup.sh").is_file() {
-                let setup = environment
-                    .exec("bash ./setup.sh", &run.task.env, user, phase.agent_timeout)
-                    .await
-                    .map_err(runtime)?;
-                if setup.exit_code != Some(0) {
-                    return Err((
-                        "RuntimeError",
-                        format!(
-                            "its setup.sh failed ({}): {}",
-                            setup
-                                .exit_code
-                                .map_or_else(|| "timed out".to_owned(), |c| format!("exit {c}")),
-                            setup.output.trim().chars().take(2000).collect::<String>()
-                        ),
-                    ));
-                }
-            }
-        }
-        if let Some(check) = phase.healthcheck {
-            host::healthcheck(environment, check, &run.task.env, user)
-                .await
-                .map_err(|err| ("HealthcheckError", format!("{err:#}")))?;
-        }
-        Ok(())
-    }
-
     /// One round: the agent on its network under its timeout, its processes ended and the
     /// verifier's folders put back, the collect hooks, the logs copied out, the verifier.
-    #[allow(clippy::too_many_arguments)] // the session's round, named where it is taken
-    async fn round(
-        &self,
-        environment: &dyn TaskHost,
-        agent: &Agent<'_>,
-        system_prompt: &str,
-        run: &BenchRun,
-        phase: &Phase<'_>,
-        baseline: &Baseline,
-        totals: &Mutex<Totals>,
-    ) -> Result<Round, Stop> {
+    async fn round(&self, trial: &Trial<'_>, phase: &Phase<'_>) -> Result<Round, Stop> {
+        let Trial {
+            environment,
+            agent,
+            system_prompt,
+            run,
+            baseline,
+            totals,
+        } = *trial;
         let log = &self.recorder.log;
         let observer = self.audience.observer;
         let infrastructure = |what: &str, err: anyhow::Error| {
@@ -395,20 +171,9 @@ impl Session<'_> {
         if self.options.config.agent == AgentKind::Oracle
             && let Some(solution) = phase.solution
         {
-            environment
-                .upload(&solution.dir, solution.only.as_deref(), &solution.mount)
+            upload_solution(environment, solution)
                 .await
                 .map_err(|err| infrastructure("uploading the solution", err))?;
-            // The agent's user (not always root) runs it: readable by all, the script runnable.
-            let open = format!(
-                "chmod -R a+rX {mount} && chmod a+rx {script}",
-                mount = quote(&solution.mount),
-                script = quote(&solution.script)
-            );
-            environment
-                .exec(&open, &BTreeMap::new(), Some("0"), Duration::from_secs(60))
-                .await
-                .map_err(|err| infrastructure("opening the solution to the agent's user", err))?;
         }
         let timeout = phase.agent_timeout;
         let ran =

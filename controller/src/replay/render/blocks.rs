@@ -1,17 +1,16 @@
 //! One transcript block per event: its title, notes and sections.
 
 use crate::text::plural;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sandbox_protocol::EntryKind;
 
-use super::{Block, DIFF_MAX_BYTES, FOLD_HEAD, FOLD_LINES, FOLD_TAIL, Section};
+use super::{Block, DIFF_MAX_BYTES, Section, bench, blob_path, folded, plain};
 use crate::event_log::{
     BatchFinished, BatchStarted, BlobRef, ChangeRecord, CheckResult, Compaction, ErrorEvent, Event,
-    ImageBuilt, ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished,
-    SessionStarted, StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, Text,
-    ToolCallEvent, ToolResult, VerifierFinished, VerifierIsolated, VersionRecord, WorkspaceChanged,
-    WorkspaceSnapshot,
+    ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished, SessionStarted,
+    StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, ToolCallEvent,
+    ToolResult, VersionRecord, WorkspaceChanged, WorkspaceSnapshot,
 };
 use crate::replay::{ReplayError, blob, text};
 
@@ -53,16 +52,16 @@ pub(super) fn block(
         Event::Compaction(compaction) => compacted(&mut block, dir, compaction)?,
         Event::Error(error) => error_event(&mut block, dir, error)?,
         Event::CheckResult(check) => check_result(&mut block, dir, check)?,
-        Event::ImageBuilt(image) => image_built(&mut block, dir, image)?,
+        Event::ImageBuilt(image) => bench::image_built(&mut block, dir, image)?,
         Event::StepStarted(step) => {
             block.title = format!("Step {}: {}", step.index, step.name);
             block
                 .sections
                 .push(folded(dir, "instruction", &step.instruction)?);
         }
-        Event::StepsFinished(steps) => steps_finished(&mut block, steps),
-        Event::VerifierIsolated(isolated) => verifier_isolated(&mut block, isolated),
-        Event::VerifierFinished(verifier) => verifier_finished(&mut block, dir, verifier)?,
+        Event::StepsFinished(steps) => bench::steps_finished(&mut block, steps),
+        Event::VerifierIsolated(isolated) => bench::verifier_isolated(&mut block, isolated),
+        Event::VerifierFinished(verifier) => bench::verifier_finished(&mut block, dir, verifier)?,
         Event::SessionFinished(finished) => session_finished(&mut block, dir, finished)?,
     }
     Ok(Some(block))
@@ -386,133 +385,6 @@ fn check_result(block: &mut Block, dir: &Path, check: &CheckResult) -> Result<()
     Ok(())
 }
 
-fn image_built(block: &mut Block, dir: &Path, image: &ImageBuilt) -> Result<(), ReplayError> {
-    block.title = format!(
-        "Image {} for {}: {} ({:.1} s)",
-        image.tag,
-        image.service,
-        if image.cached { "cached" } else { "built" },
-        image.duration_ms as f64 / 1000.0
-    );
-    if let Some(output) = &image.output {
-        block.sections.push(folded(dir, "build output", output)?);
-    }
-    Ok(())
-}
-
-fn steps_finished(block: &mut Block, steps: &crate::event_log::StepsFinished) {
-    block.title = match steps.reward {
-        Some(reward) => format!(
-            "Steps scored ({}): reward {reward} ({} at threshold {})",
-            steps.strategy,
-            if steps.passed { "pass" } else { "fail" },
-            steps.pass_threshold
-        ),
-        None => format!("Steps scored ({}): no step gave a reward", steps.strategy),
-    };
-    for step in &steps.steps {
-        let verdict = match (&step.error, step.reward) {
-            (Some(error), Some(reward)) => format!("reward {reward}, {error}"),
-            (Some(error), None) => error.clone(),
-            (None, Some(reward)) => format!("reward {reward}"),
-            (None, None) => "no reward".to_owned(),
-        };
-        block.notes.push(format!("{}: {verdict}", step.name));
-    }
-    if let Some(why) = &steps.stopped {
-        block.notes.push(format!("stopped: {why}"));
-    }
-}
-
-fn verifier_isolated(block: &mut Block, isolated: &VerifierIsolated) {
-    let step = isolated
-        .step
-        .as_ref()
-        .map_or_else(String::new, |s| format!(" (step {s})"));
-    block.title = format!(
-        "Verifier isolated{step}: {} processes ended, {}",
-        isolated.processes_ended.len(),
-        if isolated.tampered {
-            "TAMPERING by the agent"
-        } else {
-            "no tampering"
-        }
-    );
-    for process in &isolated.processes_ended {
-        block
-            .notes
-            .push(format!("ended pid {}: {}", process.pid, process.command));
-    }
-    for change in &isolated.changes {
-        block
-            .notes
-            .push(format!("{:?}: {}", change.change, change.path).to_lowercase());
-    }
-    for call in &isolated.calls {
-        block.notes.push(format!(
-            "call {} ({}) {} {}",
-            call.call_id,
-            call.tool,
-            if call.write { "wrote" } else { "named" },
-            call.path
-        ));
-    }
-    for record in &isolated.egress {
-        block.notes.push(format!(
-            "egress {} {} ({}×)",
-            if record.allowed { "allowed" } else { "REFUSED" },
-            record.host,
-            record.count
-        ));
-    }
-    if !isolated.restored {
-        block
-            .notes
-            .push("the guarded paths could not be put back: the verifier did not run".to_owned());
-    }
-    block.notes.extend(isolated.unguarded.iter().cloned());
-}
-
-fn verifier_finished(
-    block: &mut Block,
-    dir: &Path,
-    verifier: &VerifierFinished,
-) -> Result<(), ReplayError> {
-    let verdict = match (verifier.reward, verifier.failure) {
-        (_, Some(failure)) => format!("failed ({})", failure.harbor_exception()),
-        (Some(reward), None) => format!(
-            "reward {reward} ({} at threshold {})",
-            if verifier.passed { "pass" } else { "fail" },
-            verifier.pass_threshold
-        ),
-        (None, None) => "no reward".to_owned(),
-    };
-    block.title = format!(
-        "Verifier: {verdict} (exit {}, {:.1} s)",
-        verifier
-            .exit_code
-            .map_or_else(|| "none".to_owned(), |c| c.to_string()),
-        verifier.duration_ms as f64 / 1000.0
-    );
-    if let Some(step) = &verifier.step {
-        block.notes.push(format!("step {step}"));
-    }
-    if let Some(message) = &verifier.message {
-        block.notes.push(message.clone());
-    }
-    if let Some(note) = &verifier.note {
-        block.notes.push(note.clone());
-    }
-    if let Some(rewards) = verifier.rewards.as_ref().filter(|r| r.len() > 1) {
-        let named: Vec<String> = rewards.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-        block.notes.push(format!("rewards: {}", named.join(", ")));
-    }
-    block
-        .sections
-        .push(folded(dir, "test output", &verifier.output)?);
-    Ok(())
-}
-
 fn session_finished(
     block: &mut Block,
     dir: &Path,
@@ -550,49 +422,6 @@ fn session_finished(
         block.sections.push(plain("answer", &answer));
     }
     Ok(())
-}
-
-pub(super) fn plain(label: &str, body: &str) -> Section {
-    Section {
-        label: label.to_owned(),
-        body: body.to_owned(),
-        lang: "text",
-        full: None,
-    }
-}
-
-fn blob_path(dir: &Path, reference: &BlobRef) -> PathBuf {
-    dir.join("blobs").join(&reference.sha256)
-}
-
-/// A text, folded to its head and tail when long; the full text stays in its blob.
-pub(super) fn folded(dir: &Path, label: &str, value: &Text) -> Result<Section, ReplayError> {
-    let body = text(dir, value)?;
-    let lines: Vec<&str> = body.lines().collect();
-    let full = value
-        .blob
-        .as_ref()
-        .map(|reference| blob_path(dir, reference));
-    if lines.len() <= FOLD_LINES {
-        return Ok(Section {
-            label: label.to_owned(),
-            body,
-            lang: "text",
-            full,
-        });
-    }
-    let folded = format!(
-        "{}\n… {} lines folded …\n{}",
-        lines[..FOLD_HEAD].join("\n"),
-        lines.len() - FOLD_HEAD - FOLD_TAIL,
-        lines[lines.len() - FOLD_TAIL..].join("\n")
-    );
-    Ok(Section {
-        label: label.to_owned(),
-        body: folded,
-        lang: "text",
-        full: full.or_else(|| Some(PathBuf::from("(inline)"))),
-    })
 }
 
 /// A unified diff of a changed text file, or a line saying what changed.

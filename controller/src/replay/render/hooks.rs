@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-use super::Block;
-use super::blocks::{folded, plain};
+use super::{Block, folded, plain};
 use crate::event_log::{HookOutcome, HookRunEvent};
 use crate::replay::ReplayError;
 
