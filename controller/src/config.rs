@@ -123,13 +123,6 @@ impl RunConfig {
                         words.len()
                     );
                 }
-                // A task that brings its workspace copies it there (a new folder is fine);
-                // one that does not works in the folder as it is, so it must exist.
-                if let Some(dir) = words.first()
-                    && task.workspace.is_none()
-                {
-                    existing_dir(dir, None)?;
-                }
                 (words.first().map(PathBuf::from), task.prompt.clone())
             }
             None => match words {
@@ -137,14 +130,23 @@ impl RunConfig {
                     "usage: harness run [--web-search] [WORKING_DIR] \"TASK\" (or --task FILE)"
                 ),
                 [task] => (Some(PathBuf::from(DEFAULT_WORKING_DIR)), task.clone()),
-                [dir, rest @ ..] => {
-                    existing_dir(dir, Some(words))?;
-                    (Some(PathBuf::from(dir)), rest.join(" "))
-                }
+                [dir, rest @ ..] => (Some(PathBuf::from(dir)), rest.join(" ")),
             },
         };
+        let from_file = task.is_some();
         let task = task.unwrap_or_else(|| TaskFile::from_prompt(&prompt));
-        RunConfig::build(task, working_dir, flags, false)
+        let brings_workspace = task.workspace.is_some();
+        let config = RunConfig::build(task, working_dir, flags, false)?;
+        // A local sandbox works in the named folder as it is, so it must exist (a task that
+        // brings its workspace copies it there, so a new folder is fine); another sandbox
+        // has a workspace of its own and does not use it.
+        if let Some(dir) = words.first().filter(|_| words.len() > 1 || from_file)
+            && config.sandbox == SandboxTarget::Local
+            && !brings_workspace
+        {
+            existing_dir(dir, (!from_file).then_some(words))?;
+        }
+        Ok(config)
     }
 
     /// One task of a batch: its file, the batch's flags, a working directory when the
@@ -360,7 +362,9 @@ fn existing_dir(dir: &str, words: Option<&[String]>) -> anyhow::Result<()> {
         "does not exist"
     };
     let mut message = format!("the working directory `{dir}` {what}");
-    if let Some(words) = words {
+    if path.exists() {
+        message.push_str(": give a folder");
+    } else if let Some(words) = words {
         let whole = words.join(" ");
         message.push_str(&format!(
             ". If \"{whole}\" is the task, quote it: harness run \"{whole}\" (it then runs in \

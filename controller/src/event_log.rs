@@ -151,6 +151,17 @@ impl EventLog {
 
     /// Sends an event; returns its `seq` once it is written (and, when durable, synced).
     pub async fn record(&self, event: Event) -> Result<u64, EventLogError> {
+        self.record_then(event, || {}).await
+    }
+
+    /// As [`EventLog::record`], calling `queued` once the writer has the event (it will be
+    /// written even if this future is dropped from then on), before waiting for it to be
+    /// written: for state that must change exactly when the event is certain.
+    pub async fn record_then(
+        &self,
+        event: Event,
+        queued: impl FnOnce(),
+    ) -> Result<u64, EventLogError> {
         let (ack, done) = oneshot::channel();
         self.tx
             .send(Cmd::Record {
@@ -159,6 +170,7 @@ impl EventLog {
             })
             .await
             .map_err(|_| EventLogError::Closed)?;
+        queued();
         match done.await {
             Ok(Ok(seq)) => Ok(seq),
             Ok(Err(message)) => Err(EventLogError::Io {

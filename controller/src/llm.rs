@@ -89,6 +89,10 @@ pub enum ModelError {
     /// The scripted model's file is unusable or has no turn left.
     #[error("scripted model: {0}")]
     Script(String),
+    /// A scripted model's file has no classifier verdict left for a call the classifier
+    /// judges: a mistake in the script, which stops the session.
+    #[error("scripted model: {0}")]
+    NoVerdict(String),
 }
 
 impl ModelError {
@@ -100,7 +104,8 @@ impl ModelError {
             ModelError::Transport { .. } => true,
             ModelError::BadResponse { .. }
             | ModelError::MissingKey { .. }
-            | ModelError::Script(_) => false,
+            | ModelError::Script(_)
+            | ModelError::NoVerdict(_) => false,
         }
     }
 }

@@ -185,10 +185,14 @@ async fn session(
         () = cancel.cancelled() => Err(Stop::interrupted("interrupted (Ctrl-C)")),
         () = sleep_for(lifetime) => Err(Stop::lifetime(lifetime)),
     };
-    if ended
-        .as_ref()
-        .is_err_and(|stop| stop.class == ErrorClass::Interrupted)
-        && let Err(err) = session.recorder.record_interrupted().await
+    // A call the stop cut short (Ctrl-C, the lifetime) still gets its result in the log.
+    let cut = match &ended {
+        Err(stop) if stop.class == ErrorClass::Interrupted => Some("Ctrl-C"),
+        Err(stop) if stop.class == ErrorClass::Limit => Some("the session's lifetime ran out"),
+        _ => None,
+    };
+    if let Some(why) = cut
+        && let Err(err) = session.recorder.record_interrupted(why).await
     {
         audience.observer.note(&format!(
             "the interrupted call's output was not kept: {err}"

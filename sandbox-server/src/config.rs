@@ -124,6 +124,11 @@ pub struct EgressArgs {
     /// Connections served at once; more wait.
     #[arg(long, default_value_t = 256)]
     pub max_connections: usize,
+    /// Accept connections (on both ports) only from these networks, `ADDR/BITS`, repeatable:
+    /// the task's own network, so that no container of another network the proxy is on (a
+    /// shared `bridge`) can use it. None: from anywhere.
+    #[arg(long, value_name = "CIDR")]
+    pub allow_from: Vec<String>,
 }
 
 /// The janitor's arguments.

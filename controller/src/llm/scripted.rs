@@ -152,7 +152,7 @@ impl Model for ScriptedModel {
                     verdict
                 };
                 let verdict = verdict.ok_or_else(|| {
-                    ModelError::Script(format!(
+                    ModelError::NoVerdict(format!(
                         "{} has no `verdicts` left for the classifier, which judges every call \
                          no rule decides: add one `{{risk, authorized, rationale}}` per such call \
                          (docs/scripted-model.md), or run with --no-classifier",

@@ -128,7 +128,7 @@ impl Classifier {
             .await
             .map_err(|_| Failure::Answer(format!("no answer within {} s", self.timeout.as_secs())))?
             .map_err(|err| match err {
-                ModelError::Script(why) => Failure::Script(why),
+                ModelError::NoVerdict(why) => Failure::Script(why),
                 err => Failure::Answer(err.to_string()),
             })?;
         read_verdict(&reply).map_err(Failure::Answer)

@@ -8,9 +8,12 @@ use sandbox_protocol::OutputStream;
 use super::{RecordError, Recorder};
 use crate::event_log::{Event, ToolResult, ToolStatus};
 
-/// At most this much of the interrupted command's output is kept (the sandbox's buffer
-/// holds the latest; what it dropped is said).
+/// At most this much of the interrupted command's output is kept, from its start (what the
+/// sandbox's buffer no longer held is said).
 const KEPT: usize = 1 << 20;
+
+/// The longest the sandbox is waited for, to read the output and to end the command.
+const SANDBOX_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A tool call between its `tool_call` event and its result.
 #[derive(Debug, Clone)]
@@ -38,10 +41,11 @@ impl Recorder {
         *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    /// Called when the session was interrupted: the call in flight, if any, gets its result,
-    /// the output its command printed so far (a `bash` call), marked interrupted. The command
-    /// itself is ended with the sandbox.
-    pub async fn record_interrupted(&self) -> Result<(), RecordError> {
+    /// Called when the session stopped mid-call (`why`: Ctrl-C, its lifetime): the call in
+    /// flight, if any, gets its result, the output its command printed so far (a `bash` call),
+    /// marked interrupted; the command is then ended (a remote or pooled sandbox outlives the
+    /// session). Bounded: a sandbox that does not answer costs at most a few seconds.
+    pub async fn record_interrupted(&self, why: &str) -> Result<(), RecordError> {
         let Some(call) = self
             .in_flight
             .lock()
@@ -51,16 +55,26 @@ impl Recorder {
             return Ok(());
         };
         let printed = match call.tool.as_str() {
-            "bash" => self.printed_so_far(&call.process).await,
+            "bash" => {
+                let printed =
+                    tokio::time::timeout(SANDBOX_WAIT, self.printed_so_far(&call.process))
+                        .await
+                        .ok()
+                        .flatten();
+                let _ =
+                    tokio::time::timeout(SANDBOX_WAIT, self.sandbox.delete_process(&call.process))
+                        .await;
+                printed
+            }
             _ => None,
         };
         let seconds = call.started.elapsed().as_secs_f64();
         let text = match printed {
             Some(printed) if !printed.is_empty() => {
-                format!("interrupted (Ctrl-C) after {seconds:.1} s; its output so far:\n{printed}")
+                format!("interrupted ({why}) after {seconds:.1} s; its output so far:\n{printed}")
             }
-            Some(_) => format!("interrupted (Ctrl-C) after {seconds:.1} s; it had printed nothing"),
-            None => format!("interrupted (Ctrl-C) after {seconds:.1} s"),
+            Some(_) => format!("interrupted ({why}) after {seconds:.1} s; it had printed nothing"),
+            None => format!("interrupted ({why}) after {seconds:.1} s"),
         };
         let result = ToolResult {
             call_id: call.call_id,

@@ -64,8 +64,12 @@ impl Agent<'_> {
             name: call.name.clone(),
             arguments: call.arguments.clone(),
         };
-        log.record(Event::ToolCall(call_event)).await?;
-        self.recorder.taking_off(&call.id, &call.name, name);
+        // In flight from when its `tool_call` is certain to when its result is: a Ctrl-C at any
+        // point gives it exactly one result (this one, or the interrupted one).
+        log.record_then(Event::ToolCall(call_event), || {
+            self.recorder.taking_off(&call.id, &call.name, name)
+        })
+        .await?;
         let started = Instant::now();
         let span = tracing::info_span!(
             "tool_call",
@@ -98,25 +102,38 @@ impl Agent<'_> {
                 .map(|step| step.inline.clone())
                 .unwrap_or_default(),
         );
-        let outputs = match bash {
-            Some(result) => self.outputs(result, &inline).await?,
-            None => Vec::new(),
+        // What follows the call (its streams, the post hooks) may fail too; the call's result
+        // is in the log either way.
+        let finished = async {
+            let outputs = match bash {
+                Some(result) => self.outputs(result, &inline).await?,
+                None => Vec::new(),
+            };
+            let after = self.after_tool(call, &outcome).await?;
+            context.extend(after.context);
+            let text = super::hooked::with_context(outcome.text.clone(), &context);
+            let result = ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                status: outcome.status,
+                output: log.text(&text)?,
+                exit_code: bash.map(|result| result.exit_code),
+                timed_out: bash.map(|result| result.timed_out),
+                duration_ms,
+                outputs,
+            };
+            Ok::<_, SessionError>((result, after.stop, text))
+        }
+        .await;
+        let (result, stop, text) = match finished {
+            Ok(finished) => finished,
+            Err(err) => {
+                self.unfinished(call, &err, started).await;
+                return Err(err);
+            }
         };
-        let after = self.after_tool(call, &outcome).await?;
-        context.extend(after.context);
-        let text = super::hooked::with_context(outcome.text.clone(), &context);
-        let result = ToolResult {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            status: outcome.status,
-            output: log.text(&text)?,
-            exit_code: bash.map(|result| result.exit_code),
-            timed_out: bash.map(|result| result.timed_out),
-            duration_ms,
-            outputs,
-        };
-        log.record(Event::ToolResult(result)).await?;
-        self.recorder.landed();
+        log.record_then(Event::ToolResult(result), || self.recorder.landed())
+            .await?;
         if outcome.status == ToolStatus::Error {
             // The model saw it as `ERROR: …`; the log also files it by class for metrics.
             let event = ErrorEvent {
@@ -126,7 +143,7 @@ impl Agent<'_> {
             };
             log.record(Event::Error(event)).await?;
         }
-        if let Some(why) = after.stop {
+        if let Some(why) = stop {
             return Err(SessionError::Hook(format!(
                 "a post_tool_use hook stopped the session ({why})"
             )));
@@ -153,9 +170,9 @@ impl Agent<'_> {
             duration_ms: started.elapsed().as_millis() as u64,
             outputs: Vec::new(),
         };
-        if log.record(Event::ToolResult(result)).await.is_ok() {
-            self.recorder.landed();
-        }
+        let _ = log
+            .record_then(Event::ToolResult(result), || self.recorder.landed())
+            .await;
     }
 
     /// A call's tool as a metrics label: a tool the model was offered, or `unknown` (a model
@@ -210,6 +227,8 @@ impl Agent<'_> {
                 .record(Event::PolicyDecision(event))
                 .await?;
             crate::telemetry::metrics().policy_decision(&self.tool_label(call), "deny");
+            self.observer
+                .tool_refused(call, &format!("a hook: {}", hooked.reason));
             let text = policy::blocked_message(&hooked.reason);
             return Ok((
                 CallOutcome::refused(ToolStatus::Blocked, text),
@@ -259,8 +278,9 @@ impl Agent<'_> {
             .record(Event::PolicyDecision(event))
             .await?;
         if let Some(why) = judgement.fatal {
+            // Refused where the call is printed; the session's error says why it stopped.
             self.observer.tool_refused(call, &why);
-            return Err(SessionError::Model(crate::llm::ModelError::Script(why)));
+            return Err(SessionError::Model(crate::llm::ModelError::NoVerdict(why)));
         }
         if !settled.allowed {
             self.observer.tool_refused(call, &settled.reason);

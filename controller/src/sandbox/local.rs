@@ -114,7 +114,7 @@ impl RunAs {
         let root = nix::unistd::geteuid().is_root();
         match self {
             // Said to the server, so it knows root is the operator's choice, not an oversight.
-            RunAs::Own if root => Ok(Some("root".to_owned())),
+            RunAs::Own if root => Ok(Some("0:0".to_owned())),
             RunAs::Own => Ok(None),
             RunAs::Default if root => Ok(Some(DEFAULT_USER.to_owned())),
             RunAs::Default => Ok(None),

@@ -358,7 +358,8 @@ pub fn token(config: &RunConfig) -> anyhow::Result<String> {
     }
 }
 
-/// The folder a local sandbox serves: the working directory (created when missing), or, for a
+/// The folder a local sandbox serves: the working directory (the default one created when
+/// missing; a named one must exist, `RunConfig::for_run` checks), or, for a
 /// task that brings its own workspace, an empty folder to seed.
 fn local_workspace(config: &RunConfig) -> Result<(PathBuf, Option<tempfile::TempDir>), StartError> {
     let bad = |err: anyhow::Error| StartError::BadInput(format!("{err:#}"));

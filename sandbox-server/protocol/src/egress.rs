@@ -79,7 +79,9 @@ impl AllowedHost {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .parse::<IpAddr>()
-            .ok();
+            .ok()
+            // `::ffff:10.0.0.1` is the IPv4 address it reaches.
+            .map(|address| address.to_canonical());
         match (self, address) {
             (AllowedHost::Address(allowed), Some(address)) => *allowed == address,
             (AllowedHost::Block(base, bits), Some(address)) => {
@@ -107,9 +109,15 @@ impl AllowedHost {
     }
 }
 
-fn is_host_name(text: &str) -> bool {
+/// A DNS name: labels of letters, digits and `-`, at most 253 bytes; the last label not all
+/// digits (`10.1` and `192.168.1` are addresses to a resolver, not names).
+pub fn is_host_name(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 253
+        && !text
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.bytes().all(|b| b.is_ascii_digit()))
         && text.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
@@ -153,12 +161,12 @@ pub enum EgressMode {
     Listed,
 }
 
-/// The proxy's policy file: written by the controller for each phase, read again by the proxy
-/// on SIGHUP. A new generation ends every tunnel the last one let through.
+/// The proxy's policy for a phase, set by the controller (`PUT /policy` on the control port).
+/// A new generation ends every tunnel the last one let through.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EgressPolicy {
-    /// Increases with each policy; the proxy writes it to its applied file once in force.
+    /// Increases with each policy; `GET /policy` answers it once in force.
     pub generation: u64,
     pub mode: EgressMode,
     /// The allow list's entries (`mode: listed`).
@@ -184,11 +192,22 @@ impl EgressPolicy {
         if self.mode == EgressMode::All {
             return Ok(true);
         }
+        // An IPv4-mapped IPv6 address (`::ffff:127.0.0.1`) is judged as the IPv4 it reaches.
+        let address = address.to_canonical();
         let special = address.is_loopback()
             || address.is_unspecified()
             || match address {
-                IpAddr::V4(v4) => v4.is_link_local() || v4.is_broadcast(),
-                IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+                IpAddr::V4(v4) => {
+                    v4.is_link_local()
+                        || v4.is_broadcast()
+                        // Alibaba Cloud's metadata service.
+                        || v4 == std::net::Ipv4Addr::new(100, 100, 100, 200)
+                }
+                IpAddr::V6(v6) => {
+                    (v6.segments()[0] & 0xffc0) == 0xfe80
+                        // AWS's IPv6 metadata service.
+                        || v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+                }
             };
         if !special {
             return Ok(true);
@@ -212,6 +231,30 @@ impl EgressPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mapped_addresses_and_numeric_names_are_judged_as_the_addresses_they_are() {
+        let listed = EgressPolicy {
+            generation: 1,
+            mode: EgressMode::Listed,
+            allowed_hosts: vec!["10.0.0.0/8".to_owned()],
+        };
+        assert!(listed.allows("::ffff:10.1.2.3").unwrap());
+        assert!(!listed.reaches("::ffff:127.0.0.1".parse().unwrap()).unwrap());
+        assert!(
+            !listed
+                .reaches("::ffff:169.254.169.254".parse().unwrap())
+                .unwrap()
+        );
+        assert!(!listed.reaches("fd00:ec2::254".parse().unwrap()).unwrap());
+        assert!(!listed.reaches("100.100.100.200".parse().unwrap()).unwrap());
+        assert!(listed.reaches("10.1.2.3".parse().unwrap()).unwrap());
+        assert!(!is_host_name("10.1") && !is_host_name("192.168.1") && is_host_name("a1.b2"));
+        assert!(
+            AllowedHost::parse("10.1").is_err(),
+            "an address in disguise is no name"
+        );
+    }
 
     #[test]
     fn entries_parse_as_harbor_validates_them_and_bad_ones_say_why() {

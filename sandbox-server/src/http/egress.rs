@@ -22,7 +22,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use sandbox_protocol::egress::{EgressMode, EgressPolicy};
+use sandbox_protocol::egress::{AllowedHost, EgressMode, EgressPolicy};
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -48,8 +48,8 @@ struct Shared {
     policy: RwLock<EgressPolicy>,
     generation: watch::Sender<u64>,
     decisions: Mutex<BTreeMap<(u64, String, bool), u64>>,
-    /// Decisions not counted once the map was full.
-    overflow: std::sync::atomic::AtomicU64,
+    /// Per generation, the decisions not counted once its share of the map was full.
+    overflow: Mutex<BTreeMap<u64, u64>>,
     token: String,
 }
 
@@ -67,9 +67,15 @@ impl Shared {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let key = (generation, host.to_owned(), allowed);
-        if decisions.len() >= DECISIONS_CAP && !decisions.contains_key(&key) {
-            self.overflow
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Each phase has its own cap: a flood in one cannot hide the next one's decisions.
+        let of_generation = decisions.keys().filter(|k| k.0 == generation).count();
+        if of_generation >= DECISIONS_CAP && !decisions.contains_key(&key) {
+            *self
+                .overflow
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .entry(generation)
+                .or_default() += 1;
             return;
         }
         *decisions.entry(key).or_default() += 1;
@@ -91,6 +97,15 @@ pub async fn run(
                 args.token_env
             )
         })?;
+    let peers: Vec<AllowedHost> = args
+        .allow_from
+        .iter()
+        .map(|cidr| match AllowedHost::parse(cidr) {
+            Ok(block @ (AllowedHost::Block(..) | AllowedHost::Address(_))) => Ok(block),
+            Ok(_) | Err(_) => Err(anyhow::anyhow!("--allow-from {cidr}: expected ADDR/BITS")),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let peers = Arc::new(peers);
     let (generation, _) = watch::channel(0);
     let shared = Arc::new(Shared {
         policy: RwLock::new(EgressPolicy {
@@ -110,13 +125,28 @@ pub async fn run(
         .await
         .with_context(|| format!("binding {}", args.control))?;
     tracing::info!(listen = %args.listen, control = %args.control, "egress proxy ready (nothing allowed yet)");
+    let control_peers = peers.clone();
     let router = axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .route("/policy", axum::routing::put(put_policy).get(get_policy))
         .route("/decisions", axum::routing::get(get_decisions))
+        .layer(axum::middleware::from_fn(
+            move |axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>,
+                  request: axum::extract::Request,
+                  next: axum::middleware::Next| {
+                let allowed = admitted(&control_peers, peer);
+                async move {
+                    match allowed {
+                        true => next.run(request).await,
+                        false => refused(StatusCode::FORBIDDEN, "not from the task's network"),
+                    }
+                }
+            },
+        ))
         .with_state(shared.clone());
     let control_task = tokio::spawn(async move {
-        let _ = axum::serve(control, router).await;
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        let _ = axum::serve(control, service).await;
     });
     let permits = Arc::new(Semaphore::new(args.max_connections.max(1)));
     let accept = async {
@@ -125,8 +155,14 @@ pub async fn run(
                 return;
             };
             let Ok((client, peer)) = proxy.accept().await else {
+                // Out of descriptors, say: a moment before the next try, not a spin.
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             };
+            if !admitted(&peers, peer) {
+                tracing::debug!(%peer, "refused: not from the task's network");
+                continue;
+            }
             let shared = shared.clone();
             tokio::spawn(async move {
                 if let Err(err) = serve_client(client, &shared).await {
@@ -142,6 +178,12 @@ pub async fn run(
     }
     control_task.abort();
     Ok(())
+}
+
+/// Whether a peer may use the proxy: from a network of `--allow-from` (any, with none).
+fn admitted(peers: &[AllowedHost], peer: SocketAddr) -> bool {
+    let address = peer.ip().to_canonical().to_string();
+    peers.is_empty() || peers.iter().any(|block| block.allows(&address))
 }
 
 fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
@@ -228,7 +270,13 @@ async fn get_decisions(State(shared): State<Arc<Shared>>, headers: HeaderMap) ->
             count: *count,
         })
         .collect();
-    let overflow = shared.overflow.load(std::sync::atomic::Ordering::Relaxed);
+    let overflow: BTreeMap<String, u64> = shared
+        .overflow
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .iter()
+        .map(|(generation, n)| (generation.to_string(), *n))
+        .collect();
     Json(serde_json::json!({"decisions": decisions, "not_counted": overflow})).into_response()
 }
 
@@ -262,6 +310,19 @@ fn authority(text: &str, default: Option<u16>) -> Option<(String, u16)> {
     (!host.is_empty()).then_some((host, port))
 }
 
+/// A target must be an address or a DNS name: anything else is refused before it is judged or
+/// counted (a flood of invented hosts cannot grow the decisions).
+fn valid_host(host: &str) -> Result<(), String> {
+    if host.parse::<IpAddr>().is_ok() || sandbox_protocol::egress::is_host_name(host) {
+        return Ok(());
+    }
+    let shown: String = host.chars().take(64).collect();
+    Err(format!(
+        "`{}`: not a host name or an address",
+        shown.escape_default()
+    ))
+}
+
 /// Reads the request head: the target, and what the client sent past the head.
 fn parse_head(head: &[u8]) -> Result<Target, String> {
     let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8".to_owned())?;
@@ -275,6 +336,7 @@ fn parse_head(head: &[u8]) -> Result<Target, String> {
     if method == "CONNECT" {
         let (host, port) =
             authority(target, None).ok_or_else(|| format!("CONNECT {target}: not host:port"))?;
+        valid_host(&host)?;
         return Ok(Target {
             host,
             port,
@@ -292,18 +354,26 @@ fn parse_head(head: &[u8]) -> Result<Target, String> {
     };
     let (host, port) = authority(authority_text, Some(80))
         .ok_or_else(|| format!("{target}: no host in the URL"))?;
-    let mut forward = format!("{method} {path} {version}\r\n");
+    valid_host(&host)?;
+    // The request goes to the host the policy judged: its Host is the URL's, and it is the
+    // connection's only request (no keep-alive: a second request would not be judged).
+    let mut forward = format!("{method} {path} {version}\r\nHost: {authority_text}\r\n");
     for line in lines.filter(|l| !l.is_empty()) {
         let name = line.split(':').next().unwrap_or("").trim();
-        if name.eq_ignore_ascii_case("proxy-connection")
-            || name.eq_ignore_ascii_case("proxy-authorization")
-        {
+        let dropped = [
+            "host",
+            "connection",
+            "keep-alive",
+            "proxy-connection",
+            "proxy-authorization",
+        ];
+        if dropped.iter().any(|d| name.eq_ignore_ascii_case(d)) {
             continue;
         }
         forward.push_str(line);
         forward.push_str("\r\n");
     }
-    forward.push_str("\r\n");
+    forward.push_str("Connection: close\r\n\r\n");
     Ok(Target {
         host,
         port,
@@ -352,8 +422,8 @@ async fn serve_client(mut client: TcpStream, shared: &Shared) -> anyhow::Result<
     };
     let policy = shared.policy();
     let verdict = policy.allows(&target.host).unwrap_or(false);
-    shared.record(policy.generation, &target.host, verdict);
     if !verdict {
+        shared.record(policy.generation, &target.host, false);
         let why = match policy.mode {
             EgressMode::Nothing => "this phase of the task has no network".to_owned(),
             _ => format!("{} is not on this phase's allow list", target.host),
@@ -361,9 +431,20 @@ async fn serve_client(mut client: TcpStream, shared: &Shared) -> anyhow::Result<
         answer(&mut client, "403 Forbidden", &why).await?;
         return Ok(());
     }
+    // Counted as what it came to: a name that resolves only where a task may not go
+    // (loopback, a metadata service) is refused, not allowed.
     let upstream = match connect(&target, &policy).await {
-        Ok(upstream) => upstream,
-        Err(why) => {
+        Ok(upstream) => {
+            shared.record(policy.generation, &target.host, true);
+            upstream
+        }
+        Err(Unreached::Refused(why)) => {
+            shared.record(policy.generation, &target.host, false);
+            answer(&mut client, "403 Forbidden", &why).await?;
+            return Ok(());
+        }
+        Err(Unreached::Failed(why)) => {
+            shared.record(policy.generation, &target.host, true);
             answer(&mut client, "502 Bad Gateway", &why).await?;
             return Ok(());
         }
@@ -386,9 +467,15 @@ async fn serve_client(mut client: TcpStream, shared: &Shared) -> anyhow::Result<
     Ok(())
 }
 
+/// Why a connection was not made: the policy refused every address, or none answered.
+enum Unreached {
+    Refused(String),
+    Failed(String),
+}
+
 /// Resolves the target (the proxy's resolver, not the task's) and connects to the first
 /// address the policy lets it reach.
-async fn connect(target: &Target, policy: &EgressPolicy) -> Result<TcpStream, String> {
+async fn connect(target: &Target, policy: &EgressPolicy) -> Result<TcpStream, Unreached> {
     let addresses: Vec<SocketAddr> = match target.host.parse::<IpAddr>() {
         Ok(address) => vec![SocketAddr::new(address, target.port)],
         Err(_) => tokio::time::timeout(
@@ -396,8 +483,8 @@ async fn connect(target: &Target, policy: &EgressPolicy) -> Result<TcpStream, St
             tokio::net::lookup_host((target.host.as_str(), target.port)),
         )
         .await
-        .map_err(|_| format!("resolving {} timed out", target.host))?
-        .map_err(|err| format!("resolving {}: {err}", target.host))?
+        .map_err(|_| Unreached::Failed(format!("resolving {} timed out", target.host)))?
+        .map_err(|err| Unreached::Failed(format!("resolving {}: {err}", target.host)))?
         .collect(),
     };
     let reachable: Vec<SocketAddr> = addresses
@@ -405,10 +492,10 @@ async fn connect(target: &Target, policy: &EgressPolicy) -> Result<TcpStream, St
         .filter(|a| policy.reaches(a.ip()).unwrap_or(false))
         .collect();
     if reachable.is_empty() {
-        return Err(format!(
-            "{} resolves only to addresses a task may not reach (loopback, link-local)",
+        return Err(Unreached::Refused(format!(
+            "{} resolves only to addresses a task may not reach (loopback, link-local, a metadata service)",
             target.host
-        ));
+        )));
     }
     let mut last = String::new();
     for address in reachable {
@@ -418,12 +505,24 @@ async fn connect(target: &Target, policy: &EgressPolicy) -> Result<TcpStream, St
             Err(_) => last = format!("connecting to {address} timed out"),
         }
     }
-    Err(last)
+    Err(Unreached::Failed(last))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_peers_of_the_task_network_are_admitted() {
+        let peers = vec![AllowedHost::parse("172.20.0.0/16").unwrap()];
+        assert!(admitted(&peers, "172.20.0.5:4000".parse().unwrap()));
+        assert!(admitted(
+            &peers,
+            "[::ffff:172.20.0.5]:4000".parse().unwrap()
+        ));
+        assert!(!admitted(&peers, "172.17.0.2:4000".parse().unwrap()));
+        assert!(admitted(&[], "172.17.0.2:4000".parse().unwrap()));
+    }
 
     #[test]
     fn request_heads_name_their_target() {
@@ -432,14 +531,16 @@ mod tests {
         assert!(connect.forward.is_none());
         let v6 = parse_head(b"CONNECT [fd00::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!((v6.host.as_str(), v6.port), ("fd00::1", 8443));
+        // The Host sent on is the URL's (not another site's behind the same address), and the
+        // connection carries this one judged request.
         let get = parse_head(
-            b"GET http://web.test:8080/a?b=1 HTTP/1.1\r\nHost: web.test\r\nProxy-Connection: keep-alive\r\n\r\n",
+            b"GET http://web.test:8080/a?b=1 HTTP/1.1\r\nHost: evil.test\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n",
         )
         .unwrap();
         assert_eq!((get.host.as_str(), get.port), ("web.test", 8080));
         assert_eq!(
             String::from_utf8(get.forward.unwrap()).unwrap(),
-            "GET /a?b=1 HTTP/1.1\r\nHost: web.test\r\n\r\n"
+            "GET /a?b=1 HTTP/1.1\r\nHost: web.test:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         );
         let plain = parse_head(b"GET http://web.test HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!(plain.port, 80);
@@ -448,6 +549,10 @@ mod tests {
             b"GET https://x/ HTTP/1.1\r\n\r\n",
             b"CONNECT nohost HTTP/1.1\r\n\r\n",
             b"garbage\r\n\r\n",
+            // Invented hosts are refused before they are judged or counted.
+            b"CONNECT \x01\x01\x01:443 HTTP/1.1\r\n\r\n",
+            b"CONNECT 10.1:443 HTTP/1.1\r\n\r\n",
+            b"GET http://a_b.test/ HTTP/1.1\r\n\r\n",
         ] {
             assert!(parse_head(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }

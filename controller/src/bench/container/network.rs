@@ -93,6 +93,30 @@ async fn proxy_image(docker: &Docker, server: &std::path::Path) -> anyhow::Resul
     Ok(tag)
 }
 
+/// The subnets of a network (its IPAM configuration); at least one, or an error.
+async fn subnets(docker: &bollard::Docker, network: &str) -> anyhow::Result<Vec<String>> {
+    let inspected = docker
+        .inspect_network(
+            network,
+            None::<bollard::query_parameters::InspectNetworkOptions>,
+        )
+        .await
+        .with_context(|| format!("inspecting the task's network {network}"))?;
+    let subnets: Vec<String> = inspected
+        .ipam
+        .and_then(|ipam| ipam.config)
+        .into_iter()
+        .flatten()
+        .filter_map(|config| config.subnet)
+        .collect();
+    if subnets.is_empty() {
+        anyhow::bail!(
+            "the task's network {network} has no subnet to admit the proxy's clients from"
+        );
+    }
+    Ok(subnets)
+}
+
 impl TaskEnvironment {
     /// Starts the task's egress proxy on its network and the internet's, nothing allowed yet.
     pub(super) async fn start_egress(
@@ -102,8 +126,15 @@ impl TaskEnvironment {
     ) -> anyhow::Result<()> {
         let image = proxy_image(&self.docker, server).await?;
         let token = format!("{:032x}", rand::random::<u128>());
+        // Only the task's own network may use the proxy: not the other containers of the
+        // internet network it also joins (a shared `bridge`: other trials among them).
+        let mut allow_from = Vec::new();
+        for subnet in subnets(&self.docker, &self.network).await? {
+            allow_from.extend(["--allow-from".to_owned(), subnet]);
+        }
         let body = ContainerCreateBody {
             image: Some(image),
+            cmd: Some(allow_from),
             env: Some(vec![format!("HARNESS_EGRESS_TOKEN={token}")]),
             labels: Some(labels_for(session_id, None)),
             host_config: Some(HostConfig {
@@ -276,7 +307,7 @@ impl TaskEnvironment {
             Ok(response) => response.json().await.unwrap_or_default(),
             Err(_) => return Vec::new(),
         };
-        answer["decisions"]
+        let mut records: Vec<crate::event_log::EgressRecord> = answer["decisions"]
             .as_array()
             .into_iter()
             .flatten()
@@ -288,7 +319,16 @@ impl TaskEnvironment {
                     count: d["count"].as_u64()?,
                 })
             })
-            .collect()
+            .collect();
+        // A phase that tried more hosts than the proxy counts says so, not silently.
+        if let Some(n) = answer["not_counted"][generation.to_string()].as_u64() {
+            records.push(crate::event_log::EgressRecord {
+                host: "(more hosts than the proxy counts)".to_owned(),
+                allowed: false,
+                count: n,
+            });
+        }
+        records
     }
 }
 

@@ -70,7 +70,10 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
         t.failed,
         t.not_run,
         100.0 * t.pass_rate,
-        plural(t.retries, "retry").replace("retrys", "retries")
+        match t.retries {
+            1 => "1 retry".to_owned(),
+            n => format!("{n} retries"),
+        }
     )?;
     if !t.failures.is_empty() {
         let classes: Vec<String> = t
