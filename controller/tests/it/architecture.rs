@@ -113,7 +113,7 @@ fn the_controller_depends_on_the_protocol_never_on_the_server() {
 #[test]
 fn in_the_server_only_http_knows_axum_and_only_config_knows_clap() {
     only_in(&server_src(), "axum", &["http.rs", "http/"]);
-    only_in(&server_src(), "clap", &["config.rs", "main.rs"]);
+    only_in(&server_src(), "clap", &["config.rs", "config/", "main.rs"]);
 }
 
 #[test]
