@@ -7,6 +7,7 @@ Run by sandbox-server/tests/it/contract.rs, which generates the client and start
 A generated client that cannot express a route, or parses an answer into the wrong type, fails
 here: the fix belongs in the document, not in this script.
 """
+import time
 import importlib
 import io
 import sys
@@ -106,7 +107,13 @@ def processes_by_id():
     assert (wrote.written, wrote.stdin_open) == (3, False), wrote
     output = parsed(call("processes", "get_output", 200, id="cat", after_seq=0, wait_ms=5000), models.ProcessOutput)
     assert [chunk.data for chunk in output.chunks] == ["hi\n"], output
-    got = parsed(call("processes", "get_process", 200, id="cat"), models.ManagedProcess)
+    # Its output can arrive a moment before its exit is reaped: wait for it, bounded.
+    deadline = time.monotonic() + 10
+    while True:
+        got = parsed(call("processes", "get_process", 200, id="cat"), models.ManagedProcess)
+        if got.state == models.ProcessState.EXITED or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert got.state == models.ProcessState.EXITED, got
     # An event stream is read as a stream (a generated client parses one JSON body): the
     # generated module gives the request, the client's connection reads it.
