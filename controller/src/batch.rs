@@ -287,16 +287,14 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
                 problems.push(format!("{}: {err:#}", task.source.path().display()));
             }
             Ok(run) => {
-                if config.pool_size > 0 && run.bench().is_some() {
+                let provider = run.sandbox.provider();
+                if config.pool_size > 0 && provider.is_some() {
                     warnings.push(format!(
                         "warning: {}: --pool-size does not apply to a benchmark task, which runs in its own image",
                         task.task
                     ));
                 }
-                let bench = run
-                    .bench()
-                    .map(|b| b.task.warnings.clone())
-                    .unwrap_or_default();
+                let bench = provider.map(|p| p.warnings()).unwrap_or_default();
                 warnings.extend(
                     bench
                         .into_iter()

@@ -15,6 +15,9 @@
 //! - [`publish`]: `harness images build`: images ahead of a run, pushed, with a Kubernetes
 //!   overlay per task; [`rerun`]: a benchmark session re-run in its task's containers.
 //! - [`results`], [`atif`]: what Harbor's tools read.
+//! - [`provider`]: the task as a session's provider (its containers) and grader (its
+//!   verifier, [`trial`]); [`run_session`]: a trial wraps a session, and writes Harbor's files
+//!   from its log after it.
 
 pub mod agents;
 pub mod atif;
@@ -24,11 +27,34 @@ pub mod harbor;
 pub mod host;
 pub mod image;
 pub mod isolate;
+pub mod provider;
 pub mod publish;
 pub mod rerun;
 pub mod results;
 pub mod tb1;
+mod trial;
 pub mod verify;
+
+/// A session, and when it is a benchmark trial (`trial` names its job and dataset) the files
+/// Harbor's tools read, written from its finished log.
+pub async fn run_session(
+    options: crate::session::SessionOptions,
+    trial: Option<&results::TrialLink>,
+    model: std::sync::Arc<dyn crate::llm::Model>,
+    audience: crate::session::Audience<'_>,
+    totals: &std::sync::Mutex<crate::run_loop::Totals>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> crate::session::SessionSummary {
+    let summary = crate::session::run_session(options, model, audience, totals, cancel).await;
+    if let Some(link) = trial
+        && let Err(err) = results::write_trial(&summary.log_dir, link)
+    {
+        audience.observer.note(&format!(
+            "warning: writing the trial's result files: {err:#}"
+        ));
+    }
+    summary
+}
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -98,6 +98,8 @@ pub struct RunConfig {
     /// The longest the session may run.
     pub lifetime: Option<Duration>,
     pub policy: PolicySettings,
+    /// The hooks; their `pre_tool_use` runs before the rules for every tool.
+    pub hooks: std::sync::Arc<Hooks>,
     /// Who acts: the model, or for a benchmark task its oracle or nobody.
     pub agent: AgentKind,
     /// The MCP servers whose tools the agent also gets.
@@ -224,10 +226,8 @@ impl RunConfig {
             prompt: task.prompt,
             sandbox,
             tools,
-            policy: PolicySettings {
-                hooks: hooks(task.hooks.as_deref(), flags)?,
-                ..policy_settings(flags)
-            },
+            policy: policy_settings(flags),
+            hooks: hooks(task.hooks.as_deref(), flags)?,
             agent,
             mcp: mcp_servers(task.mcp.as_deref(), flags)?,
             mcp_workspace: flags.mcp_workspace || task.mcp_workspace == Some(true),
@@ -309,7 +309,10 @@ fn limits(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Limits> {
 }
 
 /// The hooks: `--hooks`, else the task's `hooks:`; none when neither names a file.
-fn hooks(task: Option<&Path>, flags: &SessionFlags) -> anyhow::Result<std::sync::Arc<Hooks>> {
+pub(crate) fn hooks(
+    task: Option<&Path>,
+    flags: &SessionFlags,
+) -> anyhow::Result<std::sync::Arc<Hooks>> {
     let hooks = match flags.hooks.as_deref().or(task) {
         Some(path) => Hooks::load(path)?,
         None => Hooks::none(),
@@ -328,7 +331,7 @@ pub(crate) fn mcp_servers(
     }))
 }
 
-fn policy_settings(flags: &SessionFlags) -> PolicySettings {
+pub(crate) fn policy_settings(flags: &SessionFlags) -> PolicySettings {
     let allow_all = flags.policy.as_deref() == Some("allow-all");
     PolicySettings {
         rules_file: flags
@@ -341,7 +344,6 @@ fn policy_settings(flags: &SessionFlags) -> PolicySettings {
         classifier_timeout: flags.classifier_timeout.max(Duration::from_secs(1)),
         no_classifier: flags.no_classifier,
         approve: flags.approve,
-        hooks: Default::default(),
     }
 }
 

@@ -18,62 +18,13 @@ mod run;
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 pub use config::{HookSpec, Hooks, HooksFile};
 pub use run::{HookRun, RunOutcome};
-
-/// When a hook runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum HookEvent {
-    /// The session's sandbox is ready, before the first model call; may add context.
-    SessionStart,
-    /// The task is about to reach the model; may add context, or deny (the session stops).
-    UserPrompt,
-    /// A tool call is about to be judged and run; may allow, ask, deny, rewrite, add context.
-    PreToolUse,
-    /// A tool call has its result (or failed, or was refused); may add context or stop.
-    PostToolUse,
-    /// The history is about to be compacted.
-    PreCompact,
-    /// A reply called no tool: the agent is about to finish; may deny, with a reason that goes
-    /// back to the model as the next message (the loop goes on, within its limits).
-    Stop,
-    /// The session ended.
-    SessionEnd,
-}
-
-impl HookEvent {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "session_start",
-            HookEvent::UserPrompt => "user_prompt",
-            HookEvent::PreToolUse => "pre_tool_use",
-            HookEvent::PostToolUse => "post_tool_use",
-            HookEvent::PreCompact => "pre_compact",
-            HookEvent::Stop => "stop",
-            HookEvent::SessionEnd => "session_end",
-        }
-    }
-
-    /// Whether a `matcher` on the tool's name applies.
-    pub fn has_tool(self) -> bool {
-        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
-    }
-}
-
-/// A hook's answer about a call (or a prompt, or a stop).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum HookDecision {
-    Allow,
-    Ask,
-    Deny,
-}
+// The schema of the log names them (`hook_run`), so they live with it.
+pub use crate::event_log::{HookDecision, HookEvent};
 
 /// What a hook may answer (every field optional; an empty answer has no opinion).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -162,10 +113,7 @@ impl Combined {
     }
 }
 
-/// Whether `name` matches `pattern`: globs (`*`, `?`) with `|` between alternatives.
-pub fn glob_matches(pattern: &str, name: &str) -> bool {
-    config::matches(pattern, name)
-}
+pub use crate::text::glob_matches;
 
 /// The default time a hook may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

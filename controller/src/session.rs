@@ -8,16 +8,18 @@
 //!
 //! - [`outcome`]: how a session ended, and why it stopped early (one mapping to exit codes,
 //!   failure and error classes).
-//! - [`sandbox`]: the session's sandbox behind one type (local, docker, URL, pool lease).
+//! - [`sandbox`]: the session's sandbox behind one type (local, docker, URL, pool lease, or
+//!   what a [`provider`] started).
+//! - [`provider`]: the seam to what a session is part of: who starts its sandbox, who grades.
 //! - [`model`]: the model from its name, recorded replies included.
 //! - `prepare`, `check`, `header`: the steps before and after the agent.
 
-mod bench;
-mod check;
+pub mod check;
 mod header;
 pub mod model;
 pub mod outcome;
 mod prepare;
+pub mod provider;
 pub mod sandbox;
 
 use std::path::PathBuf;
@@ -31,7 +33,6 @@ use tokio_util::sync::CancellationToken;
 pub use model::build_model;
 pub use outcome::{SessionOutcome, Stop};
 
-use crate::bench::results::TrialLink;
 use crate::config::RunConfig;
 use crate::event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
 use crate::llm::{self, Model};
@@ -66,8 +67,6 @@ pub struct SessionOptions {
     pub lease: Option<Lease>,
     /// Docker containers started ahead of need, for a `SandboxTarget::Docker` (a batch's).
     pub warm: Option<Arc<WarmPool>>,
-    /// A benchmark trial's job and dataset, for the files Harbor reads.
-    pub trial_link: TrialLink,
 }
 
 /// Who a session talks to: a display for its progress, and someone to settle asks.
@@ -167,7 +166,6 @@ async fn session(
             let mut summary = summarise(&options, outcome, answer);
             summary.reason = Some(stop.message.clone());
             finish(&log, &summary).await;
-            write_trial_files(&options, audience.observer);
             return summary;
         }
     };
@@ -210,20 +208,7 @@ async fn session(
     summary.reason = reason;
     finish(&log, &summary).await;
     sandbox.stop().await;
-    write_trial_files(&options, audience.observer);
     summary
-}
-
-/// A benchmark trial's files for Harbor's tools, from its finished log.
-fn write_trial_files(options: &SessionOptions, observer: &dyn Observer) {
-    if options.config.bench().is_none() {
-        return;
-    }
-    if let Err(err) = crate::bench::results::write_trial(&options.log_dir, &options.trial_link) {
-        observer.note(&format!(
-            "warning: writing the trial's result files: {err:#}"
-        ));
-    }
 }
 
 /// A sandbox that died is the infrastructure's failure, whatever the loop made of it, and
@@ -265,7 +250,7 @@ fn open(
     }
     let mut known = vec![token.clone()];
     known.extend(config.mcp.secret_values());
-    known.extend(config.policy.hooks.secret_values());
+    known.extend(config.hooks.secret_values());
     let secrets = crate::secrets::values(&known);
     let log = EventLog::create(&options.log_dir, options.durability, &secrets)?;
     observer.note(&format!("log: {}", options.log_dir.display()));
@@ -289,7 +274,7 @@ async fn start_sandbox(
         server_log: server_log.as_deref(),
         observer,
     };
-    let provider = options.config.sandbox.provider();
+    let provider = options.config.sandbox.label();
     let started = std::time::Instant::now();
     let span = tracing::info_span!("sandbox_start", provider);
     let sandbox = Sandbox::start(&options.config, context)
@@ -433,11 +418,11 @@ impl Session<'_> {
             .await
             .map_err(|err| Stop::preparing(&err))?;
         let prepared = prepared.map_err(|err| Stop::preparing(&err))?;
-        if let Some(environment) = self.sandbox.task() {
-            bench::record_images(&self.recorder.log, environment)
-                .await
-                .map_err(|err| Stop::preparing(&err))?;
-        }
+        let grader = self.sandbox.grader();
+        grader
+            .prepare(&self.recorder.log)
+            .await
+            .map_err(|err| Stop::preparing(&err))?;
         self.record_start()
             .await
             .map_err(|err| Stop::preparing(&err))?;
@@ -453,24 +438,20 @@ impl Session<'_> {
             limits: self.options.config.limits,
             observer: self.audience.observer,
             recorder: &self.recorder,
-            hooks: &self.options.config.policy.hooks,
+            hooks: &self.options.config.hooks,
             mcp,
         };
-        if let Some(run) = self.options.config.bench() {
-            return self
-                .run_bench(&agent, &prepared.system.text, run, totals)
-                .await;
-        }
-        let report = agent
-            .run(&prepared.system.text, &self.options.config.prompt, totals)
-            .await
-            .map_err(|err| Stop::of_loop(&err))?;
-        let checked = self.after().await.map_err(|err| Stop::preparing(&err))?;
-        let outcome = match (SessionOutcome::of_loop(report.end), checked) {
-            (SessionOutcome::Completed, Some(false)) => SessionOutcome::CheckFailed,
-            (outcome, _) => outcome,
+        let grading = provider::Grading {
+            agent: &agent,
+            system_prompt: &prepared.system.text,
+            config: &self.options.config,
+            client: &self.sandbox.client,
+            recorder: &self.recorder,
+            observer: self.audience.observer,
+            log_dir: &self.options.log_dir,
+            totals,
         };
-        Ok((outcome, report.answer))
+        grader.run(grading).await
     }
 
     fn header<'a>(&'a self, prepared: Option<&'a Prepared>) -> Header<'a> {
@@ -493,20 +474,5 @@ impl Session<'_> {
             .fingerprint(None)
             .await
             .context("recording the state fingerprint")
-    }
-
-    /// The fingerprint after the agent, then the check; whether the check passed.
-    async fn after(&self) -> anyhow::Result<Option<bool>> {
-        self.recorder
-            .fingerprint(None)
-            .await
-            .context("recording the state fingerprint")?;
-        check::run_check(
-            &self.options.config,
-            &self.sandbox.client,
-            &self.recorder,
-            self.audience.observer,
-        )
-        .await
     }
 }

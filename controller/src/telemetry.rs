@@ -276,12 +276,13 @@ impl Metrics {
         self.attempts.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
-    /// A model call answered (or failed after its retries).
+    /// A model call answered (or failed after its retries); `answer` is its tokens by kind and
+    /// its cost.
     pub fn model_call(
         &self,
         model: &ModelId,
         took: Duration,
-        answer: Option<(&crate::llm::Usage, Option<f64>)>,
+        answer: Option<(&TokensByKind, Option<f64>)>,
     ) {
         let labels = ModelLabels {
             provider: model.provider.clone(),
@@ -297,15 +298,10 @@ impl Metrics {
             outcome,
         };
         self.model_calls.get_or_create(&call).inc();
-        let Some((usage, cost)) = answer else {
+        let Some((tokens_by_kind, cost)) = answer else {
             return;
         };
-        for (kind, n) in [
-            ("input", usage.input_tokens),
-            ("cached_input", usage.cached_input_tokens),
-            ("cache_write", usage.cache_write_tokens),
-            ("output", usage.output_tokens),
-        ] {
+        for &(kind, n) in tokens_by_kind {
             let tokens = TokenLabels {
                 provider: labels.provider.clone(),
                 model: labels.model.clone(),
@@ -407,6 +403,9 @@ impl ModelId {
     }
 }
 
+/// A reply's tokens by kind (`input`, `cached_input`, `cache_write`, `output`).
+pub type TokensByKind = [(&'static str, u64)];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,12 +433,13 @@ mod tests {
     fn counters_show_in_the_exposition() {
         let metrics = Metrics::new();
         let id = ModelId::from_description("openai/m (x)");
-        let usage = crate::llm::Usage {
-            input_tokens: 10,
-            output_tokens: 3,
-            ..Default::default()
-        };
-        metrics.model_call(&id, Duration::from_millis(20), Some((&usage, Some(0.5))));
+        let tokens = [
+            ("input", 10),
+            ("cached_input", 0),
+            ("cache_write", 0),
+            ("output", 3),
+        ];
+        metrics.model_call(&id, Duration::from_millis(20), Some((&tokens, Some(0.5))));
         metrics.model_call(&id, Duration::from_millis(20), None);
         metrics.tasks(TaskCounts {
             pending: 2,

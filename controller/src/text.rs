@@ -1,4 +1,5 @@
-//! Small text helpers shared by the prompt, the transcripts and the reports.
+//! Small text helpers shared by the prompt, the transcripts, the reports and the tool-name
+//! globs of hooks, rules and MCP filters.
 
 /// Python's `html.escape(text, quote=True)`: safe in HTML text and attribute values, as the seed
 /// escapes XML-ish prompt tags.
@@ -46,6 +47,40 @@ pub fn plural(n: impl TryInto<u64>, noun: &str) -> String {
         (_, true) => format!("{n} {noun}es"),
         (_, false) => format!("{n} {noun}s"),
     }
+}
+
+/// Whether `name` matches one of the `|`-separated globs of `pattern` (`*` any run, `?` one
+/// character).
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    pattern
+        .split('|')
+        .any(|glob| one_glob(glob.as_bytes(), name.as_bytes()))
+}
+
+fn one_glob(glob: &[u8], name: &[u8]) -> bool {
+    let (mut g, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match glob.get(g) {
+            Some(b'*') => {
+                star = Some((g, n));
+                g += 1;
+            }
+            Some(&c) if c == b'?' || c == name[n] => {
+                g += 1;
+                n += 1;
+            }
+            _ => match star {
+                Some((sg, sn)) => {
+                    g = sg + 1;
+                    n = sn + 1;
+                    star = Some((sg, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    glob[g..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(test)]

@@ -187,7 +187,16 @@ impl TaskContext<'_> {
         let cancel = self.stopping.running.child_token();
         // The leased member goes back to the pool when the session ends; the next lease
         // checks and resets it.
-        session::run_session(options, model, audience, &totals, cancel).await
+        let trial = options
+            .config
+            .sandbox
+            .provider()
+            .is_some()
+            .then(|| TrialLink {
+                job_id: Some(uuid_of(&self.config.batch_id)),
+                source: task.dataset_name(),
+            });
+        crate::bench::run_session(options, trial.as_ref(), model, audience, &totals, cancel).await
     }
 
     /// A pool member for the attempt, when the batch has a pool.
@@ -247,10 +256,6 @@ impl TaskContext<'_> {
             gates: Some(self.gates.clone()),
             lease,
             warm: self.warm.cloned(),
-            trial_link: TrialLink {
-                job_id: Some(uuid_of(&self.config.batch_id)),
-                source: task.dataset_name(),
-            },
         };
         Ok((options, model, workspace))
     }

@@ -54,7 +54,7 @@ pub(super) fn write(
         Ok(agent) => agent.as_str().to_owned(),
     };
     // Over every run of the batch, as its report counts them.
-    let n_retries = crate::replay::report::load(&config.out)
+    let n_retries = crate::replay::report::load(&config.out, &crate::bench::results::HarborFiles)
         .map(|report| report.totals.retries)
         .unwrap_or(0);
     let info = JobInfo {

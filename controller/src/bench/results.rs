@@ -316,6 +316,26 @@ impl TrialRecord {
     }
 }
 
+/// Harbor's files as the batch report reads them.
+pub struct HarborFiles;
+
+impl replay::report::TrialFiles for HarborFiles {
+    fn is_benchmark(&self, file: &Path) -> bool {
+        super::detect(file).is_some()
+    }
+
+    fn trial(&self, folder: &Path) -> Option<replay::report::TrialFacts> {
+        let record = read_record(folder).ok()?;
+        Some(replay::report::TrialFacts {
+            error: record.exception().map(str::to_owned),
+            rewards: record.rewards,
+            reward_valid: record.reward_valid,
+            tampered: record.tampered,
+            note: record.note,
+        })
+    }
+}
+
 /// The record of a trial whose `result.json` was written.
 pub fn read_record(dir: &Path) -> anyhow::Result<TrialRecord> {
     let path = dir.join("result.json");

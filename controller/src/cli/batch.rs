@@ -193,7 +193,8 @@ fn paint_every_quarter_second(
 
 /// `report.json`, `report.html` and the table on stdout, all read back from the logs.
 fn write_report(out: &std::path::Path) -> anyhow::Result<report::BatchReport> {
-    let report = report::load(out).context("reading the batch back for its report")?;
+    let report = report::load(out, &controller::bench::results::HarborFiles)
+        .context("reading the batch back for its report")?;
     let json = serde_json::to_vec_pretty(&report).context("writing the report")?;
     std::fs::write(out.join("report.json"), json)
         .with_context(|| format!("writing {}", out.join("report.json").display()))?;

@@ -275,8 +275,8 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
     if let [dir] = runs
         && report::is_batch(dir)
     {
-        let report =
-            report::load(dir).with_context(|| format!("reading the batch {}", dir.display()))?;
+        let report = report::load(dir, &controller::bench::results::HarborFiles)
+            .with_context(|| format!("reading the batch {}", dir.display()))?;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         if json {
@@ -312,7 +312,7 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
 
 /// `replay compare A B`: the table or JSON to stdout, and the page to `html`.
 fn compare_cmd(a: &Path, b: &Path, json: bool, html: Option<&Path>) -> anyhow::Result<i32> {
-    let comparison = compare::load(a, b)?;
+    let comparison = compare::load(a, b, &controller::bench::results::HarborFiles)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if json {

@@ -71,6 +71,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         .context("installing the Ctrl-C handler")?;
     let flags = args.session.flags();
     let (config, task_id) = config_of(&args, &flags)?;
+    let is_trial = config.sandbox.provider().is_some();
     let model = session::build_model(&config, None)?;
     eprintln!("model: {}", model.describe());
     let session_id = event_log::new_session_id();
@@ -100,7 +101,6 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         gates: None,
         lease: None,
         warm: None,
-        trial_link: Default::default(),
     };
     let cancel = CancellationToken::new();
     let on_interrupt = {
@@ -119,7 +119,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         observer: &terminal,
         asker: &terminal,
     };
-    let summary = session::run_session(options, model, audience, &totals, cancel).await;
+    // A benchmark task is a trial: Harbor's files are written beside its log.
+    let trial = is_trial.then(controller::bench::results::TrialLink::default);
+    let summary =
+        controller::bench::run_session(options, trial.as_ref(), model, audience, &totals, cancel)
+            .await;
     on_interrupt.abort();
     if !matches!(
         summary.outcome.logged(),

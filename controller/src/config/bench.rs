@@ -215,23 +215,17 @@ impl RunConfig {
             keep_workspace: flags.keep_workspace,
             lifetime: flags.lifetime,
             tools: flags.tools.clone(),
-            policy: crate::policy::PolicySettings {
-                hooks: super::hooks(None, &flags)?,
-                ..super::policy_settings(&flags)
-            },
+            policy: super::policy_settings(&flags),
+            hooks: super::hooks(None, &flags)?,
             mcp: super::mcp_servers(None, &flags)?,
             mcp_workspace: flags.mcp_workspace,
             agent,
-            sandbox: SandboxTarget::Task(Box::new(run)),
+            sandbox: SandboxTarget::Provided(std::sync::Arc::new(
+                crate::bench::provider::TaskProvider {
+                    run: std::sync::Arc::new(run),
+                },
+            )),
         })
-    }
-
-    /// The benchmark task this run is, if it is one.
-    pub fn bench(&self) -> Option<&BenchRun> {
-        match &self.sandbox {
-            SandboxTarget::Task(run) => Some(run),
-            _ => None,
-        }
     }
 }
 

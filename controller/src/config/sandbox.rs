@@ -2,6 +2,7 @@
 //! local one; and a container's limits.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -10,10 +11,11 @@ use super::SessionFlags;
 use crate::event_log::SandboxKind;
 use crate::sandbox::NetworkMode;
 use crate::sandbox::docker::{self, DockerSpec};
+use crate::session::provider::Provider;
 use crate::task::{SandboxSection, TaskFile};
 
 /// Where the sandbox is.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum SandboxTarget {
     /// A sandbox-server child over `working_dir`.
     Local,
@@ -26,19 +28,49 @@ pub enum SandboxTarget {
     Docker(DockerSpec),
     /// A member of a batch's pool, leased by the batch for the session.
     Pool,
-    /// A benchmark task's own containers, with a sandbox-server injected.
-    Task(Box<super::BenchRun>),
+    /// Whatever a provider starts (a benchmark task's own containers, with a sandbox-server
+    /// injected).
+    Provided(Arc<dyn Provider>),
+}
+
+impl PartialEq for SandboxTarget {
+    fn eq(&self, other: &SandboxTarget) -> bool {
+        match (self, other) {
+            (SandboxTarget::Local, SandboxTarget::Local)
+            | (SandboxTarget::Pool, SandboxTarget::Pool) => true,
+            (
+                SandboxTarget::Remote { url, token_file },
+                SandboxTarget::Remote {
+                    url: other_url,
+                    token_file: other_file,
+                },
+            ) => url == other_url && token_file == other_file,
+            (SandboxTarget::Docker(a), SandboxTarget::Docker(b)) => a == b,
+            // A provider is the same one, not an equal one.
+            (SandboxTarget::Provided(a), SandboxTarget::Provided(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
 }
 
 impl SandboxTarget {
-    /// What starts it, as a metrics label: `local`, `remote`, `docker`, `pool` or `task`.
-    pub fn provider(&self) -> &'static str {
+    /// What starts it, as a metrics label: `local`, `remote`, `docker`, `pool`, or the
+    /// provider's (`task`).
+    pub fn label(&self) -> &'static str {
         match self {
             SandboxTarget::Local => "local",
             SandboxTarget::Remote { .. } => "remote",
             SandboxTarget::Docker(_) => "docker",
             SandboxTarget::Pool => "pool",
-            SandboxTarget::Task(_) => "task",
+            SandboxTarget::Provided(provider) => provider.label(),
+        }
+    }
+
+    /// The provider, when one starts the sandbox.
+    pub fn provider(&self) -> Option<&dyn Provider> {
+        match self {
+            SandboxTarget::Provided(provider) => Some(provider.as_ref()),
+            _ => None,
         }
     }
 }
@@ -49,7 +81,8 @@ impl SandboxTarget {
         match self {
             SandboxTarget::Local => SandboxKind::Local,
             SandboxTarget::Remote { .. } | SandboxTarget::Pool => SandboxKind::Remote,
-            SandboxTarget::Docker(_) | SandboxTarget::Task(_) => SandboxKind::Docker,
+            SandboxTarget::Docker(_) => SandboxKind::Docker,
+            SandboxTarget::Provided(provider) => provider.kind(),
         }
     }
 }

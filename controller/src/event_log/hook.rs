@@ -4,7 +4,57 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::event::{BlobRef, Text};
-use crate::hooks::{HookDecision, HookEvent};
+
+/// When a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    /// The session's sandbox is ready, before the first model call; may add context.
+    SessionStart,
+    /// The task is about to reach the model; may add context, or deny (the session stops).
+    UserPrompt,
+    /// A tool call is about to be judged and run; may allow, ask, deny, rewrite, add context.
+    PreToolUse,
+    /// A tool call has its result (or failed, or was refused); may add context or stop.
+    PostToolUse,
+    /// The history is about to be compacted.
+    PreCompact,
+    /// A reply called no tool: the agent is about to finish; may deny, with a reason that goes
+    /// back to the model as the next message (the loop goes on, within its limits).
+    Stop,
+    /// The session ended.
+    SessionEnd,
+}
+
+impl HookEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "session_start",
+            HookEvent::UserPrompt => "user_prompt",
+            HookEvent::PreToolUse => "pre_tool_use",
+            HookEvent::PostToolUse => "post_tool_use",
+            HookEvent::PreCompact => "pre_compact",
+            HookEvent::Stop => "stop",
+            HookEvent::SessionEnd => "session_end",
+        }
+    }
+
+    /// Whether a `matcher` on the tool's name applies.
+    pub fn has_tool(self) -> bool {
+        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
+    }
+}
+
+/// A hook's answer about a call (or a prompt, or a stop).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    Allow,
+    Ask,
+    Deny,
+}
 
 /// How a hook's run ended (`hook_run.outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -129,7 +129,7 @@ impl Hooks {
             .iter()
             .filter(|hook| hook.event == event)
             .filter(|hook| match (&hook.matcher, tool) {
-                (Some(pattern), Some(tool)) => matches(pattern, tool),
+                (Some(pattern), Some(tool)) => crate::text::glob_matches(pattern, tool),
                 _ => true,
             })
             .collect()
@@ -207,54 +207,26 @@ fn expand(value: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// Whether `name` matches one of the `|`-separated globs of `pattern` (`*` any run, `?` one
-/// character).
-pub(super) fn matches(pattern: &str, name: &str) -> bool {
-    pattern
-        .split('|')
-        .any(|glob| glob_matches(glob.as_bytes(), name.as_bytes()))
-}
-
-fn glob_matches(glob: &[u8], name: &[u8]) -> bool {
-    let (mut g, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        match glob.get(g) {
-            Some(b'*') => {
-                star = Some((g, n));
-                g += 1;
-            }
-            Some(&c) if c == b'?' || c == name[n] => {
-                g += 1;
-                n += 1;
-            }
-            _ => match star {
-                Some((sg, sn)) => {
-                    g = sg + 1;
-                    n = sn + 1;
-                    star = Some((sg, sn + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    glob[g..].iter().all(|&c| c == b'*')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn globs_match_tool_names() {
-        assert!(matches("*", "bash"));
-        assert!(matches("bash|exec", "exec"));
-        assert!(!matches("bash|exec", "bash2"));
-        assert!(matches("mcp__*", "mcp__git__status"));
-        assert!(matches("mcp__*__status", "mcp__git__status"));
-        assert!(!matches("mcp__*", "read_file"));
-        assert!(matches("?ead_file", "read_file"));
-        assert!(matches("write_*|search_*", "search_replace"));
+        assert!(crate::text::glob_matches("*", "bash"));
+        assert!(crate::text::glob_matches("bash|exec", "exec"));
+        assert!(!crate::text::glob_matches("bash|exec", "bash2"));
+        assert!(crate::text::glob_matches("mcp__*", "mcp__git__status"));
+        assert!(crate::text::glob_matches(
+            "mcp__*__status",
+            "mcp__git__status"
+        ));
+        assert!(!crate::text::glob_matches("mcp__*", "read_file"));
+        assert!(crate::text::glob_matches("?ead_file", "read_file"));
+        assert!(crate::text::glob_matches(
+            "write_*|search_*",
+            "search_replace"
+        ));
     }
 
     fn load(text: &str) -> anyhow::Result<Hooks> {

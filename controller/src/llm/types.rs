@@ -52,6 +52,18 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+impl Usage {
+    /// The counts by kind, as the metrics label them.
+    pub fn by_kind(&self) -> [(&'static str, u64); 4] {
+        [
+            ("input", self.input_tokens),
+            ("cached_input", self.cached_input_tokens),
+            ("cache_write", self.cache_write_tokens),
+            ("output", self.output_tokens),
+        ]
+    }
+}
+
 /// One model reply with what it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelReply {

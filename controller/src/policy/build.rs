@@ -20,8 +20,6 @@ pub struct PolicySettings {
     pub classifier_timeout: Duration,
     pub no_classifier: bool,
     pub approve: Approve,
-    /// The hooks; their `pre_tool_use` runs before the rules for every tool.
-    pub hooks: std::sync::Arc<crate::hooks::Hooks>,
 }
 
 /// Builds the policy; `model` and `spec` are the run's, which the classifier shares unless it

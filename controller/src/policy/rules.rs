@@ -59,7 +59,7 @@ impl Rule {
     /// The tool part is a name, or a glob with `*` (`mcp__git__*`, `*`).
     pub(super) fn tool_matches(&self, tool: &str) -> bool {
         self.tool == tool
-            || (self.tool.contains('*') && crate::hooks::glob_matches(&self.tool, tool))
+            || (self.tool.contains('*') && crate::text::glob_matches(&self.tool, tool))
     }
 
     /// Whether the rule matches a call of `tool` whose subject is `text`.

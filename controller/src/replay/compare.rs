@@ -130,9 +130,9 @@ fn batch_dir(path: &Path) -> Result<PathBuf, ReplayError> {
 }
 
 /// Reads both batches and compares them.
-pub fn load(a: &Path, b: &Path) -> Result<Comparison, ReplayError> {
+pub fn load(a: &Path, b: &Path, files: &dyn report::TrialFiles) -> Result<Comparison, ReplayError> {
     let (dir_a, dir_b) = (batch_dir(a)?, batch_dir(b)?);
-    let (report_a, report_b) = (report::load(&dir_a)?, report::load(&dir_b)?);
+    let (report_a, report_b) = (report::load(&dir_a, files)?, report::load(&dir_b, files)?);
     Ok(compare((a, &report_a), (b, &report_b)))
 }
 

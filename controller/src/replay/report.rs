@@ -12,12 +12,48 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use bench::{BenchSummary, BenchTaskRow, NotRunnable};
+pub use bench::{BenchSummary, BenchTaskRow, NotRunnable, pass_at_k};
 pub use write::{write_html, write_text};
 
 use super::metrics::{self, Latency, RunOutcome, Unfinished};
 use super::{ReplayError, events};
 use crate::event_log::{Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
+
+/// What a benchmark trial's own files say beyond its log: which task files are benchmark
+/// folders, and a trial's named rewards, error class and reward validity as its `result.json`
+/// has them (so the report and the job agree). The benchmark adapter, which writes those
+/// files, reads them; the report only shows what it is given.
+pub trait TrialFiles: Sync {
+    /// Whether a batch's task file names a benchmark task's folder.
+    fn is_benchmark(&self, file: &Path) -> bool;
+    /// A benchmark trial's result, when its folder holds one.
+    fn trial(&self, folder: &Path) -> Option<TrialFacts>;
+}
+
+/// A benchmark trial's result as [`TrialFiles`] reads it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrialFacts {
+    pub rewards: Option<BTreeMap<String, f64>>,
+    /// Harbor's class of its first error.
+    pub error: Option<String>,
+    pub reward_valid: bool,
+    /// The agent tampered with the verifier's folders.
+    pub tampered: bool,
+    /// How the reward was reached when the output alone does not show it.
+    pub note: Option<String>,
+}
+
+/// No benchmark files: a batch of task files alone.
+pub struct NoTrialFiles;
+
+impl TrialFiles for NoTrialFiles {
+    fn is_benchmark(&self, _: &Path) -> bool {
+        false
+    }
+    fn trial(&self, _: &Path) -> Option<TrialFacts> {
+        None
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskRow {
@@ -163,13 +199,13 @@ struct BatchLog {
 }
 
 /// Reads a batch folder.
-pub fn load(dir: &Path) -> Result<BatchReport, ReplayError> {
-    let log = read_batch_log(dir)?;
+pub fn load(dir: &Path, files: &dyn TrialFiles) -> Result<BatchReport, ReplayError> {
+    let log = read_batch_log(dir, files)?;
     let mut rows = Vec::new();
     let mut samples: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for id in &log.task_ids {
         let attempts = log.attempts.get(id).copied();
-        let mut row = task_row(dir, id, attempts, &mut samples)?;
+        let mut row = task_row(dir, id, attempts, &mut samples, files)?;
         if row.outcome == RunOutcome::Unfinished(Unfinished::NotRun)
             && let Some(reason) = log.unstarted.get(id)
         {
@@ -195,7 +231,7 @@ pub fn load(dir: &Path) -> Result<BatchReport, ReplayError> {
     })
 }
 
-fn read_batch_log(dir: &Path) -> Result<BatchLog, ReplayError> {
+fn read_batch_log(dir: &Path, files: &dyn TrialFiles) -> Result<BatchLog, ReplayError> {
     let mut log = BatchLog::default();
     for envelope in events(dir, |_| {})? {
         match envelope?.event {
@@ -203,7 +239,7 @@ fn read_batch_log(dir: &Path) -> Result<BatchLog, ReplayError> {
                 log.batch_id = started.batch_id;
                 log.trials = started.attempts.unwrap_or(1);
                 for task in &started.tasks {
-                    if crate::bench::detect(Path::new(&task.file)).is_some() {
+                    if files.is_benchmark(Path::new(&task.file)) {
                         log.bench_ids.insert(task.id.clone());
                     }
                     if let Some(name) = &task.task {
@@ -273,6 +309,7 @@ fn task_row(
     id: &str,
     attempts: Option<u32>,
     samples: &mut BTreeMap<String, Vec<u64>>,
+    files: &dyn TrialFiles,
 ) -> Result<TaskRow, ReplayError> {
     let folder = dir.join(id);
     if !folder.join("events.jsonl").is_file() {
@@ -315,10 +352,7 @@ fn task_row(
         RunOutcome::Finished(_) => m.failure,
     };
     // A benchmark trial's result as Harbor reads it, so the report and the job agree.
-    let record = m
-        .benchmark
-        .then(|| crate::bench::results::read_record(&folder).ok())
-        .flatten();
+    let record = m.benchmark.then(|| files.trial(&folder)).flatten();
     let passed = m.outcome == RunOutcome::Finished(Outcome::Completed) && failure.is_none();
     Ok(TaskRow {
         task: id.to_owned(),
@@ -329,9 +363,7 @@ fn task_row(
             .and_then(|r| r.rewards.clone())
             .filter(|r| r.len() > 1)
             .unwrap_or_default(),
-        error: record
-            .as_ref()
-            .and_then(|r| r.exception().map(str::to_owned)),
+        error: record.as_ref().and_then(|r| r.error.clone()),
         reward_valid: record.as_ref().is_some_and(|r| r.reward_valid),
         tampered: record.as_ref().is_some_and(|r| r.tampered),
         note: record.as_ref().and_then(|r| r.note.clone()),
@@ -416,7 +448,7 @@ mod tests {
             r#"{"seq":4,"ts":"2026-11-30T21:47:40.317Z","type":"batch_finished","data":{"interrupted":false,"n_passed":0,"n_failed":1,"n_not_run":1,"n_retries":0,"duration_ms":251,"rate_limits":[]}}"#,
         ];
         std::fs::write(dir.path().join("events.jsonl"), lines.join("\n") + "\n").unwrap();
-        let report = load(dir.path()).unwrap();
+        let report = load(dir.path(), &NoTrialFiles).unwrap();
         let (a, ab) = (&report.tasks[0], &report.tasks[1]);
         assert_eq!(a.outcome, RunOutcome::Unfinished(Unfinished::NotRun));
         assert_eq!(a.reason, None, "task `a` is not `ab`'s prefix match");

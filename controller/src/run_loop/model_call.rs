@@ -105,7 +105,11 @@ impl Agent<'_> {
                 return Err(err);
             }
         };
-        metrics.model_call(&model, started.elapsed(), Some((&reply.usage, reply.cost)));
+        metrics.model_call(
+            &model,
+            started.elapsed(),
+            Some((&reply.usage.by_kind(), reply.cost)),
+        );
         let usage = &reply.usage;
         span.record("gen_ai.usage.input_tokens", usage.input_tokens as i64);
         span.record("gen_ai.usage.output_tokens", usage.output_tokens as i64);

@@ -1,18 +1,67 @@
-//! After the agent: the task's check command, run in the sandbox and logged.
+//! The grader of a session that has no provider: the agent on the task's prompt, then the
+//! task's check command, run in the sandbox and logged.
 
 use std::time::Instant;
 
 use anyhow::Context;
+use futures::future::BoxFuture;
 
 use super::prepare::command_args;
+use super::provider::{Grader, Grading};
+use super::{SessionOutcome, Stop};
 use crate::config::RunConfig;
 use crate::event_log::{CheckResult, Event};
 use crate::recording::Recorder;
 use crate::run_loop::Observer;
 use crate::sandbox::SandboxClient;
 
+/// The agent once on the task's prompt; then the state fingerprint and the check, whose
+/// failure fails a completed session.
+pub struct CheckGrader;
+
+impl Grader for CheckGrader {
+    fn run<'a>(
+        &'a self,
+        grading: Grading<'a>,
+    ) -> BoxFuture<'a, Result<(SessionOutcome, String), Stop>> {
+        Box::pin(async move {
+            let report = grading
+                .agent
+                .run(
+                    grading.system_prompt,
+                    &grading.config.prompt,
+                    grading.totals,
+                )
+                .await
+                .map_err(|err| Stop::of_loop(&err))?;
+            let checked = after(&grading).await.map_err(|err| Stop::preparing(&err))?;
+            let outcome = match (SessionOutcome::of_loop(report.end), checked) {
+                (SessionOutcome::Completed, Some(false)) => SessionOutcome::CheckFailed,
+                (outcome, _) => outcome,
+            };
+            Ok((outcome, report.answer))
+        })
+    }
+}
+
+/// The fingerprint after the agent, then the check; whether the check passed.
+async fn after(grading: &Grading<'_>) -> anyhow::Result<Option<bool>> {
+    grading
+        .recorder
+        .fingerprint(None)
+        .await
+        .context("recording the state fingerprint")?;
+    run_check(
+        grading.config,
+        grading.client,
+        grading.recorder,
+        grading.observer,
+    )
+    .await
+}
+
 /// Runs the check, when the task has one; whether it passed.
-pub(super) async fn run_check(
+async fn run_check(
     config: &RunConfig,
     client: &SandboxClient,
     recorder: &Recorder,

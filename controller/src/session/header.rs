@@ -6,9 +6,7 @@ use super::prepare::Prepared;
 use super::sandbox::Sandbox;
 use super::{SessionOptions, SessionSummary};
 use crate::config::AgentKind;
-use crate::event_log::{
-    self, BenchmarkRecord, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text,
-};
+use crate::event_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
 use crate::llm::Model;
 use crate::policy::Policy;
 
@@ -60,29 +58,10 @@ impl Header<'_> {
             check: config.check.clone(),
             log_durability: self.options.durability,
             agent: (config.agent != AgentKind::Model).then(|| config.agent.as_str().to_owned()),
-            benchmark: config.bench().map(|run| BenchmarkRecord {
-                format: run.task.format.as_str().to_owned(),
-                name: run.task.name.clone(),
-                dir: run.task.dir.display().to_string(),
-                digest: run.task.digest.clone(),
-                image: self
-                    .sandbox
-                    .and_then(|s| s.task())
-                    .map(|t| t.image.clone())
-                    .unwrap_or_default(),
-                online: run.task.network.agent == crate::bench::NetworkPolicy::Public,
-                network: Some(crate::event_log::NetworkRecord {
-                    baseline: run.task.network.baseline.describe(),
-                    agent: run.task.network.agent.describe(),
-                    verifier: run.task.network.verifier.describe(),
-                }),
-                expected_broken: run
-                    .task
-                    .metadata
-                    .get("expected_broken")
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned),
-            }),
+            benchmark: config
+                .sandbox
+                .provider()
+                .and_then(|provider| provider.benchmark(self.sandbox.and_then(|s| s.provided()))),
         };
         let started = SessionStarted {
             format_version: event_log::FORMAT_VERSION,

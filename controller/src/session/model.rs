@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::bench::agents::{NopModel, OracleModel};
 use crate::config::{AgentKind, RunConfig};
 use crate::event_log::reader;
 use crate::llm::{self, Model, RetryPolicy, gate::Gates};
@@ -13,18 +12,12 @@ use crate::replay::model::ReplayModel;
 
 /// Builds the model; its requests pass the gate of its endpoint from `gates`.
 pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<Arc<dyn Model>> {
-    match config.agent {
-        AgentKind::Oracle => {
-            let task = config
-                .bench()
-                .map(|run| &run.task)
-                .context("--agent oracle needs a benchmark task")?;
-            let oracle = OracleModel::new(task)
-                .with_context(|| format!("{}: the task has no solution", task.name))?;
-            return Ok(Arc::new(oracle));
-        }
-        AgentKind::Nop => return Ok(Arc::new(NopModel)),
-        AgentKind::Model => {}
+    if config.agent != AgentKind::Model {
+        let provider = config
+            .sandbox
+            .provider()
+            .with_context(|| format!("--agent {} needs a benchmark task", config.agent.as_str()))?;
+        return provider.agent_model(config.agent);
     }
     let spec = &config.model;
     if let Some(path) = spec.name.strip_prefix("replay:") {

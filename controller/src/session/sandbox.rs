@@ -1,15 +1,15 @@
 //! The session's sandbox, whatever it is: a local sandbox-server child, a container, a running
-//! server at a URL, or a pool member its batch leased. Started or reached, asked whether it
-//! died, and stopped, behind one type.
+//! server at a URL, a pool member its batch leased, or what a [`Provider`] started. Started
+//! or reached, asked whether it died, and stopped, behind one type.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::bench::container::{StartSpec, TaskEnvironment};
-use crate::bench::host::{ApiHost, TaskHost};
-use crate::config::{BenchRun, RunConfig, SandboxTarget, TaskPlace};
+use super::check::CheckGrader;
+use super::provider::{Grader, Liveness, Provided, Provider, ProviderContext};
+use crate::config::{RunConfig, SandboxTarget};
 use crate::event_log::ContainerRecord;
 use crate::run_loop::Observer;
 use crate::sandbox::docker::DockerSandbox;
@@ -32,10 +32,8 @@ pub struct Sandbox {
 enum Handle {
     Local(LocalSandbox),
     Docker(DockerSandbox),
-    /// A benchmark task's containers.
-    Task(Box<TaskEnvironment>),
-    /// A benchmark task's container someone else started (a pod): reached, not stopped.
-    TaskRemote(ApiHost),
+    /// What a provider started (a benchmark task's containers) or reached.
+    Provided(Box<dyn Provided>),
     /// Someone else's server: neither started nor stopped here.
     Remote,
     /// A pool member; it goes back to its pool when the session ends.
@@ -101,9 +99,10 @@ impl Sandbox {
                 let client = docker.client.clone();
                 Ok(Sandbox::new(Handle::Docker(docker), client))
             }
-            SandboxTarget::Task(run) => {
+            SandboxTarget::Provided(provider) => {
                 ignored("a benchmark task (its files are in its own image)");
-                Sandbox::start_task(run, config, session_id, token, observer).await
+                Sandbox::start_provided(provider.as_ref(), config, session_id, token, observer)
+                    .await
             }
             SandboxTarget::Remote { url, .. } => {
                 ignored("a remote sandbox");
@@ -129,58 +128,21 @@ impl Sandbox {
         }
     }
 
-    /// A benchmark task's containers (started here), or its server already running in the
-    /// task's image (a pod).
-    async fn start_task(
-        run: &BenchRun,
+    async fn start_provided(
+        provider: &dyn Provider,
         config: &RunConfig,
         session_id: &str,
         token: &str,
         observer: &dyn Observer,
     ) -> Result<Sandbox, StartError> {
-        let (settings, server, internet) = match &run.place {
-            TaskPlace::Docker {
-                build,
-                server,
-                internet,
-            } => (build, server, internet),
-            TaskPlace::Remote { url, .. } => {
-                let client =
-                    SandboxClient::new(url, Some(token.to_owned()).filter(|t| !t.is_empty()));
-                client
-                    .wait_healthy(Duration::from_secs(30))
-                    .await
-                    .with_context(|| format!("reaching the task's sandbox at {url}"))?;
-                let host = ApiHost {
-                    client: client.clone(),
-                };
-                return Ok(Sandbox::new(Handle::TaskRemote(host), client));
-            }
-        };
-        for warning in &run.task.warnings {
-            observer.note(&format!("warning: {}: {warning}", run.task.name));
-        }
-        let note = |text: &str| observer.note(text);
-        let spec = StartSpec {
-            task: &run.task,
+        let context = ProviderContext {
             session_id,
             token,
-            server_binary: server,
-            settings,
-            internet,
-            tools: config.tools.as_deref(),
-            main_image: None,
-            note: &note,
+            observer,
         };
-        let environment = TaskEnvironment::start(&spec).await?;
-        observer.note(&format!(
-            "sandbox: container {} of {} (working folder {})",
-            short(&environment.main_id),
-            environment.image,
-            environment.workdir
-        ));
-        let client = environment.client.clone();
-        Ok(Sandbox::new(Handle::Task(Box::new(environment)), client))
+        let provided = provider.start(config, context).await?;
+        let client = provided.client().clone();
+        Ok(Sandbox::new(Handle::Provided(provided), client))
     }
 
     /// A sandbox-server child over the working directory, or over a temporary folder that is
@@ -234,31 +196,24 @@ impl Sandbox {
                 cpus: spec.cpus,
                 pids: spec.pids,
             }),
-            (Handle::Task(environment), SandboxTarget::Task(run)) => Some(ContainerRecord {
-                id: environment.main_id.clone(),
-                image: environment.image.clone(),
-                memory_bytes: run.task.resources.memory_mb.map(|mb| (mb << 20) as i64),
-                cpus: run.task.resources.cpus,
-                pids: None,
-            }),
+            (Handle::Provided(provided), _) => provided.container(),
             _ => None,
         }
     }
 
-    /// Where a benchmark task's author-side steps run, when the sandbox is a task's.
-    pub fn task_host(&self) -> Option<&dyn TaskHost> {
+    /// What a provider started, when one did.
+    pub fn provided(&self) -> Option<&dyn Provided> {
         match &self.handle {
-            Handle::Task(environment) => Some(environment.as_ref()),
-            Handle::TaskRemote(host) => Some(host),
+            Handle::Provided(provided) => Some(provided.as_ref()),
             _ => None,
         }
     }
 
-    /// The benchmark task's containers, when this harness started them.
-    pub fn task(&self) -> Option<&TaskEnvironment> {
+    /// Who grades the agent's work: what the provider started, else the task's check.
+    pub fn grader(&self) -> &dyn Grader {
         match &self.handle {
-            Handle::Task(environment) => Some(environment),
-            _ => None,
+            Handle::Provided(provided) => provided.as_ref(),
+            _ => &CheckGrader,
         }
     }
 
@@ -289,15 +244,13 @@ impl Sandbox {
                     Ok(_) => {}
                     Err(err) => return Some(format!("{unanswered}; the Docker engine: {err:#}")),
                 },
-                Handle::Task(environment) => match environment.state().await {
-                    Ok(state) if !state.running => {
-                        let id = short(&environment.main_id);
-                        return Some(format!("the task's container {id} {}", state.describe()));
-                    }
-                    Ok(_) => {}
-                    Err(err) => return Some(format!("{unanswered}; the Docker engine: {err:#}")),
+                Handle::Provided(provided) => match provided.liveness().await {
+                    Liveness::Running => {}
+                    Liveness::Exited(what) => return Some(what),
+                    Liveness::Unknown(None) => return Some(unanswered),
+                    Liveness::Unknown(Some(why)) => return Some(format!("{unanswered}; {why}")),
                 },
-                Handle::Remote | Handle::TaskRemote(_) | Handle::Leased(_) => {
+                Handle::Remote | Handle::Leased(_) => {
                     return Some(unanswered);
                 }
             }
@@ -315,15 +268,16 @@ impl Sandbox {
         match self.handle {
             Handle::Local(local) => local.stop().await,
             Handle::Docker(mut docker) => docker.remove().await,
-            Handle::Task(mut environment) => environment.remove().await,
-            Handle::Remote | Handle::TaskRemote(_) => {}
+            Handle::Provided(provided) => provided.stop().await,
+            Handle::Remote => {}
             // The member goes back to its pool; the next lease checks and resets it.
             Handle::Leased(lease) => drop(lease),
         }
     }
 }
 
-fn short(id: &str) -> &str {
+/// The first 12 characters of a container id, as Docker shows it.
+pub fn short(id: &str) -> &str {
     &id[..12.min(id.len())]
 }
 
@@ -333,29 +287,21 @@ pub fn token(config: &RunConfig) -> anyhow::Result<String> {
         SandboxTarget::Remote {
             token_file: Some(file),
             ..
-        } => Ok(std::fs::read_to_string(file)
-            .with_context(|| format!("reading the sandbox token {}", file.display()))?
-            .trim()
-            .to_owned()),
-        SandboxTarget::Remote {
-            token_file: None, ..
-        }
-        | SandboxTarget::Pool => Ok(String::new()),
-        SandboxTarget::Task(run) => match &run.place {
-            TaskPlace::Remote {
-                token_file: Some(file),
-                ..
-            } => Ok(std::fs::read_to_string(file)
-                .with_context(|| format!("reading the sandbox token {}", file.display()))?
-                .trim()
-                .to_owned()),
-            TaskPlace::Remote { .. } => Ok(String::new()),
-            TaskPlace::Docker { .. } => Ok(format!("{:032x}", rand::random::<u128>())),
-        },
+        } => read_token(file),
+        SandboxTarget::Remote { .. } | SandboxTarget::Pool => Ok(String::new()),
+        SandboxTarget::Provided(provider) => provider.token(),
         SandboxTarget::Local | SandboxTarget::Docker(_) => {
             Ok(format!("{:032x}", rand::random::<u128>()))
         }
     }
+}
+
+/// A token from its file (a remote server's, or a task's pod's), trimmed.
+pub fn read_token(file: &Path) -> anyhow::Result<String> {
+    Ok(std::fs::read_to_string(file)
+        .with_context(|| format!("reading the sandbox token {}", file.display()))?
+        .trim()
+        .to_owned())
 }
 
 /// The folder a local sandbox serves: the working directory (the default one created when

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::{TrialRecord, write_json};
 use crate::bench::atif::AGENT_NAME;
+use crate::replay::report::pass_at_k;
 
 /// What the job was.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,19 +28,6 @@ pub struct JobInfo {
     pub n_total_trials: usize,
     /// Attempts run again after an infrastructure failure, over every run of the job.
     pub n_retries: u32,
-}
-
-/// The unbiased pass@k estimator for `n` trials of which `c` passed: `1 - C(n-c, k) / C(n, k)`.
-pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
-    if n == 0 || k == 0 || k > n {
-        return f64::NAN;
-    }
-    if n - c < k {
-        return 1.0;
-    }
-    1.0 - (0..k)
-        .map(|i| (n - c - i) as f64 / (n - i) as f64)
-        .product::<f64>()
 }
 
 /// Harbor's k values for a job whose tasks have at least `max_k` trials: 2, 4, 8, … and 5,

@@ -177,10 +177,14 @@ fn the_table_and_the_page_show_the_flips_and_escape_names() {
 #[test]
 fn a_folder_that_is_not_a_batch_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let err = load(dir.path(), dir.path()).unwrap_err().to_string();
+    let err = load(dir.path(), dir.path(), &crate::replay::report::NoTrialFiles)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains(&dir.path().display().to_string()), "{err}");
     assert!(err.contains("not a batch folder"), "{err}");
     let missing = dir.path().join("nothing");
-    let err = load(&missing, dir.path()).unwrap_err().to_string();
+    let err = load(&missing, dir.path(), &crate::replay::report::NoTrialFiles)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("nothing: no such folder"), "{err}");
 }

@@ -14,9 +14,21 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::TaskRow;
-use crate::bench::results::job::pass_at_k;
 use crate::event_log::{FailureClass, Outcome};
 use crate::replay::metrics::RunOutcome;
+
+/// The unbiased pass@k estimator for `n` trials of which `c` passed: `1 - C(n-c, k) / C(n, k)`.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
+    if n == 0 || k == 0 || k > n {
+        return f64::NAN;
+    }
+    if n - c < k {
+        return 1.0;
+    }
+    1.0 - (0..k)
+        .map(|i| (n - c - i) as f64 / (n - i) as f64)
+        .product::<f64>()
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BenchTaskRow {

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::Rounds;
 use super::{Round, Trial};
 use crate::bench::{Phase, RewardStrategy, host, isolate};
 use crate::event_log::{Event, EventLogError, StepScore, StepStarted, StepsFinished};
-use crate::session::{Session, SessionOutcome, Stop};
+use crate::session::{SessionOutcome, Stop};
 
 /// The steps so far.
 #[derive(Default)]
@@ -25,7 +26,7 @@ fn record_error(err: EventLogError) -> Stop {
     Stop::preparing(&err.into())
 }
 
-impl Session<'_> {
+impl Rounds<'_> {
     /// Every step in order until one stops the task; then the steps' score.
     pub(super) async fn run_steps(
         &self,
@@ -54,9 +55,9 @@ impl Session<'_> {
         count: usize,
         steps: &mut Steps,
     ) -> Result<bool, Stop> {
-        let log = &self.recorder.log;
+        let log = &self.g.recorder.log;
         let name = phase.step.unwrap_or_default();
-        self.audience
+        self.g
             .observer
             .note(&format!("step {}/{count}: {name}", index + 1));
         log.record(Event::StepStarted(StepStarted {
@@ -68,7 +69,7 @@ impl Session<'_> {
         .await
         .map_err(record_error)?;
         if let Err((error, why)) = self.prepare_step(trial, phase, index).await {
-            self.audience.observer.note(&format!("step {name}: {why}"));
+            self.g.observer.note(&format!("step {name}: {why}"));
             steps.scores.push(StepScore {
                 name: name.to_owned(),
                 rewards: None,
@@ -118,7 +119,7 @@ impl Session<'_> {
         steps: Steps,
     ) -> Result<(SessionOutcome, String), Stop> {
         let run = trial.run;
-        let observer = self.audience.observer;
+        let observer = self.g.observer;
         if let Some(why) = &steps.stopped
             && steps.scores.len() < count
         {
@@ -130,7 +131,8 @@ impl Session<'_> {
         let rewards = aggregate(run.task.reward_strategy, &steps.scores);
         let reward = rewards.as_ref().and_then(headline);
         let passed = reward.is_some_and(|r| r >= run.pass_threshold);
-        self.recorder
+        self.g
+            .recorder
             .log
             .record(Event::StepsFinished(StepsFinished {
                 strategy: run.task.reward_strategy.as_str().to_owned(),

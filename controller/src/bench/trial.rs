@@ -4,15 +4,12 @@
 //! verifier, whose reward is the verdict. The verifier runs after any end of the agent (its
 //! timeout, a limit, a model failure) but an interruption, as Harbor grades it.
 
-use std::sync::Mutex;
-use std::time::Duration;
-
-use super::{Session, SessionOutcome, Stop};
-use crate::bench::container::TaskEnvironment;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::bench::Phase;
 use crate::bench::agents::quote;
+use crate::bench::container::TaskEnvironment;
 use crate::bench::host::{self, TaskHost};
 use crate::bench::isolate::{self, Baseline};
 use crate::bench::verify::{self, Verdict};
@@ -22,6 +19,8 @@ use crate::event_log::{
     VerifierIsolated,
 };
 use crate::run_loop::{Agent, Totals};
+use crate::session::provider::Grading;
+use crate::session::{SessionOutcome, Stop};
 
 mod steps;
 
@@ -51,6 +50,13 @@ pub(super) async fn record_images(
     Ok(())
 }
 
+/// A trial's rounds: the session's grading, the task's containers, the task.
+pub(super) struct Rounds<'a> {
+    pub g: Grading<'a>,
+    pub host: &'a dyn TaskHost,
+    pub run: &'a BenchRun,
+}
+
 /// What every round of a trial shares: the task's containers, the agent, the task, the
 /// verifier's folders as the image had them, the session's totals.
 #[derive(Clone, Copy)]
@@ -60,7 +66,7 @@ struct Trial<'a> {
     system_prompt: &'a str,
     run: &'a BenchRun,
     baseline: &'a Baseline,
-    totals: &'a Mutex<Totals>,
+    totals: &'a std::sync::Mutex<Totals>,
 }
 
 /// The oracle's solution into the container, open to the agent's user (not always root):
@@ -92,22 +98,12 @@ struct Round {
     timed_out: bool,
 }
 
-impl Session<'_> {
+impl Rounds<'_> {
     /// The agent, then the verifier, for the task or each of its steps; the outcome is the
     /// verdict unless the agent failed.
-    pub(super) async fn run_bench(
-        &self,
-        agent: &Agent<'_>,
-        system_prompt: &str,
-        run: &BenchRun,
-        totals: &Mutex<Totals>,
-    ) -> Result<(SessionOutcome, String), Stop> {
-        let environment = self.sandbox.task_host().ok_or_else(|| {
-            Stop::new(
-                ErrorClass::Internal,
-                "a benchmark task without its container",
-            )
-        })?;
+    pub(super) async fn run_bench(&self) -> Result<(SessionOutcome, String), Stop> {
+        let (environment, run) = (self.host, self.run);
+        let (agent, system_prompt, totals) = (self.g.agent, self.g.system_prompt, self.g.totals);
         let infrastructure = |what: &str, err: anyhow::Error| {
             Stop::new(ErrorClass::Infrastructure, format!("{what}: {err:#}"))
         };
@@ -158,8 +154,8 @@ impl Session<'_> {
             baseline,
             totals,
         } = *trial;
-        let log = &self.recorder.log;
-        let observer = self.audience.observer;
+        let log = &self.g.recorder.log;
+        let observer = self.g.observer;
         let infrastructure = |what: &str, err: anyhow::Error| {
             Stop::new(ErrorClass::Infrastructure, format!("{what}: {err:#}"))
         };
@@ -168,7 +164,7 @@ impl Session<'_> {
             .set_network(phase.agent_network)
             .await
             .map_err(|err| infrastructure("setting the agent's network", err))?;
-        if self.options.config.agent == AgentKind::Oracle
+        if self.g.config.agent == AgentKind::Oracle
             && let Some(solution) = phase.solution
         {
             upload_solution(environment, solution)
@@ -201,14 +197,14 @@ impl Session<'_> {
             }
         };
         // The state the agent left, processes included, before they are ended.
-        self.recorder.fingerprint(None).await.map_err(|err| {
+        self.g.recorder.fingerprint(None).await.map_err(|err| {
             Stop::preparing(&anyhow::Error::new(err).context("recording the state fingerprint"))
         })?;
         let isolated = self.isolate(environment, baseline, phase.step).await?;
         self.run_collect_hooks(environment, run).await;
         let folder = match phase.step {
-            Some(step) => self.options.log_dir.join("steps").join(step),
-            None => self.options.log_dir.clone(),
+            Some(step) => self.g.log_dir.join("steps").join(step),
+            None => self.g.log_dir.to_owned(),
         };
         self.collect_logs(environment, &folder).await;
         let verdict = if isolated.restored {
@@ -229,7 +225,7 @@ impl Session<'_> {
     async fn run_collect_hooks(&self, environment: &dyn TaskHost, run: &BenchRun) {
         for hook in &run.task.collect {
             if hook.service != "main" {
-                self.audience.observer.note(&format!(
+                self.g.observer.note(&format!(
                     "warning: a collect hook of service {} did not run: only the main service's run here",
                     hook.service
                 ));
@@ -252,7 +248,7 @@ impl Session<'_> {
                 Err(err) => Some(format!("{err:#}")),
             };
             if let Some(why) = failed {
-                self.audience.observer.note(&format!(
+                self.g.observer.note(&format!(
                     "warning: the collect hook `{}` failed ({why})",
                     hook.command
                 ));
@@ -272,7 +268,7 @@ impl Session<'_> {
         .await;
         for (from, copied) in [("/logs/agent", copies.0), ("/logs/artifacts", copies.1)] {
             if let Err(err) = copied {
-                self.audience.observer.note(&format!(
+                self.g.observer.note(&format!(
                     "warning: copying {from} out of the container: {err:#}"
                 ));
             }
@@ -296,7 +292,7 @@ impl Session<'_> {
         baseline: &Baseline,
         step: Option<&str>,
     ) -> Result<VerifierIsolated, Stop> {
-        let isolated = isolate::isolate(environment, baseline, &self.options.log_dir, step)
+        let isolated = isolate::isolate(environment, baseline, self.g.log_dir, step)
             .await
             .map_err(|err| {
                 Stop::new(
@@ -304,7 +300,7 @@ impl Session<'_> {
                     format!("isolating the verifier from the agent: {err:#}"),
                 )
             })?;
-        let observer = self.audience.observer;
+        let observer = self.g.observer;
         if !isolated.processes_ended.is_empty() {
             observer.note(&format!(
                 "verifier: ended {} processes the agent left running",
@@ -322,7 +318,8 @@ impl Session<'_> {
                 }
             ));
         }
-        self.recorder
+        self.g
+            .recorder
             .log
             .record(Event::VerifierIsolated(isolated.clone()))
             .await
@@ -363,7 +360,7 @@ impl Session<'_> {
         folder: &std::path::Path,
         timed_out: bool,
     ) -> Result<Verdict, Stop> {
-        let observer = self.audience.observer;
+        let observer = self.g.observer;
         observer.note(&format!(
             "verifier: running the {}'s tests (timeout {}, network {})",
             if phase.step.is_some() { "step" } else { "task" },
@@ -391,8 +388,8 @@ impl Session<'_> {
         timed_out: bool,
         step: Option<&str>,
     ) -> Result<(), Stop> {
-        let observer = self.audience.observer;
-        let log = &self.recorder.log;
+        let observer = self.g.observer;
+        let log = &self.g.recorder.log;
         let record = |err: crate::event_log::EventLogError| Stop::preparing(&err.into());
         let ctrf = match &verdict.ctrf {
             Some(bytes) => Some(log.blob(bytes).map_err(record)?),
