@@ -273,7 +273,7 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
     let mut warnings = Vec::new();
     let mut not_runnable = Vec::new();
     for task in config.tasks.iter().filter(|t| t.trial == 1) {
-        match RunConfig::for_source(&task.source, &task.task, &config.flags, None, leased) {
+        match crate::launch::run_config(&task.source, &task.task, &config.flags, None, leased) {
             Err(err) if err.is::<crate::config::NotRunnable>() => {
                 not_runnable.push(TaskNotRunnable {
                     task: task.task.clone(),
@@ -332,7 +332,7 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
 /// Builds a task's model and policy as its session will (without starting anything): what a
 /// missing credential or an unknown provider fails.
 fn credentials(run: &RunConfig) -> anyhow::Result<()> {
-    let model = crate::session::build_model(run, None)?;
+    let model = crate::launch::build_model(run, None)?;
     crate::policy::build_policy(&run.policy, &run.model, &model, None)?;
     Ok(())
 }

@@ -19,6 +19,9 @@
 //!   verifier, [`trial`]); [`run_session`]: a trial wraps a session, and writes Harbor's files
 //!   from its log after it.
 
+// What a benchmark folder looks like, which discovering tasks needs too.
+pub use crate::task::{Format, detect};
+
 pub mod agents;
 pub mod atif;
 pub mod compose;
@@ -31,6 +34,7 @@ pub mod provider;
 pub mod publish;
 pub mod rerun;
 pub mod results;
+pub mod run;
 pub mod tb1;
 mod trial;
 pub mod verify;
@@ -62,22 +66,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sha2::{Digest, Sha256};
-
-/// A task's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Harbor,
-    TerminalBench1,
-}
-
-impl Format {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Harbor => "harbor",
-            Format::TerminalBench1 => "terminal-bench-1",
-        }
-    }
-}
 
 /// The image of a task's main container.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,17 +391,6 @@ impl BenchTask {
 pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_VERIFIER_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_BUILD_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// What kind of task a folder holds, if any.
-pub fn detect(dir: &Path) -> Option<Format> {
-    if dir.join("task.toml").is_file() {
-        Some(Format::Harbor)
-    } else if dir.join("task.yaml").is_file() && dir.join("docker-compose.yaml").is_file() {
-        Some(Format::TerminalBench1)
-    } else {
-        None
-    }
-}
 
 /// Loads the task in `dir` (kept as an absolute path), named `name`.
 pub fn load(dir: &Path, name: &str, host: &HostVars) -> anyhow::Result<BenchTask> {

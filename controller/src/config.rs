@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-pub use bench::{AgentKind, BenchFlags, BenchRun, NotRunnable, TaskPlace};
+pub use bench::{AgentKind, BenchFlags, NotRunnable};
 pub use sandbox::SandboxTarget;
 
 use crate::hooks::Hooks;
@@ -21,7 +21,7 @@ use crate::llm::{ModelSpec, Price};
 use crate::policy::{Approve, PolicySettings};
 use crate::run_loop::Limits;
 use crate::sandbox::NetworkMode;
-use crate::task::{TaskFile, TaskSource, WorkspaceSource};
+use crate::task::{TaskFile, WorkspaceSource};
 
 pub const DEFAULT_MODEL: &str = "openai/gpt-6-luna";
 pub const DEFAULT_WORKING_DIR: &str = "agent-harness-working";
@@ -162,25 +162,6 @@ impl RunConfig {
         RunConfig::build(TaskFile::load(task_file)?, working_dir, flags, leased)
     }
 
-    /// A task of a dataset, whatever its kind: a YAML task file (with a working directory
-    /// when the session gets one, and whether its sandbox is a leased pool member) or a
-    /// benchmark task folder.
-    pub fn for_source(
-        source: &TaskSource,
-        name: &str,
-        flags: &SessionFlags,
-        working_dir: Option<PathBuf>,
-        leased: bool,
-    ) -> anyhow::Result<RunConfig> {
-        match source {
-            TaskSource::File(file) => RunConfig::for_task(file, flags, working_dir, leased),
-            TaskSource::Bench(_) if leased => bail!(
-                "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker"
-            ),
-            TaskSource::Bench(dir) => RunConfig::for_bench(dir, name, flags),
-        }
-    }
-
     fn build(
         task: TaskFile,
         working_dir: Option<PathBuf>,
@@ -245,7 +226,7 @@ fn run_as(flags: &SessionFlags) -> anyhow::Result<crate::sandbox::local::RunAs> 
 }
 
 /// The model: the flags, else the task's `model:`, else the default.
-fn model_spec(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<ModelSpec> {
+pub fn model_spec(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<ModelSpec> {
     let section = task.model.as_ref();
     let price = match &flags.price {
         Some(text) => Some(Price::parse(text).map_err(|why| anyhow::anyhow!("--price {why}"))?),
@@ -283,7 +264,7 @@ fn model_spec(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<ModelSpec
     })
 }
 
-fn limits(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Limits> {
+pub fn limits(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Limits> {
     let task_limits = task.limits;
     let limits = Limits {
         max_turns: flags
@@ -309,10 +290,7 @@ fn limits(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Limits> {
 }
 
 /// The hooks: `--hooks`, else the task's `hooks:`; none when neither names a file.
-pub(crate) fn hooks(
-    task: Option<&Path>,
-    flags: &SessionFlags,
-) -> anyhow::Result<std::sync::Arc<Hooks>> {
+pub fn hooks(task: Option<&Path>, flags: &SessionFlags) -> anyhow::Result<std::sync::Arc<Hooks>> {
     let hooks = match flags.hooks.as_deref().or(task) {
         Some(path) => Hooks::load(path)?,
         None => Hooks::none(),
@@ -321,7 +299,7 @@ pub(crate) fn hooks(
 }
 
 /// The MCP servers: `--mcp`, else the task's `mcp:`; none when neither names a file.
-pub(crate) fn mcp_servers(
+pub fn mcp_servers(
     task: Option<&Path>,
     flags: &SessionFlags,
 ) -> anyhow::Result<std::sync::Arc<crate::mcp::McpConfig>> {
@@ -331,7 +309,7 @@ pub(crate) fn mcp_servers(
     }))
 }
 
-pub(crate) fn policy_settings(flags: &SessionFlags) -> PolicySettings {
+pub fn policy_settings(flags: &SessionFlags) -> PolicySettings {
     let allow_all = flags.policy.as_deref() == Some("allow-all");
     PolicySettings {
         rules_file: flags

@@ -25,6 +25,7 @@ pub mod bench;
 pub mod config;
 pub mod event_log;
 pub mod hooks;
+pub mod launch;
 pub mod llm;
 pub mod mcp;
 pub mod policy;

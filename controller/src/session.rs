@@ -11,12 +11,10 @@
 //! - [`sandbox`]: the session's sandbox behind one type (local, docker, URL, pool lease, or
 //!   what a [`provider`] started).
 //! - [`provider`]: the seam to what a session is part of: who starts its sandbox, who grades.
-//! - [`model`]: the model from its name, recorded replies included.
 //! - `prepare`, `check`, `header`: the steps before and after the agent.
 
 pub mod check;
 mod header;
-pub mod model;
 pub mod outcome;
 mod prepare;
 pub mod provider;
@@ -30,7 +28,6 @@ use tracing::Instrument as _;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-pub use model::build_model;
 pub use outcome::{SessionOutcome, Stop};
 
 use crate::config::RunConfig;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Deserialize;
 
-pub use discover::{FoundTask, TaskSource, discover};
+pub use discover::{Format, FoundTask, TaskSource, detect, discover};
 
 /// A task file as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

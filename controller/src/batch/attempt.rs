@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use super::{BatchConfig, BatchObserver, Progress, Running, Stopping, TaskSpec};
 use crate::bench::results::{TrialLink, uuid_of};
-use crate::config::RunConfig;
 use crate::event_log::{
     self, ErrorClass, ErrorEvent, Event, EventLog, FailureClass, TaskFinished, TaskRetried,
     TaskStarted,
@@ -17,7 +16,7 @@ use crate::policy::Nobody;
 use crate::run_loop::{Observer, Totals};
 use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::{Lease, Pool};
-use crate::session::{self, Audience, SessionOptions, SessionOutcome, SessionSummary};
+use crate::session::{Audience, SessionOptions, SessionOutcome, SessionSummary};
 
 /// What every task of a batch shares.
 pub(super) struct TaskContext<'a> {
@@ -238,7 +237,7 @@ impl TaskContext<'_> {
             .prefix(&format!("harness-batch-{}-", task.id))
             .tempdir()
             .map_err(|err| internal(err.into()))?;
-        let config = RunConfig::for_source(
+        let config = crate::launch::run_config(
             &task.source,
             &task.task,
             &self.config.flags,
@@ -246,7 +245,7 @@ impl TaskContext<'_> {
             lease.is_some(),
         )
         .map_err(internal)?;
-        let model = session::build_model(&config, Some(self.gates)).map_err(internal)?;
+        let model = crate::launch::build_model(&config, Some(self.gates)).map_err(internal)?;
         let options = SessionOptions {
             config,
             session_id: event_log::new_session_id(),

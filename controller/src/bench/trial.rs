@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::run::BenchRun;
 use crate::bench::Phase;
 use crate::bench::agents::quote;
 use crate::bench::container::TaskEnvironment;
 use crate::bench::host::{self, TaskHost};
 use crate::bench::isolate::{self, Baseline};
 use crate::bench::verify::{self, Verdict};
-use crate::config::{AgentKind, BenchRun};
+use crate::config::AgentKind;
 use crate::event_log::{
     ErrorClass, ErrorEvent, Event, EventLog, ImageBuilt, VerifierFailure, VerifierFinished,
     VerifierIsolated,

@@ -29,7 +29,7 @@ pub(crate) async fn run(command: ImagesCommand) -> anyhow::Result<i32> {
             kustomize_base.display()
         );
     }
-    let settings = build.flags().build_settings()?;
+    let settings = controller::bench::run::build_settings(&build.flags())?;
     let note = |line: &str| eprintln!("{line}");
     let mut failed = 0;
     for dataset in &datasets {

@@ -464,7 +464,7 @@ async fn rerun_sandbox(
     let (workspace, token_file) = (place.workspace, place.token_file);
     match place.sandbox {
         Some("task") => {
-            let settings = build.build_settings()?;
+            let settings = controller::bench::run::build_settings(build)?;
             let note = |line: &str| eprintln!("{line}");
             let environment =
                 controller::bench::rerun::start(header, &settings, place.trust_log, &note).await?;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use controller::config::{RunConfig, SessionFlags};
 use controller::event_log::{self, Outcome};
 use controller::run_loop::Totals;
-use controller::session::{self, Audience, SessionOptions};
+use controller::session::{Audience, SessionOptions};
 use controller::task::{FoundTask, TaskSource};
 use tokio_util::sync::CancellationToken;
 
@@ -49,7 +49,7 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
                     dir.display()
                 );
             }
-            RunConfig::for_bench(dir, &found.name, flags)?
+            controller::bench::run::run_config(dir, &found.name, flags)?
         }
     };
     Ok((config, indexed.then(|| found.name.replace('/', "-"))))
@@ -72,7 +72,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let flags = args.session.flags();
     let (config, task_id) = config_of(&args, &flags)?;
     let is_trial = config.sandbox.provider().is_some();
-    let model = session::build_model(&config, None)?;
+    let model = controller::launch::build_model(&config, None)?;
     eprintln!("model: {}", model.describe());
     let session_id = event_log::new_session_id();
     let log_name = args

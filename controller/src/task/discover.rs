@@ -56,7 +56,7 @@ pub fn discover(paths: &[PathBuf]) -> anyhow::Result<Vec<FoundTask>> {
                 path.parent().unwrap_or(Path::new(".")),
             ));
         } else if path.is_dir() {
-            if crate::bench::detect(path).is_some() {
+            if detect(path).is_some() {
                 found.push(bench_candidate(
                     path,
                     path.parent().unwrap_or(Path::new(".")),
@@ -90,7 +90,7 @@ fn walk(root: &Path, dir: &Path, found: &mut Vec<Candidate>) -> anyhow::Result<(
             continue;
         }
         if path.is_dir() {
-            if crate::bench::detect(&path).is_some() {
+            if detect(&path).is_some() {
                 found.push(bench_candidate(&path, root));
             } else {
                 walk(root, &path, found)?;
@@ -170,6 +170,33 @@ fn name(found: &[Candidate]) -> anyhow::Result<Vec<FoundTask>> {
         }
     }
     Ok(tasks)
+}
+
+/// A task's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Harbor,
+    TerminalBench1,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Harbor => "harbor",
+            Format::TerminalBench1 => "terminal-bench-1",
+        }
+    }
+}
+
+/// What kind of task a folder holds, if any.
+pub fn detect(dir: &Path) -> Option<Format> {
+    if dir.join("task.toml").is_file() {
+        Some(Format::Harbor)
+    } else if dir.join("task.yaml").is_file() && dir.join("docker-compose.yaml").is_file() {
+        Some(Format::TerminalBench1)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

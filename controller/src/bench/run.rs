@@ -1,0 +1,233 @@
+//! A benchmark task's run (Harbor or Terminal-Bench 1): the task file decides the prompt, the
+//! image, the timeouts, the resources and the network; flags override. The run is a session's
+//! [`RunConfig`] whose sandbox the task provides ([`super::provider`]).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use super::BenchTask;
+use super::image::{BuildSettings, parse_mapping};
+use crate::config::{
+    self, AgentKind, BenchFlags, NotRunnable, RunConfig, SandboxTarget, SessionFlags,
+};
+use crate::policy::Approve;
+use crate::sandbox::NetworkMode;
+use crate::task::TaskFile;
+
+/// A benchmark task's run: the task, where its container is, the pass threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchRun {
+    /// The task, its timeouts and resources already overridden by flags.
+    pub task: BenchTask,
+    pub place: TaskPlace,
+    pub pass_threshold: f64,
+}
+
+/// Where a benchmark task's container comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskPlace {
+    /// Built and started here, with a static `sandbox-server` injected.
+    Docker {
+        build: BuildSettings,
+        server: PathBuf,
+        /// The Docker network that is the task's internet.
+        internet: String,
+    },
+    /// Already running the server in the task's image (a Kubernetes pod): the verifier runs
+    /// through its API.
+    Remote {
+        url: String,
+        token_file: Option<PathBuf>,
+    },
+}
+
+/// A benchmark task's settings under the flags. A task the harness cannot run (its folder
+/// does not load, its compose file cannot run here, the oracle has no solution) fails with
+/// a [`NotRunnable`], which a batch reports and runs the rest without; other errors are the
+/// flags'.
+pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> anyhow::Result<RunConfig> {
+    let not_runnable = |err: anyhow::Error| anyhow::Error::new(NotRunnable(format!("{err:#}")));
+    let mut task = super::load(dir, name, &super::HostVars::named(&flags.bench.task_env))
+        .map_err(not_runnable)?;
+    refuse_flags_of_other_sandboxes(flags)?;
+    let agent = flags.bench.agent()?;
+    if agent == AgentKind::Oracle && task.solution.is_none() {
+        return Err(not_runnable(anyhow::anyhow!(
+            "{}: --agent oracle needs the task's solution (solution/solve.sh or solution.sh), and it has none",
+            dir.display()
+        )));
+    }
+    override_task(&mut task, flags)?;
+    if let super::Environment::Compose { file, .. } = &task.environment {
+        // A compose file that cannot run is refused now, not when its containers start.
+        super::compose::load(
+            file,
+            &super::container::compose_vars(&task, "check"),
+            &task.dir,
+        )
+        .map_err(not_runnable)?;
+    }
+    // --network sets the agent's network, over the task's (each step's too).
+    let agent_network = match flags.network.as_deref() {
+        None => None,
+        Some("none") => Some(super::NetworkPolicy::NoNetwork),
+        Some("host") => Some(super::NetworkPolicy::Public),
+        Some(other) => bail!(
+            "--network {other}: a benchmark task takes `none` (no internet for the agent) or `host` (internet)"
+        ),
+    };
+    if let Some(policy) = agent_network {
+        task.network.agent = policy.clone();
+        for step in &mut task.steps {
+            step.agent_network = policy.clone();
+        }
+    }
+    let pass_threshold = flags.bench.pass_threshold.unwrap_or(1.0);
+    if !pass_threshold.is_finite() {
+        bail!("--pass-threshold: expected a number");
+    }
+    let mut as_task = TaskFile::from_prompt(&task.instruction);
+    as_task.tools = flags.tools.clone();
+    let mut flags = flags.clone();
+    flags.max_turns = flags.max_turns.or(Some(100));
+    flags.max_cost = flags.max_cost.or(Some(10.0));
+    if agent != AgentKind::Model {
+        // The task's own script (or nothing): the rules still judge it, no model is asked.
+        flags.no_classifier = true;
+        flags.approve = Approve::Auto;
+    }
+    let mut model = config::model_spec(&as_task, &flags)?;
+    if agent != AgentKind::Model {
+        model.name = agent.as_str().to_owned();
+        model.reasoning_effort = None;
+    }
+    let place = place(&flags)?;
+    let run = BenchRun {
+        place,
+        pass_threshold,
+        task,
+    };
+    Ok(RunConfig {
+        prompt: run.task.instruction.clone(),
+        working_dir: None,
+        workspace: None,
+        setup: Vec::new(),
+        check: None,
+        check_timeout: 600,
+        model,
+        limits: config::limits(&as_task, &flags)?,
+        network: if run.task.network.agent == super::NetworkPolicy::Public {
+            NetworkMode::Host
+        } else {
+            NetworkMode::None
+        },
+        writable: Vec::new(),
+        run_as: crate::sandbox::local::RunAs::Own,
+        keep_workspace: flags.keep_workspace,
+        lifetime: flags.lifetime,
+        tools: flags.tools.clone(),
+        policy: config::policy_settings(&flags),
+        hooks: config::hooks(None, &flags)?,
+        mcp: config::mcp_servers(None, &flags)?,
+        mcp_workspace: flags.mcp_workspace,
+        agent,
+        sandbox: SandboxTarget::Provided(std::sync::Arc::new(super::provider::TaskProvider {
+            run: std::sync::Arc::new(run),
+        })),
+    })
+}
+
+/// A server already in the task's image (a URL), else containers started here.
+fn place(flags: &SessionFlags) -> anyhow::Result<TaskPlace> {
+    Ok(match flags.sandbox.as_deref() {
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            TaskPlace::Remote {
+                url: url.to_owned(),
+                token_file: flags.sandbox_token_file.clone(),
+            }
+        }
+        _ => TaskPlace::Docker {
+            build: build_settings(&flags.bench)?,
+            server: super::container::static_server()?,
+            internet: flags
+                .bench
+                .task_internet
+                .clone()
+                .unwrap_or_else(|| "bridge".to_owned()),
+        },
+    })
+}
+
+fn refuse_flags_of_other_sandboxes(flags: &SessionFlags) -> anyhow::Result<()> {
+    if let Some(sandbox) = flags
+        .sandbox
+        .as_deref()
+        .filter(|s| *s != "docker" && !s.starts_with("http://") && !s.starts_with("https://"))
+    {
+        bail!(
+            "--sandbox {sandbox}: a benchmark task runs in its own image: `--sandbox docker` (the default for it), or the URL of a server already running in that image"
+        );
+    }
+    if flags.image.is_some() {
+        bail!("--image: a benchmark task brings its own image; --image-map FROM=TO replaces it");
+    }
+    if flags.pids.is_some() || !flags.writable.is_empty() {
+        bail!("--pids and --writable do not apply to a benchmark task's container");
+    }
+    Ok(())
+}
+
+/// Flags win over the task's timeouts and resources.
+fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> anyhow::Result<()> {
+    if let Some(timeout) = flags.bench.agent_timeout {
+        task.agent_timeout = timeout;
+        for step in &mut task.steps {
+            step.agent_timeout = timeout;
+        }
+    }
+    if let Some(timeout) = flags.bench.verifier_timeout {
+        task.verifier_timeout = timeout;
+        for step in &mut task.steps {
+            step.verifier_timeout = timeout;
+        }
+    }
+    if let Some(cpus) = flags.cpus {
+        if !(cpus.is_finite() && cpus > 0.0) {
+            bail!("--cpus: expected a positive number, got {cpus}");
+        }
+        task.resources.cpus = Some(cpus);
+    }
+    if let Some(text) = &flags.memory {
+        let bytes =
+            crate::text::parse_size(text).map_err(|why| anyhow::anyhow!("--memory: {why}"))?;
+        task.resources.memory_mb = Some((bytes.max(0) as u64).div_ceil(1 << 20));
+    }
+    Ok(())
+}
+
+/// The image map and the CA bundle of `--image-map`, `--image-map-file` and `--build-ca`,
+/// read and checked.
+pub fn build_settings(flags: &BenchFlags) -> anyhow::Result<BuildSettings> {
+    let mut settings = BuildSettings::default();
+    for text in &flags.image_map {
+        settings
+            .image_map
+            .push(parse_mapping(text).context("--image-map")?);
+    }
+    if let Some(file) = &flags.image_map_file {
+        settings.read_map_file(file).context("--image-map-file")?;
+    }
+    if let Some(file) = &flags.build_ca {
+        let bytes = std::fs::read(file)
+            .with_context(|| format!("--build-ca: reading {}", file.display()))?;
+        if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
+            bail!(
+                "--build-ca {}: not a PEM bundle (no BEGIN CERTIFICATE line)",
+                file.display()
+            );
+        }
+        settings.ca_bundle = Some(bytes);
+    }
+    Ok(settings)
+}

@@ -1,0 +1,51 @@
+//! What `harness run` and `harness batch` need to start a session of a task: its config,
+//! whatever the task's kind, and the model it talks to (a provider's, a scripted one, the
+//! recorded replies of an earlier session, or a benchmark task's oracle or nop agent).
+
+use std::sync::Arc;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+
+use crate::config::{AgentKind, RunConfig, SessionFlags};
+use crate::event_log::reader;
+use crate::llm::{self, Model, RetryPolicy, gate::Gates};
+use crate::replay::model::ReplayModel;
+use crate::task::TaskSource;
+
+/// Builds the model; its requests pass the gate of its endpoint from `gates`.
+pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<Arc<dyn Model>> {
+    if config.agent != AgentKind::Model {
+        let provider = config
+            .sandbox
+            .provider()
+            .with_context(|| format!("--agent {} needs a benchmark task", config.agent.as_str()))?;
+        return provider.agent_model(config.agent);
+    }
+    let spec = &config.model;
+    if let Some(path) = spec.name.strip_prefix("replay:") {
+        let dir = reader::session_dir(std::path::Path::new(path));
+        return Ok(Arc::new(ReplayModel::load(&dir)?));
+    }
+    llm::build_gated(spec, RetryPolicy::default(), gates)
+}
+
+/// A task of a dataset, whatever its kind: a YAML task file (with a working directory
+/// when the session gets one, and whether its sandbox is a leased pool member) or a
+/// benchmark task folder.
+pub fn run_config(
+    source: &TaskSource,
+    name: &str,
+    flags: &SessionFlags,
+    working_dir: Option<PathBuf>,
+    leased: bool,
+) -> anyhow::Result<RunConfig> {
+    match source {
+        TaskSource::File(file) => RunConfig::for_task(file, flags, working_dir, leased),
+        TaskSource::Bench(_) if leased => bail!(
+            "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker"
+        ),
+        TaskSource::Bench(dir) => crate::bench::run::run_config(dir, name, flags),
+    }
+}
