@@ -15,6 +15,10 @@ use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
 
 /// After the shell exits, how long to keep reading output that its children may still hold open.
 const DRAIN: Duration = Duration::from_millis(100);
+
+/// When the reading stops, how many reads of what a pipe already holds are taken at most
+/// (16 × 64 KiB, past a pipe's default buffer).
+const BUFFERED_READS: usize = 16;
 /// Room in the model-facing text for the `exit=` line and notes.
 const HEADER_ALLOWANCE: usize = 400;
 
@@ -228,6 +232,9 @@ impl Watch {
                 () = tokio::time::sleep_until(drain_deadline), if drain_until.is_some() => break,
             }
         }
+        // The drain's end can win the race with a pipe that is ready (after a stall, both are),
+        // and what the pipes hold already was written by the call: it is kept.
+        self.take_buffered(stdout, stderr);
         let timed_out = killer.is_some();
         if let Some(killer) = killer.filter(|_| !killed) {
             // Everything the call started is gone before the call returns.
@@ -249,6 +256,45 @@ impl Watch {
     }
 
     /// Kills the call's processes in a task of its own, so reading goes on meanwhile.
+    /// Reads what the open pipes hold now, without waiting: at most `BUFFERED_READS` reads
+    /// each, so a child that keeps writing cannot hold the call.
+    fn take_buffered(&mut self, stdout: &mut StreamCapture, stderr: &mut StreamCapture) {
+        let mut buf = vec![0u8; 64 * 1024];
+        let view = self.view.as_deref();
+        let pipes = [
+            (
+                &self.out_pipe,
+                &mut self.out_open,
+                stdout,
+                OutputStream::Stdout,
+            ),
+            (
+                &self.err_pipe,
+                &mut self.err_open,
+                stderr,
+                OutputStream::Stderr,
+            ),
+        ];
+        for (pipe, open, capture, stream) in pipes {
+            for _ in 0..BUFFERED_READS {
+                if !*open {
+                    break;
+                }
+                match pipe.try_read(&mut buf) {
+                    Ok(0) => *open = false,
+                    Ok(n) => {
+                        capture.push(&buf[..n]);
+                        if let Some(view) = view {
+                            view.mirror(stream, &buf[..n]);
+                        }
+                    }
+                    // Empty for now (`WouldBlock`), or broken: nothing more to take.
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
     fn kill(&self, ctx: &ToolContext, call_id: &str) -> tokio::task::JoinHandle<()> {
         let supervisor = ctx.supervisor.clone();
         let grace = Duration::from_millis(ctx.limits.kill_grace_ms);
