@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use controller::event_log::{
+use event_log::{
     Durability, Event, EventLog, LoggedCall, LoggedUsage, ModelResponse, Purpose, Text,
     ToolCallEvent, ToolResult, ToolStatus,
 };
@@ -104,28 +104,18 @@ fn child(job: &str, dir: &Path) {
     let mut sink = std::io::sink();
     match job {
         "read" => {
-            let n = controller::replay::events(dir, |_| {}).unwrap().count();
+            let n = replay::events(dir, |_| {}).unwrap().count();
             assert_eq!(n as u64, BIG_LOG + 1);
         }
         "metrics" => {
-            let metrics = controller::replay::metrics::measure(dir).unwrap();
+            let metrics = replay::metrics::measure(dir).unwrap();
             assert_eq!(metrics.events, BIG_LOG + 1);
         }
         "md" => {
-            controller::replay::render::render(
-                dir,
-                controller::replay::render::Format::Md,
-                &mut sink,
-            )
-            .unwrap();
+            replay::render::render(dir, replay::render::Format::Md, &mut sink).unwrap();
         }
         "html" => {
-            controller::replay::render::render(
-                dir,
-                controller::replay::render::Format::Html,
-                &mut sink,
-            )
-            .unwrap();
+            replay::render::render(dir, replay::render::Format::Html, &mut sink).unwrap();
         }
         other => panic!("unknown job {other}"),
     }

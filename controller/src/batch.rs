@@ -2,7 +2,7 @@
 //! one batch folder that also holds the batch's own log (`events.jsonl`, one writer).
 //!
 //! - At most `parallel` tasks run at once; model requests pass one rate gate per endpoint,
-//!   shared by every task ([`crate::llm::gate`]).
+//!   shared by every task ([`llm::gate`]).
 //! - Only infrastructure failures are retried, on a fresh sandbox; the failed attempt's log is
 //!   kept under `attempts/`, and `task_retried` says why ([`attempt`]).
 //! - Stopping is in two steps: `new_tasks` starts no more tasks and lets the running ones
@@ -27,16 +27,16 @@ use tokio_util::sync::CancellationToken;
 pub use progress::{Progress, ProgressState, Running};
 pub use tasks::{TaskSpec, collect_tasks, default_parallel, refuse_host_side_keys};
 
-use crate::config::{RunConfig, SessionFlags};
-use crate::event_log::{
+use attempt::TaskContext;
+use event_log::{
     self, BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, GateRecord, Outcome,
     TaskNotRunnable, TaskSkipped, WarmPoolRecord,
 };
-use crate::llm::gate::Gates;
-use crate::sandbox::docker::warm::WarmPool;
-use crate::sandbox::pool::Pool;
-use crate::session::SessionSummary;
-use attempt::TaskContext;
+use llm::gate::Gates;
+use runtime::config::{RunConfig, SessionFlags};
+use runtime::sandbox::docker::warm::WarmPool;
+use runtime::sandbox::pool::Pool;
+use runtime::session::SessionSummary;
 
 /// Where the batch's sandboxes come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -274,7 +274,7 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
     let mut not_runnable = Vec::new();
     for task in config.tasks.iter().filter(|t| t.trial == 1) {
         match crate::launch::run_config(&task.source, &task.task, &config.flags, None, leased) {
-            Err(err) if err.is::<crate::config::NotRunnable>() => {
+            Err(err) if err.is::<runtime::config::NotRunnable>() => {
                 not_runnable.push(TaskNotRunnable {
                     task: task.task.clone(),
                     file: task.source.path().display().to_string(),
@@ -333,7 +333,7 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
 /// missing credential or an unknown provider fails.
 fn credentials(run: &RunConfig) -> anyhow::Result<()> {
     let model = crate::launch::build_model(run, None)?;
-    crate::policy::build_policy(&run.policy, &run.model, &model, None)?;
+    policy::build_policy(&run.policy, &run.model, &model, None)?;
     Ok(())
 }
 
@@ -342,7 +342,7 @@ fn credentials(run: &RunConfig) -> anyhow::Result<()> {
 fn prepare_out(config: &BatchConfig) -> anyhow::Result<bool> {
     let out = &config.out;
     let log_exists = out.join("events.jsonl").is_file();
-    if log_exists && !crate::replay::report::is_batch(out) {
+    if log_exists && !replay::report::is_batch(out) {
         anyhow::bail!(
             "{} holds a log that is not a batch's (a session's?): choose another --out",
             out.display()
@@ -378,7 +378,7 @@ async fn open_log(
     resumed: bool,
     not_runnable: &[TaskNotRunnable],
 ) -> anyhow::Result<EventLog> {
-    let secrets = crate::secrets::values(&[]);
+    let secrets = event_log::secrets::values(&[]);
     let log = if resumed {
         EventLog::reopen(&config.out, Durability::Durable, &secrets)
     } else {
@@ -424,7 +424,7 @@ async fn tasks_to_run(
         let done = match (finished(&dir), &task.source) {
             // A benchmark trial is done once it has its score (a reward, or the verifier's
             // own failure); one cut short or failed on the sandbox runs again.
-            (Some(_), crate::task::TaskSource::Bench(_)) => {
+            (Some(_), runtime::task::TaskSource::Bench(_)) => {
                 job::scored(&dir).then(|| "its trial has its score already".to_owned())
             }
             (Some(outcome), _) => Some(format!("its log finished already ({})", outcome.as_str())),

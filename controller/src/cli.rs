@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use controller::config::SessionFlags;
 use metrics::MetricsArgs;
+use runtime::config::SessionFlags;
 
 /// The agent harness: runs a model in a loop against a sandbox's tools.
 #[derive(Debug, Parser)]
@@ -379,8 +379,8 @@ pub(crate) struct BuildArgs {
 
 impl BuildArgs {
     /// The build flags alone, as the library takes them.
-    pub(crate) fn flags(&self) -> controller::config::BenchFlags {
-        controller::config::BenchFlags {
+    pub(crate) fn flags(&self) -> runtime::config::BenchFlags {
+        runtime::config::BenchFlags {
             image_map: self.image_map.clone(),
             image_map_file: self.image_map_file.clone(),
             build_ca: self.build_ca.clone(),
@@ -390,8 +390,8 @@ impl BuildArgs {
 }
 
 impl BenchArgs {
-    pub(crate) fn flags(&self) -> controller::config::BenchFlags {
-        controller::config::BenchFlags {
+    pub(crate) fn flags(&self) -> runtime::config::BenchFlags {
+        runtime::config::BenchFlags {
             agent: self.agent.clone(),
             pass_threshold: self.pass_threshold,
             image_map: self.build.image_map.clone(),
@@ -441,30 +441,30 @@ pub(crate) enum DurabilityArg {
     Relaxed,
 }
 
-impl From<FormatArg> for controller::replay::render::Format {
+impl From<FormatArg> for ::replay::render::Format {
     fn from(arg: FormatArg) -> Self {
         match arg {
-            FormatArg::Md => controller::replay::render::Format::Md,
-            FormatArg::Html => controller::replay::render::Format::Html,
+            FormatArg::Md => ::replay::render::Format::Md,
+            FormatArg::Html => ::replay::render::Format::Html,
         }
     }
 }
 
-impl From<ApproveArg> for controller::policy::Approve {
+impl From<ApproveArg> for ::policy::Approve {
     fn from(arg: ApproveArg) -> Self {
         match arg {
-            ApproveArg::Never => controller::policy::Approve::Never,
-            ApproveArg::Ask => controller::policy::Approve::Ask,
-            ApproveArg::Auto => controller::policy::Approve::Auto,
+            ApproveArg::Never => ::policy::Approve::Never,
+            ApproveArg::Ask => ::policy::Approve::Ask,
+            ApproveArg::Auto => ::policy::Approve::Auto,
         }
     }
 }
 
-impl From<DurabilityArg> for controller::event_log::Durability {
+impl From<DurabilityArg> for event_log::Durability {
     fn from(arg: DurabilityArg) -> Self {
         match arg {
-            DurabilityArg::Durable => controller::event_log::Durability::Durable,
-            DurabilityArg::Relaxed => controller::event_log::Durability::Relaxed,
+            DurabilityArg::Durable => event_log::Durability::Durable,
+            DurabilityArg::Relaxed => event_log::Durability::Relaxed,
         }
     }
 }

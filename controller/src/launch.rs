@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-use crate::config::{AgentKind, RunConfig, SessionFlags};
-use crate::event_log::reader;
-use crate::llm::{self, Model, RetryPolicy, gate::Gates};
-use crate::replay::model::ReplayModel;
-use crate::task::TaskSource;
+use event_log::reader;
+use llm::{self, Model, RetryPolicy, gate::Gates};
+use replay::model::ReplayModel;
+use runtime::config::{AgentKind, RunConfig, SessionFlags};
+use runtime::task::TaskSource;
 
 /// Builds the model; its requests pass the gate of its endpoint from `gates`.
 pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<Arc<dyn Model>> {
@@ -46,6 +46,6 @@ pub fn run_config(
         TaskSource::Bench(_) if leased => bail!(
             "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker"
         ),
-        TaskSource::Bench(dir) => crate::bench::run::run_config(dir, name, flags),
+        TaskSource::Bench(dir) => bench::run::run_config(dir, name, flags),
     }
 }

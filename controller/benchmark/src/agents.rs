@@ -17,8 +17,8 @@ use sandbox_protocol::ToolSpec;
 use serde_json::{Value, json};
 
 use super::{BenchTask, Format};
-use crate::llm::offline;
-use crate::llm::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
+use llm::offline;
+use llm::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
 
 /// The bash tool's longest timeout on a default server.
 const MAX_CALL_SECS: u64 = 3600;

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::event_log::{Event, LoggedUsage, Purpose, SessionStarted};
-use crate::replay::{self, ReplayError};
+use event_log::{Event, LoggedUsage, Purpose, SessionStarted};
+use replay::{self, ReplayError};
 
 pub const SCHEMA_VERSION: &str = "ATIF-v1.8";
 /// The agent's name in trajectories and results.

@@ -34,8 +34,8 @@ pub use services::build_images;
 
 use super::image::{BuildSettings, Built};
 use super::{BenchTask, Environment, MainImage};
-use crate::sandbox::docker::{connect, labels_for};
-use crate::sandbox::{SandboxClient, StartError};
+use runtime::sandbox::docker::{connect, labels_for};
+use runtime::sandbox::{SandboxClient, StartError};
 
 /// Where the injected server and its token live in the container.
 const HARNESS_DIR: &str = ".harness";
@@ -391,7 +391,7 @@ impl TaskEnvironment {
     }
 
     /// The main container's state.
-    pub async fn state(&self) -> anyhow::Result<crate::sandbox::docker::ContainerState> {
+    pub async fn state(&self) -> anyhow::Result<runtime::sandbox::docker::ContainerState> {
         services::state(&self.docker, &self.main_id).await
     }
 

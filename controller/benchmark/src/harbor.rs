@@ -425,7 +425,7 @@ mod tests {
         std::fs::write(root.join("tests/test.sh"), "true\n")?;
         std::fs::write(root.join("task.toml"), toml)?;
         std::fs::write(root.join("instruction.md"), instruction)?;
-        load(root, "t", &crate::bench::HostVars::none())
+        load(root, "t", &crate::HostVars::none())
     }
 
     #[test]
@@ -442,7 +442,7 @@ mod tests {
             (t.resources.cpus, t.resources.memory_mb),
             (Some(1.0), Some(4096))
         );
-        assert_eq!(t.network.agent, crate::bench::NetworkPolicy::NoNetwork);
+        assert_eq!(t.network.agent, crate::NetworkPolicy::NoNetwork);
         assert_eq!(t.verifier_env["A"], "fallback");
         assert!(t.solution.is_none());
         let warned = t.warnings.join("\n");

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use sandbox_protocol::{BashArgs, EntryKind};
 
 use super::container::Exec;
-use crate::sandbox::SandboxClient;
+use runtime::sandbox::SandboxClient;
 
 /// The author-side operations on a task's main container.
 pub trait TaskHost: Send + Sync {
@@ -45,7 +45,7 @@ pub trait TaskHost: Send + Sync {
     /// when it cannot be had here.
     fn set_network<'a>(
         &'a self,
-        policy: &'a crate::bench::NetworkPolicy,
+        policy: &'a crate::NetworkPolicy,
     ) -> BoxFuture<'a, anyhow::Result<()>>;
     /// A tar of the container's `path` (its entries named from the path's last component on,
     /// as the engine gives them; links not followed), `None` when nothing is there; refused
@@ -62,7 +62,7 @@ pub trait TaskHost: Send + Sync {
     fn end_processes(&self) -> BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>>;
     /// What the task's egress proxy judged under the policy in force, by host (none without a
     /// proxy).
-    fn egress_decisions(&self) -> BoxFuture<'_, Vec<crate::event_log::EgressRecord>>;
+    fn egress_decisions(&self) -> BoxFuture<'_, Vec<event_log::EgressRecord>>;
 }
 
 /// `DELETE /v1/processes?include_running=true` on a task's server, as (pid, command) pairs.
@@ -195,11 +195,11 @@ impl TaskHost for ApiHost {
     /// phase that asks for one fails, closed.
     fn set_network<'a>(
         &'a self,
-        policy: &'a crate::bench::NetworkPolicy,
+        policy: &'a crate::NetworkPolicy,
     ) -> BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(async move {
             match policy {
-                crate::bench::NetworkPolicy::Allowlist(_) => anyhow::bail!(
+                crate::NetworkPolicy::Allowlist(_) => anyhow::bail!(
                     "the task asks for an allow list ({}), which a server already running in its image (a pod, --sandbox URL) cannot have: its network is the orchestrator's; run the task with --sandbox docker",
                     policy.describe()
                 ),
@@ -319,7 +319,7 @@ impl TaskHost for ApiHost {
         Box::pin(end_processes(&self.client))
     }
 
-    fn egress_decisions(&self) -> BoxFuture<'_, Vec<crate::event_log::EgressRecord>> {
+    fn egress_decisions(&self) -> BoxFuture<'_, Vec<event_log::EgressRecord>> {
         Box::pin(async { Vec::new() })
     }
 }
@@ -328,7 +328,7 @@ impl TaskHost for ApiHost {
 /// not count; after it, `retries` failures in a row fail it.
 pub async fn healthcheck(
     host: &dyn TaskHost,
-    check: &crate::bench::Healthcheck,
+    check: &crate::Healthcheck,
     env: &BTreeMap<String, String>,
     user: Option<&str>,
 ) -> anyhow::Result<()> {

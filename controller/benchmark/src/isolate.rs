@@ -16,7 +16,7 @@ use sandbox_protocol::ChangeKind;
 use sha2::{Digest, Sha256};
 
 use super::host::TaskHost;
-use crate::event_log::{EndedProcess, Event, GuardedCall, GuardedChange, VerifierIsolated};
+use event_log::{EndedProcess, Event, GuardedCall, GuardedChange, VerifierIsolated};
 
 /// The paths the verifier's verdict depends on and the agent must not touch. pytest looks for
 /// `conftest.py` and its configuration in the folders above its tests: an agent's
@@ -199,7 +199,7 @@ fn strings_of(value: &serde_json::Value) -> Vec<&str> {
 
 /// The calls of the session logged in `dir` that named a guarded path.
 pub fn calls_naming_guarded_paths(dir: &Path) -> Vec<GuardedCall> {
-    let Ok(events) = crate::replay::events(dir, |_| {}) else {
+    let Ok(events) = replay::events(dir, |_| {}) else {
         return Vec::new();
     };
     let mut found = Vec::new();
@@ -291,7 +291,7 @@ pub async fn isolate(
             now.extend(inventory_of(parent_of(path), &tar));
         }
     }
-    let restored = crate::bench::isolate::changes(&before, &now).is_empty();
+    let restored = crate::isolate::changes(&before, &now).is_empty();
     if !restored {
         unguarded.push("the guarded paths differ from the image's after their reset".to_owned());
     }

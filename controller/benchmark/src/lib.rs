@@ -18,9 +18,15 @@
 //! - [`provider`]: the task as a session's provider (its containers) and grader (its
 //!   verifier, [`trial`]); [`run_session`]: a trial wraps a session, and writes Harbor's files
 //!   from its log after it.
+//!
+//! # This crate (`harness-bench`)
+//! Benchmark tasks on top of the runtime: a trial wraps a session, whose sandbox the task
+//! provides and whose verifier grades ([`provider`]). It may depend on every library crate
+//! (the runtime, the log toolkit for ATIF and reruns, the log, models, policy, telemetry);
+//! none depends on it but the `harness` binary's crate.
 
 // What a benchmark folder looks like, which discovering tasks needs too.
-pub use crate::task::{Format, detect};
+pub use runtime::task::{Format, detect};
 
 pub mod agents;
 pub mod atif;
@@ -42,14 +48,14 @@ pub mod verify;
 /// A session, and when it is a benchmark trial (`trial` names its job and dataset) the files
 /// Harbor's tools read, written from its finished log.
 pub async fn run_session(
-    options: crate::session::SessionOptions,
+    options: runtime::session::SessionOptions,
     trial: Option<&results::TrialLink>,
-    model: std::sync::Arc<dyn crate::llm::Model>,
-    audience: crate::session::Audience<'_>,
-    totals: &std::sync::Mutex<crate::run_loop::Totals>,
+    model: std::sync::Arc<dyn llm::Model>,
+    audience: runtime::session::Audience<'_>,
+    totals: &std::sync::Mutex<runtime::run_loop::Totals>,
     cancel: tokio_util::sync::CancellationToken,
-) -> crate::session::SessionSummary {
-    let summary = crate::session::run_session(options, model, audience, totals, cancel).await;
+) -> runtime::session::SessionSummary {
+    let summary = runtime::session::run_session(options, model, audience, totals, cancel).await;
     if let Some(link) = trial
         && let Err(err) = results::write_trial(&summary.log_dir, link)
     {

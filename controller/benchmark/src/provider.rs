@@ -13,13 +13,13 @@ use super::container::{StartSpec, TaskEnvironment};
 use super::host::{ApiHost, TaskHost};
 use super::run::{BenchRun, TaskPlace};
 use super::trial::{Rounds, record_images};
-use crate::config::{AgentKind, RunConfig};
-use crate::event_log::{BenchmarkRecord, ContainerRecord, EventLog, NetworkRecord, SandboxKind};
-use crate::llm::Model;
-use crate::sandbox::{SandboxClient, StartError};
-use crate::session::provider::{Grader, Grading, Liveness, Provided, Provider, ProviderContext};
-use crate::session::sandbox::{read_token, short};
-use crate::session::{SessionOutcome, Stop};
+use event_log::{BenchmarkRecord, ContainerRecord, EventLog, NetworkRecord, SandboxKind};
+use llm::Model;
+use runtime::config::{AgentKind, RunConfig};
+use runtime::sandbox::{SandboxClient, StartError};
+use runtime::session::provider::{Grader, Grading, Liveness, Provided, Provider, ProviderContext};
+use runtime::session::sandbox::{read_token, short};
+use runtime::session::{SessionOutcome, Stop};
 
 /// A benchmark task's run, as the provider of its session's sandbox.
 #[derive(Debug)]

@@ -10,8 +10,8 @@ use anyhow::{Context, bail};
 
 use super::container::{StartSpec, TaskEnvironment, static_server};
 use super::image::BuildSettings;
-use crate::event_log::{Event, SessionStarted};
-use crate::replay;
+use event_log::{Event, SessionStarted};
+use replay;
 
 /// The header of a session log.
 pub fn header(dir: &Path) -> anyhow::Result<SessionStarted> {
@@ -63,7 +63,7 @@ pub async fn start(
         ));
     }
     note(&format!("task: {} ({})", bench.dir, task.digest));
-    let docker = crate::sandbox::docker::connect().await?;
+    let docker = runtime::sandbox::docker::connect().await?;
     // The log's image could be any image of the engine: only under --trust-log.
     let recorded =
         (trust_log && !bench.image.is_empty() && docker.inspect_image(&bench.image).await.is_ok())

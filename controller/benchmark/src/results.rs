@@ -18,11 +18,11 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::atif::AGENT_NAME;
-use crate::event_log::{
+use event_log::{
     ErrorClass, Event, FailureClass, Outcome, SessionFinished, SessionStarted, StepsFinished,
     VerifierFinished, VerifierIsolated,
 };
-use crate::replay;
+use replay;
 
 /// Where a trial sits: its job (a batch) and dataset, when it has them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -76,7 +76,7 @@ struct StepRead {
     /// When its agent's phase ended (its verifier isolated).
     isolated: Option<String>,
     verifier: Option<(String, VerifierFinished)>,
-    usage: crate::event_log::LoggedUsage,
+    usage: event_log::LoggedUsage,
     cost: f64,
 }
 

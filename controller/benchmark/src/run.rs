@@ -8,12 +8,12 @@ use anyhow::{Context, bail};
 
 use super::BenchTask;
 use super::image::{BuildSettings, parse_mapping};
-use crate::config::{
+use policy::Approve;
+use runtime::config::{
     self, AgentKind, BenchFlags, NotRunnable, RunConfig, SandboxTarget, SessionFlags,
 };
-use crate::policy::Approve;
-use crate::sandbox::NetworkMode;
-use crate::task::TaskFile;
+use runtime::sandbox::NetworkMode;
+use runtime::task::TaskFile;
 
 /// A benchmark task's run: the task, where its container is, the pass threshold.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,7 +123,7 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> anyhow::Resul
             NetworkMode::None
         },
         writable: Vec::new(),
-        run_as: crate::sandbox::local::RunAs::Own,
+        run_as: runtime::sandbox::local::RunAs::Own,
         keep_workspace: flags.keep_workspace,
         lifetime: flags.lifetime,
         tools: flags.tools.clone(),
@@ -200,7 +200,7 @@ fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> anyhow::Result<(
     }
     if let Some(text) = &flags.memory {
         let bytes =
-            crate::text::parse_size(text).map_err(|why| anyhow::anyhow!("--memory: {why}"))?;
+            event_log::text::parse_size(text).map_err(|why| anyhow::anyhow!("--memory: {why}"))?;
         task.resources.memory_mb = Some((bytes.max(0) as u64).div_ceil(1 << 20));
     }
     Ok(())

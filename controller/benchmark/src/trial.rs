@@ -1,6 +1,6 @@
 //! A benchmark task's session once its containers are up: the images in the log, the agent
 //! under the task's timeout, the agent's processes ended and the verifier's folders put back
-//! as the image had them ([`crate::bench::isolate`]), the agent's logs copied out, then the
+//! as the image had them ([`crate::isolate`]), the agent's logs copied out, then the
 //! verifier, whose reward is the verdict. The verifier runs after any end of the agent (its
 //! timeout, a limit, a model failure) but an interruption, as Harbor grades it.
 
@@ -8,20 +8,20 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::run::BenchRun;
-use crate::bench::Phase;
-use crate::bench::agents::quote;
-use crate::bench::container::TaskEnvironment;
-use crate::bench::host::{self, TaskHost};
-use crate::bench::isolate::{self, Baseline};
-use crate::bench::verify::{self, Verdict};
-use crate::config::AgentKind;
-use crate::event_log::{
+use crate::Phase;
+use crate::agents::quote;
+use crate::container::TaskEnvironment;
+use crate::host::{self, TaskHost};
+use crate::isolate::{self, Baseline};
+use crate::verify::{self, Verdict};
+use event_log::{
     ErrorClass, ErrorEvent, Event, EventLog, ImageBuilt, VerifierFailure, VerifierFinished,
     VerifierIsolated,
 };
-use crate::run_loop::{Agent, Totals};
-use crate::session::provider::Grading;
-use crate::session::{SessionOutcome, Stop};
+use runtime::config::AgentKind;
+use runtime::run_loop::{Agent, Totals};
+use runtime::session::provider::Grading;
+use runtime::session::{SessionOutcome, Stop};
 
 mod steps;
 
@@ -74,7 +74,7 @@ struct Trial<'a> {
 /// readable by all, the script runnable.
 async fn upload_solution(
     environment: &dyn TaskHost,
-    solution: &crate::bench::Solution,
+    solution: &crate::Solution,
 ) -> anyhow::Result<()> {
     environment
         .upload(&solution.dir, solution.only.as_deref(), &solution.mount)
@@ -282,7 +282,7 @@ impl Rounds<'_> {
             "service": null,
             "exclude": [],
         }]);
-        let _ = crate::bench::results::write_json(&dir.join("artifacts/manifest.json"), &manifest);
+        let _ = crate::results::write_json(&dir.join("artifacts/manifest.json"), &manifest);
     }
 
     /// Ends the agent's processes and puts the verifier's folders back; records
@@ -391,7 +391,7 @@ impl Rounds<'_> {
     ) -> Result<(), Stop> {
         let observer = self.g.observer;
         let log = &self.g.recorder.log;
-        let record = |err: crate::event_log::EventLogError| Stop::preparing(&err.into());
+        let record = |err: event_log::EventLogError| Stop::preparing(&err.into());
         let ctrf = match &verdict.ctrf {
             Some(bytes) => Some(log.blob(bytes).map_err(record)?),
             None => None,

@@ -5,11 +5,19 @@
 //! (group commit) before acknowledging, so `record(..).await` returns once the event is on
 //! disk. Large payloads go to `blobs/<sha256>` first, written whole (temporary file, rename),
 //! so every reference in a complete line resolves. Secrets are redacted from both.
+//!
+//! # This crate (`harness-log`)
+//! The bottom of the controller: the log's writer, reader and schema ([`secrets`] redacts what
+//! it writes; [`text`] holds the escaping, sizes and tool-name globs every crate shares). It
+//! depends on the sandbox protocol and nothing else of the harness: every other crate may
+//! depend on it, and it on none of them. The schema is `proto-docs/event-log.schema.json`.
 
 mod event;
 mod hook;
 mod kinds;
 pub mod reader;
+pub mod secrets;
+pub mod text;
 mod writer;
 
 use std::fs::{self, File, OpenOptions};

@@ -1,4 +1,9 @@
 //! Models: one [`Model`] trait, the provider adapters behind it, prices and retries.
+//!
+//! # This crate (`harness-models`)
+//! Talks to model APIs and nothing else: it depends on the sandbox protocol (tool specs) and
+//! `harness-telemetry` (throttling and gate waits), never on the log, the policy, the runtime
+//! or a sandbox. What a reply means for a session is the run loop's business.
 
 mod anthropic;
 mod chat;

@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{Decision, Judgement};
-use crate::event_log::SettledBy;
+use event_log::SettledBy;
 
 /// What happens to an `ask` decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

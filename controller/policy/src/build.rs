@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{AllowAll, Approve, Classifier, Pipeline, Policy, load_rules};
-use crate::llm::{self, Model, ModelSpec, RetryPolicy};
+use llm::{self, Model, ModelSpec, RetryPolicy};
 
 /// How a session's tool calls are judged.
 #[derive(Debug, Clone, PartialEq)]

@@ -74,7 +74,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::policy::{GitDir, ProcessView, Workspace};
+    use crate::{GitDir, ProcessView, Workspace};
 
     /// A sandbox where `sh-1` is an interactive bash and `py-1` a Python REPL.
     struct Processes;
@@ -139,9 +139,9 @@ mod tests {
     /// The built-in rules see through `exec`: a recursive delete asks, as it would in `bash`.
     #[tokio::test]
     async fn the_pipeline_applies_bash_rules_to_exec() {
-        use crate::policy::{Decision, Policy};
-        let pipeline = crate::policy::Pipeline {
-            rules: crate::policy::RuleSet::defaults(),
+        use crate::{Decision, Policy};
+        let pipeline = crate::Pipeline {
+            rules: crate::RuleSet::defaults(),
             classifier: None,
             description: "rules".to_owned(),
         };

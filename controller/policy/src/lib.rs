@@ -1,6 +1,12 @@
 //! The policy every tool call passes before it reaches a sandbox, as the seed's safety check:
 //! rules first, read-only tools skip the classifier, then the LLM risk classifier for what the
 //! rules leave open. The answer is allow, ask or deny, with a reason and where it came from.
+//!
+//! # This crate (`harness-policy`)
+//! Decides tool calls. It depends on `harness-log` (the verdict and decision types the log
+//! records) and `harness-models` (the classifier's model), never on the runtime, a sandbox
+//! client or hooks: what it needs of the workspace it asks through the [`Workspace`] trait,
+//! which the runtime's sandbox client implements.
 
 pub mod approval;
 pub mod bash;
@@ -22,7 +28,7 @@ pub use build::{PolicySettings, build_policy};
 pub use classifier::Classifier;
 pub use rules::{RuleSet, Ruling};
 
-use crate::event_log::{DecisionSource, Verdict};
+use event_log::{DecisionSource, Verdict};
 
 /// What to do with a call.
 #[derive(Debug, Clone, PartialEq, Eq)]

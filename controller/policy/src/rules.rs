@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 
-pub use crate::event_log::Verdict;
+pub use event_log::Verdict;
 
 use super::bash::{ReadOnly, default_read_only};
 
@@ -59,7 +59,7 @@ impl Rule {
     /// The tool part is a name, or a glob with `*` (`mcp__git__*`, `*`).
     pub(super) fn tool_matches(&self, tool: &str) -> bool {
         self.tool == tool
-            || (self.tool.contains('*') && crate::text::glob_matches(&self.tool, tool))
+            || (self.tool.contains('*') && event_log::text::glob_matches(&self.tool, tool))
     }
 
     /// Whether the rule matches a call of `tool` whose subject is `text`.
@@ -168,8 +168,8 @@ impl RuleSet {
         if !self.builtin || input.trim().is_empty() {
             return None;
         }
-        let line = crate::policy::bash::Line::parse_from(input, crate::policy::bash::Cwd::Unknown);
-        crate::policy::bash::findings(&line)
+        let line = crate::bash::Line::parse_from(input, crate::bash::Cwd::Unknown);
+        crate::bash::findings(&line)
             .into_iter()
             .find(|f| f.verdict == Verdict::Deny)
             .map(|f| {

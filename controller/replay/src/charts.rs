@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::text::escape;
+use event_log::text::escape;
 
 /// A chart's name and labels.
 #[derive(Debug, Clone, Copy)]

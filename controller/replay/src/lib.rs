@@ -2,6 +2,12 @@
 //! session, or a batch's [`report`], drawn with [`charts`]; two batches side by side with
 //! [`compare`]), and a regression re-run (`rerun`); and its recorded replies as a [`model`].
 //! Every reader streams the log, so its length does not matter.
+//!
+//! # This crate (`harness-replay`)
+//! The log toolkit. It reads logs (`harness-log`) and re-runs sessions through the runtime
+//! (`harness-runtime`), with the models and policy of `harness-models` and `harness-policy`; it
+//! never depends on the benchmark adapter: what a report shows of a benchmark trial's own files
+//! it is given through [`report::TrialFiles`], which the adapter implements.
 
 pub mod charts;
 pub mod compare;
@@ -14,8 +20,8 @@ pub mod restore;
 
 use std::path::{Path, PathBuf};
 
-use crate::event_log::reader::{self, LineError};
-use crate::event_log::{BlobRef, Envelope, Text};
+use event_log::reader::{self, LineError};
+use event_log::{BlobRef, Envelope, Text};
 
 /// What a replay could not do.
 #[derive(Debug, thiserror::Error)]

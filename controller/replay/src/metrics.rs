@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{ReplayError, events};
-use crate::event_log::{Event, FailureClass, Outcome};
+use event_log::{Event, FailureClass, Outcome};
 
 /// How a run ended, as reports show it: its session's outcome, or why it has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,7 +66,7 @@ pub struct RunMetrics {
     /// to handle): why a session that stopped early stopped.
     pub last_error: Option<String>,
     pub tool_latency_ms: BTreeMap<String, Latency>,
-    pub errors: BTreeMap<crate::event_log::ErrorClass, u64>,
+    pub errors: BTreeMap<event_log::ErrorClass, u64>,
     /// The seq of the first `workspace_changed`, and the turn it came in.
     pub first_modification_seq: Option<u64>,
     pub first_modification_turn: Option<u32>,
@@ -186,7 +186,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             }
             Event::ToolResult(result) => {
                 *metrics.tool_calls.entry(result.name.clone()).or_default() += 1;
-                if result.status == crate::event_log::ToolStatus::Blocked {
+                if result.status == event_log::ToolStatus::Blocked {
                     metrics.refused += 1;
                 }
                 samples
@@ -201,7 +201,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             }
             Event::Error(error) => {
                 *metrics.errors.entry(error.class).or_default() += 1;
-                if error.class != crate::event_log::ErrorClass::Tool {
+                if error.class != event_log::ErrorClass::Tool {
                     metrics.last_error = Some(error.message);
                 }
             }

@@ -10,9 +10,9 @@ use sandbox_protocol::ToolSpec;
 use serde_json::{Value, json};
 
 use super::ReplayError;
-use crate::event_log::{Event, ModelResponse, Purpose};
-use crate::llm::offline::{self, OfflineAsk};
-use crate::llm::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
+use event_log::{Event, ModelResponse, Purpose};
+use llm::offline::{self, OfflineAsk};
+use llm::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
 
 pub struct ReplayModel {
     path: String,

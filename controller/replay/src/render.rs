@@ -13,8 +13,8 @@ mod steps;
 mod write;
 
 use super::{ReplayError, events, text};
-use crate::event_log::{BlobRef, Event, Text};
-use crate::text::escape;
+use event_log::text::escape;
+use event_log::{BlobRef, Event, Text};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -127,8 +127,8 @@ fn outcome_line(dir: &Path) -> String {
     format!(
         "Outcome: {}{failure} · {} · {} · {cost} · {:.1} s",
         f.outcome.as_str(),
-        crate::text::plural(f.turns, "turn"),
-        crate::text::plural(f.tool_calls, "tool call"),
+        event_log::text::plural(f.turns, "turn"),
+        event_log::text::plural(f.tool_calls, "tool call"),
         f.duration_ms as f64 / 1000.0
     )
 }

@@ -17,7 +17,7 @@ pub use write::{write_html, write_text};
 
 use super::metrics::{self, Latency, RunOutcome, Unfinished};
 use super::{ReplayError, events};
-use crate::event_log::{Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
+use event_log::{Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
 
 /// What a benchmark trial's own files say beyond its log: which task files are benchmark
 /// folders, and a trial's named rewards, error class and reward validity as its `result.json`
@@ -169,7 +169,7 @@ pub fn is_batch(dir: &Path) -> bool {
     let mut first = String::new();
     let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut first);
     matches!(
-        serde_json::from_str::<crate::event_log::Envelope>(&first),
+        serde_json::from_str::<event_log::Envelope>(&first),
         Ok(envelope) if matches!(envelope.event, Event::BatchStarted(_))
     )
 }

@@ -10,11 +10,11 @@ use sandbox_protocol::{ChangeKind, FileChange};
 use sha2::{Digest, Sha256};
 
 use super::{ReplayError, blob, events, text};
-use crate::event_log::{ChangeRecord, Event, ToolStatus};
-use crate::llm::ToolCall;
-use crate::run_loop::{CallOutcome, parse_call, run_on_sandbox};
-use crate::sandbox::CallOptions;
-use crate::sandbox::{SandboxClient, SandboxError, ToolReply};
+use event_log::{ChangeRecord, Event, ToolStatus};
+use llm::ToolCall;
+use runtime::run_loop::{CallOutcome, parse_call, run_on_sandbox};
+use runtime::sandbox::CallOptions;
+use runtime::sandbox::{SandboxClient, SandboxError, ToolReply};
 
 /// One recorded call with what it led to.
 #[derive(Debug, Clone)]
@@ -99,7 +99,7 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
                     let call = &mut recording.calls[idx];
                     call.status = Some(result.status);
                     let output = text(dir, &result.output)?;
-                    let added = crate::run_loop::with_context(
+                    let added = runtime::run_loop::with_context(
                         String::new(),
                         &context.remove(&idx).unwrap_or_default(),
                     );
@@ -123,7 +123,7 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
 
 /// What a hook's run changes in a recorded call: the arguments it rewrote, the context it
 /// added to the result.
-fn hooked(call: &mut RecordedCall, run: crate::event_log::HookRunEvent, context: &mut Vec<String>) {
+fn hooked(call: &mut RecordedCall, run: event_log::HookRunEvent, context: &mut Vec<String>) {
     if let Some(input) = run.updated_input {
         call.call.arguments = input.to_string();
     }
@@ -214,14 +214,14 @@ pub struct RerunReport {
 /// How a rerun judges the calls of a log it does not trust: the rules (no classifier, nobody
 /// to ask).
 pub struct Check {
-    pipeline: crate::policy::Pipeline,
+    pipeline: policy::Pipeline,
     /// Refuse what the rules would ask about, too.
     refuse_asks: bool,
 }
 
 impl Check {
-    pub fn new(rules: crate::policy::RuleSet, refuse_asks: bool) -> Check {
-        let pipeline = crate::policy::Pipeline {
+    pub fn new(rules: policy::RuleSet, refuse_asks: bool) -> Check {
+        let pipeline = policy::Pipeline {
             rules,
             classifier: None,
             description: String::new(),
@@ -239,7 +239,7 @@ impl Check {
         args: &serde_json::Value,
         sandbox: &SandboxClient,
     ) -> Option<String> {
-        use crate::policy::{Call, Decision, Policy};
+        use policy::{Call, Decision, Policy};
         let judgement = self
             .pipeline
             .decide(Call {
@@ -263,7 +263,7 @@ pub async fn rerun(
     sandbox: &SandboxClient,
     normalizer: &Normalizer,
     check: Option<&Check>,
-    mcp: Option<&crate::mcp::McpTools>,
+    mcp: Option<&runtime::mcp::McpTools>,
 ) -> Result<RerunReport, SandboxError> {
     let info = sandbox.info().await?;
     let mut snapshot_id = sandbox.snapshot().await?.snapshot_id;
@@ -275,7 +275,7 @@ pub async fn rerun(
             continue;
         }
         let servers = mcp.filter(|m| m.owns(&recorded.call.name));
-        if recorded.call.name.starts_with(crate::mcp::PREFIX) && servers.is_none() {
+        if recorded.call.name.starts_with(runtime::mcp::PREFIX) && servers.is_none() {
             report.n_from_log += 1;
             continue;
         }

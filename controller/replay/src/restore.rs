@@ -11,8 +11,8 @@ use super::{ReplayError, blob, events};
 
 mod beneath;
 
-use crate::event_log::{BlobRef, Event, VersionRecord};
 use beneath::Beneath;
+use event_log::{BlobRef, Event, VersionRecord};
 
 /// A workspace as the log knows it at one step: path to version.
 pub type State = BTreeMap<String, VersionRecord>;

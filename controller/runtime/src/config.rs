@@ -17,11 +17,11 @@ pub use bench::{AgentKind, BenchFlags, NotRunnable};
 pub use sandbox::SandboxTarget;
 
 use crate::hooks::Hooks;
-use crate::llm::{ModelSpec, Price};
-use crate::policy::{Approve, PolicySettings};
 use crate::run_loop::Limits;
 use crate::sandbox::NetworkMode;
 use crate::task::{TaskFile, WorkspaceSource};
+use llm::{ModelSpec, Price};
+use policy::{Approve, PolicySettings};
 
 pub const DEFAULT_MODEL: &str = "openai/gpt-6-luna";
 pub const DEFAULT_WORKING_DIR: &str = "agent-harness-working";

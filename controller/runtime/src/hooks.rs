@@ -24,7 +24,7 @@ use serde_json::Value;
 pub use config::{HookSpec, Hooks, HooksFile};
 pub use run::{HookRun, RunOutcome};
 // The schema of the log names them (`hook_run`), so they live with it.
-pub use crate::event_log::{HookDecision, HookEvent};
+pub use event_log::{HookDecision, HookEvent};
 
 /// What a hook may answer (every field optional; an empty answer has no opinion).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -113,7 +113,7 @@ impl Combined {
     }
 }
 
-pub use crate::text::glob_matches;
+pub use event_log::text::glob_matches;
 
 /// The default time a hook may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

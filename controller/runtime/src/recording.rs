@@ -8,11 +8,11 @@ use sandbox_protocol::{ChangesResponse, FileChange, FileVersion, FingerprintResp
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
-use crate::event_log::{
+use crate::sandbox::{SandboxClient, SandboxError};
+use event_log::{
     ChangeRecord, Event, EventLog, EventLogError, ListenerRecord, ProcessRecord, StateFingerprint,
     VersionRecord, WatchedRecord, WorkspaceChanged, WorkspaceSnapshot,
 };
-use crate::sandbox::{SandboxClient, SandboxError};
 
 mod interrupted;
 

@@ -20,13 +20,13 @@ use tracing::Instrument as _;
 pub use compact::compaction_split;
 pub use tool_call::{CallOutcome, parse_call, run_on_sandbox};
 
-use crate::event_log::{self, ErrorClass, ErrorEvent, Event, LoggedUsage, Purpose};
 use crate::hooks::{HookDecision, HookEvent, Hooks};
-use crate::llm::{Message, Model, ModelError, ToolCall, estimate_tokens};
-use crate::policy::{Approval, Policy};
 use crate::recording::{RecordError, Recorder};
 use crate::sandbox::{LiveOutput, SandboxClient, SandboxError};
+use event_log::{self, ErrorClass, ErrorEvent, Event, LoggedUsage, Purpose};
 pub use hooked::with_context;
+use llm::{Message, Model, ModelError, ToolCall, estimate_tokens};
+use policy::{Approval, Policy};
 
 /// The loop's limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -257,7 +257,7 @@ impl Agent<'_> {
         // The seed's words ("Stopped: hit N turns."), in the singular for one.
         let answer = format!(
             "Stopped: hit {}.",
-            crate::text::plural(self.limits.max_turns, "turn")
+            event_log::text::plural(self.limits.max_turns, "turn")
         );
         Ok(self.report(LoopEnd::TurnLimit, answer, totals, messages))
     }

@@ -31,15 +31,15 @@ use tokio_util::sync::CancellationToken;
 pub use outcome::{SessionOutcome, Stop};
 
 use crate::config::RunConfig;
-use crate::event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
-use crate::llm::{self, Model};
 use crate::mcp::{McpConfig, McpTools};
-use crate::policy::{Approval, Asker, Policy, build_policy};
 use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
 use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::Lease;
+use event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
 use header::{Header, finish};
+use llm::{self, Model};
+use policy::{Approval, Asker, Policy, build_policy};
 use prepare::{Prepared, prepare};
 use sandbox::{Sandbox, StartContext};
 
@@ -50,7 +50,7 @@ const MCP_FILE_MAX: usize = 1 << 20;
 #[derive(Debug)]
 pub struct SessionOptions {
     pub config: RunConfig,
-    /// From [`crate::event_log::new_session_id`].
+    /// From [`event_log::new_session_id`].
     pub session_id: String,
     /// The session's own folder; `<log-dir>/<session-id>` for `harness run`.
     pub log_dir: PathBuf,
@@ -248,7 +248,7 @@ fn open(
     let mut known = vec![token.clone()];
     known.extend(config.mcp.secret_values());
     known.extend(config.hooks.secret_values());
-    let secrets = crate::secrets::values(&known);
+    let secrets = event_log::secrets::values(&known);
     let log = EventLog::create(&options.log_dir, options.durability, &secrets)?;
     observer.note(&format!("log: {}", options.log_dir.display()));
     Ok((token, policy, log))
@@ -277,7 +277,7 @@ async fn start_sandbox(
     let sandbox = Sandbox::start(&options.config, context)
         .instrument(span)
         .await;
-    crate::telemetry::metrics().sandbox_started(provider, started.elapsed(), sandbox.is_ok());
+    telemetry::metrics().sandbox_started(provider, started.elapsed(), sandbox.is_ok());
     sandbox.map_err(|err| Stop::start(&err))
 }
 

@@ -6,17 +6,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{BatchConfig, BatchObserver, Progress, Running, Stopping, TaskSpec};
-use crate::bench::results::{TrialLink, uuid_of};
-use crate::event_log::{
+use bench::results::{TrialLink, uuid_of};
+use event_log::{
     self, ErrorClass, ErrorEvent, Event, EventLog, FailureClass, TaskFinished, TaskRetried,
     TaskStarted,
 };
-use crate::llm::gate::Gates;
-use crate::policy::Nobody;
-use crate::run_loop::{Observer, Totals};
-use crate::sandbox::docker::warm::WarmPool;
-use crate::sandbox::pool::{Lease, Pool};
-use crate::session::{Audience, SessionOptions, SessionOutcome, SessionSummary};
+use llm::gate::Gates;
+use policy::Nobody;
+use runtime::run_loop::{Observer, Totals};
+use runtime::sandbox::docker::warm::WarmPool;
+use runtime::sandbox::pool::{Lease, Pool};
+use runtime::session::{Audience, SessionOptions, SessionOutcome, SessionSummary};
 
 /// What every task of a batch shares.
 pub(super) struct TaskContext<'a> {
@@ -38,11 +38,11 @@ struct Watched {
 }
 
 impl Observer for Watched {
-    fn tool_call(&self, call: &crate::llm::ToolCall) {
+    fn tool_call(&self, call: &llm::ToolCall) {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(call_summary(call));
     }
 
-    fn tool_finished(&self, _call: &crate::llm::ToolCall) {
+    fn tool_finished(&self, _call: &llm::ToolCall) {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
@@ -51,7 +51,7 @@ impl Observer for Watched {
 
 /// A call in a few words, for a progress line: a `bash` call's command (its first line), a
 /// file tool's path, or the tool's name.
-pub(crate) fn call_summary(call: &crate::llm::ToolCall) -> String {
+pub(crate) fn call_summary(call: &llm::ToolCall) -> String {
     let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
     let field = |name: &str| args.get(name).and_then(serde_json::Value::as_str);
     let detail = match field("cmd").or_else(|| field("path")) {
@@ -84,7 +84,7 @@ impl TaskContext<'_> {
         loop {
             let summary = self.attempt(task, attempt).await;
             let outcome = summary.outcome;
-            crate::telemetry::metrics().attempt(outcome.logged().as_str());
+            telemetry::metrics().attempt(outcome.logged().as_str());
             let _ = self
                 .log
                 .record(Event::TaskFinished(TaskFinished {
@@ -111,7 +111,7 @@ impl TaskContext<'_> {
 
     fn done(&self, task: &TaskSpec, summary: &SessionSummary) {
         let passed = summary.outcome.passed();
-        crate::telemetry::metrics().task_finished(summary.outcome.logged().as_str());
+        telemetry::metrics().task_finished(summary.outcome.logged().as_str());
         self.progress.update(|p| {
             p.running.remove(&task.id);
             p.done += 1;
@@ -195,7 +195,7 @@ impl TaskContext<'_> {
                 job_id: Some(uuid_of(&self.config.batch_id)),
                 source: task.dataset_name(),
             });
-        crate::bench::run_session(options, trial.as_ref(), model, audience, &totals, cancel).await
+        bench::run_session(options, trial.as_ref(), model, audience, &totals, cancel).await
     }
 
     /// A pool member for the attempt, when the batch has a pool.
@@ -224,14 +224,8 @@ impl TaskContext<'_> {
         task: &TaskSpec,
         log_dir: &Path,
         lease: Option<Lease>,
-    ) -> Result<
-        (
-            SessionOptions,
-            Arc<dyn crate::llm::Model>,
-            tempfile::TempDir,
-        ),
-        (ErrorClass, anyhow::Error),
-    > {
+    ) -> Result<(SessionOptions, Arc<dyn llm::Model>, tempfile::TempDir), (ErrorClass, anyhow::Error)>
+    {
         let internal = |err: anyhow::Error| (ErrorClass::Internal, err);
         let workspace = tempfile::Builder::new()
             .prefix(&format!("harness-batch-{}-", task.id))
@@ -310,7 +304,7 @@ impl TaskContext<'_> {
 #[cfg(test)]
 mod tests {
     use super::call_summary;
-    use crate::llm::ToolCall;
+    use llm::ToolCall;
 
     fn call(name: &str, arguments: &str) -> ToolCall {
         ToolCall {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::task::{TaskSource, discover};
+use runtime::task::{TaskSource, discover};
 
 /// One trial of one task of a batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +51,7 @@ pub fn refuse_host_side_keys(tasks: &[TaskSpec]) -> anyhow::Result<()> {
         if !seen.insert(file.clone()) {
             continue;
         }
-        let parsed = crate::task::TaskFile::load(file)?;
+        let parsed = runtime::task::TaskFile::load(file)?;
         for key in parsed.host_side_keys(file, dataset) {
             refused.push(format!("  {}: {key}", file.display()));
         }
@@ -106,7 +106,7 @@ pub fn collect_tasks(paths: &[PathBuf], attempts: u32) -> anyhow::Result<Vec<Tas
 
 /// A folder given that is not itself a task is a dataset.
 fn dataset_of(path: &Path) -> Option<PathBuf> {
-    let is_dataset = path.is_dir() && crate::bench::detect(path).is_none();
+    let is_dataset = path.is_dir() && bench::detect(path).is_none();
     is_dataset.then(|| std::path::absolute(path).ok()).flatten()
 }
 

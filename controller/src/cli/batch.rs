@@ -9,11 +9,11 @@ use anyhow::Context;
 use controller::batch::{
     self, BatchConfig, BatchObserver, Progress, ProgressState, SandboxSource, Stopping,
 };
-use controller::exit_code;
-use controller::llm::gate::Gates;
-use controller::policy::Approve;
-use controller::replay::report;
-use controller::session::SessionSummary;
+use llm::gate::Gates;
+use policy::Approve;
+use replay::report;
+use runtime::exit_code;
+use runtime::session::SessionSummary;
 
 use super::{BatchArgs, ProgressMode};
 
@@ -36,7 +36,7 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     let benchmark = config
         .tasks
         .iter()
-        .filter(|t| matches!(t.source, controller::task::TaskSource::Bench(_)))
+        .filter(|t| matches!(t.source, runtime::task::TaskSource::Bench(_)))
         .count();
     let sandboxes = match (benchmark, config.tasks.len()) {
         (0, _) => format!(
@@ -56,7 +56,7 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     };
     eprintln!(
         "batch: {}{trials}, {}, {sandboxes}, log {}",
-        controller::text::plural(config.tasks.len() / args.attempts.max(1) as usize, "task"),
+        event_log::text::plural(config.tasks.len() / args.attempts.max(1) as usize, "task"),
         config.parallel_reason,
         config.out.display()
     );
@@ -112,10 +112,10 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
     }
     let benchmark = tasks
         .iter()
-        .any(|t| matches!(t.source, controller::task::TaskSource::Bench(_)));
+        .any(|t| matches!(t.source, runtime::task::TaskSource::Bench(_)));
     let per_task = match (&sandbox, &flags.memory) {
         (_, None) if benchmark => 2 << 30,
-        (SandboxSource::Docker, Some(text)) => controller::text::parse_size(text)
+        (SandboxSource::Docker, Some(text)) => event_log::text::parse_size(text)
             .map_err(|why| anyhow::anyhow!("--memory {why}"))?
             as u64,
         (SandboxSource::Docker, None) => 1 << 30,
@@ -135,7 +135,7 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "batch".to_owned()),
-        _ => format!("batch-{}", controller::event_log::new_session_id()),
+        _ => format!("batch-{}", event_log::new_session_id()),
     };
     let out = args
         .out
@@ -193,7 +193,7 @@ fn paint_every_quarter_second(
 
 /// `report.json`, `report.html` and the table on stdout, all read back from the logs.
 fn write_report(out: &std::path::Path) -> anyhow::Result<report::BatchReport> {
-    let report = report::load(out, &controller::bench::results::HarborFiles)
+    let report = report::load(out, &bench::results::HarborFiles)
         .context("reading the batch back for its report")?;
     let json = serde_json::to_vec_pretty(&report).context("writing the report")?;
     std::fs::write(out.join("report.json"), json)
@@ -349,8 +349,8 @@ impl BatchObserver for Display {
         self.line(format!(
             "{verdict:<8} {task}: {}{why}, {}, {}, ${:.4}, {:.1} s",
             summary.outcome.logged().as_str(),
-            controller::text::plural(summary.totals.turns, "turn"),
-            controller::text::plural(summary.totals.tool_calls, "tool call"),
+            event_log::text::plural(summary.totals.turns, "turn"),
+            event_log::text::plural(summary.totals.tool_calls, "tool call"),
             summary.totals.cost,
             summary.duration.as_secs_f64()
         ));

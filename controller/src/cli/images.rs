@@ -1,11 +1,11 @@
-//! `harness images build`: the edge of `controller::bench::publish`.
+//! `harness images build`: the edge of `bench::publish`.
 
 use std::path::Path;
 
-use controller::bench::publish::{self, Overlay};
-use controller::config::AgentKind;
-use controller::exit_code;
-use controller::task::{TaskSource, discover};
+use bench::publish::{self, Overlay};
+use runtime::config::AgentKind;
+use runtime::exit_code;
+use runtime::task::{TaskSource, discover};
 
 use super::ImagesCommand;
 
@@ -29,7 +29,7 @@ pub(crate) async fn run(command: ImagesCommand) -> anyhow::Result<i32> {
             kustomize_base.display()
         );
     }
-    let settings = controller::bench::run::build_settings(&build.flags())?;
+    let settings = bench::run::build_settings(&build.flags())?;
     let note = |line: &str| eprintln!("{line}");
     let mut failed = 0;
     for dataset in &datasets {
@@ -37,8 +37,7 @@ pub(crate) async fn run(command: ImagesCommand) -> anyhow::Result<i32> {
             let TaskSource::Bench(dir) = &found.source else {
                 continue;
             };
-            let task =
-                controller::bench::load(dir, &found.name, &controller::bench::HostVars::none())?;
+            let task = bench::load(dir, &found.name, &bench::HostVars::none())?;
             let images =
                 match publish::build_and_push(&task, &settings, push.as_deref(), &note).await {
                     Ok(images) => images,

@@ -5,10 +5,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use controller::event_log::Verdict;
-use controller::exit_code;
-use controller::llm::{self, ModelSpec, RetryPolicy};
-use controller::policy::{self, Classifier, Decision, Pipeline, Policy};
+use event_log::Verdict;
+use llm::{self, ModelSpec, RetryPolicy};
+use policy::{self, Classifier, Decision, Pipeline, Policy};
+use runtime::exit_code;
 use serde::Deserialize;
 use serde_json::Value;
 

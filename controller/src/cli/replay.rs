@@ -1,4 +1,4 @@
-//! `harness replay …`: the command-line edge of `controller::replay`.
+//! `harness replay …`: the command-line edge of `replay`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Subcommand;
-use controller::event_log::reader;
-use controller::exit_code;
-use controller::replay::{self, compare, metrics, render, report, rerun, restore};
-use controller::sandbox::SandboxClient;
-use controller::sandbox::local::LocalSandbox;
+use event_log::reader;
+use replay::{self, compare, metrics, render, report, rerun, restore};
+use runtime::exit_code;
+use runtime::sandbox::SandboxClient;
+use runtime::sandbox::local::LocalSandbox;
 
 use super::{BuildArgs, ExportFormatArg, FormatArg};
 
@@ -164,7 +164,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             let check = if trust_log {
                 None
             } else {
-                let rules = controller::policy::load_rules(policy.as_deref())?;
+                let rules = policy::load_rules(policy.as_deref())?;
                 Some(rerun::Check::new(rules, refuse_asks))
             };
             rerun_cmd(
@@ -275,7 +275,7 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
     if let [dir] = runs
         && report::is_batch(dir)
     {
-        let report = report::load(dir, &controller::bench::results::HarborFiles)
+        let report = report::load(dir, &bench::results::HarborFiles)
             .with_context(|| format!("reading the batch {}", dir.display()))?;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -312,7 +312,7 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
 
 /// `replay compare A B`: the table or JSON to stdout, and the page to `html`.
 fn compare_cmd(a: &Path, b: &Path, json: bool, html: Option<&Path>) -> anyhow::Result<i32> {
-    let comparison = compare::load(a, b, &controller::bench::results::HarborFiles)?;
+    let comparison = compare::load(a, b, &bench::results::HarborFiles)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if json {
@@ -339,12 +339,12 @@ async fn rerun_cmd(
     token_file: Option<&Path>,
     normalize: &[String],
     check: Option<&rerun::Check>,
-    build: &controller::config::BenchFlags,
+    build: &runtime::config::BenchFlags,
     mcp: Option<&Path>,
 ) -> anyhow::Result<i32> {
-    let mcp = mcp.map(controller::mcp::McpConfig::load).transpose()?;
+    let mcp = mcp.map(runtime::mcp::McpConfig::load).transpose()?;
     let dir = reader::session_dir(run);
-    let header = controller::bench::rerun::header(&dir)?;
+    let header = bench::rerun::header(&dir)?;
     let sandbox = match sandbox {
         None if header.config.benchmark.is_some() => Some("task"),
         other => other,
@@ -367,7 +367,7 @@ async fn rerun_cmd(
         .tools
         .iter()
         .map(|t| t.name.clone())
-        .filter(|name| !name.starts_with(controller::mcp::PREFIX))
+        .filter(|name| !name.starts_with(runtime::mcp::PREFIX))
         .collect();
     let place = RerunPlace {
         sandbox,
@@ -380,7 +380,7 @@ async fn rerun_cmd(
     let servers = match &mcp {
         Some(config) => {
             let (servers, _, notes) =
-                controller::mcp::McpTools::start(config, scratch.path(), &client).await;
+                runtime::mcp::McpTools::start(config, scratch.path(), &client).await;
             for note in notes {
                 eprintln!("{note}");
             }
@@ -431,7 +431,7 @@ fn reported(report: &rerun::RerunReport) -> i32 {
 /// own containers, or a running server whose workspace is replaced.
 enum RerunSandbox {
     Local(Box<LocalSandbox>),
-    Task(Box<controller::bench::container::TaskEnvironment>),
+    Task(Box<bench::container::TaskEnvironment>),
     Remote,
 }
 
@@ -458,16 +458,16 @@ struct RerunPlace<'a> {
 
 async fn rerun_sandbox(
     place: &RerunPlace<'_>,
-    header: &controller::event_log::SessionStarted,
-    build: &controller::config::BenchFlags,
+    header: &event_log::SessionStarted,
+    build: &runtime::config::BenchFlags,
 ) -> anyhow::Result<(RerunSandbox, SandboxClient)> {
     let (workspace, token_file) = (place.workspace, place.token_file);
     match place.sandbox {
         Some("task") => {
-            let settings = controller::bench::run::build_settings(build)?;
+            let settings = bench::run::build_settings(build)?;
             let note = |line: &str| eprintln!("{line}");
             let environment =
-                controller::bench::rerun::start(header, &settings, place.trust_log, &note).await?;
+                bench::rerun::start(header, &settings, place.trust_log, &note).await?;
             let client = environment.client.clone();
             let target = RerunSandbox::Task(Box::new(environment));
             // The image holds the working folder as it was; recorded files are put back.
@@ -479,9 +479,9 @@ async fn rerun_sandbox(
         None | Some("local") => {
             let token = format!("{:032x}", rand::random::<u128>());
             let tools = (!place.tools.is_empty()).then_some(place.tools);
-            let options = controller::sandbox::local::LocalOptions {
+            let options = runtime::sandbox::local::LocalOptions {
                 tools,
-                ..controller::sandbox::local::LocalOptions::plain()
+                ..runtime::sandbox::local::LocalOptions::plain()
             };
             let local = LocalSandbox::start(workspace, &token, options).await?;
             let client = local.client.clone();
@@ -510,8 +510,8 @@ async fn seed(client: &SandboxClient, workspace: &Path) -> anyhow::Result<()> {
 
 /// `replay export --format atif`: the trajectory as JSON, to stdout or a file.
 fn export_atif(run: &Path, output: Option<&Path>) -> anyhow::Result<i32> {
-    let dir = controller::event_log::reader::session_dir(run);
-    let trajectory = controller::bench::atif::from_log(&dir)?;
+    let dir = event_log::reader::session_dir(run);
+    let trajectory = bench::atif::from_log(&dir)?;
     let text = serde_json::to_string_pretty(&trajectory)? + "\n";
     match output {
         Some(path) => {
@@ -519,5 +519,5 @@ fn export_atif(run: &Path, output: Option<&Path>) -> anyhow::Result<i32> {
         }
         None => print!("{text}"),
     }
-    Ok(controller::exit_code::COMPLETED)
+    Ok(runtime::exit_code::COMPLETED)
 }

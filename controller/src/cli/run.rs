@@ -4,11 +4,11 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use anyhow::Context;
-use controller::config::{RunConfig, SessionFlags};
-use controller::event_log::{self, Outcome};
-use controller::run_loop::Totals;
-use controller::session::{Audience, SessionOptions};
-use controller::task::{FoundTask, TaskSource};
+use event_log::{self, Outcome};
+use runtime::config::{RunConfig, SessionFlags};
+use runtime::run_loop::Totals;
+use runtime::session::{Audience, SessionOptions};
+use runtime::task::{FoundTask, TaskSource};
 use tokio_util::sync::CancellationToken;
 
 use super::terminal::Terminal;
@@ -21,8 +21,8 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
         return Ok((RunConfig::for_run(&args.words, None, flags)?, None));
     };
     let found = match path {
-        dir if dir.is_dir() && controller::bench::detect(dir).is_none() => {
-            controller::task::pick_indexed(dir, args.task_index)?
+        dir if dir.is_dir() && bench::detect(dir).is_none() => {
+            runtime::task::pick_indexed(dir, args.task_index)?
         }
         _ => {
             let name = path
@@ -31,15 +31,14 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
                 .unwrap_or_default();
             FoundTask {
                 name,
-                source: match controller::bench::detect(path) {
+                source: match bench::detect(path) {
                     Some(_) => TaskSource::Bench(path.clone()),
                     None => TaskSource::File(path.clone()),
                 },
             }
         }
     };
-    let indexed =
-        args.task_index.is_some() && path.is_dir() && controller::bench::detect(path).is_none();
+    let indexed = args.task_index.is_some() && path.is_dir() && bench::detect(path).is_none();
     let config = match &found.source {
         TaskSource::File(file) => RunConfig::for_run(&args.words, Some(file), flags)?,
         TaskSource::Bench(dir) => {
@@ -49,7 +48,7 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
                     dir.display()
                 );
             }
-            controller::bench::run::run_config(dir, &found.name, flags)?
+            bench::run::run_config(dir, &found.name, flags)?
         }
     };
     Ok((config, indexed.then(|| found.name.replace('/', "-"))))
@@ -120,10 +119,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         asker: &terminal,
     };
     // A benchmark task is a trial: Harbor's files are written beside its log.
-    let trial = is_trial.then(controller::bench::results::TrialLink::default);
+    let trial = is_trial.then(bench::results::TrialLink::default);
     let summary =
-        controller::bench::run_session(options, trial.as_ref(), model, audience, &totals, cancel)
-            .await;
+        bench::run_session(options, trial.as_ref(), model, audience, &totals, cancel).await;
     on_interrupt.abort();
     if !matches!(
         summary.outcome.logged(),

@@ -1,7 +1,7 @@
 //! `harness sandboxes prune`: remove the containers a killed harness left.
 
-use controller::exit_code;
-use controller::sandbox::docker;
+use runtime::exit_code;
+use runtime::sandbox::docker;
 
 use super::SandboxesCommand;
 

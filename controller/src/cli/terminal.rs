@@ -4,11 +4,11 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
 
-use controller::llm::ToolCall;
-use controller::policy::Asker;
-use controller::run_loop::Observer;
-use controller::sandbox::LiveOutput;
 use futures::future::BoxFuture;
+use llm::ToolCall;
+use policy::Asker;
+use runtime::run_loop::Observer;
+use runtime::sandbox::LiveOutput;
 use sandbox_protocol::OutputStream;
 use serde_json::Value;
 

@@ -5,6 +5,10 @@
 //!
 //! One registry per process: a process runs one `harness` command, and every session in it
 //! adds to the same series.
+//!
+//! # This crate (`harness-telemetry`)
+//! The controller's metrics registry and its endpoint. It depends on no crate of the harness:
+//! the model adapters, the runtime and the batch count into it; it knows none of their types.
 
 mod serve;
 

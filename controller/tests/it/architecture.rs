@@ -54,60 +54,211 @@ pub fn only_in(dir: &Path, needle: &str, allowed: &[&str]) {
     );
 }
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// The controller's folder: each of its crates' sources is under `<crate>/src` (the binary's
+/// crate is `src` itself).
+fn controller() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_owned()
+}
+
+/// The controller's crates, bottom up, as folders of `controller/`, with their package names.
+const CRATES: &[(&str, &str)] = &[
+    ("log", "harness-log"),
+    ("telemetry", "harness-telemetry"),
+    ("models", "harness-models"),
+    ("policy", "harness-policy"),
+    ("runtime", "harness-runtime"),
+    ("replay", "harness-replay"),
+    ("benchmark", "harness-bench"),
+    (".", "controller"),
+];
+
+/// Asserts that in all of the controller's crates only the files `allowed` names (paths from
+/// `controller/`, e.g. `runtime/src/sandbox/local.rs`, or folders ending in `/`) contain
+/// `needle`.
+fn controller_only_in(needle: &str, allowed: &[&str]) {
+    let mut offenders = Vec::new();
+    for (folder, _) in CRATES {
+        let src = controller().join(folder).join("src");
+        let prefix = Path::new(folder).join("src");
+        for file in files_naming(&src, needle) {
+            let path = prefix.join(&file);
+            let path = path
+                .strip_prefix(".")
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let ok = allowed.iter().any(|allowed| {
+                path == *allowed || (allowed.ends_with('/') && path.starts_with(allowed))
+            });
+            if !ok {
+                offenders.push(path);
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "`{needle}` is only for {allowed:?}, but these name it: {offenders:?}"
+    );
 }
 
 fn server_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-server/src")
 }
 
-#[test]
-fn only_the_binary_edge_knows_clap_and_talks_to_a_person() {
-    let edge = ["main.rs", "cli.rs", "cli/"];
-    only_in(&src(), "clap", &edge);
-    for printing in ["println!", "eprintln!", "print!(", "eprint!("] {
-        only_in(&src(), printing, &edge);
-    }
-    for asking in ["stdin()", "is_terminal"] {
-        only_in(&src(), asking, &["cli/"]);
-    }
-}
-
-#[test]
-fn only_the_sandbox_starters_hooks_and_mcp_servers_spawn_and_only_the_local_one_is_unsafe() {
-    only_in(
-        &src(),
-        "Command::new",
-        &[
-            "sandbox/local.rs",
-            "sandbox/seed.rs",
-            "hooks/run.rs",
-            "mcp/config.rs",
-        ],
-    );
-    only_in(&src(), "unsafe", &["sandbox/local.rs"]);
-    only_in(&src(), "axum", &[]);
-}
-
-#[test]
-fn the_controller_depends_on_the_protocol_never_on_the_server() {
-    let manifest =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
-    let dependencies = manifest
-        .split("[dependencies]")
+/// The `[dependencies]` table of a manifest: each line's key (what the code names the crate)
+/// and the package it is.
+fn dependencies(manifest: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let table = text
+        .split("\n[dependencies]\n")
         .nth(1)
         .unwrap()
         .split("\n[")
         .next()
         .unwrap();
-    assert!(dependencies.contains("sandbox-protocol"));
-    assert!(
-        !dependencies
-            .lines()
-            .any(|line| line.trim_start().starts_with("sandbox-server")),
-        "{dependencies}"
+    table
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| {
+            let key = line.split(['=', '.']).next().unwrap().trim().to_owned();
+            let package = line
+                .split("package = \"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or(&key)
+                .to_owned();
+            (key, package)
+        })
+        .collect()
+}
+
+/// The crate graph is the layering: each crate depends on exactly the crates of the harness
+/// listed here (below it), so a new edge is a decision made here and in ARCHITECTURE.md, and
+/// no circle can form. Above all: the log depends on nothing of the harness; the models on
+/// nothing but the metrics; the policy never on the runtime; the runtime never on the log
+/// toolkit or the benchmark adapter; the log toolkit never on the benchmark adapter.
+#[test]
+fn the_crate_graph_is_the_layering() {
+    let allowed: &[(&str, &[&str])] = &[
+        ("harness-log", &[]),
+        ("harness-telemetry", &[]),
+        ("harness-models", &["harness-telemetry"]),
+        ("harness-policy", &["harness-log", "harness-models"]),
+        (
+            "harness-runtime",
+            &[
+                "harness-log",
+                "harness-telemetry",
+                "harness-models",
+                "harness-policy",
+            ],
+        ),
+        (
+            "harness-replay",
+            &[
+                "harness-log",
+                "harness-models",
+                "harness-policy",
+                "harness-runtime",
+            ],
+        ),
+        (
+            "harness-bench",
+            &[
+                "harness-log",
+                "harness-telemetry",
+                "harness-models",
+                "harness-policy",
+                "harness-runtime",
+                "harness-replay",
+            ],
+        ),
+        (
+            "controller",
+            &[
+                "harness-log",
+                "harness-telemetry",
+                "harness-models",
+                "harness-policy",
+                "harness-runtime",
+                "harness-replay",
+                "harness-bench",
+            ],
+        ),
+    ];
+    let ours: Vec<&str> = CRATES.iter().map(|(_, package)| *package).collect();
+    for (folder, package) in CRATES {
+        let manifest = controller().join(folder).join("Cargo.toml");
+        let deps = dependencies(&manifest);
+        let mut internal: Vec<&str> = deps
+            .iter()
+            .map(|(_, p)| p.as_str())
+            .filter(|p| ours.contains(p))
+            .collect();
+        internal.sort_unstable();
+        let (_, expected) = allowed.iter().find(|(p, _)| p == package).unwrap();
+        let mut expected = expected.to_vec();
+        expected.sort_unstable();
+        assert_eq!(
+            internal, expected,
+            "{package}'s dependencies on the harness's crates"
+        );
+        // The controller reaches sandboxes over HTTP: the protocol, never the server.
+        assert!(
+            !deps.iter().any(|(_, p)| p == "sandbox-server"),
+            "{package} depends on the server"
+        );
+        // Each crate says what it is for and what it may depend on.
+        let lib = controller().join(folder).join("src/lib.rs");
+        let opening = std::fs::read_to_string(&lib).unwrap();
+        assert!(
+            opening.starts_with("//!") && opening.contains("depend"),
+            "{}: its `//!` opening says what it may depend on",
+            lib.display()
+        );
+    }
+}
+
+/// `anyhow` is the binary's: the library crates that are free of it stay so.
+#[test]
+fn the_lower_crates_have_typed_errors() {
+    for folder in ["log", "telemetry"] {
+        let manifest = controller().join(folder).join("Cargo.toml");
+        assert!(
+            !dependencies(&manifest)
+                .iter()
+                .any(|(key, _)| key == "anyhow"),
+            "{folder} depends on anyhow"
+        );
+    }
+}
+
+#[test]
+fn only_the_binary_edge_knows_clap_and_talks_to_a_person() {
+    let edge = ["src/main.rs", "src/cli.rs", "src/cli/"];
+    controller_only_in("clap", &edge);
+    for printing in ["println!", "eprintln!", "print!(", "eprint!("] {
+        controller_only_in(printing, &edge);
+    }
+    for asking in ["stdin()", "is_terminal"] {
+        controller_only_in(asking, &["src/cli/"]);
+    }
+}
+
+#[test]
+fn only_the_sandbox_starters_hooks_and_mcp_servers_spawn_and_only_the_local_one_is_unsafe() {
+    controller_only_in(
+        "Command::new",
+        &[
+            "runtime/src/sandbox/local.rs",
+            "runtime/src/sandbox/seed.rs",
+            "runtime/src/hooks/run.rs",
+            "runtime/src/mcp/config.rs",
+        ],
     );
+    controller_only_in("unsafe", &["runtime/src/sandbox/local.rs"]);
+    controller_only_in("axum", &[]);
 }
 
 #[test]
@@ -142,10 +293,17 @@ fn in_the_server_only_process_spawns_signals_or_waits_and_holds_the_unsafe_code(
 /// one idea, and the split is due.
 #[test]
 fn no_source_file_is_over_600_lines() {
-    let root = src().parent().unwrap().parent().unwrap().to_owned();
+    let root = controller().parent().unwrap().to_owned();
     let mut long = Vec::new();
     for dir in [
         "controller/src",
+        "controller/log/src",
+        "controller/telemetry/src",
+        "controller/models/src",
+        "controller/policy/src",
+        "controller/runtime/src",
+        "controller/replay/src",
+        "controller/benchmark/src",
         "sandbox-server/src",
         "sandbox-server/protocol/src",
     ] {

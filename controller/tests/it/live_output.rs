@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use controller::sandbox::{CallOptions, LiveOutput, SandboxClient};
+use runtime::sandbox::{CallOptions, LiveOutput, SandboxClient};
 use sandbox_protocol::OutputStream;
 use serde_json::json;
 

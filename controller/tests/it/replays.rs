@@ -24,7 +24,7 @@ fn ensure_file_contents(path: &Path, contents: &str) {
 
 #[test]
 fn committed_scripted_model_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&controller::llm::script_schema()).unwrap() + "\n";
+    let schema = serde_json::to_string_pretty(&llm::script_schema()).unwrap() + "\n";
     ensure_file_contents(
         &repo_root().join("proto-docs/scripted-model.schema.json"),
         &schema,
@@ -33,7 +33,7 @@ fn committed_scripted_model_schema_is_current() {
 
 #[test]
 fn committed_event_log_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&controller::event_log::schema()).unwrap() + "\n";
+    let schema = serde_json::to_string_pretty(&event_log::schema()).unwrap() + "\n";
     ensure_file_contents(
         &repo_root().join("proto-docs/event-log.schema.json"),
         &schema,
@@ -376,24 +376,23 @@ fn overwrite_recorded_file(log: &Path, path: &str, content: &str) {
 /// Reruns the calls against the changed state, through the same code path as a real rerun.
 async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
     let log = log.to_owned();
-    let recording = controller::replay::rerun::load(&log).unwrap();
-    let (state, _) = controller::replay::restore::state_at(&log, recording.initial_seq).unwrap();
+    let recording = replay::rerun::load(&log).unwrap();
+    let (state, _) = replay::restore::state_at(&log, recording.initial_seq).unwrap();
     let workspace = dir.join("changed");
-    let restored = controller::replay::restore::write_state(&log, &state, &workspace).unwrap();
+    let restored = replay::restore::write_state(&log, &state, &workspace).unwrap();
     assert_eq!(restored.problems.len(), 1);
-    let sandbox = controller::sandbox::local::LocalSandbox::start_binary(
+    let sandbox = runtime::sandbox::local::LocalSandbox::start_binary(
         &common::sandbox_server(),
         &workspace,
         "a-token-for-the-rerun-test",
-        controller::sandbox::local::LocalOptions::plain(),
+        runtime::sandbox::local::LocalOptions::plain(),
     )
     .await
     .unwrap();
-    let normalizer = controller::replay::rerun::Normalizer::new(&[]).unwrap();
-    let report =
-        controller::replay::rerun::rerun(&recording, &sandbox.client, &normalizer, None, None)
-            .await
-            .unwrap();
+    let normalizer = replay::rerun::Normalizer::new(&[]).unwrap();
+    let report = replay::rerun::rerun(&recording, &sandbox.client, &normalizer, None, None)
+        .await
+        .unwrap();
     sandbox.stop().await;
     let first = report.divergences.first().expect("a divergence");
     let first_call = events(&log)
@@ -410,7 +409,7 @@ async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
         first.recorded.contains("2 data.csv") && first.rerun.contains("3 data.csv"),
         "{first:?}"
     );
-    let text = controller::replay::rerun::describe(first);
+    let text = replay::rerun::describe(first);
     assert!(
         text.contains(&format!("first divergence at seq {}", first.seq)),
         "{text}"

@@ -1,6 +1,7 @@
 //! Spawning shells, reaping every child, and killing process trees.
 
-// `pre_exec` is the one unsafe call in the server; see the SAFETY comment at its use.
+// The server's unsafe code is all under `process/` (checked); here, one call: a shell's
+// `TIOCSCTTY` in the child's setup, with its SAFETY comment.
 #![allow(unsafe_code)]
 
 use std::collections::{HashMap, HashSet};

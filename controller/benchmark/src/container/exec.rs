@@ -216,7 +216,7 @@ impl TaskEnvironment {
     }
 }
 
-impl crate::bench::host::TaskHost for TaskEnvironment {
+impl crate::host::TaskHost for TaskEnvironment {
     fn exec<'a>(
         &'a self,
         script: &'a str,
@@ -247,7 +247,7 @@ impl crate::bench::host::TaskHost for TaskEnvironment {
 
     fn set_network<'a>(
         &'a self,
-        policy: &'a crate::bench::NetworkPolicy,
+        policy: &'a crate::NetworkPolicy,
     ) -> futures::future::BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(TaskEnvironment::set_network(self, policy))
     }
@@ -269,12 +269,10 @@ impl crate::bench::host::TaskHost for TaskEnvironment {
     }
 
     fn end_processes(&self) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>> {
-        Box::pin(crate::bench::host::end_processes(&self.client))
+        Box::pin(crate::host::end_processes(&self.client))
     }
 
-    fn egress_decisions(
-        &self,
-    ) -> futures::future::BoxFuture<'_, Vec<crate::event_log::EgressRecord>> {
+    fn egress_decisions(&self) -> futures::future::BoxFuture<'_, Vec<event_log::EgressRecord>> {
         Box::pin(self.egress_in_force())
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use super::{HARNESS_DIR, SERVER_PORT, StartSpec};
-use crate::bench::BenchTask;
+use crate::BenchTask;
 
 /// `sandbox-server serve` as the container's command.
 pub(super) fn server_command(spec: &StartSpec<'_>, workdir: &str) -> Vec<String> {

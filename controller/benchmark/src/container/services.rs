@@ -18,7 +18,7 @@ use super::super::compose::{self, Compose, Condition, Service};
 use super::super::image::{self, BuildSettings, Built};
 use super::super::{BenchTask, MainImage};
 use super::{StartSpec, TaskEnvironment, networking};
-use crate::sandbox::docker::{ContainerState, labels_for};
+use runtime::sandbox::docker::{ContainerState, labels_for};
 
 /// The main service's image, and its compose settings when it has some.
 pub(super) struct Main {
@@ -355,7 +355,7 @@ async fn wait_for(
 
 /// A container's state.
 pub(super) async fn state(docker: &Docker, id: &str) -> anyhow::Result<ContainerState> {
-    crate::sandbox::docker::container_state(docker, id)
+    runtime::sandbox::docker::container_state(docker, id)
         .await
         .context("inspecting the task's container")
 }
@@ -383,7 +383,7 @@ pub async fn build_images(
     settings: &BuildSettings,
     note: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<(String, Vec<(String, Built)>, Vec<String>)> {
-    let docker = crate::sandbox::docker::connect().await?;
+    let docker = runtime::sandbox::docker::connect().await?;
     let mut built = Vec::new();
     match &task.environment {
         super::super::Environment::Single(image) => {

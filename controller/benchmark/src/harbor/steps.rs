@@ -16,7 +16,7 @@ use sandbox_protocol::egress::AllowedHost;
 use toml::Value;
 
 use super::{AGENT_KEYS, VERIFIER_KEYS, env_table, instruction_in, timeout, unknown_keys, user};
-use crate::bench::{
+use crate::{
     CollectHook, DEFAULT_VERIFIER_TIMEOUT, Healthcheck, HostVars, NetworkPolicy, Networks,
     RewardStrategy, Solution, Step,
 };
@@ -363,7 +363,7 @@ fn step(
     let agent_timeout = timeout(
         &agent_merged,
         &format!("{prefix}.agent.timeout_sec"),
-        crate::bench::DEFAULT_AGENT_TIMEOUT,
+        crate::DEFAULT_AGENT_TIMEOUT,
     )?;
     // The step's verifier timeout, else the task's (Harbor 0.26 takes 600 s when the step sets
     // none, whatever the task says; the task's own limit is what its author meant).

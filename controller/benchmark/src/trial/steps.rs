@@ -5,11 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::Rounds;
-use super::{Round, Trial};
-use crate::bench::{Phase, RewardStrategy, host, isolate};
-use crate::event_log::{Event, EventLogError, StepScore, StepStarted, StepsFinished};
-use crate::session::{SessionOutcome, Stop};
+use super::{Round, Rounds, Trial};
+use crate::{Phase, RewardStrategy, host, isolate};
+use event_log::{ErrorClass, Event, EventLogError, StepScore, StepStarted, StepsFinished};
+use runtime::session::{SessionOutcome, Stop};
 
 /// The steps so far.
 #[derive(Default)]
@@ -20,6 +19,17 @@ struct Steps {
     /// The loop's failure in a step: the session's end.
     failed: Option<Stop>,
     answer: String,
+}
+
+/// Harbor's exception name for a stop, as `result.json` files a step's failure.
+fn harbor_exception(stop: &Stop) -> &'static str {
+    match stop.class {
+        ErrorClass::Model => "ApiError",
+        ErrorClass::Infrastructure | ErrorClass::Sandbox => "RuntimeRequestError",
+        ErrorClass::Interrupted => "CancelledError",
+        ErrorClass::Limit => "AgentTimeoutError",
+        ErrorClass::Tool | ErrorClass::Policy | ErrorClass::Internal => "HarnessError",
+    }
 }
 
 fn record_error(err: EventLogError) -> Stop {
@@ -87,7 +97,7 @@ impl Rounds<'_> {
             && step_score.error.is_none()
         {
             // The loop's failure is the step's, as Harbor files an agent's exception.
-            step_score.error = Some(stop.harbor_exception().to_owned());
+            step_score.error = Some(harbor_exception(stop).to_owned());
             step_score.message = Some(stop.message.clone());
         }
         let judged = step_score.rewards.is_some();

@@ -196,7 +196,7 @@ pub struct VerifierFinished {
     #[serde(default)]
     pub agent_timed_out: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<crate::event_log::VerifierFailure>,
+    pub failure: Option<crate::VerifierFailure>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// How a reward was reached that the output alone does not show (a Terminal-Bench 1

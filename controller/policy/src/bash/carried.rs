@@ -3,8 +3,8 @@
 
 use super::peel::{Program, program_of};
 use super::{Command, Cwd, danger, is_interpreter, is_shell, options};
-use crate::policy::paths::normalize;
-use crate::policy::shell::Word;
+use crate::paths::normalize;
+use crate::shell::Word;
 
 /// What `echo`, `printf` or `cat <<EOF` prints, when it is known.
 pub(super) fn printed(command: &Command) -> Option<String> {

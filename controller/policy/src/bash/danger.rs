@@ -14,9 +14,9 @@ pub use network::plants_download_and_run;
 use super::options::{self, has_long, has_short};
 use super::peel::runs_code;
 use super::{Command, Cwd, Line, git};
-use crate::event_log::Verdict;
-use crate::policy::paths::{self, normalize};
-use crate::policy::shell::Word;
+use crate::paths::{self, normalize};
+use crate::shell::Word;
+use event_log::Verdict;
 
 /// A verdict and what gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,7 @@ pub(super) fn braces_spliced(argv: &[Word]) -> Vec<Word> {
             out.push(word.clone());
             continue;
         };
-        let made = crate::policy::paths::expand_braces(raw);
+        let made = crate::paths::expand_braces(raw);
         let plain = |text: &str| !text.contains(['"', '\'', '\\', '$', '`', '{', '}']);
         if made.len() < 2 || made.len() > MAX_SPLICED || !made.iter().all(|t| plain(t)) {
             out.push(word.clone());
@@ -124,7 +124,7 @@ pub(super) fn leading_brace_command(source: &str) -> Option<String> {
     if !word.ends_with('}') || !word.contains(',') {
         return None;
     }
-    let made = crate::policy::paths::expand_braces(word);
+    let made = crate::paths::expand_braces(word);
     (made.len() > 1).then(|| format!("{}{rest}", made.join(" ")))
 }
 

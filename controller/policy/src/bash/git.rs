@@ -4,8 +4,8 @@
 
 use super::options::values;
 use super::{Command, Cwd};
-use crate::policy::paths::normalize;
-use crate::policy::shell::Word;
+use crate::paths::normalize;
+use crate::shell::Word;
 
 /// Keys (lowercase; `*` is a subsection) whose value git runs as a command.
 const CODE_KEYS: &[&str] = &[

@@ -2,7 +2,7 @@
 //! option's value attached or next (`-oFILE`, `-o FILE`), long options with `=` or a separate
 //! value, and `--` ending them.
 
-use crate::policy::shell::Word;
+use crate::shell::Word;
 
 /// A word that is an option (starts with `-` and is not `-` itself), before any `--`.
 fn option_words(args: &[Word]) -> impl Iterator<Item = (usize, &str)> {

@@ -3,7 +3,7 @@
 //! `find -exec`, variables such as `PAGER` …).
 
 use super::{Command, git, is_interpreter, is_shell, options};
-use crate::policy::shell::Word;
+use crate::shell::Word;
 
 /// A command with its wrappers peeled, and the code it runs.
 pub(crate) struct Peeled {

@@ -10,7 +10,7 @@
 
 use super::Command;
 use super::git;
-use crate::policy::shell::{Dynamism, Redirect, Word};
+use crate::shell::{Dynamism, Redirect, Word};
 
 /// One allow entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::event_log::Verdict;
+use event_log::Verdict;
 
 /// The running commands' words, as text.
 fn commands(source: &str) -> Vec<String> {

@@ -1,8 +1,8 @@
 //! Judging a `bash` line and a file tool's path against a rule set.
 
 use super::{RuleSet, Ruling, Verdict};
-use crate::policy::bash::{self, Command, Line, readonly};
-use crate::policy::paths::{credential_path, normalize};
+use crate::bash::{self, Command, Line, readonly};
+use crate::paths::{credential_path, normalize};
 
 /// Where a line starts, from what the sandbox says of a shell's folder: relative to the
 /// workspace root when inside it, absolute otherwise, `?` when it could not say.
@@ -177,7 +177,7 @@ impl RuleSet {
             });
         }
         if self.builtin
-            && let Some(device) = crate::policy::paths::device_path(path)
+            && let Some(device) = crate::paths::device_path(path)
         {
             let verb = if writes { "writes" } else { "reads" };
             return Some(Ruling::new(

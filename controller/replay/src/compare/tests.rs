@@ -2,9 +2,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::*;
-use crate::event_log::{FailureClass, Outcome};
-use crate::replay::metrics::RunOutcome;
-use crate::replay::report::Totals;
+use crate::metrics::RunOutcome;
+use crate::report::Totals;
+use event_log::{FailureClass, Outcome};
 
 fn row(task: &str, passed: bool, ms: u64, tools: &[(&str, u64)]) -> TaskRow {
     let tools: BTreeMap<String, u64> = tools.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect();
@@ -177,13 +177,13 @@ fn the_table_and_the_page_show_the_flips_and_escape_names() {
 #[test]
 fn a_folder_that_is_not_a_batch_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let err = load(dir.path(), dir.path(), &crate::replay::report::NoTrialFiles)
+    let err = load(dir.path(), dir.path(), &crate::report::NoTrialFiles)
         .unwrap_err()
         .to_string();
     assert!(err.contains(&dir.path().display().to_string()), "{err}");
     assert!(err.contains("not a batch folder"), "{err}");
     let missing = dir.path().join("nothing");
-    let err = load(&missing, dir.path(), &crate::replay::report::NoTrialFiles)
+    let err = load(&missing, dir.path(), &crate::report::NoTrialFiles)
         .unwrap_err()
         .to_string();
     assert!(err.contains("nothing: no such folder"), "{err}");

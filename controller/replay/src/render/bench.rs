@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::{Block, folded};
-use crate::event_log::{ImageBuilt, StepsFinished, VerifierFinished, VerifierIsolated};
-use crate::replay::ReplayError;
+use crate::ReplayError;
+use event_log::{ImageBuilt, StepsFinished, VerifierFinished, VerifierIsolated};
 
 pub(super) fn image_built(
     block: &mut Block,

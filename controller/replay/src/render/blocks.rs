@@ -1,18 +1,18 @@
 //! One transcript block per event: its title, notes and sections.
 
-use crate::text::plural;
+use event_log::text::plural;
 use std::path::Path;
 
 use sandbox_protocol::EntryKind;
 
 use super::{Block, DIFF_MAX_BYTES, Section, bench, blob_path, folded, plain};
-use crate::event_log::{
+use crate::{ReplayError, blob, text};
+use event_log::{
     BatchFinished, BatchStarted, BlobRef, ChangeRecord, CheckResult, Compaction, ErrorEvent, Event,
     ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished, SessionStarted,
     StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, ToolCallEvent,
     ToolResult, VersionRecord, WorkspaceChanged, WorkspaceSnapshot,
 };
-use crate::replay::{ReplayError, blob, text};
 
 pub(super) fn block(
     dir: &Path,

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use super::{Block, folded, plain};
-use crate::event_log::{HookOutcome, HookRunEvent};
-use crate::replay::ReplayError;
+use crate::ReplayError;
+use event_log::{HookOutcome, HookRunEvent};
 
 pub(super) fn hook_run(
     block: &mut Block,

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::{BatchReport, TaskRow};
-use crate::replay::charts::{self, Bar, Chart, Spread, Tone};
-use crate::replay::metrics::{RunOutcome, Unfinished};
+use crate::charts::{self, Bar, Chart, Spread, Tone};
+use crate::metrics::{RunOutcome, Unfinished};
 
 /// Every chart of the report, in a `<section class="charts">`.
 pub(super) fn html(report: &BatchReport) -> String {
@@ -166,7 +166,7 @@ fn turns(ran: &[&TaskRow]) -> Vec<Bar> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event_log::{FailureClass, Outcome};
+    use event_log::{FailureClass, Outcome};
 
     fn row(task: &str, name: &str, passed: bool, failure: Option<FailureClass>) -> TaskRow {
         TaskRow {

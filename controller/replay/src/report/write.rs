@@ -1,12 +1,12 @@
 //! The batch report as a table and as one self-contained HTML page.
 
-use crate::text::plural;
+use event_log::text::plural;
 use std::io::Write;
 use std::path::Path;
 
 use super::{BatchReport, TaskRow};
-use crate::replay::{ReplayError, render};
-use crate::text::escape;
+use crate::{ReplayError, render};
+use event_log::text::escape;
 
 fn cost(row: &TaskRow) -> String {
     if row.cost_known {

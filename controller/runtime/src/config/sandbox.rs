@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use super::SessionFlags;
-use crate::event_log::SandboxKind;
 use crate::sandbox::NetworkMode;
 use crate::sandbox::docker::{self, DockerSpec};
 use crate::session::provider::Provider;
 use crate::task::{SandboxSection, TaskFile};
+use event_log::SandboxKind;
 
 /// Where the sandbox is.
 #[derive(Debug, Clone)]
@@ -177,9 +177,9 @@ fn docker_spec(
     lifetime: Option<Duration>,
 ) -> anyhow::Result<DockerSpec> {
     let memory = match flags.memory.as_ref().or(section.memory.as_ref()) {
-        Some(text) => {
-            Some(crate::text::parse_size(text).map_err(|why| anyhow::anyhow!("memory: {why}"))?)
-        }
+        Some(text) => Some(
+            event_log::text::parse_size(text).map_err(|why| anyhow::anyhow!("memory: {why}"))?,
+        ),
         None => None,
     };
     let cpus = flags.cpus.or(section.cpus);

@@ -129,7 +129,7 @@ impl Hooks {
             .iter()
             .filter(|hook| hook.event == event)
             .filter(|hook| match (&hook.matcher, tool) {
-                (Some(pattern), Some(tool)) => crate::text::glob_matches(pattern, tool),
+                (Some(pattern), Some(tool)) => event_log::text::glob_matches(pattern, tool),
                 _ => true,
             })
             .collect()
@@ -213,17 +213,17 @@ mod tests {
 
     #[test]
     fn globs_match_tool_names() {
-        assert!(crate::text::glob_matches("*", "bash"));
-        assert!(crate::text::glob_matches("bash|exec", "exec"));
-        assert!(!crate::text::glob_matches("bash|exec", "bash2"));
-        assert!(crate::text::glob_matches("mcp__*", "mcp__git__status"));
-        assert!(crate::text::glob_matches(
+        assert!(event_log::text::glob_matches("*", "bash"));
+        assert!(event_log::text::glob_matches("bash|exec", "exec"));
+        assert!(!event_log::text::glob_matches("bash|exec", "bash2"));
+        assert!(event_log::text::glob_matches("mcp__*", "mcp__git__status"));
+        assert!(event_log::text::glob_matches(
             "mcp__*__status",
             "mcp__git__status"
         ));
-        assert!(!crate::text::glob_matches("mcp__*", "read_file"));
-        assert!(crate::text::glob_matches("?ead_file", "read_file"));
-        assert!(crate::text::glob_matches(
+        assert!(!event_log::text::glob_matches("mcp__*", "read_file"));
+        assert!(event_log::text::glob_matches("?ead_file", "read_file"));
+        assert!(event_log::text::glob_matches(
             "write_*|search_*",
             "search_replace"
         ));

@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 
 use super::{Agent, SessionError};
-use crate::event_log::{Event, HookOutcome, HookRunEvent};
 use crate::hooks::{Combined, HookEvent, HookRun, RunOutcome};
-use crate::llm::ToolCall;
+use event_log::{Event, HookOutcome, HookRunEvent};
+use llm::ToolCall;
 
 impl Agent<'_> {
     /// Runs the hooks of `event` (those matching `call`'s tool, for tool events) with `input`
@@ -48,8 +48,8 @@ impl Agent<'_> {
 fn logged(
     run: &HookRun,
     call: Option<&ToolCall>,
-    input: crate::event_log::BlobRef,
-    output: crate::event_log::Text,
+    input: event_log::BlobRef,
+    output: event_log::Text,
 ) -> HookRunEvent {
     let answer = run.effective();
     HookRunEvent {

@@ -8,8 +8,8 @@ use sandbox_protocol::ToolSpec;
 use tracing::Instrument as _;
 
 use super::{Agent, SessionError, Totals};
-use crate::event_log::{Event, LoggedCall, LoggedUsage, ModelRequest, ModelResponse, Purpose};
-use crate::llm::{Message, ModelReply, Usage, estimate_tokens};
+use event_log::{Event, LoggedCall, LoggedUsage, ModelRequest, ModelResponse, Purpose};
+use llm::{Message, ModelReply, Usage, estimate_tokens};
 
 impl Agent<'_> {
     /// One model call, logged before it is sent and after it answers.
@@ -79,9 +79,9 @@ impl Agent<'_> {
         body: &serde_json::Value,
         turn: u32,
         purpose: Purpose,
-    ) -> Result<ModelReply, crate::llm::ModelError> {
+    ) -> Result<ModelReply, llm::ModelError> {
         let started = Instant::now();
-        let model = crate::telemetry::ModelId::from_description(&self.model.describe());
+        let model = telemetry::ModelId::from_description(&self.model.describe());
         let span = tracing::info_span!(
             "model_call",
             otel.name = %format_args!("model {}", model.model),
@@ -96,7 +96,7 @@ impl Agent<'_> {
             cost_usd = tracing::field::Empty,
         );
         let sent = self.model.send(body).instrument(span.clone()).await;
-        let metrics = crate::telemetry::metrics();
+        let metrics = telemetry::metrics();
         let reply = match sent {
             Ok(reply) => reply,
             Err(err) => {

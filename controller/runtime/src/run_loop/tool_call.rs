@@ -9,15 +9,15 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::{Agent, SessionError};
-use crate::event_log::{
+use crate::hooks::{HookDecision, HookEvent};
+use crate::recording::Inline;
+use crate::sandbox::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
+use event_log::{
     DecisionSource, ErrorClass, ErrorEvent, Event, OutputRecord, PolicyDecision, Stream,
     ToolCallEvent, ToolResult, ToolStatus, Verdict,
 };
-use crate::hooks::{HookDecision, HookEvent};
-use crate::llm::ToolCall;
-use crate::policy::{self, Judgement, Settled};
-use crate::recording::Inline;
-use crate::sandbox::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
+use llm::ToolCall;
+use policy::{self, Judgement, Settled};
 
 /// How long a followed call's last output may come after its answer.
 const LAST_OUTPUT_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
@@ -92,7 +92,7 @@ impl Agent<'_> {
         };
         let status = outcome.status.as_str();
         span.record("status", status);
-        crate::telemetry::metrics().tool_call(&self.tool_label(call), status, started.elapsed());
+        telemetry::metrics().tool_call(&self.tool_label(call), status, started.elapsed());
         let duration_ms = started.elapsed().as_millis() as u64;
         let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
         let inline = Inline::new(
@@ -226,7 +226,7 @@ impl Agent<'_> {
                 .log
                 .record(Event::PolicyDecision(event))
                 .await?;
-            crate::telemetry::metrics().policy_decision(&self.tool_label(call), "deny");
+            telemetry::metrics().policy_decision(&self.tool_label(call), "deny");
             self.observer
                 .tool_refused(call, &format!("a hook: {}", hooked.reason));
             let text = policy::blocked_message(&hooked.reason);
@@ -271,7 +271,7 @@ impl Agent<'_> {
         let (judgement, settled) = judged.instrument(span.clone()).await;
         let verdict = verdict_label(&judgement, &settled);
         span.record("verdict", verdict);
-        crate::telemetry::metrics().policy_decision(&self.tool_label(call), verdict);
+        telemetry::metrics().policy_decision(&self.tool_label(call), verdict);
         let event = decision_event(call, &judgement, &settled);
         self.recorder
             .log
@@ -280,7 +280,7 @@ impl Agent<'_> {
         if let Some(why) = judgement.fatal {
             // Refused where the call is printed; the session's error says why it stopped.
             self.observer.tool_refused(call, &why);
-            return Err(SessionError::Model(crate::llm::ModelError::NoVerdict(why)));
+            return Err(SessionError::Model(llm::ModelError::NoVerdict(why)));
         }
         if !settled.allowed {
             self.observer.tool_refused(call, &settled.reason);

@@ -130,7 +130,7 @@ fn labels(spec: &DockerSpec, session_id: &str) -> HashMap<String, String> {
 }
 
 /// A container's state as the engine reports it.
-pub(crate) async fn container_state(
+pub async fn container_state(
     docker: &Docker,
     id: &str,
 ) -> Result<ContainerState, bollard::errors::Error> {
@@ -150,7 +150,7 @@ pub(crate) async fn container_state(
 }
 
 /// The labels of every container (and network) a session creates.
-pub(crate) fn labels_for(session_id: &str, lifetime: Option<Duration>) -> HashMap<String, String> {
+pub fn labels_for(session_id: &str, lifetime: Option<Duration>) -> HashMap<String, String> {
     let pid = std::process::id();
     let mut labels = HashMap::from([
         (LABEL_MANAGED.to_owned(), "true".to_owned()),

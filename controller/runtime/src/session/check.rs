@@ -10,10 +10,10 @@ use super::prepare::command_args;
 use super::provider::{Grader, Grading};
 use super::{SessionOutcome, Stop};
 use crate::config::RunConfig;
-use crate::event_log::{CheckResult, Event};
 use crate::recording::Recorder;
 use crate::run_loop::Observer;
 use crate::sandbox::SandboxClient;
+use event_log::{CheckResult, Event};
 
 /// The agent once on the task's prompt; then the state fingerprint and the check, whose
 /// failure fails a completed session.

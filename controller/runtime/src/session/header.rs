@@ -6,9 +6,9 @@ use super::prepare::Prepared;
 use super::sandbox::Sandbox;
 use super::{SessionOptions, SessionSummary};
 use crate::config::AgentKind;
-use crate::event_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
-use crate::llm::Model;
-use crate::policy::Policy;
+use event_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
+use llm::Model;
+use policy::Policy;
 
 /// What the header says; `sandbox` and `prepared` are absent when the session failed first.
 pub(super) struct Header<'a> {

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use crate::event_log::{ErrorClass, FailureClass, Outcome};
 use crate::exit_code;
 use crate::run_loop::{LoopEnd, SessionError};
 use crate::sandbox::{SandboxError, StartError};
+use event_log::{ErrorClass, FailureClass, Outcome};
 
 /// Every way a session can end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -175,17 +175,6 @@ impl Stop {
             ErrorClass::Internal
         };
         Stop::new(class, format!("{err:#}"))
-    }
-
-    /// Harbor's exception name for it, as `result.json` files a step's failure.
-    pub fn harbor_exception(&self) -> &'static str {
-        match self.class {
-            ErrorClass::Model => "ApiError",
-            ErrorClass::Infrastructure | ErrorClass::Sandbox => "RuntimeRequestError",
-            ErrorClass::Interrupted => "CancelledError",
-            ErrorClass::Limit => "AgentTimeoutError",
-            ErrorClass::Tool | ErrorClass::Policy | ErrorClass::Internal => "HarnessError",
-        }
     }
 
     /// The loop's own failure (already an `error` event, by the loop).

@@ -5,10 +5,10 @@ use anyhow::Context;
 use sandbox_protocol::{BashArgs, ToolSpec};
 
 use crate::config::RunConfig;
-use crate::llm::Model;
 use crate::prompt::{self, SystemPrompt};
 use crate::run_loop::Observer;
 use crate::sandbox::{SandboxClient, seed};
+use llm::Model;
 
 /// What the agent starts with.
 pub(super) struct Prepared {

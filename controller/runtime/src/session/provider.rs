@@ -12,11 +12,11 @@ use futures::future::BoxFuture;
 
 use super::{SessionOutcome, Stop};
 use crate::config::{AgentKind, RunConfig};
-use crate::event_log::{BenchmarkRecord, ContainerRecord, EventLog, SandboxKind};
-use crate::llm::Model;
 use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
 use crate::sandbox::{SandboxClient, StartError};
+use event_log::{BenchmarkRecord, ContainerRecord, EventLog, SandboxKind};
+use llm::Model;
 
 /// Whoever starts a session's sandbox when the session does not (a benchmark task's adapter).
 pub trait Provider: Send + Sync + std::fmt::Debug {

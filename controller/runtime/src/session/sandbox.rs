@@ -10,13 +10,13 @@ use anyhow::Context;
 use super::check::CheckGrader;
 use super::provider::{Grader, Liveness, Provided, Provider, ProviderContext};
 use crate::config::{RunConfig, SandboxTarget};
-use crate::event_log::ContainerRecord;
 use crate::run_loop::Observer;
 use crate::sandbox::docker::DockerSandbox;
 use crate::sandbox::docker::warm::Served;
 use crate::sandbox::local::LocalSandbox;
 use crate::sandbox::pool::Lease;
 use crate::sandbox::{SandboxClient, SandboxError, StartError};
+use event_log::ContainerRecord;
 
 /// A session's sandbox, ready for requests.
 #[derive(Debug)]
@@ -82,7 +82,7 @@ impl Sandbox {
                 let (docker, how) = match warm {
                     Some(warm) => {
                         let (docker, served) = warm.lease(spec, session_id, token).await?;
-                        crate::telemetry::metrics().warm_pool(served == Served::Pool);
+                        telemetry::metrics().warm_pool(served == Served::Pool);
                         let how = match served {
                             Served::Pool => " (leased ready from the warm pool)",
                             Served::Started => " (started: none ready in the warm pool)",

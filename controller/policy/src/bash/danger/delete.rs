@@ -5,8 +5,8 @@ use super::super::options::{self, has_long, has_short};
 use super::super::peel::{Program, program_of};
 use super::super::{Command, Cwd, is_interpreter, unquoted};
 use super::Findings;
-use crate::policy::paths::normalize;
-use crate::policy::shell::Word;
+use crate::paths::normalize;
+use crate::shell::Word;
 
 /// What a deleted path is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,7 +274,7 @@ mod tests {
         let word = if text.contains(['$', '~', '*']) {
             Word::Dynamic {
                 raw: text.to_owned(),
-                why: crate::policy::shell::Dynamism::Other,
+                why: crate::shell::Dynamism::Other,
             }
         } else {
             Word::Static(text.to_owned())

@@ -4,7 +4,7 @@
 use super::super::options::{self, has_short, values};
 use super::super::{Command, Line, Origin, is_fetcher};
 use super::Findings;
-use crate::policy::shell::{Dynamism, Word};
+use crate::shell::{Dynamism, Word};
 
 /// Programs that talk to other hosts.
 fn is_network(program: &str) -> bool {

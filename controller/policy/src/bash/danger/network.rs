@@ -9,8 +9,8 @@ use super::super::options::{self, has_short, values};
 use super::super::peel::{Program, program_of};
 use super::super::{Command, Line, Origin, is_fetcher, is_interpreter, is_shell};
 use super::Findings;
-use crate::policy::paths::normalize;
-use crate::policy::shell::{Dynamism, Word};
+use crate::paths::normalize;
+use crate::shell::{Dynamism, Word};
 
 /// Whether a command runs code (a shell, an interpreter, `source`, `eval`).
 fn runs_code(command: &Command) -> bool {

@@ -24,8 +24,8 @@ impl SandboxClient {
 
     /// `folder` itself as a repository, as git finds one when it has no `.git`: a `HEAD` file
     /// beside an `objects/` or `refs/` folder (or a `config`) is a bare repository.
-    async fn bare_repository(&self, folder: &str) -> crate::policy::GitDir {
-        use crate::policy::GitDir;
+    async fn bare_repository(&self, folder: &str) -> policy::GitDir {
+        use policy::GitDir;
         let inside = |name: &str| {
             if folder == "." {
                 name.to_owned()
@@ -57,11 +57,11 @@ impl SandboxClient {
 }
 
 /// The policy's view of the workspace: its `.git`, through the API like everything else.
-impl crate::policy::Workspace for SandboxClient {
+impl policy::Workspace for SandboxClient {
     fn process<'a>(
         &'a self,
         id: &'a str,
-    ) -> futures::future::BoxFuture<'a, Option<crate::policy::ProcessView>> {
+    ) -> futures::future::BoxFuture<'a, Option<policy::ProcessView>> {
         Box::pin(async move {
             let path = format!("/v1/processes/{}", encode_segment(id));
             let response = self
@@ -69,18 +69,15 @@ impl crate::policy::Workspace for SandboxClient {
                 .await
                 .ok()?;
             let process: sandbox_protocol::ManagedProcess = self.json(response).await.ok()?;
-            Some(crate::policy::ProcessView {
+            Some(policy::ProcessView {
                 cmd: process.cmd,
                 cwd: process.cwd,
             })
         })
     }
 
-    fn git_dir<'a>(
-        &'a self,
-        folder: &'a str,
-    ) -> futures::future::BoxFuture<'a, crate::policy::GitDir> {
-        use crate::policy::GitDir;
+    fn git_dir<'a>(&'a self, folder: &'a str) -> futures::future::BoxFuture<'a, policy::GitDir> {
+        use policy::GitDir;
         Box::pin(async move {
             let git = if folder == "." {
                 ".git".to_owned()
