@@ -1,4 +1,4 @@
-//! The invariants of ARCHITECTURE.md that a reading of the source can check, in both crates:
+//! The invariants of ARCHITECTURE.md that a reading of the source can check, in both programs:
 //! which modules may name a crate or an API. (Comments are skipped: a module may talk about what it must not do.)
 
 use std::path::{Path, PathBuf};
