@@ -7,6 +7,10 @@ use super::*;
 /// running) before the server stops reading them.
 const DRAIN: Duration = Duration::from_secs(2);
 
+/// When the reading stops, how many reads of what a pipe already holds are taken at most
+/// (16 × 64 KiB, past a pipe's default buffer), so a process that keeps writing cannot hold it.
+const BUFFERED_READS: usize = 16;
+
 impl Managed {
     /// Appends output, holding back a UTF-8 character cut at the end of the read.
     pub(super) fn push(&self, stream: OutputStream, bytes: &[u8]) {
@@ -129,6 +133,20 @@ impl Managed {
             }
         }
         if out_open || err_open {
+            // The drain's end can win the race with a ready pipe (after a stall, both are):
+            // what the pipes hold already was written by the process, and is kept.
+            for (pipe, open, stream) in [
+                (&stdout, out_open, OutputStream::Stdout),
+                (&stderr, err_open, OutputStream::Stderr),
+            ] {
+                for _ in 0..BUFFERED_READS {
+                    match pipe.try_read(&mut out_buf) {
+                        Ok(n) if open && n > 0 => self.push(stream, &out_buf[..n]),
+                        // Closed, empty for now (`WouldBlock`), or broken.
+                        _ => break,
+                    }
+                }
+            }
             self.flush(OutputStream::Stdout);
             self.flush(OutputStream::Stderr);
             discard(stdout, stderr);
