@@ -2,9 +2,8 @@
 //! whatever the task's kind, and the model it talks to (a provider's, a scripted one, the
 //! recorded replies of an earlier session, or a benchmark task's oracle or nop agent).
 
-use std::sync::Arc;
-
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 
