@@ -7,6 +7,7 @@ mod body;
 mod docs;
 pub mod egress;
 mod error;
+mod extract;
 mod files;
 mod idempotency;
 mod mcp;

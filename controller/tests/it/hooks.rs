@@ -29,7 +29,7 @@ fn task(dir: &Path, name: &str, turns: &str, tools: &str, hooks: &str) -> std::p
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(
         &path,
-        format!("prompt: task {name}\nmodel: {{name: 'script:{name}.turns'}}\ntools: [{tools}]\nhooks: hooks.yaml\n"),
+        format!("prompt: task {name}\nmodel: {{name: 'script:{name}.turns'}}\ntools: [{tools}]\nhooks: hooks.yaml\nworkspace: {{dir: .}}\n"),
     )
     .unwrap();
     path

@@ -19,7 +19,6 @@ use crate::sandbox::output::StoredArtifact;
     responses(
         (status = 200, description = "The whole artifact", content_type = "application/octet-stream", body = Vec<u8>),
         (status = 206, description = "The requested range", content_type = "application/octet-stream", body = Vec<u8>),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No such artifact, or evicted", body = ErrorResponse),
         (status = 416, description = "The range is outside the artifact"),
     ),
@@ -33,9 +32,8 @@ pub(crate) async fn get_artifact(
     // served by one code path.
     let artifacts = state.ctx.artifacts.clone();
     let lookup = id.clone();
-    let stored = tokio::task::spawn_blocking(move || artifacts.file(&lookup))
-        .await
-        .map_err(|err| ApiError::Internal(format!("artifact task failed: {err}")))?
+    let stored = crate::sandbox::blocking(move || artifacts.file(&lookup))
+        .await?
         .ok_or_else(|| {
             ApiError::NotFound(format!(
                 "no artifact `{id}` (unknown, or evicted past the retention budget)"

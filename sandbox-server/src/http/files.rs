@@ -20,7 +20,6 @@ use crate::sandbox::blocking;
     params(("path" = String, Path, description = "Path relative to the workspace root; may contain `/`")),
     responses(
         (status = 200, description = "The file's bytes", content_type = "application/octet-stream", body = Vec<u8>),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 403, description = "Outside the workspace, or not a regular file", body = ErrorResponse),
         (status = 404, description = "No such file", body = ErrorResponse),
     ),
@@ -60,7 +59,6 @@ pub(crate) struct PutQuery {
     responses(
         (status = 200, description = "Replaced", body = FilePutResponse),
         (status = 201, description = "Created", body = FilePutResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 403, description = "Outside the workspace, or not a regular file", body = ErrorResponse),
         (status = 413, description = "Body over the limit", body = ErrorResponse),
         (status = 422, description = "Bad mode (three or four octal digits), or a bad path", body = ErrorResponse),
@@ -112,7 +110,6 @@ pub(crate) async fn put_file(
     get, path = "/v1/dirs", tag = "files",
     responses(
         (status = 200, body = DirListing),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn list_root(state: State<AppState>) -> Result<Json<DirListing>, ApiError> {
@@ -125,7 +122,6 @@ pub(crate) async fn list_root(state: State<AppState>) -> Result<Json<DirListing>
     params(("path" = String, Path, description = "Path relative to the workspace root")),
     responses(
         (status = 200, body = DirListing),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 403, description = "Outside the workspace, or not a directory", body = ErrorResponse),
         (status = 404, description = "No such directory", body = ErrorResponse),
     ),

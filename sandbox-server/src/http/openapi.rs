@@ -158,7 +158,6 @@ fn add_tool(api: &mut utoipa::openapi::OpenApi, tool: &dyn DynTool) {
                     )
                     .build(),
             )
-            .response("401", error("Missing or wrong token (`unauthorized`)"))
             .response("403", error("The path leads outside the workspace (`outside_workspace`) or is not a regular file (`not_a_regular_file`)"))
             .response("404", error("The file does not exist (`file_not_found`), the tool is not enabled (`unknown_tool`), or `since` names no snapshot (`not_found`)"))
             .response("409", error("`bash` only: `Sandbox-Call-Id` already names a process (`process_conflict`)"))

@@ -3,48 +3,18 @@
 
 use std::time::Duration;
 
+use super::extract::{JsonBody, PathParam, QueryArgs};
+use super::{ApiError, AppState};
+use crate::sandbox::blocking;
+use crate::sandbox::processes::{self, ManagedError};
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use sandbox_protocol::{
     ErrorResponse, ManagedProcess, ProcessKillResponse, ProcessListResponse, ProcessOutput,
     ShellRunRequest, ShellRunResult, SignalRequest, StartProcessRequest, StartShellRequest,
     StdinRequest, StdinResponse, TtySize,
 };
-use serde::de::DeserializeOwned;
-
-use super::{ApiError, AppState};
-use crate::sandbox::blocking;
-use crate::sandbox::processes::{self, ManagedError};
-
-/// A JSON body, sent as `application/json` (a cross-site form cannot send that without asking
-/// first), decoded with an error that names the field.
-pub(crate) fn json_body<T: DeserializeOwned>(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<T, ApiError> {
-    let body =
-        body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
-    let json = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !json {
-        return Err(ApiError::UnsupportedMediaType(
-            "the body must be JSON sent with `Content-Type: application/json`".to_owned(),
-        ));
-    }
-    serde_json::from_slice(&body).map_err(|err| ApiError::InvalidArguments(format!("body: {err}")))
-}
-
-fn process_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    let Path(id) = id.map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
-    Ok(id)
-}
 
 /// Every live process the server started: commands still running and the background
 /// processes that commands left behind (`sleep 100 &`). All are killed when the server stops.
@@ -52,7 +22,6 @@ fn process_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiErro
     get, path = "/v1/processes", tag = "processes",
     responses(
         (status = 200, body = ProcessListResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn list_processes(
@@ -84,16 +53,13 @@ pub(crate) struct KillQuery {
     params(KillQuery),
     responses(
         (status = 200, body = ProcessKillResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 422, description = "A query parameter fails its check", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn kill_background(
     State(state): State<AppState>,
-    query: Result<Query<KillQuery>, QueryRejection>,
+    QueryArgs(query): QueryArgs<KillQuery>,
 ) -> Result<Json<ProcessKillResponse>, ApiError> {
-    let Query(query) =
-        query.map_err(|rejection| ApiError::InvalidArguments(rejection.body_text()))?;
     let grace = Duration::from_millis(state.ctx.limits.kill_grace_ms);
     let report = if query.include_running {
         state.ctx.supervisor.kill_unprotected(grace).await
@@ -122,20 +88,16 @@ fn kill_response(report: crate::process::KillReport) -> ProcessKillResponse {
     responses(
         (status = 201, description = "Started", body = ManagedProcess),
         (status = 200, description = "A repeat of the request that started it", body = ManagedProcess),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 403, description = "`cwd` leads outside the workspace or is not a folder", body = ErrorResponse),
         (status = 404, description = "`cwd` does not exist (`file_not_found`)", body = ErrorResponse),
         (status = 409, description = "The id names another process, or the table is full of running ones (`process_conflict`)", body = ErrorResponse),
-        (status = 415, description = "Not `application/json`", body = ErrorResponse),
         (status = 422, description = "A field fails its check; the message names it", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn start_process(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(request): JsonBody<StartProcessRequest>,
 ) -> Result<(StatusCode, Json<ManagedProcess>), ApiError> {
-    let request: StartProcessRequest = json_body(&state, &headers, body)?;
     let (managed, started) = state.ctx.processes.start(&request)?;
     let status = if started {
         StatusCode::CREATED
@@ -151,15 +113,13 @@ pub(crate) async fn start_process(
     params(("id" = String, Path, description = "The id it was started with")),
     responses(
         (status = 200, body = ManagedProcess),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn get_process(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
+    PathParam(id): PathParam<String>,
 ) -> Result<Json<ManagedProcess>, ApiError> {
-    let id = process_id(id)?;
     Ok(Json(state.ctx.processes.get(&id)?.describe()))
 }
 
@@ -171,15 +131,13 @@ pub(crate) async fn get_process(
     params(("id" = String, Path, description = "The id it was started with, or a pid")),
     responses(
         (status = 200, body = ProcessKillResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id, and no live process with that pid started by this server (`process_not_found`)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn delete_process(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
+    PathParam(id): PathParam<String>,
 ) -> Result<Json<ProcessKillResponse>, ApiError> {
-    let id = process_id(id)?;
     if state.ctx.processes.contains(&id) {
         let (_, report) = state.ctx.processes.delete(&id).await?;
         return Ok(Json(kill_response(report)));
@@ -228,7 +186,6 @@ fn default_max_bytes() -> u64 {
     params(("id" = String, Path, description = "The id it was started with"), OutputQuery),
     responses(
         (status = 200, body = ProcessOutput),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 422, description = "A query parameter fails its check", body = ErrorResponse),
         (status = 429, description = "With `wait_ms`: as many clients follow process output as the server takes (`--max-followers`; `overloaded`, with Retry-After)", body = ErrorResponse),
@@ -236,12 +193,9 @@ fn default_max_bytes() -> u64 {
 )]
 pub(crate) async fn get_output(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    query: Result<Query<OutputQuery>, QueryRejection>,
+    PathParam(id): PathParam<String>,
+    QueryArgs(query): QueryArgs<OutputQuery>,
 ) -> Result<Json<ProcessOutput>, ApiError> {
-    let id = process_id(id)?;
-    let Query(query) =
-        query.map_err(|rejection| ApiError::InvalidArguments(rejection.body_text()))?;
     super::streams::check_cursor(query.after_seq)?;
     if query.wait_ms > 60_000 || query.max_bytes == 0 || query.max_bytes > 16 * 1024 * 1024 {
         return Err(ApiError::InvalidArguments(
@@ -272,21 +226,16 @@ pub(crate) async fn get_output(
     request_body = StdinRequest,
     responses(
         (status = 200, body = StdinResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 409, description = "It has ended, its input is closed, or it is a shell (`process_conflict`)", body = ErrorResponse),
-        (status = 415, description = "Not `application/json`", body = ErrorResponse),
         (status = 422, description = "A field fails its check; the message names it", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn write_stdin(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    PathParam(id): PathParam<String>,
+    JsonBody(request): JsonBody<StdinRequest>,
 ) -> Result<Json<StdinResponse>, ApiError> {
-    let id = process_id(id)?;
-    let request: StdinRequest = json_body(&state, &headers, body)?;
     let bytes = processes::decode_input(&request.data, request.encoding)?;
     let managed = state.ctx.processes.get(&id)?;
     let stdin_open = managed.write_stdin(&bytes, request.close).await?;
@@ -304,21 +253,16 @@ pub(crate) async fn write_stdin(
     request_body = SignalRequest,
     responses(
         (status = 204, description = "Sent"),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 409, description = "It has ended (`process_conflict`)", body = ErrorResponse),
-        (status = 415, description = "Not `application/json`", body = ErrorResponse),
         (status = 422, description = "Not a signal this server sends", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn send_signal(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    PathParam(id): PathParam<String>,
+    JsonBody(request): JsonBody<SignalRequest>,
 ) -> Result<StatusCode, ApiError> {
-    let id = process_id(id)?;
-    let request: SignalRequest = json_body(&state, &headers, body)?;
     state.ctx.processes.get(&id)?.signal(request.signal)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -330,21 +274,16 @@ pub(crate) async fn send_signal(
     request_body = TtySize,
     responses(
         (status = 204, description = "Resized"),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 409, description = "It has ended, or has no terminal (`process_conflict`)", body = ErrorResponse),
-        (status = 415, description = "Not `application/json`", body = ErrorResponse),
         (status = 422, description = "A size outside 1 to 1000", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn resize(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    PathParam(id): PathParam<String>,
+    JsonBody(size): JsonBody<TtySize>,
 ) -> Result<StatusCode, ApiError> {
-    let id = process_id(id)?;
-    let size: TtySize = json_body(&state, &headers, body)?;
     state.ctx.processes.get(&id)?.resize(size)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -359,20 +298,16 @@ pub(crate) async fn resize(
     responses(
         (status = 201, description = "Started", body = ManagedProcess),
         (status = 200, description = "A repeat of the request that started it", body = ManagedProcess),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 403, description = "`cwd` leads outside the workspace or is not a folder", body = ErrorResponse),
         (status = 404, description = "`cwd` does not exist (`file_not_found`)", body = ErrorResponse),
         (status = 409, description = "The id names another process (`process_conflict`)", body = ErrorResponse),
-        (status = 415, description = "Not `application/json`", body = ErrorResponse),
         (status = 422, description = "A field fails its check; the message names it", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn start_shell(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(request): JsonBody<StartShellRequest>,
 ) -> Result<(StatusCode, Json<ManagedProcess>), ApiError> {
-    let request: StartShellRequest = json_body(&state, &headers, body)?;
     let (managed, started) = state.ctx.processes.start_shell(&request).await?;
     let status = if started {
         StatusCode::CREATED
@@ -391,21 +326,16 @@ pub(crate) async fn start_shell(
     request_body = ShellRunRequest,
     responses(
         (status = 200, body = ShellRunResult),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No shell by that id (`process_not_found`)", body = ErrorResponse),
         (status = 409, description = "Not a shell, ended, or running another command (`process_conflict`)", body = ErrorResponse),
-        (status = 415, description = "Not `application/json`", body = ErrorResponse),
         (status = 422, description = "A field fails its check; the message names it", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn run_in_shell(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    PathParam(id): PathParam<String>,
+    JsonBody(request): JsonBody<ShellRunRequest>,
 ) -> Result<Json<ShellRunResult>, ApiError> {
-    let id = process_id(id)?;
-    let request: ShellRunRequest = json_body(&state, &headers, body)?;
     let limits = &state.ctx.limits;
     let timeout = request.timeout.unwrap_or(limits.default_timeout_secs);
     if timeout == 0 || timeout > limits.max_timeout_secs {
@@ -432,16 +362,14 @@ pub(crate) async fn run_in_shell(
     params(("id" = String, Path, description = "The shell's id")),
     responses(
         (status = 204, description = "Interrupted"),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No shell by that id (`process_not_found`)", body = ErrorResponse),
         (status = 409, description = "Not a shell, or not running a command (`process_conflict`)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn interrupt_shell(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
+    PathParam(id): PathParam<String>,
 ) -> Result<StatusCode, ApiError> {
-    let id = process_id(id)?;
     let managed = state.ctx.processes.get(&id)?;
     let Some(shell) = &managed.shell else {
         return Err(ManagedError::Conflict(format!("`{id}` is not a shell")).into());

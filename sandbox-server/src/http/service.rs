@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use sandbox_protocol::{ErrorResponse, HealthResponse, InfoResponse};
+use sandbox_protocol::{HealthResponse, InfoResponse};
 
 use super::AppState;
 
@@ -23,7 +23,6 @@ pub(crate) async fn health(State(state): State<AppState>) -> Json<HealthResponse
     get, path = "/v1/info", tag = "service",
     responses(
         (status = 200, body = InfoResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn info(State(state): State<AppState>) -> Json<InfoResponse> {

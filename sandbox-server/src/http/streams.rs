@@ -8,15 +8,15 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use sandbox_protocol::{ErrorResponse, PtyClientMessage, PtyServerMessage, SseEvent};
 
+use super::extract::{PathParam, QueryArgs};
 use super::{ApiError, AppState};
 use crate::sandbox::processes::{Managed, decode_input};
 
@@ -150,11 +150,7 @@ pub(crate) fn check_cursor(after_seq: u64) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn stream_query(
-    query: Result<Query<StreamQuery>, QueryRejection>,
-) -> Result<StreamQuery, ApiError> {
-    let Query(query) =
-        query.map_err(|rejection| ApiError::InvalidArguments(rejection.body_text()))?;
+fn stream_query(query: StreamQuery) -> Result<StreamQuery, ApiError> {
     check_cursor(query.after_seq)?;
     if !(100..=60_000).contains(&query.heartbeat_ms) {
         return Err(ApiError::InvalidArguments(
@@ -177,7 +173,6 @@ fn stream_query(
     ),
     responses(
         (status = 200, description = "An event stream (`curl -N`), one `SseEvent` per event", content_type = "text/event-stream", body = SseEvent),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 422, description = "A query parameter or `Last-Event-ID` fails its check", body = ErrorResponse),
         (status = 429, description = "As many clients follow process output as the server takes (`--max-followers`; `overloaded`, with Retry-After)", body = ErrorResponse),
@@ -185,11 +180,10 @@ fn stream_query(
 )]
 pub(crate) async fn events(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
+    PathParam(id): PathParam<String>,
     headers: HeaderMap,
-    query: Result<Query<StreamQuery>, QueryRejection>,
+    QueryArgs(query): QueryArgs<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let Path(id) = id.map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
     let query = stream_query(query)?;
     let after = cursor(&headers, &query)?;
     let managed = state.ctx.processes.get(&id)?;
@@ -231,7 +225,6 @@ fn sse_event(message: &PtyServerMessage, seq: u64) -> Event {
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 400, description = "Not a WebSocket upgrade request", body = ErrorResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "No process by that id (`process_not_found`)", body = ErrorResponse),
         (status = 422, description = "A query parameter fails its check", body = ErrorResponse),
         (status = 429, description = "As many clients follow process output as the server takes (`--max-followers`; `overloaded`, with Retry-After)", body = ErrorResponse),
@@ -239,11 +232,10 @@ fn sse_event(message: &PtyServerMessage, seq: u64) -> Event {
 )]
 pub(crate) async fn pty(
     State(state): State<AppState>,
-    id: Result<Path<String>, PathRejection>,
-    query: Result<Query<StreamQuery>, QueryRejection>,
+    PathParam(id): PathParam<String>,
+    QueryArgs(query): QueryArgs<StreamQuery>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let Path(id) = id.map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
     let query = stream_query(query)?;
     let managed = state.ctx.processes.get(&id)?;
     let permit = follower_permit(&state)?;

@@ -2,12 +2,11 @@
 
 use axum::Extension;
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use sandbox_protocol::{ErrorResponse, ToolSpec};
+use axum::extract::{Path, State};
+use sandbox_protocol::ToolSpec;
 use tracing::Instrument as _;
 
+use super::extract::{QueryArgs, RawBody, sent_as_json};
 use super::idempotency::CallId;
 use super::step::StepQuery;
 use super::{ApiError, AppState};
@@ -18,7 +17,6 @@ use crate::metrics::Outcome;
     get, path = "/v1/tools", tag = "tools",
     responses(
         (status = 200, body = Vec<ToolSpec>),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn list_tools(State(state): State<AppState>) -> Json<Vec<ToolSpec>> {
@@ -75,23 +73,14 @@ pub(crate) fn chosen_call_id(headers: &axum::http::HeaderMap) -> Result<Option<S
     Ok(Some(text.to_owned()))
 }
 
-/// Whether a request says `Content-Type: application/json`.
-fn sent_as_json(headers: &axum::http::HeaderMap) -> bool {
-    headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
-}
-
 /// Runs one tool. Documented per tool in the OpenAPI document as `POST /v1/tools/{tool}`.
 pub(crate) async fn call_tool(
     State(state): State<AppState>,
     Path(name): Path<String>,
     headers: axum::http::HeaderMap,
     call_id: Option<Extension<CallId>>,
-    query: Result<Query<StepQuery>, QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
+    QueryArgs(step_query): QueryArgs<StepQuery>,
+    RawBody(body): RawBody,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Some(tool) = state.registry.get(&name) else {
         let enabled = state.registry.names().join(", ");
@@ -104,8 +93,6 @@ pub(crate) async fn call_tool(
             "tool `{name}` {why}; enabled tools: {enabled}"
         )));
     };
-    let body =
-        body.map_err(|rejection| ApiError::from_body(&rejection, state.limits.max_body_bytes))?;
     // A body a cross-site form could send (`text/plain`) is never run: browsers cannot send
     // `application/json` to another origin without asking it first.
     if !body.is_empty() && !sent_as_json(&headers) {
@@ -113,8 +100,6 @@ pub(crate) async fn call_tool(
             "a tool call's body must be sent with `Content-Type: application/json`".to_owned(),
         ));
     }
-    let Query(step_query) =
-        query.map_err(|rejection| ApiError::InvalidArguments(rejection.body_text()))?;
     step_query.check(&state)?;
     let Ok(_permit) = state.permits.clone().try_acquire_owned() else {
         state.metrics.overloaded_call(&name);

@@ -26,7 +26,6 @@ use crate::time;
     post, path = "/v1/workspace/snapshot", tag = "workspace",
     responses(
         (status = 200, body = SnapshotResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn take_snapshot(
@@ -77,7 +76,6 @@ pub(crate) async fn snapshot_now(state: &AppState) -> Result<SnapshotResponse, A
     params(("id" = String, Path, description = "A snapshot id")),
     responses(
         (status = 200, body = ManifestResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "Unknown, or older than the last 32 snapshots", body = ErrorResponse),
     ),
 )]
@@ -111,7 +109,6 @@ pub(crate) struct ChangesQuery {
     params(ChangesQuery),
     responses(
         (status = 200, body = ChangesResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "Unknown snapshot", body = ErrorResponse),
         (status = 422, description = "`since` is missing", body = ErrorResponse),
     ),
@@ -169,7 +166,6 @@ pub(crate) async fn changes_since(
     params(("sha256" = String, Path, description = "Hex sha256 from a manifest or a change")),
     responses(
         (status = 200, content_type = "application/octet-stream", body = Vec<u8>),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 404, description = "Not kept (never seen, or over the size limit)", body = ErrorResponse),
     ),
 )]
@@ -200,14 +196,14 @@ pub(crate) async fn get_blob(
             (Vec<u8> = "application/x-tar"),
             (Vec<u8> = "application/octet-stream"),
         )),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn get_archive(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let label = archive_media_type(&headers);
     let workspace = state.ctx.workspace;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
-    // Not awaited: the writer feeds the response body while it streams.
+    // Not awaited, so not `sandbox::blocking`: the writer feeds the response body while it
+    // streams, and reports its own failure into the stream.
     tokio::task::spawn_blocking(move || {
         let writer = ChannelWriter {
             sender: sender.clone(),
@@ -301,7 +297,6 @@ impl std::io::Write for ChannelWriter {
     request_body(content = Vec<u8>, content_type = "application/x-tar"),
     responses(
         (status = 200, body = ArchivePutResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
         (status = 413, description = "The archive sends or unpacks to more than the limits", body = ErrorResponse),
         (status = 422, description = "Empty, not a tar archive, or an entry leads outside the workspace", body = ErrorResponse),
     ),
@@ -331,7 +326,6 @@ pub(crate) async fn put_archive(
     get, path = "/v1/state/fingerprint", tag = "state",
     responses(
         (status = 200, body = FingerprintResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn get_fingerprint(
@@ -351,7 +345,6 @@ pub(crate) async fn get_fingerprint(
     post, path = "/v1/reset", tag = "workspace",
     responses(
         (status = 200, body = ResetResponse),
-        (status = 401, description = "Missing or wrong token", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn reset(State(state): State<AppState>) -> Result<Json<ResetResponse>, ApiError> {

@@ -79,6 +79,7 @@ pub fn serve(listener: OwnedFd, allowed: Arc<Allowed>) {
             // Off the async threads: connecting may block (a full backlog on a blocking
             // socket), and so could the receive, should the pending notification be withdrawn
             // (its process killed) between the poll and it. The listener outlives the wait.
+            // Not `sandbox::blocking` (the tools' helper, a layer above): a failure is logged.
             let answered = tokio::task::spawn_blocking(move || {
                 let Some(notification) = receive(fd) else {
                     return;

@@ -146,6 +146,8 @@ impl Supervisor {
     pub async fn shut_down(&self, grace: Duration) -> KillReport {
         let report = self.kill_all(grace).await;
         if let Some(cgroups) = self.inner.confinement.cgroups.clone() {
+            // Not `sandbox::blocking` (the tools' helper, a layer above): a sweep that failed
+            // leaves its groups to the janitor, which sweeps after the server has ended.
             let _ = tokio::task::spawn_blocking(move || cgroups.sweep()).await;
         }
         report
