@@ -25,7 +25,7 @@ pub use anthropic::AnthropicModel;
 pub use chat::ChatModel;
 pub use pricing::Price;
 pub use responses::ResponsesModel;
-pub use retry::RetryPolicy;
+pub use retry::{RetryPolicy, refused_certificate};
 pub use scripted::{ScriptedModel, schema as script_schema};
 pub use types::{AssistantMessage, Message, ModelReply, ToolCall, Usage, estimate_tokens};
 
@@ -82,6 +82,15 @@ pub enum ModelError {
         provider: &'static str,
         message: String,
     },
+    /// The provider's TLS certificate was refused (an unknown CA, another name, expired): no
+    /// retry makes it trusted.
+    #[error(
+        "{provider}'s TLS certificate was refused: {message} (for a private CA, add it to the system's store or point SSL_CERT_FILE at it)"
+    )]
+    Certificate {
+        provider: &'static str,
+        message: String,
+    },
     /// The provider answered 2xx with something this adapter cannot use.
     #[error("{provider} answered with an unusable response: {message}")]
     BadResponse {
@@ -107,7 +116,8 @@ impl ModelError {
         match self {
             ModelError::Status { status, .. } => *status == 408 || *status == 429 || *status >= 500,
             ModelError::Transport { .. } => true,
-            ModelError::BadResponse { .. }
+            ModelError::Certificate { .. }
+            | ModelError::BadResponse { .. }
             | ModelError::MissingKey { .. }
             | ModelError::Script(_)
             | ModelError::NoVerdict(_) => false,

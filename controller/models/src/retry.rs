@@ -94,9 +94,12 @@ async fn send_once(
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let transport = |err: reqwest::Error| ModelError::Transport {
-        provider,
-        message: describe(&err),
+    let transport = |err: reqwest::Error| match refused_certificate(&err) {
+        Some(message) => ModelError::Certificate { provider, message },
+        None => ModelError::Transport {
+            provider,
+            message: describe(&err),
+        },
     };
     let response = request.send().await.map_err(transport)?;
     let status = response.status();
@@ -134,6 +137,48 @@ fn provider_message(body: &str) -> String {
     match message {
         Some(message) => message.to_owned(),
         None => body.chars().take(500).collect(),
+    }
+}
+
+/// The peer's certificate refusal behind a request's failure, when that is what it was.
+/// (rustls's error arrives inside `io::Error`s, whose `source` skips what they wrap: each
+/// cause's wrapped errors are looked into too.)
+pub fn refused_certificate(err: &reqwest::Error) -> Option<String> {
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        let mut candidate: Option<&(dyn std::error::Error + 'static)> = Some(cause);
+        while let Some(error) = candidate {
+            if let Some(tls) = error.downcast_ref::<rustls::Error>()
+                && about_certificates(tls)
+            {
+                return Some(tls.to_string());
+            }
+            candidate = error
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .map(|inner| inner as &(dyn std::error::Error + 'static));
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// Ours refused theirs, or theirs refused ours (the alerts a peer sends about certificates).
+fn about_certificates(error: &rustls::Error) -> bool {
+    use rustls::AlertDescription as Alert;
+    match error {
+        rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => true,
+        rustls::Error::AlertReceived(alert) => matches!(
+            alert,
+            Alert::CertificateRequired
+                | Alert::BadCertificate
+                | Alert::UnknownCA
+                | Alert::CertificateUnknown
+                | Alert::CertificateExpired
+                | Alert::CertificateRevoked
+                | Alert::UnsupportedCertificate
+        ),
+        _ => false,
     }
 }
 

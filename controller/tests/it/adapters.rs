@@ -346,3 +346,54 @@ fn the_validator_rejects_what_the_vendors_would() {
         Vec::<String>::new()
     );
 }
+
+/// Model APIs are HTTPS: the adapters speak it, trusting the system's CA store (here one CA,
+/// through `SSL_CERT_FILE`, as an operator behind an inspecting proxy would).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_api_over_https_is_reached_with_the_systems_roots() {
+    let (ca, cert, key) = common::localhost_certificate();
+    let double = ModelDouble::start_tls(&cert, &key).await;
+    double.push_json(ev_chat(Some("Hello over TLS."), &[], 100, 5));
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    let workspace = common::workspace();
+    let hello = |double: &ModelDouble, roots: &std::path::Path| {
+        let base_url = format!("{}/v1", double.base);
+        let mut command = common::command(&[
+            "run",
+            "--model",
+            "openai-compat/local-model",
+            "--base-url",
+            &base_url,
+            workspace.path().to_str().unwrap(),
+            "Say hello",
+        ]);
+        command.env("SSL_CERT_FILE", roots);
+        command
+    };
+    let command = hello(&double, &ca_file);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "Hello over TLS.\n");
+    double.assert_clean();
+
+    // Without that CA the certificate is not trusted, and the run says so.
+    let double = ModelDouble::start_tls(&cert, &key).await;
+    let mut command = hello(&double, &dir.path().join("none.pem"));
+    command.env("RUST_LOG", "warn");
+    let run = common::run(command, Duration::from_secs(120)).await;
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("TLS certificate was refused")
+            && run.stderr.contains("UnknownIssuer")
+            && run.stderr.contains("SSL_CERT_FILE"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("retrying"),
+        "a refused certificate is not retried: {}",
+        run.stderr
+    );
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::batches::{DONE, bash, batch, events, of_type, report, write_task};
 use crate::common;
@@ -29,13 +29,7 @@ pub(crate) fn start_server(workspace: &Path, token_file: &Path) -> (std::process
         .spawn()
         .unwrap();
     std::fs::rename(&log, server_log(token_file, server.id())).unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let address: Value = serde_json::from_str(&line).unwrap();
+    let address = common::address_line(&mut server);
     let url = format!("http://{}", address["listening"].as_str().unwrap());
     (server, url)
 }

@@ -43,18 +43,23 @@ pub fn start_sandbox(workspace: &Path, token_file: Option<&Path>) -> Sandbox {
         command.arg("--token-file").arg(token_file);
     }
     let mut child = command.spawn().expect("start sandbox-server");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().expect("piped stdout")),
-        &mut line,
-    )
-    .expect("read the address line");
-    let address: serde_json::Value = serde_json::from_str(&line).expect("the address line");
+    let address = address_line(&mut child);
     let url = format!(
         "http://{}",
         address["listening"].as_str().expect("listening")
     );
     Sandbox { child, url }
+}
+
+/// The address line of a sandbox-server started with its stdout piped.
+pub fn address_line(server: &mut std::process::Child) -> serde_json::Value {
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().expect("piped stdout")),
+        &mut line,
+    )
+    .expect("read the address line");
+    serde_json::from_str(&line).unwrap_or_else(|err| panic!("address line {line:?}: {err}"))
 }
 
 /// What a finished `harness` run printed.
@@ -227,4 +232,19 @@ pub fn needs(variable: &str, what: &str) -> Option<String> {
             None
         }
     }
+}
+
+/// A CA made here, and a certificate it issued for `localhost` with its key: (CA, certificate,
+/// key), PEM.
+pub fn localhost_certificate() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
 }

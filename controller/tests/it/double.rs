@@ -126,18 +126,61 @@ pub struct ModelDouble {
 }
 
 impl ModelDouble {
-    pub async fn start() -> ModelDouble {
+    fn app() -> (Router, Arc<Mutex<Inner>>) {
         let inner = Arc::new(Mutex::new(Inner::default()));
         let app = Router::new()
             .route("/v1/responses", post(handle))
             .route("/v1/chat/completions", post(handle))
             .route("/v1/messages", post(handle))
             .with_state(inner.clone());
+        (app, inner)
+    }
+
+    pub async fn start() -> ModelDouble {
+        let (app, inner) = ModelDouble::app();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         ModelDouble {
             base: format!("http://{address}"),
+            inner,
+        }
+    }
+
+    /// The double behind HTTPS with this certificate (PEM) and key, at `https://localhost:PORT`.
+    pub async fn start_tls(cert: &str, key: &str) -> ModelDouble {
+        use rustls::pki_types::pem::PemObject;
+        let (app, inner) = ModelDouble::app();
+        let certs = rustls::pki_types::CertificateDer::pem_slice_iter(cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, app) = (acceptor.clone(), app.clone());
+                tokio::spawn(async move {
+                    let Ok(stream) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper_util::service::TowerToHyperService::new(app);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        ModelDouble {
+            base: format!("https://localhost:{port}"),
             inner,
         }
     }
