@@ -1,7 +1,9 @@
 //! Command-line flags (each also an env var `SANDBOX_*`) and their validated form.
 
 mod egress;
+mod tls;
 pub use egress::EgressArgs;
+pub use tls::{TlsArgs, TlsFiles};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -150,6 +152,8 @@ pub struct ServeArgs {
     /// cluster's Prometheus reaches. On the main address `/metrics` needs the token like /v1.
     #[arg(long, env = "SANDBOX_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// A file holding the bearer token required on every /v1 route. Required unless the
     /// listen address is loopback.
     #[arg(long, env = "SANDBOX_TOKEN_FILE")]
@@ -250,7 +254,8 @@ pub struct ServeArgs {
     /// More paths commands may write beneath, comma-separated.
     #[arg(long, env = "SANDBOX_WRITABLE", value_delimiter = ',')]
     pub writable: Vec<PathBuf>,
-    /// Paths whose files commands may not read, comma-separated (the token file always is).
+    /// Paths whose files commands may not read, comma-separated (the token file and the TLS
+    /// key always are).
     #[arg(long, env = "SANDBOX_HIDDEN", value_delimiter = ',')]
     pub hidden: Vec<PathBuf>,
     /// File tools reach the whole file system, not just the workspace (which stays where
@@ -330,6 +335,8 @@ pub struct Config {
     pub entrypoint_process: Option<Vec<String>>,
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
+    /// HTTPS on `listen` (the metrics address stays plain HTTP, for the cluster's scraper).
+    pub tls: Option<TlsFiles>,
     pub token: Option<Token>,
     pub registry: Registry,
     pub output_limit: usize,
@@ -373,6 +380,8 @@ pub enum ConfigError {
     Range { flag: &'static str, why: String },
     #[error("--require-protections: {0}")]
     MissingProtections(String),
+    #[error(transparent)]
+    Tls(crate::http::tls::TlsError),
 }
 
 impl ServeArgs {
@@ -380,6 +389,7 @@ impl ServeArgs {
     pub fn validate_for_stdio(mut self) -> Result<Config, ConfigError> {
         self.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         self.metrics_listen = None;
+        self.tls = TlsArgs::default();
         self.validate()
     }
 
@@ -411,6 +421,7 @@ impl ServeArgs {
             },
             listen: self.listen,
             metrics_listen: self.metrics_listen,
+            tls: self.tls.files()?,
             token,
             registry,
             output_limit: self.output_limit,
@@ -563,6 +574,7 @@ impl ServeArgs {
                 .iter()
                 .cloned()
                 .chain(self.token_file.clone())
+                .chain(self.tls.tls_key.clone())
                 .collect(),
             network_none: self.network == Network::None,
             network_detail: match self.network {

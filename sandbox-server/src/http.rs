@@ -18,6 +18,7 @@ mod serve;
 mod service;
 mod step;
 mod streams;
+pub mod tls;
 mod tools;
 mod workspace;
 
@@ -69,6 +70,15 @@ pub struct AppState {
     pub idempotency: Arc<IdempotencyStore>,
     /// What `GET /metrics` serves.
     pub metrics: crate::metrics::Metrics,
+    /// Whether the main address speaks TLS, for `/healthz`.
+    pub transport: Transport,
+}
+
+/// Whether the main address speaks TLS, and requires client certificates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transport {
+    pub tls: bool,
+    pub mtls: bool,
 }
 
 /// What the workspace-state routes use.

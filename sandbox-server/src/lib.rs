@@ -131,6 +131,13 @@ pub fn state(
         }),
         idempotency: Arc::new(http::IdempotencyStore::new(config.idempotency_ttl)),
         metrics,
+        transport: http::Transport {
+            tls: config.tls.is_some(),
+            mtls: config
+                .tls
+                .as_ref()
+                .is_some_and(|tls| tls.client_ca.is_some()),
+        },
     })
 }
 
@@ -159,16 +166,27 @@ pub struct Prepared {
     supervisor: Supervisor,
     dirs: state_dir::StateDirs,
     state: AppState,
+    /// The TLS in force and the task that reloads it (SIGHUP no longer ends the server).
+    tls: Option<(Arc<http::tls::Tls>, tokio::task::JoinHandle<()>)>,
 }
 
 /// Everything before serving (the sweep, the folders, the janitor, the containment): a
 /// failure here is reported before the server says where it listens. Call inside a runtime.
 pub fn prepare(config: &Config) -> anyhow::Result<Prepared> {
     let (supervisor, dirs, state) = start(config)?;
+    let tls = match &config.tls {
+        Some(files) => {
+            let tls = http::tls::Tls::new(files)?;
+            let watch = tls.watch().context("installing the SIGHUP handler")?;
+            Some((tls, watch))
+        }
+        None => None,
+    };
     Ok(Prepared {
         supervisor,
         dirs,
         state,
+        tls,
     })
 }
 
@@ -196,6 +214,7 @@ pub async fn serve_prepared(
         supervisor,
         dirs,
         state,
+        tls,
     } = prepared;
     if let Some(words) = &config.entrypoint_process {
         start_entrypoint(&state, words);
@@ -209,7 +228,19 @@ pub async fn serve_prepared(
     let end_calls = async move {
         killer.shut_down(kill_grace).await;
     };
-    let served = http::serve(listener, router, shutdown, config.shutdown_grace, end_calls).await;
+    let (tls, watch) = tls.unzip();
+    let served = http::serve(
+        listener,
+        router,
+        tls,
+        shutdown,
+        config.shutdown_grace,
+        end_calls,
+    )
+    .await;
+    if let Some(watch) = watch {
+        watch.abort();
+    }
     let report = supervisor.shut_down(config.kill_grace).await;
     if !report.killed.is_empty() {
         tracing::info!(killed = ?report.killed, "stopped the processes left running");

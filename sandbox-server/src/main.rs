@@ -90,7 +90,11 @@ fn serve(args: sandbox_server::config::ServeArgs) -> anyhow::Result<()> {
         // Handlers first: a parent may signal as soon as it reads the address line.
         let shutdown = shutdown::install().context("installing the signal handlers")?;
         // The one machine-readable line a parent process waits for.
-        let mut line = serde_json::json!({ sandbox_protocol::LISTENING_KEY: address.to_string() });
+        let mut line = serde_json::json!({
+            sandbox_protocol::LISTENING_KEY: address.to_string(),
+            "tls": config.tls.is_some(),
+            "mtls": config.tls.as_ref().is_some_and(|tls| tls.client_ca.is_some()),
+        });
         if let Some(metrics) = &metrics {
             let at = metrics.local_addr().context("reading the metrics address")?;
             line[sandbox_protocol::METRICS_KEY] = at.to_string().into();

@@ -10,6 +10,12 @@ pub struct HealthResponse {
     pub status: String,
     /// The containment of commands, as in force.
     pub protections: Vec<Protection>,
+    /// Whether the server speaks HTTPS (`--tls-cert`); plain HTTP is then refused.
+    #[serde(default)]
+    pub tls: bool,
+    /// Whether a client certificate from the server's CA is required (`--client-ca`).
+    #[serde(default)]
+    pub mtls: bool,
 }
 
 /// One layer of containment and whether it is in force.

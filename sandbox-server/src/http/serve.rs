@@ -4,17 +4,20 @@
 //!
 //! Why not `axum::serve`: it cannot bound what hyper buffers for a connection whose client does
 //! not read (~400 KiB each by default: 800 idle followers of an event stream held 550 MB), and
-//! it takes no TLS. Here each connection buffers at most [`MAX_BUFFER`]; past it hyper stops
+//! it takes no TLS (here [`super::tls`], each handshake in its connection's own task). Here each connection buffers at most [`MAX_BUFFER`]; past it hyper stops
 //! asking the response body for more, so a slow reader holds back its own stream and nothing
 //! else.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+
+use super::tls::Tls;
 
 /// What hyper buffers for one connection, at most: its reads and its writes.
 pub(super) const MAX_BUFFER: usize = 64 * 1024;
@@ -31,12 +34,13 @@ fn builder() -> hyper::server::conn::http1::Builder {
     builder
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves; then stops accepting and gives
-/// in-flight calls `grace` to finish. Past it, `end_calls` runs (it kills their processes, so
-/// they return at once), and whatever is still open 5 s later is abandoned.
+/// Serves `router` on `listener` (over `tls` when given) until `shutdown` resolves; then stops
+/// accepting and gives in-flight calls `grace` to finish. Past it, `end_calls` runs (it kills
+/// their processes, so they return at once), and whatever is still open 5 s later is abandoned.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    tls: Option<Arc<Tls>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
     end_calls: impl Future<Output = ()>,
@@ -66,10 +70,28 @@ pub async fn serve(
             tracing::debug!(cause = %err, "could not set TCP_NODELAY");
         }
         let service = TowerToHyperService::new(router.clone());
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .with_upgrades();
-        tokio::spawn(serve_connection(connection, stopping.clone(), open.clone()));
+        let (builder, stopping, open) = (builder.clone(), stopping.clone(), open.clone());
+        match &tls {
+            None => {
+                let connection = builder
+                    .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades();
+                tokio::spawn(serve_connection(connection, stopping, open));
+            }
+            Some(tls) => {
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    // The handshake counts as the connection's: shutdown waits for it too.
+                    let Some(stream) = tls.accept(stream).await else {
+                        return;
+                    };
+                    let connection = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .with_upgrades();
+                    serve_connection(connection, stopping, open).await;
+                });
+            }
+        }
     }
     drop(listener);
     let _ = stop.send(true);
@@ -135,6 +157,7 @@ pub(super) async fn serve_forever(listener: TcpListener, router: Router) {
     serve(
         listener,
         router,
+        None,
         std::future::pending(),
         Duration::ZERO,
         async {},

@@ -15,6 +15,8 @@ pub(crate) async fn health(State(state): State<AppState>) -> Json<HealthResponse
     Json(HealthResponse {
         status: "ok".to_owned(),
         protections: (*state.protections).clone(),
+        tls: state.transport.tls,
+        mtls: state.transport.mtls,
     })
 }
 

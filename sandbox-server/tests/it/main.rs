@@ -53,5 +53,7 @@ mod processes;
 mod raw_files;
 /// A tool call's step (changes, inline bytes, fingerprint) in its own answer.
 mod step;
+/// HTTPS, mutual TLS, certificate problems as clients see them, rotation without a restart.
+mod tls;
 /// Snapshots, changes, blobs, archives and the state fingerprint.
 mod workspace_state;
