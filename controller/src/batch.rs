@@ -184,6 +184,7 @@ pub async fn run_batch(
         SandboxSource::Pool(urls) => Some(Arc::new(Pool::new(
             urls,
             config.flags.sandbox_token_file.as_deref(),
+            &config.flags.sandbox_tls,
         )?)),
         SandboxSource::Local | SandboxSource::Docker => None,
     };

@@ -264,6 +264,8 @@ pub(crate) struct SessionArgs {
     /// The bearer token of a --sandbox URL, in a file.
     #[arg(long, value_name = "FILE")]
     pub(crate) sandbox_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) sandbox_tls: SandboxTlsArgs,
     /// A local sandbox's network: `none` (commands may open only Unix sockets) or `host`.
     /// Default `none`, or the task file's `network`.
     #[arg(long, value_name = "none|host")]
@@ -488,6 +490,7 @@ impl SessionArgs {
             pids: self.pids,
             lifetime: self.lifetime.map(Into::into),
             sandbox_token_file: self.sandbox_token_file.clone(),
+            sandbox_tls: self.sandbox_tls.client_tls(),
             network: self.network.clone(),
             writable: self.writable.clone(),
             run_as: self.run_as.clone(),
@@ -517,5 +520,31 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Policy(command) => policy::run(command).await,
         Command::Sandboxes(command) => sandboxes::run(command).await,
         Command::Images(command) => images::run(command).await,
+    }
+}
+
+/// The TLS of a `--sandbox https://…` URL.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct SandboxTlsArgs {
+    /// PEM certificates of the CA that issued the sandbox's certificate, trusted besides the
+    /// system's store.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) sandbox_ca: Option<PathBuf>,
+    /// A client certificate (PEM) for a sandbox that requires one (mutual TLS); with
+    /// --sandbox-client-key.
+    #[arg(long, value_name = "FILE", requires = "sandbox_client_key")]
+    pub(crate) sandbox_client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "sandbox_client_cert")]
+    pub(crate) sandbox_client_key: Option<PathBuf>,
+}
+
+impl SandboxTlsArgs {
+    pub(crate) fn client_tls(&self) -> runtime::sandbox::ClientTls {
+        runtime::sandbox::ClientTls {
+            ca: self.sandbox_ca.clone(),
+            client_cert: self.sandbox_client_cert.clone(),
+            client_key: self.sandbox_client_key.clone(),
+        }
     }
 }

@@ -118,9 +118,10 @@ impl TaskProvider {
                 server,
                 internet,
             } => (build, server, internet),
-            TaskPlace::Remote { url, .. } => {
-                let client =
-                    SandboxClient::new(url, Some(token.to_owned()).filter(|t| !t.is_empty()));
+            TaskPlace::Remote { url, tls, .. } => {
+                let token = Some(token.to_owned()).filter(|t| !t.is_empty());
+                let client = SandboxClient::with_tls(url, token, tls)
+                    .map_err(|err| StartError::BadInput(err.to_string()))?;
                 client
                     .wait_healthy(Duration::from_secs(30))
                     .await

@@ -39,6 +39,7 @@ pub enum TaskPlace {
     Remote {
         url: String,
         token_file: Option<PathBuf>,
+        tls: runtime::sandbox::ClientTls,
     },
 }
 
@@ -145,6 +146,7 @@ fn place(flags: &SessionFlags) -> anyhow::Result<TaskPlace> {
             TaskPlace::Remote {
                 url: url.to_owned(),
                 token_file: flags.sandbox_token_file.clone(),
+                tls: flags.sandbox_tls.clone(),
             }
         }
         _ => TaskPlace::Docker {

@@ -48,6 +48,8 @@ pub struct SessionFlags {
     pub pids: Option<i64>,
     pub lifetime: Option<Duration>,
     pub sandbox_token_file: Option<PathBuf>,
+    /// A --sandbox URL's TLS: a CA besides the system's, a client certificate.
+    pub sandbox_tls: crate::sandbox::ClientTls,
     /// `none` or `host`.
     pub network: Option<String>,
     pub writable: Vec<PathBuf>,

@@ -12,8 +12,10 @@ pub mod docker;
 pub mod local;
 pub mod pool;
 pub mod seed;
+pub mod tls;
 
 pub use client::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
+pub use tls::{ClientTls, TlsFileError};
 
 /// A sandbox's network, as its server's `--network` flag sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

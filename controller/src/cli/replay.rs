@@ -54,6 +54,8 @@ pub(crate) enum ReplayCommand {
         /// The bearer token of the --sandbox URL, in a file.
         #[arg(long, value_name = "FILE")]
         sandbox_token_file: Option<PathBuf>,
+        #[command(flatten)]
+        tls: super::SandboxTlsArgs,
     },
     /// Events, turns, model calls, tokens, cost, tool calls and latency, errors, time split; one
     /// row per run.
@@ -97,6 +99,8 @@ pub(crate) enum ReplayCommand {
         /// The bearer token of the --sandbox URL, in a file.
         #[arg(long, value_name = "FILE")]
         sandbox_token_file: Option<PathBuf>,
+        #[command(flatten)]
+        tls: super::SandboxTlsArgs,
         /// Also replace matches of this regex before comparing outputs (repeatable).
         #[arg(long, value_name = "REGEX")]
         normalize: Vec<String>,
@@ -137,6 +141,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             to,
             sandbox,
             sandbox_token_file,
+            tls,
         } => {
             restore_cmd(
                 &run,
@@ -144,6 +149,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
                 to.as_deref(),
                 sandbox.as_deref(),
                 sandbox_token_file.as_deref(),
+                &tls.client_tls(),
             )
             .await
         }
@@ -153,6 +159,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             run,
             sandbox,
             sandbox_token_file,
+            tls,
             normalize,
             trust_log,
             policy,
@@ -169,8 +176,11 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             };
             rerun_cmd(
                 &run,
-                sandbox.as_deref(),
-                sandbox_token_file.as_deref(),
+                SandboxFlags {
+                    sandbox: sandbox.as_deref(),
+                    token_file: sandbox_token_file.as_deref(),
+                    tls: tls.client_tls(),
+                },
                 &normalize,
                 check.as_ref(),
                 &build,
@@ -222,6 +232,7 @@ async fn restore_cmd(
     to: Option<&Path>,
     sandbox: Option<&str>,
     token_file: Option<&Path>,
+    tls: &runtime::sandbox::ClientTls,
 ) -> anyhow::Result<i32> {
     let dir = reader::session_dir(run);
     let (state, base_seq) = restore::state_at(&dir, step)?;
@@ -249,7 +260,7 @@ async fn restore_cmd(
         restored.n_files as usize - restored.problems.len().min(restored.n_files as usize)
     );
     if let Some(url) = sandbox {
-        let client = SandboxClient::new(url, token(token_file)?);
+        let client = SandboxClient::with_tls(url, token(token_file)?, tls)?;
         client
             .wait_healthy(Duration::from_secs(10))
             .await
@@ -333,10 +344,16 @@ fn compare_cmd(a: &Path, b: &Path, json: bool, html: Option<&Path>) -> anyhow::R
     Ok(exit_code::COMPLETED)
 }
 
+/// A `--sandbox` choice with its token and TLS files.
+struct SandboxFlags<'a> {
+    sandbox: Option<&'a str>,
+    token_file: Option<&'a Path>,
+    tls: runtime::sandbox::ClientTls,
+}
+
 async fn rerun_cmd(
     run: &Path,
-    sandbox: Option<&str>,
-    token_file: Option<&Path>,
+    flags: SandboxFlags<'_>,
     normalize: &[String],
     check: Option<&rerun::Check>,
     build: &runtime::config::BenchFlags,
@@ -345,6 +362,11 @@ async fn rerun_cmd(
     let mcp = mcp.map(runtime::mcp::McpConfig::load).transpose()?;
     let dir = reader::session_dir(run);
     let header = bench::rerun::header(&dir)?;
+    let SandboxFlags {
+        sandbox,
+        token_file,
+        tls,
+    } = flags;
     let sandbox = match sandbox {
         None if header.config.benchmark.is_some() => Some("task"),
         other => other,
@@ -373,6 +395,7 @@ async fn rerun_cmd(
         sandbox,
         workspace: &workspace,
         token_file,
+        tls: &tls,
         tools: &tools,
         trust_log: check.is_none(),
     };
@@ -450,6 +473,7 @@ struct RerunPlace<'a> {
     sandbox: Option<&'a str>,
     workspace: &'a Path,
     token_file: Option<&'a Path>,
+    tls: &'a runtime::sandbox::ClientTls,
     /// The recorded session's tools (none recorded: the server's defaults).
     tools: &'a [String],
     /// `--trust-log`: the task folder and image the log names are taken as they are.
@@ -488,7 +512,7 @@ async fn rerun_sandbox(
             Ok((RerunSandbox::Local(Box::new(local)), client))
         }
         Some(url) => {
-            let client = SandboxClient::new(url, token(token_file)?);
+            let client = SandboxClient::with_tls(url, token(token_file)?, place.tls)?;
             client
                 .wait_healthy(Duration::from_secs(10))
                 .await

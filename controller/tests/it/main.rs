@@ -56,6 +56,8 @@ mod monitoring;
 /// The policy: rules, the classifier through each adapter, asks, provenance.
 mod policy;
 /// The session log: recorded, rendered, restored, measured and re-run.
+/// `--sandbox https://…` with a CA and a client certificate; certificate problems named.
+mod remote_tls;
 mod replays;
 /// Reports with pictures: the batch report's charts, `replay compare`, the transcript's step times.
 mod reports;

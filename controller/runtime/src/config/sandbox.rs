@@ -23,6 +23,7 @@ pub enum SandboxTarget {
     Remote {
         url: String,
         token_file: Option<PathBuf>,
+        tls: crate::sandbox::ClientTls,
     },
     /// A fresh container per session.
     Docker(DockerSpec),
@@ -39,12 +40,17 @@ impl PartialEq for SandboxTarget {
             (SandboxTarget::Local, SandboxTarget::Local)
             | (SandboxTarget::Pool, SandboxTarget::Pool) => true,
             (
-                SandboxTarget::Remote { url, token_file },
+                SandboxTarget::Remote {
+                    url,
+                    token_file,
+                    tls,
+                },
                 SandboxTarget::Remote {
                     url: other_url,
                     token_file: other_file,
+                    tls: other_tls,
                 },
-            ) => url == other_url && token_file == other_file,
+            ) => url == other_url && token_file == other_file && tls == other_tls,
             (SandboxTarget::Docker(a), SandboxTarget::Docker(b)) => a == b,
             // A provider is the same one, not an equal one.
             (SandboxTarget::Provided(a), SandboxTarget::Provided(b)) => Arc::ptr_eq(a, b),
@@ -130,11 +136,13 @@ pub(super) fn target(
                 .clone()
                 .context("sandbox: `provider: remote` needs a `url`")?,
             token_file: section.token_file,
+            tls: flags.sandbox_tls.clone(),
         },
         "docker" => SandboxTarget::Docker(docker_spec(&section, flags, network, tools, lifetime)?),
         url if url.starts_with("http://") || url.starts_with("https://") => SandboxTarget::Remote {
             url: url.to_owned(),
             token_file: flags.sandbox_token_file.clone(),
+            tls: flags.sandbox_tls.clone(),
         },
         other => bail!("sandbox `{other}`: expected `local`, `docker` or an http(s) URL"),
     })

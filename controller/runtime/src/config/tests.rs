@@ -28,6 +28,7 @@ pub(crate) fn flags() -> SessionFlags {
         pids: None,
         lifetime: None,
         sandbox_token_file: None,
+        sandbox_tls: Default::default(),
         network: None,
         writable: Vec::new(),
         run_as: None,

@@ -11,6 +11,8 @@ use sandbox_protocol::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::tls::{ClientTls, TlsFileError};
+
 /// A tool's result, decoded as its type: the built-in tools' own, any other tool's common part.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolReply {
@@ -71,18 +73,31 @@ const DROPPED_ATTEMPTS: u32 = 4;
 const IN_PROGRESS_WAIT: Duration = Duration::from_secs(3600 + 60);
 
 impl SandboxClient {
+    /// A client for a sandbox the controller started (plain HTTP on loopback, or the system's
+    /// CA store for HTTPS).
     pub fn new(base: &str, token: Option<String>) -> SandboxClient {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
+        SandboxClient::with_tls(base, token, &ClientTls::default())
+            .expect("no TLS file to read, so nothing to fail")
+    }
+
+    /// A client for a sandbox behind TLS, trusting `tls`'s CA and presenting its certificate.
+    pub fn with_tls(
+        base: &str,
+        token: Option<String>,
+        tls: &ClientTls,
+    ) -> Result<SandboxClient, TlsFileError> {
+        let builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(10));
+        let http = tls
+            .apply(builder)?
             .build()
-            .expect("a client with only a connect timeout always builds");
-        SandboxClient {
+            .expect("a client with a connect timeout and checked TLS files builds");
+        Ok(SandboxClient {
             http,
             base: base.trim_end_matches('/').to_owned(),
             token,
             limits: Default::default(),
             stuck_margin: STUCK_MARGIN,
-        }
+        })
     }
 
     pub fn url(&self) -> &str {
@@ -109,6 +124,12 @@ impl SandboxClient {
     }
 
     fn unreachable(&self, err: &reqwest::Error) -> SandboxError {
+        if let Some(message) = llm::refused_certificate(err) {
+            return SandboxError::Certificate {
+                url: self.base.clone(),
+                message,
+            };
+        }
         let mut message = err.to_string();
         let mut source = std::error::Error::source(err);
         let mut refused = false;
@@ -506,6 +527,8 @@ impl SandboxClient {
         loop {
             match self.health().await {
                 Ok(()) => return Ok(()),
+                // A refused certificate stays refused.
+                Err(err @ SandboxError::Certificate { .. }) => return Err(err),
                 Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
@@ -520,7 +543,9 @@ impl SandboxClient {
         loop {
             match self.health().await {
                 Ok(()) => return Ok(()),
-                Err(err @ SandboxError::Refused { .. }) => return Err(err),
+                Err(err @ (SandboxError::Refused { .. } | SandboxError::Certificate { .. })) => {
+                    return Err(err);
+                }
                 Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }

@@ -59,7 +59,11 @@ impl Drop for Lease {
 
 impl Pool {
     /// Every member shares the token in `token_file`.
-    pub fn new(urls: &[String], token_file: Option<&Path>) -> anyhow::Result<Pool> {
+    pub fn new(
+        urls: &[String],
+        token_file: Option<&Path>,
+        tls: &super::ClientTls,
+    ) -> anyhow::Result<Pool> {
         let token = match token_file {
             Some(file) => Some(
                 std::fs::read_to_string(file)
@@ -69,11 +73,12 @@ impl Pool {
             ),
             None => None,
         };
+        let members = urls
+            .iter()
+            .map(|url| SandboxClient::with_tls(url, token.clone(), tls))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Pool {
-            members: urls
-                .iter()
-                .map(|url| SandboxClient::new(url, token.clone()))
-                .collect(),
+            members,
             free: Mutex::new((0..urls.len()).collect()),
             returned: Notify::new(),
         })

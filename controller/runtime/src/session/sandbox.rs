@@ -104,16 +104,20 @@ impl Sandbox {
                 Sandbox::start_provided(provider.as_ref(), config, session_id, token, observer)
                     .await
             }
-            SandboxTarget::Remote { url, .. } => {
+            SandboxTarget::Remote { url, tls, .. } => {
                 ignored("a remote sandbox");
-                let client =
-                    SandboxClient::new(url, Some(token.to_owned()).filter(|t| !t.is_empty()));
+                let token = Some(token.to_owned()).filter(|t| !t.is_empty());
+                let client = SandboxClient::with_tls(url, token, tls)
+                    .map_err(|err| StartError::BadInput(err.to_string()))?;
                 client
                     .check_running(Duration::from_secs(10))
                     .await
                     .map_err(|err| match err {
-                        // The URL names nothing running: a retry would not change that.
-                        SandboxError::Refused { .. } => StartError::BadInput(err.to_string()),
+                        // The URL names nothing running, or a certificate is refused: a retry
+                        // would not change that.
+                        SandboxError::Refused { .. } | SandboxError::Certificate { .. } => {
+                            StartError::BadInput(err.to_string())
+                        }
                         other => StartError::Failed(anyhow::Error::new(other)),
                     })?;
                 Ok(Sandbox::new(Handle::Remote, client))

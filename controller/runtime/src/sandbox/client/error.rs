@@ -16,6 +16,12 @@ pub enum SandboxError {
         "nothing is listening at {url}: check the URL and port, and that its sandbox-server is running (`sandbox-server serve --listen ADDR`)"
     )]
     Refused { url: String },
+    /// The sandbox's TLS certificate was refused (an unknown CA, another name, expired), or it
+    /// refused ours: no retry changes that.
+    #[error(
+        "the TLS handshake with {url} failed: {message} (--sandbox-ca names the CA that issued the sandbox's certificate; --sandbox-client-cert/--sandbox-client-key the client certificate a mutual-TLS sandbox wants)"
+    )]
+    Certificate { url: String, message: String },
     /// The sandbox answered with an error body; for a tool call this is the tool's failure.
     #[error("{message}")]
     Api {
@@ -44,6 +50,7 @@ impl SandboxError {
         match self {
             SandboxError::Unreachable { .. }
             | SandboxError::Refused { .. }
+            | SandboxError::Certificate { .. }
             | SandboxError::BadResponse { .. }
             | SandboxError::Stuck { .. } => true,
             SandboxError::Api {
