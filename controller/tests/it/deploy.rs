@@ -60,7 +60,14 @@ fn the_manifests_render_and_validate_strictly() {
         return;
     }
     let scratch = tempfile::tempdir().unwrap();
-    for dir in ["sandbox", "evaluation", "benchmark", "benchmark-namespace"] {
+    for dir in [
+        "sandbox",
+        "sandbox-tls",
+        "sandbox-mtls",
+        "evaluation",
+        "benchmark",
+        "benchmark-namespace",
+    ] {
         let (text, docs) = render(dir);
         assert!(docs.len() >= 3, "{dir}: {} documents", docs.len());
         let file = scratch.path().join(format!("{dir}.yaml"));
@@ -106,6 +113,69 @@ fn the_standalone_sandbox_is_locked_down() {
         policy["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["agent-harness/role"],
         "controller"
     );
+}
+
+/// The TLS overlays' settings, given to a real server with certificate files where the Secret
+/// would put them: it serves HTTPS (and requires client certificates under mTLS), and the
+/// kubelet's probes can reach it.
+#[test]
+fn the_tls_overlays_start_a_server_that_speaks_tls() {
+    if common::needs("HARNESS_TEST_DEPLOY", "kubectl and kubernetes-validate").is_none() {
+        return;
+    }
+    for (dir, mutual) in [("sandbox-tls", false), ("sandbox-mtls", true)] {
+        let (_, docs) = render(dir);
+        let pod = &find(&docs, "Deployment", "sandbox")["spec"]["template"]["spec"];
+        let container = &pod["containers"][0];
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "tls")
+            .unwrap_or_else(|| panic!("{dir}: no tls mount"));
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "tls")
+            .unwrap();
+        assert_eq!(volume["secret"]["secretName"], "sandbox-tls", "{dir}");
+        for probe in ["startupProbe", "readinessProbe", "livenessProbe"] {
+            let probe = &container[probe];
+            match mutual {
+                false => assert_eq!(probe["httpGet"]["scheme"], "HTTPS", "{dir}: {probe}"),
+                true => assert!(probe["tcpSocket"].is_object() && probe["httpGet"].is_null()),
+            }
+        }
+        // The Secret's files, where the kubelet would mount them.
+        let secret = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = common::localhost_certificate();
+        for (name, text) in [("ca.crt", &ca), ("tls.crt", &cert), ("tls.key", &key)] {
+            std::fs::write(secret.path().join(name), text).unwrap();
+        }
+        let mount_path = mount["mountPath"].as_str().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let mut server = Command::new(common::sandbox_server());
+        server
+            .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+            .arg(workspace.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        for var in container["env"].as_array().unwrap() {
+            let name = var["name"].as_str().unwrap();
+            let value = var["value"].as_str().unwrap_or_default();
+            if let Some(file) = value.strip_prefix(mount_path) {
+                let local = format!("{}{file}", secret.path().display());
+                server.env(name, local);
+            }
+        }
+        let mut child = server.spawn().unwrap();
+        let line = common::address_line(&mut child);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(line["tls"], true, "{dir}: {line}");
+        assert_eq!(line["mtls"], mutual, "{dir}: {line}");
+    }
 }
 
 /// What a pod of the Job runs, run here: each completion index picks its task from the
