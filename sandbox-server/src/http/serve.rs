@@ -4,9 +4,9 @@
 //!
 //! Why not `axum::serve`: it cannot bound what hyper buffers for a connection whose client does
 //! not read (~400 KiB each by default: 800 idle followers of an event stream held 550 MB), and
-//! it takes no TLS (here [`super::tls`], each handshake in its connection's own task). Here each connection buffers at most [`MAX_BUFFER`]; past it hyper stops
-//! asking the response body for more, so a slow reader holds back its own stream and nothing
-//! else.
+//! it takes no TLS (here [`super::tls`], each handshake in its connection's own task). Here
+//! each connection buffers at most [`MAX_BUFFER`]; past it hyper stops asking the response
+//! body for more, so a slow reader holds back its own stream and nothing else.
 
 use std::future::Future;
 use std::sync::Arc;
