@@ -2,11 +2,12 @@
 
 use axum::Extension;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use sandbox_protocol::ToolSpec;
 use tracing::Instrument as _;
 
-use super::extract::{QueryArgs, RawBody, sent_as_json};
+use super::extract::{PathParam, QueryArgs, RawBody, sent_as_json};
 use super::idempotency::CallId;
 use super::step::StepQuery;
 use super::{ApiError, AppState};
@@ -73,26 +74,42 @@ pub(crate) fn chosen_call_id(headers: &axum::http::HeaderMap) -> Result<Option<S
     Ok(Some(text.to_owned()))
 }
 
+/// The tool a call names, enabled on this server; 404 `unknown_tool` otherwise. Extracted
+/// first, so a call to a tool that is not there says so whatever its query and body.
+pub(crate) struct EnabledTool {
+    name: String,
+    tool: std::sync::Arc<dyn crate::sandbox::registry::DynTool>,
+}
+
+impl FromRequestParts<AppState> for EnabledTool {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let PathParam(name) = PathParam::<String>::from_request_parts(parts, state).await?;
+        let Some(tool) = state.registry.get(&name) else {
+            let enabled = state.registry.names().join(", ");
+            let why = if crate::sandbox::tools::builtin().get(&name).is_some() {
+                "is not enabled on this server"
+            } else {
+                "does not exist"
+            };
+            return Err(ApiError::UnknownTool(format!(
+                "tool `{name}` {why}; enabled tools: {enabled}"
+            )));
+        };
+        Ok(EnabledTool { name, tool })
+    }
+}
+
 /// Runs one tool. Documented per tool in the OpenAPI document as `POST /v1/tools/{tool}`.
 pub(crate) async fn call_tool(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    EnabledTool { name, tool }: EnabledTool,
     headers: axum::http::HeaderMap,
     call_id: Option<Extension<CallId>>,
     QueryArgs(step_query): QueryArgs<StepQuery>,
     RawBody(body): RawBody,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let Some(tool) = state.registry.get(&name) else {
-        let enabled = state.registry.names().join(", ");
-        let why = if crate::sandbox::tools::builtin().get(&name).is_some() {
-            "is not enabled on this server"
-        } else {
-            "does not exist"
-        };
-        return Err(ApiError::UnknownTool(format!(
-            "tool `{name}` {why}; enabled tools: {enabled}"
-        )));
-    };
     // A body a cross-site form could send (`text/plain`) is never run: browsers cannot send
     // `application/json` to another origin without asking it first.
     if !body.is_empty() && !sent_as_json(&headers) {

@@ -69,6 +69,20 @@ async fn unknown_tool_and_route_are_404_and_wrong_method_is_405() {
             .unwrap()
             .contains("enabled tools: bash, read_file")
     );
+    // The missing tool is what is said, whatever else is wrong with the request.
+    let response = server
+        .request(
+            reqwest::Method::POST,
+            "/v1/tools/rm_rf?since=no-such-snapshot&x=1",
+        )
+        .header("content-type", "text/plain")
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "unknown_tool", "{body}");
 
     let (status, body) = server.get_json("/v2/nothing").await;
     assert_eq!(
