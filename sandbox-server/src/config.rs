@@ -8,6 +8,7 @@ pub use tls::{TlsArgs, TlsFiles};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -158,6 +159,22 @@ pub struct ServeArgs {
     /// listen address is loopback.
     #[arg(long, env = "SANDBOX_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
+    /// Keep the tokens minted with `POST /v1/tokens` (their hashes, never their secrets) in
+    /// this file, so that a restart keeps them; without it they end with the server. Needs
+    /// `--token-file`. Commands cannot read it.
+    #[arg(long, env = "SANDBOX_TOKEN_STORE", value_name = "FILE")]
+    pub token_store: Option<PathBuf>,
+    /// Append one JSON line per request to this file: time, token id, client certificate
+    /// subject, peer, method, route, tool, call id, status, duration and bytes (never paths,
+    /// arguments, bodies or secrets). Commands cannot read it.
+    #[arg(long, env = "SANDBOX_AUDIT_LOG", value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// Rotate the audit log when it would pass this size (`FILE.1`, `FILE.2`, …).
+    #[arg(long, env = "SANDBOX_AUDIT_LOG_MAX_BYTES", value_parser = size::parse_size, default_value = "64MiB")]
+    pub audit_log_max_bytes: u64,
+    /// How many rotated audit logs to keep.
+    #[arg(long, env = "SANDBOX_AUDIT_LOG_KEEP", default_value_t = 5)]
+    pub audit_log_keep: u32,
     /// The tools to enable, comma-separated: of bash, read_file, write_file, search_replace,
     /// exec and write_stdin; the first four when absent. They are listed in registration
     /// order whatever the order here.
@@ -315,6 +332,10 @@ pub struct ServeArgs {
 pub struct Token(String);
 
 impl Token {
+    pub fn new(secret: String) -> Token {
+        Token(secret)
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -337,7 +358,10 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// HTTPS on `listen` (the metrics address stays plain HTTP, for the cluster's scraper).
     pub tls: Option<TlsFiles>,
-    pub token: Option<Token>,
+    /// The root token (`--token-file`) and the tokens minted with it.
+    pub tokens: Arc<crate::tokens::Tokens>,
+    /// Opened, with its writer running (`--audit-log`).
+    pub audit: Option<crate::http::audit::AuditLog>,
     pub registry: Registry,
     pub output_limit: usize,
     pub artifact_cap: u64,
@@ -382,6 +406,8 @@ pub enum ConfigError {
     MissingProtections(String),
     #[error(transparent)]
     Tls(crate::http::tls::TlsError),
+    #[error("{0}")]
+    TokenStore(String),
 }
 
 impl ServeArgs {
@@ -422,7 +448,12 @@ impl ServeArgs {
             listen: self.listen,
             metrics_listen: self.metrics_listen,
             tls: self.tls.files()?,
-            token,
+            tokens: Arc::new(match &self.token_store {
+                Some(store) => crate::tokens::Tokens::open(token, store)
+                    .map_err(|err| ConfigError::TokenStore(err.to_string()))?,
+                None => crate::tokens::Tokens::new(token),
+            }),
+            audit: self.audit()?,
             registry,
             output_limit: self.output_limit,
             artifact_cap: self.artifact_cap,
@@ -487,6 +518,29 @@ impl ServeArgs {
             ));
         }
         Ok(Some(Token(token.to_owned())))
+    }
+
+    fn audit(&self) -> Result<Option<crate::http::audit::AuditLog>, ConfigError> {
+        let Some(path) = &self.audit_log else {
+            return Ok(None);
+        };
+        if self.audit_log_max_bytes < 4096 {
+            return Err(ConfigError::Range {
+                flag: "audit-log-max-bytes",
+                why: format!("must be at least 4KiB, got {}", self.audit_log_max_bytes),
+            });
+        }
+        let file = crate::http::audit::AuditFile {
+            path: path.clone(),
+            max_bytes: self.audit_log_max_bytes,
+            keep: self.audit_log_keep,
+        };
+        crate::http::audit::AuditLog::open(&file)
+            .map(Some)
+            .map_err(|err| ConfigError::Range {
+                flag: "audit-log",
+                why: format!("{}: {err}", path.display()),
+            })
     }
 
     fn registry(&self) -> Result<Registry, ConfigError> {
@@ -574,6 +628,8 @@ impl ServeArgs {
                 .iter()
                 .cloned()
                 .chain(self.token_file.clone())
+                .chain(self.token_store.clone())
+                .chain(self.audit_log.clone())
                 .chain(self.tls.tls_key.clone())
                 .collect(),
             network_none: self.network == Network::None,

@@ -2,6 +2,7 @@
 //! module that knows about axum.
 
 mod artifacts;
+pub mod audit;
 mod auth;
 mod body;
 mod docs;
@@ -14,11 +15,13 @@ mod mcp;
 mod observe;
 mod openapi;
 mod processes;
+mod scopes;
 mod serve;
 mod service;
 mod step;
 mod streams;
 pub mod tls;
+mod tokens;
 mod tools;
 mod workspace;
 
@@ -42,7 +45,6 @@ pub use observe::serve_metrics;
 pub use openapi::openapi;
 pub use serve::serve;
 
-use crate::config::Token;
 use crate::sandbox::blobs::BlobStore;
 use crate::sandbox::snapshot::{IgnoreList, Snapshots};
 use crate::sandbox::{Registry, ToolContext};
@@ -52,7 +54,8 @@ use crate::sandbox::{Registry, ToolContext};
 pub struct AppState {
     pub registry: Registry,
     pub ctx: ToolContext,
-    pub token: Option<Arc<Token>>,
+    /// The root token and the minted ones.
+    pub tokens: Arc<crate::tokens::Tokens>,
     /// One permit per running tool call; none left means 429.
     pub permits: Arc<Semaphore>,
     /// One permit per follower of process output; none left means 429.
@@ -72,6 +75,8 @@ pub struct AppState {
     pub metrics: crate::metrics::Metrics,
     /// Whether the main address speaks TLS, for `/healthz`.
     pub transport: Transport,
+    /// Where each request's line goes (`--audit-log`).
+    pub audit: Option<audit::AuditLog>,
 }
 
 /// Whether the main address speaks TLS, and requires client certificates.
@@ -120,7 +125,9 @@ fn documented_routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(workspace::get_blob))
         .routes(routes!(workspace::get_archive, workspace::put_archive))
         .routes(routes!(workspace::get_fingerprint))
-        .routes(routes!(workspace::reset));
+        .routes(routes!(workspace::reset))
+        .routes(routes!(tokens::mint, tokens::list))
+        .routes(routes!(tokens::revoke));
     (public, v1)
 }
 
@@ -181,6 +188,8 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             observe::observe,
         ))
+        // Outside everything but the span: every request gets its line, refused ones too.
+        .layer(middleware::from_fn_with_state(state.clone(), audit::audit))
         // 5xx are logged once, with their cause, by `log_server_errors`.
         .layer(
             TraceLayer::new_for_http()

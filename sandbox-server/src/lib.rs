@@ -17,6 +17,7 @@ pub mod shutdown;
 pub mod state_dir;
 pub mod telemetry;
 pub mod time;
+pub mod tokens;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -109,7 +110,7 @@ pub fn state(
             processes,
             call_id: None,
         },
-        token: config.token.as_ref().map(|token| Arc::new(token.clone())),
+        tokens: config.tokens.clone(),
         protections,
         permits: Arc::new(Semaphore::new(config.max_concurrent_calls)),
         followers: Arc::new(Semaphore::new(config.max_followers)),
@@ -138,6 +139,7 @@ pub fn state(
                 .as_ref()
                 .is_some_and(|tls| tls.client_ca.is_some()),
         },
+        audit: config.audit.clone(),
     })
 }
 

@@ -144,6 +144,7 @@ fn kind_label(kind: sandbox_protocol::process::ProcessKind) -> &'static str {
 pub fn error_label(kind: ErrorType) -> &'static str {
     match kind {
         ErrorType::Unauthorized => "unauthorized",
+        ErrorType::MissingScope => "missing_scope",
         ErrorType::UnknownTool => "unknown_tool",
         ErrorType::NotFound => "not_found",
         ErrorType::FileNotFound => "file_not_found",

@@ -25,8 +25,10 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorType {
-    /// 401: the bearer token is missing or wrong.
+    /// 401: the bearer token is missing, wrong, expired or revoked.
     Unauthorized,
+    /// 403: the token lacks the scope the request needs; the message names it.
+    MissingScope,
     /// 404: no tool of that name is enabled.
     UnknownTool,
     /// 404: no route, artifact, snapshot, blob or process by that name.
@@ -91,6 +93,7 @@ impl ErrorType {
         match self {
             // A key clash is the client's bookkeeping, never a model's input.
             ErrorType::Unauthorized
+            | ErrorType::MissingScope
             | ErrorType::Internal
             | ErrorType::IdempotencyInProgress
             | ErrorType::IdempotencyKeyReused => true,

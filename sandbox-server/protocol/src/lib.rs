@@ -10,6 +10,7 @@
 //! - [`service`]: health, info, the tool listing, background processes and raw files.
 //! - [`tools`]: arguments and results of the four built-in tools.
 //! - [`process`]: processes and shells started by id, and their numbered output.
+//! - [`tokens`]: scoped, expiring tokens and the scopes of the API.
 //! - [`egress`]: a benchmark phase's network allow list, and the egress proxy's policy file.
 
 pub mod egress;
@@ -17,6 +18,7 @@ pub mod error;
 pub mod number;
 pub mod process;
 pub mod service;
+pub mod tokens;
 pub mod tools;
 
 pub use error::{ErrorBody, ErrorResponse, ErrorType};
@@ -34,6 +36,7 @@ pub use service::{
     ProcessListResponse, Protection, ProtectionName, ResetResponse, SkippedPath, SnapshotResponse,
     SocketProtocol, ToolSpec, ToolStep, WatchedKind, WatchedPath,
 };
+pub use tokens::{MintedToken, Scope, TokenInfo, TokenList, TokenRequest, TokenRevoked};
 pub use tools::{
     Artifact, BashArgs, BashResult, ReadFileArgs, ReadFileResult, SearchReplaceArgs,
     SearchReplaceResult, ToolOutput, WriteFileArgs, WriteFileResult,

@@ -1,37 +1,54 @@
-//! Bearer-token authentication for `/v1`, compared in constant time.
+//! Authentication and authorisation for `/v1`, `/metrics` and `/mcp`: the bearer token is
+//! checked ([`crate::tokens`], in constant time), then the route's scope ([`super::scopes`]).
+//! The caller rides on the request (for MCP's per-tool check and the idempotency keys) and on
+//! the response (for the audit log).
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
-use axum::response::Response;
-use subtle::ConstantTimeEq;
+use axum::response::{IntoResponse as _, Response};
 
+use super::scopes::{self, Needs};
 use super::{ApiError, AppState};
 
 pub(crate) async fn require_token(
     State(state): State<AppState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let Some(expected) = &state.token else {
-        return Ok(next.run(request).await);
-    };
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
-        .ok_or(ApiError::Unauthorized(
-            "missing `Authorization: Bearer <token>` header",
-        ))?
-        .as_bytes();
-    let token = presented
-        .strip_prefix(b"Bearer ")
-        .ok_or(ApiError::Unauthorized(
-            "the Authorization header must be `Bearer <token>`",
-        ))?;
-    if !bool::from(token.ct_eq(expected.expose().as_bytes())) {
-        return Err(ApiError::Unauthorized("wrong token"));
+        .map(|value| value.as_bytes());
+    let caller = state
+        .tokens
+        .authenticate(presented)
+        .map_err(|refused| ApiError::Unauthorized(refused.to_string()))?;
+    if let Some(route) = request.extensions().get::<MatchedPath>() {
+        let (method, path) = (request.method(), request.uri().path());
+        match scopes::of_request(&state.registry, method, route.as_str(), path) {
+            Some(Needs::Nothing | Needs::AnyToken) => {}
+            Some(Needs::Scope(scope)) if caller.holds(scope) => {}
+            needs => {
+                let refused = ApiError::MissingScope {
+                    token: caller.token_id().unwrap_or_default().to_owned(),
+                    scope: match needs {
+                        Some(Needs::Scope(scope)) => Some(scope),
+                        _ => None,
+                    },
+                    request: format!("{method} {path}"),
+                };
+                // The refusal names its caller too, for the audit log.
+                let mut response = refused.into_response();
+                response.extensions_mut().insert(caller);
+                return Ok(response);
+            }
+        }
     }
-    Ok(next.run(request).await)
+    request.extensions_mut().insert(caller.clone());
+    let mut response = next.run(request).await;
+    response.extensions_mut().insert(caller);
+    Ok(response)
 }
 
 /// What a web page in the user's browser could send: refused. A request with an `Origin` is
@@ -49,7 +66,7 @@ pub(crate) async fn refuse_foreign_pages(
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if state.token.is_none() && !names_this_machine(host) {
+    if !state.tokens.required() && !names_this_machine(host) {
         return Err(ApiError::ForeignOrigin(format!(
             "Host `{host}` is not an IP address or localhost; a server without a token answers only those (a web page's DNS name rebound to it is refused)"
         )));

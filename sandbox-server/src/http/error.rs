@@ -21,9 +21,16 @@ use crate::sandbox::workspace::WorkspaceError;
 /// An error at the HTTP edge.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// Missing or wrong bearer token.
+    /// Missing, wrong, expired or revoked bearer token.
     #[error("{0}")]
-    Unauthorized(&'static str),
+    Unauthorized(String),
+    /// The token lacks the scope the request needs (`None`: a route no minted token may call).
+    #[error("{}", missing_scope(token, *scope, request))]
+    MissingScope {
+        token: String,
+        scope: Option<sandbox_protocol::Scope>,
+        request: String,
+    },
     /// No tool of that name is enabled.
     #[error("{0}")]
     UnknownTool(String),
@@ -88,6 +95,15 @@ pub enum ApiError {
     Internal(String),
 }
 
+fn missing_scope(token: &str, scope: Option<sandbox_protocol::Scope>, request: &str) -> String {
+    match scope {
+        Some(scope) => {
+            format!("token {token} lacks the `{scope}` scope, which {request} needs")
+        }
+        None => format!("{request} is open only to the server's own token, not to {token}"),
+    }
+}
+
 /// The cause of a 5xx, carried to [`log_server_errors`] in the response's extensions.
 #[derive(Debug, Clone)]
 struct ServerErrorCause(String);
@@ -108,6 +124,7 @@ impl ApiError {
     pub(crate) fn status_and_type(&self) -> (StatusCode, ErrorType) {
         match self {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorType::Unauthorized),
+            ApiError::MissingScope { .. } => (StatusCode::FORBIDDEN, ErrorType::MissingScope),
             ApiError::UnknownTool(_) => (StatusCode::NOT_FOUND, ErrorType::UnknownTool),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorType::NotFound),
             ApiError::MethodNotAllowed(_) => {

@@ -255,14 +255,19 @@ pub(crate) async fn idempotency(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if !mutating(request.method()) {
+    // A minted token's answer is its secret, which no key store may keep.
+    if !mutating(request.method()) || request.uri().path().starts_with("/v1/tokens") {
         return next.run(request).await;
     }
     let Some(value) = request.headers().get(KEY_HEADER).cloned() else {
         return next.run(request).await;
     };
     let key = match parse_key(&value) {
-        Ok(key) => key,
+        // Each token has keys of its own: no token replays another's answer.
+        Ok(key) => match request.extensions().get::<crate::tokens::Caller>() {
+            Some(caller) => format!("{}\u{0}{key}", caller.token_id().unwrap_or_default()),
+            None => key,
+        },
         Err(err) => return err.into_response(),
     };
     let store = state.idempotency.clone();

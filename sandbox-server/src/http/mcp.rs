@@ -18,8 +18,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, scopes};
 use crate::metrics::Outcome;
+use crate::tokens::Caller;
 
 mod workspace;
 
@@ -79,7 +80,28 @@ fn tool(name: &str, description: &str, schema: &Value) -> Tool {
     )
 }
 
+/// Who calls: the caller `/mcp`'s authentication put on the HTTP request; over stdio (no HTTP
+/// request) the local client that started the server, which may do everything.
+fn caller(context: &RequestContext<RoleServer>) -> Option<Caller> {
+    match context.extensions.get::<axum::http::request::Parts>() {
+        Some(parts) => parts.extensions.get::<Caller>().cloned(),
+        None => Some(Caller::Anyone),
+    }
+}
+
 impl McpServer {
+    /// The tools `caller` may call (all of them over stdio).
+    fn tools_for(&self, caller: Option<&Caller>) -> Vec<Tool> {
+        let registry = &self.state.registry;
+        self.tools()
+            .into_iter()
+            .filter(|tool| {
+                let scope = scopes::of_tool(registry, &tool.name);
+                caller.is_some_and(|caller| scope.is_none_or(|scope| caller.holds(scope)))
+            })
+            .collect()
+    }
+
     fn tools(&self) -> Vec<Tool> {
         let mut tools: Vec<Tool> = self
             .state
@@ -161,9 +183,12 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        // A token sees the tools its scopes let it call.
+        Ok(ListToolsResult::with_all_items(
+            self.tools_for(caller(&context).as_ref()),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -173,10 +198,27 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
+        let caller = caller(&context);
+        let scope = scopes::of_tool(&self.state.registry, &name);
+        let allowed = caller
+            .as_ref()
+            .is_some_and(|caller| scope.is_none_or(|scope| caller.holds(scope)));
+        if !allowed {
+            let refused = ApiError::MissingScope {
+                token: caller
+                    .as_ref()
+                    .and_then(Caller::token_id)
+                    .unwrap_or_default()
+                    .to_owned(),
+                scope,
+                request: format!("the MCP tool `{name}`"),
+            };
+            return Ok(failed(&refused).into());
+        }
         if let Some(result) = self.call_registry(&name, args.clone()).await {
             return Ok(result.into());
         }

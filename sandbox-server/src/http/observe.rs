@@ -14,7 +14,7 @@ use super::{ApiError, AppState};
 
 /// The route template a request matched, carried from the router to [`observe`].
 #[derive(Debug, Clone)]
-struct Route(MatchedPath);
+pub(crate) struct Route(pub(crate) MatchedPath);
 
 /// Inside the router: copies the matched route's template to the response.
 pub(crate) async fn tag_route(request: Request, next: Next) -> Response {

@@ -22,7 +22,9 @@ use crate::sandbox::registry::DynTool;
     info(
         title = "sandbox-server",
         description = "One isolated workspace behind HTTP: every tool is an operation. \
-            Send `Authorization: Bearer <token>` on every /v1 route when the server has a token.",
+            Send `Authorization: Bearer <token>` on every /v1 route when the server has a token. \
+            The server's own token may do everything; a token minted with `POST /v1/tokens` only \
+            what its scopes allow: each operation's `security` names the scope it needs.",
     ),
     tags(
         (name = "tools", description = "List and run tools"),
@@ -32,6 +34,7 @@ use crate::sandbox::registry::DynTool;
         (name = "workspace", description = "Snapshots, changes, file versions and archives of the workspace"),
         (name = "state", description = "Side effects outside the workspace"),
         (name = "service", description = "Health and server information"),
+        (name = "tokens", description = "Scoped, expiring tokens minted with the server's token"),
     ),
 )]
 struct ApiDoc;
@@ -49,7 +52,35 @@ struct FilesDoc;
 pub fn openapi(registry: &Registry) -> serde_json::Value {
     let mut document = serde_json::to_value(generated(registry)).unwrap_or_default();
     contract::complete(&mut document);
+    scopes(registry, &mut document);
     document
+}
+
+/// Each operation's `security`: the bearer token with the scope it needs (OpenAPI 3.1 lets an
+/// HTTP scheme's requirement name roles), and `missing_scope` among its 403s.
+fn scopes(registry: &Registry, document: &mut serde_json::Value) {
+    use super::scopes::{Needs, of_documented};
+    use serde_json::{Value, json};
+    contract::each_operation(document, |path, method, operation| {
+        let Ok(method) = method.to_uppercase().parse::<axum::http::Method>() else {
+            return;
+        };
+        // A token of any scope, or none: the document's default applies.
+        let Some(Needs::Scope(scope)) = of_documented(registry, &method, path) else {
+            return;
+        };
+        operation["security"] = json!([{"bearer": [scope.as_str()]}]);
+        let lacks = format!("the token lacks the `{scope}` scope (`missing_scope`)");
+        match operation.pointer_mut("/responses/403/description") {
+            Some(Value::String(text)) => text.push_str(&format!("; or {lacks}")),
+            _ => {
+                operation["responses"]["403"] = json!({
+                    "description": format!("The token lacks the `{scope}` scope (`missing_scope`)"),
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+                });
+            }
+        }
+    });
 }
 
 /// What utoipa derives from the routes and the tools.

@@ -51,9 +51,9 @@ pub async fn serve(
     let builder = builder();
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, address) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(err) => {
                     // Out of descriptors, or a connection reset before it was taken: wait a
                     // moment rather than spin.
@@ -69,22 +69,24 @@ pub async fn serve(
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(cause = %err, "could not set TCP_NODELAY");
         }
-        let service = TowerToHyperService::new(router.clone());
         let (builder, stopping, open) = (builder.clone(), stopping.clone(), open.clone());
         match &tls {
             None => {
+                let service = with_peer(&router, address, None);
                 let connection = builder
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades();
                 tokio::spawn(serve_connection(connection, stopping, open));
             }
             Some(tls) => {
-                let tls = tls.clone();
+                let (tls, router) = (tls.clone(), router.clone());
                 tokio::spawn(async move {
                     // The handshake counts as the connection's: shutdown waits for it too.
                     let Some(stream) = tls.accept(stream).await else {
                         return;
                     };
+                    let subject = super::tls::peer_subject(stream.get_ref().1);
+                    let service = with_peer(&router, address, subject);
                     let connection = builder
                         .serve_connection(TokioIo::new(stream), service)
                         .with_upgrades();
@@ -107,6 +109,32 @@ pub async fn serve(
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut drained).await;
     }
     Ok(())
+}
+
+/// The router for one connection, each request carrying who is at the other end.
+fn with_peer(
+    router: &Router,
+    address: std::net::SocketAddr,
+    subject: Option<Arc<str>>,
+) -> impl hyper::service::Service<
+    hyper::Request<hyper::body::Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future: Send,
+> + Clone
++ Send
++ 'static {
+    use tower::ServiceExt as _;
+    let peer = super::audit::Peer {
+        address: Some(address),
+        subject,
+    };
+    TowerToHyperService::new(router.clone().map_request(
+        move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(peer.clone());
+            request
+        },
+    ))
 }
 
 /// One connection until it ends; once the server stops, its request in flight finishes and

@@ -227,3 +227,11 @@ async fn refuse_plain_http(mut stream: TcpStream) {
     let _ = stream.write_all(answer.as_bytes()).await;
     let _ = stream.shutdown().await;
 }
+
+/// The subject of the client's certificate (`CN=agent-1,O=lab`), under mutual TLS: the
+/// caller's name in the audit log.
+pub(super) fn peer_subject(connection: &rustls::ServerConnection) -> Option<Arc<str>> {
+    let certificate = connection.peer_certificates()?.first()?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(certificate.as_ref()).ok()?;
+    Some(Arc::from(parsed.subject().to_string()))
+}

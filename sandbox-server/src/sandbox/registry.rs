@@ -56,6 +56,10 @@ pub trait Tool: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// What the model reads to decide when to use the tool.
     fn description(&self) -> &'static str;
+    /// The scope a token needs to call it: running commands unless the tool says otherwise.
+    fn scope(&self) -> sandbox_protocol::Scope {
+        sandbox_protocol::Scope::Run
+    }
     fn execute(
         &self,
         args: Self::Args,
@@ -100,6 +104,7 @@ pub struct ToolSchemas {
 pub trait DynTool: Send + Sync {
     fn name(&self) -> &'static str;
     fn description(&self) -> &'static str;
+    fn scope(&self) -> sandbox_protocol::Scope;
     /// The JSON Schema of the arguments, ready for a model API.
     fn parameters(&self) -> serde_json::Value;
     fn schemas(&self) -> ToolSchemas;
@@ -118,6 +123,10 @@ impl<T: Tool> DynTool for T {
 
     fn description(&self) -> &'static str {
         Tool::description(self)
+    }
+
+    fn scope(&self) -> sandbox_protocol::Scope {
+        Tool::scope(self)
     }
 
     fn parameters(&self) -> serde_json::Value {

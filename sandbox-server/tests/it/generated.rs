@@ -74,6 +74,12 @@ async fn curl_examples_work_against_a_live_server() {
         .current_dir(server.workspace.path())
         .env("SANDBOX", &server.base)
         .env("TOKEN", common::TOKEN)
+        // The TLS examples start servers of their own, by name.
+        .env("PATH", {
+            let bin = common::binary();
+            let dir = bin.parent().unwrap().display().to_string();
+            format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+        })
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();

@@ -55,5 +55,7 @@ mod raw_files;
 mod step;
 /// HTTPS, mutual TLS, certificate problems as clients see them, rotation without a restart.
 mod tls;
+/// Scoped, expiring tokens: scopes per route (and over MCP), expiry, revocation, the store.
+mod tokens;
 /// Snapshots, changes, blobs, archives and the state fingerprint.
 mod workspace_state;

@@ -8,8 +8,9 @@ use serde_json::{Map, Value, json};
 
 const BINARY_TYPES: &[&str] = &["application/octet-stream", "application/x-tar"];
 
-/// Applies every rule to the document.
-pub(super) fn complete(document: &mut Value) {
+/// Calls `visit` with each operation of the document: its path, its method (lowercase, as
+/// the document has it) and the operation.
+pub(super) fn each_operation(document: &mut Value, mut visit: impl FnMut(&str, &str, &mut Value)) {
     let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) else {
         return;
     };
@@ -18,13 +19,24 @@ pub(super) fn complete(document: &mut Value) {
             continue;
         };
         for (method, operation) in item.iter_mut() {
-            binary_bodies(operation);
-            if path.starts_with("/v1/") && matches!(method.as_str(), "post" | "put" | "delete") {
-                idempotency(operation);
-            }
-            statuses(path, method, operation);
+            visit(path, method, operation);
         }
     }
+}
+
+/// Applies every rule to the document.
+pub(super) fn complete(document: &mut Value) {
+    each_operation(document, |path, method, operation| {
+        binary_bodies(operation);
+        // A minted token's answer is its secret, which no key store may keep.
+        if path.starts_with("/v1/")
+            && !path.starts_with("/v1/tokens")
+            && matches!(method, "post" | "put" | "delete")
+        {
+            idempotency(operation);
+        }
+        statuses(path, method, operation);
+    });
     links(document);
     // The server reads an archive's bytes whatever their declared type (a gzip stream is
     // recognised by its magic number); generated clients mostly know only octet-stream.

@@ -42,6 +42,10 @@ impl Tool for ReadFile {
         "Read numbered lines from a file in the working directory."
     }
 
+    fn scope(&self) -> sandbox_protocol::Scope {
+        sandbox_protocol::Scope::Read
+    }
+
     async fn execute(
         &self,
         args: ReadFileArgs,

@@ -41,6 +41,10 @@ impl Tool for SearchReplace {
         "Replace one exact match in a file in the working directory."
     }
 
+    fn scope(&self) -> sandbox_protocol::Scope {
+        sandbox_protocol::Scope::Write
+    }
+
     async fn execute(
         &self,
         args: SearchReplaceArgs,

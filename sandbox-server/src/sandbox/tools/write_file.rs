@@ -26,6 +26,10 @@ impl Tool for WriteFile {
         "Write a file in the working directory."
     }
 
+    fn scope(&self) -> sandbox_protocol::Scope {
+        sandbox_protocol::Scope::Write
+    }
+
     async fn execute(
         &self,
         args: WriteFileArgs,
