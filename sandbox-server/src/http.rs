@@ -126,8 +126,8 @@ fn documented_routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(workspace::get_archive, workspace::put_archive))
         .routes(routes!(workspace::get_fingerprint))
         .routes(routes!(workspace::reset))
-        .routes(routes!(tokens::mint, tokens::list))
-        .routes(routes!(tokens::revoke));
+        .routes(routes!(tokens::mint_token, tokens::list_tokens))
+        .routes(routes!(tokens::revoke_token));
     (public, v1)
 }
 

@@ -17,8 +17,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::Token;
 
-/// The longest lifetime a token may be given: a year.
-pub const MAX_TTL_SECS: u64 = 365 * 24 * 3600;
+pub use sandbox_protocol::tokens::MAX_TTL_SECS;
 
 /// How long an expired token stays listed (and named as expired when presented).
 const LISTED_AFTER_EXPIRY_SECS: u64 = 24 * 3600;
@@ -500,6 +499,13 @@ mod tests {
             .unwrap_err();
         assert!(longer.to_string().contains("outlive"), "{longer}");
         tokens.mint(&admin, &request(&[Scope::Read], 50)).unwrap();
+    }
+
+    #[test]
+    fn the_schema_states_the_longest_lifetime() {
+        let schema =
+            serde_json::to_value(<TokenRequest as utoipa::PartialSchema>::schema()).unwrap();
+        assert_eq!(schema["properties"]["ttl_secs"]["maximum"], MAX_TTL_SECS);
     }
 
     #[test]

@@ -72,8 +72,13 @@ fn files(dir: &Path) {
 }
 
 async fn run(dir: &Path, url: &str, tls: &[&str]) -> common::Run {
+    run_with(dir, "token", url, tls).await
+}
+
+/// As [`run`], with the token in `dir/token_name`.
+async fn run_with(dir: &Path, token_name: &str, url: &str, tls: &[&str]) -> common::Run {
     let script = format!("script:{}", dir.join("script.yaml").display());
-    let token = dir.join("token");
+    let token = dir.join(token_name);
     let mut args = vec![
         "run",
         "--policy",
@@ -152,4 +157,133 @@ async fn a_session_runs_on_a_sandbox_over_tls_and_mutual_tls() {
         missing.stderr
     );
     drop(server);
+}
+
+/// `harness sandboxes token …` against the sandbox at `url`, with the root token.
+async fn tokens(dir: &Path, url: &str, tls: &[&str], args: &[&str]) -> common::Run {
+    let root = dir.join("token").display().to_string();
+    let mut all = vec!["sandboxes", "token"];
+    all.extend_from_slice(&args[..1]);
+    all.extend_from_slice(&["--sandbox", url, "--sandbox-token-file", &root]);
+    all.extend_from_slice(tls);
+    all.extend_from_slice(&args[1..]);
+    common::run(common::command(&all), Duration::from_secs(30)).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_mints_a_narrow_token_for_an_agent_and_revokes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    files(dir.path());
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let (ca, cert, key) = (path("ca.pem"), path("client.pem"), path("client.key"));
+    let tls = [
+        "--sandbox-ca",
+        &ca,
+        "--sandbox-client-cert",
+        &cert,
+        "--sandbox-client-key",
+        &key,
+    ];
+    let workspace = tempfile::tempdir().unwrap();
+    let (_server, url) = start_tls_server(workspace.path(), dir.path(), true);
+
+    let agent = path("agent-token");
+    let minted = tokens(
+        dir.path(),
+        &url,
+        &tls,
+        &[
+            "mint",
+            "--scopes",
+            "read,write,run",
+            "--ttl",
+            "10m",
+            "--name",
+            "agent",
+            "--out",
+            &agent,
+        ],
+    )
+    .await;
+    assert_eq!(minted.code, 0, "{}", minted.stderr);
+    let info: serde_json::Value = serde_json::from_str(&minted.stdout).unwrap();
+    assert_eq!(
+        info["scopes"],
+        serde_json::json!(["read", "write", "run"]),
+        "{info}"
+    );
+    assert!(
+        info.get("token").is_none(),
+        "the secret was printed: {info}"
+    );
+    let secret = std::fs::read_to_string(&agent).unwrap();
+    assert!(secret.starts_with("sbt_"), "{secret}");
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&agent).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // The agent's session runs on its narrow token.
+    let done = run_with(dir.path(), "agent-token", &url, &tls).await;
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(workspace.path().join("tls.txt").is_file());
+
+    // A viewer's token reads, and a session on it is refused with the scope named.
+    let viewer = tokens(
+        dir.path(),
+        &url,
+        &tls,
+        &[
+            "mint", "--scopes", "read", "--ttl", "5m", "--name", "viewer",
+        ],
+    )
+    .await;
+    assert_eq!(viewer.code, 0, "{}", viewer.stderr);
+    let viewer: serde_json::Value = serde_json::from_str(&viewer.stdout).unwrap();
+    std::fs::write(
+        dir.path().join("viewer-token"),
+        viewer["token"].as_str().unwrap(),
+    )
+    .unwrap();
+    let refused = run_with(dir.path(), "viewer-token", &url, &tls).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("lacks the `write` scope, which POST /v1/tools/write_file needs"),
+        "{}",
+        refused.stderr
+    );
+
+    let listed = tokens(dir.path(), &url, &tls, &["list"]).await;
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(
+        listed.stdout.contains("\"agent\"") && listed.stdout.contains("\"viewer\""),
+        "{}",
+        listed.stdout
+    );
+    assert!(!listed.stdout.contains("sbt_"), "{}", listed.stdout);
+
+    let id = info["id"].as_str().unwrap();
+    let revoked = tokens(dir.path(), &url, &tls, &["revoke", id]).await;
+    assert_eq!(revoked.code, 0, "{}", revoked.stderr);
+    let after = run_with(dir.path(), "agent-token", &url, &tls).await;
+    assert_ne!(after.code, 0, "{}", after.stderr);
+    assert!(after.stderr.contains("was revoked"), "{}", after.stderr);
+
+    // A scope that is not one is named before anything is sent.
+    let bad = tokens(
+        dir.path(),
+        &url,
+        &tls,
+        &["mint", "--scopes", "read,root", "--ttl", "5m"],
+    )
+    .await;
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("`root` is not a scope"),
+        "{}",
+        bad.stderr
+    );
 }

@@ -49,3 +49,11 @@ pub fn u16<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u16, D::Error> 
     let number = serde_json::Number::deserialize(deserializer)?;
     whole::<D>(&number, u64::from(u16::MAX)).map(|v| v as u16)
 }
+
+/// A whole number up to `i64::MAX` (what `format: int64` allows).
+pub fn u64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    whole::<D>(
+        &serde_json::Number::deserialize(deserializer)?,
+        i64::MAX as u64,
+    )
+}

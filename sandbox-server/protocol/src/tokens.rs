@@ -3,6 +3,10 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+/// The longest lifetime a token may be given: a year (the schema of `ttl_secs` says the same
+/// number; a test keeps them equal).
+pub const MAX_TTL_SECS: u64 = 365 * 24 * 3600;
+
 /// What a token may do. The server's own token (`--token-file`) holds every scope; a minted
 /// token holds those it was given, and may mint only tokens with scopes it holds itself.
 #[derive(
@@ -65,11 +69,15 @@ impl std::fmt::Display for Scope {
 pub struct TokenRequest {
     /// What the token is for, for people reading the list and the audit log (1 to 64
     /// characters: letters, digits, `-`, `_`, `.`, `:`, `@`).
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._:@-]{1,64}$")]
     pub name: String,
     /// One or more scopes; each must be held by the token that mints it.
+    #[schema(min_items = 1)]
     pub scopes: Vec<Scope>,
     /// Seconds until the token expires: 1 to 31,536,000 (a year), and never past the expiry
     /// of the token that mints it.
+    #[schema(minimum = 1, maximum = 31_536_000)]
+    #[serde(deserialize_with = "crate::number::u64")]
     pub ttl_secs: u64,
 }
 

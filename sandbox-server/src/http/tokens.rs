@@ -34,7 +34,7 @@ impl From<TokenError> for ApiError {
         (status = 422, description = "A field fails its check, or a scope or lifetime beyond the caller's own; the message names it", body = ErrorResponse),
     ),
 )]
-pub(crate) async fn mint(
+pub(crate) async fn mint_token(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     JsonBody(request): JsonBody<TokenRequest>,
@@ -51,7 +51,7 @@ pub(crate) async fn mint(
     get, path = "/v1/tokens", tag = "tokens",
     responses((status = 200, body = TokenList)),
 )]
-pub(crate) async fn list(State(state): State<AppState>) -> Json<TokenList> {
+pub(crate) async fn list_tokens(State(state): State<AppState>) -> Json<TokenList> {
     Json(TokenList {
         tokens: state.tokens.list(),
     })
@@ -66,7 +66,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> Json<TokenList> {
         (status = 404, description = "No token by that id (`not_found`)", body = ErrorResponse),
     ),
 )]
-pub(crate) async fn revoke(
+pub(crate) async fn revoke_token(
     State(state): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> Result<Json<TokenRevoked>, ApiError> {

@@ -209,8 +209,26 @@ def workspace_routes():
     assert parsed(call("files", "list_root", 200), models.DirListing).entries == []
 
 
+def tokens_routes():
+    request = models.TokenRequest(name="driver", scopes=[models.Scope.READ], ttl_secs=60)
+    minted = parsed(call("tokens", "mint_token", 201, body=request), models.MintedToken)
+    assert minted.token.startswith("sbt_") and minted.id.startswith("tok_"), minted
+    assert minted.scopes == [models.Scope.READ], minted
+    listed = parsed(call("tokens", "list_tokens", 200), models.TokenList)
+    assert [t.id for t in listed.tokens] == [minted.id], listed
+    # The minted token reads and may not run.
+    reader = client_module.AuthenticatedClient(base_url=base_url, token=minted.token, timeout=httpx.Timeout(60.0))
+    refused = op("tools", "bash").sync_detailed(client=reader, body=models.BashArgs(cmd="true"))
+    assert int(refused.status_code) == 403, refused
+    assert refused.parsed.error.type_ == models.ErrorType.MISSING_SCOPE, refused.parsed
+    revoked = parsed(call("tokens", "revoke_token", 200, id=minted.id), models.TokenRevoked)
+    assert revoked.revoked is True
+    parsed(call("tokens", "revoke_token", 404, id=minted.id), models.ErrorResponse)
+
+
 parsed(call("workspace", "reset", 200), models.ResetResponse)
 service()
+tokens_routes()
 file_tools()
 bash_and_processes()
 processes_by_id()
