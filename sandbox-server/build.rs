@@ -23,6 +23,10 @@ fn main() {
             "HARNESS_TEST_PROMETHEUS",
             "promtool's check of the /metrics exposition",
         ),
+        (
+            "HARNESS_TEST_PYTHON_SDK",
+            "the Python SDK's session over mutual TLS (a Python with `pip install ./clients/python pytest`)",
+        ),
     ] {
         println!("cargo::rerun-if-env-changed={variable}");
         let set = std::env::var(variable).is_ok_and(|value| !value.is_empty() && value != "0");

@@ -49,6 +49,8 @@ mod metrics;
 /// Processes started by id: output from a cursor (long-poll, SSE, WebSocket), stdin, a
 /// terminal, signals, persistent shells.
 mod processes;
+/// The Python SDK: generated models, and a session through it over mutual TLS.
+mod python_sdk;
 /// Raw files and directory listings.
 mod raw_files;
 /// A tool call's step (changes, inline bytes, fingerprint) in its own answer.

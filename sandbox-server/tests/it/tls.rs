@@ -13,12 +13,12 @@ use serde_json::{Value, json};
 use crate::common;
 
 /// A CA that signs certificates.
-struct Ca {
+pub(crate) struct Ca {
     issuer: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl Ca {
-    fn new(name: &str) -> Ca {
+    pub(crate) fn new(name: &str) -> Ca {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
@@ -27,12 +27,12 @@ impl Ca {
         Ca { issuer }
     }
 
-    fn pem(&self) -> String {
+    pub(crate) fn pem(&self) -> String {
         self.issuer.pem()
     }
 
     /// A certificate for `names` (its PEM, its key's PEM), valid now unless `expired`.
-    fn issue(&self, names: &[&str], subject: &str, expired: bool) -> (String, String) {
+    pub(crate) fn issue(&self, names: &[&str], subject: &str, expired: bool) -> (String, String) {
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
         let mut params = CertificateParams::new(names).unwrap();
         params.distinguished_name.push(DnType::CommonName, subject);

@@ -1,0 +1,116 @@
+//! The Python SDK (`clients/python`): its models are the committed OpenAPI document's, and it
+//! drives an agent-like session (write, run, follow a process through a cut connection,
+//! snapshot, changes, restore, shells, the terminal, scoped tokens, typed errors; sync and
+//! async) against a real server over mutual TLS, with certificates made here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::common;
+use crate::tls::Ca;
+
+fn sdk() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../clients/python")
+}
+
+/// Standard library only: runs wherever `python3` does, so a stale model file always fails.
+#[test]
+fn the_sdk_models_are_generated_from_the_committed_document() {
+    let out = Command::new("python3")
+        .arg(sdk().join("tools/generate_models.py"))
+        .arg("--check")
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_drives_a_session_over_mutual_tls() {
+    let Some(python) = common::needs("HARNESS_TEST_PYTHON_SDK", "a Python with the SDK installed")
+    else {
+        return;
+    };
+    let ca = Ca::new("sdk test CA");
+    let clients = Ca::new("sdk client CA");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (cert, key) = ca.issue(&["localhost", "127.0.0.1"], "sandbox", false);
+    let (client_cert, client_key) = clients.issue(&[], "sdk-agent", false);
+    let token = "sdk-test-root-token-0123456789";
+    let server = common::start_with(common::Options {
+        extra_args: vec![
+            "--tls-cert".into(),
+            write("server.pem", &cert),
+            "--tls-key".into(),
+            write("server.key", &key),
+            "--client-ca".into(),
+            write("clients.pem", &clients.pem()),
+            "--token-file".into(),
+            write("token", token),
+        ],
+        ..common::Options::default()
+    })
+    .await;
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let (ca_path, cert_path, key_path) = (
+        write("ca.pem", &ca.pem()),
+        write("client.pem", &client_cert),
+        write("client.key", &client_key),
+    );
+    let mut command = tokio::process::Command::new(&python);
+    command
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+        .current_dir(sdk())
+        .env("SANDBOX_ADDR", &address)
+        .env("SANDBOX_TOKEN", token)
+        .env("SANDBOX_CA", &ca_path)
+        .env("SANDBOX_CERT", &cert_path)
+        .env("SANDBOX_KEY", &key_path)
+        .stdin(Stdio::null());
+    let ran = crate::contract::run_bounded(command, Duration::from_secs(300), &server).await;
+    assert!(ran.success, "{}\n{}", ran.stdout, ran.stderr);
+    assert!(ran.stdout.contains("3 passed"), "{}", ran.stdout);
+
+    // The README's first example runs as it is written.
+    let readme = std::fs::read_to_string(sdk().join("README.md")).unwrap();
+    let example = readme
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a python example in the README");
+    let port = address.rsplit(':').next().unwrap();
+    let mut command = tokio::process::Command::new(&python);
+    command
+        .args(["-c", example])
+        .env("SANDBOX_URL", format!("https://localhost:{port}"))
+        .env("SANDBOX_TOKEN", token)
+        .env("SANDBOX_CA", &ca_path)
+        .env("SANDBOX_CERT", &cert_path)
+        .env("SANDBOX_KEY", &key_path)
+        .stdin(Stdio::null());
+    let ran = crate::contract::run_bounded(command, Duration::from_secs(120), &server).await;
+    assert!(ran.success, "{}\n{}", ran.stdout, ran.stderr);
+    for expected in [
+        "0 exit=0",
+        "hello, sandbox",
+        "stdout step 3",
+        "exit code 0",
+        "('hello.py', 'added')",
+        "refused: missing_scope",
+    ] {
+        assert!(
+            ran.stdout.contains(expected),
+            "{expected:?} not in\n{}",
+            ran.stdout
+        );
+    }
+}
