@@ -411,8 +411,22 @@ pub enum ConfigError {
 }
 
 impl ServeArgs {
-    /// As `validate`, for a server that listens on no address (`mcp-stdio`): no token needed.
+    /// As `validate`, for a server that listens on no address (`mcp-stdio`): no token needed,
+    /// and the flags of an HTTP address refused by name rather than ignored.
     pub fn validate_for_stdio(mut self) -> Result<Config, ConfigError> {
+        let http_only = [
+            ("tls-cert", self.tls.tls_cert.is_some()),
+            ("tls-key", self.tls.tls_key.is_some()),
+            ("client-ca", self.tls.client_ca.is_some()),
+            ("audit-log", self.audit_log.is_some()),
+            ("token-store", self.token_store.is_some()),
+        ];
+        if let Some((flag, _)) = http_only.iter().find(|(_, given)| *given) {
+            return Err(ConfigError::Range {
+                flag,
+                why: "mcp-stdio serves stdin and stdout, not an HTTP address: leave it out (or its SANDBOX_ variable)".to_owned(),
+            });
+        }
         self.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         self.metrics_listen = None;
         self.tls = TlsArgs::default();

@@ -557,3 +557,27 @@ fn the_audit_log_rotates_by_size_and_keeps_what_it_was_told() {
         assert_eq!(line["route"], "/healthz");
     }
 }
+
+#[test]
+fn mcp_stdio_refuses_the_flags_of_an_http_address_by_name() {
+    let workspace = tempfile::tempdir().unwrap();
+    for flags in [
+        &["--tls-cert", "c.pem", "--tls-key", "k.pem"][..],
+        &["--audit-log", "audit.jsonl"][..],
+    ] {
+        let out = Command::new(common::binary())
+            .arg("mcp-stdio")
+            .arg("--workspace")
+            .arg(workspace.path())
+            .args(flags)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flags:?} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(flags[0]) && stderr.contains("mcp-stdio serves stdin and stdout"),
+            "{stderr}"
+        );
+    }
+}
