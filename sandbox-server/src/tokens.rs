@@ -133,6 +133,8 @@ pub struct Tokens {
     root: Option<Token>,
     minted: Mutex<Minted>,
     store: Option<PathBuf>,
+    /// Bumped at each revocation, for the streams of the token revoked to end.
+    revocations: tokio::sync::watch::Sender<u64>,
 }
 
 fn now() -> u64 {
@@ -183,6 +185,7 @@ impl Tokens {
             root,
             minted: Mutex::default(),
             store: None,
+            revocations: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -231,6 +234,7 @@ impl Tokens {
             root,
             minted: Mutex::new(minted),
             store: Some(store.to_path_buf()),
+            revocations: tokio::sync::watch::Sender::new(0),
         };
         // Written at once: the file exists (and is hidden from commands) before any is run.
         tokens.persist(&tokens.lock())?;
@@ -378,7 +382,35 @@ impl Tokens {
             minted.tokens.insert(token.id.clone(), token);
             return Err(err);
         }
+        self.revocations.send_modify(|n| *n += 1);
         Ok(())
+    }
+
+    /// Resolves when `caller`'s token stops being valid (revoked or expired), with why; never
+    /// for the root token or a server without one. What a stream it opened waits on, to end
+    /// with it.
+    pub async fn lapsed(self: std::sync::Arc<Self>, caller: Caller) -> String {
+        let Caller::Minted { id, expires, .. } = caller else {
+            return std::future::pending().await;
+        };
+        let left = expires.saturating_sub(now());
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(left);
+        let mut revocations = self.revocations.subscribe();
+        loop {
+            if self.lock().revoked.contains_key(&id) {
+                return Refused::Revoked { id }.to_string();
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    return Refused::Expired { id, at: at(expires) }.to_string();
+                }
+                changed = revocations.changed() => {
+                    if changed.is_err() {
+                        return std::future::pending().await;
+                    }
+                }
+            }
+        }
     }
 
     /// Writes the store (when there is one): a new file beside it, synced, renamed over it.

@@ -168,6 +168,16 @@ def test_scoped_tokens_are_typed_and_refused_where_they_should_be(sandbox: Sandb
         with pytest.raises(UnauthorizedError, match="revoked"):
             viewer.info()
 
+    # A process followed on a token that is revoked meanwhile: the stream ends, typed.
+    runner = sandbox.tokens.mint(["run"], 60, "runner")
+    with Sandbox(f"https://localhost:{relay.port}", runner["token"], **TLS) as agent:
+        process = agent.processes.start("forever", "while true; do echo tick; sleep 0.1; done")
+        with pytest.raises(UnauthorizedError, match="revoked"):
+            for n, _ in enumerate(process.output()):
+                if n == 3:
+                    sandbox.tokens.revoke(runner["id"])
+    sandbox.processes.get("forever").kill()
+
 
 def test_the_async_client_is_the_same_api(relay: Relay) -> None:
     async def session() -> None:

@@ -350,7 +350,8 @@ pub enum PtyServerMessage {
     Exit {
         process: ManagedProcess,
     },
-    /// A client message that could not be applied; the socket stays open.
+    /// A client message that could not be applied (the socket stays open), or why the stream
+    /// ends early: the token that opened it was revoked or expired.
     Error {
         message: String,
     },
@@ -425,6 +426,9 @@ pub enum SseEventName {
     Dropped,
     /// `data` is the `ManagedProcess` as it ended; the stream ends after it.
     Exit,
+    /// `data` is why the stream ends before the process (a JSON string): the token that opened
+    /// it was revoked or expired. A reconnection with it gets 401.
+    Error,
 }
 
 /// One Server-Sent Event of `GET /v1/processes/{id}/events`, as its fields.

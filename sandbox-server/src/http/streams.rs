@@ -8,6 +8,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
@@ -19,6 +20,7 @@ use sandbox_protocol::{ErrorResponse, PtyClientMessage, PtyServerMessage, SseEve
 use super::extract::{PathParam, QueryArgs};
 use super::{ApiError, AppState};
 use crate::sandbox::processes::{Managed, decode_input};
+use crate::tokens::Caller;
 
 /// Bytes of output per read of the buffer.
 const BATCH: usize = 64 * 1024;
@@ -183,17 +185,30 @@ pub(crate) async fn events(
     PathParam(id): PathParam<String>,
     headers: HeaderMap,
     QueryArgs(query): QueryArgs<StreamQuery>,
+    Extension(caller): Extension<Caller>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let query = stream_query(query)?;
     let after = cursor(&headers, &query)?;
     let managed = state.ctx.processes.get(&id)?;
     let permit = follower_permit(&state)?;
     let follower = Follower::new(managed, after);
+    // A stream ends with its token: revoked or expired, it says why in an `error` event.
+    let lapsed: Lapsed = Box::pin(state.tokens.lapsed(caller));
     // The permit lives with the stream: it is given back when the client leaves.
-    let events = futures::stream::unfold((follower, permit), |(mut follower, permit)| async move {
-        match follower.next().await? {
-            Item::End => None,
-            Item::Message(message, seq) => Some((Ok(sse_event(&message, seq)), (follower, permit))),
+    let events = futures::stream::unfold(Some((follower, permit, lapsed)), |open| async move {
+        let (mut follower, permit, mut lapsed) = open?;
+        tokio::select! {
+            item = follower.next() => match item? {
+                Item::End => None,
+                Item::Message(message, seq) => {
+                    Some((Ok(sse_event(&message, seq)), Some((follower, permit, lapsed))))
+                }
+            },
+            // No `id`: a client's cursor stays at the last chunk it was sent.
+            why = &mut lapsed => {
+                let data = serde_json::to_string(&why).unwrap_or_default();
+                Some((Ok(Event::default().event("error").data(data)), None))
+            }
         }
     });
     let heartbeat = KeepAlive::new()
@@ -234,6 +249,7 @@ pub(crate) async fn pty(
     State(state): State<AppState>,
     PathParam(id): PathParam<String>,
     QueryArgs(query): QueryArgs<StreamQuery>,
+    Extension(caller): Extension<Caller>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let query = stream_query(query)?;
@@ -245,18 +261,32 @@ pub(crate) async fn pty(
             rejection.body_text()
         ))
     })?;
+    let lapsed: Lapsed = Box::pin(state.tokens.lapsed(caller));
     Ok(upgrade
         .on_upgrade(move |socket| async move {
-            serve_socket(socket, managed, query.after_seq).await;
+            serve_socket(socket, managed, query.after_seq, lapsed).await;
             drop(permit);
         })
         .into_response())
 }
 
-async fn serve_socket(mut socket: WebSocket, managed: Arc<Managed>, after: u64) {
+/// Resolves, with why, when the token that opened a stream lapses.
+type Lapsed = std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>;
+
+async fn serve_socket(
+    mut socket: WebSocket,
+    managed: Arc<Managed>,
+    after: u64,
+    mut lapsed: Lapsed,
+) {
     let mut follower = Follower::new(managed.clone(), after);
     loop {
         tokio::select! {
+            why = &mut lapsed => {
+                let _ = send(&mut socket, &PtyServerMessage::Error { message: why }).await;
+                let _ = socket.send(Message::Close(None)).await;
+                return;
+            },
             item = follower.next() => match item {
                 Some(Item::Message(message, _)) => {
                     if send(&mut socket, &message).await.is_err() {

@@ -436,3 +436,67 @@ async fn an_idempotency_key_is_each_token_s_own() {
     let runs = std::fs::read_to_string(server.path("runs.txt")).unwrap();
     assert_eq!(runs.lines().count(), 2, "{runs}");
 }
+
+#[tokio::test]
+async fn a_revoked_token_s_open_streams_end_with_it() {
+    use futures::StreamExt as _;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+    let server = with_token(Vec::new()).await;
+    let (run, id) = minted(&server, &["run"], 600).await;
+    let started = server
+        .request(Method::POST, "/v1/processes")
+        .json(&json!({"id": "long", "cmd": "while true; do echo tick; sleep 0.2; done"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 201);
+    let events = server
+        .client
+        .get(format!("{}/v1/processes/long/events", server.base))
+        .bearer_auth(&run)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let mut request = format!(
+        "{}/v1/processes/long/pty",
+        server.base.replace("http://", "ws://")
+    )
+    .into_client_request()
+    .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {run}").parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), socket.next())
+        .await
+        .unwrap();
+    assert!(first.is_some(), "no output on the socket");
+
+    let gone = server
+        .request(Method::DELETE, &format!("/v1/tokens/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 200);
+
+    // The event stream says why and ends, the process running on.
+    let text = tokio::time::timeout(Duration::from_secs(10), events.text())
+        .await
+        .expect("the event stream outlived its token")
+        .unwrap();
+    assert!(
+        text.contains("event: error") && text.contains("was revoked"),
+        "{text}"
+    );
+    // The socket too.
+    let mut said = String::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(deadline.into(), socket.next()).await {
+        said.push_str(&frame.to_string());
+    }
+    assert!(said.contains("was revoked"), "{said}");
+    let (_, process) = server.get_json("/v1/processes/long").await;
+    assert_eq!(process["state"], "running", "{process}");
+}

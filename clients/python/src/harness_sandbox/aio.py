@@ -241,6 +241,10 @@ class Process:
                         failures = 0
                         if event_id:
                             self.last_event_id = event_id
+                        if name == "error":
+                            # The server ended the stream (its token lapsed): the reconnection
+                            # says why, as the typed error of its answer.
+                            break
                         yield name, json.loads(data)
                         if name == "exit":
                             return

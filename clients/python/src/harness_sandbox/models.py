@@ -604,7 +604,7 @@ class SseEvent(TypedDict):
     """The number of the last chunk it covers: send it back as `Last-Event-ID` to resume."""
 
 
-SseEventName = Literal["output", "dropped", "exit"]
+SseEventName = Literal["output", "dropped", "exit", "error"]
 """What an event is about, on `GET /v1/processes/{id}/events`."""
 
 
