@@ -1,17 +1,19 @@
 //! Command-line flags (each also an env var `SANDBOX_*`) and their validated form.
 
+mod access;
 mod egress;
 mod tls;
 pub use egress::EgressArgs;
 pub use tls::{TlsArgs, TlsFiles};
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+pub use access::Token;
 
 mod size;
 
@@ -327,26 +329,6 @@ pub struct ServeArgs {
     pub shutdown_grace_secs: u64,
 }
 
-/// A bearer token; its `Debug` output is redacted.
-#[derive(Clone)]
-pub struct Token(String);
-
-impl Token {
-    pub fn new(secret: String) -> Token {
-        Token(secret)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(<redacted>)")
-    }
-}
-
 /// The validated configuration.
 #[derive(Debug)]
 pub struct Config {
@@ -507,54 +489,6 @@ impl ServeArgs {
             return Err(workspace_error("not a directory".to_owned()));
         }
         Ok(workspace)
-    }
-
-    fn token(&self) -> Result<Option<Token>, ConfigError> {
-        let Some(path) = &self.token_file else {
-            return Ok(None);
-        };
-        let token_error = |why: String| ConfigError::TokenFile {
-            path: path.clone(),
-            why,
-        };
-        let text = std::fs::read_to_string(path).map_err(|err| token_error(err.to_string()))?;
-        if self.forget_token_file {
-            std::fs::remove_file(path)
-                .map_err(|err| token_error(format!("forgetting it: {err}")))?;
-        }
-        let token = text.trim();
-        if token.is_empty() {
-            return Err(token_error("the file is empty".to_owned()));
-        }
-        if token.len() < 16 {
-            return Err(token_error(
-                "the token is shorter than 16 characters".to_owned(),
-            ));
-        }
-        Ok(Some(Token(token.to_owned())))
-    }
-
-    fn audit(&self) -> Result<Option<crate::http::audit::AuditLog>, ConfigError> {
-        let Some(path) = &self.audit_log else {
-            return Ok(None);
-        };
-        if self.audit_log_max_bytes < 4096 {
-            return Err(ConfigError::Range {
-                flag: "audit-log-max-bytes",
-                why: format!("must be at least 4KiB, got {}", self.audit_log_max_bytes),
-            });
-        }
-        let file = crate::http::audit::AuditFile {
-            path: path.clone(),
-            max_bytes: self.audit_log_max_bytes,
-            keep: self.audit_log_keep,
-        };
-        crate::http::audit::AuditLog::open(&file)
-            .map(Some)
-            .map_err(|err| ConfigError::Range {
-                flag: "audit-log",
-                why: format!("{}: {err}", path.display()),
-            })
     }
 
     fn registry(&self) -> Result<Registry, ConfigError> {

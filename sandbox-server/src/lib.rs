@@ -222,6 +222,7 @@ pub async fn serve_prepared(
         start_entrypoint(&state, words);
     }
     let metrics_server = metrics.map(|listener| http::serve_metrics(listener, state.clone()));
+    let audit = state.audit.clone();
     let router = app(state);
 
     // Past the grace period, in-flight calls are ended by killing their processes.
@@ -242,6 +243,14 @@ pub async fn serve_prepared(
     .await;
     if let Some(watch) = watch {
         watch.abort();
+    }
+    // Every connection has ended: its lines are queued; they reach the disk before the exit.
+    if let Some(audit) = audit {
+        let flushed =
+            tokio::task::spawn_blocking(move || audit.flush(std::time::Duration::from_secs(5)));
+        if !flushed.await.unwrap_or(false) {
+            tracing::warn!("the audit log's last lines were not written within 5 s");
+        }
     }
     let report = supervisor.shut_down(config.kill_grace).await;
     if !report.killed.is_empty() {

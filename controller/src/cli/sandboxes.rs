@@ -3,13 +3,62 @@
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::PathBuf;
 
 use anyhow::Context as _;
+use clap::Subcommand;
 use runtime::exit_code;
 use runtime::sandbox::{SandboxClient, docker};
 use sandbox_protocol::{Scope, TokenRequest};
 
-use super::{SandboxesCommand, TokenCommand, TokenSandbox};
+use super::{SandboxTlsArgs, SandboxesCommand};
+
+/// The sandbox a `harness sandboxes token` command talks to.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct TokenSandbox {
+    /// The sandbox-server's URL (`https://…`, or `http://` on loopback).
+    #[arg(long, value_name = "URL")]
+    pub(crate) sandbox: String,
+    /// The token the command authenticates with, in a file (it needs the `admin` scope).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) sandbox_token_file: PathBuf,
+    #[command(flatten)]
+    pub(crate) sandbox_tls: SandboxTlsArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TokenCommand {
+    /// Mint a token with SCOPES (of read, write, run, admin, observe) for --ttl; prints its
+    /// id, scopes and expiry, and the token itself unless --out takes it.
+    Mint {
+        #[command(flatten)]
+        sandbox: TokenSandbox,
+        /// The scopes, comma-separated: `read` for a viewer, `read,write,run` for an agent.
+        #[arg(long, value_delimiter = ',', required = true, value_name = "SCOPES")]
+        scopes: Vec<String>,
+        /// How long it lives (e.g. `30m`, `8h`; at most a year).
+        #[arg(long, value_name = "DURATION")]
+        ttl: humantime::Duration,
+        /// What it is for, in the list and the audit log.
+        #[arg(long, default_value = "harness")]
+        name: String,
+        /// Write the token to this new file (mode 0600, for --sandbox-token-file) instead of
+        /// printing it.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// The tokens minted and not revoked, as JSON (never their secrets).
+    List {
+        #[command(flatten)]
+        sandbox: TokenSandbox,
+    },
+    /// Revoke token ID: its next request is refused.
+    Revoke {
+        #[command(flatten)]
+        sandbox: TokenSandbox,
+        id: String,
+    },
+}
 
 pub(crate) async fn run(command: SandboxesCommand) -> anyhow::Result<i32> {
     match command {

@@ -60,10 +60,17 @@ struct Record {
     bytes_out: u64,
 }
 
+/// What the writer thread is sent: a line, or a request to say when all before it are on disk.
+#[derive(Debug)]
+enum Entry {
+    Record(Box<Record>),
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
 /// Where the lines go: a bounded queue to the writer thread.
 #[derive(Debug, Clone)]
 pub struct AuditLog {
-    queue: SyncSender<Record>,
+    queue: SyncSender<Entry>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -96,8 +103,15 @@ impl AuditLog {
         Ok(AuditLog { queue, dropped })
     }
 
+    /// Waits (up to `limit`) until every line queued before is written and flushed: what a
+    /// server does once its last connection has ended, before it exits.
+    pub fn flush(&self, limit: std::time::Duration) -> bool {
+        let (done, written) = std::sync::mpsc::channel();
+        self.queue.send(Entry::Flush(done)).is_ok() && written.recv_timeout(limit).is_ok()
+    }
+
     fn send(&self, record: Record) {
-        match self.queue.try_send(record) {
+        match self.queue.try_send(Entry::Record(Box::new(record))) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
             Err(TrySendError::Full(_)) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -122,13 +136,19 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, records: &Receiver<Record>) {
-        while let Ok(record) = records.recv() {
-            let mut next = Some(record);
+    fn run(mut self, entries: &Receiver<Entry>) {
+        while let Ok(entry) = entries.recv() {
+            let mut next = Some(entry);
+            let mut waiting = Vec::new();
             // Everything queued now, then one flush.
-            while let Some(record) = next {
-                self.write(&serde_json::to_value(&record).unwrap_or_default());
-                next = records.try_recv().ok();
+            while let Some(entry) = next {
+                match entry {
+                    Entry::Record(record) => {
+                        self.write(&serde_json::to_value(&record).unwrap_or_default());
+                    }
+                    Entry::Flush(done) => waiting.push(done),
+                }
+                next = entries.try_recv().ok();
             }
             let dropped = self.dropped.swap(0, Ordering::Relaxed);
             if dropped > 0 {
@@ -140,6 +160,9 @@ impl Writer {
             }
             if let Err(err) = self.out.flush() {
                 tracing::error!(path = %self.file.path.display(), cause = %err, "writing the audit log");
+            }
+            for done in waiting {
+                let _ = done.send(());
             }
         }
     }

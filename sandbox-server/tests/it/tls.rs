@@ -519,8 +519,9 @@ async fn the_audit_log_holds_every_request_by_certificate_and_token_and_no_secre
     assert_eq!(lines[3]["error"], "unauthorized", "{}", lines[3]);
 }
 
-#[test]
-fn the_audit_log_rotates_by_size_and_keeps_what_it_was_told() {
+/// 100 requests to a server whose audit log rotates at 4 KiB keeping `keep` files, then its
+/// exit (SIGTERM); the files' folder and the log's path.
+fn hundred_requests_audited(keep: u32) -> (Files, PathBuf) {
     let files = Files::new();
     let audit = files.dir.path().join("audit.jsonl");
     let server = start(
@@ -530,32 +531,44 @@ fn the_audit_log_rotates_by_size_and_keeps_what_it_was_told() {
             "--audit-log-max-bytes",
             "4KiB",
             "--audit-log-keep",
-            "2",
+            &keep.to_string(),
         ]
         .map(str::to_owned),
     );
     let client = reqwest::blocking::Client::new();
     let url = format!("http://127.0.0.1:{}/healthz", server.port());
-    // A line is about 250 bytes: 100 requests fill six or seven files, of which three stay.
     for _ in 0..100 {
         assert_eq!(client.get(&url).send().unwrap().status(), 200);
     }
+    // Stopped: every line reaches the disk before the server exits.
+    drop(server);
+    (files, audit)
+}
+
+#[test]
+fn the_audit_log_rotates_by_size_and_keeps_what_it_was_told() {
+    // A line is about 250 bytes: 100 of them fill six or seven files of 4 KiB.
+    let (files, audit) = hundred_requests_audited(2);
     let rotated = |n: u32| files.dir.path().join(format!("audit.jsonl.{n}"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !(rotated(2).exists()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert!(rotated(1).exists() && rotated(2).exists(), "not rotated");
     assert!(!rotated(3).exists(), "kept more than two");
     for path in [audit, rotated(1), rotated(2)] {
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size <= 4096, "{} is {size} bytes", path.display());
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let line: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(line["route"], "/healthz");
+        }
     }
-    let full = std::fs::read_to_string(rotated(1)).unwrap();
-    for line in full.lines() {
-        let line: Value = serde_json::from_str(line).unwrap();
-        assert_eq!(line["route"], "/healthz");
+
+    // Kept all: every one of the 100 requests is there, none lost at the exit.
+    let (files, audit) = hundred_requests_audited(20);
+    let mut lines = std::fs::read_to_string(&audit).unwrap().lines().count();
+    for n in 1..=20 {
+        let path = files.dir.path().join(format!("audit.jsonl.{n}"));
+        lines += std::fs::read_to_string(&path).map_or(0, |text| text.lines().count());
     }
+    assert_eq!(lines, 100);
 }
 
 #[test]

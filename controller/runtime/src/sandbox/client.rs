@@ -521,41 +521,6 @@ impl SandboxClient {
         self.json(response).await
     }
 
-    /// `POST /v1/tokens`: a token with some of this client's scopes, for what it hands on (a
-    /// read-only token for a viewer, a command token for an agent). Its secret is in the
-    /// answer only.
-    pub async fn mint_token(
-        &self,
-        request: &sandbox_protocol::TokenRequest,
-    ) -> Result<sandbox_protocol::MintedToken, SandboxError> {
-        let response = self
-            .send(
-                self.request(reqwest::Method::POST, "/v1/tokens")
-                    .json(request),
-            )
-            .await?;
-        self.json(response).await
-    }
-
-    /// `GET /v1/tokens`: the tokens minted and not revoked, without their secrets.
-    pub async fn list_tokens(&self) -> Result<sandbox_protocol::TokenList, SandboxError> {
-        let response = self
-            .send(self.request(reqwest::Method::GET, "/v1/tokens"))
-            .await?;
-        self.json(response).await
-    }
-
-    /// `DELETE /v1/tokens/{id}`: the token is refused from its next request on.
-    pub async fn revoke_token(
-        &self,
-        id: &str,
-    ) -> Result<sandbox_protocol::TokenRevoked, SandboxError> {
-        let response = self
-            .send(self.request(reqwest::Method::DELETE, &format!("/v1/tokens/{id}")))
-            .await?;
-        self.json(response).await
-    }
-
     /// Polls `/healthz` until it answers or `limit` passes.
     pub async fn wait_healthy(&self, limit: Duration) -> Result<(), SandboxError> {
         let deadline = tokio::time::Instant::now() + limit;
@@ -628,6 +593,7 @@ mod error;
 mod processes;
 #[cfg(test)]
 mod tests;
+mod tokens;
 mod workspace;
 
 pub use calls::{CallOptions, LiveOutput};
