@@ -151,8 +151,9 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// `tok_` and 16 hex digits, from a presented `sbt_…` token.
-fn claimed_id(presented: &[u8]) -> Option<String> {
+/// `tok_` and 16 hex digits, from a presented `sbt_…` token (the audit log names the id a
+/// refused token claims).
+pub fn claimed_id(presented: &[u8]) -> Option<String> {
     let rest = presented.strip_prefix(b"sbt_")?;
     let (digits, secret) = (rest.get(..16)?, rest.get(16..)?);
     if !digits.iter().all(u8::is_ascii_hexdigit) || secret.first() != Some(&b'_') {

@@ -44,6 +44,9 @@ pub struct Peer {
 struct Record {
     time: String,
     token: Option<String>,
+    /// The id a refused minted token claimed (a 401 has no `token`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claimed: Option<String>,
     subject: Option<Arc<str>>,
     peer: Option<String>,
     method: String,
@@ -261,6 +264,10 @@ pub(crate) async fn audit(State(state): State<AppState>, request: Request, next:
     let record = Record {
         time,
         token: caller.and_then(Caller::token_id).map(str::to_owned),
+        claimed: response
+            .extensions()
+            .get::<super::auth::Claimed>()
+            .map(|claimed| claimed.0.clone()),
         subject: peer.as_ref().and_then(|p| p.subject.clone()),
         peer: peer.and_then(|p| p.address).map(|a| a.to_string()),
         method,

@@ -11,6 +11,10 @@ use axum::response::{IntoResponse as _, Response};
 use super::scopes::{self, Needs};
 use super::{ApiError, AppState};
 
+/// The token id a refused request claimed (`sbt_<id>_…`), on its response.
+#[derive(Debug, Clone)]
+pub(crate) struct Claimed(pub(crate) String);
+
 pub(crate) async fn require_token(
     State(state): State<AppState>,
     mut request: Request,
@@ -20,10 +24,20 @@ pub(crate) async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|value| value.as_bytes());
-    let caller = state
-        .tokens
-        .authenticate(presented)
-        .map_err(|refused| ApiError::Unauthorized(refused.to_string()))?;
+    let caller = match state.tokens.authenticate(presented) {
+        Ok(caller) => caller,
+        Err(refused) => {
+            // The id a refused minted token claims, for the audit log (16 hex digits).
+            let claimed = presented
+                .and_then(|value| value.strip_prefix(b"Bearer "))
+                .and_then(crate::tokens::claimed_id);
+            let mut response = ApiError::Unauthorized(refused.to_string()).into_response();
+            if let Some(id) = claimed {
+                response.extensions_mut().insert(Claimed(id));
+            }
+            return Ok(response);
+        }
+    };
     if let Some(route) = request.extensions().get::<MatchedPath>() {
         let (method, path) = (request.method(), request.uri().path());
         match scopes::of_request(&state.registry, method, route.as_str(), path) {

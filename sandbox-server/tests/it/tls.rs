@@ -461,11 +461,25 @@ async fn the_audit_log_holds_every_request_by_certificate_and_token_and_no_secre
         .await
         .unwrap();
     assert_eq!(wrong.status(), 401);
+    let revoke = client
+        .delete(server.url(&format!("/v1/tokens/{reader_id}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), 200);
+    let revoked = client
+        .get(server.url("/v1/info"))
+        .bearer_auth(reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 401);
     let health = client.get(server.url("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
 
-    let lines = audit_lines(&audit, 5);
-    assert_eq!(lines.len(), 5, "{lines:#?}");
+    let lines = audit_lines(&audit, 7);
+    assert_eq!(lines.len(), 7, "{lines:#?}");
     let text = std::fs::read_to_string(&audit).unwrap();
     for secret in [token, reader, "the-secret-argument"] {
         assert!(
@@ -501,9 +515,14 @@ async fn the_audit_log_holds_every_request_by_certificate_and_token_and_no_secre
             row("POST", "/v1/tools/{name}", 200, "root"),
             row("POST", "/v1/tools/{name}", 403, reader_id),
             row("GET", "/v1/info", 401, "-"),
+            row("DELETE", "/v1/tokens/{id}", 200, "root"),
+            row("GET", "/v1/info", 401, "-"),
             row("GET", "/healthz", 200, "-"),
         ]
     );
+    // A refused token is named by the id it claims; a token that is not one, by nothing.
+    assert_eq!(lines[5]["claimed"], reader_id, "{}", lines[5]);
+    assert!(lines[3].get("claimed").is_none(), "{}", lines[3]);
     let bash = &lines[1];
     assert_eq!(
         (&bash["tool"], &bash["call_id"]),
