@@ -19,6 +19,10 @@ use crate::config::Token;
 
 pub use sandbox_protocol::tokens::MAX_TTL_SECS;
 
+/// The most tokens a server holds at once (an expired one counts for a day): a token with
+/// `admin` cannot grow the server's memory and store without bound.
+pub const MAX_TOKENS: usize = 10_000;
+
 /// How long an expired token stays listed (and named as expired when presented).
 const LISTED_AFTER_EXPIRY_SECS: u64 = 24 * 3600;
 
@@ -346,6 +350,11 @@ impl Tokens {
         let info = info(&stored, created);
         let mut minted = self.lock();
         prune(&mut minted, created);
+        if minted.tokens.len() >= MAX_TOKENS {
+            return Err(TokenError::Invalid(format!(
+                "this server holds {MAX_TOKENS} tokens, its most: revoke some, or let them expire"
+            )));
+        }
         minted.tokens.insert(stored.id.clone(), stored);
         if let Err(err) = self.persist(&minted) {
             minted.tokens.remove(&info.id);
@@ -377,6 +386,17 @@ impl Tokens {
         let Some(token) = minted.tokens.remove(id) else {
             return Err(TokenError::Unknown(id.to_owned()));
         };
+        // Bounded too: past the most, the id that expires first is forgotten (its token is
+        // refused as unknown rather than as revoked).
+        if minted.revoked.len() >= MAX_TOKENS
+            && let Some(oldest) = minted
+                .revoked
+                .iter()
+                .min_by_key(|(_, expires)| **expires)
+                .map(|(id, _)| id.clone())
+        {
+            minted.revoked.remove(&oldest);
+        }
         minted.revoked.insert(token.id.clone(), token.expires);
         if let Err(err) = self.persist(&minted) {
             minted.revoked.remove(&token.id);
@@ -539,6 +559,25 @@ mod tests {
         let schema =
             serde_json::to_value(<TokenRequest as utoipa::PartialSchema>::schema()).unwrap();
         assert_eq!(schema["properties"]["ttl_secs"]["maximum"], MAX_TTL_SECS);
+    }
+
+    #[test]
+    fn the_number_of_tokens_is_bounded() {
+        let tokens = Tokens::new(root());
+        for _ in 0..MAX_TOKENS {
+            tokens
+                .mint(&Caller::Root, &request(&[Scope::Read], 60))
+                .unwrap();
+        }
+        let err = tokens
+            .mint(&Caller::Root, &request(&[Scope::Read], 60))
+            .unwrap_err();
+        assert!(err.to_string().contains("revoke some"), "{err}");
+        let first = tokens.list().pop().unwrap();
+        tokens.revoke(&first.id).unwrap();
+        tokens
+            .mint(&Caller::Root, &request(&[Scope::Read], 60))
+            .unwrap();
     }
 
     #[test]

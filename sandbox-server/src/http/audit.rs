@@ -238,11 +238,11 @@ pub(crate) async fn audit(State(state): State<AppState>, request: Request, next:
         .strip_prefix("/v1/tools/")
         .filter(|name| state.registry.get(name).is_some())
         .map(str::to_owned);
-    let call_id = request
-        .headers()
-        .get(super::tools::CALL_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    // The caller's name for the call, when it is a valid one (a bad one is refused, and not
+    // copied into the log).
+    let call_id = super::tools::chosen_call_id(request.headers())
+        .ok()
+        .flatten();
     let peer = request.extensions().get::<Peer>().cloned();
     let bytes_in = Arc::new(AtomicU64::new(0));
     let request = request.map(|body| {
@@ -254,13 +254,6 @@ pub(crate) async fn audit(State(state): State<AppState>, request: Request, next:
     });
     let response = next.run(request).await;
     let caller = response.extensions().get::<Caller>();
-    let call_id = call_id.or_else(|| {
-        response
-            .headers()
-            .get(super::tools::CALL_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    });
     let record = Record {
         time,
         token: caller.and_then(Caller::token_id).map(str::to_owned),
