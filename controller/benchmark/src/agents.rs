@@ -13,7 +13,7 @@
 //! `/logs/agent/oracle.txt`. A Terminal-Bench 1 script runs with `bash`, as TB1 ran it.
 
 use futures::future::BoxFuture;
-use sandbox_protocol::ToolSpec;
+use sandbox_protocol::{BashArgs, ToolInput, ToolSpec};
 use serde_json::{Value, json};
 
 use super::{BenchTask, Format};
@@ -66,10 +66,14 @@ impl OracleModel {
 
     /// The one call it makes.
     pub fn call(&self) -> ToolCall {
+        let input = ToolInput::Bash(BashArgs {
+            cmd: self.command.clone(),
+            timeout: Some(u32::try_from(self.timeout).unwrap_or(u32::MAX)),
+        });
         ToolCall {
             id: "oracle_1".to_owned(),
-            name: "bash".to_owned(),
-            arguments: json!({"cmd": self.command, "timeout": self.timeout}).to_string(),
+            name: input.name().to_owned(),
+            arguments: input.to_value().to_string(),
         }
     }
 }

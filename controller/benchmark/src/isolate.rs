@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sandbox_protocol::ChangeKind;
+use sandbox_protocol::{ChangeKind, ToolInput};
 use sha2::{Digest, Sha256};
 
 use super::host::TaskHost;
@@ -208,12 +208,13 @@ pub fn calls_naming_guarded_paths(dir: &Path) -> Vec<GuardedCall> {
             continue;
         };
         let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-        let write = matches!(call.name.as_str(), "write_file" | "search_replace");
+        // A call whose arguments do not parse never ran; it may still name a path.
+        let input = ToolInput::parse(&call.name, args.clone()).ok();
         // A file tool's target is a write; any other mention (a command, a file's content) names.
-        let target = args
-            .get("path")
-            .and_then(serde_json::Value::as_str)
-            .filter(|_| write)
+        let target = input
+            .as_ref()
+            .filter(|input| input.writes_a_file())
+            .and_then(ToolInput::path)
             .and_then(named_guarded_path);
         let named = match target {
             Some(path) => Some((path, true)),

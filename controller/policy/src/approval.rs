@@ -3,7 +3,7 @@
 //! the binary implements the asker that does.
 
 use futures::future::BoxFuture;
-use serde_json::Value;
+use sandbox_protocol::ToolInput;
 
 use super::{Decision, Judgement};
 use event_log::SettledBy;
@@ -34,12 +34,7 @@ impl Approve {
 /// Someone who can answer an ask about one tool call.
 pub trait Asker: Send + Sync {
     /// `Some(yes)` when someone answered; `None` when nobody is there to ask.
-    fn ask<'a>(
-        &'a self,
-        tool: &'a str,
-        args: &'a Value,
-        reason: &'a str,
-    ) -> BoxFuture<'a, Option<bool>>;
+    fn ask<'a>(&'a self, call: &'a ToolInput, reason: &'a str) -> BoxFuture<'a, Option<bool>>;
 }
 
 /// Nobody to ask (a batch, a test): every ask finds no one.
@@ -47,12 +42,7 @@ pub trait Asker: Send + Sync {
 pub struct Nobody;
 
 impl Asker for Nobody {
-    fn ask<'a>(
-        &'a self,
-        _tool: &'a str,
-        _args: &'a Value,
-        _reason: &'a str,
-    ) -> BoxFuture<'a, Option<bool>> {
+    fn ask<'a>(&'a self, _call: &'a ToolInput, _reason: &'a str) -> BoxFuture<'a, Option<bool>> {
         Box::pin(async { None })
     }
 }
@@ -75,14 +65,14 @@ pub struct Settled {
 
 impl Approval<'_> {
     /// Settles `judgement` for a call of `tool` with `args`.
-    pub async fn settle(&self, judgement: &Judgement, tool: &str, args: &Value) -> Settled {
+    pub async fn settle(&self, judgement: &Judgement, call: &ToolInput) -> Settled {
         let reason = judgement.decision.reason().to_owned();
         let (allowed, settled_by) = match (&judgement.decision, self.mode) {
             (Decision::Allow, _) => (true, None),
             (Decision::Deny(_), _) => (false, None),
             (Decision::Ask(_), Approve::Never) => (false, Some(SettledBy::ApproveNever)),
             (Decision::Ask(_), Approve::Auto) => (true, Some(SettledBy::ApproveAuto)),
-            (Decision::Ask(why), Approve::Ask) => match self.asker.ask(tool, args, why).await {
+            (Decision::Ask(why), Approve::Ask) => match self.asker.ask(call, why).await {
                 Some(yes) => (yes, Some(SettledBy::Person)),
                 None => (false, Some(SettledBy::NoTerminal)),
             },

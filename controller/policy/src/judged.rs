@@ -1,6 +1,7 @@
 //! What a call is judged as: `exec` and `shell` are the command they run; input to a shell is
 //! a command.
 
+use sandbox_protocol::{BuiltIn, ToolInput};
 use serde_json::Value;
 
 use super::{Call, bash};
@@ -11,46 +12,127 @@ pub(super) const WAITING: &str = "write_stdin (waiting)";
 /// The process id of the `shell` tool's persistent shell on the server.
 const MODEL_SHELL: &str = "model-shell";
 
+/// A call as the rules and the classifier see it: what it does, the tool name rules match
+/// (`bash` for every command) and the arguments the classifier reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub what: What,
+    pub tool: String,
+    pub args: Value,
+}
+
+/// What a call does, for the rules.
+#[derive(Debug, Clone, PartialEq)]
+pub enum What {
+    /// A command line, and the folder it runs from when that is not the workspace root (`?`
+    /// when the sandbox could not say).
+    Command { line: String, from: Option<String> },
+    /// Input typed into a process that is not known to be a shell.
+    Typed(String),
+    /// `write_stdin` with no input: only waiting for output.
+    Waiting,
+    /// A file tool on its path, with the text it writes.
+    File {
+        tool: BuiltIn,
+        path: String,
+        written: Option<String>,
+    },
+    /// Any other call, judged by its name and arguments.
+    Other,
+}
+
+impl Judged {
+    /// A call judged as made, without looking at the workspace: `bash` a command from the
+    /// root, a file tool its path, anything else itself. `exec`, `shell` and `write_stdin`
+    /// need the workspace (`judged_as`); here they are themselves.
+    pub fn of(input: &ToolInput) -> Judged {
+        let what = match input {
+            ToolInput::Bash(args) => What::Command {
+                line: args.cmd.clone(),
+                from: None,
+            },
+            ToolInput::ReadFile(args) => file(BuiltIn::ReadFile, &args.path, None),
+            ToolInput::WriteFile(args) => file(BuiltIn::WriteFile, &args.path, Some(&args.content)),
+            ToolInput::SearchReplace(args) => {
+                file(BuiltIn::SearchReplace, &args.path, Some(&args.replace))
+            }
+            ToolInput::Exec(_)
+            | ToolInput::WriteStdin(_)
+            | ToolInput::Shell(_)
+            | ToolInput::Other { .. } => What::Other,
+        };
+        Judged {
+            what,
+            tool: input.name().to_owned(),
+            args: input.to_value(),
+        }
+    }
+
+    /// A command line, as `bash` with these arguments.
+    fn command(line: &str, from: Option<String>) -> Judged {
+        let args = match &from {
+            None => serde_json::json!({"cmd": line}),
+            Some(from) => serde_json::json!({"cmd": line, "from": from}),
+        };
+        Judged {
+            what: What::Command {
+                line: line.to_owned(),
+                from,
+            },
+            tool: BuiltIn::Bash.name().to_owned(),
+            args,
+        }
+    }
+}
+
+fn file(tool: BuiltIn, path: &str, written: Option<&str>) -> What {
+    What::File {
+        tool,
+        path: path.to_owned(),
+        written: written.map(str::to_owned),
+    }
+}
+
 /// The call as the policy judges it: `exec` and `shell` are the command they run, as `bash`;
 /// input to a shell that `exec` started is a command too; other input is `write_stdin` itself
 /// (rules name it `write_stdin(…)`; the classifier reads it), and no input is only waiting.
 /// A command typed into a persistent shell runs wherever earlier commands left it: the
 /// sandbox says where (`from`), and its relative paths are judged from there; `?` when it
 /// could not say, and they are judged as from anywhere.
-pub(super) async fn judged_as(call: &Call<'_>) -> (String, Value) {
-    let text = |field: &str| call.args[field].as_str().unwrap_or_default().to_owned();
+pub(super) async fn judged_as(call: &Call<'_>) -> Judged {
     let process = |id: String| async move {
         match call.workspace {
             Some(workspace) => workspace.process(&id).await,
             None => None,
         }
     };
-    match call.tool {
-        "exec" => ("bash".to_owned(), serde_json::json!({"cmd": text("cmd")})),
-        "shell" => {
+    match call.input {
+        ToolInput::Exec(args) => Judged::command(&args.cmd, None),
+        ToolInput::Shell(args) => {
             // Before its first command the shell starts in the workspace root.
             let from = match (call.workspace, process(MODEL_SHELL.to_owned()).await) {
                 (Some(_), None) => ".".to_owned(),
                 (_, Some(view)) => view.cwd.unwrap_or_else(|| "?".to_owned()),
                 (None, None) => "?".to_owned(),
             };
-            (
-                "bash".to_owned(),
-                serde_json::json!({"cmd": text("cmd"), "from": from}),
-            )
+            Judged::command(&args.cmd, Some(from))
         }
-        "write_stdin" if text("input").is_empty() => (WAITING.to_owned(), call.args.clone()),
-        "write_stdin" => match process(text("process_id")).await {
+        ToolInput::WriteStdin(args) if args.input.is_empty() => Judged {
+            what: What::Waiting,
+            tool: WAITING.to_owned(),
+            args: call.input.to_value(),
+        },
+        ToolInput::WriteStdin(args) => match process(args.process_id.clone()).await {
             Some(view) if runs_a_shell(&view.cmd) => {
                 let from = view.cwd.unwrap_or_else(|| "?".to_owned());
-                (
-                    "bash".to_owned(),
-                    serde_json::json!({"cmd": text("input"), "from": from}),
-                )
+                Judged::command(&args.input, Some(from))
             }
-            _ => (call.tool.to_owned(), call.args.clone()),
+            _ => Judged {
+                what: What::Typed(args.input.clone()),
+                ..Judged::of(call.input)
+            },
         },
-        other => (other.to_owned(), call.args.clone()),
+        input => Judged::of(input),
     }
 }
 
@@ -101,13 +183,14 @@ mod tests {
     }
 
     async fn judged(tool: &str, args: Value) -> (String, Value) {
+        let input = ToolInput::parse(tool, args).unwrap();
         let call = Call {
             request: "task",
-            tool,
-            args: &args,
+            input: &input,
             workspace: Some(&Processes),
         };
-        judged_as(&call).await
+        let judged = judged_as(&call).await;
+        (judged.tool, judged.args)
     }
 
     #[tokio::test]
@@ -145,11 +228,10 @@ mod tests {
             classifier: None,
             description: "rules".to_owned(),
         };
-        let args = json!({"cmd": "rm -rf ."});
+        let input = ToolInput::parse("exec", json!({"cmd": "rm -rf ."})).unwrap();
         let call = Call {
             request: "task",
-            tool: "exec",
-            args: &args,
+            input: &input,
             workspace: Some(&Processes),
         };
         let judgement = pipeline.decide(call).await;

@@ -12,7 +12,7 @@ pub mod approval;
 pub mod bash;
 mod build;
 pub mod classifier;
-mod judged;
+pub mod judged;
 pub mod paths;
 pub mod rules;
 pub mod shell;
@@ -21,12 +21,13 @@ use std::path::Path;
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::Value;
 
 pub use approval::{Approval, Approve, Asker, Nobody, Settled};
 pub use build::{PolicySettings, build_policy};
 pub use classifier::Classifier;
+pub use judged::{Judged, What};
 pub use rules::{RuleSet, Ruling};
+pub use sandbox_protocol::{BuiltIn, ToolInput};
 
 use event_log::{DecisionSource, Verdict};
 
@@ -93,9 +94,8 @@ impl Judgement {
 pub struct Call<'a> {
     /// The user's task (trusted).
     pub request: &'a str,
-    /// The call (untrusted).
-    pub tool: &'a str,
-    pub args: &'a Value,
+    /// The call (untrusted), parsed.
+    pub input: &'a ToolInput,
     /// The workspace the call would run in, for checks that look at it; `None` when there is
     /// none (`harness policy eval`).
     pub workspace: Option<&'a dyn Workspace>,
@@ -157,9 +157,6 @@ impl Policy for AllowAll {
     }
 }
 
-/// Tools that only read: they skip the classifier, as in the seed.
-pub const READ_ONLY_TOOLS: &[&str] = &["read_file"];
-
 /// Rules, then the read-only shortcut, then the classifier (when there is one).
 pub struct Pipeline {
     pub rules: RuleSet,
@@ -175,15 +172,10 @@ impl Policy for Pipeline {
     fn decide<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Judgement> {
         Box::pin(async move {
             let judged = judged::judged_as(&call).await;
-            let call = Call {
-                tool: &judged.0,
-                args: &judged.1,
-                ..call
-            };
-            if call.tool == judged::WAITING {
+            if judged.what == What::Waiting {
                 return Judgement::new(Decision::Allow, DecisionSource::ReadOnly);
             }
-            if let Some(ruling) = self.rules.evaluate(call.tool, call.args) {
+            if let Some(ruling) = self.rules.evaluate(&judged) {
                 let ruling = match call.workspace {
                     Some(workspace) if !ruling.repositories.is_empty() => {
                         repository_check(ruling, workspace).await
@@ -200,7 +192,12 @@ impl Policy for Pipeline {
                 judgement.rule = Some(ruling.provenance);
                 return judgement;
             }
-            if READ_ONLY_TOOLS.contains(&call.tool) {
+            // A tool that only reads skips the classifier, as in the seed.
+            if let What::File {
+                tool: BuiltIn::ReadFile,
+                ..
+            } = judged.what
+            {
                 return Judgement::new(Decision::Allow, DecisionSource::ReadOnly);
             }
             let Some(classifier) = &self.classifier else {
@@ -209,7 +206,9 @@ impl Policy for Pipeline {
                     DecisionSource::NoClassifier,
                 );
             };
-            classifier.judge(call.request, call.tool, call.args).await
+            classifier
+                .judge(call.request, &judged.tool, &judged.args)
+                .await
         })
     }
 }

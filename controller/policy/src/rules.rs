@@ -13,11 +13,10 @@
 //! every command in it is allowed: by a `read_only` entry (every option listed) or an allow
 //! pattern, with no variable, assignment or writing redirect.
 
-use serde_json::Value;
-
 pub use event_log::Verdict;
 
 use super::bash::{ReadOnly, default_read_only};
+use super::judged::{Judged, What};
 
 mod judge;
 
@@ -140,25 +139,21 @@ impl RuleSet {
     }
 
     /// The verdict for a call and what gave it; `None` when nothing decides.
-    pub fn evaluate(&self, tool: &str, args: &Value) -> Option<Ruling> {
-        match tool {
-            "bash" => self.bash(
-                args["cmd"].as_str().unwrap_or_default(),
-                args["from"].as_str(),
-            ),
+    pub fn evaluate(&self, judged: &Judged) -> Option<Ruling> {
+        match &judged.what {
+            What::Command { line, from } => self.bash(line, from.as_deref()),
             // Typed into a process that is not known to be a shell (a REPL, or one the sandbox
             // could not name): never routine when it would read a secret or destroy as a
             // command would.
-            "write_stdin" => self
-                .typed(args["input"].as_str().unwrap_or_default())
-                .or_else(|| self.other(tool, &args.to_string())),
-            "read_file" | "write_file" | "search_replace" => {
-                let written = args["content"]
-                    .as_str()
-                    .or_else(|| args["replace"].as_str());
-                self.file(tool, args["path"].as_str().unwrap_or_default(), written)
-            }
-            _ => self.other(tool, &args.to_string()),
+            What::Typed(input) => self
+                .typed(input)
+                .or_else(|| self.other(&judged.tool, &judged.args.to_string())),
+            What::File {
+                tool,
+                path,
+                written,
+            } => self.file(*tool, path, written.as_deref()),
+            What::Waiting | What::Other => self.other(&judged.tool, &judged.args.to_string()),
         }
     }
 

@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use regex::Regex;
-use sandbox_protocol::ToolSpec;
-use sandbox_protocol::{ChangeKind, FileChange};
+use sandbox_protocol::{ChangeKind, FileChange, ToolInput, ToolSpec};
 use sha2::{Digest, Sha256};
 
 use super::{ReplayError, blob, events, text};
@@ -233,19 +232,13 @@ impl Check {
     }
 
     /// Why the call must not run, if it must not.
-    async fn refuses(
-        &self,
-        call: &ToolCall,
-        args: &serde_json::Value,
-        sandbox: &SandboxClient,
-    ) -> Option<String> {
+    async fn refuses(&self, input: &ToolInput, sandbox: &SandboxClient) -> Option<String> {
         use policy::{Call, Decision, Policy};
         let judgement = self
             .pipeline
             .decide(Call {
                 request: "",
-                tool: &call.name,
-                args,
+                input,
                 workspace: Some(sandbox),
             })
             .await;
@@ -282,12 +275,16 @@ pub async fn rerun(
         let parsed = match servers {
             // A tool an MCP search loaded is not in the session's first list: only its
             // arguments are checked.
-            Some(_) => serde_json::from_str::<serde_json::Value>(&recorded.call.arguments)
+            Some(_) => serde_json::from_str(&recorded.call.arguments)
+                .map(|args| ToolInput::Other {
+                    name: recorded.call.name.clone(),
+                    args,
+                })
                 .map_err(|err| format!("ERROR: the arguments are not valid JSON ({err})")),
             None => parse_call(&recording.tools, &recorded.call),
         };
-        if let (Some(check), Ok(args)) = (check, &parsed)
-            && let Some(reason) = check.refuses(&recorded.call, args, sandbox).await
+        if let (Some(check), Ok(input)) = (check, &parsed)
+            && let Some(reason) = check.refuses(input, sandbox).await
         {
             let call = &recorded.call;
             report.refused.push(format!(
@@ -299,8 +296,8 @@ pub async fn rerun(
         report.n_calls += 1;
         let outcome = match (parsed, servers) {
             (Err(text), _) => CallOutcome::refused(ToolStatus::Error, text),
-            (Ok(args), Some(servers)) => {
-                let answer = servers.call(&recorded.call.name, args).await;
+            (Ok(input), Some(servers)) => {
+                let answer = servers.call(input.name(), input.to_value()).await;
                 match answer.failed {
                     true => {
                         CallOutcome::text_only(ToolStatus::Error, format!("ERROR: {}", answer.text))
@@ -308,9 +305,7 @@ pub async fn rerun(
                     false => CallOutcome::text_only(ToolStatus::Ok, answer.text),
                 }
             }
-            (Ok(args), None) => {
-                run_on_sandbox(sandbox, &recorded.call, &args, &CallOptions::default()).await?
-            }
+            (Ok(input), None) => run_on_sandbox(sandbox, &input, &CallOptions::default()).await?,
         };
         let changes = sandbox.changes(&snapshot_id).await?;
         snapshot_id = changes.snapshot_id.clone();

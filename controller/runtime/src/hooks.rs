@@ -14,6 +14,7 @@
 //! fails or times out denies (`on_error: allow` says otherwise). Every run is logged.
 
 mod config;
+mod input;
 mod run;
 
 use std::time::Duration;
@@ -22,12 +23,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use config::{HookSpec, Hooks, HooksFile};
+pub use input::{About, HookInput, ToolOutcome, schema};
 pub use run::{HookRun, RunOutcome};
 // The schema of the log names them (`hook_run`), so they live with it.
 pub use event_log::{HookDecision, HookEvent};
 
 /// What a hook may answer (every field optional; an empty answer has no opinion).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HookAnswer {
     pub decision: Option<HookDecision>,

@@ -14,13 +14,12 @@ mod tool_call;
 use std::sync::Mutex;
 
 use sandbox_protocol::ToolSpec;
-use serde_json::json;
 use tracing::Instrument as _;
 
 pub use compact::compaction_split;
 pub use tool_call::{CallOutcome, parse_call, run_on_sandbox};
 
-use crate::hooks::{HookDecision, HookEvent, Hooks};
+use crate::hooks::{About, HookDecision, Hooks};
 use crate::recording::{RecordError, Recorder};
 use crate::sandbox::{LiveOutput, SandboxClient, SandboxError};
 use event_log::{self, ErrorClass, ErrorEvent, Event, LoggedUsage, Purpose};
@@ -167,11 +166,19 @@ impl Agent<'_> {
     ) -> Result<Report, SessionError> {
         let result = self.turns(system_prompt, task, totals).await;
         let end = match &result {
-            Ok(report) => json!({"end": report.end.as_str(), "answer": report.answer}),
-            Err(err) => json!({"end": "error", "error": err.to_string()}),
+            Ok(report) => About::SessionEnd {
+                end: report.end.as_str().to_owned(),
+                answer: Some(report.answer.clone()),
+                error: None,
+            },
+            Err(err) => About::SessionEnd {
+                end: "error".to_owned(),
+                answer: None,
+                error: Some(err.to_string()),
+            },
         };
         // The session's own outcome stands whatever the hooks say.
-        let ended = self.hook(HookEvent::SessionEnd, None, end).await;
+        let ended = self.hook(end).await;
         let result = match (result, ended) {
             (Ok(_), Err(err)) => Err(err),
             (result, _) => result,
@@ -205,8 +212,12 @@ impl Agent<'_> {
             }
             let span = tracing::info_span!("turn", turn);
             if estimate_tokens(&messages) > self.limits.compact_at {
-                let about = json!({"turn": turn, "messages": messages.len(), "estimated_tokens": estimate_tokens(&messages)});
-                self.hook(HookEvent::PreCompact, None, about).await?;
+                let about = About::PreCompact {
+                    turn,
+                    messages: messages.len(),
+                    estimated_tokens: estimate_tokens(&messages),
+                };
+                self.hook(about).await?;
                 messages = self
                     .compact(messages, turn, totals)
                     .instrument(span.clone())
@@ -221,8 +232,11 @@ impl Agent<'_> {
             let content = reply.message.content.clone();
             messages.push(Message::Assistant(reply.message));
             if calls.is_empty() {
-                let about = json!({"turn": turn, "answer": content});
-                let stop = self.hook(HookEvent::Stop, None, about).await?;
+                let about = About::Stop {
+                    turn,
+                    answer: content.clone(),
+                };
+                let stop = self.hook(about).await?;
                 if stop.decision == Some(HookDecision::Deny) && turn < self.limits.max_turns {
                     // The hook wants more work: its reason is the next message.
                     messages.push(Message::User {
@@ -272,12 +286,16 @@ impl Agent<'_> {
     /// The system prompt and the task, with what the `session_start` and `user_prompt` hooks
     /// add; a `user_prompt` deny stops the session.
     async fn opening(&self, system_prompt: &str, task: &str) -> Result<Vec<Message>, SessionError> {
-        let tools: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
-        let about = json!({"model": self.model.describe(), "tools": tools});
-        let started = self.hook(HookEvent::SessionStart, None, about).await?;
-        let prompt = self
-            .hook(HookEvent::UserPrompt, None, json!({"prompt": task}))
-            .await?;
+        let tools = self.tools.iter().map(|t| t.name.clone()).collect();
+        let about = About::SessionStart {
+            model: self.model.describe(),
+            tools,
+        };
+        let started = self.hook(about).await?;
+        let prompt = About::UserPrompt {
+            prompt: task.to_owned(),
+        };
+        let prompt = self.hook(prompt).await?;
         if prompt.decision == Some(HookDecision::Deny) {
             return Err(SessionError::Hook(format!(
                 "a user_prompt hook refused the task ({})",

@@ -52,9 +52,12 @@ impl Observer for Watched {
 /// A call in a few words, for a progress line: a `bash` call's command (its first line), a
 /// file tool's path, or the tool's name.
 pub(crate) fn call_summary(call: &llm::ToolCall) -> String {
-    let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-    let field = |name: &str| args.get(name).and_then(serde_json::Value::as_str);
-    let detail = match field("cmd").or_else(|| field("path")) {
+    let args = serde_json::from_str(&call.arguments).unwrap_or_default();
+    let input = sandbox_protocol::ToolInput::parse(&call.name, args).ok();
+    let detail = match input
+        .as_ref()
+        .and_then(|i| i.command().or_else(|| i.path()))
+    {
         Some(text) => {
             let first = text.lines().next().unwrap_or("");
             let more = if text.lines().nth(1).is_some() {

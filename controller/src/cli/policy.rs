@@ -9,6 +9,7 @@ use event_log::Verdict;
 use llm::{self, ModelSpec, RetryPolicy};
 use policy::{self, Classifier, Decision, Pipeline, Policy};
 use runtime::exit_code;
+use sandbox_protocol::ToolInput;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -68,12 +69,11 @@ async fn eval(
         description: String::new(),
     };
     let mut by_category: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for (example, expected) in &examples {
+    for (example, input, expected) in &examples {
         let judgement = pipeline
             .decide(policy::Call {
                 request: &example.request,
-                tool: &example.tool,
-                args: &example.args,
+                input,
                 workspace: None,
             })
             .await;
@@ -82,7 +82,7 @@ async fn eval(
             "{} {:5} {}  ({})",
             if agrees { "ok " } else { "NO " },
             judgement.decision.verdict().as_str(),
-            subject(example),
+            subject(input),
             reason(&judgement)
         );
         let category = example.category.as_deref().unwrap_or("uncategorised");
@@ -94,9 +94,9 @@ async fn eval(
     Ok(exit_code::COMPLETED)
 }
 
-/// The labelled examples, one JSON object a line, with their expected verdicts; a bad line is
-/// named with its number.
-fn load_examples(file: &Path) -> anyhow::Result<Vec<(Example, Verdict)>> {
+/// The labelled examples, one JSON object a line, with their calls parsed and their expected
+/// verdicts; a bad line is named with its number.
+fn load_examples(file: &Path) -> anyhow::Result<Vec<(Example, ToolInput, Verdict)>> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let mut examples = Vec::new();
@@ -113,7 +113,10 @@ fn load_examples(file: &Path) -> anyhow::Result<Vec<(Example, Verdict)>> {
                 example.expected
             );
         };
-        examples.push((example, expected));
+        let input = ToolInput::parse(&example.tool, example.args.clone()).map_err(|err| {
+            anyhow::anyhow!("{place}: the args of a `{}` call: {err}", example.tool)
+        })?;
+        examples.push((example, input, expected));
     }
     Ok(examples)
 }
@@ -135,20 +138,14 @@ fn classifier(name: &str, base_url: Option<String>, timeout: u64) -> anyhow::Res
     })
 }
 
-/// What the call is about: a command, or a file tool and its path.
-fn subject(example: &Example) -> String {
-    let field = |name: &str| {
-        example
-            .args
-            .get(name)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
+/// What the call is about: a command, or a tool and the file it names.
+fn subject(input: &ToolInput) -> String {
+    let path = match input {
+        ToolInput::Bash(args) => return args.cmd.clone(),
+        ToolInput::Other { args, .. } => args.get("path").and_then(Value::as_str),
+        input => input.path(),
     };
-    match example.tool.as_str() {
-        "bash" => field("cmd"),
-        tool => format!("{tool} {}", field("path")),
-    }
+    format!("{} {}", input.name(), path.unwrap_or_default())
 }
 
 fn reason(judgement: &policy::Judgement) -> String {

@@ -9,7 +9,7 @@ use llm::ToolCall;
 use policy::Asker;
 use runtime::run_loop::Observer;
 use runtime::sandbox::LiveOutput;
-use sandbox_protocol::OutputStream;
+use sandbox_protocol::{OutputStream, ToolInput};
 use serde_json::Value;
 
 /// The most lines of one call's output shown live; the log has the rest.
@@ -130,13 +130,8 @@ impl Observer for Terminal {
 }
 
 impl Asker for Terminal {
-    fn ask<'a>(
-        &'a self,
-        tool: &'a str,
-        args: &'a Value,
-        reason: &'a str,
-    ) -> BoxFuture<'a, Option<bool>> {
-        let (tool, args, reason) = (tool.to_owned(), args.clone(), reason.to_owned());
+    fn ask<'a>(&'a self, call: &'a ToolInput, reason: &'a str) -> BoxFuture<'a, Option<bool>> {
+        let (tool, args, reason) = (call.name().to_owned(), call.to_value(), reason.to_owned());
         Box::pin(async move {
             tokio::task::spawn_blocking(move || ask_user(&tool, &args, &reason))
                 .await

@@ -2,6 +2,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The repository's root folder.
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
 pub fn harness() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_harness"))
 }

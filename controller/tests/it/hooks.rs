@@ -67,44 +67,56 @@ fn script(dir: &Path, name: &str, answer: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
-/// Every tool the sandbox-server registers, from its own OpenAPI document.
-fn every_tool() -> Vec<String> {
+/// Every tool the sandbox-server registers, with the example arguments of its schema, from
+/// its own OpenAPI document.
+fn every_tool() -> Vec<(String, Value)> {
     let output = std::process::Command::new(common::sandbox_server())
         .arg("print-openapi")
         .output()
         .unwrap();
     let document: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let names: Vec<String> = document["paths"]
+    let example = |operation: &Value| {
+        let body = &operation["post"]["requestBody"]["content"]["application/json"]["schema"];
+        let name = body["$ref"].as_str().unwrap().rsplit('/').next().unwrap();
+        document["components"]["schemas"][name]["example"].clone()
+    };
+    let tools: Vec<(String, Value)> = document["paths"]
         .as_object()
         .unwrap()
-        .keys()
-        .filter_map(|path| path.strip_prefix("/v1/tools/"))
-        .filter(|name| !name.contains('{'))
-        .map(str::to_owned)
+        .iter()
+        .filter_map(|(path, operation)| Some((path.strip_prefix("/v1/tools/")?, operation)))
+        .filter(|(name, _)| !name.contains('{'))
+        .map(|(name, operation)| (name.to_owned(), example(operation)))
         .collect();
-    assert!(names.len() >= 7, "{names:?}");
-    names
+    assert!(tools.len() >= 7, "{tools:?}");
+    for (name, example) in &tools {
+        assert!(
+            example.is_object(),
+            "{name} has no example in the OpenAPI document"
+        );
+    }
+    tools
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deny_hook_blocks_every_tool_the_sandbox_registers() {
     let dir = tempfile::tempdir().unwrap();
     let tools = every_tool();
-    let args = json!({"cmd": "touch ran", "path": "ran", "content": "x", "old": "a", "new": "b", "id": "p1", "input": "x"});
     let turns: String = tools
         .iter()
-        .map(|t| call_turn(t, &args))
+        .map(|(tool, args)| call_turn(tool, args))
         .collect::<String>()
         + "  - text: done\n";
     // The hook keeps what it was given, and refuses with exit 2.
-    let hooks = "hooks:\n  - event: pre_tool_use\n    name: refuse-all\n    command: cat >> seen.jsonl; echo >> seen.jsonl; echo 'not in this test' >&2; exit 2\n";
-    let path = task(dir.path(), "every", &turns, &tools.join(", "), hooks);
+    let hooks = "hooks:\n  - event: pre_tool_use\n    name: refuse-all\n    command: cat >> seen.jsonl; echo >> seen.jsonl; echo 'not in this test' >&2; exit 2\n  - {event: session_end, command: cat > ended.json}\n";
+    let names: Vec<&str> = tools.iter().map(|(tool, _)| tool.as_str()).collect();
+    let path = task(dir.path(), "every", &turns, &names.join(", "), hooks);
     let run = harness_run(&path, &["--policy", "allow-all"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let events = events(&run.log_dir());
     let results = results(&events);
     let called: Vec<&str> = results.iter().map(|(name, _, _)| name.as_str()).collect();
-    assert_eq!(called, tools.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(called, names);
     for (name, status, text) in &results {
         assert_eq!(status, "blocked", "{name}: {text}");
         assert!(
@@ -116,7 +128,8 @@ async fn a_deny_hook_blocks_every_tool_the_sandbox_registers() {
         assert_eq!(decision["data"]["source"], "hook");
         assert_eq!(decision["data"]["allowed"], false);
     }
-    let runs = of_type(&events, "hook_run");
+    let mut runs = of_type(&events, "hook_run");
+    runs.retain(|r| r["data"]["event"] == "pre_tool_use");
     assert_eq!(runs.len(), tools.len());
     assert!(
         runs.iter()
@@ -136,8 +149,33 @@ async fn a_deny_hook_blocks_every_tool_the_sandbox_registers() {
         .collect();
     assert_eq!(inputs.len(), tools.len());
     assert_eq!(inputs[0]["event"], "pre_tool_use");
-    assert_eq!(inputs[0]["tool_input"], args);
+    for (input, (tool, args)) in inputs.iter().zip(&tools) {
+        assert_eq!((&input["tool"], &input["tool_input"]), (&json!(tool), args));
+    }
     assert!(inputs[0]["session_id"].is_string() && inputs[0]["call_id"].is_string());
+    assert_described(&inputs);
+    let ended = std::fs::read_to_string(dir.path().join("ended.json")).unwrap();
+    assert_described(&[serde_json::from_str(&ended).unwrap()]);
+}
+
+/// Each document is a hook input as the committed `proto-docs/hooks.schema.json` describes it.
+fn assert_described(inputs: &[Value]) {
+    let path = common::repo_root().join("proto-docs/hooks.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let root = json!({"$ref": "#/$defs/HookInput", "$defs": schema["$defs"]});
+    let validator = jsonschema::validator_for(&root).unwrap();
+    let unnamed = json!({"event": "stop", "turn": 1, "answer": "no session"});
+    assert!(
+        !validator.is_valid(&unnamed),
+        "the schema requires what a hook is always given"
+    );
+    for input in inputs {
+        let errors: Vec<String> = validator
+            .iter_errors(input)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{input}: {errors:?}");
+    }
 }
 
 /// A hook endpoint: answers each POST with `answer(body)`, and keeps the bodies.
@@ -179,7 +217,7 @@ async fn hooks_deny_ask_rewrite_add_context_and_fail_closed() {
         call_turn("write_file", &json!({"path": "a.txt", "content": "kept"})),
         call_turn(
             "search_replace",
-            &json!({"path": "a.txt", "old": "kept", "new": "changed"}),
+            &json!({"path": "a.txt", "search": "kept", "replace": "changed"}),
         ),
         call_turn("read_file", &json!({"path": "a.txt"})),
         "  - text: done\n".to_owned(),

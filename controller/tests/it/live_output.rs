@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use runtime::sandbox::{CallOptions, LiveOutput, SandboxClient};
-use sandbox_protocol::OutputStream;
+use sandbox_protocol::{BashArgs, OutputStream, ToolInput};
 use serde_json::json;
 
 use crate::common;
@@ -75,13 +75,16 @@ async fn the_client_follows_a_named_call_while_it_runs() {
     let workspace = tempfile::tempdir().unwrap();
     let server = common::start_sandbox(workspace.path(), None);
     let client = SandboxClient::new(&server.url, None);
-    let args = json!({"cmd": "for i in 1 2 3 4; do echo step $i; sleep 0.3; done"});
+    let input = ToolInput::Bash(BashArgs {
+        cmd: "for i in 1 2 3 4; do echo step $i; sleep 0.3; done".to_owned(),
+        timeout: None,
+    });
     let options = CallOptions {
         name: Some("followed-1"),
         ..CallOptions::default()
     };
     let call = async {
-        let answer = client.call_tool_with("bash", &args, &options).await;
+        let answer = client.call_tool_with(&input, &options).await;
         (Instant::now(), answer)
     };
     let mut seen: Vec<(Instant, String)> = Vec::new();

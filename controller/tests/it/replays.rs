@@ -6,10 +6,6 @@ use serde_json::{Value, json};
 
 use crate::common;
 
-fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
-
 /// Regenerates a committed file; on a difference, rewrites it and fails so the change is seen.
 fn ensure_file_contents(path: &Path, contents: &str) {
     let current = std::fs::read_to_string(path).unwrap_or_default();
@@ -26,7 +22,7 @@ fn ensure_file_contents(path: &Path, contents: &str) {
 fn committed_scripted_model_schema_is_current() {
     let schema = serde_json::to_string_pretty(&llm::script_schema()).unwrap() + "\n";
     ensure_file_contents(
-        &repo_root().join("proto-docs/scripted-model.schema.json"),
+        &common::repo_root().join("proto-docs/scripted-model.schema.json"),
         &schema,
     );
 }
@@ -35,7 +31,16 @@ fn committed_scripted_model_schema_is_current() {
 fn committed_event_log_schema_is_current() {
     let schema = serde_json::to_string_pretty(&event_log::schema()).unwrap() + "\n";
     ensure_file_contents(
-        &repo_root().join("proto-docs/event-log.schema.json"),
+        &common::repo_root().join("proto-docs/event-log.schema.json"),
+        &schema,
+    );
+}
+
+#[test]
+fn committed_hooks_schema_is_current() {
+    let schema = serde_json::to_string_pretty(&runtime::hooks::schema()).unwrap() + "\n";
+    ensure_file_contents(
+        &common::repo_root().join("proto-docs/hooks.schema.json"),
         &schema,
     );
 }

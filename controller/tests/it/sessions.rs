@@ -8,10 +8,6 @@ use serde_json::json;
 use crate::common;
 use crate::double::{ModelDouble, ev_chat};
 
-fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
-
 /// Live sandbox-server processes serving `workspace`.
 fn sandboxes_serving(workspace: &Path) -> Vec<u32> {
     let needle = workspace.to_str().unwrap().to_owned();
@@ -31,7 +27,7 @@ fn sandboxes_serving(workspace: &Path) -> Vec<u32> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_quick_start_example_passes_its_check() {
-    let task = repo_root().join("examples/hello/task.yaml");
+    let task = common::repo_root().join("examples/hello/task.yaml");
     let run = common::run(
         common::command(&["run", "--task", task.to_str().unwrap()]),
         Duration::from_secs(60),
@@ -370,7 +366,7 @@ async fn a_bad_task_file_names_the_key_and_the_file() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_pod_runs_the_task_at_its_completion_index_and_logs_under_its_name() {
     let tasks = tempfile::tempdir().unwrap();
-    let script = repo_root().join("examples/hello/script.yaml");
+    let script = common::repo_root().join("examples/hello/script.yaml");
     for (name, word) in [
         ("a-first", "alpha"),
         ("b-second", "beta"),

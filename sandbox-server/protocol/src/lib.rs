@@ -6,6 +6,7 @@
 //! on it without pulling in a runtime.
 //!
 //! # Layout
+//! - [`call`]: the built-in tools by name, and one tool call's arguments parsed once.
 //! - [`error`]: the one error body every 4xx and 5xx answer carries.
 //! - [`service`]: health, info, the tool listing, background processes and raw files.
 //! - [`tools`]: arguments and results of the four built-in tools.
@@ -13,6 +14,7 @@
 //! - [`tokens`]: scoped, expiring tokens and the scopes of the API.
 //! - [`egress`]: a benchmark phase's network allow list, and the egress proxy's policy file.
 
+pub mod call;
 pub mod egress;
 pub mod error;
 pub mod number;
@@ -21,6 +23,7 @@ pub mod service;
 pub mod tokens;
 pub mod tools;
 
+pub use call::{BuiltIn, ToolInput};
 pub use error::{ErrorBody, ErrorResponse, ErrorType};
 pub use process::{
     DroppedOutput, Encoding, ExecArgs, ExecResult, ManagedProcess, OutputChunk, OutputStream,

@@ -291,6 +291,7 @@ pub struct StartShellRequest {
 /// variables and functions for the next.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"cmd": "cd src && ls", "timeout": 30}))]
 pub struct ShellRunRequest {
     #[schema(min_length = 1, pattern = "^[^\\u0000]+$")]
     pub cmd: String,
@@ -361,6 +362,7 @@ pub enum PtyServerMessage {
 /// `yield_ms`, whichever is first, with its output so far.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"cmd": "python3 -i", "yield_ms": 1000, "tty": true}))]
 pub struct ExecArgs {
     /// The shell command, run by `bash -c` from the workspace root; not empty, no NUL byte.
     #[schema(min_length = 1, pattern = "^[^\\u0000]+$")]
@@ -383,6 +385,7 @@ pub struct ExecArgs {
 /// return what it printed since the last look.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"process_id": "p-1", "input": "print(6 * 7)\n", "yield_ms": 500}))]
 pub struct WriteStdinArgs {
     /// The `process_id` that `exec` returned.
     #[schema(min_length = 1)]

@@ -203,10 +203,11 @@ pub fn parse_args<A: DeserializeOwned + Validate>(body: &[u8]) -> Result<A, Tool
         let inner = err.into_inner();
         if inner.is_syntax() || inner.is_eof() {
             ToolError::InvalidArguments(format!("body is not valid JSON: {inner}"))
-        } else if path == "." {
-            ToolError::InvalidArguments(strip_position(&inner.to_string()))
         } else {
-            ToolError::InvalidArguments(format!("{path}: {}", strip_position(&inner.to_string())))
+            ToolError::InvalidArguments(sandbox_protocol::call::field_error(
+                &path,
+                &inner.to_string(),
+            ))
         }
     })?;
     deserializer
@@ -214,14 +215,6 @@ pub fn parse_args<A: DeserializeOwned + Validate>(body: &[u8]) -> Result<A, Tool
         .map_err(|err| ToolError::InvalidArguments(format!("body is not valid JSON: {err}")))?;
     args.validate().map_err(ToolError::InvalidArguments)?;
     Ok(args)
-}
-
-/// serde_json appends ` at line 1 column 9`; the field path already says where.
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(idx) => message[..idx].to_owned(),
-        None => message.to_owned(),
-    }
 }
 
 /// The enabled tools, in listing order.

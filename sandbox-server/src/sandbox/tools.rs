@@ -16,6 +16,7 @@ pub use write_file::WriteFile;
 
 use super::registry::{Registry, ToolError};
 use super::workspace::WorkspaceError;
+use sandbox_protocol::BuiltIn;
 
 fn check_path(path: &str) -> Result<(), String> {
     if path.is_empty() {
@@ -34,9 +35,6 @@ fn io_failure(path: &str, source: std::io::Error) -> ToolError {
     })
 }
 
-/// The tools a server enables when `--tools` does not say: the seed's four.
-pub const DEFAULT_TOOLS: [&str; 4] = ["bash", "read_file", "write_file", "search_replace"];
-
 /// Every built-in tool, in the order the model sees them: the four defaults, then the opt-in
 /// `exec`, `write_stdin` and `shell` (`--tools`).
 pub fn builtin() -> Registry {
@@ -51,9 +49,9 @@ pub fn builtin() -> Registry {
     registry
 }
 
-/// The tools enabled by default.
+/// The tools enabled when `--tools` does not say: the seed's four.
 pub fn default_tools() -> Registry {
-    let names = DEFAULT_TOOLS.map(str::to_owned);
+    let names = BuiltIn::DEFAULT.map(|tool| tool.name().to_owned());
     builtin()
         .select(&names)
         .expect("the default tools are built in")

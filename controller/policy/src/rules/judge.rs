@@ -1,8 +1,13 @@
 //! Judging a `bash` line and a file tool's path against a rule set.
 
+use sandbox_protocol::BuiltIn;
+
 use super::{RuleSet, Ruling, Verdict};
 use crate::bash::{self, Command, Line, readonly};
 use crate::paths::{credential_path, normalize};
+
+/// The tool name rules on commands are written for (`bash(…)`).
+const BASH: &str = BuiltIn::Bash.name();
 
 /// Where a line starts, from what the sandbox says of a shell's folder: relative to the
 /// workspace root when inside it, absolute otherwise, `?` when it could not say.
@@ -48,13 +53,13 @@ impl RuleSet {
             .collect();
         let matches = |rule: &super::Rule| {
             subjects.iter().any(|(canonical, written)| {
-                rule.matches("bash", canonical, false) || rule.matches("bash", written, false)
+                rule.matches(BASH, canonical, false) || rule.matches(BASH, written, false)
             })
         };
         if let Some(rule) = self
             .deny
             .iter()
-            .find(|r| matches(r) || r.matches("bash", source, false))
+            .find(|r| matches(r) || r.matches(BASH, source, false))
         {
             return Some(Ruling::new(Verdict::Deny, format!("rule {}", rule.pattern)));
         }
@@ -149,7 +154,7 @@ impl RuleSet {
         match self
             .allow
             .iter()
-            .find(|r| r.matches("bash", &canonical, false))
+            .find(|r| r.matches(BASH, &canonical, false))
         {
             Some(rule) if clean => Ok((format!("rule {}", rule.pattern), None)),
             _ => Err(NotAllowed::Open(canonical)),
@@ -158,9 +163,10 @@ impl RuleSet {
 
     /// A file tool's path (and the text it writes): credentials, `.git`/`.github`, outside the
     /// workspace, then patterns.
-    pub(super) fn file(&self, tool: &str, path: &str, written: Option<&str>) -> Option<Ruling> {
+    pub(super) fn file(&self, tool: BuiltIn, path: &str, written: Option<&str>) -> Option<Ruling> {
         let normalized = normalize(path);
-        let writes = tool != "read_file";
+        let writes = tool != BuiltIn::ReadFile;
+        let tool = tool.name();
         if self.builtin
             && let Some(place) = credential_path(path)
         {

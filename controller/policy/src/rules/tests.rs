@@ -1,11 +1,17 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::{Judged, ToolInput};
+
+/// A call as the rules see it, without a workspace.
+fn judged(tool: &str, args: &Value) -> Judged {
+    Judged::of(&ToolInput::parse(tool, args.clone()).expect("the test's arguments parse"))
+}
 
 #[allow(clippy::needless_pass_by_value)] // the tests read better with json! inline
 fn verdict(rules: &RuleSet, tool: &str, args: Value) -> Option<(Verdict, String)> {
     rules
-        .evaluate(tool, &args)
+        .evaluate(&judged(tool, &args))
         .map(|ruling| (ruling.verdict, ruling.provenance))
 }
 
@@ -31,7 +37,9 @@ fn globs() {
 }
 
 fn defaults_say(tool: &str, args: &Value) -> Option<Verdict> {
-    RuleSet::defaults().evaluate(tool, args).map(|r| r.verdict)
+    RuleSet::defaults()
+        .evaluate(&judged(tool, args))
+        .map(|r| r.verdict)
 }
 
 #[test]
@@ -111,7 +119,7 @@ fn read_only_entries_are_option_aware() {
         "a cluster is read flag by flag"
     );
     let git = rules
-        .evaluate("bash", &json!({"cmd": "git status --short"}))
+        .evaluate(&judged("bash", &json!({"cmd": "git status --short"})))
         .unwrap();
     assert_eq!(
         git.repositories,
@@ -186,7 +194,7 @@ fn the_default_set() {
     }
     check(
         "search_replace",
-        json!({"path": "./src/../.github/workflows/r.yml", "old": "a", "new": "b"}),
+        json!({"path": "./src/../.github/workflows/r.yml", "search": "a", "replace": "b"}),
         Some(Verdict::Ask),
     );
 }
@@ -196,12 +204,12 @@ fn without_the_defaults_nothing_built_in_applies() {
     let rules = RuleSet::parse(&[], &[], &["bash(cat *)".into()]).unwrap();
     assert_eq!(
         rules
-            .evaluate("bash", &json!({"cmd": "cat ~/.ssh/id_rsa"}))
+            .evaluate(&judged("bash", &json!({"cmd": "cat ~/.ssh/id_rsa"})))
             .unwrap()
             .verdict,
         Verdict::Allow
     );
-    assert_eq!(rules.evaluate("bash", &json!({"cmd": "ls"})), None);
+    assert_eq!(rules.evaluate(&judged("bash", &json!({"cmd": "ls"}))), None);
 }
 
 #[test]

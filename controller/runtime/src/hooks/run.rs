@@ -5,11 +5,10 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::config::{Handler, OnError};
-use super::{HookAnswer, HookDecision, HookEvent, HookSpec, Hooks, MAX_OUTPUT};
+use super::{HookAnswer, HookDecision, HookEvent, HookInput, HookSpec, Hooks, MAX_OUTPUT};
 
 /// How a hook's run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,22 +64,17 @@ impl HookRun {
 }
 
 impl Hooks {
-    /// Runs the hooks of `event` that apply to `tool`, all at once, with `input` (to which
-    /// `event` is added); their runs in configuration order.
-    pub async fn run(
-        &self,
-        event: HookEvent,
-        tool: Option<&str>,
-        mut input: Value,
-    ) -> Vec<HookRun> {
-        let hooks = self.matching(event, tool);
+    /// Runs the hooks that apply to `input` (its event, and its call's tool for tool events),
+    /// all at once, each given `input`; their runs in configuration order.
+    pub async fn run(&self, input: &HookInput) -> Vec<HookRun> {
+        let hooks = self.matching(
+            input.about.event(),
+            input.about.call().map(|(_, tool)| tool),
+        );
         if hooks.is_empty() {
             return Vec::new();
         }
-        if let Value::Object(fields) = &mut input {
-            fields.insert("event".to_owned(), Value::from(event.as_str()));
-        }
-        let body = serde_json::to_vec(&input).unwrap_or_default();
+        let body = serde_json::to_vec(input).unwrap_or_default();
         let runs = hooks.into_iter().map(|hook| self.run_one(hook, &body));
         futures::future::join_all(runs).await
     }

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use sandbox_protocol::OutputStream;
+use sandbox_protocol::{BuiltIn, OutputStream};
 
 use super::{RecordError, Recorder};
 use event_log::{Event, ToolResult, ToolStatus};
@@ -54,8 +54,8 @@ impl Recorder {
         else {
             return Ok(());
         };
-        let printed = match call.tool.as_str() {
-            "bash" => {
+        let printed = match BuiltIn::from_name(&call.tool) {
+            Some(BuiltIn::Bash) => {
                 let printed =
                     tokio::time::timeout(SANDBOX_WAIT, self.printed_so_far(&call.process))
                         .await

@@ -1,44 +1,33 @@
 //! The session's side of hooks: run the hooks of an event with the session's facts, log every
 //! run (`hook_run`), and combine their answers.
 
-use serde_json::{Value, json};
-
 use super::{Agent, SessionError};
-use crate::hooks::{Combined, HookEvent, HookRun, RunOutcome};
+use crate::hooks::{About, Combined, HookInput, HookRun, RunOutcome};
 use event_log::{Event, HookOutcome, HookRunEvent};
-use llm::ToolCall;
 
 impl Agent<'_> {
-    /// Runs the hooks of `event` (those matching `call`'s tool, for tool events) with `input`
-    /// plus the session's id, logs each run, and returns what they decided together.
-    pub(super) async fn hook(
-        &self,
-        event: HookEvent,
-        call: Option<&ToolCall>,
-        mut input: Value,
-    ) -> Result<Combined, SessionError> {
-        if self
-            .hooks
-            .matching(event, call.map(|c| c.name.as_str()))
-            .is_empty()
-        {
+    /// Runs the hooks of the event `about` names (those matching its call's tool, for tool
+    /// events) with the session's id, logs each run, and returns what they decided together.
+    pub(super) async fn hook(&self, about: About) -> Result<Combined, SessionError> {
+        let tool = about.call().map(|(_, tool)| tool);
+        if self.hooks.matching(about.event(), tool).is_empty() {
             return Ok(Combined::default());
         }
-        if let Value::Object(fields) = &mut input {
-            fields.insert("session_id".to_owned(), json!(self.recorder.session_id()));
-            if let Some(call) = call {
-                fields.insert("call_id".to_owned(), json!(call.id));
-                fields.insert("tool".to_owned(), json!(call.name));
-            }
-        }
-        let runs = self
-            .hooks
-            .run(event, call.map(|c| c.name.as_str()), input.clone())
-            .await;
+        let input = HookInput {
+            session_id: self.recorder.session_id().to_owned(),
+            about,
+        };
+        let runs = self.hooks.run(&input).await;
         let log = &self.recorder.log;
-        let blob = log.json_blob(&input)?;
+        // A struct of strings, numbers and JSON values: it always serializes.
+        let blob = log.json_blob(&serde_json::to_value(&input).unwrap_or_default())?;
         for run in &runs {
-            let record = logged(run, call, blob.clone(), log.text(&run.output)?);
+            let record = logged(
+                run,
+                input.about.call(),
+                blob.clone(),
+                log.text(&run.output)?,
+            );
             log.record(Event::HookRun(record)).await?;
         }
         Ok(Combined::of(&runs))
@@ -47,7 +36,7 @@ impl Agent<'_> {
 
 fn logged(
     run: &HookRun,
-    call: Option<&ToolCall>,
+    call: Option<(&str, &str)>,
     input: event_log::BlobRef,
     output: event_log::Text,
 ) -> HookRunEvent {
@@ -56,8 +45,8 @@ fn logged(
         hook: run.name.clone(),
         event: run.event,
         handler: run.handler.clone(),
-        call_id: call.map(|c| c.id.clone()),
-        tool: call.map(|c| c.name.clone()),
+        call_id: call.map(|(id, _)| id.to_owned()),
+        tool: call.map(|(_, tool)| tool.to_owned()),
         outcome: match run.outcome {
             RunOutcome::Answered(_) => HookOutcome::Answered,
             RunOutcome::Blocked(_) => HookOutcome::Blocked,

@@ -4,12 +4,12 @@
 
 use std::time::Instant;
 
-use sandbox_protocol::{Artifact, BashResult, ToolSpec, ToolStep};
+use sandbox_protocol::{Artifact, BashResult, BuiltIn, ToolInput, ToolSpec, ToolStep};
 use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::{Agent, SessionError};
-use crate::hooks::{HookDecision, HookEvent};
+use crate::hooks::{About, HookDecision, ToolOutcome};
 use crate::recording::Inline;
 use crate::sandbox::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
 use event_log::{
@@ -78,8 +78,10 @@ impl Agent<'_> {
             call_id = %call.id,
             status = tracing::field::Empty,
         );
+        // Parsed once: the hooks, the policy and the sandbox all get this one value.
+        let parsed = parse_call(&self.tools_now(), call);
         let decided = self
-            .decide_and_run(call, task, name)
+            .decide_and_run(call, parsed.as_ref(), task, name)
             .instrument(span.clone())
             .await;
         let (outcome, mut context) = match decided {
@@ -109,7 +111,9 @@ impl Agent<'_> {
                 Some(result) => self.outputs(result, &inline).await?,
                 None => Vec::new(),
             };
-            let after = self.after_tool(call, &outcome).await?;
+            let after = self
+                .after_tool(call, parsed.as_ref().ok(), &outcome)
+                .await?;
             context.extend(after.context);
             let text = super::hooked::with_context(outcome.text.clone(), &context);
             let result = ToolResult {
@@ -186,24 +190,27 @@ impl Agent<'_> {
         }
     }
 
-    /// The `post_tool_use` hooks of a call, with its result.
+    /// The `post_tool_use` hooks of a call (`input`: the model's, when it parsed), with its
+    /// result.
     async fn after_tool(
         &self,
         call: &ToolCall,
+        input: Option<&ToolInput>,
         outcome: &CallOutcome,
     ) -> Result<crate::hooks::Combined, SessionError> {
         let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
-        let status = outcome.status.as_str();
-        let input = serde_json::json!({
-            "tool_input": parse_call(&self.tools_now(), call).unwrap_or(Value::Null),
-            "tool_result": {
-                "status": status,
-                "output": outcome.text,
-                "exit_code": bash.map(|b| b.exit_code),
-                "timed_out": bash.map(|b| b.timed_out),
+        let about = About::PostToolUse {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            tool_input: input.map_or(Value::Null, ToolInput::to_value),
+            tool_result: ToolOutcome {
+                status: outcome.status.as_str().to_owned(),
+                output: outcome.text.clone(),
+                exit_code: bash.map(|b| b.exit_code),
+                timed_out: bash.map(|b| b.timed_out),
             },
-        });
-        self.hook(HookEvent::PostToolUse, Some(call), input).await
+        };
+        self.hook(about).await
     }
 
     /// Checks the call, runs its `pre_tool_use` hooks, asks the policy (logging its decision)
@@ -211,15 +218,23 @@ impl Agent<'_> {
     async fn decide_and_run(
         &self,
         call: &ToolCall,
+        parsed: Result<&ToolInput, &String>,
         task: &str,
         name: &str,
     ) -> Result<(CallOutcome, Vec<String>), SessionError> {
-        let args = match parse_call(&self.tools_now(), call) {
-            Ok(args) => args,
-            Err(text) => return Ok((CallOutcome::refused(ToolStatus::Error, text), Vec::new())),
+        let input = match parsed {
+            Ok(input) => input,
+            Err(text) => {
+                let refused = CallOutcome::refused(ToolStatus::Error, text.clone());
+                return Ok((refused, Vec::new()));
+            }
         };
-        let input = serde_json::json!({ "tool_input": args });
-        let hooked = self.hook(HookEvent::PreToolUse, Some(call), input).await?;
+        let about = About::PreToolUse {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            tool_input: input.to_value(),
+        };
+        let hooked = self.hook(about).await?;
         if hooked.decision == Some(HookDecision::Deny) {
             let event = hook_decision(call, &hooked.reason);
             self.recorder
@@ -235,9 +250,20 @@ impl Agent<'_> {
                 hooked.context,
             ));
         }
-        // A rewrite is judged by the rules like the model's own arguments.
-        let args = hooked.updated_input.clone().unwrap_or(args);
-        let outcome = self.judge_and_run(call, task, name, &args, &hooked).await?;
+        // A rewrite is parsed and judged by the rules like the model's own arguments.
+        let rewritten = match &hooked.updated_input {
+            Some(args) => match ToolInput::parse(input.name(), args.clone()) {
+                Ok(rewritten) => Some(rewritten),
+                Err(err) => {
+                    let text = format!("ERROR: a pre_tool_use hook's updated_input: {err}");
+                    let refused = CallOutcome::refused(ToolStatus::Error, text);
+                    return Ok((refused, hooked.context));
+                }
+            },
+            None => None,
+        };
+        let input = rewritten.as_ref().unwrap_or(input);
+        let outcome = self.judge_and_run(call, input, task, name, &hooked).await?;
         Ok((outcome, hooked.context))
     }
 
@@ -246,12 +272,11 @@ impl Agent<'_> {
     async fn judge_and_run(
         &self,
         call: &ToolCall,
+        input: &ToolInput,
         task: &str,
         name: &str,
-        args: &Value,
         hooked: &crate::hooks::Combined,
     ) -> Result<CallOutcome, SessionError> {
-        let args = args.clone();
         let span =
             tracing::info_span!("policy", tool = %call.name, verdict = tracing::field::Empty);
         let judged = async {
@@ -259,13 +284,12 @@ impl Agent<'_> {
                 .policy
                 .decide(policy::Call {
                     request: task,
-                    tool: &call.name,
-                    args: &args,
+                    input,
                     workspace: Some(self.sandbox),
                 })
                 .await;
             let judgement = tightened(judgement, hooked);
-            let settled = self.approval.settle(&judgement, &call.name, &args).await;
+            let settled = self.approval.settle(&judgement, input).await;
             (judgement, settled)
         };
         let (judgement, settled) = judged.instrument(span.clone()).await;
@@ -287,10 +311,10 @@ impl Agent<'_> {
             let text = policy::blocked_message(&settled.reason);
             return Ok(CallOutcome::refused(ToolStatus::Blocked, text));
         }
-        if self.mcp.owns(&call.name) {
+        if self.mcp.owns(input.name()) {
             // An MCP server's tool: its answer, as a tool's; the workspace is recorded after
             // it like after any call (the step carries no sandbox record).
-            let answer = self.mcp.call(&call.name, args).await;
+            let answer = self.mcp.call(input.name(), input.to_value()).await;
             let (status, text) = match answer.failed {
                 true => (ToolStatus::Error, format!("ERROR: {}", answer.text)),
                 false => (ToolStatus::Ok, answer.text),
@@ -307,7 +331,7 @@ impl Agent<'_> {
             fingerprint: true,
             name: Some(name),
         };
-        Ok(run_on_sandbox(self.sandbox, call, &args, &options).await?)
+        Ok(run_on_sandbox(self.sandbox, input, &options).await?)
     }
 
     /// Awaits `ran` (the call named `name` on the sandbox) while, for an observer that wants
@@ -319,7 +343,7 @@ impl Agent<'_> {
         name: &str,
         ran: F,
     ) -> F::Output {
-        if call.name != "bash" || !self.observer.live_output() {
+        if BuiltIn::from_name(&call.name) != Some(BuiltIn::Bash) || !self.observer.live_output() {
             return ran.await;
         }
         let mut each = |output: LiveOutput| self.observer.tool_output(call, &output);
@@ -444,32 +468,33 @@ fn decision_event(call: &ToolCall, judgement: &Judgement, settled: &Settled) -> 
     }
 }
 
-/// Checks a call before anything runs: a known tool and JSON arguments. The error is the text
-/// the model gets.
-pub fn parse_call(tools: &[ToolSpec], call: &ToolCall) -> Result<Value, String> {
+/// Parses a call before anything runs: a tool the model was offered, JSON arguments, and for a
+/// built-in tool the arguments it takes (worded as the sandbox words a refusal). The error is
+/// the text the model gets.
+pub fn parse_call(tools: &[ToolSpec], call: &ToolCall) -> Result<ToolInput, String> {
     if !tools.iter().any(|tool| tool.name == call.name) {
         return Err(format!("ERROR: unknown tool {}", call.name));
     }
-    if call.arguments.trim().is_empty() {
-        return Ok(Value::Object(Default::default()));
-    }
-    serde_json::from_str(&call.arguments).map_err(|err| {
-        format!(
-            "ERROR: the arguments are not valid JSON ({err}): {}",
-            call.arguments
-        )
-    })
+    let args = match call.arguments.trim() {
+        "" => Value::Object(Default::default()),
+        text => serde_json::from_str(text).map_err(|err| {
+            format!(
+                "ERROR: the arguments are not valid JSON ({err}): {}",
+                call.arguments
+            )
+        })?,
+    };
+    ToolInput::parse(&call.name, args).map_err(|err| format!("ERROR: {err}"))
 }
 
 /// Runs an allowed call. A tool's own failure is `ERROR: …` for the model; a sandbox that
 /// stopped working is an error.
 pub async fn run_on_sandbox(
     sandbox: &SandboxClient,
-    call: &ToolCall,
-    args: &Value,
+    input: &ToolInput,
     options: &CallOptions<'_>,
 ) -> Result<CallOutcome, SandboxError> {
-    match sandbox.call_tool_with(&call.name, args, options).await {
+    match sandbox.call_tool_with(input, options).await {
         Ok((reply, step)) => Ok(CallOutcome {
             status: ToolStatus::Ok,
             text: reply.output().to_owned(),

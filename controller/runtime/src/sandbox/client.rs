@@ -4,14 +4,15 @@
 use std::time::Duration;
 
 use sandbox_protocol::{
-    BashArgs, BashResult, ChangesResponse, DirListing, ErrorResponse, ErrorType,
-    FingerprintResponse, InfoResponse, ManifestResponse, ProcessKillResponse, ReadFileResult,
-    SearchReplaceResult, SnapshotResponse, ToolOutput, ToolSpec, ToolStep, WriteFileResult,
+    BashArgs, BashResult, BuiltIn, DirListing, ErrorResponse, ErrorType, InfoResponse,
+    ProcessKillResponse, ReadFileResult, SearchReplaceResult, ToolInput, ToolOutput, ToolSpec,
+    ToolStep, WriteFileResult,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::tls::{ClientTls, TlsFileError};
+use calls::Timeout;
 
 /// A tool's result, decoded as its type: the built-in tools' own, any other tool's common part.
 #[derive(Debug, Clone, PartialEq)]
@@ -210,21 +211,19 @@ impl SandboxClient {
         Ok(info)
     }
 
-    /// How long a call of `tool` may go unanswered before the sandbox counts as stuck: its
-    /// timeout (a `bash` or `shell` call's own, or the server's default; the longest for other tools) and
-    /// the kill grace, plus a margin. `None` when the server's limits cannot be read.
-    async fn call_bound(&self, tool: &str, args: Option<&Value>) -> Option<Duration> {
+    /// How long a call may go unanswered before the sandbox counts as stuck: its timeout (a
+    /// command's own, or the server's default; the longest for other tools) and the kill
+    /// grace, plus a margin. `None` when the server's limits cannot be read.
+    async fn call_bound(&self, timeout: Timeout) -> Option<Duration> {
         if self.limits.get().is_none() {
             let _ = self.info().await;
         }
         let limits = self.limits.get()?;
-        let timeout = match tool {
-            "bash" | "shell" => args
-                .and_then(|args| args.get("timeout"))
-                .and_then(Value::as_u64)
-                .unwrap_or(limits.default_timeout_secs)
+        let timeout = match timeout {
+            Timeout::Command(asked) => asked
+                .map_or(limits.default_timeout_secs, u64::from)
                 .min(limits.max_timeout_secs),
-            _ => limits.max_timeout_secs,
+            Timeout::Longest => limits.max_timeout_secs,
         };
         Some(
             Duration::from_secs(timeout)
@@ -240,11 +239,9 @@ impl SandboxClient {
         self.json(response).await
     }
 
-    /// Runs a tool with the arguments a model wrote; its result decoded by the tool's name.
-    pub async fn call_tool(&self, name: &str, args: &Value) -> Result<ToolReply, SandboxError> {
-        let (reply, _) = self
-            .call_tool_with(name, args, &CallOptions::default())
-            .await?;
+    /// Runs a tool call; its result decoded as its tool answers.
+    pub async fn call_tool(&self, call: &ToolInput) -> Result<ToolReply, SandboxError> {
+        let (reply, _) = self.call_tool_with(call, &CallOptions::default()).await?;
         Ok(reply)
     }
 
@@ -253,11 +250,16 @@ impl SandboxClient {
     /// `fingerprint` the answer brings the step's record along (one round trip).
     pub async fn call_tool_with(
         &self,
-        name: &str,
-        args: &Value,
+        call: &ToolInput,
         options: &CallOptions<'_>,
     ) -> Result<(ToolReply, Option<ToolStep>), SandboxError> {
-        let body = self.post_tool(name, args, options).await?;
+        let timeout = match call.built_in() {
+            Some(tool) if tool.answers_as_bash() => Timeout::Command(call.timeout_secs()),
+            _ => Timeout::Longest,
+        };
+        let body = self
+            .post_tool(call.name(), &call.to_value(), timeout, options)
+            .await?;
         let mut value: Value = self.decode_bytes(&body)?;
         let step = match value
             .as_object_mut()
@@ -266,12 +268,12 @@ impl SandboxClient {
             Some(step) => Some(self.decode(step)?),
             None => None,
         };
-        let reply = match name {
+        let reply = match call.built_in() {
             // A `shell` run answers as `bash` does, with the shell's part besides.
-            "bash" | "shell" => ToolReply::Bash(Box::new(self.decode(value)?)),
-            "read_file" => ToolReply::ReadFile(self.decode(value)?),
-            "write_file" => ToolReply::WriteFile(self.decode(value)?),
-            "search_replace" => ToolReply::SearchReplace(self.decode(value)?),
+            Some(tool) if tool.answers_as_bash() => ToolReply::Bash(Box::new(self.decode(value)?)),
+            Some(BuiltIn::ReadFile) => ToolReply::ReadFile(self.decode(value)?),
+            Some(BuiltIn::WriteFile) => ToolReply::WriteFile(self.decode(value)?),
+            Some(BuiltIn::SearchReplace) => ToolReply::SearchReplace(self.decode(value)?),
             _ => ToolReply::Other(self.decode(value)?),
         };
         Ok((reply, step))
@@ -294,7 +296,12 @@ impl SandboxClient {
     /// `POST /v1/tools/bash`.
     pub async fn bash(&self, args: &BashArgs) -> Result<BashResult, SandboxError> {
         let body = self
-            .post_tool("bash", args, &CallOptions::default())
+            .post_tool(
+                BuiltIn::Bash.name(),
+                args,
+                Timeout::Command(args.timeout),
+                &CallOptions::default(),
+            )
             .await?;
         self.decode_bytes(&body)
     }
@@ -305,12 +312,11 @@ impl SandboxClient {
         &self,
         name: &str,
         args: &impl serde::Serialize,
+        timeout: Timeout,
         options: &CallOptions<'_>,
     ) -> Result<Vec<u8>, SandboxError> {
         let path = format!("/v1/tools/{}{}", encode_segment(name), options.query());
-        let bound = self
-            .call_bound(name, serde_json::to_value(args).ok().as_ref())
-            .await;
+        let bound = self.call_bound(timeout).await;
         let started = std::time::Instant::now();
         let (mut overloaded, mut dropped) = (0, 0);
         loop {
@@ -427,28 +433,6 @@ impl SandboxClient {
         }
     }
 
-    /// `POST /v1/workspace/snapshot`.
-    pub async fn snapshot(&self) -> Result<SnapshotResponse, SandboxError> {
-        let response = self
-            .send(self.request(reqwest::Method::POST, "/v1/workspace/snapshot"))
-            .await?;
-        self.json(response).await
-    }
-
-    /// `GET /v1/workspace/snapshots/{id}`.
-    pub async fn manifest(&self, id: &str) -> Result<ManifestResponse, SandboxError> {
-        let path = format!("/v1/workspace/snapshots/{}", encode_segment(id));
-        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
-        self.json(response).await
-    }
-
-    /// `GET /v1/workspace/changes?since=ID`.
-    pub async fn changes(&self, since: &str) -> Result<ChangesResponse, SandboxError> {
-        let path = format!("/v1/workspace/changes?since={}", encode_segment(since));
-        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
-        self.json(response).await
-    }
-
     /// `GET /v1/blobs/{sha256}`; `None` when the sandbox did not keep it.
     pub async fn blob(&self, sha256: &str) -> Result<Option<Vec<u8>>, SandboxError> {
         self.bytes_or_none(&format!("/v1/blobs/{}", encode_segment(sha256)))
@@ -473,24 +457,6 @@ impl SandboxClient {
             Err(SandboxError::Api { status: 404, .. }) => Ok(None),
             Err(err) => Err(err),
         }
-    }
-
-    /// `GET /v1/state/fingerprint`.
-    pub async fn fingerprint(&self) -> Result<FingerprintResponse, SandboxError> {
-        let response = self
-            .send(self.request(reqwest::Method::GET, "/v1/state/fingerprint"))
-            .await?;
-        self.json(response).await
-    }
-
-    /// `PUT /v1/workspace/archive`: replaces the workspace with a tar archive.
-    pub async fn put_archive(&self, tar: Vec<u8>) -> Result<(), SandboxError> {
-        self.send(
-            self.request(reqwest::Method::PUT, "/v1/workspace/archive")
-                .body(tar),
-        )
-        .await
-        .map(drop)
     }
 
     /// `DELETE /v1/processes`: ends every background process a command left.
@@ -591,6 +557,7 @@ mod calls;
 pub(crate) use calls::chunk_text;
 mod error;
 mod processes;
+mod snapshots;
 #[cfg(test)]
 mod tests;
 mod tokens;

@@ -1,5 +1,6 @@
 //! `bash`: run a shell command from the workspace root, with a timeout that kills its tree.
 
+use sandbox_protocol::BuiltIn;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument as _;
@@ -54,7 +55,7 @@ impl Tool for Bash {
     type Output = BashResult;
 
     fn name(&self) -> &'static str {
-        "bash"
+        BuiltIn::Bash.name()
     }
 
     fn description(&self) -> &'static str {

@@ -3,6 +3,7 @@
 //! after `yield_ms`; `write_stdin` types into it and answers with what it printed since the
 //! model last looked. Both read the process's buffer from the model's own cursor.
 
+use sandbox_protocol::BuiltIn;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -62,7 +63,7 @@ impl Tool for Exec {
     type Output = ExecResult;
 
     fn name(&self) -> &'static str {
-        "exec"
+        BuiltIn::Exec.name()
     }
 
     fn description(&self) -> &'static str {
@@ -89,7 +90,7 @@ impl Tool for WriteStdin {
     type Output = ExecResult;
 
     fn name(&self) -> &'static str {
-        "write_stdin"
+        BuiltIn::WriteStdin.name()
     }
 
     fn description(&self) -> &'static str {

@@ -1,5 +1,6 @@
 //! `read_file`: numbered lines of a text file, a page at a time.
 
+use sandbox_protocol::BuiltIn;
 use std::io::{BufRead, BufReader, Read, Seek};
 
 use sandbox_protocol::{ReadFileArgs, ReadFileResult};
@@ -35,7 +36,7 @@ impl Tool for ReadFile {
     type Output = ReadFileResult;
 
     fn name(&self) -> &'static str {
-        "read_file"
+        BuiltIn::ReadFile.name()
     }
 
     fn description(&self) -> &'static str {

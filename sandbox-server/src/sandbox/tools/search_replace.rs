@@ -5,6 +5,7 @@
 //! passes, so a file changed in between is refused rather than corrupted). Memory stays a
 //! chunk and the two texts, whatever the file's size.
 
+use sandbox_protocol::BuiltIn;
 use std::fs::File;
 use std::io::{self, Read, Seek};
 
@@ -34,7 +35,7 @@ impl Tool for SearchReplace {
     type Output = SearchReplaceResult;
 
     fn name(&self) -> &'static str {
-        "search_replace"
+        BuiltIn::SearchReplace.name()
     }
 
     fn description(&self) -> &'static str {

@@ -4,6 +4,7 @@
 //! `GET /v1/processes/model-shell/…` follows it; a timeout interrupts the command, not the
 //! shell; a shell that exited is started again by the next call, which says so.
 
+use sandbox_protocol::BuiltIn;
 use sandbox_protocol::{ProcessState, ShellRunRequest, ShellRunResult, StartShellRequest};
 
 use crate::sandbox::processes::{self, ManagedError};
@@ -25,7 +26,7 @@ impl Tool for Shell {
     type Output = ShellRunResult;
 
     fn name(&self) -> &'static str {
-        "shell"
+        BuiltIn::Shell.name()
     }
 
     fn description(&self) -> &'static str {

@@ -1,5 +1,6 @@
 //! `write_file`: replace a file's content atomically, creating missing folders.
 
+use sandbox_protocol::BuiltIn;
 use sandbox_protocol::{WriteFileArgs, WriteFileResult};
 
 use super::check_path;
@@ -19,7 +20,7 @@ impl Tool for WriteFile {
     type Output = WriteFileResult;
 
     fn name(&self) -> &'static str {
-        "write_file"
+        BuiltIn::WriteFile.name()
     }
 
     fn description(&self) -> &'static str {

@@ -127,3 +127,12 @@ pub(crate) fn chunk_text(chunk: OutputChunk) -> String {
             .unwrap_or_default(),
     }
 }
+
+/// What bounds the wait for a call's answer.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Timeout {
+    /// A command's: its own timeout in seconds, or the server's default.
+    Command(Option<u32>),
+    /// Any other tool's: the longest the server allows.
+    Longest,
+}

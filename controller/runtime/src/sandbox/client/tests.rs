@@ -38,8 +38,11 @@ async fn a_call_the_sandbox_never_answers_ends_as_stuck() {
     let mut client = SandboxClient::new(&url, None);
     client.stuck_margin = Duration::from_millis(200);
     let started = std::time::Instant::now();
-    let args = serde_json::json!({"cmd": "true", "timeout": 1});
-    let err = client.call_tool("bash", &args).await.unwrap_err();
+    let call = ToolInput::Bash(sandbox_protocol::BashArgs {
+        cmd: "true".to_owned(),
+        timeout: Some(1),
+    });
+    let err = client.call_tool(&call).await.unwrap_err();
     let waited = started.elapsed();
     assert!(matches!(err, SandboxError::Stuck { .. }), "{err}");
     assert!(err.is_infrastructure());

@@ -1,0 +1,48 @@
+//! The workspace's state through the sandbox API: snapshots and their manifests, the changes
+//! since one, the state's fingerprint, and a whole workspace put back from an archive.
+
+use sandbox_protocol::{ChangesResponse, FingerprintResponse, ManifestResponse, SnapshotResponse};
+
+use super::{SandboxClient, SandboxError, encode_segment};
+
+impl SandboxClient {
+    /// `POST /v1/workspace/snapshot`.
+    pub async fn snapshot(&self) -> Result<SnapshotResponse, SandboxError> {
+        let response = self
+            .send(self.request(reqwest::Method::POST, "/v1/workspace/snapshot"))
+            .await?;
+        self.json(response).await
+    }
+
+    /// `GET /v1/workspace/snapshots/{id}`.
+    pub async fn manifest(&self, id: &str) -> Result<ManifestResponse, SandboxError> {
+        let path = format!("/v1/workspace/snapshots/{}", encode_segment(id));
+        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
+        self.json(response).await
+    }
+
+    /// `GET /v1/workspace/changes?since=ID`.
+    pub async fn changes(&self, since: &str) -> Result<ChangesResponse, SandboxError> {
+        let path = format!("/v1/workspace/changes?since={}", encode_segment(since));
+        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
+        self.json(response).await
+    }
+
+    /// `GET /v1/state/fingerprint`.
+    pub async fn fingerprint(&self) -> Result<FingerprintResponse, SandboxError> {
+        let response = self
+            .send(self.request(reqwest::Method::GET, "/v1/state/fingerprint"))
+            .await?;
+        self.json(response).await
+    }
+
+    /// `PUT /v1/workspace/archive`: replaces the workspace with a tar archive.
+    pub async fn put_archive(&self, tar: Vec<u8>) -> Result<(), SandboxError> {
+        self.send(
+            self.request(reqwest::Method::PUT, "/v1/workspace/archive")
+                .body(tar),
+        )
+        .await
+        .map(drop)
+    }
+}
