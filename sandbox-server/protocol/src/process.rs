@@ -362,7 +362,7 @@ pub enum PtyServerMessage {
 /// `yield_ms`, whichever is first, with its output so far.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"cmd": "python3 -i", "yield_ms": 1000, "tty": true}))]
+#[schema(example = json!({"cmd": "sleep 2; echo done", "yield_ms": 1000}))]
 pub struct ExecArgs {
     /// The shell command, run by `bash -c` from the workspace root; not empty, no NUL byte.
     #[schema(min_length = 1, pattern = "^[^\\u0000]+$")]
@@ -377,7 +377,7 @@ pub struct ExecArgs {
     )]
     pub yield_ms: Option<u32>,
     /// Run it under a terminal (for programs that want one: REPLs, editors, pagers).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tty: bool,
 }
 
