@@ -27,7 +27,7 @@ pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<
         let dir = reader::session_dir(std::path::Path::new(path));
         return Ok(Arc::new(ReplayModel::load(&dir)?));
     }
-    llm::build_gated(spec, RetryPolicy::default(), gates)
+    Ok(llm::build_gated(spec, RetryPolicy::default(), gates)?)
 }
 
 /// A task of a dataset, whatever its kind: a YAML task file (with a working directory

@@ -3,7 +3,8 @@
 //! # This crate (`harness-models`)
 //! Talks to model APIs and nothing else: it depends on the sandbox protocol (tool specs) and
 //! `harness-telemetry` (throttling and gate waits), never on the log, the policy, the runtime
-//! or a sandbox. What a reply means for a session is the run loop's business.
+//! or a sandbox. What a reply means for a session is the run loop's business. Its failures are
+//! [`ModelError`] (a call) and [`BuildError`] (a spec); it does not use `anyhow`.
 
 mod anthropic;
 mod chat;
@@ -138,8 +139,37 @@ pub struct ModelSpec {
     pub thinking_budget: Option<u32>,
 }
 
+/// Why a model could not be built from its spec: a name that is no model, a provider's missing
+/// setting, or a scripted model's file.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(
+        "--model {model}: expected PROVIDER/NAME (openai/…, openai-compat/…, anthropic/…) or script:FILE"
+    )]
+    NotAModel { model: String },
+    #[error("--model {model}: the model name after `{provider}/` is empty")]
+    EmptyName { model: String, provider: String },
+    #[error(
+        "--model {model}: unknown provider `{provider}`; use openai, openai-compat or anthropic"
+    )]
+    UnknownProvider { model: String, provider: String },
+    #[error(
+        "--model {model}: an OpenAI-compatible server needs --base-url (or OPENAI_BASE_URL), e.g. http://localhost:11434/v1"
+    )]
+    NoBaseUrl { model: String },
+    /// The HTTP client could not be made (the system's TLS roots could not be read).
+    #[error("the HTTP client for {model}")]
+    Client {
+        model: String,
+        source: reqwest::Error,
+    },
+    /// A key that is not set, or a scripted model's file.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
 /// Builds the model named by `spec`. Keys come from the usual environment variables.
-pub fn build(spec: &ModelSpec, retry: RetryPolicy) -> anyhow::Result<Arc<dyn Model>> {
+pub fn build(spec: &ModelSpec, retry: RetryPolicy) -> Result<Arc<dyn Model>, BuildError> {
     build_gated(spec, retry, None)
 }
 
@@ -148,21 +178,20 @@ pub fn build_gated(
     spec: &ModelSpec,
     retry: RetryPolicy,
     gates: Option<&gate::Gates>,
-) -> anyhow::Result<Arc<dyn Model>> {
+) -> Result<Arc<dyn Model>, BuildError> {
     if let Some(path) = spec.name.strip_prefix("script:") {
         return Ok(Arc::new(ScriptedModel::load(std::path::Path::new(path))?));
     }
+    let model = || spec.name.clone();
     let Some((provider, name)) = spec.name.split_once('/') else {
-        anyhow::bail!(
-            "--model {}: expected PROVIDER/NAME (openai/…, openai-compat/…, anthropic/…) or script:FILE",
-            spec.name
-        );
+        return Err(BuildError::NotAModel { model: model() });
     };
     if name.is_empty() {
-        anyhow::bail!(
-            "--model {}: the model name after `{provider}/` is empty",
-            spec.name
-        );
+        let provider = provider.to_owned();
+        return Err(BuildError::EmptyName {
+            model: model(),
+            provider,
+        });
     }
     let endpoint = Endpoint {
         name: name.to_owned(),
@@ -170,17 +199,23 @@ pub fn build_gated(
         client: reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .timeout(Duration::from_secs(600))
-            .build()?,
+            .build()
+            .map_err(|source| BuildError::Client {
+                model: model(),
+                source,
+            })?,
         retry,
     };
     Ok(match provider {
         "openai" => openai(spec, endpoint, gates)?,
         "openai-compat" => openai_compat(spec, endpoint, gates)?,
         "anthropic" => anthropic(spec, endpoint, gates)?,
-        other => anyhow::bail!(
-            "--model {}: unknown provider `{other}`; use openai, openai-compat or anthropic",
-            spec.name
-        ),
+        other => {
+            return Err(BuildError::UnknownProvider {
+                model: model(),
+                provider: other.to_owned(),
+            });
+        }
     })
 }
 
@@ -222,7 +257,7 @@ fn openai(
     spec: &ModelSpec,
     endpoint: Endpoint,
     gates: Option<&gate::Gates>,
-) -> anyhow::Result<Arc<dyn Model>> {
+) -> Result<Arc<dyn Model>, BuildError> {
     let (base_url, key) = hosted(
         spec,
         "OPENAI_BASE_URL",
@@ -246,10 +281,14 @@ fn openai_compat(
     spec: &ModelSpec,
     endpoint: Endpoint,
     gates: Option<&gate::Gates>,
-) -> anyhow::Result<Arc<dyn Model>> {
-    let base_url = spec.base_url.clone().or_else(|| env("OPENAI_BASE_URL")).ok_or_else(|| {
-        anyhow::anyhow!("--model {}: an OpenAI-compatible server needs --base-url (or OPENAI_BASE_URL), e.g. http://localhost:11434/v1", spec.name)
-    })?;
+) -> Result<Arc<dyn Model>, BuildError> {
+    let base_url = spec
+        .base_url
+        .clone()
+        .or_else(|| env("OPENAI_BASE_URL"))
+        .ok_or_else(|| BuildError::NoBaseUrl {
+            model: spec.name.clone(),
+        })?;
     Ok(Arc::new(ChatModel {
         gate: gates.map(|g| g.gate("openai-compat", &base_url)),
         client: endpoint.client,
@@ -265,7 +304,7 @@ fn anthropic(
     spec: &ModelSpec,
     endpoint: Endpoint,
     gates: Option<&gate::Gates>,
-) -> anyhow::Result<Arc<dyn Model>> {
+) -> Result<Arc<dyn Model>, BuildError> {
     let (base_url, key) = hosted(
         spec,
         "ANTHROPIC_BASE_URL",

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AllowAll, Approve, Classifier, Pipeline, Policy, load_rules};
+use super::{AllowAll, Approve, Classifier, Pipeline, Policy, PolicyError, load_rules};
 use llm::{self, Model, ModelSpec, RetryPolicy};
 
 /// How a session's tool calls are judged.
@@ -29,7 +29,7 @@ pub fn build_policy(
     spec: &ModelSpec,
     model: &Arc<dyn Model>,
     gates: Option<&llm::gate::Gates>,
-) -> anyhow::Result<Box<dyn Policy>> {
+) -> Result<Box<dyn Policy>, PolicyError> {
     if settings.allow_all {
         return Ok(Box::new(AllowAll));
     }

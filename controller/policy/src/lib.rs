@@ -4,9 +4,10 @@
 //!
 //! # This crate (`harness-policy`)
 //! Decides tool calls. It depends on `harness-log` (the verdict and decision types the log
-//! records) and `harness-models` (the classifier's model), never on the runtime, a sandbox
-//! client or hooks: what it needs of the workspace it asks through the [`Workspace`] trait,
-//! which the runtime's sandbox client implements.
+//! records), `harness-models` (the classifier's model) and `sandbox-protocol` (the typed call,
+//! [`ToolInput`]), never on the runtime, a sandbox client or hooks: what it needs of the
+//! workspace it asks through the [`Workspace`] trait, which the runtime's sandbox client
+//! implements. Its failures are [`PolicyError`]; it does not use `anyhow`.
 
 pub mod approval;
 pub mod bash;
@@ -289,18 +290,41 @@ pub struct PolicyFile {
     pub defaults: Option<bool>,
 }
 
+/// Why a run's policy could not be built: its rules file, or the classifier's model.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("reading --policy {}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// Not a policy file, or a rule or read-only entry in it that does not parse.
+    #[error("{}: {message}", path.display())]
+    File {
+        path: std::path::PathBuf,
+        message: String,
+    },
+    #[error(transparent)]
+    Classifier(#[from] llm::BuildError),
+}
+
 /// The rules of a run: a policy file's, then the built-in ones unless it turns them off.
-pub fn load_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
+pub fn load_rules(file: Option<&Path>) -> Result<RuleSet, PolicyError> {
     let Some(path) = file else {
         return Ok(RuleSet::defaults());
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| anyhow::anyhow!("reading --policy {}: {err}", path.display()))?;
-    let parsed: PolicyFile = serde_norway::from_str(&text)
-        .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
+    let bad = |message: String| PolicyError::File {
+        path: path.to_owned(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let parsed: PolicyFile = serde_norway::from_str(&text).map_err(|err| bad(err.to_string()))?;
     let mut rules = RuleSet::parse(&parsed.deny, &parsed.ask, &parsed.allow)
         .and_then(|rules| rules.with_read_only(&parsed.read_only))
-        .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
+        .map_err(bad)?;
     if parsed.defaults.unwrap_or(true) {
         rules.extend(RuleSet::defaults());
     }
