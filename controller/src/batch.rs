@@ -334,7 +334,7 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
 /// missing credential or an unknown provider fails.
 fn credentials(run: &RunConfig) -> anyhow::Result<()> {
     let model = crate::launch::build_model(run, None)?;
-    policy::build_policy(&run.policy, &run.model, &model, None)?;
+    judge::build_policy(&run.policy, &run.model, &model, None)?;
     Ok(())
 }
 

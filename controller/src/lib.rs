@@ -4,10 +4,11 @@
 //!
 //! # The crates
 //! From the bottom: `harness-log` (the session log) and `harness-telemetry` (metrics);
-//! `harness-models` (model adapters); `harness-policy`; `harness-runtime` (the run loop, a
-//! session, sandboxes, hooks, MCP); `harness-replay` (the log toolkit); `harness-bench` (the
-//! benchmark adapter); and this one, which may depend on all of them and on which none
-//! depends. ARCHITECTURE.md draws the graph and says what each may not depend on.
+//! `harness-models` (model adapters); `harness-policy` (the policy's contract) and
+//! `harness-judge` (the rules and the classifier, which only this crate depends on: it hands
+//! the runtime `judge::build_policy`); `harness-runtime` (the run loop, a session, sandboxes,
+//! hooks, MCP); `harness-replay` (the log toolkit); `harness-bench` (the benchmark adapter);
+//! and this one, which may depend on all of them and on which none depends. ARCHITECTURE.md draws the graph and says what each may not depend on.
 //!
 //! # Layout
 //! - [`launch`]: a task's config from its source, and the session's model.

@@ -1,36 +1,31 @@
-//! The policy every tool call passes before it reaches a sandbox, as the seed's safety check:
-//! rules first, read-only tools skip the classifier, then the LLM risk classifier for what the
-//! rules leave open. The answer is allow, ask or deny, with a reason and where it came from.
+//! The policy's contract: what every tool call is judged by before it reaches a sandbox, as the
+//! seed's safety check. A [`Policy`] answers allow, ask or deny ([`Decision`]), with a reason and
+//! where it came from ([`Judgement`]); an ask is settled by [`Approval`]. The rules, the shell
+//! parser and the LLM risk classifier that make the policy a session uses are `harness-judge`'s;
+//! a session receives them as a [`BuildPolicy`].
 //!
 //! # This crate (`harness-policy`)
-//! Decides tool calls. It depends on `harness-log` (the verdict and decision types the log
-//! records), `harness-models` (the classifier's model) and `sandbox-protocol` (the typed call,
-//! [`ToolInput`]), never on the runtime, a sandbox client or hooks: what it needs of the
-//! workspace it asks through the [`Workspace`] trait, which the runtime's sandbox client
-//! implements. Its failures are [`PolicyError`]; it does not use `anyhow`.
+//! Small on purpose: the runtime, the log toolkit and the benchmark adapter depend on it, so
+//! what changes here rebuilds them all. It depends on `harness-log` (the verdict and decision
+//! types the log records), `harness-models` (the model a classifier is built from, for
+//! [`BuildPolicy`]) and `sandbox-protocol` (the typed call, [`ToolInput`]), never on the
+//! runtime, a sandbox client, hooks or `harness-judge`: what a policy needs of the workspace it
+//! asks through the [`Workspace`] trait, which the runtime's sandbox client implements. Its
+//! failures are [`PolicyError`]; it does not use `anyhow`.
 
 pub mod approval;
-pub mod bash;
-mod build;
-pub mod classifier;
-pub mod judged;
-pub mod paths;
-pub mod rules;
-pub mod shell;
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde::Deserialize;
 
 pub use approval::{Approval, Approve, Asker, Nobody, Settled};
-pub use build::{PolicySettings, build_policy};
-pub use classifier::Classifier;
-pub use judged::{Judged, What};
-pub use rules::{RuleSet, Ruling};
 pub use sandbox_protocol::{BuiltIn, ToolInput};
 
 use event_log::{DecisionSource, Verdict};
+use llm::{Model, ModelSpec};
 
 /// What to do with a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +72,8 @@ pub struct Judgement {
 }
 
 impl Judgement {
-    fn new(decision: Decision, source: DecisionSource) -> Judgement {
+    /// A decision from `source`, with no rule, risk or model named yet.
+    pub fn new(decision: Decision, source: DecisionSource) -> Judgement {
         Judgement {
             decision,
             source,
@@ -158,137 +154,29 @@ impl Policy for AllowAll {
     }
 }
 
-/// Rules, then the read-only shortcut, then the classifier (when there is one).
-pub struct Pipeline {
-    pub rules: RuleSet,
-    pub classifier: Option<Classifier>,
-    pub description: String,
+/// How a session's tool calls are judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySettings {
+    /// Rules added to (or, with `defaults: false`, replacing) the built-in ones.
+    pub rules_file: Option<PathBuf>,
+    /// Every call runs unchecked (`--policy allow-all`).
+    pub allow_all: bool,
+    /// The classifier's model; the run's model when absent.
+    pub classifier_model: Option<String>,
+    pub classifier_timeout: Duration,
+    pub no_classifier: bool,
+    pub approve: Approve,
 }
 
-impl Policy for Pipeline {
-    fn name(&self) -> String {
-        self.description.clone()
-    }
-
-    fn decide<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Judgement> {
-        Box::pin(async move {
-            let judged = judged::judged_as(&call).await;
-            if judged.what == What::Waiting {
-                return Judgement::new(Decision::Allow, DecisionSource::ReadOnly);
-            }
-            if let Some(ruling) = self.rules.evaluate(&judged) {
-                let ruling = match call.workspace {
-                    Some(workspace) if !ruling.repositories.is_empty() => {
-                        repository_check(ruling, workspace).await
-                    }
-                    _ => ruling,
-                };
-                let reason = ruling.provenance.clone();
-                let decision = match ruling.verdict {
-                    Verdict::Deny => Decision::Deny(reason),
-                    Verdict::Ask => Decision::Ask(reason),
-                    Verdict::Allow => Decision::Allow,
-                };
-                let mut judgement = Judgement::new(decision, DecisionSource::Rule);
-                judgement.rule = Some(ruling.provenance);
-                return judgement;
-            }
-            // A tool that only reads skips the classifier, as in the seed.
-            if let What::File {
-                tool: BuiltIn::ReadFile,
-                ..
-            } = judged.what
-            {
-                return Judgement::new(Decision::Allow, DecisionSource::ReadOnly);
-            }
-            let Some(classifier) = &self.classifier else {
-                return Judgement::new(
-                    Decision::Ask("no rule matched and no classifier is configured".to_owned()),
-                    DecisionSource::NoClassifier,
-                );
-            };
-            classifier
-                .judge(call.request, &judged.tool, &judged.args)
-                .await
-        })
-    }
-}
-
-/// A read-only git command stays allowed only when the repository it would use (the first
-/// `.git` from its folder up to the workspace root) has a config that runs nothing.
-async fn repository_check(ruling: Ruling, workspace: &dyn Workspace) -> Ruling {
-    for folder in &ruling.repositories {
-        if let Some(why) = repository_runs_programs(workspace, folder).await {
-            return Ruling {
-                verdict: Verdict::Ask,
-                provenance: format!("built-in: {why}"),
-                repositories: Vec::new(),
-            };
-        }
-    }
-    ruling
-}
-
-/// Why the repository git finds from `folder` could run a program, if it could.
-async fn repository_runs_programs(workspace: &dyn Workspace, folder: &str) -> Option<String> {
-    let mut folder = folder.to_owned();
-    loop {
-        let place = if folder == "." {
-            String::new()
-        } else {
-            format!("{folder}/")
-        };
-        match workspace.git_dir(&folder).await {
-            GitDir::Folder(config) => {
-                return bash::repo_config_runs_programs(&config).map(|key| {
-                    format!("the repository's config ({place}.git/config) has {key}, which could run a program")
-                });
-            }
-            GitDir::File => return Some(format!("{place}.git is a file pointing elsewhere")),
-            GitDir::Bare(config) => {
-                return bash::repo_config_runs_programs(&config).map(|key| {
-                    format!("the bare repository {folder} (git uses it from there) has {key} in its config, which could run a program")
-                });
-            }
-            GitDir::Redirected(what) => {
-                return Some(format!("{what} points git at a config elsewhere"));
-            }
-            GitDir::Unreadable(err) => {
-                return Some(format!("the repository's config could not be read ({err})"));
-            }
-            GitDir::Missing if folder == "." => {
-                return Some(
-                    "no .git in the workspace: git would use a repository in a folder above it"
-                        .to_owned(),
-                );
-            }
-            GitDir::Missing => {
-                folder = match folder.rsplit_once('/') {
-                    Some((parent, _)) => parent.to_owned(),
-                    None => ".".to_owned(),
-                };
-            }
-        }
-    }
-}
-
-/// `--policy FILE`: rules added to (or replacing) the defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyFile {
-    #[serde(default)]
-    pub deny: Vec<String>,
-    #[serde(default)]
-    pub ask: Vec<String>,
-    #[serde(default)]
-    pub allow: Vec<String>,
-    /// Option-aware allow entries for `bash`: `program [sub] options…` (see `policy::bash::readonly`).
-    #[serde(default)]
-    pub read_only: Vec<String>,
-    /// Whether the built-in rules apply as well (after these); true when absent.
-    #[serde(default)]
-    pub defaults: Option<bool>,
-}
+/// Makes a session's policy from its settings: the run's model and its spec (a classifier
+/// shares the model unless it names its own, whose requests then pass the gates too).
+/// `harness_judge::build_policy` is the one the binary hands the runtime.
+pub type BuildPolicy = fn(
+    &PolicySettings,
+    &ModelSpec,
+    &Arc<dyn Model>,
+    Option<&llm::gate::Gates>,
+) -> Result<Box<dyn Policy>, PolicyError>;
 
 /// Why a run's policy could not be built: its rules file, or the classifier's model.
 #[derive(Debug, thiserror::Error)]
@@ -306,29 +194,6 @@ pub enum PolicyError {
     },
     #[error(transparent)]
     Classifier(#[from] llm::BuildError),
-}
-
-/// The rules of a run: a policy file's, then the built-in ones unless it turns them off.
-pub fn load_rules(file: Option<&Path>) -> Result<RuleSet, PolicyError> {
-    let Some(path) = file else {
-        return Ok(RuleSet::defaults());
-    };
-    let bad = |message: String| PolicyError::File {
-        path: path.to_owned(),
-        message,
-    };
-    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let parsed: PolicyFile = serde_norway::from_str(&text).map_err(|err| bad(err.to_string()))?;
-    let mut rules = RuleSet::parse(&parsed.deny, &parsed.ask, &parsed.allow)
-        .and_then(|rules| rules.with_read_only(&parsed.read_only))
-        .map_err(bad)?;
-    if parsed.defaults.unwrap_or(true) {
-        rules.extend(RuleSet::defaults());
-    }
-    Ok(rules)
 }
 
 /// The message a refused call returns to the model, as the seed words it.

@@ -5,7 +5,8 @@
 //!
 //! # This crate (`harness-replay`)
 //! The log toolkit. It reads logs (`harness-log`) and re-runs sessions through the runtime
-//! (`harness-runtime`), with the models and policy of `harness-models` and `harness-policy`; it
+//! (`harness-runtime`), with the models of `harness-models`; a rerun is handed the policy it
+//! judges calls by (`rerun::Check`, a `harness-policy` `Policy`), never the rules' crate. It
 //! never depends on the benchmark adapter: what a report shows of a benchmark trial's own files
 //! it is given through [`report::TrialFiles`], which the adapter implements.
 

@@ -210,32 +210,27 @@ pub struct RerunReport {
     pub divergences: Vec<Divergence>,
 }
 
-/// How a rerun judges the calls of a log it does not trust: the rules (no classifier, nobody
-/// to ask).
+/// How a rerun judges the calls of a log it does not trust: a policy the caller built (the
+/// binary's: the rules, no classifier, nobody to ask).
 pub struct Check {
-    pipeline: policy::Pipeline,
-    /// Refuse what the rules would ask about, too.
+    policy: Box<dyn policy::Policy>,
+    /// Refuse what the policy would ask about, too.
     refuse_asks: bool,
 }
 
 impl Check {
-    pub fn new(rules: policy::RuleSet, refuse_asks: bool) -> Check {
-        let pipeline = policy::Pipeline {
-            rules,
-            classifier: None,
-            description: String::new(),
-        };
+    pub fn new(policy: Box<dyn policy::Policy>, refuse_asks: bool) -> Check {
         Check {
-            pipeline,
+            policy,
             refuse_asks,
         }
     }
 
     /// Why the call must not run, if it must not.
     async fn refuses(&self, input: &ToolInput, sandbox: &SandboxClient) -> Option<String> {
-        use policy::{Call, Decision, Policy};
+        use policy::{Call, Decision};
         let judgement = self
-            .pipeline
+            .policy
             .decide(Call {
                 request: "",
                 input,

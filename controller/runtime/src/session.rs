@@ -39,7 +39,7 @@ use crate::sandbox::pool::Lease;
 use event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
 use header::{Header, finish};
 use llm::{self, Model};
-use policy::{Approval, Asker, Policy, build_policy};
+use policy::{Approval, Asker, BuildPolicy, Policy};
 use prepare::{Prepared, prepare};
 use sandbox::{Sandbox, StartContext};
 
@@ -64,6 +64,9 @@ pub struct SessionOptions {
     pub lease: Option<Lease>,
     /// Docker containers started ahead of need, for a `SandboxTarget::Docker` (a batch's).
     pub warm: Option<Arc<WarmPool>>,
+    /// Makes the policy from `config.policy` (`harness_judge::build_policy`, which the binary
+    /// hands in: the runtime knows the policy's contract, not its rules).
+    pub build_policy: BuildPolicy,
 }
 
 /// Who a session talks to: a display for its progress, and someone to settle asks.
@@ -234,7 +237,7 @@ fn open(
 ) -> anyhow::Result<(String, Box<dyn Policy>, EventLog)> {
     let config = &options.config;
     let token = sandbox::token(config)?;
-    let policy = build_policy(
+    let policy = (options.build_policy)(
         &config.policy,
         &config.model,
         model,

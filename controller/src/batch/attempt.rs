@@ -252,6 +252,7 @@ impl TaskContext<'_> {
             gates: Some(self.gates.clone()),
             lease,
             warm: self.warm.cloned(),
+            build_policy: judge::build_policy,
         };
         Ok((options, model, workspace))
     }

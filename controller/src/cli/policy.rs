@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use event_log::Verdict;
+use judge::{self, Classifier, Decision, Pipeline, Policy};
 use llm::{self, ModelSpec, RetryPolicy};
-use policy::{self, Classifier, Decision, Pipeline, Policy};
 use runtime::exit_code;
 use sandbox_protocol::ToolInput;
 use serde::Deserialize;
@@ -64,14 +64,14 @@ async fn eval(
         }
     };
     let pipeline = Pipeline {
-        rules: policy::load_rules(policy_file)?,
+        rules: judge::load_rules(policy_file)?,
         classifier,
         description: String::new(),
     };
     let mut by_category: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (example, input, expected) in &examples {
         let judgement = pipeline
-            .decide(policy::Call {
+            .decide(judge::Call {
                 request: &example.request,
                 input,
                 workspace: None,
@@ -148,7 +148,7 @@ fn subject(input: &ToolInput) -> String {
     format!("{} {}", input.name(), path.unwrap_or_default())
 }
 
-fn reason(judgement: &policy::Judgement) -> String {
+fn reason(judgement: &judge::Judgement) -> String {
     match &judgement.decision {
         Decision::Allow => judgement
             .rule

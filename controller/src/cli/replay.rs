@@ -171,8 +171,13 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             let check = if trust_log {
                 None
             } else {
-                let rules = policy::load_rules(policy.as_deref())?;
-                Some(rerun::Check::new(rules, refuse_asks))
+                let rules = judge::load_rules(policy.as_deref())?;
+                let policy = judge::Pipeline {
+                    rules,
+                    classifier: None,
+                    description: String::new(),
+                };
+                Some(rerun::Check::new(Box::new(policy), refuse_asks))
             };
             rerun_cmd(
                 &run,

@@ -100,6 +100,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         gates: None,
         lease: None,
         warm: None,
+        build_policy: judge::build_policy,
     };
     let cancel = CancellationToken::new();
     let on_interrupt = {

@@ -199,7 +199,7 @@ impl RuleSet {
     }
 }
 
-/// Beyond the built-in checks (see `policy::bash::danger`): a fork bomb.
+/// Beyond the built-in checks (see `bash::danger`): a fork bomb.
 pub const DEFAULT_DENY: &[&str] = &["bash(*:(){*)"];
 
 /// History rewrites, force-pushes, privilege and the network. Recursive deletes, writes

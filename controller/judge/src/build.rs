@@ -1,26 +1,10 @@
 //! The policy of a run from its settings: `allow-all`, or rules (a file's and the built-in
 //! ones) then the classifier.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::{AllowAll, Approve, Classifier, Pipeline, Policy, PolicyError, load_rules};
+use super::{AllowAll, Classifier, Pipeline, Policy, PolicyError, PolicySettings, load_rules};
 use llm::{self, Model, ModelSpec, RetryPolicy};
-
-/// How a session's tool calls are judged.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PolicySettings {
-    /// Rules added to (or, with `defaults: false`, replacing) the built-in ones.
-    pub rules_file: Option<PathBuf>,
-    /// Every call runs unchecked (`--policy allow-all`).
-    pub allow_all: bool,
-    /// The classifier's model; the run's model when absent.
-    pub classifier_model: Option<String>,
-    pub classifier_timeout: Duration,
-    pub no_classifier: bool,
-    pub approve: Approve,
-}
 
 /// Builds the policy; `model` and `spec` are the run's, which the classifier shares unless it
 /// has its own, whose requests then pass `gates` too.
