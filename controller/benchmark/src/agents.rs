@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 
 use super::{BenchTask, Format};
 use llm::offline;
-use llm::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
+use llm::{
+    Ask, AssistantMessage, Message, Model, ModelError, ModelReply, Request, ToolCall, Usage,
+};
 
 /// The bash tool's longest timeout on a default server.
 const MAX_CALL_SECS: u64 = 3600;
@@ -91,15 +93,15 @@ impl Model for NopModel {
         true
     }
 
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
         offline::request("nop", messages, tools)
     }
 
-    fn structured_request(&self, _: &str, _: &str, name: &str, _: &Value) -> Value {
+    fn structured_request(&self, _: &str, _: &str, name: &str, _: &Value) -> Request {
         offline::structured("nop", name)
     }
 
-    fn send<'a>(&'a self, _body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn send<'a>(&'a self, _: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
             Ok(ModelReply::free_text(
                 "The nop agent does nothing.".to_owned(),
@@ -131,9 +133,10 @@ impl Model for OracleModel {
         true
     }
 
-    /// What the oracle "receives": the number of tool results so far and the last one.
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        let mut body = offline::request("oracle", messages, tools);
+    /// What the oracle "receives" (and the log records): the number of tool results so far
+    /// and the last one.
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
+        let mut request = offline::request("oracle", messages, tools);
         let results: Vec<&str> = messages
             .iter()
             .filter_map(|m| match m {
@@ -141,25 +144,36 @@ impl Model for OracleModel {
                 _ => None,
             })
             .collect();
-        body["n_tool_results"] = json!(results.len());
-        body["last_result"] = json!(results.last().copied().unwrap_or_default());
-        body
+        request.body["n_tool_results"] = json!(results.len());
+        request.body["last_result"] = json!(results.last().copied().unwrap_or_default());
+        request
     }
 
-    fn structured_request(&self, _: &str, _: &str, name: &str, _: &Value) -> Value {
+    fn structured_request(&self, _: &str, _: &str, name: &str, _: &Value) -> Request {
         offline::structured("oracle", name)
     }
 
-    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
-            if offline::ask(body) == offline::OfflineAsk::Verdict {
-                return Err(ModelError::Script(
-                    "the oracle is not a classifier: run it with --no-classifier".to_owned(),
-                ));
-            }
-            let done = body["n_tool_results"].as_u64().unwrap_or(0) > 0;
-            let message = if done {
-                let last = body["last_result"].as_str().unwrap_or_default();
+            let last = match &request.ask {
+                Ask::Structured { .. } => {
+                    return Err(ModelError::Script(
+                        "the oracle is not a classifier: run it with --no-classifier".to_owned(),
+                    ));
+                }
+                // Its conversation is two turns; a compaction has nothing to keep.
+                Ask::Summary => {
+                    return Ok(ModelReply::free_text(
+                        "The oracle keeps no summary.".to_owned(),
+                        json!({"oracle": true, "summary": true}),
+                    ));
+                }
+                Ask::Turn {
+                    last_tool_result, ..
+                } => last_tool_result.as_deref(),
+            };
+            let done = last.is_some();
+            let message = if let Some(last) = last {
                 AssistantMessage {
                     content: format!("The solution script ran.\n\n{}", tail(last, 2000)),
                     ..AssistantMessage::default()

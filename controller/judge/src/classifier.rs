@@ -118,13 +118,13 @@ impl Classifier {
     }
 
     async fn scores(&self, request: &str, tool: &str, args: &Value) -> Result<(f64, f64), Failure> {
-        let body = self.model.structured_request(
+        let request = self.model.structured_request(
             &instructions(),
             &evidence(request, tool, args),
             "tool_call_verdict",
             &verdict_schema(),
         );
-        let reply = tokio::time::timeout(self.timeout, self.model.send(&body))
+        let reply = tokio::time::timeout(self.timeout, self.model.send(&request))
             .await
             .map_err(|_| Failure::Answer(format!("no answer within {} s", self.timeout.as_secs())))?
             .map_err(|err| match err {

@@ -3,25 +3,23 @@
 
 use futures::future::BoxFuture;
 use sandbox_protocol::ToolSpec;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::retry::{RetryPolicy, post_json};
-use super::{AssistantMessage, Message, Model, ModelError, ModelReply, Price, ToolCall, Usage};
+use super::http::Api;
+use super::{
+    AssistantMessage, Message, Model, ModelError, ModelReply, Price, Request, ToolCall, Usage,
+};
 
-const PROVIDER: &str = "Anthropic Messages API";
-const API_VERSION: &str = "2023-06-01";
+pub(crate) const PROVIDER: &str = "Anthropic Messages API";
+pub(crate) const API_VERSION: &str = "2023-06-01";
 
 pub struct AnthropicModel {
-    pub(super) client: reqwest::Client,
-    pub(super) base_url: String,
-    pub(super) key: String,
+    pub(super) api: Api,
     pub(super) name: String,
     pub(super) price: Option<Price>,
     pub(super) max_tokens: u32,
     pub(super) thinking_budget: Option<u32>,
-    pub(super) retry: RetryPolicy,
-    /// Shared with every session on this endpoint (`harness batch`).
-    pub(super) gate: Option<std::sync::Arc<super::gate::RateGate>>,
 }
 
 impl AnthropicModel {
@@ -100,54 +98,90 @@ impl AnthropicModel {
     }
 }
 
-pub(crate) fn parse(raw: Value, price: Option<Price>) -> Result<ModelReply, ModelError> {
-    let bad = |message: &str| ModelError::BadResponse {
-        provider: PROVIDER,
-        message: message.to_owned(),
-    };
-    let blocks = raw["content"]
-        .as_array()
-        .ok_or_else(|| bad("no `content` array"))?;
-    let mut content = String::new();
-    let mut tool_calls = Vec::new();
-    for block in blocks {
-        match block["type"].as_str() {
-            Some("text") => content.push_str(block["text"].as_str().unwrap_or("")),
-            Some("tool_use") => tool_calls.push(ToolCall {
-                id: block["id"]
-                    .as_str()
-                    .ok_or_else(|| bad("a tool_use block without id"))?
-                    .to_owned(),
-                name: block["name"].as_str().unwrap_or("").to_owned(),
-                arguments: block["input"].to_string(),
-            }),
-            _ => {}
+/// A Messages API answer, as far as the adapter reads it; its `content` blocks are also kept
+/// as they came, to be sent back verbatim.
+#[derive(Deserialize)]
+struct Answer {
+    content: Option<Vec<Block>>,
+    #[serde(default)]
+    usage: Option<AnswerUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    /// Thinking, redacted thinking, server tools' blocks: sent back, not read.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct AnswerUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl AnthropicModel {
+    /// The reply in a decoded answer.
+    fn reply(&self, answer: Answer, raw: Value) -> Result<ModelReply, ModelError> {
+        let blocks = answer
+            .content
+            .ok_or_else(|| self.api.bad("no `content` array"))?;
+        let mut content = String::new();
+        let mut tool_calls = Vec::new();
+        for block in blocks {
+            match block {
+                Block::Text { text } => content.push_str(&text),
+                Block::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                    id: id.ok_or_else(|| self.api.bad("a tool_use block without id"))?,
+                    name,
+                    arguments: input.to_string(),
+                }),
+                Block::Other => {}
+            }
         }
+        let usage = answer.usage.map_or_else(Usage::default, |usage| Usage {
+            input_tokens: usage.input_tokens,
+            cached_input_tokens: usage.cache_read_input_tokens.unwrap_or(0),
+            cache_write_tokens: usage.cache_creation_input_tokens.unwrap_or(0),
+            output_tokens: usage.output_tokens,
+        });
+        Ok(ModelReply {
+            message: AssistantMessage {
+                content,
+                tool_calls,
+                provider_items: Some(raw["content"].clone()),
+            },
+            usage,
+            cost: self.price.map(|price| price.cost(&usage)),
+            raw,
+        })
     }
-    let usage = &raw["usage"];
-    let usage = Usage {
-        input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
-        cached_input_tokens: usage["cache_read_input_tokens"].as_u64().unwrap_or(0),
-        cache_write_tokens: usage["cache_creation_input_tokens"].as_u64().unwrap_or(0),
-        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
-    };
-    Ok(ModelReply {
-        message: AssistantMessage {
-            content,
-            tool_calls,
-            provider_items: Some(Value::Array(blocks.clone())),
-        },
-        usage,
-        cost: price.map(|price| price.cost(&usage)),
-        raw,
-    })
 }
 
 impl Model for AnthropicModel {
     fn describe(&self) -> String {
         format!(
             "anthropic/{} (Messages API at {})",
-            self.name, self.base_url
+            self.name, self.api.base_url
         )
     }
 
@@ -155,8 +189,8 @@ impl Model for AnthropicModel {
         self.price.is_some()
     }
 
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        self.request(messages, tools)
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
+        Request::reply(self.request(messages, tools), messages, tools)
     }
 
     /// A forced tool: the verdict is the tool call's input. (Extended thinking cannot be
@@ -167,35 +201,73 @@ impl Model for AnthropicModel {
         input: &str,
         name: &str,
         schema: &Value,
-    ) -> Value {
-        json!({
+    ) -> Request {
+        let body = json!({
             "model": self.name,
             "max_tokens": 1024,
             "system": instructions,
             "messages": [{"role": "user", "content": [{"type": "text", "text": input}]}],
             "tools": [{"type": "custom", "name": name, "description": "Record the answer.", "input_schema": schema}],
             "tool_choice": {"type": "tool", "name": name},
-        })
+        });
+        Request::structured(body, name)
     }
 
-    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
-            let url = format!("{}/v1/messages", self.base_url.trim_end_matches('/'));
-            let headers = [
-                ("x-api-key", self.key.as_str()),
-                ("anthropic-version", API_VERSION),
-            ];
-            let raw = post_json(
-                &self.client,
-                PROVIDER,
-                &url,
-                &headers,
-                body,
-                self.retry,
-                self.gate.as_deref(),
-            )
-            .await?;
-            parse(raw, self.price)
+            let (answer, raw) = self.api.post(&request.body).await?;
+            self.reply(answer, raw)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn decode(raw: Value) -> Result<ModelReply, ModelError> {
+        let model = AnthropicModel {
+            api: Api::unused(PROVIDER),
+            name: "m".to_owned(),
+            price: None,
+            max_tokens: 1,
+            thinking_budget: None,
+        };
+        let answer = model.api.decode(&raw)?;
+        model.reply(answer, raw)
+    }
+
+    #[test]
+    fn blocks_it_does_not_read_are_kept_to_be_sent_back() {
+        let content = json!([
+            {"type": "thinking", "thinking": "hm", "signature": "s"},
+            {"type": "text", "text": "Looking."},
+            {"type": "tool_use", "id": "t1", "name": "bash", "input": {"cmd": "ls"}},
+        ]);
+        let reply = decode(json!({
+            "content": content,
+            "usage": {"input_tokens": 5, "output_tokens": 2, "cache_read_input_tokens": 7, "cache_creation_input_tokens": null},
+        }))
+        .unwrap();
+        assert_eq!(reply.message.content, "Looking.");
+        assert_eq!(reply.message.tool_calls[0].arguments, r#"{"cmd":"ls"}"#);
+        assert_eq!(reply.message.provider_items, Some(content));
+        assert_eq!(
+            (
+                reply.usage.cached_input_tokens,
+                reply.usage.cache_write_tokens
+            ),
+            (7, 0)
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_used_is_named() {
+        let message = |raw| decode(raw).unwrap_err().to_string();
+        assert!(message(json!({"usage": {}})).contains("no `content` array"));
+        let no_id = json!({"content": [{"type": "tool_use", "name": "bash", "input": {}}]});
+        assert!(message(no_id).contains("a tool_use block without id"));
     }
 }

@@ -3,23 +3,20 @@
 
 use futures::future::BoxFuture;
 use sandbox_protocol::ToolSpec;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::retry::{RetryPolicy, post_json};
-use super::{AssistantMessage, Message, Model, ModelError, ModelReply, Price, ToolCall, Usage};
+use super::http::Api;
+use super::{
+    AssistantMessage, Message, Model, ModelError, ModelReply, Price, Request, ToolCall, Usage,
+};
 
-const PROVIDER: &str = "Chat Completions API";
+pub(crate) const PROVIDER: &str = "Chat Completions API";
 
 pub struct ChatModel {
-    pub(super) client: reqwest::Client,
-    pub(super) base_url: String,
-    /// Optional: local servers usually need none.
-    pub(super) key: Option<String>,
+    pub(super) api: Api,
     pub(super) name: String,
     pub(super) price: Option<Price>,
-    pub(super) retry: RetryPolicy,
-    /// Shared with every session on this endpoint (`harness batch`).
-    pub(super) gate: Option<std::sync::Arc<super::gate::RateGate>>,
 }
 
 impl ChatModel {
@@ -67,59 +64,113 @@ impl ChatModel {
     }
 }
 
-pub(crate) fn parse(raw: Value, price: Option<Price>) -> Result<ModelReply, ModelError> {
-    let bad = |message: &str| ModelError::BadResponse {
-        provider: PROVIDER,
-        message: message.to_owned(),
-    };
-    let message = &raw["choices"][0]["message"];
-    if !message.is_object() {
-        return Err(bad("no choices[0].message"));
-    }
-    let mut tool_calls = Vec::new();
-    for call in message["tool_calls"].as_array().into_iter().flatten() {
-        tool_calls.push(ToolCall {
-            id: call["id"]
-                .as_str()
-                .ok_or_else(|| bad("a tool call without id"))?
-                .to_owned(),
-            name: call["function"]["name"].as_str().unwrap_or("").to_owned(),
-            arguments: call["function"]["arguments"]
-                .as_str()
-                .unwrap_or("")
-                .to_owned(),
+/// A Chat Completions answer, as far as the adapter reads it.
+#[derive(Deserialize)]
+struct Completion {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<CompletionUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    message: Option<ChoiceMessage>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<CompletionCall>>,
+}
+
+#[derive(Deserialize)]
+struct CompletionCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: CompletionFunction,
+}
+
+#[derive(Deserialize, Default)]
+struct CompletionFunction {
+    #[serde(default)]
+    name: String,
+    #[serde(default, deserialize_with = "super::http::arguments")]
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+struct CompletionUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+impl ChatModel {
+    /// The reply in a decoded answer.
+    fn reply(&self, completion: Completion, raw: Value) -> Result<ModelReply, ModelError> {
+        let Some(message) = completion
+            .choices
+            .into_iter()
+            .next()
+            .and_then(|choice| choice.message)
+        else {
+            return Err(self.api.bad("no choices[0].message"));
+        };
+        let tool_calls = message
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .map(|call| {
+                Ok(ToolCall {
+                    id: call
+                        .id
+                        .ok_or_else(|| self.api.bad("a tool call without id"))?,
+                    name: call.function.name,
+                    arguments: call.function.arguments,
+                })
+            })
+            .collect::<Result<_, ModelError>>()?;
+        let usage = completion.usage.map_or_else(Usage::default, |usage| {
+            let cached = usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens);
+            Usage {
+                input_tokens: usage.prompt_tokens.saturating_sub(cached),
+                cached_input_tokens: cached,
+                cache_write_tokens: 0,
+                output_tokens: usage.completion_tokens,
+            }
         });
+        Ok(ModelReply {
+            message: AssistantMessage {
+                content: message.content.unwrap_or_default(),
+                tool_calls,
+                provider_items: None,
+            },
+            usage,
+            cost: self.price.map(|price| price.cost(&usage)),
+            raw,
+        })
     }
-    let usage = &raw["usage"];
-    let cached = usage["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap_or(0);
-    let usage = Usage {
-        input_tokens: usage["prompt_tokens"]
-            .as_u64()
-            .unwrap_or(0)
-            .saturating_sub(cached),
-        cached_input_tokens: cached,
-        cache_write_tokens: 0,
-        output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
-    };
-    Ok(ModelReply {
-        message: AssistantMessage {
-            content: message["content"].as_str().unwrap_or("").to_owned(),
-            tool_calls,
-            provider_items: None,
-        },
-        usage,
-        cost: price.map(|price| price.cost(&usage)),
-        raw,
-    })
 }
 
 impl Model for ChatModel {
     fn describe(&self) -> String {
         format!(
             "openai-compat/{} (Chat Completions at {})",
-            self.name, self.base_url
+            self.name, self.api.base_url
         )
     }
 
@@ -127,8 +178,8 @@ impl Model for ChatModel {
         self.price.is_some()
     }
 
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        self.request(messages, tools)
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
+        Request::reply(self.request(messages, tools), messages, tools)
     }
 
     fn structured_request(
@@ -137,33 +188,85 @@ impl Model for ChatModel {
         input: &str,
         name: &str,
         schema: &Value,
-    ) -> Value {
-        json!({
+    ) -> Request {
+        let body = json!({
             "model": self.name,
             "messages": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
             "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}},
-        })
+        });
+        Request::structured(body, name)
     }
 
-    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
-            let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
-            let auth = self.key.as_ref().map(|key| format!("Bearer {key}"));
-            let headers: Vec<(&str, &str)> = auth
-                .iter()
-                .map(|value| ("authorization", value.as_str()))
-                .collect();
-            let raw = post_json(
-                &self.client,
-                PROVIDER,
-                &url,
-                &headers,
-                body,
-                self.retry,
-                self.gate.as_deref(),
-            )
-            .await?;
-            parse(raw, self.price)
+            let (completion, raw) = self.api.post(&request.body).await?;
+            self.reply(completion, raw)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn decode(raw: Value) -> Result<ModelReply, ModelError> {
+        let model = ChatModel {
+            api: Api::unused(PROVIDER),
+            name: "m".to_owned(),
+            price: None,
+        };
+        let completion = model.api.decode(&raw)?;
+        model.reply(completion, raw)
+    }
+
+    #[test]
+    fn a_reply_decodes_into_text_calls_and_usage() {
+        let reply = decode(json!({
+            "choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\":\"ls\"}"}},
+                {"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": {"path": "a"}}},
+            ]}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}},
+        }))
+        .unwrap();
+        assert_eq!(reply.message.content, "");
+        let calls: Vec<_> = reply
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| (&*c.id, &*c.name, &*c.arguments))
+            .collect();
+        // An object where the API says a string is taken as its JSON text.
+        assert_eq!(
+            calls,
+            [
+                ("c1", "bash", r#"{"cmd":"ls"}"#),
+                ("c2", "read_file", r#"{"path":"a"}"#)
+            ]
+        );
+        assert_eq!(
+            (
+                reply.usage.input_tokens,
+                reply.usage.cached_input_tokens,
+                reply.usage.output_tokens
+            ),
+            (6, 4, 3)
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_used_is_named() {
+        let message = |raw| decode(raw).unwrap_err().to_string();
+        assert!(message(json!({"choices": []})).contains("no choices[0].message"));
+        let no_id =
+            json!({"choices": [{"message": {"tool_calls": [{"function": {"name": "bash"}}]}}]});
+        assert!(message(no_id).contains("a tool call without id"));
+        let wrong = message(json!({"choices": "none"}));
+        assert!(
+            wrong.contains("unusable response") && wrong.contains("invalid type"),
+            "{wrong}"
+        );
     }
 }

@@ -9,6 +9,7 @@
 mod anthropic;
 mod chat;
 pub mod gate;
+mod http;
 pub mod offline;
 pub mod pricing;
 mod responses;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use http::{Api, Endpoint};
 use sandbox_protocol::ToolSpec;
 
 pub use anthropic::AnthropicModel;
@@ -28,7 +30,9 @@ pub use pricing::Price;
 pub use responses::ResponsesModel;
 pub use retry::{RetryPolicy, refused_certificate};
 pub use scripted::{ScriptedModel, schema as script_schema};
-pub use types::{AssistantMessage, Message, ModelReply, ToolCall, Usage, estimate_tokens};
+pub use types::{
+    Ask, AssistantMessage, Message, ModelReply, Request, ToolCall, Usage, estimate_tokens,
+};
 
 /// A language model behind some provider's API.
 pub trait Model: Send + Sync {
@@ -36,9 +40,9 @@ pub trait Model: Send + Sync {
     fn describe(&self) -> String;
     /// Whether its cost per token is known (a price was found or given).
     fn has_price(&self) -> bool;
-    /// The request body for the conversation and the tools it may call, exactly as it will be
-    /// sent (the session log records it before it goes out).
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> serde_json::Value;
+    /// The request for the conversation and the tools it may call; its body exactly as it
+    /// will be sent (the session log records it before it goes out).
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request;
     /// A request for one JSON object that fits `schema` (structured output: a JSON schema for
     /// OpenAI's APIs, a forced tool for Anthropic). Its reply carries the object as its text,
     /// or as the arguments of its one tool call.
@@ -48,12 +52,9 @@ pub trait Model: Send + Sync {
         input: &str,
         name: &str,
         schema: &serde_json::Value,
-    ) -> serde_json::Value;
-    /// Sends a body built by `build_request`; retries are inside.
-    fn send<'a>(
-        &'a self,
-        body: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
+    ) -> Request;
+    /// Sends a request built by `build_request` or `structured_request`; retries are inside.
+    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
 }
 
 /// One reply to the conversation: `build_request` then `send`.
@@ -62,8 +63,8 @@ pub async fn complete(
     messages: &[Message],
     tools: &[ToolSpec],
 ) -> Result<ModelReply, ModelError> {
-    let body = model.build_request(messages, tools);
-    model.send(&body).await
+    let request = model.build_request(messages, tools);
+    model.send(&request).await
 }
 
 /// Why a model call failed.
@@ -219,14 +220,6 @@ pub fn build_gated(
     })
 }
 
-/// What every provider's adapter takes.
-struct Endpoint {
-    name: String,
-    price: Option<Price>,
-    client: reqwest::Client,
-    retry: RetryPolicy,
-}
-
 /// An environment variable, when set and not blank.
 fn env(name: &str) -> Option<String> {
     std::env::var(name)
@@ -264,16 +257,20 @@ fn openai(
         "https://api.openai.com/v1",
         "OPENAI_API_KEY",
     )?;
+    let headers = vec![("authorization", format!("Bearer {key}"))];
     Ok(Arc::new(ResponsesModel {
-        gate: gates.map(|g| g.gate("openai", &base_url)),
-        client: endpoint.client,
-        base_url,
-        key,
+        api: Api::new(
+            responses::PROVIDER,
+            &endpoint,
+            base_url,
+            "/responses",
+            headers,
+            gates.map(|gates| (gates, "openai")),
+        ),
         name: endpoint.name,
         price: endpoint.price,
         reasoning_effort: spec.reasoning_effort.clone(),
         web_search: spec.web_search,
-        retry: endpoint.retry,
     }))
 }
 
@@ -289,14 +286,22 @@ fn openai_compat(
         .ok_or_else(|| BuildError::NoBaseUrl {
             model: spec.name.clone(),
         })?;
+    // Optional: local servers usually need none.
+    let headers = env("OPENAI_API_KEY")
+        .map(|key| ("authorization", format!("Bearer {key}")))
+        .into_iter()
+        .collect();
     Ok(Arc::new(ChatModel {
-        gate: gates.map(|g| g.gate("openai-compat", &base_url)),
-        client: endpoint.client,
-        base_url,
-        key: env("OPENAI_API_KEY"),
+        api: Api::new(
+            chat::PROVIDER,
+            &endpoint,
+            base_url,
+            "/chat/completions",
+            headers,
+            gates.map(|gates| (gates, "openai-compat")),
+        ),
         name: endpoint.name,
         price: endpoint.price,
-        retry: endpoint.retry,
     }))
 }
 
@@ -311,15 +316,22 @@ fn anthropic(
         "https://api.anthropic.com",
         "ANTHROPIC_API_KEY",
     )?;
+    let headers = vec![
+        ("x-api-key", key),
+        ("anthropic-version", anthropic::API_VERSION.to_owned()),
+    ];
     Ok(Arc::new(AnthropicModel {
-        gate: gates.map(|g| g.gate("anthropic", &base_url)),
-        client: endpoint.client,
-        base_url,
-        key,
+        api: Api::new(
+            anthropic::PROVIDER,
+            &endpoint,
+            base_url,
+            "/v1/messages",
+            headers,
+            gates.map(|gates| (gates, "anthropic")),
+        ),
         name: endpoint.name,
         price: endpoint.price,
         max_tokens: spec.max_tokens,
         thinking_budget: spec.thinking_budget,
-        retry: endpoint.retry,
     }))
 }

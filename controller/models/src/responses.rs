@@ -3,24 +3,22 @@
 
 use futures::future::BoxFuture;
 use sandbox_protocol::ToolSpec;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::retry::{RetryPolicy, post_json};
-use super::{AssistantMessage, Message, Model, ModelError, ModelReply, Price, ToolCall, Usage};
+use super::http::Api;
+use super::{
+    AssistantMessage, Message, Model, ModelError, ModelReply, Price, Request, ToolCall, Usage,
+};
 
-const PROVIDER: &str = "OpenAI Responses API";
+pub(crate) const PROVIDER: &str = "OpenAI Responses API";
 
 pub struct ResponsesModel {
-    pub(super) client: reqwest::Client,
-    pub(super) base_url: String,
-    pub(super) key: String,
+    pub(super) api: Api,
     pub(super) name: String,
     pub(super) price: Option<Price>,
     pub(super) reasoning_effort: Option<String>,
     pub(super) web_search: bool,
-    pub(super) retry: RetryPolicy,
-    /// Shared with every session on this endpoint (`harness batch`).
-    pub(super) gate: Option<std::sync::Arc<super::gate::RateGate>>,
 }
 
 impl ResponsesModel {
@@ -75,83 +73,157 @@ impl ResponsesModel {
     }
 }
 
-/// Parses a Responses API answer into a reply.
-pub(crate) fn parse(raw: Value, price: Option<Price>) -> Result<ModelReply, ModelError> {
-    let bad = |message: String| ModelError::BadResponse {
-        provider: PROVIDER,
-        message,
-    };
-    let status = raw["status"].as_str().unwrap_or("missing");
-    if status != "completed" {
-        let detail = raw["incomplete_details"]["reason"]
-            .as_str()
-            .or_else(|| raw["error"]["message"].as_str())
-            .unwrap_or("");
-        return Err(bad(format!("model response was {status} {detail}")
-            .trim_end()
-            .to_owned()));
-    }
-    let items = raw["output"]
-        .as_array()
-        .ok_or_else(|| bad("no `output` array".to_owned()))?;
-    let mut content = String::new();
-    let mut tool_calls = Vec::new();
-    for item in items {
-        match item["type"].as_str() {
-            Some("message") => {
-                for part in item["content"].as_array().into_iter().flatten() {
-                    if part["type"] == "output_text" {
-                        content.push_str(part["text"].as_str().unwrap_or(""));
+/// A Responses API answer, as far as the adapter reads it; its `output` items are also kept as
+/// they came, to be sent back verbatim.
+#[derive(Deserialize)]
+struct Response {
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    incomplete_details: Option<Reason>,
+    #[serde(default)]
+    error: Option<Failure>,
+    #[serde(default)]
+    output: Option<Vec<Item>>,
+    #[serde(default)]
+    usage: Option<ResponseUsage>,
+}
+
+#[derive(Deserialize)]
+struct Reason {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Failure {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Item {
+    Message {
+        #[serde(default)]
+        content: Vec<Part>,
+    },
+    FunctionCall {
+        #[serde(default)]
+        call_id: Option<String>,
+        #[serde(default)]
+        name: String,
+        #[serde(default, deserialize_with = "super::http::arguments")]
+        arguments: String,
+    },
+    /// Reasoning, web searches and the rest: sent back, not read.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part {
+    OutputText {
+        #[serde(default)]
+        text: String,
+    },
+    /// A refusal and the rest.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct ResponseUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    input_tokens_details: Option<InputDetails>,
+}
+
+#[derive(Deserialize)]
+struct InputDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+impl ResponsesModel {
+    /// The reply in a decoded answer; a response that is not `completed` is an error.
+    fn reply(&self, response: Response, raw: Value) -> Result<ModelReply, ModelError> {
+        let status = response.status.as_deref().unwrap_or("missing");
+        if status != "completed" {
+            let detail = response
+                .incomplete_details
+                .and_then(|details| details.reason)
+                .or_else(|| response.error.and_then(|error| error.message))
+                .unwrap_or_default();
+            let message = format!("model response was {status} {detail}");
+            return Err(self.api.bad(message.trim_end()));
+        }
+        let items = response
+            .output
+            .ok_or_else(|| self.api.bad("no `output` array"))?;
+        let mut content = String::new();
+        let mut tool_calls = Vec::new();
+        for item in items {
+            match item {
+                Item::Message { content: parts } => {
+                    for part in parts {
+                        if let Part::OutputText { text } = part {
+                            content.push_str(&text);
+                        }
                     }
                 }
+                Item::FunctionCall {
+                    call_id,
+                    name,
+                    arguments,
+                } => tool_calls.push(ToolCall {
+                    id: call_id.ok_or_else(|| self.api.bad("a function_call without call_id"))?,
+                    name,
+                    arguments,
+                }),
+                Item::Other => {}
             }
-            Some("function_call") => tool_calls.push(ToolCall {
-                id: item["call_id"]
-                    .as_str()
-                    .ok_or_else(|| bad("a function_call without call_id".to_owned()))?
-                    .to_owned(),
-                name: item["name"].as_str().unwrap_or("").to_owned(),
-                arguments: item["arguments"].as_str().unwrap_or("").to_owned(),
-            }),
-            _ => {}
         }
+        let usage = response.usage.map_or_else(Usage::default, |usage| {
+            let cached = usage.input_tokens_details.map_or(0, |d| d.cached_tokens);
+            Usage {
+                input_tokens: usage.input_tokens.saturating_sub(cached),
+                cached_input_tokens: cached,
+                cache_write_tokens: 0,
+                output_tokens: usage.output_tokens,
+            }
+        });
+        Ok(ModelReply {
+            message: AssistantMessage {
+                content,
+                tool_calls,
+                provider_items: Some(raw["output"].clone()),
+            },
+            usage,
+            cost: self.price.map(|price| price.cost(&usage)),
+            raw,
+        })
     }
-    let usage = &raw["usage"];
-    let cached = usage["input_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap_or(0);
-    let usage = Usage {
-        input_tokens: usage["input_tokens"]
-            .as_u64()
-            .unwrap_or(0)
-            .saturating_sub(cached),
-        cached_input_tokens: cached,
-        cache_write_tokens: 0,
-        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
-    };
-    Ok(ModelReply {
-        message: AssistantMessage {
-            content,
-            tool_calls,
-            provider_items: Some(Value::Array(items.clone())),
-        },
-        usage,
-        cost: price.map(|price| price.cost(&usage)),
-        raw,
-    })
 }
 
 impl Model for ResponsesModel {
     fn describe(&self) -> String {
-        format!("openai/{} (Responses API at {})", self.name, self.base_url)
+        format!(
+            "openai/{} (Responses API at {})",
+            self.name, self.api.base_url
+        )
     }
 
     fn has_price(&self) -> bool {
         self.price.is_some()
     }
 
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        self.request(messages, tools)
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
+        Request::reply(self.request(messages, tools), messages, tools)
     }
 
     fn structured_request(
@@ -160,7 +232,7 @@ impl Model for ResponsesModel {
         input: &str,
         name: &str,
         schema: &Value,
-    ) -> Value {
+    ) -> Request {
         let mut body = json!({
             "model": self.name,
             "input": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
@@ -169,24 +241,65 @@ impl Model for ResponsesModel {
         if let Some(effort) = &self.reasoning_effort {
             body["reasoning"] = json!({"effort": effort});
         }
-        body
+        Request::structured(body, name)
     }
 
-    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
-            let url = format!("{}/responses", self.base_url.trim_end_matches('/'));
-            let auth = format!("Bearer {}", self.key);
-            let raw = post_json(
-                &self.client,
-                PROVIDER,
-                &url,
-                &[("authorization", &auth)],
-                body,
-                self.retry,
-                self.gate.as_deref(),
-            )
-            .await?;
-            parse(raw, self.price)
+            let (response, raw) = self.api.post(&request.body).await?;
+            self.reply(response, raw)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn decode(raw: Value) -> Result<ModelReply, ModelError> {
+        let model = ResponsesModel {
+            api: Api::unused(PROVIDER),
+            name: "m".to_owned(),
+            price: None,
+            reasoning_effort: None,
+            web_search: false,
+        };
+        let response = model.api.decode(&raw)?;
+        model.reply(response, raw)
+    }
+
+    #[test]
+    fn items_it_does_not_read_are_kept_to_be_sent_back() {
+        let output = json!([
+            {"type": "reasoning", "id": "r1", "summary": []},
+            {"type": "message", "content": [{"type": "refusal", "refusal": "no"}, {"type": "output_text", "text": "Done."}]},
+            {"type": "function_call", "call_id": "f1", "name": "bash", "arguments": "{}"},
+        ]);
+        let reply = decode(json!({
+            "status": "completed", "output": output,
+            "usage": {"input_tokens": 9, "output_tokens": 1, "input_tokens_details": {"cached_tokens": 2}},
+        }))
+        .unwrap();
+        assert_eq!(reply.message.content, "Done.");
+        assert_eq!(reply.message.tool_calls[0].id, "f1");
+        assert_eq!(reply.message.provider_items, Some(output));
+        assert_eq!(
+            (reply.usage.input_tokens, reply.usage.cached_input_tokens),
+            (7, 2)
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_used_is_named() {
+        let message = |raw| decode(raw).unwrap_err().to_string();
+        let cut =
+            json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}});
+        assert!(message(cut).contains("model response was incomplete max_output_tokens"));
+        assert!(message(json!({"status": "completed"})).contains("no `output` array"));
+        let no_id =
+            json!({"status": "completed", "output": [{"type": "function_call", "name": "bash"}]});
+        assert!(message(no_id).contains("a function_call without call_id"));
     }
 }

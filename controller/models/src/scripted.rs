@@ -20,8 +20,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::offline::{self, OfflineAsk};
-use super::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
+use super::offline;
+use super::{
+    Ask, AssistantMessage, Message, Model, ModelError, ModelReply, Request, ToolCall, Usage,
+};
 
 /// A scripted model's file (`--model script:FILE`, YAML or JSON): the turns it plays in
 /// order, whatever the harness sends, and the answers it gives the risk classifier.
@@ -126,8 +128,9 @@ impl Model for ScriptedModel {
         true
     }
 
-    /// What the scripted model "receives": enough to tell a summary request (no tools) from a turn.
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+    /// What the scripted model "receives" (and the log records): the number of messages and
+    /// the tools' names.
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
         offline::request("scripted", messages, tools)
     }
 
@@ -137,14 +140,13 @@ impl Model for ScriptedModel {
         _input: &str,
         name: &str,
         _schema: &Value,
-    ) -> Value {
+    ) -> Request {
         offline::structured("scripted", name)
     }
 
-    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
-            let ask = offline::ask(body);
-            if ask == OfflineAsk::Verdict {
+            if let Ask::Structured { .. } = request.ask {
                 let verdict = {
                     let mut next = self.next_verdict.lock().unwrap_or_else(|p| p.into_inner());
                     let verdict = self.script.verdicts.get(*next).cloned();
@@ -163,8 +165,8 @@ impl Model for ScriptedModel {
                 let raw = json!({"scripted": true, "verdict": verdict});
                 return Ok(ModelReply::free_text(verdict.to_string(), raw));
             }
-            // A request without tools is a compaction summary: answer it without using a turn.
-            if ask == OfflineAsk::Summary {
+            // A compaction's summary is answered without using a turn.
+            if request.ask == Ask::Summary {
                 let content = self.script.summary.clone().unwrap_or_default();
                 let raw = json!({"scripted": true, "summary": content});
                 let message = AssistantMessage {

@@ -1,5 +1,6 @@
 //! The provider-neutral conversation: messages, replies, tool calls and usage.
 
+use sandbox_protocol::ToolSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -61,6 +62,60 @@ impl Usage {
             ("cache_write", self.cache_write_tokens),
             ("output", self.output_tokens),
         ]
+    }
+}
+
+/// A request as a model is to send it: the body (exactly what goes out, and what the session
+/// log records before it does) and what it asks, which is what a model that answers without a
+/// network (scripted, replayed, the benchmark's agents) goes by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub body: Value,
+    pub ask: Ask,
+}
+
+/// What a request asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ask {
+    /// A turn of the loop (tools are offered): how many tool results the conversation holds,
+    /// and the last one.
+    Turn {
+        tool_results: usize,
+        last_tool_result: Option<String>,
+    },
+    /// A request without tools: a compaction's summary.
+    Summary,
+    /// A structured question named `name` (the risk classifier's).
+    Structured { name: String },
+}
+
+impl Request {
+    /// The next reply to `messages`: a turn when tools are offered, else a summary.
+    pub fn reply(body: Value, messages: &[Message], tools: &[ToolSpec]) -> Request {
+        let ask = if tools.is_empty() {
+            Ask::Summary
+        } else {
+            let mut results = messages.iter().filter_map(|message| match message {
+                Message::Tool { content, .. } => Some(content),
+                _ => None,
+            });
+            let last = results.next_back().cloned();
+            Ask::Turn {
+                tool_results: results.count() + usize::from(last.is_some()),
+                last_tool_result: last,
+            }
+        };
+        Request { body, ask }
+    }
+
+    /// A structured question named `name`.
+    pub fn structured(body: Value, name: &str) -> Request {
+        Request {
+            body,
+            ask: Ask::Structured {
+                name: name.to_owned(),
+            },
+        }
     }
 }
 

@@ -11,8 +11,10 @@ use serde_json::{Value, json};
 
 use super::ReplayError;
 use event_log::{Event, ModelResponse, Purpose};
-use llm::offline::{self, OfflineAsk};
-use llm::{AssistantMessage, Message, Model, ModelError, ModelReply, ToolCall, Usage};
+use llm::offline;
+use llm::{
+    Ask, AssistantMessage, Message, Model, ModelError, ModelReply, Request, ToolCall, Usage,
+};
 
 pub struct ReplayModel {
     path: String,
@@ -105,7 +107,7 @@ impl Model for ReplayModel {
         true
     }
 
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
         offline::request("replay", messages, tools)
     }
 
@@ -115,14 +117,13 @@ impl Model for ReplayModel {
         _input: &str,
         name: &str,
         _schema: &Value,
-    ) -> Value {
+    ) -> Request {
         offline::structured("replay", name)
     }
 
-    fn send<'a>(&'a self, body: &'a Value) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
+    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
         Box::pin(async move {
-            let ask = offline::ask(body);
-            if ask == OfflineAsk::Verdict {
+            if let Ask::Structured { .. } = request.ask {
                 let verdict = self
                     .verdicts
                     .lock()
@@ -137,7 +138,7 @@ impl Model for ReplayModel {
                 let raw = json!({"replayed_verdict": verdict});
                 return Ok(ModelReply::free_text(verdict.to_string(), raw));
             }
-            let summary = ask == OfflineAsk::Summary;
+            let summary = request.ask == Ask::Summary;
             let queue = if summary {
                 &self.summaries
             } else {

@@ -21,20 +21,20 @@ impl Agent<'_> {
         purpose: Purpose,
         totals: &Mutex<Totals>,
     ) -> Result<ModelReply, SessionError> {
-        let body = self.model.build_request(messages, tools);
-        let request = ModelRequest {
+        let request = self.model.build_request(messages, tools);
+        let logged = ModelRequest {
             turn,
             purpose,
             n_messages: messages.len() as u64,
             estimated_tokens: estimate_tokens(messages) as u64,
-            body: self.recorder.log.json_blob(&body)?,
+            body: self.recorder.log.json_blob(&request.body)?,
         };
         self.recorder
             .log
-            .record(Event::ModelRequest(request))
+            .record(Event::ModelRequest(logged))
             .await?;
         let started = Instant::now();
-        let reply = self.send_observed(&body, turn, purpose).await?;
+        let reply = self.send_observed(&request, turn, purpose).await?;
         let latency_ms = started.elapsed().as_millis() as u64;
         {
             let mut totals = super::current(totals);
@@ -73,10 +73,10 @@ impl Agent<'_> {
 }
 
 impl Agent<'_> {
-    /// Sends `body` inside the model call's span, and counts the call in the metrics.
+    /// Sends `request` inside the model call's span, and counts the call in the metrics.
     async fn send_observed(
         &self,
-        body: &serde_json::Value,
+        request: &llm::Request,
         turn: u32,
         purpose: Purpose,
     ) -> Result<ModelReply, llm::ModelError> {
@@ -95,7 +95,7 @@ impl Agent<'_> {
             gen_ai.usage.output_tokens = tracing::field::Empty,
             cost_usd = tracing::field::Empty,
         );
-        let sent = self.model.send(body).instrument(span.clone()).await;
+        let sent = self.model.send(request).instrument(span.clone()).await;
         let metrics = telemetry::metrics();
         let reply = match sent {
             Ok(reply) => reply,
