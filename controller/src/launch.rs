@@ -20,7 +20,7 @@ pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<
             .sandbox
             .provider()
             .with_context(|| format!("--agent {} needs a benchmark task", config.agent.as_str()))?;
-        return provider.agent_model(config.agent);
+        return Ok(provider.agent_model(config.agent)?);
     }
     let spec = &config.model;
     if let Some(path) = spec.name.strip_prefix("replay:") {
@@ -41,7 +41,7 @@ pub fn run_config(
     leased: bool,
 ) -> anyhow::Result<RunConfig> {
     match source {
-        TaskSource::File(file) => RunConfig::for_task(file, flags, working_dir, leased),
+        TaskSource::File(file) => Ok(RunConfig::for_task(file, flags, working_dir, leased)?),
         TaskSource::Bench(_) if leased => bail!(
             "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker"
         ),

@@ -35,7 +35,8 @@ fn main() {
     let code = match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The whole chain of causes, each said once.
+            eprintln!("error: {}", runtime::step::describe(&*err));
             exit_code::ERROR
         }
     };

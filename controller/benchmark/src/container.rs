@@ -35,7 +35,7 @@ pub use services::build_images;
 use super::image::{BuildSettings, Built};
 use super::{BenchTask, Environment, MainImage};
 use runtime::sandbox::docker::{connect, labels_for};
-use runtime::sandbox::{SandboxClient, StartError};
+use runtime::sandbox::{Failure, SandboxClient, StartError};
 
 /// Where the injected server and its token live in the container.
 const HARNESS_DIR: &str = ".harness";
@@ -115,10 +115,12 @@ impl TaskEnvironment {
                     services::logs(&environment.docker, &environment.main_id).await
                 };
                 environment.remove().await;
+                // The engine's and the images' part is still said as a chain of causes.
+                let err = Failure::Server(format!("{err:#}"));
                 let err = if logs.is_empty() {
                     err
                 } else {
-                    err.context(format!("the container's last lines:\n{logs}"))
+                    err.after(&format!("the container's last lines:\n{logs}"))
                 };
                 Err(StartError::Failed(err))
             }

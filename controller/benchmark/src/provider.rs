@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use futures::future::BoxFuture;
 
 use super::agents::{NopModel, OracleModel};
@@ -16,10 +15,12 @@ use super::trial::{Rounds, record_images};
 use event_log::{BenchmarkRecord, ContainerRecord, EventLog, NetworkRecord, SandboxKind};
 use llm::Model;
 use runtime::config::{AgentKind, RunConfig};
-use runtime::sandbox::{SandboxClient, StartError};
+use runtime::input::InputError;
+use runtime::sandbox::{Doing, SandboxClient, StartError};
 use runtime::session::provider::{Grader, Grading, Liveness, Provided, Provider, ProviderContext};
 use runtime::session::sandbox::{read_token, short};
 use runtime::session::{SessionOutcome, Stop};
+use runtime::step::StepError;
 
 /// A benchmark task's run, as the provider of its session's sandbox.
 #[derive(Debug)]
@@ -36,7 +37,7 @@ impl Provider for TaskProvider {
         SandboxKind::Docker
     }
 
-    fn token(&self) -> anyhow::Result<String> {
+    fn token(&self) -> Result<String, InputError> {
         match &self.run.place {
             TaskPlace::Remote {
                 token_file: Some(file),
@@ -51,16 +52,21 @@ impl Provider for TaskProvider {
         self.run.task.warnings.clone()
     }
 
-    fn agent_model(&self, agent: AgentKind) -> anyhow::Result<Arc<dyn Model>> {
+    fn agent_model(&self, agent: AgentKind) -> Result<Arc<dyn Model>, InputError> {
         let task = &self.run.task;
         match agent {
-            AgentKind::Oracle => {
-                let oracle = OracleModel::new(task)
-                    .with_context(|| format!("{}: the task has no solution", task.name))?;
-                Ok(Arc::new(oracle))
-            }
+            AgentKind::Oracle => match OracleModel::new(task) {
+                Some(oracle) => Ok(Arc::new(oracle)),
+                None => Err(InputError(format!(
+                    "{}: the task has no solution",
+                    task.name
+                ))),
+            },
             AgentKind::Nop => Ok(Arc::new(NopModel)),
-            AgentKind::Model => anyhow::bail!("{}: a model agent is not the task's", task.name),
+            AgentKind::Model => Err(InputError(format!(
+                "{}: a model agent is not the task's",
+                task.name
+            ))),
         }
     }
 
@@ -125,7 +131,7 @@ impl TaskProvider {
                 client
                     .wait_healthy(Duration::from_secs(30))
                     .await
-                    .with_context(|| format!("reaching the task's sandbox at {url}"))?;
+                    .doing_with(|| format!("reaching the task's sandbox at {url}"))?;
                 let host = ApiHost { client };
                 return Ok(Box::new(TaskSandbox {
                     host: Host::Remote(host),
@@ -241,10 +247,13 @@ impl Provided for TaskSandbox {
 }
 
 impl Grader for TaskSandbox {
-    fn prepare<'a>(&'a self, log: &'a EventLog) -> BoxFuture<'a, anyhow::Result<()>> {
+    /// The images' record: the engine's and the harness's part, never the sandbox's.
+    fn prepare<'a>(&'a self, log: &'a EventLog) -> BoxFuture<'a, Result<(), StepError>> {
         Box::pin(async move {
             match &self.host {
-                Host::Started(environment) => record_images(log, environment).await,
+                Host::Started(environment) => record_images(log, environment)
+                    .await
+                    .map_err(|err| StepError::harness(format!("{err:#}"))),
                 Host::Remote(_) => Ok(()),
             }
         })

@@ -22,6 +22,7 @@ use runtime::config::AgentKind;
 use runtime::run_loop::{Agent, Totals};
 use runtime::session::provider::Grading;
 use runtime::session::{SessionOutcome, Stop};
+use runtime::step::Step;
 
 mod steps;
 
@@ -198,9 +199,12 @@ impl Rounds<'_> {
             }
         };
         // The state the agent left, processes included, before they are ended.
-        self.g.recorder.fingerprint(None).await.map_err(|err| {
-            Stop::preparing(&anyhow::Error::new(err).context("recording the state fingerprint"))
-        })?;
+        self.g
+            .recorder
+            .fingerprint(None)
+            .await
+            .step("recording the state fingerprint")
+            .map_err(|err| Stop::preparing(&err))?;
         let isolated = self.isolate(environment, baseline, phase.step).await?;
         self.run_collect_hooks(environment, run).await;
         let folder = match phase.step {

@@ -11,12 +11,11 @@ mod sandbox;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::bail;
-
 pub use bench::{AgentKind, BenchFlags, NotRunnable};
 pub use sandbox::SandboxTarget;
 
 use crate::hooks::Hooks;
+use crate::input::{InputError, invalid};
 use crate::run_loop::Limits;
 use crate::sandbox::NetworkMode;
 use crate::task::{TaskFile, WorkspaceSource};
@@ -117,12 +116,12 @@ impl RunConfig {
         words: &[String],
         task_file: Option<&Path>,
         flags: &SessionFlags,
-    ) -> anyhow::Result<RunConfig> {
+    ) -> Result<RunConfig, InputError> {
         let task = task_file.map(TaskFile::load).transpose()?;
         let (working_dir, prompt) = match &task {
             Some(task) => {
                 if words.len() > 1 {
-                    bail!(
+                    invalid!(
                         "with --task, give at most a working directory, not a task text ({} words given)",
                         words.len()
                     );
@@ -130,7 +129,7 @@ impl RunConfig {
                 (words.first().map(PathBuf::from), task.prompt.clone())
             }
             None => match words {
-                [] => bail!(
+                [] => invalid!(
                     "usage: harness run [--web-search] [WORKING_DIR] \"TASK\" (or --task FILE)"
                 ),
                 [task] => (Some(PathBuf::from(DEFAULT_WORKING_DIR)), task.clone()),
@@ -160,7 +159,7 @@ impl RunConfig {
         flags: &SessionFlags,
         working_dir: Option<PathBuf>,
         leased: bool,
-    ) -> anyhow::Result<RunConfig> {
+    ) -> Result<RunConfig, InputError> {
         RunConfig::build(TaskFile::load(task_file)?, working_dir, flags, leased)
     }
 
@@ -169,13 +168,13 @@ impl RunConfig {
         working_dir: Option<PathBuf>,
         flags: &SessionFlags,
         leased: bool,
-    ) -> anyhow::Result<RunConfig> {
+    ) -> Result<RunConfig, InputError> {
         if task.prompt.trim().is_empty() {
-            bail!("the task is empty");
+            invalid!("the task is empty");
         }
         let agent = flags.bench.agent()?;
         if agent != AgentKind::Model {
-            bail!(
+            invalid!(
                 "--agent {}: only a benchmark task (a Harbor or Terminal-Bench folder) has an oracle or a verifier",
                 agent.as_str()
             );
@@ -183,7 +182,7 @@ impl RunConfig {
         let network = match flags.network.as_ref().or(task.network.as_ref()) {
             Some(text) => text
                 .parse::<NetworkMode>()
-                .map_err(|why| anyhow::anyhow!("network: {why}"))?,
+                .map_err(|why| InputError(format!("network: {why}")))?,
             None => NetworkMode::None,
         };
         let tools = flags.tools.clone().or(task.tools.clone());
@@ -202,7 +201,7 @@ impl RunConfig {
             run_as: run_as(flags)?,
             keep_workspace: flags.keep_workspace,
             working_dir,
-            workspace: task.workspace_source().map_err(anyhow::Error::msg)?,
+            workspace: task.workspace_source().map_err(InputError::new)?,
             setup: task.setup,
             check: task.check,
             check_timeout: task.check_timeout.unwrap_or(600),
@@ -220,18 +219,18 @@ impl RunConfig {
 
 /// Who a local sandbox's commands run as: `--run-as`, else the default (an unprivileged user
 /// when the harness is root).
-fn run_as(flags: &SessionFlags) -> anyhow::Result<crate::sandbox::local::RunAs> {
+fn run_as(flags: &SessionFlags) -> Result<crate::sandbox::local::RunAs, InputError> {
     match &flags.run_as {
-        Some(text) => crate::sandbox::local::RunAs::parse(text).map_err(anyhow::Error::msg),
+        Some(text) => crate::sandbox::local::RunAs::parse(text).map_err(InputError::new),
         None => Ok(crate::sandbox::local::RunAs::Default),
     }
 }
 
 /// The model: the flags, else the task's `model:`, else the default.
-pub fn model_spec(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<ModelSpec> {
+pub fn model_spec(task: &TaskFile, flags: &SessionFlags) -> Result<ModelSpec, InputError> {
     let section = task.model.as_ref();
     let price = match &flags.price {
-        Some(text) => Some(Price::parse(text).map_err(|why| anyhow::anyhow!("--price {why}"))?),
+        Some(text) => Some(Price::parse(text).map_err(|why| InputError(format!("--price {why}")))?),
         None => section.and_then(|m| m.price).map(|p| Price {
             input: p.input,
             output: p.output,
@@ -266,7 +265,7 @@ pub fn model_spec(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Model
     })
 }
 
-pub fn limits(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Limits> {
+pub fn limits(task: &TaskFile, flags: &SessionFlags) -> Result<Limits, InputError> {
     let task_limits = task.limits;
     let limits = Limits {
         max_turns: flags
@@ -283,16 +282,19 @@ pub fn limits(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Limits> {
             .unwrap_or(100_000),
     };
     if limits.max_turns == 0 {
-        bail!("--max-turns must be at least 1");
+        invalid!("--max-turns must be at least 1");
     }
     if !(limits.max_cost.is_finite() && limits.max_cost >= 0.0) {
-        bail!("--max-cost must be a non-negative number of USD");
+        invalid!("--max-cost must be a non-negative number of USD");
     }
     Ok(limits)
 }
 
 /// The hooks: `--hooks`, else the task's `hooks:`; none when neither names a file.
-pub fn hooks(task: Option<&Path>, flags: &SessionFlags) -> anyhow::Result<std::sync::Arc<Hooks>> {
+pub fn hooks(
+    task: Option<&Path>,
+    flags: &SessionFlags,
+) -> Result<std::sync::Arc<Hooks>, InputError> {
     let hooks = match flags.hooks.as_deref().or(task) {
         Some(path) => Hooks::load(path)?,
         None => Hooks::none(),
@@ -304,7 +306,7 @@ pub fn hooks(task: Option<&Path>, flags: &SessionFlags) -> anyhow::Result<std::s
 pub fn mcp_servers(
     task: Option<&Path>,
     flags: &SessionFlags,
-) -> anyhow::Result<std::sync::Arc<crate::mcp::McpConfig>> {
+) -> Result<std::sync::Arc<crate::mcp::McpConfig>, InputError> {
     Ok(std::sync::Arc::new(match flags.mcp.as_deref().or(task) {
         Some(path) => crate::mcp::McpConfig::load(path)?,
         None => crate::mcp::McpConfig::default(),
@@ -333,7 +335,7 @@ mod tests;
 /// `harness run`'s WORKING_DIR must be a folder that exists: a mistyped path is not made into
 /// an empty one, and an unquoted task (`harness run add a flag`) is not read as the folder
 /// `add` and the task "a flag". `words`: the whole command line's words, to say what was meant.
-fn existing_dir(dir: &str, words: Option<&[String]>) -> anyhow::Result<()> {
+fn existing_dir(dir: &str, words: Option<&[String]>) -> Result<(), InputError> {
     let path = Path::new(dir);
     if path.is_dir() {
         return Ok(());
@@ -358,5 +360,5 @@ fn existing_dir(dir: &str, words: Option<&[String]>) -> anyhow::Result<()> {
              create it first (mkdir -p {dir}), or give an existing one"
         ));
     }
-    bail!(message)
+    Err(InputError(message))
 }

@@ -20,12 +20,14 @@
 
 pub mod config;
 pub mod hooks;
+pub mod input;
 pub mod mcp;
 pub mod prompt;
 pub mod recording;
 pub mod run_loop;
 pub mod sandbox;
 pub mod session;
+pub mod step;
 pub mod task;
 
 /// How `harness` exits.

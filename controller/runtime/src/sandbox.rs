@@ -9,12 +9,14 @@
 
 pub mod client;
 pub mod docker;
+pub mod failure;
 pub mod local;
 pub mod pool;
 pub mod seed;
 pub mod tls;
 
 pub use client::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
+pub use failure::{Doing, Failure};
 pub use tls::{ClientTls, TlsFileError};
 
 /// A sandbox's network, as its server's `--network` flag sets it.
@@ -58,5 +60,5 @@ pub enum StartError {
     BadInput(String),
     /// The machine, the engine or the server failed: worth a retry on a fresh sandbox.
     #[error(transparent)]
-    Failed(#[from] anyhow::Error),
+    Failed(#[from] Failure),
 }

@@ -25,17 +25,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
 
-use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 pub use outcome::{SessionOutcome, Stop};
 
 use crate::config::RunConfig;
+use crate::input::InputError;
 use crate::mcp::{McpConfig, McpTools};
 use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
 use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::Lease;
+use crate::step::{self, Step, StepError};
 use event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
 use header::{Header, finish};
 use llm::{self, Model};
@@ -139,9 +140,10 @@ async fn session(
     let (token, policy, log) = match open(&options, &model, audience.observer) {
         Ok(opened) => opened,
         Err(err) => {
-            audience.observer.note(&format!("error: {err:#}"));
+            let message = step::describe(&err);
+            audience.observer.note(&format!("error: {message}"));
             let mut summary = summarise(&options, SessionOutcome::Error, String::new());
-            summary.reason = Some(format!("{err:#}"));
+            summary.reason = Some(message);
             return summary;
         }
     };
@@ -229,12 +231,23 @@ async fn confirm_alive(
     }
 }
 
+/// Why a session could not open: the sandbox token, the policy or the log folder.
+#[derive(Debug, thiserror::Error)]
+enum OpenError {
+    #[error(transparent)]
+    Token(#[from] InputError),
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    #[error(transparent)]
+    Log(#[from] event_log::EventLogError),
+}
+
 /// The sandbox token, the policy and the log: what a session needs before anything starts.
 fn open(
     options: &SessionOptions,
     model: &Arc<dyn Model>,
     observer: &dyn Observer,
-) -> anyhow::Result<(String, Box<dyn Policy>, EventLog)> {
+) -> Result<(String, Box<dyn Policy>, EventLog), OpenError> {
     let config = &options.config;
     let token = sandbox::token(config)?;
     let policy = (options.build_policy)(
@@ -406,7 +419,7 @@ impl Session<'_> {
         &self,
         mcp: &McpTools,
         mcp_tools: Vec<sandbox_protocol::ToolSpec>,
-        mut prepared: anyhow::Result<Prepared>,
+        mut prepared: Result<Prepared, StepError>,
         totals: &Mutex<Totals>,
     ) -> Result<(SessionOutcome, String), Stop> {
         if let Ok(prepared) = &mut prepared {
@@ -465,14 +478,14 @@ impl Session<'_> {
     }
 
     /// The workspace as the agent finds it, and the state fingerprint.
-    async fn record_start(&self) -> anyhow::Result<()> {
+    async fn record_start(&self) -> Result<(), StepError> {
         self.recorder
             .initial_snapshot()
             .await
-            .context("recording the initial workspace")?;
+            .step("recording the initial workspace")?;
         self.recorder
             .fingerprint(None)
             .await
-            .context("recording the state fingerprint")
+            .step("recording the state fingerprint")
     }
 }

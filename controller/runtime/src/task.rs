@@ -6,9 +6,9 @@ mod discover;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::Deserialize;
 
+use crate::input::{InputError, invalid};
 pub use discover::{Format, FoundTask, TaskSource, detect, discover};
 
 /// A task file as written.
@@ -284,13 +284,14 @@ impl TaskFile {
     }
 
     /// Reads and checks a task file; relative paths become relative to its folder.
-    pub fn load(path: &Path) -> anyhow::Result<TaskFile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the task file {}", path.display()))?;
+    pub fn load(path: &Path) -> Result<TaskFile, InputError> {
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            InputError(format!("reading the task file {}: {err}", path.display()))
+        })?;
         let mut task: TaskFile = serde_norway::from_str(&text)
-            .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
+            .map_err(|err| InputError(format!("{}: {err}", path.display())))?;
         if task.prompt.trim().is_empty() {
-            anyhow::bail!("{}: prompt: must not be empty", path.display());
+            invalid!("{}: prompt: must not be empty", path.display());
         }
         let base = path.parent().unwrap_or(Path::new("."));
         let rebase = |p: &mut PathBuf| {
@@ -299,12 +300,12 @@ impl TaskFile {
             }
         };
         task.workspace_source()
-            .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+            .map_err(|why| InputError(format!("{}: {why}", path.display())))?;
         if let Some(section) = &task.sandbox
             && let Some(provider) = &section.provider
             && !["local", "docker", "remote"].contains(&provider.as_str())
         {
-            anyhow::bail!(
+            invalid!(
                 "{}: sandbox.provider: expected `local`, `docker` or `remote`, got `{provider}`",
                 path.display()
             );
@@ -355,9 +356,9 @@ pub fn task_id(path: &Path) -> String {
 
 /// `--task DIR --task-index N`: the N-th task of a dataset folder, as `harness batch DIR`
 /// finds and names them (the log folder of a Kubernetes Indexed Job's pod is its name).
-pub fn pick_indexed(dir: &Path, index: Option<usize>) -> anyhow::Result<FoundTask> {
+pub fn pick_indexed(dir: &Path, index: Option<usize>) -> Result<FoundTask, InputError> {
     let Some(index) = index else {
-        anyhow::bail!(
+        invalid!(
             "--task {} is a folder: give --task-index N (or JOB_COMPLETION_INDEX) to pick a task",
             dir.display()
         );
@@ -365,11 +366,11 @@ pub fn pick_indexed(dir: &Path, index: Option<usize>) -> anyhow::Result<FoundTas
     let tasks = discover(&[dir.to_owned()])?;
     let count = tasks.len();
     tasks.into_iter().nth(index).ok_or_else(|| {
-        anyhow::anyhow!(
+        InputError(format!(
             "--task-index {index}: {} holds {count} tasks (indexes 0 to {})",
             dir.display(),
             count.saturating_sub(1)
-        )
+        ))
     })
 }
 
@@ -377,7 +378,7 @@ pub fn pick_indexed(dir: &Path, index: Option<usize>) -> anyhow::Result<FoundTas
 mod tests {
     use super::*;
 
-    fn load(text: &str) -> anyhow::Result<TaskFile> {
+    fn load(text: &str) -> Result<TaskFile, InputError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("task.yaml");
         std::fs::write(&path, text).unwrap();

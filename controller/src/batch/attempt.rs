@@ -15,7 +15,7 @@ use llm::gate::Gates;
 use policy::Nobody;
 use runtime::run_loop::{Observer, Totals};
 use runtime::sandbox::docker::warm::WarmPool;
-use runtime::sandbox::pool::{Lease, Pool};
+use runtime::sandbox::pool::{Lease, LeaseError, Pool};
 use runtime::session::{Audience, SessionOptions, SessionOutcome, SessionSummary};
 
 /// What every task of a batch shares.
@@ -210,12 +210,15 @@ impl TaskContext<'_> {
             .await
             .map(Some)
             .map_err(|err| {
-                let class = if self.stopping.running.is_cancelled() {
-                    ErrorClass::Interrupted
-                } else {
-                    ErrorClass::Infrastructure
+                let class = match err {
+                    LeaseError::Interrupted => ErrorClass::Interrupted,
+                    // Stopped as the wait ran out: the stop is what ended it.
+                    LeaseError::NoneHealthy { .. } if self.stopping.running.is_cancelled() => {
+                        ErrorClass::Interrupted
+                    }
+                    LeaseError::NoneHealthy { .. } => ErrorClass::Infrastructure,
                 };
-                (class, err)
+                (class, err.into())
             })
     }
 

@@ -2,6 +2,7 @@
 //! task's oracle, nobody), the flags only benchmark tasks take, and why a task cannot be run.
 //! The benchmark adapter makes a task's run from them (`bench::run`).
 
+use crate::input::InputError;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -61,10 +62,10 @@ pub struct BenchFlags {
 }
 
 impl BenchFlags {
-    pub fn agent(&self) -> anyhow::Result<AgentKind> {
-        self.agent.as_deref().map_or(Ok(AgentKind::Model), |a| {
-            a.parse().map_err(anyhow::Error::msg)
-        })
+    pub fn agent(&self) -> Result<AgentKind, InputError> {
+        self.agent
+            .as_deref()
+            .map_or(Ok(AgentKind::Model), |a| a.parse().map_err(InputError::new))
     }
 }
 

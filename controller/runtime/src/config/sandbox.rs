@@ -5,9 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-
 use super::SessionFlags;
+use crate::input::{InputError, invalid};
 use crate::sandbox::NetworkMode;
 use crate::sandbox::docker::{self, DockerSpec};
 use crate::session::provider::Provider;
@@ -94,18 +93,21 @@ impl SandboxTarget {
 }
 
 /// The longest the session may run: the flag, else the task's `sandbox.lifetime`.
-pub(super) fn lifetime(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<Option<Duration>> {
+pub(super) fn lifetime(
+    task: &TaskFile,
+    flags: &SessionFlags,
+) -> Result<Option<Duration>, InputError> {
     let section = task.sandbox.as_ref();
     let lifetime = match (flags.lifetime, section.and_then(|s| s.lifetime.as_ref())) {
         (Some(flag), _) => Some(flag),
         (None, Some(text)) => Some(
             humantime::parse_duration(text)
-                .map_err(|err| anyhow::anyhow!("sandbox.lifetime `{text}`: {err}"))?,
+                .map_err(|err| InputError(format!("sandbox.lifetime `{text}`: {err}")))?,
         ),
         (None, None) => None,
     };
     if lifetime.is_some_and(|l| l.is_zero()) {
-        bail!("lifetime: must be longer than zero");
+        invalid!("lifetime: must be longer than zero");
     }
     Ok(lifetime)
 }
@@ -117,7 +119,7 @@ pub(super) fn target(
     network: NetworkMode,
     tools: Option<&[String]>,
     lifetime: Option<Duration>,
-) -> anyhow::Result<SandboxTarget> {
+) -> Result<SandboxTarget, InputError> {
     let section = task.sandbox.clone().unwrap_or_default();
     let kind = match flags.sandbox.as_deref() {
         Some(flag) => flag.to_owned(),
@@ -134,7 +136,7 @@ pub(super) fn target(
             url: section
                 .url
                 .clone()
-                .context("sandbox: `provider: remote` needs a `url`")?,
+                .ok_or_else(|| InputError::new("sandbox: `provider: remote` needs a `url`"))?,
             token_file: section.token_file,
             tls: flags.sandbox_tls.clone(),
         },
@@ -144,12 +146,12 @@ pub(super) fn target(
             token_file: flags.sandbox_token_file.clone(),
             tls: flags.sandbox_tls.clone(),
         },
-        other => bail!("sandbox `{other}`: expected `local`, `docker` or an http(s) URL"),
+        other => invalid!("sandbox `{other}`: expected `local`, `docker` or an http(s) URL"),
     })
 }
 
 /// A pool member the batch leases: the container limits do not apply.
-pub(super) fn pool(task: &TaskFile, flags: &SessionFlags) -> anyhow::Result<SandboxTarget> {
+pub(super) fn pool(task: &TaskFile, flags: &SessionFlags) -> Result<SandboxTarget, InputError> {
     let section = task.sandbox.clone().unwrap_or_default();
     refuse_container_limits_outside_docker("a pool member", &section, flags)?;
     Ok(SandboxTarget::Pool)
@@ -159,7 +161,7 @@ fn refuse_container_limits_outside_docker(
     kind: &str,
     section: &SandboxSection,
     flags: &SessionFlags,
-) -> anyhow::Result<()> {
+) -> Result<(), InputError> {
     let docker_only = [
         ("memory", flags.memory.is_some() || section.memory.is_some()),
         ("cpus", flags.cpus.is_some() || section.cpus.is_some()),
@@ -169,7 +171,7 @@ fn refuse_container_limits_outside_docker(
     if kind != "docker"
         && let Some((name, _)) = docker_only.iter().find(|(_, given)| *given)
     {
-        bail!(
+        invalid!(
             "{name}: a container limit, for `--sandbox docker` only (this run's sandbox is {kind}); \
              a local sandbox takes its limits from the machine"
         );
@@ -183,10 +185,11 @@ fn docker_spec(
     network: NetworkMode,
     tools: Option<&[String]>,
     lifetime: Option<Duration>,
-) -> anyhow::Result<DockerSpec> {
+) -> Result<DockerSpec, InputError> {
     let memory = match flags.memory.as_ref().or(section.memory.as_ref()) {
         Some(text) => Some(
-            event_log::text::parse_size(text).map_err(|why| anyhow::anyhow!("memory: {why}"))?,
+            event_log::text::parse_size(text)
+                .map_err(|why| InputError(format!("memory: {why}")))?,
         ),
         None => None,
     };
@@ -194,13 +197,13 @@ fn docker_spec(
     if let Some(cpus) = cpus
         && !(cpus.is_finite() && cpus > 0.0)
     {
-        bail!("cpus: expected a positive number, got {cpus}");
+        invalid!("cpus: expected a positive number, got {cpus}");
     }
     let pids = flags.pids.or(section.pids);
     if let Some(pids) = pids
         && pids < 8
     {
-        bail!("pids: {pids} is too few for a shell and the server (at least 8)");
+        invalid!("pids: {pids} is too few for a shell and the server (at least 8)");
     }
     Ok(DockerSpec {
         image: flags

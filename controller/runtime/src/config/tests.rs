@@ -1,7 +1,7 @@
 use super::*;
 
 /// A task file holding `task` in a fresh folder, and flags with `adjust` applied.
-fn resolve(task: &str, adjust: impl FnOnce(&mut SessionFlags)) -> anyhow::Result<RunConfig> {
+fn resolve(task: &str, adjust: impl FnOnce(&mut SessionFlags)) -> Result<RunConfig, InputError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("task.yaml");
     std::fs::write(&path, task).unwrap();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{DEFAULT_TIMEOUT, HookEvent};
+use crate::input::InputError;
 
 /// The file: `hooks: [ … ]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -99,11 +100,11 @@ impl Hooks {
     }
 
     /// Reads and checks a hooks file.
-    pub fn load(path: &Path) -> anyhow::Result<Hooks> {
+    pub fn load(path: &Path) -> Result<Hooks, InputError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|err| anyhow::anyhow!("reading hooks file {}: {err}", path.display()))?;
+            .map_err(|err| InputError(format!("reading hooks file {}: {err}", path.display())))?;
         let file: HooksFile = serde_norway::from_str(&text)
-            .map_err(|err| anyhow::anyhow!("hooks file {}: {err}", path.display()))?;
+            .map_err(|err| InputError(format!("hooks file {}: {err}", path.display())))?;
         let folder = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -115,7 +116,7 @@ impl Hooks {
             .enumerate()
             .map(|(n, entry)| check(n, entry))
             .collect::<Result<Vec<_>, String>>()
-            .map_err(|why| anyhow::anyhow!("hooks file {}: {why}", path.display()))?;
+            .map_err(|why| InputError(format!("hooks file {}: {why}", path.display())))?;
         Ok(Hooks { hooks, folder })
     }
 
@@ -229,7 +230,7 @@ mod tests {
         ));
     }
 
-    fn load(text: &str) -> anyhow::Result<Hooks> {
+    fn load(text: &str) -> Result<Hooks, InputError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hooks.yaml");
         std::fs::write(&path, text).unwrap();

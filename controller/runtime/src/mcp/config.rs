@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::input::InputError;
 use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde::Deserialize;
@@ -114,16 +115,20 @@ impl McpConfig {
     }
 
     /// Reads and checks a servers file.
-    pub fn load(path: &Path) -> anyhow::Result<McpConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| anyhow::anyhow!("reading MCP servers file {}: {err}", path.display()))?;
+    pub fn load(path: &Path) -> Result<McpConfig, InputError> {
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            InputError(format!(
+                "reading MCP servers file {}: {err}",
+                path.display()
+            ))
+        })?;
         McpConfig::parse(&text, path)
     }
 
     /// The workspace's own `.mcp.json` (read through the sandbox API): its stdio servers run
     /// inside the sandbox, whatever the file says, since the workspace is not trusted to start
     /// programs on the controller's machine.
-    pub fn from_workspace(text: &str) -> anyhow::Result<McpConfig> {
+    pub fn from_workspace(text: &str) -> Result<McpConfig, InputError> {
         let mut config = McpConfig::parse(text, Path::new(".mcp.json"))?;
         for spec in config.servers.values_mut() {
             spec.in_sandbox |= matches!(spec.transport, Transport::Stdio { .. });
@@ -151,9 +156,9 @@ impl McpConfig {
         clashes
     }
 
-    fn parse(text: &str, path: &Path) -> anyhow::Result<McpConfig> {
+    fn parse(text: &str, path: &Path) -> Result<McpConfig, InputError> {
         let file: File = serde_norway::from_str(text)
-            .map_err(|err| anyhow::anyhow!("MCP servers file {}: {err}", path.display()))?;
+            .map_err(|err| InputError(format!("MCP servers file {}: {err}", path.display())))?;
         let folder = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -163,7 +168,7 @@ impl McpConfig {
             .into_iter()
             .map(|(name, entry)| check(&name, entry, folder).map(|spec| (name, spec)))
             .collect::<Result<_, String>>()
-            .map_err(|why| anyhow::anyhow!("MCP servers file {}: {why}", path.display()))?;
+            .map_err(|why| InputError(format!("MCP servers file {}: {why}", path.display())))?;
         let tool_budget = file.tool_budget.unwrap_or(DEFAULT_TOOL_BUDGET);
         Ok(McpConfig {
             servers,

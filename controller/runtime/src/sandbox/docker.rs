@@ -14,7 +14,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, bail};
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
 use bollard::query_parameters::{
@@ -23,7 +22,8 @@ use bollard::query_parameters::{
 };
 use futures::StreamExt;
 
-use super::{NetworkMode, SandboxClient, StartError};
+use super::failure::IntoFailure;
+use super::{Doing, Failure, NetworkMode, SandboxClient, StartError};
 
 mod prune;
 pub mod warm;
@@ -81,13 +81,13 @@ pub struct ContainerState {
 
 /// Connects to the engine the environment names (`DOCKER_HOST`, else the local socket) and
 /// agrees on an API version with it.
-pub async fn connect() -> anyhow::Result<Docker> {
+pub async fn connect() -> Result<Docker, Failure> {
     let docker = Docker::connect_with_defaults()
-        .context("connecting to the Docker engine (DOCKER_HOST, else /var/run/docker.sock)")?;
+        .doing("connecting to the Docker engine (DOCKER_HOST, else /var/run/docker.sock)")?;
     docker
         .negotiate_version()
         .await
-        .context("reaching the Docker engine: is it running, and may this user use its socket?")
+        .doing("reaching the Docker engine: is it running, and may this user use its socket?")
 }
 
 /// The host the engine publishes ports on, as the controller reaches it.
@@ -209,7 +209,7 @@ fn host_config(spec: &DockerSpec) -> HostConfig {
 }
 
 /// A tar holding the token file, readable by the image's user only.
-fn token_archive(token: &str) -> anyhow::Result<Vec<u8>> {
+fn token_archive(token: &str) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     for dir in ["run/", "run/secrets/"] {
         let mut header = tar::Header::new_gnu();
@@ -228,7 +228,7 @@ fn token_archive(token: &str) -> anyhow::Result<Vec<u8>> {
     header.set_size(token.len() as u64);
     header.set_mtime(now_secs());
     builder.append_data(&mut header, TOKEN_PATH, token.as_bytes())?;
-    Ok(builder.into_inner()?)
+    builder.into_inner()
 }
 
 impl DockerSandbox {
@@ -266,9 +266,7 @@ impl DockerSandbox {
                      name another with --image",
                     spec.image
                 )),
-                _ => StartError::Failed(
-                    anyhow::Error::new(err).context("creating the sandbox container"),
-                ),
+                _ => StartError::Failed(err.doing("creating the sandbox container".to_owned())),
             })?;
         let mut sandbox = DockerSandbox {
             docker,
@@ -284,7 +282,7 @@ impl DockerSandbox {
             Err(err) => {
                 let logs = sandbox.logs().await;
                 sandbox.remove().await;
-                Err(StartError::Failed(err.context(if logs.is_empty() {
+                Err(StartError::Failed(err.after(&if logs.is_empty() {
                     "the container printed nothing".to_owned()
                 } else {
                     format!("the container's last lines:\n{logs}")
@@ -293,30 +291,33 @@ impl DockerSandbox {
         }
     }
 
-    async fn boot(&self, token: &str) -> anyhow::Result<SandboxClient> {
+    async fn boot(&self, token: &str) -> Result<SandboxClient, Failure> {
+        let archive = token_archive(token).doing("packing the sandbox token")?;
         self.docker
             .upload_to_container(
                 &self.id,
                 Some(UploadToContainerOptionsBuilder::new().path("/").build()),
-                bollard::body_full(token_archive(token)?.into()),
+                bollard::body_full(archive.into()),
             )
             .await
-            .context("uploading the sandbox token into the container")?;
+            .doing("uploading the sandbox token into the container")?;
         self.docker
             .start_container(&self.id, None)
             .await
-            .context("starting the sandbox container")?;
+            .doing("starting the sandbox container")?;
         let inspect = self
             .docker
             .inspect_container(&self.id, None::<InspectContainerOptions>)
             .await
-            .context("inspecting the sandbox container")?;
+            .doing("inspecting the sandbox container")?;
         let port = inspect
             .network_settings
             .and_then(|settings| settings.ports)
             .and_then(|ports| ports.get(SERVER_PORT).cloned().flatten())
             .and_then(|bindings| bindings.into_iter().find_map(|b| b.host_port))
-            .context("the engine published no port for the sandbox server")?;
+            .ok_or_else(|| {
+                Failure::Server("the engine published no port for the sandbox server".to_owned())
+            })?;
         let client = SandboxClient::new(
             &format!("http://{}:{port}", engine_host()),
             Some(token.to_owned()),
@@ -328,14 +329,15 @@ impl DockerSandbox {
                 Err(err) => {
                     let state = self.state().await?;
                     if !state.running {
-                        bail!(
+                        return Err(Failure::Server(format!(
                             "the sandbox container stopped while starting ({})",
                             state.describe()
-                        );
+                        )));
                     }
                     if tokio::time::Instant::now() >= deadline {
-                        return Err(anyhow::Error::new(err)
-                            .context("the sandbox in the container was not healthy within 30 s"));
+                        return Err(err.doing(
+                            "the sandbox in the container was not healthy within 30 s".to_owned(),
+                        ));
                     }
                     tokio::time::sleep(Duration::from_millis(25)).await;
                 }
@@ -344,10 +346,10 @@ impl DockerSandbox {
     }
 
     /// The container's state as the engine reports it.
-    pub async fn state(&self) -> anyhow::Result<ContainerState> {
+    pub async fn state(&self) -> Result<ContainerState, Failure> {
         container_state(&self.docker, &self.id)
             .await
-            .context("inspecting the sandbox container")
+            .doing("inspecting the sandbox container")
     }
 
     /// The container's last 20 lines of output.

@@ -12,10 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::{NetworkMode, SandboxClient};
+use super::{Doing, Failure, NetworkMode, SandboxClient};
 
 /// A running local sandbox-server.
 #[derive(Debug)]
@@ -27,9 +26,9 @@ pub struct LocalSandbox {
 }
 
 /// Where the sandbox-server binary is: beside this executable, else on PATH.
-pub fn find_server_binary() -> anyhow::Result<PathBuf> {
+pub fn find_server_binary() -> Result<PathBuf, Failure> {
     let name = "sandbox-server";
-    let exe = std::env::current_exe().context("finding this executable")?;
+    let exe = std::env::current_exe().doing("finding this executable")?;
     if let Some(beside) = exe
         .parent()
         .map(|dir| dir.join(name))
@@ -45,12 +44,12 @@ pub fn find_server_binary() -> anyhow::Result<PathBuf> {
             }
         }
     }
-    bail!(
+    Err(Failure::Server(format!(
         "cannot find the `{name}` binary beside {} or on PATH: build it with \
          `cargo build --release` (it lands beside `harness`), put it on PATH, or point \
          --sandbox at a running server's URL",
         exe.display()
-    )
+    )))
 }
 
 /// How a local sandbox's server is started, besides its workspace and token.
@@ -149,7 +148,7 @@ impl LocalSandbox {
         workspace: &Path,
         token: &str,
         options: LocalOptions<'_>,
-    ) -> anyhow::Result<LocalSandbox> {
+    ) -> Result<LocalSandbox, Failure> {
         Self::start_binary(&find_server_binary()?, workspace, token, options).await
     }
 
@@ -159,7 +158,7 @@ impl LocalSandbox {
         workspace: &Path,
         token: &str,
         options: LocalOptions<'_>,
-    ) -> anyhow::Result<LocalSandbox> {
+    ) -> Result<LocalSandbox, Failure> {
         let stderr = match options.server_log {
             Some(path) => Stdio::from(
                 std::os::unix::fs::OpenOptionsExt::mode(
@@ -170,11 +169,11 @@ impl LocalSandbox {
                     0o600,
                 )
                 .open(path)
-                .with_context(|| format!("creating {}", path.display()))?,
+                .doing_with(|| format!("creating {}", path.display()))?,
             ),
             None => Stdio::inherit(),
         };
-        let run_as = options.run_as.server_flag().map_err(anyhow::Error::msg)?;
+        let run_as = options.run_as.server_flag().map_err(Failure::Server)?;
         let (token_dir, token_file) = write_token(token)?;
         let mut command = server_command(binary, workspace, &token_file, options.network);
         command.stderr(stderr);
@@ -194,13 +193,13 @@ impl LocalSandbox {
         }
         let mut child = command
             .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
+            .doing_with(|| format!("starting {}", binary.display()))?;
         let address = read_address(&mut child).await?;
         let client = SandboxClient::new(&format!("http://{address}"), Some(token.to_owned()));
         client
             .wait_healthy(Duration::from_secs(15))
             .await
-            .context("waiting for the sandbox to be healthy")?;
+            .doing("waiting for the sandbox to be healthy")?;
         Ok(LocalSandbox {
             child,
             client,
@@ -237,18 +236,18 @@ impl LocalSandbox {
 }
 
 /// The token in a private file of a fresh folder (kept until the server has read it).
-fn write_token(token: &str) -> anyhow::Result<(tempfile::TempDir, PathBuf)> {
+fn write_token(token: &str) -> Result<(tempfile::TempDir, PathBuf), Failure> {
     use std::io::Write;
-    let token_dir = tempfile::tempdir().context("creating a folder for the sandbox token")?;
+    let token_dir = tempfile::tempdir().doing("creating a folder for the sandbox token")?;
     let token_file = token_dir.path().join("token");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&token_file)
-        .context("writing the sandbox token")?;
+        .doing("writing the sandbox token")?;
     file.write_all(token.as_bytes())
-        .context("writing the sandbox token")?;
+        .doing("writing the sandbox token")?;
     Ok((token_dir, token_file))
 }
 
@@ -328,11 +327,11 @@ fn server_variable(name: &std::ffi::OsStr) -> bool {
 }
 
 /// The address from the one line the server prints once it is bound.
-async fn read_address(child: &mut tokio::process::Child) -> anyhow::Result<String> {
+async fn read_address(child: &mut tokio::process::Child) -> Result<String, Failure> {
     let stdout = child
         .stdout
         .take()
-        .context("the sandbox's stdout is piped")?;
+        .ok_or_else(|| Failure::Server("the sandbox's stdout is not piped".to_owned()))?;
     let mut line = String::new();
     let read = tokio::time::timeout(
         Duration::from_secs(15),
@@ -346,15 +345,21 @@ async fn read_address(child: &mut tokio::process::Child) -> anyhow::Result<Strin
             struct AddressLine {
                 listening: String,
             }
-            let parsed: AddressLine = serde_json::from_str(&line).with_context(|| {
-                format!("the sandbox printed {line:?} instead of its address line")
+            let parsed: AddressLine = serde_json::from_str(&line).map_err(|err| {
+                Failure::Server(format!(
+                    "the sandbox printed {line:?} instead of its address line: {err}"
+                ))
             })?;
             Ok(parsed.listening)
         }
         Ok(_) => {
             let status = child.wait().await.ok();
-            bail!("the sandbox-server exited before it was ready ({status:?}); its error is above")
+            Err(Failure::Server(format!(
+                "the sandbox-server exited before it was ready ({status:?}); its error is above"
+            )))
         }
-        Err(_) => bail!("the sandbox-server printed no address within 15 s"),
+        Err(_) => Err(Failure::Server(
+            "the sandbox-server printed no address within 15 s".to_owned(),
+        )),
     }
 }

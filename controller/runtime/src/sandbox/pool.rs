@@ -10,16 +10,27 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::SandboxClient;
+use super::{Doing, Failure, SandboxClient};
+use crate::input::InputError;
 
 /// How long a lease waits for a healthy member.
 const LEASE_PATIENCE: Duration = Duration::from_secs(60);
 /// How long ending a member's processes and emptying its workspace may take.
 const RESET_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Why no member was leased.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// Every member was busy or failed its health check or reset for a minute.
+    #[error("no pool member was healthy within {waited_secs} s (last: {last})")]
+    NoneHealthy { waited_secs: u64, last: String },
+    /// The batch was stopped while the lease waited.
+    #[error("interrupted while waiting for a pool sandbox")]
+    Interrupted,
+}
 
 #[derive(Debug)]
 pub struct Pool {
@@ -63,20 +74,24 @@ impl Pool {
         urls: &[String],
         token_file: Option<&Path>,
         tls: &super::ClientTls,
-    ) -> anyhow::Result<Pool> {
+    ) -> Result<Pool, InputError> {
         let token = match token_file {
-            Some(file) => Some(
-                std::fs::read_to_string(file)
-                    .with_context(|| format!("reading the pool's token {}", file.display()))?
-                    .trim()
-                    .to_owned(),
-            ),
+            Some(file) => match std::fs::read_to_string(file) {
+                Ok(text) => Some(text.trim().to_owned()),
+                Err(err) => {
+                    let file = file.display();
+                    return Err(InputError(format!(
+                        "reading the pool's token {file}: {err}"
+                    )));
+                }
+            },
             None => None,
         };
         let members = urls
             .iter()
             .map(|url| SandboxClient::with_tls(url, token.clone(), tls))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| InputError(err.to_string()))?;
         Ok(Pool {
             members,
             free: Mutex::new((0..urls.len()).collect()),
@@ -92,7 +107,7 @@ impl Pool {
     }
 
     /// A healthy member with an empty workspace.
-    pub async fn lease(self: &Arc<Pool>, cancel: &CancellationToken) -> anyhow::Result<Lease> {
+    pub async fn lease(self: &Arc<Pool>, cancel: &CancellationToken) -> Result<Lease, LeaseError> {
         let deadline = tokio::time::Instant::now() + LEASE_PATIENCE;
         let mut last_problem = String::from("every member was busy");
         loop {
@@ -104,36 +119,38 @@ impl Pool {
                 match self.reset(&self.members[index]).await {
                     Ok(()) => return Ok(lease),
                     Err(err) => {
-                        last_problem = format!("{}: {err:#}", self.members[index].url());
+                        last_problem = format!("{}: {err}", self.members[index].url());
                         tracing::warn!("pool member not leased: {last_problem}");
                         drop(lease);
                     }
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                anyhow::bail!(
-                    "no pool member was healthy within {} s (last: {last_problem})",
-                    LEASE_PATIENCE.as_secs()
-                );
+                return Err(LeaseError::NoneHealthy {
+                    waited_secs: LEASE_PATIENCE.as_secs(),
+                    last: last_problem,
+                });
             }
             tokio::select! {
                 () = self.returned.notified() => {}
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                () = cancel.cancelled() => anyhow::bail!("interrupted while waiting for a pool sandbox"),
+                () = cancel.cancelled() => return Err(LeaseError::Interrupted),
             }
         }
     }
 
     /// Health, then a clean slate: no background processes, an empty workspace. A member that
     /// answers its health check but then hangs is given up on after a minute.
-    async fn reset(&self, member: &SandboxClient) -> anyhow::Result<()> {
+    async fn reset(&self, member: &SandboxClient) -> Result<(), Failure> {
         tokio::time::timeout(Duration::from_secs(5), member.health())
             .await
-            .context("no answer to /healthz within 5 s")?
-            .context("unhealthy")?;
-        let clean = async { member.reset().await.context("resetting it").map(drop) };
+            .map_err(|_| Failure::Server("no answer to /healthz within 5 s".to_owned()))?
+            .doing("unhealthy")?;
+        let clean = async { member.reset().await.doing("resetting it").map(drop) };
         tokio::time::timeout(RESET_PATIENCE, clean)
             .await
-            .with_context(|| format!("no reset within {} s", RESET_PATIENCE.as_secs()))?
+            .map_err(|_| {
+                Failure::Server(format!("no reset within {} s", RESET_PATIENCE.as_secs()))
+            })?
     }
 }

@@ -6,9 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use anyhow::{Context, bail};
-
 use super::SandboxClient;
+use crate::step::{Step, StepError};
 use crate::task::WorkspaceSource;
 
 /// What was copied in.
@@ -20,12 +19,13 @@ pub struct Seeded {
     pub skipped: Vec<String>,
 }
 
-pub async fn seed(sandbox: &SandboxClient, source: &WorkspaceSource) -> anyhow::Result<Seeded> {
+pub async fn seed(sandbox: &SandboxClient, source: &WorkspaceSource) -> Result<Seeded, StepError> {
     match source {
         WorkspaceSource::Dir(dir) => upload_dir(sandbox, dir).await,
         WorkspaceSource::Archive(file) => upload_archive(sandbox, file).await,
         WorkspaceSource::Git { repo, commit } => {
-            let checkout = tempfile::tempdir().context("creating a folder for the git checkout")?;
+            let checkout = tempfile::tempdir()
+                .map_err(|err| local("creating a folder for the git checkout", &err))?;
             git(
                 &[
                     "clone",
@@ -42,13 +42,13 @@ pub async fn seed(sandbox: &SandboxClient, source: &WorkspaceSource) -> anyhow::
                 Some(checkout.path()),
             )
             .await
-            .with_context(|| format!("checking out {commit} of {repo}"))?;
+            .step_with(|| format!("checking out {commit} of {repo}"))?;
             upload_dir(sandbox, checkout.path()).await
         }
     }
 }
 
-async fn git(args: &[&str], cwd: Option<&Path>) -> anyhow::Result<()> {
+async fn git(args: &[&str], cwd: Option<&Path>) -> Result<(), StepError> {
     #[allow(clippy::disallowed_methods)]
     // git, for a task's workspace; no other process is spawned here
     let mut command = tokio::process::Command::new("git");
@@ -63,28 +63,32 @@ async fn git(args: &[&str], cwd: Option<&Path>) -> anyhow::Result<()> {
     let output = command
         .output()
         .await
-        .context("running git (is it installed?)")?;
+        .map_err(|err| local("running git (is it installed?)", &err))?;
     if !output.status.success() {
-        bail!(
+        return Err(StepError::harness(format!(
             "git {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&output.stderr).trim()
-        );
+        )));
     }
     Ok(())
 }
 
-async fn upload_dir(sandbox: &SandboxClient, root: &Path) -> anyhow::Result<Seeded> {
+async fn upload_dir(sandbox: &SandboxClient, root: &Path) -> Result<Seeded, StepError> {
     if !root.is_dir() {
-        bail!("workspace.dir {}: not a folder", root.display());
+        return Err(StepError::harness(format!(
+            "workspace.dir {}: not a folder",
+            root.display()
+        )));
     }
     let mut seeded = Seeded::default();
     let mut stack: Vec<PathBuf> = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
+        let reading = |err: std::io::Error| local(&format!("reading {}", dir.display()), &err);
         let mut entries: Vec<_> = std::fs::read_dir(&dir)
-            .with_context(|| format!("reading {}", dir.display()))?
+            .map_err(reading)?
             .collect::<Result<_, _>>()
-            .with_context(|| format!("reading {}", dir.display()))?;
+            .map_err(reading)?;
         entries.sort_by_key(|entry| entry.file_name());
         for entry in entries {
             let path = entry.path();
@@ -93,14 +97,12 @@ async fn upload_dir(sandbox: &SandboxClient, root: &Path) -> anyhow::Result<Seed
                 .expect("walked below the root")
                 .to_string_lossy()
                 .into_owned();
-            let kind = entry
-                .file_type()
-                .with_context(|| format!("reading {}", path.display()))?;
+            let reading = |err: std::io::Error| local(&format!("reading {}", path.display()), &err);
+            let kind = entry.file_type().map_err(reading)?;
             if kind.is_dir() {
                 stack.push(path);
             } else if kind.is_file() {
-                let bytes =
-                    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                let bytes = std::fs::read(&path).map_err(reading)?;
                 let mode = entry
                     .metadata()
                     .map(|m| m.permissions().mode() & 0o7777)
@@ -110,7 +112,7 @@ async fn upload_dir(sandbox: &SandboxClient, root: &Path) -> anyhow::Result<Seed
                 sandbox
                     .put_file(&relative, bytes, mode)
                     .await
-                    .with_context(|| format!("copying {relative} into the sandbox"))?;
+                    .step_with(|| format!("copying {relative} into the sandbox"))?;
             } else {
                 seeded.skipped.push(format!(
                     "{relative}: not a regular file or folder (symlinks are not copied)"
@@ -124,13 +126,17 @@ async fn upload_dir(sandbox: &SandboxClient, root: &Path) -> anyhow::Result<Seed
 /// A regular file from an archive: its path, content and mode.
 type ArchiveFile = (String, Vec<u8>, u32);
 
-async fn upload_archive(sandbox: &SandboxClient, file: &Path) -> anyhow::Result<Seeded> {
-    let bytes = std::fs::read(file)
-        .with_context(|| format!("reading workspace.archive {}", file.display()))?;
+async fn upload_archive(sandbox: &SandboxClient, file: &Path) -> Result<Seeded, StepError> {
+    let bytes = std::fs::read(file).map_err(|err| {
+        local(
+            &format!("reading workspace.archive {}", file.display()),
+            &err,
+        )
+    })?;
     // Unpack in memory on a blocking thread, then upload; gzip is recognised by its magic bytes.
     let name = file.display().to_string();
-    let entries =
-        tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<ArchiveFile>, Vec<String>)> {
+    let entries = tokio::task::spawn_blocking(
+        move || -> Result<(Vec<ArchiveFile>, Vec<String>), StepError> {
             let reader: Box<dyn Read> = if bytes.starts_with(&[0x1f, 0x8b]) {
                 Box::new(flate2::read::GzDecoder::new(&bytes[..]))
             } else {
@@ -141,12 +147,13 @@ async fn upload_archive(sandbox: &SandboxClient, file: &Path) -> anyhow::Result<
             let mut skipped = Vec::new();
             for entry in archive
                 .entries()
-                .with_context(|| format!("{name}: not a tar archive"))?
+                .map_err(|err| local(&format!("{name}: not a tar archive"), &err))?
             {
-                let mut entry = entry.with_context(|| format!("{name}: a broken tar entry"))?;
+                let mut entry =
+                    entry.map_err(|err| local(&format!("{name}: a broken tar entry"), &err))?;
                 let path = entry
                     .path()
-                    .with_context(|| format!("{name}: an entry with a bad path"))?
+                    .map_err(|err| local(&format!("{name}: an entry with a bad path"), &err))?
                     .to_string_lossy()
                     .into_owned();
                 match entry.header().entry_type() {
@@ -155,7 +162,7 @@ async fn upload_archive(sandbox: &SandboxClient, file: &Path) -> anyhow::Result<
                         let mut content = Vec::new();
                         entry
                             .read_to_end(&mut content)
-                            .with_context(|| format!("{name}: reading {path}"))?;
+                            .map_err(|err| local(&format!("{name}: reading {path}"), &err))?;
                         files.push((path, content, mode));
                     }
                     tar::EntryType::Directory => {}
@@ -163,9 +170,10 @@ async fn upload_archive(sandbox: &SandboxClient, file: &Path) -> anyhow::Result<
                 }
             }
             Ok((files, skipped))
-        })
-        .await
-        .context("unpacking the archive")??;
+        },
+    )
+    .await
+    .map_err(|err| StepError::harness(format!("unpacking the archive: {err}")))??;
     let (files, skipped) = entries;
     let mut seeded = Seeded {
         skipped,
@@ -177,7 +185,12 @@ async fn upload_archive(sandbox: &SandboxClient, file: &Path) -> anyhow::Result<
         sandbox
             .put_file(&path, content, Some(mode))
             .await
-            .with_context(|| format!("copying {path} into the sandbox"))?;
+            .step_with(|| format!("copying {path} into the sandbox"))?;
     }
     Ok(seeded)
+}
+
+/// A local file or program that failed the harness while `doing` something.
+fn local(doing: &str, err: &std::io::Error) -> StepError {
+    StepError::harness(format!("{doing}: {err}"))
 }

@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use anyhow::Context;
 use futures::future::BoxFuture;
 
 use super::prepare::command_args;
@@ -13,6 +12,7 @@ use crate::config::RunConfig;
 use crate::recording::Recorder;
 use crate::run_loop::Observer;
 use crate::sandbox::SandboxClient;
+use crate::step::{Step, StepError};
 use event_log::{CheckResult, Event};
 
 /// The agent once on the task's prompt; then the state fingerprint and the check, whose
@@ -45,12 +45,12 @@ impl Grader for CheckGrader {
 }
 
 /// The fingerprint after the agent, then the check; whether the check passed.
-async fn after(grading: &Grading<'_>) -> anyhow::Result<Option<bool>> {
+async fn after(grading: &Grading<'_>) -> Result<Option<bool>, StepError> {
     grading
         .recorder
         .fingerprint(None)
         .await
-        .context("recording the state fingerprint")?;
+        .step("recording the state fingerprint")?;
     run_check(
         grading.config,
         grading.client,
@@ -66,7 +66,7 @@ async fn run_check(
     client: &SandboxClient,
     recorder: &Recorder,
     observer: &dyn Observer,
-) -> anyhow::Result<Option<bool>> {
+) -> Result<Option<bool>, StepError> {
     let Some(check) = &config.check else {
         return Ok(None);
     };
@@ -74,7 +74,7 @@ async fn run_check(
     let result = client
         .bash(&command_args(check, config.check_timeout))
         .await
-        .context("running the check")?;
+        .step("running the check")?;
     let passed = result.exit_code == 0;
     observer.note(&format!(
         "check: {} ({check})",

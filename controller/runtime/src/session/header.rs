@@ -6,6 +6,7 @@ use super::prepare::Prepared;
 use super::sandbox::Sandbox;
 use super::{SessionOptions, SessionSummary};
 use crate::config::AgentKind;
+use crate::step::StepError;
 use event_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
 use llm::Model;
 use policy::Policy;
@@ -20,12 +21,12 @@ pub(super) struct Header<'a> {
 }
 
 impl Header<'_> {
-    pub(super) async fn record(&self, log: &EventLog) -> anyhow::Result<()> {
+    pub(super) async fn record(&self, log: &EventLog) -> Result<(), StepError> {
         let config = &self.options.config;
         let (system_prompt, tools) = match self.prepared {
             Some(prepared) => (
                 Some(log.text(&prepared.system.text)?),
-                Some(log.json_blob(&serde_json::to_value(&prepared.tools)?)?),
+                Some(log.json_blob(&tool_list(&prepared.tools)?)?),
             ),
             None => (None, None),
         };
@@ -105,4 +106,10 @@ pub(super) async fn finish(log: &EventLog, summary: &SessionSummary) {
     {
         tracing::error!("closing the session log: {err}");
     }
+}
+
+/// The tools as the header lists them.
+fn tool_list(tools: &[sandbox_protocol::ToolSpec]) -> Result<serde_json::Value, StepError> {
+    serde_json::to_value(tools)
+        .map_err(|err| StepError::harness(format!("listing the tools for the log: {err}")))
 }

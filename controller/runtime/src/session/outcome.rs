@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::exit_code;
 use crate::run_loop::{LoopEnd, SessionError};
-use crate::sandbox::{SandboxError, StartError};
+use crate::sandbox::StartError;
+use crate::step::StepError;
 use event_log::{ErrorClass, FailureClass, Outcome};
 
 /// Every way a session can end.
@@ -163,18 +164,13 @@ impl Stop {
 
     /// A failure while preparing, checking or recording: the sandbox's when a request to it
     /// failed because of the sandbox, else the harness's (its input, its log).
-    pub fn preparing(err: &anyhow::Error) -> Stop {
-        let infrastructure = err.chain().any(|cause| {
-            cause
-                .downcast_ref::<SandboxError>()
-                .is_some_and(SandboxError::is_infrastructure)
-        });
-        let class = if infrastructure {
+    pub fn preparing(err: &StepError) -> Stop {
+        let class = if err.is_sandboxes() {
             ErrorClass::Sandbox
         } else {
             ErrorClass::Internal
         };
-        Stop::new(class, format!("{err:#}"))
+        Stop::new(class, err.to_string())
     }
 
     /// The loop's own failure (already an `error` event, by the loop).

@@ -1,13 +1,13 @@
 //! Before the agent starts: the workspace seeded, the setup commands run, the tools chosen and
 //! the system prompt built from AGENTS.md and skills, all through the sandbox API.
 
-use anyhow::Context;
 use sandbox_protocol::{BashArgs, ToolSpec};
 
 use crate::config::RunConfig;
 use crate::prompt::{self, SystemPrompt};
 use crate::run_loop::Observer;
 use crate::sandbox::{SandboxClient, seed};
+use crate::step::{Step, StepError};
 use llm::Model;
 
 /// What the agent starts with.
@@ -23,11 +23,11 @@ pub(super) async fn prepare(
     model: &dyn Model,
     client: &SandboxClient,
     observer: &dyn Observer,
-) -> anyhow::Result<Prepared> {
+) -> Result<Prepared, StepError> {
     if let Some(source) = &config.workspace {
         let seeded = seed::seed(client, source)
             .await
-            .context("seeding the workspace")?;
+            .step("seeding the workspace")?;
         observer.note(&format!(
             "seeded the workspace: {} files, {} bytes",
             seeded.n_files, seeded.n_bytes
@@ -41,20 +41,22 @@ pub(super) async fn prepare(
         let result = client
             .bash(&command_args(command, config.check_timeout))
             .await
-            .context("running a setup command")?;
+            .step("running a setup command")?;
         if result.exit_code != 0 {
             observer.note(&result.output);
-            anyhow::bail!("setup command failed: {command}");
+            return Err(StepError::harness(format!(
+                "setup command failed: {command}"
+            )));
         }
     }
     let info = client
         .info()
         .await
-        .context("asking the sandbox for its info")?;
+        .step("asking the sandbox for its info")?;
     let tools = choose_tools(config, client).await?;
     let system = prompt::build(client, &info.workspace_root)
         .await
-        .context("reading AGENTS.md and skills")?;
+        .step("reading AGENTS.md and skills")?;
     for warning in &system.warnings {
         observer.note(&format!("warning: {warning}"));
     }
@@ -72,11 +74,11 @@ pub(super) async fn prepare(
 }
 
 /// The tools the config names (every one must be offered), or all the sandbox offers.
-async fn choose_tools(config: &RunConfig, client: &SandboxClient) -> anyhow::Result<Vec<ToolSpec>> {
-    let offered = client
-        .tools()
-        .await
-        .context("listing the sandbox's tools")?;
+async fn choose_tools(
+    config: &RunConfig,
+    client: &SandboxClient,
+) -> Result<Vec<ToolSpec>, StepError> {
+    let offered = client.tools().await.step("listing the sandbox's tools")?;
     let Some(wanted) = &config.tools else {
         return Ok(offered);
     };
@@ -85,10 +87,10 @@ async fn choose_tools(config: &RunConfig, client: &SandboxClient) -> anyhow::Res
         .find(|name| !offered.iter().any(|tool| &tool.name == *name))
     {
         let names: Vec<&str> = offered.iter().map(|tool| tool.name.as_str()).collect();
-        anyhow::bail!(
+        return Err(StepError::harness(format!(
             "tool `{missing}` is not offered by the sandbox (it has: {})",
             names.join(", ")
-        );
+        )));
     }
     Ok(offered
         .into_iter()

@@ -12,9 +12,11 @@ use futures::future::BoxFuture;
 
 use super::{SessionOutcome, Stop};
 use crate::config::{AgentKind, RunConfig};
+use crate::input::InputError;
 use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
 use crate::sandbox::{SandboxClient, StartError};
+use crate::step::StepError;
 use event_log::{BenchmarkRecord, ContainerRecord, EventLog, SandboxKind};
 use llm::Model;
 
@@ -25,11 +27,11 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// What its sandbox is, as the log's header names it.
     fn kind(&self) -> SandboxKind;
     /// The token its sandbox will answer to: a new one, or one from a file.
-    fn token(&self) -> anyhow::Result<String>;
+    fn token(&self) -> Result<String, InputError>;
     /// What a batch warns about before it starts the task.
     fn warnings(&self) -> Vec<String>;
     /// The model that acts for an agent that is not a model (a task's oracle, or nobody).
-    fn agent_model(&self, agent: AgentKind) -> anyhow::Result<Arc<dyn Model>>;
+    fn agent_model(&self, agent: AgentKind) -> Result<Arc<dyn Model>, InputError>;
     /// The header's `benchmark` record; `started` is the sandbox, once it started.
     fn benchmark(&self, started: Option<&dyn Provided>) -> Option<BenchmarkRecord>;
     /// Starts (or reaches) the sandbox.
@@ -90,7 +92,7 @@ pub struct Grading<'a> {
 /// Runs the agent as a task asks, and judges its work: the session's outcome and answer.
 pub trait Grader: Send + Sync {
     /// After the log's header, before the workspace is recorded (a benchmark's images).
-    fn prepare<'a>(&'a self, log: &'a EventLog) -> BoxFuture<'a, anyhow::Result<()>> {
+    fn prepare<'a>(&'a self, log: &'a EventLog) -> BoxFuture<'a, Result<(), StepError>> {
         let _ = log;
         Box::pin(async { Ok(()) })
     }

@@ -5,17 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
-
 use super::check::CheckGrader;
 use super::provider::{Grader, Liveness, Provided, Provider, ProviderContext};
 use crate::config::{RunConfig, SandboxTarget};
+use crate::input::InputError;
 use crate::run_loop::Observer;
 use crate::sandbox::docker::DockerSandbox;
 use crate::sandbox::docker::warm::Served;
 use crate::sandbox::local::LocalSandbox;
 use crate::sandbox::pool::Lease;
-use crate::sandbox::{SandboxClient, SandboxError, StartError};
+use crate::sandbox::{Doing, Failure, SandboxClient, SandboxError, StartError};
 use event_log::ContainerRecord;
 
 /// A session's sandbox, ready for requests.
@@ -118,7 +117,10 @@ impl Sandbox {
                         SandboxError::Refused { .. } | SandboxError::Certificate { .. } => {
                             StartError::BadInput(err.to_string())
                         }
-                        other => StartError::Failed(anyhow::Error::new(other)),
+                        other => StartError::Failed(Failure::Sandbox {
+                            what: String::new(),
+                            source: other,
+                        }),
                     })?;
                 Ok(Sandbox::new(Handle::Remote, client))
             }
@@ -286,7 +288,7 @@ pub fn short(id: &str) -> &str {
 }
 
 /// The token the session's sandbox will use: a remote server's from its file, else a new one.
-pub fn token(config: &RunConfig) -> anyhow::Result<String> {
+pub fn token(config: &RunConfig) -> Result<String, InputError> {
     match &config.sandbox {
         SandboxTarget::Remote {
             token_file: Some(file),
@@ -301,33 +303,35 @@ pub fn token(config: &RunConfig) -> anyhow::Result<String> {
 }
 
 /// A token from its file (a remote server's, or a task's pod's), trimmed.
-pub fn read_token(file: &Path) -> anyhow::Result<String> {
-    Ok(std::fs::read_to_string(file)
-        .with_context(|| format!("reading the sandbox token {}", file.display()))?
-        .trim()
-        .to_owned())
+pub fn read_token(file: &Path) -> Result<String, InputError> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => Ok(text.trim().to_owned()),
+        Err(err) => Err(InputError(format!(
+            "reading the sandbox token {}: {err}",
+            file.display()
+        ))),
+    }
 }
 
 /// The folder a local sandbox serves: the working directory (the default one created when
 /// missing; a named one must exist, `RunConfig::for_run` checks), or, for a
 /// task that brings its own workspace, an empty folder to seed.
 fn local_workspace(config: &RunConfig) -> Result<(PathBuf, Option<tempfile::TempDir>), StartError> {
-    let bad = |err: anyhow::Error| StartError::BadInput(format!("{err:#}"));
+    let bad =
+        |what: String| move |err: std::io::Error| StartError::BadInput(format!("{what}: {err}"));
     match (&config.workspace, &config.working_dir) {
         (None, Some(dir)) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating the working directory {}", dir.display()))
-                .map_err(bad)?;
+            std::fs::create_dir_all(dir).map_err(bad(format!(
+                "creating the working directory {}",
+                dir.display()
+            )))?;
             Ok((dir.clone(), None))
         }
         (None, None) => Ok((PathBuf::from("."), None)),
         (Some(_), Some(dir)) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating {}", dir.display()))
-                .map_err(bad)?;
+            std::fs::create_dir_all(dir).map_err(bad(format!("creating {}", dir.display())))?;
             let empty = std::fs::read_dir(dir)
-                .with_context(|| format!("reading {}", dir.display()))
-                .map_err(bad)?
+                .map_err(bad(format!("reading {}", dir.display())))?
                 .next()
                 .is_none();
             if !empty {
@@ -342,7 +346,7 @@ fn local_workspace(config: &RunConfig) -> Result<(PathBuf, Option<tempfile::Temp
             let dir = tempfile::Builder::new()
                 .prefix("harness-workspace-")
                 .tempdir()
-                .context("creating a workspace folder")?;
+                .doing("creating a workspace folder")?;
             if config.keep_workspace {
                 Ok((dir.keep(), None))
             } else {

@@ -8,9 +8,8 @@
 //! `prompt` (so the scripts, compose files and configs beside tasks are not taken for tasks);
 //! a file named on the command line always is.
 
+use crate::input::{InputError, invalid};
 use std::path::{Path, PathBuf};
-
-use anyhow::{Context, bail};
 
 /// What a task is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +45,7 @@ struct Candidate {
 }
 
 /// The tasks of `paths` (files or folders), in order; names are unique.
-pub fn discover(paths: &[PathBuf]) -> anyhow::Result<Vec<FoundTask>> {
+pub fn discover(paths: &[PathBuf]) -> Result<Vec<FoundTask>, InputError> {
     let mut found: Vec<Candidate> = Vec::new();
     for path in paths {
         let before = found.len();
@@ -65,10 +64,10 @@ pub fn discover(paths: &[PathBuf]) -> anyhow::Result<Vec<FoundTask>> {
                 walk(path, path, &mut found)?;
             }
         } else {
-            bail!("{}: no such task file or folder", path.display());
+            invalid!("{}: no such task file or folder", path.display());
         }
         if found.len() == before {
-            bail!(
+            invalid!(
                 "{} holds no tasks (YAML task files with a prompt, Harbor task.toml folders, Terminal-Bench task.yaml folders)",
                 path.display()
             );
@@ -77,11 +76,13 @@ pub fn discover(paths: &[PathBuf]) -> anyhow::Result<Vec<FoundTask>> {
     name(&found)
 }
 
-fn walk(root: &Path, dir: &Path, found: &mut Vec<Candidate>) -> anyhow::Result<()> {
+fn walk(root: &Path, dir: &Path, found: &mut Vec<Candidate>) -> Result<(), InputError> {
+    let reading = |err| InputError(format!("reading the task folder {}: {err}", dir.display()));
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading the task folder {}", dir.display()))?
+        .map_err(reading)?
         .map(|entry| entry.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, std::io::Error>>()
+        .map_err(reading)?;
     entries.sort();
     for path in entries {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
@@ -146,7 +147,7 @@ fn bench_candidate(dir: &Path, root: &Path) -> Candidate {
 }
 
 /// Short names, or relative paths where short names clash; an error where those clash too.
-fn name(found: &[Candidate]) -> anyhow::Result<Vec<FoundTask>> {
+fn name(found: &[Candidate]) -> Result<Vec<FoundTask>, InputError> {
     let clashes = |short: &str| found.iter().filter(|c| c.short == short).count() > 1;
     let tasks: Vec<FoundTask> = found
         .iter()
@@ -161,7 +162,7 @@ fn name(found: &[Candidate]) -> anyhow::Result<Vec<FoundTask>> {
         .collect();
     for (i, task) in tasks.iter().enumerate() {
         if let Some(other) = tasks[..i].iter().find(|t| t.name == task.name) {
-            bail!(
+            invalid!(
                 "two tasks are named `{}` ({} and {}): task names name their log folders, so they must differ",
                 task.name,
                 other.source.path().display(),

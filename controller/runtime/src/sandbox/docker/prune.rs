@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use anyhow::Context;
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 
+use super::super::{Doing, Failure};
 use super::{
     LABEL_EXPIRES, LABEL_HOST, LABEL_MANAGED, LABEL_PID, LABEL_PID_START, LABEL_SESSION, connect,
     now_secs, process_start, this_host,
@@ -21,7 +21,7 @@ pub struct Pruned {
 
 /// Removes the harness's containers whose controller is gone from this host, whose lifetime
 /// has passed, or (`all`) every one. Returns those removed and, separately, those kept.
-pub async fn prune(all: bool) -> anyhow::Result<(Vec<Pruned>, Vec<Pruned>)> {
+pub async fn prune(all: bool) -> Result<(Vec<Pruned>, Vec<Pruned>), Failure> {
     let docker = connect().await?;
     let filters = HashMap::from([("label".to_owned(), vec![LABEL_MANAGED.to_owned()])]);
     let containers = docker
@@ -32,7 +32,7 @@ pub async fn prune(all: bool) -> anyhow::Result<(Vec<Pruned>, Vec<Pruned>)> {
                 .build(),
         ))
         .await
-        .context("listing containers")?;
+        .doing("listing containers")?;
     let host = this_host();
     let now = now_secs();
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
@@ -75,9 +75,10 @@ pub async fn prune(all: bool) -> anyhow::Result<(Vec<Pruned>, Vec<Pruned>)> {
                         ..
                     }) => {}
                     Err(err) => {
-                        return Err(
-                            anyhow::Error::new(err).context(format!("removing container {id}"))
-                        );
+                        return Err(Failure::Engine {
+                            what: format!("removing container {id}"),
+                            source: err,
+                        });
                     }
                 }
             }
@@ -101,7 +102,7 @@ async fn prune_networks(
     docker: &bollard::Docker,
     all: bool,
     removed: &mut Vec<Pruned>,
-) -> anyhow::Result<()> {
+) -> Result<(), Failure> {
     let filters = HashMap::from([("label".to_owned(), vec![LABEL_MANAGED.to_owned()])]);
     let networks = docker
         .list_networks(Some(
@@ -110,7 +111,7 @@ async fn prune_networks(
                 .build(),
         ))
         .await
-        .context("listing networks")?;
+        .doing("listing networks")?;
     let host = this_host();
     for network in networks {
         let labels = network.labels.unwrap_or_default();

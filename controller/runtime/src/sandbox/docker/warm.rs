@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use super::{DockerSandbox, DockerSpec};
-use crate::sandbox::StartError;
+use crate::sandbox::{Failure, StartError};
 
 /// The containers of one spec.
 #[derive(Debug)]
@@ -141,7 +141,9 @@ impl WarmPool {
         let id = format!("pool-{:012x}", rand::random::<u64>() >> 16);
         let token = format!("{:032x}", rand::random::<u128>());
         let started = if self.state().closed {
-            Err(StartError::Failed(anyhow::anyhow!("the pool closed")))
+            Err(StartError::Failed(Failure::Server(
+                "the pool closed".to_owned(),
+            )))
         } else {
             DockerSandbox::start(&spec, &id, &token).await
         };

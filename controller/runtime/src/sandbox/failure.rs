@@ -1,0 +1,103 @@
+//! Why starting or reaching a sandbox failed on the machine's side (the engine, a file, the
+//! server process), with what was being done: the [`StartError::Failed`](super::StartError)
+//! of a start, worth a retry on a fresh sandbox, and the failure of a pool's reset or a prune.
+
+use super::SandboxError;
+
+/// The machine, the engine or the server failed while doing `what`.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// The Docker engine refused or failed a request.
+    #[error("{}{source}", prefix(what))]
+    Engine {
+        what: String,
+        source: bollard::errors::Error,
+    },
+    /// A local file, folder or process could not be made or read.
+    #[error("{}{source}", prefix(what))]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    /// The sandbox's server answered wrongly or not at all.
+    #[error("{}{source}", prefix(what))]
+    Sandbox { what: String, source: SandboxError },
+    /// The server (its process or container) did not come up as it should, said in full.
+    #[error("{0}")]
+    Server(String),
+}
+
+fn prefix(what: &str) -> String {
+    if what.is_empty() {
+        String::new()
+    } else {
+        format!("{what}: ")
+    }
+}
+
+impl Failure {
+    /// The same failure, said after `outer` (what the caller was doing, or what it saw).
+    pub fn after(self, outer: &str) -> Failure {
+        let join = |what: String| format!("{outer}: {what}");
+        match self {
+            Failure::Engine { what, source } => Failure::Engine {
+                what: join(what),
+                source,
+            },
+            Failure::Io { what, source } => Failure::Io {
+                what: join(what),
+                source,
+            },
+            Failure::Sandbox { what, source } => Failure::Sandbox {
+                what: join(what),
+                source,
+            },
+            Failure::Server(message) => Failure::Server(join(message)),
+        }
+    }
+}
+
+/// An error a sandbox's start meets, as the [`Failure`] it is once it says what was being done.
+pub trait IntoFailure {
+    fn doing(self, what: String) -> Failure;
+}
+
+impl IntoFailure for bollard::errors::Error {
+    fn doing(self, what: String) -> Failure {
+        Failure::Engine { what, source: self }
+    }
+}
+
+impl IntoFailure for std::io::Error {
+    fn doing(self, what: String) -> Failure {
+        Failure::Io { what, source: self }
+    }
+}
+
+impl IntoFailure for SandboxError {
+    fn doing(self, what: String) -> Failure {
+        Failure::Sandbox { what, source: self }
+    }
+}
+
+impl IntoFailure for Failure {
+    fn doing(self, what: String) -> Failure {
+        self.after(&what)
+    }
+}
+
+/// Says what was being done when it failed, as `anyhow`'s `context` would, keeping the type.
+pub trait Doing<T> {
+    fn doing(self, what: &str) -> Result<T, Failure>;
+    fn doing_with(self, what: impl FnOnce() -> String) -> Result<T, Failure>;
+}
+
+impl<T, E: IntoFailure> Doing<T> for Result<T, E> {
+    fn doing(self, what: &str) -> Result<T, Failure> {
+        self.map_err(|err| err.doing(what.to_owned()))
+    }
+
+    fn doing_with(self, what: impl FnOnce() -> String) -> Result<T, Failure> {
+        self.map_err(|err| err.doing(what()))
+    }
+}
