@@ -33,7 +33,7 @@ use event_log::{
     TaskNotRunnable, TaskSkipped, WarmPoolRecord,
 };
 use llm::gate::Gates;
-use runtime::config::{RunConfig, SessionFlags};
+use runtime::config::{ConfigError, RunConfig, SessionFlags};
 use runtime::sandbox::docker::warm::WarmPool;
 use runtime::sandbox::pool::Pool;
 use runtime::session::SessionSummary;
@@ -275,11 +275,11 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
     let mut not_runnable = Vec::new();
     for task in config.tasks.iter().filter(|t| t.trial == 1) {
         match crate::launch::run_config(&task.source, &task.task, &config.flags, None, leased) {
-            Err(err) if err.is::<runtime::config::NotRunnable>() => {
+            Err(ConfigError::NotRunnable(reason)) => {
                 not_runnable.push(TaskNotRunnable {
                     task: task.task.clone(),
                     file: task.source.path().display().to_string(),
-                    reason: err.to_string(),
+                    reason: reason.to_string(),
                 });
             }
             // The model and the policy's classifier build now, so a missing API key stops the
@@ -302,7 +302,9 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
                         .map(|w| format!("warning: {}: {w}", task.task)),
                 );
             }
-            Err(err) => problems.push(format!("{}: {err:#}", task.source.path().display())),
+            Err(ConfigError::Input(err)) => {
+                problems.push(format!("{}: {err}", task.source.path().display()));
+            }
         }
     }
     if !problems.is_empty() {

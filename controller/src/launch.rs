@@ -5,12 +5,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use event_log::reader;
 use llm::{self, Model, RetryPolicy, gate::Gates};
 use replay::model::ReplayModel;
-use runtime::config::{AgentKind, RunConfig, SessionFlags};
+use runtime::config::{AgentKind, ConfigError, RunConfig, SessionFlags};
+use runtime::input::InputError;
 use runtime::task::TaskSource;
 
 /// Builds the model; its requests pass the gate of its endpoint from `gates`.
@@ -39,12 +40,13 @@ pub fn run_config(
     flags: &SessionFlags,
     working_dir: Option<PathBuf>,
     leased: bool,
-) -> anyhow::Result<RunConfig> {
+) -> Result<RunConfig, ConfigError> {
     match source {
         TaskSource::File(file) => Ok(RunConfig::for_task(file, flags, working_dir, leased)?),
-        TaskSource::Bench(_) if leased => bail!(
-            "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker"
-        ),
+        TaskSource::Bench(_) if leased => Err(InputError::new(
+            "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker",
+        )
+        .into()),
         TaskSource::Bench(dir) => bench::run::run_config(dir, name, flags),
     }
 }

@@ -4,14 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
-
 use super::BenchTask;
 use super::image::{BuildSettings, parse_mapping};
 use policy::Approve;
 use runtime::config::{
-    self, AgentKind, BenchFlags, NotRunnable, RunConfig, SandboxTarget, SessionFlags,
+    self, AgentKind, BenchFlags, ConfigError, NotRunnable, RunConfig, SandboxTarget, SessionFlags,
 };
+use runtime::input::InputError;
 use runtime::sandbox::NetworkMode;
 use runtime::task::TaskFile;
 
@@ -47,17 +46,19 @@ pub enum TaskPlace {
 /// does not load, its compose file cannot run here, the oracle has no solution) fails with
 /// a [`NotRunnable`], which a batch reports and runs the rest without; other errors are the
 /// flags'.
-pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> anyhow::Result<RunConfig> {
-    let not_runnable = |err: anyhow::Error| anyhow::Error::new(NotRunnable(format!("{err:#}")));
+pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunConfig, ConfigError> {
+    // The task folder's own refusals, said with their causes.
+    let not_runnable = |err: anyhow::Error| NotRunnable(format!("{err:#}"));
     let mut task = super::load(dir, name, &super::HostVars::named(&flags.bench.task_env))
         .map_err(not_runnable)?;
     refuse_flags_of_other_sandboxes(flags)?;
     let agent = flags.bench.agent()?;
     if agent == AgentKind::Oracle && task.solution.is_none() {
-        return Err(not_runnable(anyhow::anyhow!(
+        return Err(NotRunnable(format!(
             "{}: --agent oracle needs the task's solution (solution/solve.sh or solution.sh), and it has none",
             dir.display()
-        )));
+        ))
+        .into());
     }
     override_task(&mut task, flags)?;
     if let super::Environment::Compose { file, .. } = &task.environment {
@@ -74,9 +75,12 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> anyhow::Resul
         None => None,
         Some("none") => Some(super::NetworkPolicy::NoNetwork),
         Some("host") => Some(super::NetworkPolicy::Public),
-        Some(other) => bail!(
-            "--network {other}: a benchmark task takes `none` (no internet for the agent) or `host` (internet)"
-        ),
+        Some(other) => {
+            return Err(InputError(format!(
+                "--network {other}: a benchmark task takes `none` (no internet for the agent) or `host` (internet)"
+            ))
+            .into());
+        }
     };
     if let Some(policy) = agent_network {
         task.network.agent = policy.clone();
@@ -86,7 +90,7 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> anyhow::Resul
     }
     let pass_threshold = flags.bench.pass_threshold.unwrap_or(1.0);
     if !pass_threshold.is_finite() {
-        bail!("--pass-threshold: expected a number");
+        return Err(InputError::new("--pass-threshold: expected a number").into());
     }
     let mut as_task = TaskFile::from_prompt(&task.instruction);
     as_task.tools = flags.tools.clone();
@@ -140,7 +144,7 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> anyhow::Resul
 }
 
 /// A server already in the task's image (a URL), else containers started here.
-fn place(flags: &SessionFlags) -> anyhow::Result<TaskPlace> {
+fn place(flags: &SessionFlags) -> Result<TaskPlace, InputError> {
     Ok(match flags.sandbox.as_deref() {
         Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
             TaskPlace::Remote {
@@ -151,7 +155,8 @@ fn place(flags: &SessionFlags) -> anyhow::Result<TaskPlace> {
         }
         _ => TaskPlace::Docker {
             build: build_settings(&flags.bench)?,
-            server: super::container::static_server()?,
+            server: super::container::static_server()
+                .map_err(|err| InputError(format!("{err:#}")))?,
             internet: flags
                 .bench
                 .task_internet
@@ -161,27 +166,31 @@ fn place(flags: &SessionFlags) -> anyhow::Result<TaskPlace> {
     })
 }
 
-fn refuse_flags_of_other_sandboxes(flags: &SessionFlags) -> anyhow::Result<()> {
+fn refuse_flags_of_other_sandboxes(flags: &SessionFlags) -> Result<(), InputError> {
     if let Some(sandbox) = flags
         .sandbox
         .as_deref()
         .filter(|s| *s != "docker" && !s.starts_with("http://") && !s.starts_with("https://"))
     {
-        bail!(
+        return Err(InputError(format!(
             "--sandbox {sandbox}: a benchmark task runs in its own image: `--sandbox docker` (the default for it), or the URL of a server already running in that image"
-        );
+        )));
     }
     if flags.image.is_some() {
-        bail!("--image: a benchmark task brings its own image; --image-map FROM=TO replaces it");
+        return Err(InputError::new(
+            "--image: a benchmark task brings its own image; --image-map FROM=TO replaces it",
+        ));
     }
     if flags.pids.is_some() || !flags.writable.is_empty() {
-        bail!("--pids and --writable do not apply to a benchmark task's container");
+        return Err(InputError::new(
+            "--pids and --writable do not apply to a benchmark task's container",
+        ));
     }
     Ok(())
 }
 
 /// Flags win over the task's timeouts and resources.
-fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> anyhow::Result<()> {
+fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> Result<(), InputError> {
     if let Some(timeout) = flags.bench.agent_timeout {
         task.agent_timeout = timeout;
         for step in &mut task.steps {
@@ -196,13 +205,15 @@ fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> anyhow::Result<(
     }
     if let Some(cpus) = flags.cpus {
         if !(cpus.is_finite() && cpus > 0.0) {
-            bail!("--cpus: expected a positive number, got {cpus}");
+            return Err(InputError(format!(
+                "--cpus: expected a positive number, got {cpus}"
+            )));
         }
         task.resources.cpus = Some(cpus);
     }
     if let Some(text) = &flags.memory {
-        let bytes =
-            event_log::text::parse_size(text).map_err(|why| anyhow::anyhow!("--memory: {why}"))?;
+        let bytes = event_log::text::parse_size(text)
+            .map_err(|why| InputError(format!("--memory: {why}")))?;
         task.resources.memory_mb = Some((bytes.max(0) as u64).div_ceil(1 << 20));
     }
     Ok(())
@@ -210,24 +221,26 @@ fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> anyhow::Result<(
 
 /// The image map and the CA bundle of `--image-map`, `--image-map-file` and `--build-ca`,
 /// read and checked.
-pub fn build_settings(flags: &BenchFlags) -> anyhow::Result<BuildSettings> {
+pub fn build_settings(flags: &BenchFlags) -> Result<BuildSettings, InputError> {
     let mut settings = BuildSettings::default();
     for text in &flags.image_map {
-        settings
-            .image_map
-            .push(parse_mapping(text).context("--image-map")?);
+        let mapping =
+            parse_mapping(text).map_err(|err| InputError(format!("--image-map: {err:#}")))?;
+        settings.image_map.push(mapping);
     }
     if let Some(file) = &flags.image_map_file {
-        settings.read_map_file(file).context("--image-map-file")?;
+        settings
+            .read_map_file(file)
+            .map_err(|err| InputError(format!("--image-map-file: {err:#}")))?;
     }
     if let Some(file) = &flags.build_ca {
         let bytes = std::fs::read(file)
-            .with_context(|| format!("--build-ca: reading {}", file.display()))?;
+            .map_err(|err| InputError(format!("--build-ca: reading {}: {err}", file.display())))?;
         if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
-            bail!(
+            return Err(InputError(format!(
                 "--build-ca {}: not a PEM bundle (no BEGIN CERTIFICATE line)",
                 file.display()
-            );
+            )));
         }
         settings.ca_bundle = Some(bytes);
     }

@@ -11,7 +11,7 @@ mod sandbox;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use bench::{AgentKind, BenchFlags, NotRunnable};
+pub use bench::{AgentKind, BenchFlags, ConfigError, NotRunnable};
 pub use sandbox::SandboxTarget;
 
 use crate::hooks::Hooks;

@@ -23,7 +23,8 @@ pub enum StepError {
     Harness(String),
 }
 
-fn prefix(what: &str) -> String {
+/// `what: ` before a cause, or nothing when `what` is empty.
+pub(crate) fn prefix(what: &str) -> String {
     if what.is_empty() {
         String::new()
     } else {

@@ -244,7 +244,7 @@ impl TaskContext<'_> {
             Some(workspace.path().to_owned()),
             lease.is_some(),
         )
-        .map_err(internal)?;
+        .map_err(|err| internal(err.into()))?;
         let model = crate::launch::build_model(&config, Some(self.gates)).map_err(internal)?;
         let options = SessionOptions {
             config,

@@ -231,7 +231,15 @@ fn the_crate_graph_is_the_layering() {
 /// `anyhow` is to end up the binary's alone; the crates already free of it stay so.
 #[test]
 fn only_the_benchmark_adapter_and_the_binary_use_anyhow() {
-    for folder in ["log", "telemetry", "models", "policy", "judge", "runtime", "replay"] {
+    for folder in [
+        "log",
+        "telemetry",
+        "models",
+        "policy",
+        "judge",
+        "runtime",
+        "replay",
+    ] {
         let manifest = controller().join(folder).join("Cargo.toml");
         assert!(
             !dependencies(&manifest)

@@ -81,3 +81,13 @@ impl std::fmt::Display for NotRunnable {
 }
 
 impl std::error::Error for NotRunnable {}
+
+/// Why a task's settings did not resolve: a task this harness cannot run (a batch reports it
+/// and runs the rest), or input that is wrong for every task (a batch does not start).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    NotRunnable(#[from] NotRunnable),
+    #[error(transparent)]
+    Input(#[from] InputError),
+}

@@ -3,6 +3,7 @@
 //! of a start, worth a retry on a fresh sandbox, and the failure of a pool's reset or a prune.
 
 use super::SandboxError;
+use crate::step::prefix;
 
 /// The machine, the engine or the server failed while doing `what`.
 #[derive(Debug, thiserror::Error)]
@@ -25,14 +26,6 @@ pub enum Failure {
     /// The server (its process or container) did not come up as it should, said in full.
     #[error("{0}")]
     Server(String),
-}
-
-fn prefix(what: &str) -> String {
-    if what.is_empty() {
-        String::new()
-    } else {
-        format!("{what}: ")
-    }
 }
 
 impl Failure {
