@@ -31,7 +31,13 @@ pub enum Failure {
 impl Failure {
     /// The same failure, said after `outer` (what the caller was doing, or what it saw).
     pub fn after(self, outer: &str) -> Failure {
-        let join = |what: String| format!("{outer}: {what}");
+        let join = |what: String| {
+            if what.is_empty() {
+                outer.to_owned()
+            } else {
+                format!("{outer}: {what}")
+            }
+        };
         match self {
             Failure::Engine { what, source } => Failure::Engine {
                 what: join(what),
@@ -92,5 +98,35 @@ impl<T, E: IntoFailure> Doing<T> for Result<T, E> {
 
     fn doing_with(self, what: impl FnOnce() -> String) -> Result<T, Failure> {
         self.map_err(|err| err.doing(what()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_was_being_done_reads_outside_in() {
+        let refused = SandboxError::Refused {
+            url: "http://127.0.0.1:9".to_owned(),
+        };
+        let bare = Failure::Sandbox {
+            what: String::new(),
+            source: refused,
+        };
+        let said = bare.after("the container printed nothing").to_string();
+        assert!(
+            said.starts_with("the container printed nothing: nothing is listening at"),
+            "{said}"
+        );
+        let io: Result<(), _> = Err(std::io::Error::other("disk full"));
+        let err = io
+            .doing("writing the sandbox token")
+            .doing("starting the sandbox")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "starting the sandbox: writing the sandbox token: disk full"
+        );
     }
 }
