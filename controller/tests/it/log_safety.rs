@@ -55,6 +55,12 @@ async fn kill_a_flooding_run(dir: &Path, attempt: usize, delay_ms: u64) -> (Path
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = command.spawn().unwrap();
+    // The moments are counted from the session's first events (on a loaded machine the start
+    // alone can take longer than the shortest delay); at most 30 s of waiting for them.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(30) && events_written(&logs) < 6 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tokio::time::sleep(Duration::from_millis(delay_ms)).await;
     let sandbox_pids = children_of(child.id());
     std::process::Command::new("kill")
@@ -70,6 +76,16 @@ async fn kill_a_flooding_run(dir: &Path, attempt: usize, delay_ms: u64) -> (Path
         .unwrap()
         .path();
     (session, sandbox_pids)
+}
+
+/// The complete lines of the one session log under `logs` so far (0 before it exists).
+fn events_written(logs: &Path) -> usize {
+    let Some(Ok(session)) = std::fs::read_dir(logs).ok().and_then(|mut dir| dir.next()) else {
+        return 0;
+    };
+    std::fs::read(session.path().join("events.jsonl"))
+        .map(|bytes| bytes.iter().filter(|b| **b == b'\n').count())
+        .unwrap_or(0)
 }
 
 fn children_of(parent: u32) -> Vec<u32> {
