@@ -81,8 +81,8 @@ struct Choice {
 
 #[derive(Deserialize)]
 struct ChoiceMessage {
-    #[serde(default)]
-    content: Option<String>,
+    #[serde(default, deserialize_with = "content")]
+    content: String,
     #[serde(default)]
     tool_calls: Option<Vec<CompletionCall>>,
 }
@@ -117,6 +117,27 @@ struct CompletionUsage {
 struct PromptDetails {
     #[serde(default)]
     cached_tokens: u64,
+}
+
+/// A message's text: a string, `null` (a reply of tool calls alone), or, from a server that
+/// sends content parts where the API says a string, the text of its `text` parts in order.
+fn content<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Content {
+        Text(String),
+        Parts(Vec<ContentPart>),
+    }
+    #[derive(Deserialize)]
+    struct ContentPart {
+        #[serde(default)]
+        text: Option<String>,
+    }
+    Ok(match Option::<Content>::deserialize(deserializer)? {
+        None => String::new(),
+        Some(Content::Text(text)) => text,
+        Some(Content::Parts(parts)) => parts.into_iter().filter_map(|part| part.text).collect(),
+    })
 }
 
 impl ChatModel {
@@ -155,7 +176,7 @@ impl ChatModel {
         });
         Ok(ModelReply {
             message: AssistantMessage {
-                content: message.content.unwrap_or_default(),
+                content: message.content,
                 tool_calls,
                 provider_items: None,
             },
@@ -254,6 +275,16 @@ mod tests {
             ),
             (6, 4, 3)
         );
+    }
+
+    #[test]
+    fn content_sent_as_parts_is_its_text() {
+        let parts =
+            json!([{"type": "text", "text": "Hello, "}, {"type": "text", "text": "agent."}]);
+        let reply = decode(json!({"choices": [{"message": {"content": parts}}]})).unwrap();
+        assert_eq!(reply.message.content, "Hello, agent.");
+        let wrong = decode(json!({"choices": [{"message": {"content": 7}}]})).unwrap_err();
+        assert!(wrong.to_string().contains("unusable response"), "{wrong}");
     }
 
     #[test]

@@ -23,6 +23,16 @@ pub enum StepError {
     Harness(String),
 }
 
+/// `outer: what`, or `outer` alone when nothing was said yet: what a caller was doing, said
+/// before what its callee was.
+pub(crate) fn joined(outer: &str, what: &str) -> String {
+    if what.is_empty() {
+        outer.to_owned()
+    } else {
+        format!("{outer}: {what}")
+    }
+}
+
 /// `what: ` before a cause, or nothing when `what` is empty.
 pub(crate) fn prefix(what: &str) -> String {
     if what.is_empty() {
@@ -49,13 +59,7 @@ impl StepError {
 
     /// The same failure inside a step that was doing `outer`.
     fn within(self, outer: &str) -> StepError {
-        let join = |what: String| {
-            if what.is_empty() {
-                outer.to_owned()
-            } else {
-                format!("{outer}: {what}")
-            }
-        };
+        let join = |what: String| joined(outer, &what);
         match self {
             StepError::Sandbox { what, source } => StepError::Sandbox {
                 what: join(what),

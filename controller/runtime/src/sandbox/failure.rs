@@ -3,7 +3,7 @@
 //! of a start, worth a retry on a fresh sandbox, and the failure of a pool's reset or a prune.
 
 use super::SandboxError;
-use crate::step::prefix;
+use crate::step::{joined, prefix};
 
 /// The machine, the engine or the server failed while doing `what`.
 #[derive(Debug, thiserror::Error)]
@@ -31,13 +31,7 @@ pub enum Failure {
 impl Failure {
     /// The same failure, said after `outer` (what the caller was doing, or what it saw).
     pub fn after(self, outer: &str) -> Failure {
-        let join = |what: String| {
-            if what.is_empty() {
-                outer.to_owned()
-            } else {
-                format!("{outer}: {what}")
-            }
-        };
+        let join = |what: String| joined(outer, &what);
         match self {
             Failure::Engine { what, source } => Failure::Engine {
                 what: join(what),
