@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use crate::error::{Context, InputError, TaskResult, bail, refusal};
 use serde_norway::Value;
 
 /// How a service that another depends on must be before that one starts.
@@ -97,11 +97,7 @@ const SERVICE_KEYS: &[&str] = &[
 
 /// Reads a compose file of the task in `task_dir` with `vars` for interpolation (after the
 /// `.env` beside it, which they override).
-pub fn load(
-    file: &Path,
-    vars: &BTreeMap<String, String>,
-    task_dir: &Path,
-) -> anyhow::Result<Compose> {
+pub fn load(file: &Path, vars: &BTreeMap<String, String>, task_dir: &Path) -> TaskResult<Compose> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let base = file.parent().unwrap_or(Path::new("."));
@@ -117,10 +113,10 @@ pub fn load(
         base,
         task_dir: &task_dir,
     };
-    let in_file = |err: anyhow::Error| err.context(file.display().to_string());
+    let in_file = |err: InputError| err.after(file.display().to_string());
     let mapping = root
         .as_mapping()
-        .ok_or_else(|| anyhow::anyhow!("{}: not a mapping", file.display()))?;
+        .ok_or_else(|| refusal!("{}: not a mapping", file.display()))?;
     let mut warnings = Vec::new();
     for key in mapping.keys().filter_map(Value::as_str) {
         match key {
@@ -136,7 +132,7 @@ pub fn load(
     let services = mapping
         .get("services")
         .and_then(Value::as_mapping)
-        .ok_or_else(|| anyhow::anyhow!("{}: no `services`", file.display()))?;
+        .ok_or_else(|| refusal!("{}: no `services`", file.display()))?;
     let mut out = BTreeMap::new();
     for (name, body) in services {
         let name = name.as_str().unwrap_or_default().to_owned();
@@ -169,7 +165,7 @@ struct Place<'a> {
 impl Place<'_> {
     /// `path` (relative to the compose file's folder), resolved through every link, when it
     /// stays inside the task folder.
-    fn inside(&self, path: &str, at: &str) -> anyhow::Result<PathBuf> {
+    fn inside(&self, path: &str, at: &str) -> TaskResult<PathBuf> {
         let joined = self.base.join(path);
         let resolved = joined
             .canonicalize()
@@ -186,7 +182,7 @@ impl Place<'_> {
 }
 
 /// `KEY=VALUE` lines (`#` comments, optional quotes), as compose reads a project's `.env`.
-fn dot_env(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+fn dot_env(path: &Path) -> TaskResult<BTreeMap<String, String>> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
@@ -217,10 +213,10 @@ fn service(
     body: &Value,
     place: &Place<'_>,
     warnings: &mut Vec<String>,
-) -> anyhow::Result<Service> {
+) -> TaskResult<Service> {
     let map = body
         .as_mapping()
-        .ok_or_else(|| anyhow::anyhow!("services.{name}: not a mapping"))?;
+        .ok_or_else(|| refusal!("services.{name}: not a mapping"))?;
     let mut service = Service {
         name: name.to_owned(),
         ..Service::default()
@@ -246,7 +242,7 @@ fn service(
                     value
                         .as_f64()
                         .or_else(|| string(value, &at).ok()?.parse().ok())
-                        .ok_or_else(|| anyhow::anyhow!("{at}: expected a number"))?,
+                        .ok_or_else(|| refusal!("{at}: expected a number"))?,
                 )
             }
             "ports" => warnings.push(format!(
@@ -262,7 +258,7 @@ fn service(
     Ok(service)
 }
 
-fn string(value: &Value, at: &str) -> anyhow::Result<String> {
+fn string(value: &Value, at: &str) -> TaskResult<String> {
     match value {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
@@ -271,7 +267,7 @@ fn string(value: &Value, at: &str) -> anyhow::Result<String> {
     }
 }
 
-fn build(value: &Value, place: &Place<'_>, at: &str) -> anyhow::Result<Build> {
+fn build(value: &Value, place: &Place<'_>, at: &str) -> TaskResult<Build> {
     let (context, dockerfile, args) = match value {
         Value::String(context) => (context.clone(), "Dockerfile".to_owned(), BTreeMap::new()),
         Value::Mapping(map) => {
@@ -314,7 +310,7 @@ fn build(value: &Value, place: &Place<'_>, at: &str) -> anyhow::Result<Build> {
 }
 
 /// `["K=V", …]` or `{K: V}`.
-fn environment(value: &Value, at: &str) -> anyhow::Result<BTreeMap<String, String>> {
+fn environment(value: &Value, at: &str) -> TaskResult<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     match value {
         Value::Sequence(items) => {
@@ -341,11 +337,11 @@ fn environment(value: &Value, at: &str) -> anyhow::Result<BTreeMap<String, Strin
 }
 
 /// A command or entrypoint: a list, or a string split as compose splits it (quotes honoured).
-fn words(value: &Value, at: &str) -> anyhow::Result<Vec<String>> {
+fn words(value: &Value, at: &str) -> TaskResult<Vec<String>> {
     match value {
         Value::Sequence(items) => items.iter().map(|i| string(i, at)).collect(),
         Value::String(text) => {
-            split_words(text).ok_or_else(|| anyhow::anyhow!("{at}: an unbalanced quote"))
+            split_words(text).ok_or_else(|| refusal!("{at}: an unbalanced quote"))
         }
         Value::Null => Ok(Vec::new()),
         _ => bail!("{at}: expected a list or a string"),
@@ -387,16 +383,16 @@ pub fn split_words(text: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-fn duration(value: &Value, at: &str) -> anyhow::Result<Duration> {
+fn duration(value: &Value, at: &str) -> TaskResult<Duration> {
     let text = string(value, at)?;
     humantime::parse_duration(&text)
         .with_context(|| format!("{at}: `{text}` is not a duration like 5s or 1m30s"))
 }
 
-fn healthcheck(value: &Value, at: &str) -> anyhow::Result<Healthcheck> {
+fn healthcheck(value: &Value, at: &str) -> TaskResult<Healthcheck> {
     let map = value
         .as_mapping()
-        .ok_or_else(|| anyhow::anyhow!("{at}: not a mapping"))?;
+        .ok_or_else(|| refusal!("{at}: not a mapping"))?;
     let mut check = Healthcheck {
         test: Vec::new(),
         interval: None,
@@ -425,7 +421,7 @@ fn healthcheck(value: &Value, at: &str) -> anyhow::Result<Healthcheck> {
     Ok(check)
 }
 
-fn depends_on(value: &Value, at: &str) -> anyhow::Result<Vec<(String, Condition)>> {
+fn depends_on(value: &Value, at: &str) -> TaskResult<Vec<(String, Condition)>> {
     match value {
         Value::Sequence(items) => items
             .iter()
@@ -453,10 +449,10 @@ fn depends_on(value: &Value, at: &str) -> anyhow::Result<Vec<(String, Condition)
 /// Bind mounts (`./x:/y`), inside the task's folder only, read-only, never a socket or a
 /// device; named volumes are refused. A mount whose host side is empty (an unset variable, as
 /// TB1's log folders are without its harness) is skipped.
-fn binds(value: &Value, place: &Place<'_>, at: &str) -> anyhow::Result<Vec<String>> {
+fn binds(value: &Value, place: &Place<'_>, at: &str) -> TaskResult<Vec<String>> {
     let items = value
         .as_sequence()
-        .ok_or_else(|| anyhow::anyhow!("{at}: expected a list"))?;
+        .ok_or_else(|| refusal!("{at}: expected a list"))?;
     let mut out = Vec::new();
     for item in items {
         let text = string(item, at)?;
@@ -493,7 +489,7 @@ fn binds(value: &Value, place: &Place<'_>, at: &str) -> anyhow::Result<Vec<Strin
     Ok(out)
 }
 
-fn bytes(value: &Value, at: &str) -> anyhow::Result<i64> {
+fn bytes(value: &Value, at: &str) -> TaskResult<i64> {
     if let Some(n) = value.as_i64() {
         return Ok(n);
     }
@@ -514,7 +510,7 @@ fn bytes(value: &Value, at: &str) -> anyhow::Result<i64> {
 }
 
 /// `deploy.resources.limits.{cpus, memory}`; other `deploy` keys are ignored.
-fn limits(value: &Value, service: &mut Service, at: &str) -> anyhow::Result<()> {
+fn limits(value: &Value, service: &mut Service, at: &str) -> TaskResult<()> {
     let Some(limits) = value.get("resources").and_then(|r| r.get("limits")) else {
         return Ok(());
     };

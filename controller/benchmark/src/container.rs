@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use crate::error::{Doing, Failed, IntoFailure, failed, failure};
 use bollard::Docker;
 use bollard::models::{
     ContainerCreateBody, EndpointSettings, HostConfig, NetworkCreateRequest, NetworkingConfig,
@@ -35,7 +35,7 @@ pub use services::build_images;
 use super::image::{BuildSettings, Built};
 use super::{BenchTask, Environment, MainImage};
 use runtime::sandbox::docker::{connect, labels_for};
-use runtime::sandbox::{Failure, SandboxClient, StartError};
+use runtime::sandbox::{SandboxClient, StartError};
 
 /// Where the injected server and its token live in the container.
 const HARNESS_DIR: &str = ".harness";
@@ -115,8 +115,6 @@ impl TaskEnvironment {
                     services::logs(&environment.docker, &environment.main_id).await
                 };
                 environment.remove().await;
-                // The engine's and the images' part is still said as a chain of causes.
-                let err = Failure::Server(format!("{err:#}"));
                 let err = if logs.is_empty() {
                     err
                 } else {
@@ -127,7 +125,7 @@ impl TaskEnvironment {
         }
     }
 
-    async fn boot(&mut self, spec: &StartSpec<'_>, network: &str) -> anyhow::Result<()> {
+    async fn boot(&mut self, spec: &StartSpec<'_>, network: &str) -> Failed<()> {
         // Internal: no route out. A public phase joins the containers to the internet's
         // network; an allow-list phase goes out through the egress proxy only.
         self.docker
@@ -138,7 +136,7 @@ impl TaskEnvironment {
                 ..Default::default()
             })
             .await
-            .with_context(|| format!("creating the task's network {network}"))?;
+            .doing_with(|| format!("creating the task's network {network}"))?;
         self.network = network.to_owned();
         let task = spec.task;
         if task.network.any_allowlist(&task.steps) {
@@ -164,7 +162,7 @@ impl TaskEnvironment {
 
     /// Harbor copies a prebuilt image's `environment/` folder (when it builds nothing from it)
     /// into the working folder.
-    async fn copy_environment_folder(&self, spec: &StartSpec<'_>) -> anyhow::Result<()> {
+    async fn copy_environment_folder(&self, spec: &StartSpec<'_>) -> Failed<()> {
         let task = spec.task;
         let environment_dir = task.dir.join("environment");
         if matches!(
@@ -182,7 +180,7 @@ impl TaskEnvironment {
 
     /// The main container's image (built, found or pulled) and its compose settings; the
     /// sidecars started first.
-    async fn resolve(&mut self, spec: &StartSpec<'_>) -> anyhow::Result<services::Main> {
+    async fn resolve(&mut self, spec: &StartSpec<'_>) -> Failed<services::Main> {
         let task = spec.task;
         let main = match &task.environment {
             Environment::Single(_) if spec.main_image.is_some() => services::Main {
@@ -211,7 +209,7 @@ impl TaskEnvironment {
                     (spec.note)(&format!("warning: {warning}"));
                 }
                 let main_service = compose.services.get(main).cloned().ok_or_else(|| {
-                    anyhow::anyhow!(
+                    failure!(
                         "{}: no `{main}` service (the agent's container)",
                         file.display()
                     )
@@ -242,17 +240,13 @@ impl TaskEnvironment {
         Ok(main)
     }
 
-    async fn start_main(
-        &mut self,
-        spec: &StartSpec<'_>,
-        main: &services::Main,
-    ) -> anyhow::Result<()> {
+    async fn start_main(&mut self, spec: &StartSpec<'_>, main: &services::Main) -> Failed<()> {
         let task = spec.task;
         let config = self
             .docker
             .inspect_image(&main.image)
             .await
-            .with_context(|| format!("inspecting the image {}", main.image))?
+            .doing_with(|| format!("inspecting the image {}", main.image))?
             .config
             .unwrap_or_default();
         let service = main.service.as_ref();
@@ -278,7 +272,7 @@ impl TaskEnvironment {
                 body,
             )
             .await
-            .context("creating the task's container")?;
+            .doing("creating the task's container")?;
         self.main_id = created.id;
         self.docker
             .upload_to_container(
@@ -287,11 +281,11 @@ impl TaskEnvironment {
                 bollard::body_full(inject::injection(spec.server_binary, spec.token)?.into()),
             )
             .await
-            .context("uploading sandbox-server into the task's container")?;
+            .doing("uploading sandbox-server into the task's container")?;
         self.docker
             .start_container(&self.main_id, None)
             .await
-            .context("starting the task's container")?;
+            .doing("starting the task's container")?;
         self.client = self.wait_healthy(spec.token).await?;
         Ok(())
     }
@@ -363,7 +357,7 @@ impl TaskEnvironment {
         }
     }
 
-    async fn wait_healthy(&self, token: &str) -> anyhow::Result<SandboxClient> {
+    async fn wait_healthy(&self, token: &str) -> Failed<SandboxClient> {
         let address = address_on(&self.docker, &self.main_id, &self.network).await?;
         let client = SandboxClient::new(
             &format!("http://{address}:{SERVER_PORT}"),
@@ -376,14 +370,15 @@ impl TaskEnvironment {
                 Err(err) => {
                     let state = services::state(&self.docker, &self.main_id).await?;
                     if !state.running {
-                        bail!(
+                        failed!(
                             "the task's container stopped while starting ({})",
                             state.describe()
                         );
                     }
                     if Instant::now() >= deadline {
-                        return Err(anyhow::Error::new(err).context(
-                            "the sandbox in the task's container was not healthy within 30 s",
+                        return Err(err.doing(
+                            "the sandbox in the task's container was not healthy within 30 s"
+                                .to_owned(),
                         ));
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -393,7 +388,7 @@ impl TaskEnvironment {
     }
 
     /// The main container's state.
-    pub async fn state(&self) -> anyhow::Result<runtime::sandbox::docker::ContainerState> {
+    pub async fn state(&self) -> Failed<runtime::sandbox::docker::ContainerState> {
         services::state(&self.docker, &self.main_id).await
     }
 
@@ -452,18 +447,18 @@ impl Drop for TaskEnvironment {
 }
 
 /// A container's address on `network`.
-async fn address_on(docker: &Docker, id: &str, network: &str) -> anyhow::Result<String> {
+async fn address_on(docker: &Docker, id: &str, network: &str) -> Failed<String> {
     let inspect = docker
         .inspect_container(id, None::<InspectContainerOptions>)
         .await
-        .context("inspecting a task's container")?;
+        .doing("inspecting a task's container")?;
     inspect
         .network_settings
         .and_then(|s| s.networks)
         .and_then(|networks| networks.get(network).cloned())
         .and_then(|endpoint| endpoint.ip_address)
         .filter(|ip| !ip.is_empty())
-        .with_context(|| format!("a task's container has no address on its network {network}"))
+        .ok_or_else(|| failure!("a task's container has no address on its network {network}"))
 }
 
 /// The container's endpoint on the task's network, reachable by `alias` from its services.

@@ -10,7 +10,7 @@ mod steps;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, bail};
+use crate::error::{Context, InputError, TaskResult, bail, refusal};
 use toml::Value;
 
 use super::{
@@ -70,7 +70,7 @@ const ENVIRONMENT_KEYS: &[&str] = &[
 ];
 
 /// Loads a Harbor task folder.
-pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<BenchTask> {
+pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchTask> {
     let path = dir.join("task.toml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -83,7 +83,7 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
         solution,
         environment,
     } = sections(&config, &mut warnings);
-    let in_file = |err: anyhow::Error| err.context(path.display().to_string());
+    let in_file = |err: InputError| err.after(path.display().to_string());
     // Before the files a Linux task needs: a Windows task is refused for what it is.
     check_os(&environment).map_err(in_file)?;
     steps::shared_verifier(&verifier, "verifier").map_err(in_file)?;
@@ -119,7 +119,7 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
         steps::steps(&config, &defaults, &mut warnings).map_err(in_file)?;
     let agent_user = user(&agent);
     if let Some(step) = steps.iter().find(|s| s.agent_user != agent_user) {
-        return Err(in_file(anyhow::anyhow!(
+        return Err(in_file(refusal!(
             "steps.{}.agent.user: every step's agent runs as the task's one user here ({}), not `{}`",
             step.name,
             agent_user.as_deref().unwrap_or("the image's"),
@@ -260,12 +260,12 @@ fn unknown_keys(table: &toml::Table, known: &[&str], prefix: &str, warnings: &mu
 
 /// `instruction.md`, with leading canary lines (`<!-- … canary … -->`, `# … canary …`) and the
 /// blank lines after them removed, as Harbor does.
-fn instruction(dir: &Path) -> anyhow::Result<String> {
+fn instruction(dir: &Path) -> TaskResult<String> {
     instruction_in(&dir.join("instruction.md"))
 }
 
 /// An instruction file, its canary lines removed.
-fn instruction_in(path: &Path) -> anyhow::Result<String> {
+fn instruction_in(path: &Path) -> TaskResult<String> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut lines = text.lines().peekable();
@@ -304,7 +304,7 @@ fn timeout(
     table: &toml::Table,
     key: &str,
     default: std::time::Duration,
-) -> anyhow::Result<std::time::Duration> {
+) -> TaskResult<std::time::Duration> {
     let short = key.rsplit('.').next().unwrap_or(key);
     match (table.get(short), number(table, short)) {
         (None, _) => Ok(default),
@@ -330,8 +330,8 @@ fn env_table(table: &toml::Table, key: &str, host: &super::HostVars) -> BTreeMap
 
 /// `cpus`, `memory_mb` (or the legacy `memory = "2G"`), `storage_mb`, `gpus`; Harbor 0.1's
 /// 1 CPU and 2048 MB when absent.
-fn resources(environment: &toml::Table, warnings: &mut Vec<String>) -> anyhow::Result<Resources> {
-    let legacy_mb = |key: &str| -> anyhow::Result<Option<u64>> {
+fn resources(environment: &toml::Table, warnings: &mut Vec<String>) -> TaskResult<Resources> {
+    let legacy_mb = |key: &str| -> TaskResult<Option<u64>> {
         let Some(text) = environment.get(key).and_then(Value::as_str) else {
             return Ok(None);
         };
@@ -366,7 +366,7 @@ fn resources(environment: &toml::Table, warnings: &mut Vec<String>) -> anyhow::R
     })
 }
 
-fn check_os(environment: &toml::Table) -> anyhow::Result<()> {
+fn check_os(environment: &toml::Table) -> TaskResult<()> {
     if let Some(os) = environment.get("os").and_then(Value::as_str)
         && !os.eq_ignore_ascii_case("linux")
     {
@@ -377,7 +377,7 @@ fn check_os(environment: &toml::Table) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn environment_of(dir: &Path, environment: &toml::Table) -> anyhow::Result<Environment> {
+fn environment_of(dir: &Path, environment: &toml::Table) -> TaskResult<Environment> {
     let env_dir = dir.join("environment");
     let dockerfile = env_dir.join("Dockerfile");
     let built = dockerfile
@@ -406,7 +406,7 @@ fn environment_of(dir: &Path, environment: &toml::Table) -> anyhow::Result<Envir
         });
     }
     main_image.map(Environment::Single).ok_or_else(|| {
-        anyhow::anyhow!(
+        refusal!(
             "no environment/Dockerfile, environment/docker-compose.yaml or [environment] docker_image"
         )
     })
@@ -416,15 +416,20 @@ fn environment_of(dir: &Path, environment: &toml::Table) -> anyhow::Result<Envir
 mod tests {
     use super::*;
 
-    fn task(toml: &str, instruction: &str) -> anyhow::Result<BenchTask> {
-        let dir = tempfile::tempdir()?;
+    fn task(toml: &str, instruction: &str) -> TaskResult<BenchTask> {
+        let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::create_dir_all(root.join("environment"))?;
-        std::fs::create_dir_all(root.join("tests"))?;
-        std::fs::write(root.join("environment/Dockerfile"), "FROM x\n")?;
-        std::fs::write(root.join("tests/test.sh"), "true\n")?;
-        std::fs::write(root.join("task.toml"), toml)?;
-        std::fs::write(root.join("instruction.md"), instruction)?;
+        let files = [
+            ("environment/Dockerfile", "FROM x\n"),
+            ("tests/test.sh", "true\n"),
+            ("task.toml", toml),
+            ("instruction.md", instruction),
+        ];
+        for (path, text) in files {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
         load(root, "t", &crate::HostVars::none())
     }
 
@@ -456,12 +461,12 @@ mod tests {
     #[test]
     fn what_cannot_run_is_refused_by_name() {
         let err = task("[environment]\nos = \"windows\"\n", "x").unwrap_err();
-        assert!(format!("{err:#}").contains("only Linux"), "{err:#}");
+        assert!(format!("{err}").contains("only Linux"), "{err}");
         let err = task("[agent]\ntimeout_sec = \"soon\"\n", "x").unwrap_err();
-        assert!(format!("{err:#}").contains("agent.timeout_sec"), "{err:#}");
+        assert!(format!("{err}").contains("agent.timeout_sec"), "{err}");
         let err = task("[[steps]]\nname = \"a\"\n", "x").unwrap_err();
-        assert!(format!("{err:#}").contains("no folder steps/a/"), "{err:#}");
+        assert!(format!("{err}").contains("no folder steps/a/"), "{err}");
         let err = task("x = [", "x").unwrap_err();
-        assert!(format!("{err:#}").contains("not valid TOML"), "{err:#}");
+        assert!(format!("{err}").contains("not valid TOML"), "{err}");
     }
 }

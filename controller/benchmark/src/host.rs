@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use crate::error::{Doing, Failed, failed};
 use futures::future::BoxFuture;
 use sandbox_protocol::{BashArgs, EntryKind};
 
@@ -25,14 +25,14 @@ pub trait TaskHost: Send + Sync {
         env: &'a BTreeMap<String, String>,
         user: Option<&'a str>,
         timeout: Duration,
-    ) -> BoxFuture<'a, anyhow::Result<Exec>>;
+    ) -> BoxFuture<'a, Failed<Exec>>;
     /// Copies the folder `from` (or only its file `only`) into `to` in the container.
     fn upload<'a>(
         &'a self,
         from: &'a Path,
         only: Option<&'a str>,
         to: &'a str,
-    ) -> BoxFuture<'a, anyhow::Result<()>>;
+    ) -> BoxFuture<'a, Failed<()>>;
     /// Copies the container's folder `from` into `to` here (plain files and folders only), at
     /// most `max_bytes`.
     fn download<'a>(
@@ -40,13 +40,10 @@ pub trait TaskHost: Send + Sync {
         from: &'a str,
         to: &'a Path,
         max_bytes: u64,
-    ) -> BoxFuture<'a, anyhow::Result<u64>>;
+    ) -> BoxFuture<'a, Failed<u64>>;
     /// Puts the task on the network a phase asks for before the phase starts; fails (closed)
     /// when it cannot be had here.
-    fn set_network<'a>(
-        &'a self,
-        policy: &'a crate::NetworkPolicy,
-    ) -> BoxFuture<'a, anyhow::Result<()>>;
+    fn set_network<'a>(&'a self, policy: &'a crate::NetworkPolicy) -> BoxFuture<'a, Failed<()>>;
     /// A tar of the container's `path` (its entries named from the path's last component on,
     /// as the engine gives them; links not followed), `None` when nothing is there; refused
     /// past `max_bytes`.
@@ -54,23 +51,23 @@ pub trait TaskHost: Send + Sync {
         &'a self,
         path: &'a str,
         max_bytes: u64,
-    ) -> BoxFuture<'a, anyhow::Result<Option<Vec<u8>>>>;
+    ) -> BoxFuture<'a, Failed<Option<Vec<u8>>>>;
     /// Unpacks `tar` (from [`TaskHost::archive`]) into the container's folder `parent`.
-    fn restore<'a>(&'a self, parent: &'a str, tar: Vec<u8>) -> BoxFuture<'a, anyhow::Result<()>>;
+    fn restore<'a>(&'a self, parent: &'a str, tar: Vec<u8>) -> BoxFuture<'a, Failed<()>>;
     /// Ends every process the agent's phase left (a call still running too) but the image's
     /// own entrypoint's; says which, with their command lines.
-    fn end_processes(&self) -> BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>>;
+    fn end_processes(&self) -> BoxFuture<'_, Failed<Vec<(u32, String)>>>;
     /// What the task's egress proxy judged under the policy in force, by host (none without a
     /// proxy).
     fn egress_decisions(&self) -> BoxFuture<'_, Vec<event_log::EgressRecord>>;
 }
 
 /// `DELETE /v1/processes?include_running=true` on a task's server, as (pid, command) pairs.
-pub(crate) async fn end_processes(client: &SandboxClient) -> anyhow::Result<Vec<(u32, String)>> {
+pub(crate) async fn end_processes(client: &SandboxClient) -> Failed<Vec<(u32, String)>> {
     let ended = client
         .end_processes()
         .await
-        .context("ending the agent's processes through the task's sandbox")?;
+        .doing("ending the agent's processes through the task's sandbox")?;
     let mut commands = ended.commands.into_iter();
     Ok(ended
         .killed
@@ -95,7 +92,7 @@ impl TaskHost for ApiHost {
         env: &'a BTreeMap<String, String>,
         _user: Option<&'a str>,
         timeout: Duration,
-    ) -> BoxFuture<'a, anyhow::Result<Exec>> {
+    ) -> BoxFuture<'a, Failed<Exec>> {
         Box::pin(async move {
             let exports: Vec<String> = env
                 .iter()
@@ -110,7 +107,7 @@ impl TaskHost for ApiHost {
                 .client
                 .bash(&args)
                 .await
-                .context("running a command through the task's sandbox")?;
+                .doing("running a command through the task's sandbox")?;
             Ok(Exec {
                 exit_code: (!result.timed_out).then_some(i64::from(result.exit_code)),
                 timed_out: result.timed_out,
@@ -125,22 +122,22 @@ impl TaskHost for ApiHost {
         from: &'a Path,
         only: Option<&'a str>,
         to: &'a str,
-    ) -> BoxFuture<'a, anyhow::Result<()>> {
+    ) -> BoxFuture<'a, Failed<()>> {
         Box::pin(async move {
             let files = match only {
                 Some(name) => vec![(name.to_owned(), from.join(name))],
                 None => {
-                    super::files_of(from).with_context(|| format!("reading {}", from.display()))?
+                    super::files_of(from).doing_with(|| format!("reading {}", from.display()))?
                 }
             };
             for (rel, path) in files {
                 let bytes =
-                    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                    std::fs::read(&path).doing_with(|| format!("reading {}", path.display()))?;
                 let target = format!("{}/{rel}", to.trim_end_matches('/'));
                 self.client
                     .put_file(&target, bytes, Some(0o755))
                     .await
-                    .with_context(|| format!("uploading {} to {target}", path.display()))?;
+                    .doing_with(|| format!("uploading {} to {target}", path.display()))?;
             }
             Ok(())
         })
@@ -151,7 +148,7 @@ impl TaskHost for ApiHost {
         from: &'a str,
         to: &'a Path,
         max_bytes: u64,
-    ) -> BoxFuture<'a, anyhow::Result<u64>> {
+    ) -> BoxFuture<'a, Failed<u64>> {
         Box::pin(async move {
             let mut written = 0;
             let mut pending = vec![(from.trim_end_matches('/').to_owned(), to.to_owned())];
@@ -167,14 +164,12 @@ impl TaskHost for ApiHost {
                         EntryKind::Dir => pending.push((path, target)),
                         EntryKind::File => {
                             if written + entry.size > max_bytes {
-                                anyhow::bail!(
-                                    "{from} in the task's container is over {max_bytes} bytes"
-                                );
+                                failed!("{from} in the task's container is over {max_bytes} bytes");
                             }
                             let room = (max_bytes - written) as usize;
                             if let Some(head) = self.client.get_file(&path, room).await? {
                                 if head.truncated() {
-                                    anyhow::bail!(
+                                    failed!(
                                         "{from} in the task's container is over {max_bytes} bytes"
                                     );
                                 }
@@ -193,13 +188,10 @@ impl TaskHost for ApiHost {
     /// The pod's network is its orchestrator's (deploy/'s NetworkPolicy keeps a task's pod
     /// offline but for the model's endpoint): an allow list cannot be enforced from here, so a
     /// phase that asks for one fails, closed.
-    fn set_network<'a>(
-        &'a self,
-        policy: &'a crate::NetworkPolicy,
-    ) -> BoxFuture<'a, anyhow::Result<()>> {
+    fn set_network<'a>(&'a self, policy: &'a crate::NetworkPolicy) -> BoxFuture<'a, Failed<()>> {
         Box::pin(async move {
             match policy {
-                crate::NetworkPolicy::Allowlist(_) => anyhow::bail!(
+                crate::NetworkPolicy::Allowlist(_) => failed!(
                     "the task asks for an allow list ({}), which a server already running in its image (a pod, --sandbox URL) cannot have: its network is the orchestrator's; run the task with --sandbox docker",
                     policy.describe()
                 ),
@@ -214,7 +206,7 @@ impl TaskHost for ApiHost {
         &'a self,
         path: &'a str,
         max_bytes: u64,
-    ) -> BoxFuture<'a, anyhow::Result<Option<Vec<u8>>>> {
+    ) -> BoxFuture<'a, Failed<Option<Vec<u8>>>> {
         Box::pin(async move {
             let path = path.trim_end_matches('/');
             let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
@@ -254,9 +246,7 @@ impl TaskHost for ApiHost {
                             continue;
                         };
                         if head.truncated() {
-                            anyhow::bail!(
-                                "{path} in the task's container is over {max_bytes} bytes"
-                            );
+                            failed!("{path} in the task's container is over {max_bytes} bytes");
                         }
                         total += head.bytes.len() as u64;
                         header.set_mode(0o644);
@@ -274,7 +264,7 @@ impl TaskHost for ApiHost {
         })
     }
 
-    fn restore<'a>(&'a self, parent: &'a str, tar: Vec<u8>) -> BoxFuture<'a, anyhow::Result<()>> {
+    fn restore<'a>(&'a self, parent: &'a str, tar: Vec<u8>) -> BoxFuture<'a, Failed<()>> {
         Box::pin(async move {
             let mut archive = tar::Archive::new(tar.as_slice());
             let mut folders = Vec::new();
@@ -309,13 +299,13 @@ impl TaskHost for ApiHost {
                 self.client
                     .put_file(&target, bytes, mode)
                     .await
-                    .with_context(|| format!("restoring {target}"))?;
+                    .doing_with(|| format!("restoring {target}"))?;
             }
             Ok(())
         })
     }
 
-    fn end_processes(&self) -> BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>> {
+    fn end_processes(&self) -> BoxFuture<'_, Failed<Vec<(u32, String)>>> {
         Box::pin(end_processes(&self.client))
     }
 
@@ -331,7 +321,7 @@ pub async fn healthcheck(
     check: &crate::Healthcheck,
     env: &BTreeMap<String, String>,
     user: Option<&str>,
-) -> anyhow::Result<()> {
+) -> Failed<()> {
     let start_period_end = Instant::now() + check.start_period;
     let mut failures = 0;
     // Bounded: the start period, then `retries` failures.
@@ -347,7 +337,7 @@ pub async fn healthcheck(
         failures += 1;
         if failures >= check.retries {
             let last = exec.output.trim();
-            anyhow::bail!(
+            failed!(
                 "the healthcheck failed {} times in a row: {}{}",
                 check.retries,
                 check.command,

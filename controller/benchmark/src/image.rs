@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use crate::error::{Context, Doing, Failed, TaskResult, bail, failed, failure};
 use bollard::Docker;
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures::StreamExt;
@@ -76,7 +76,7 @@ impl BuildSettings {
     }
 
     /// Reads `FROM=TO` lines (blank lines and `#` comments skipped) into the map.
-    pub fn read_map_file(&mut self, file: &Path) -> anyhow::Result<()> {
+    pub fn read_map_file(&mut self, file: &Path) -> TaskResult<()> {
         let text =
             std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         for (n, line) in text.lines().enumerate() {
@@ -134,7 +134,7 @@ impl BuildSettings {
 }
 
 /// `FROM=TO`.
-pub fn parse_mapping(text: &str) -> anyhow::Result<(String, String)> {
+pub fn parse_mapping(text: &str) -> TaskResult<(String, String)> {
     match text.split_once('=') {
         Some((from, to)) if !from.trim().is_empty() && !to.trim().is_empty() => {
             Ok((from.trim().to_owned(), to.trim().to_owned()))
@@ -158,10 +158,10 @@ pub async fn build(
     args: &BTreeMap<String, String>,
     settings: &BuildSettings,
     timeout: Duration,
-) -> anyhow::Result<Built> {
+) -> Failed<Built> {
     let started = Instant::now();
     let text = std::fs::read_to_string(dockerfile)
-        .with_context(|| format!("reading {}", dockerfile.display()))?;
+        .doing_with(|| format!("reading {}", dockerfile.display()))?;
     let rewritten = settings.rewrite(&text);
     let files = context_files(context)?;
     let tag = tag_for(name, &files, &rewritten, args, settings);
@@ -179,7 +179,8 @@ pub async fn build(
         });
     }
     missing_own_bases(docker, &rewritten).await?;
-    let body = context_tar(&files, &rewritten, settings.ca_bundle.as_deref())?;
+    let body = context_tar(&files, &rewritten, settings.ca_bundle.as_deref())
+        .doing("packing the build context")?;
     let mut buildargs: HashMap<String, String> = args.clone().into_iter().collect();
     for variable in PROXY_VARIABLES {
         // A proxy that carries credentials (`http://user:pass@proxy`) is this machine's
@@ -200,7 +201,7 @@ pub async fn build(
     let output = tokio::time::timeout(timeout, stream_build(docker, options, body))
         .await
         .map_err(|_| {
-            anyhow::anyhow!(
+            failure!(
                 "building {name} took longer than its build timeout ({} s)",
                 timeout.as_secs()
             )
@@ -241,10 +242,10 @@ fn from_images(dockerfile: &str) -> Vec<String> {
 
 /// This project's own base images are made here, never pulled: one that is missing is named
 /// with the command that makes it, instead of the engine's failed lookup of a registry.
-async fn missing_own_bases(docker: &Docker, dockerfile: &str) -> anyhow::Result<()> {
+async fn missing_own_bases(docker: &Docker, dockerfile: &str) -> Failed<()> {
     for image in from_images(dockerfile) {
         if image.starts_with("agent-harness/") && docker.inspect_image(&image).await.is_err() {
-            bail!(
+            failed!(
                 "the image {image} (a FROM of this task) is not on this Docker engine, and no \
                  registry has it: make it with docker/build-base-image.sh {image} (or run \
                  examples/benchmarks/run.sh, which makes what is missing)"
@@ -258,11 +259,11 @@ pub(crate) async fn stream_build(
     docker: &Docker,
     options: bollard::query_parameters::BuildImageOptions,
     body: Vec<u8>,
-) -> anyhow::Result<String> {
+) -> Failed<String> {
     let mut stream = docker.build_image(options, None, Some(bollard::body_full(body.into())));
     let mut output = String::new();
     while let Some(item) = stream.next().await {
-        let info = item.context("the Docker engine's build stream")?;
+        let info = item.doing("the Docker engine's build stream")?;
         if let Some(text) = info.stream {
             output.push_str(&text);
         }
@@ -275,7 +276,7 @@ pub(crate) async fn stream_build(
                 .into_iter()
                 .rev()
                 .collect();
-            bail!("the image build failed: {error}\n{}", tail.join("\n"));
+            failed!("the image build failed: {error}\n{}", tail.join("\n"));
         }
     }
     Ok(output)
@@ -292,7 +293,7 @@ const LINK_MODE: u32 = 0o120_777;
 const CONTEXT_MAX_BYTES: u64 = 2 << 30;
 
 /// The context's files, sorted; `.git` and what `.dockerignore` names (simple patterns) left out.
-fn context_files(context: &Path) -> anyhow::Result<Vec<ContextFile>> {
+fn context_files(context: &Path) -> TaskResult<Vec<ContextFile>> {
     let ignored: Vec<String> = std::fs::read_to_string(context.join(".dockerignore"))
         .map(|text| {
             text.lines()
@@ -316,7 +317,7 @@ fn context_files(context: &Path) -> anyhow::Result<Vec<ContextFile>> {
         for entry in
             std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
         {
-            let entry = entry?;
+            let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
             let path = entry.path();
             let rel = path
                 .strip_prefix(context)
@@ -334,9 +335,9 @@ fn context_files(context: &Path) -> anyhow::Result<Vec<ContextFile>> {
             }
             // A link is sent as a link, never followed: a task's context is its own files
             // (`leak -> ~/.ssh/id_rsa` or a link to `/` would read this machine's).
-            let meta = std::fs::symlink_metadata(&path)?;
+            let meta = std::fs::symlink_metadata(&path).context(path.display())?;
             if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path)?;
+                let target = std::fs::read_link(&path).context(path.display())?;
                 let lands = path.canonicalize().ok();
                 if !lands.as_ref().is_some_and(|p| p.starts_with(&root)) {
                     bail!(
@@ -365,7 +366,7 @@ fn context_files(context: &Path) -> anyhow::Result<Vec<ContextFile>> {
                 files.push((
                     rel,
                     meta.permissions().mode() & 0o7777,
-                    std::fs::read(&path)?,
+                    std::fs::read(&path).context(path.display())?,
                 ));
             }
         }
@@ -428,7 +429,7 @@ fn context_tar(
     files: &[ContextFile],
     dockerfile: &str,
     ca: Option<&[u8]>,
-) -> anyhow::Result<Vec<u8>> {
+) -> std::io::Result<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
     let mut builder = tar::Builder::new(Vec::new());
     let add = |builder: &mut tar::Builder<Vec<u8>>,
@@ -461,7 +462,7 @@ fn context_tar(
     if let Some(ca) = ca {
         add(&mut builder, CA_IN_CONTEXT, 0o644, ca)?;
     }
-    Ok(builder.into_inner()?)
+    builder.into_inner()
 }
 
 #[cfg(test)]
@@ -511,7 +512,7 @@ mod tests {
             "{kinds:?}"
         );
         std::os::unix::fs::symlink(dir.path().join("id_rsa"), context.join("leak")).unwrap();
-        let err = format!("{:#}", context_files(&context).unwrap_err());
+        let err = format!("{}", context_files(&context).unwrap_err());
         assert!(
             err.contains("leak") && err.contains("outside the build context"),
             "{err}"

@@ -16,6 +16,7 @@ use sandbox_protocol::{ChangeKind, ToolInput};
 use sha2::{Digest, Sha256};
 
 use super::host::TaskHost;
+use crate::error::{Failed, failed};
 use event_log::{EndedProcess, Event, GuardedCall, GuardedChange, VerifierIsolated};
 
 /// The paths the verifier's verdict depends on and the agent must not touch. pytest looks for
@@ -62,7 +63,7 @@ impl Baseline {
         for path in GUARDED {
             match host.archive(path, SAVE_CAP).await {
                 Ok(tar) => baseline.saved.push((path, tar)),
-                Err(err) => baseline.unguarded.push(format!("{path}: {err:#}")),
+                Err(err) => baseline.unguarded.push(format!("{path}: {err}")),
             }
         }
         baseline
@@ -248,7 +249,7 @@ pub async fn isolate(
     baseline: &Baseline,
     log_dir: &Path,
     step: Option<&str>,
-) -> anyhow::Result<VerifierIsolated> {
+) -> Failed<VerifierIsolated> {
     let started = Instant::now();
     let processes_ended = host
         .end_processes()
@@ -315,14 +316,14 @@ pub async fn isolate(
 /// step's verifier and the next step (Harbor empties `/tests` and `/logs/verifier` there too),
 /// so what the next step's agent is judged against is the image's state, not the last
 /// verifier's files.
-pub async fn restore(host: &dyn TaskHost, baseline: &Baseline) -> anyhow::Result<()> {
+pub async fn restore(host: &dyn TaskHost, baseline: &Baseline) -> Failed<()> {
     reset(host, baseline).await?;
     Ok(())
 }
 
 /// Deletes every guarded path (and `/logs` when the agent replaced the folder), then unpacks
 /// the saved archives. Returns whether `/logs` had been replaced.
-async fn reset(host: &dyn TaskHost, baseline: &Baseline) -> anyhow::Result<bool> {
+async fn reset(host: &dyn TaskHost, baseline: &Baseline) -> Failed<bool> {
     let paths: Vec<&str> = baseline.saved.iter().map(|(p, _)| *p).collect();
     let script = format!(
         "replaced=; if [ -L /logs ] || {{ [ -e /logs ] && [ ! -d /logs ]; }}; then rm -f /logs; replaced=1; fi\n\
@@ -334,7 +335,7 @@ async fn reset(host: &dyn TaskHost, baseline: &Baseline) -> anyhow::Result<bool>
         .exec(&script, &root, Some("0"), Duration::from_secs(120))
         .await?;
     if exec.exit_code != Some(0) {
-        anyhow::bail!(
+        failed!(
             "resetting the verifier's folders failed ({}): {}",
             exec.exit_code
                 .map_or_else(|| "timed out".to_owned(), |c| format!("exit {c}")),

@@ -15,6 +15,7 @@
 //! - [`publish`]: `harness images build`: images ahead of a run, pushed, with a Kubernetes
 //!   overlay per task; [`rerun`]: a benchmark session re-run in its task's containers.
 //! - [`results`], [`atif`]: what Harbor's tools read.
+//! - [`error`]: the task folder's refusals and the engine's failures, typed.
 //! - [`provider`]: the task as a session's provider (its containers) and grader (its
 //!   verifier, [`trial`]); [`run_session`]: a trial wraps a session, and writes Harbor's files
 //!   from its log after it.
@@ -23,7 +24,8 @@
 //! Benchmark tasks on top of the runtime: a trial wraps a session, whose sandbox the task
 //! provides and whose verifier grades ([`provider`]). It may depend on every library crate
 //! (the runtime, the log toolkit for ATIF and reruns, the log, models, policy, telemetry);
-//! none depends on it but the `harness` binary's crate.
+//! none depends on it but the `harness` binary's crate. Its failures are typed ([`error`]: a
+//! task folder's refusal, the engine's part, [`results::ResultsError`]); it does not use `anyhow`.
 
 // What a benchmark folder looks like, which discovering tasks needs too.
 pub use runtime::task::{Format, detect};
@@ -32,6 +34,7 @@ pub mod agents;
 pub mod atif;
 pub mod compose;
 pub mod container;
+pub mod error;
 pub mod harbor;
 pub mod host;
 pub mod image;
@@ -59,9 +62,9 @@ pub async fn run_session(
     if let Some(link) = trial
         && let Err(err) = results::write_trial(&summary.log_dir, link)
     {
-        audience.observer.note(&format!(
-            "warning: writing the trial's result files: {err:#}"
-        ));
+        audience
+            .observer
+            .note(&format!("warning: writing the trial's result files: {err}"));
     }
     summary
 }
@@ -70,7 +73,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
+use crate::error::{Context, TaskResult, bail};
 use sha2::{Digest, Sha256};
 
 /// The image of a task's main container.
@@ -399,13 +402,13 @@ pub const DEFAULT_VERIFIER_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_BUILD_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Loads the task in `dir` (kept as an absolute path), named `name`.
-pub fn load(dir: &Path, name: &str, host: &HostVars) -> anyhow::Result<BenchTask> {
+pub fn load(dir: &Path, name: &str, host: &HostVars) -> TaskResult<BenchTask> {
     let dir = &std::path::absolute(dir)
         .with_context(|| format!("{}: no absolute path", dir.display()))?;
     match detect(dir) {
         Some(Format::Harbor) => harbor::load(dir, name, host),
         Some(Format::TerminalBench1) => tb1::load(dir, name, host),
-        None => anyhow::bail!(
+        None => bail!(
             "{}: neither a Harbor task (task.toml) nor a Terminal-Bench task (task.yaml and docker-compose.yaml)",
             dir.display()
         ),
@@ -477,7 +480,7 @@ pub fn expand_host_vars(value: &str, host: &HostVars) -> String {
 /// path, `"{rel}\0{sha256(bytes)}\n"`, hashed; files are `task.toml`, `instruction.md`,
 /// `README.md`, `trajectory.json` and everything under `environment/`, `tests/`, `solution/`
 /// and `steps/`, less editor and bytecode leftovers. TB1 tasks hash every file.
-pub fn digest(dir: &Path, format: Format) -> anyhow::Result<String> {
+pub fn digest(dir: &Path, format: Format) -> TaskResult<String> {
     let mut files = files_of(dir).with_context(|| format!("reading {}", dir.display()))?;
     files.retain(|(rel, _)| {
         let top = rel.split('/').next().unwrap_or_default();
@@ -532,9 +535,9 @@ fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> s
 }
 
 /// Seconds from a TOML or YAML number (integer or float), checked.
-pub fn seconds(value: f64, key: &str) -> anyhow::Result<Duration> {
+pub fn seconds(value: f64, key: &str) -> TaskResult<Duration> {
     if !value.is_finite() || value < 0.0 {
-        anyhow::bail!("{key}: expected a number of seconds ≥ 0, got {value}");
+        bail!("{key}: expected a number of seconds ≥ 0, got {value}");
     }
     Ok(Duration::from_secs_f64(value))
 }

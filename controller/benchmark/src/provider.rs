@@ -20,7 +20,7 @@ use runtime::sandbox::{Doing, SandboxClient, StartError};
 use runtime::session::provider::{Grader, Grading, Liveness, Provided, Provider, ProviderContext};
 use runtime::session::sandbox::{read_token, short};
 use runtime::session::{SessionOutcome, Stop};
-use runtime::step::StepError;
+use runtime::step::{Step, StepError};
 
 /// A benchmark task's run, as the provider of its session's sandbox.
 #[derive(Debug)]
@@ -232,7 +232,7 @@ impl Provided for TaskSandbox {
                     Liveness::Exited(format!("the task's container {id} {}", state.describe()))
                 }
                 Ok(_) => Liveness::Running,
-                Err(err) => Liveness::Unknown(Some(format!("the Docker engine: {err:#}"))),
+                Err(err) => Liveness::Unknown(Some(format!("the Docker engine: {err}"))),
             }
         })
     }
@@ -253,7 +253,7 @@ impl Grader for TaskSandbox {
             match &self.host {
                 Host::Started(environment) => record_images(log, environment)
                     .await
-                    .map_err(|err| StepError::harness(format!("{err:#}"))),
+                    .step("recording the images"),
                 Host::Remote(_) => Ok(()),
             }
         })

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use crate::error::{Doing, Failed, failed};
 use bollard::query_parameters::{PushImageOptionsBuilder, TagImageOptionsBuilder};
 use futures::StreamExt;
 
@@ -31,7 +31,7 @@ pub async fn build_and_push(
     settings: &BuildSettings,
     registry: Option<&str>,
     note: &(dyn Fn(&str) + Sync),
-) -> anyhow::Result<TaskImages> {
+) -> Failed<TaskImages> {
     let (image, built, sidecars) = build_images(task, settings, note).await?;
     let pushed = match registry {
         Some(registry) => Some(push(&image, registry, note).await?),
@@ -47,7 +47,7 @@ pub async fn build_and_push(
 }
 
 /// Tags `image` as `<registry>/<its repository>:<its tag>` and pushes it.
-async fn push(image: &str, registry: &str, note: &(dyn Fn(&str) + Sync)) -> anyhow::Result<String> {
+async fn push(image: &str, registry: &str, note: &(dyn Fn(&str) + Sync)) -> Failed<String> {
     let docker = runtime::sandbox::docker::connect().await?;
     let (repository, tag) = match image.rsplit_once(':').filter(|(_, t)| !t.contains('/')) {
         Some((repository, tag)) => (repository, tag),
@@ -60,7 +60,7 @@ async fn push(image: &str, registry: &str, note: &(dyn Fn(&str) + Sync)) -> anyh
             Some(TagImageOptionsBuilder::new().repo(&remote).tag(tag).build()),
         )
         .await
-        .with_context(|| format!("tagging {image} as {remote}:{tag}"))?;
+        .doing_with(|| format!("tagging {image} as {remote}:{tag}"))?;
     note(&format!("image: pushing {remote}:{tag}"));
     let mut stream = docker.push_image(
         &remote,
@@ -68,7 +68,7 @@ async fn push(image: &str, registry: &str, note: &(dyn Fn(&str) + Sync)) -> anyh
         None,
     );
     while let Some(item) = stream.next().await {
-        item.with_context(|| format!("pushing {remote}:{tag}"))?;
+        item.doing_with(|| format!("pushing {remote}:{tag}"))?;
     }
     Ok(format!("{remote}:{tag}"))
 }
@@ -95,9 +95,9 @@ pub struct Overlay<'a> {
 }
 
 /// Writes `<dir>/<task>/kustomization.yaml`, an overlay of `base` (deploy/benchmark).
-pub fn write_overlay(dir: &Path, base: &Path, overlay: &Overlay<'_>) -> anyhow::Result<PathBuf> {
+pub fn write_overlay(dir: &Path, base: &Path, overlay: &Overlay<'_>) -> Failed<PathBuf> {
     if !overlay.images.sidecars.is_empty() {
-        bail!(
+        failed!(
             "{}: its compose services ({}) are not in the Job variant, which runs the main container only",
             overlay.task.name,
             overlay.images.sidecars.join(", ")
@@ -105,7 +105,7 @@ pub fn write_overlay(dir: &Path, base: &Path, overlay: &Overlay<'_>) -> anyhow::
     }
     let name = k8s_name(&overlay.task.name);
     let folder = dir.join(&name);
-    std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
+    std::fs::create_dir_all(&folder).doing_with(|| format!("creating {}", folder.display()))?;
     let base = std::path::absolute(base)?;
     let relative = relative_path(&std::path::absolute(&folder)?, &base);
     let reference = overlay
@@ -138,7 +138,7 @@ pub fn write_overlay(dir: &Path, base: &Path, overlay: &Overlay<'_>) -> anyhow::
         agent = overlay.agent,
     );
     let path = folder.join("kustomization.yaml");
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&path, text).doing_with(|| format!("writing {}", path.display()))?;
     Ok(path)
 }
 

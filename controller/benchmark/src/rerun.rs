@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, bail};
+use crate::error::{Doing, Failed, failed, failure};
 
 use super::container::{StartSpec, TaskEnvironment, static_server};
 use super::image::BuildSettings;
@@ -14,13 +14,14 @@ use event_log::{Event, SessionStarted};
 use replay;
 
 /// The header of a session log.
-pub fn header(dir: &Path) -> anyhow::Result<SessionStarted> {
-    for envelope in replay::events(dir, |_| {})? {
-        if let Event::SessionStarted(header) = envelope?.event {
+pub fn header(dir: &Path) -> Failed<SessionStarted> {
+    let unreadable = |err: replay::ReplayError| failure!("{err}");
+    for envelope in replay::events(dir, |_| {}).map_err(unreadable)? {
+        if let Event::SessionStarted(header) = envelope.map_err(unreadable)?.event {
             return Ok(*header);
         }
     }
-    bail!("{}: the log has no session_started", dir.display())
+    failed!("{}: the log has no session_started", dir.display())
 }
 
 /// Starts the task's containers for a rerun of the benchmark session `header` describes;
@@ -30,15 +31,15 @@ pub async fn start(
     settings: &BuildSettings,
     trust_log: bool,
     note: &(dyn Fn(&str) + Sync),
-) -> anyhow::Result<TaskEnvironment> {
+) -> Failed<TaskEnvironment> {
     let bench = header
         .config
         .benchmark
         .as_ref()
-        .context("not a benchmark session")?;
+        .ok_or_else(|| failure!("not a benchmark session"))?;
     let dir = Path::new(&bench.dir);
     let mut task = super::load(dir, &bench.name, &super::HostVars::none())
-        .with_context(|| format!("loading the task the session ran ({})", bench.dir))?;
+        .doing_with(|| format!("loading the task the session ran ({})", bench.dir))?;
     // The agent ran online or not as the log says (`--network` may have overridden the task).
     let public = task.network.agent == super::NetworkPolicy::Public;
     if bench.online != public {
@@ -50,7 +51,7 @@ pub async fn start(
     }
     if task.digest != bench.digest {
         if !trust_log {
-            bail!(
+            failed!(
                 "{}: the task's files are not those the session ran ({} now, {} in the log); a log is untrusted input: rerun with the task folder as it was, or --trust-log to run these files",
                 bench.dir,
                 task.digest,
@@ -90,7 +91,7 @@ pub async fn start(
     };
     let environment = TaskEnvironment::start(&spec)
         .await
-        .map_err(|err| anyhow::anyhow!("starting the task's containers: {err}"))?;
+        .map_err(|err| failure!("starting the task's containers: {err}"))?;
     // The agent's network, as the session had it.
     environment.set_network(&task.network.agent).await?;
     if header.config.agent.as_deref() == Some("oracle")

@@ -7,6 +7,7 @@
 //! Failures are filed under Harbor's exception names, so Harbor computes `reward_valid`,
 //! its mean and pass@k from our files as it would from its own.
 
+mod files;
 pub mod job;
 mod steps;
 
@@ -14,7 +15,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::atif::AGENT_NAME;
@@ -23,6 +23,9 @@ use event_log::{
     VerifierFinished, VerifierIsolated,
 };
 use replay;
+
+use files::write;
+pub use files::{ResultsError, write_json};
 
 /// Where a trial sits: its job (a batch) and dataset, when it has them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -80,7 +83,7 @@ struct StepRead {
     cost: f64,
 }
 
-fn read(dir: &Path) -> anyhow::Result<Read> {
+fn read(dir: &Path) -> Result<Read, ResultsError> {
     let mut read = Read::default();
     for envelope in replay::events(dir, |_| {})? {
         let envelope = envelope?;
@@ -190,17 +193,19 @@ fn shifted(ts: &str, back: Duration) -> String {
 
 /// Writes the trial files of the benchmark session logged in `dir` (its folder's name is the
 /// trial's). Returns the record the job's statistics take.
-pub fn write_trial(dir: &Path, link: &TrialLink) -> anyhow::Result<TrialRecord> {
+pub fn write_trial(dir: &Path, link: &TrialLink) -> Result<TrialRecord, ResultsError> {
     let read = read(dir)?;
     let header = read
         .header
         .as_ref()
-        .context("the log has no session_started")?;
+        .ok_or(ResultsError::Incomplete("the log has no session_started"))?;
     let bench = header
         .config
         .benchmark
         .as_ref()
-        .context("the log is not a benchmark task's")?;
+        .ok_or(ResultsError::Incomplete(
+            "the log is not a benchmark task's",
+        ))?;
     let trial_name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -252,10 +257,10 @@ pub fn write_trial(dir: &Path, link: &TrialLink) -> anyhow::Result<TrialRecord> 
     write_json(&dir.join("lock.json"), &lock)?;
     write_json(&dir.join("result.json"), &result)?;
     if let Some((name, message)) = &exception {
-        std::fs::write(dir.join("exception.txt"), format!("{name}: {message}\n"))?;
+        write(&dir.join("exception.txt"), format!("{name}: {message}\n"))?;
     }
     steps::write_agent_files(dir, &read)?;
-    std::fs::write(dir.join("trial.log"), trial_log(&read, &trial_name))?;
+    write(&dir.join("trial.log"), trial_log(&read, &trial_name))?;
     let finished = read.finished.as_ref().map(|(_, f)| f);
     let usage = finished.map(|f| f.usage).unwrap_or_default();
     Ok(TrialRecord {
@@ -337,12 +342,8 @@ impl replay::report::TrialFiles for HarborFiles {
 }
 
 /// The record of a trial whose `result.json` was written.
-pub fn read_record(dir: &Path) -> anyhow::Result<TrialRecord> {
-    let path = dir.join("result.json");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let result: Value =
-        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+pub fn read_record(dir: &Path) -> Result<TrialRecord, ResultsError> {
+    let result = files::read_json(&dir.join("result.json"))?;
     let string = |pointer: &str| {
         result
             .pointer(pointer)
@@ -427,10 +428,15 @@ fn result_json(
     config: &Value,
     exception: Option<&(String, String)>,
     (provider, model_name): (&str, &str),
-) -> anyhow::Result<Value> {
-    let header = read.header.as_ref().context("no header")?;
-    let bench = header.config.benchmark.as_ref().context("no benchmark")?;
-    let (finished_ts, finished) = read.finished.as_ref().context("the log did not finish")?;
+) -> Result<Value, ResultsError> {
+    let header = read
+        .header
+        .as_ref()
+        .ok_or(ResultsError::Incomplete("no header"))?;
+    let bench =
+        (header.config.benchmark.as_ref()).ok_or(ResultsError::Incomplete("no benchmark"))?;
+    let (finished_ts, finished) =
+        (read.finished.as_ref()).ok_or(ResultsError::Incomplete("the log did not finish"))?;
     let started = shifted(finished_ts, Duration::from_millis(finished.duration_ms));
     let usage = finished.usage;
     let verifier_timing = read.verifier.as_ref().map(|(ts, v)| {
@@ -561,11 +567,6 @@ pub fn uuid_of(text: &str) -> String {
         &hex[16..20],
         &hex[20..]
     )
-}
-
-pub fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ pub enum TaskPlace {
 /// flags'.
 pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunConfig, ConfigError> {
     // The task folder's own refusals, said with their causes.
-    let not_runnable = |err: anyhow::Error| NotRunnable(format!("{err:#}"));
+    let not_runnable = |err: InputError| NotRunnable(err.0);
     let mut task = super::load(dir, name, &super::HostVars::named(&flags.bench.task_env))
         .map_err(not_runnable)?;
     refuse_flags_of_other_sandboxes(flags)?;
@@ -156,7 +156,7 @@ fn place(flags: &SessionFlags) -> Result<TaskPlace, InputError> {
         _ => TaskPlace::Docker {
             build: build_settings(&flags.bench)?,
             server: super::container::static_server()
-                .map_err(|err| InputError(format!("{err:#}")))?,
+                .map_err(|err| InputError(format!("{err}")))?,
             internet: flags
                 .bench
                 .task_internet
@@ -225,13 +225,13 @@ pub fn build_settings(flags: &BenchFlags) -> Result<BuildSettings, InputError> {
     let mut settings = BuildSettings::default();
     for text in &flags.image_map {
         let mapping =
-            parse_mapping(text).map_err(|err| InputError(format!("--image-map: {err:#}")))?;
+            parse_mapping(text).map_err(|err| InputError(format!("--image-map: {err}")))?;
         settings.image_map.push(mapping);
     }
     if let Some(file) = &flags.image_map_file {
         settings
             .read_map_file(file)
-            .map_err(|err| InputError(format!("--image-map-file: {err:#}")))?;
+            .map_err(|err| InputError(format!("--image-map-file: {err}")))?;
     }
     if let Some(file) = &flags.build_ca {
         let bytes = std::fs::read(file)

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, bail};
+use crate::error::{Context, TaskResult, bail, refusal};
 use serde_norway::Value;
 
 use super::{BenchTask, Environment, Format, Resources, Solution, Verifier, digest, seconds};
@@ -87,7 +87,7 @@ fn solution(dir: &Path, warnings: &mut Vec<String>) -> Option<Solution> {
 }
 
 /// Loads a TB1 task folder.
-pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<BenchTask> {
+pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchTask> {
     let path = dir.join("task.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -98,14 +98,14 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> anyhow::Result<Be
         .filter(|k| !KEYS.contains(&k.as_str()))
         .map(|k| format!("{k}: not used by this harness"))
         .collect();
-    let in_file = |what: String| anyhow::anyhow!("{}: {what}", path.display());
+    let in_file = |what: String| refusal!("{}: {what}", path.display());
     let instruction = config
         .get("instruction")
         .and_then(Value::as_str)
         .filter(|i| !i.trim().is_empty())
         .ok_or_else(|| in_file("`instruction` is required (the prompt)".to_owned()))?
         .to_owned();
-    let number = |key: &str, default: f64| -> anyhow::Result<f64> {
+    let number = |key: &str, default: f64| -> TaskResult<f64> {
         match config.get(key) {
             None => Ok(default),
             Some(value) => value

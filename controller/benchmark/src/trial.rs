@@ -11,6 +11,7 @@ use super::run::BenchRun;
 use crate::Phase;
 use crate::agents::quote;
 use crate::container::TaskEnvironment;
+use crate::error::{Failed, Failure};
 use crate::host::{self, TaskHost};
 use crate::isolate::{self, Baseline};
 use crate::verify::{self, Verdict};
@@ -22,7 +23,7 @@ use runtime::config::AgentKind;
 use runtime::run_loop::{Agent, Totals};
 use runtime::session::provider::Grading;
 use runtime::session::{SessionOutcome, Stop};
-use runtime::step::Step;
+use runtime::step::{Step, describe};
 
 mod steps;
 
@@ -33,7 +34,7 @@ const AGENT_LOGS_CAP: u64 = 256 << 20;
 pub(super) async fn record_images(
     log: &EventLog,
     environment: &TaskEnvironment,
-) -> anyhow::Result<()> {
+) -> Result<(), event_log::EventLogError> {
     for (service, built) in &environment.built {
         let output = if built.output.is_empty() {
             None
@@ -73,10 +74,7 @@ struct Trial<'a> {
 
 /// The oracle's solution into the container, open to the agent's user (not always root):
 /// readable by all, the script runnable.
-async fn upload_solution(
-    environment: &dyn TaskHost,
-    solution: &crate::Solution,
-) -> anyhow::Result<()> {
+async fn upload_solution(environment: &dyn TaskHost, solution: &crate::Solution) -> Failed<()> {
     environment
         .upload(&solution.dir, solution.only.as_deref(), &solution.mount)
         .await?;
@@ -106,8 +104,11 @@ impl Rounds<'_> {
     pub(super) async fn run_bench(&self) -> Result<(SessionOutcome, String), Stop> {
         let (environment, run) = (self.host, self.run);
         let (agent, system_prompt, totals) = (self.g.agent, self.g.system_prompt, self.g.totals);
-        let infrastructure = |what: &str, err: anyhow::Error| {
-            Stop::new(ErrorClass::Infrastructure, format!("{what}: {err:#}"))
+        let infrastructure = |what: &str, err: Failure| {
+            Stop::new(
+                ErrorClass::Infrastructure,
+                format!("{what}: {}", describe(&err)),
+            )
         };
         // The verifier's folders as the image has them, before anything of the agent's runs.
         let baseline = Baseline::take(environment).await;
@@ -158,8 +159,11 @@ impl Rounds<'_> {
         } = *trial;
         let log = &self.g.recorder.log;
         let observer = self.g.observer;
-        let infrastructure = |what: &str, err: anyhow::Error| {
-            Stop::new(ErrorClass::Infrastructure, format!("{what}: {err:#}"))
+        let infrastructure = |what: &str, err: Failure| {
+            Stop::new(
+                ErrorClass::Infrastructure,
+                format!("{what}: {}", describe(&err)),
+            )
         };
         // Fail closed: the agent never runs on a network its phase did not ask for.
         environment
@@ -250,7 +254,7 @@ impl Rounds<'_> {
                     exec.exit_code
                         .map_or_else(|| "timed out".to_owned(), |c| format!("exit {c}")),
                 ),
-                Err(err) => Some(format!("{err:#}")),
+                Err(err) => Some(format!("{err}")),
             };
             if let Some(why) = failed {
                 self.g.observer.note(&format!(
@@ -274,7 +278,7 @@ impl Rounds<'_> {
         for (from, copied) in [("/logs/agent", copies.0), ("/logs/artifacts", copies.1)] {
             if let Err(err) = copied {
                 self.g.observer.note(&format!(
-                    "warning: copying {from} out of the container: {err:#}"
+                    "warning: copying {from} out of the container: {err}"
                 ));
             }
         }
@@ -302,7 +306,7 @@ impl Rounds<'_> {
             .map_err(|err| {
                 Stop::new(
                     ErrorClass::Infrastructure,
-                    format!("isolating the verifier from the agent: {err:#}"),
+                    format!("isolating the verifier from the agent: {err}"),
                 )
             })?;
         let observer = self.g.observer;
@@ -377,7 +381,7 @@ impl Rounds<'_> {
             .map_err(|err| {
                 Stop::new(
                     ErrorClass::Infrastructure,
-                    format!("running the verifier: {err:#}"),
+                    format!("running the verifier: {err}"),
                 )
             })?;
         self.record_verdict(&verdict, run, timed_out, phase.step)

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use super::host::TaskHost;
 use super::{BenchTask, Phase, Verifier};
+use crate::error::Failed;
 use event_log::VerifierFailure;
 
 /// At most this much of `/logs/verifier` is copied out.
@@ -61,7 +62,7 @@ pub async fn run(
     task: &BenchTask,
     phase: &Phase<'_>,
     logs: &Path,
-) -> anyhow::Result<Verdict> {
+) -> Failed<Verdict> {
     environment.set_network(phase.verifier_network).await?;
     let env = &phase.verifier_env;
     match &task.verifier {
@@ -110,7 +111,7 @@ async fn run_script(
     script: &str,
     env: &BTreeMap<String, String>,
     logs: &Path,
-) -> anyhow::Result<(super::container::Exec, Verdict)> {
+) -> Failed<(super::container::Exec, Verdict)> {
     let exec = environment
         .exec(script, env, phase.verifier_user, phase.verifier_timeout)
         .await?;
@@ -143,7 +144,7 @@ async fn harbor(
     phase: &Phase<'_>,
     env: &BTreeMap<String, String>,
     logs: &Path,
-) -> anyhow::Result<Verdict> {
+) -> Failed<Verdict> {
     for tests in &phase.tests {
         environment.upload(tests, None, "/tests").await?;
     }

@@ -12,6 +12,11 @@ impl InputError {
     pub fn new(message: impl Into<String>) -> InputError {
         InputError(message.into())
     }
+
+    /// The same refusal, said after `outer` (the file or the key it was found in).
+    pub fn after(self, outer: impl std::fmt::Display) -> InputError {
+        InputError(format!("{outer}: {}", self.0))
+    }
 }
 
 /// Returns an [`InputError`] made as `format!` makes its message.

@@ -69,5 +69,5 @@ pub(super) fn write(
         datasets,
         n_total_trials: bench.len(),
     };
-    write_job(&config.out, &info, &trials)
+    Ok(write_job(&config.out, &info, &trials)?)
 }

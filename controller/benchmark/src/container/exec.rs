@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use crate::error::{Doing, Failed, IntoFailure, failed};
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::query_parameters::{
     DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
@@ -38,7 +38,7 @@ impl TaskEnvironment {
         env: &BTreeMap<String, String>,
         user: Option<&str>,
         timeout: Duration,
-    ) -> anyhow::Result<Exec> {
+    ) -> Failed<Exec> {
         let started = Instant::now();
         let created = self
             .docker
@@ -56,14 +56,14 @@ impl TaskEnvironment {
                 },
             )
             .await
-            .context("creating an exec in the task's container")?;
+            .doing("creating an exec in the task's container")?;
         let StartExecResults::Attached { mut output, .. } = self
             .docker
             .start_exec(&created.id, None)
             .await
-            .context("starting an exec in the task's container")?
+            .doing("starting an exec in the task's container")?
         else {
-            anyhow::bail!("the engine started the exec detached");
+            failed!("the engine started the exec detached");
         };
         let mut text = Vec::new();
         let collect = async {
@@ -93,7 +93,7 @@ impl TaskEnvironment {
 
     /// Copies `from` (a folder, or only its file `only`) into `to` in the container, files
     /// executable as they are, scripts made executable.
-    pub async fn upload(&self, from: &Path, only: Option<&str>, to: &str) -> anyhow::Result<()> {
+    pub async fn upload(&self, from: &Path, only: Option<&str>, to: &str) -> Failed<()> {
         let prefix = to.trim_matches('/');
         let mut builder = tar::Builder::new(Vec::new());
         let mut header = tar::Header::new_gnu();
@@ -104,7 +104,7 @@ impl TaskEnvironment {
         match only {
             Some(name) => {
                 let bytes = std::fs::read(from.join(name))
-                    .with_context(|| format!("reading {}", from.join(name).display()))?;
+                    .doing_with(|| format!("reading {}", from.join(name).display()))?;
                 let mut header = tar::Header::new_gnu();
                 header.set_mode(0o755);
                 header.set_size(bytes.len() as u64);
@@ -114,7 +114,7 @@ impl TaskEnvironment {
                 builder.follow_symlinks(false);
                 builder
                     .append_dir_all(prefix, from)
-                    .with_context(|| format!("packing {}", from.display()))?;
+                    .doing_with(|| format!("packing {}", from.display()))?;
             }
         }
         let body = builder.into_inner()?;
@@ -125,7 +125,7 @@ impl TaskEnvironment {
                 bollard::body_full(body.into()),
             )
             .await
-            .with_context(|| {
+            .doing_with(|| {
                 format!(
                     "uploading {} to {to} in the task's container",
                     from.display()
@@ -136,11 +136,11 @@ impl TaskEnvironment {
 
     /// Copies the container's folder `from` into `to` on this machine: regular files and
     /// folders only (no links: the agent could have planted some), at most `max_bytes`.
-    pub async fn download(&self, from: &str, to: &Path, max_bytes: u64) -> anyhow::Result<u64> {
+    pub async fn download(&self, from: &str, to: &Path, max_bytes: u64) -> Failed<u64> {
         let Some(archive) = self.archive(from, max_bytes).await? else {
             return Ok(0);
         };
-        std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+        std::fs::create_dir_all(to).doing_with(|| format!("creating {}", to.display()))?;
         let mut tar = tar::Archive::new(archive.as_slice());
         let mut written = 0;
         for entry in tar.entries()? {
@@ -176,7 +176,7 @@ impl TaskEnvironment {
 impl TaskEnvironment {
     /// A tar of the container's `path` as the engine gives it (links not followed), `None`
     /// when nothing is there; refused past `max_bytes`.
-    pub async fn archive(&self, path: &str, max_bytes: u64) -> anyhow::Result<Option<Vec<u8>>> {
+    pub async fn archive(&self, path: &str, max_bytes: u64) -> Failed<Option<Vec<u8>>> {
         let options = DownloadFromContainerOptionsBuilder::new()
             .path(path)
             .build();
@@ -191,12 +191,11 @@ impl TaskEnvironment {
                     status_code: 404, ..
                 }) => return Ok(None),
                 Err(err) => {
-                    return Err(anyhow::Error::new(err)
-                        .context(format!("copying {path} out of the task's container")));
+                    return Err(err.doing(format!("copying {path} out of the task's container")));
                 }
             };
             if archive.len() as u64 + chunk.len() as u64 > max_bytes + (1 << 20) {
-                anyhow::bail!("{path} in the task's container is over {max_bytes} bytes");
+                failed!("{path} in the task's container is over {max_bytes} bytes");
             }
             archive.extend_from_slice(&chunk);
         }
@@ -204,7 +203,7 @@ impl TaskEnvironment {
     }
 
     /// Unpacks `tar` into the container's folder `parent`, owners and modes as they are in it.
-    pub async fn restore(&self, parent: &str, tar: Vec<u8>) -> anyhow::Result<()> {
+    pub async fn restore(&self, parent: &str, tar: Vec<u8>) -> Failed<()> {
         self.docker
             .upload_to_container(
                 &self.main_id,
@@ -212,7 +211,7 @@ impl TaskEnvironment {
                 bollard::body_full(tar.into()),
             )
             .await
-            .with_context(|| format!("restoring {parent} in the task's container"))
+            .doing_with(|| format!("restoring {parent} in the task's container"))
     }
 }
 
@@ -223,7 +222,7 @@ impl crate::host::TaskHost for TaskEnvironment {
         env: &'a BTreeMap<String, String>,
         user: Option<&'a str>,
         timeout: Duration,
-    ) -> futures::future::BoxFuture<'a, anyhow::Result<Exec>> {
+    ) -> futures::future::BoxFuture<'a, Failed<Exec>> {
         Box::pin(TaskEnvironment::exec(self, script, env, user, timeout))
     }
 
@@ -232,7 +231,7 @@ impl crate::host::TaskHost for TaskEnvironment {
         from: &'a Path,
         only: Option<&'a str>,
         to: &'a str,
-    ) -> futures::future::BoxFuture<'a, anyhow::Result<()>> {
+    ) -> futures::future::BoxFuture<'a, Failed<()>> {
         Box::pin(TaskEnvironment::upload(self, from, only, to))
     }
 
@@ -241,14 +240,14 @@ impl crate::host::TaskHost for TaskEnvironment {
         from: &'a str,
         to: &'a Path,
         max_bytes: u64,
-    ) -> futures::future::BoxFuture<'a, anyhow::Result<u64>> {
+    ) -> futures::future::BoxFuture<'a, Failed<u64>> {
         Box::pin(TaskEnvironment::download(self, from, to, max_bytes))
     }
 
     fn set_network<'a>(
         &'a self,
         policy: &'a crate::NetworkPolicy,
-    ) -> futures::future::BoxFuture<'a, anyhow::Result<()>> {
+    ) -> futures::future::BoxFuture<'a, Failed<()>> {
         Box::pin(TaskEnvironment::set_network(self, policy))
     }
 
@@ -256,7 +255,7 @@ impl crate::host::TaskHost for TaskEnvironment {
         &'a self,
         path: &'a str,
         max_bytes: u64,
-    ) -> futures::future::BoxFuture<'a, anyhow::Result<Option<Vec<u8>>>> {
+    ) -> futures::future::BoxFuture<'a, Failed<Option<Vec<u8>>>> {
         Box::pin(TaskEnvironment::archive(self, path, max_bytes))
     }
 
@@ -264,11 +263,11 @@ impl crate::host::TaskHost for TaskEnvironment {
         &'a self,
         parent: &'a str,
         tar: Vec<u8>,
-    ) -> futures::future::BoxFuture<'a, anyhow::Result<()>> {
+    ) -> futures::future::BoxFuture<'a, Failed<()>> {
         Box::pin(TaskEnvironment::restore(self, parent, tar))
     }
 
-    fn end_processes(&self) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<(u32, String)>>> {
+    fn end_processes(&self) -> futures::future::BoxFuture<'_, Failed<Vec<(u32, String)>>> {
         Box::pin(crate::host::end_processes(&self.client))
     }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use crate::error::{Doing, Failed, failed};
 
 use super::{HARNESS_DIR, SERVER_PORT, StartSpec};
 use crate::BenchTask;
@@ -65,9 +65,9 @@ pub(super) fn server_command(spec: &StartSpec<'_>, workdir: &str) -> Vec<String>
 
 /// The files uploaded before the container starts: the server, its token (read once and
 /// deleted by the server), and Harbor's `/logs/{agent,verifier,artifacts}`.
-pub(super) fn injection(server: &Path, token: &str) -> anyhow::Result<Vec<u8>> {
+pub(super) fn injection(server: &Path, token: &str) -> Failed<Vec<u8>> {
     let binary = std::fs::read(server)
-        .with_context(|| format!("reading the static sandbox-server {}", server.display()))?;
+        .doing_with(|| format!("reading the static sandbox-server {}", server.display()))?;
     let mut builder = tar::Builder::new(Vec::new());
     let mut add = |path: &str, mode: u32, bytes: &[u8], dir: bool| -> std::io::Result<()> {
         let mut header = tar::Header::new_gnu();
@@ -103,12 +103,12 @@ pub(super) fn injection(server: &Path, token: &str) -> anyhow::Result<Vec<u8>> {
 /// Where the static server for task containers is: `HARNESS_SANDBOX_SERVER_STATIC`, else a
 /// statically linked `sandbox-server` beside `harness`, else the static build of this
 /// workspace (`target/x86_64-unknown-linux-gnu/release/`, next to `harness`'s `target/`).
-pub fn static_server() -> anyhow::Result<PathBuf> {
+pub fn static_server() -> Failed<PathBuf> {
     if let Some(path) = std::env::var_os("HARNESS_SANDBOX_SERVER_STATIC").filter(|p| !p.is_empty())
     {
         let path = PathBuf::from(path);
         if !is_static(&path) {
-            bail!(
+            failed!(
                 "HARNESS_SANDBOX_SERVER_STATIC={}: not a statically linked executable",
                 path.display()
             );
@@ -131,7 +131,7 @@ pub fn static_server() -> anyhow::Result<PathBuf> {
     if let Some(found) = candidates.iter().find(|p| is_static(p)) {
         return Ok(found.clone());
     }
-    bail!(
+    failed!(
         "no statically linked sandbox-server to inject into the task's image: build one with \
          RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release -p sandbox-server --target x86_64-unknown-linux-gnu \
          (harness finds it there) or name one in HARNESS_SANDBOX_SERVER_STATIC"

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use crate::error::{Doing, Failed, failed};
 use bollard::Docker;
 use bollard::models::{
     ContainerCreateBody, EndpointSettings, HostConfig, NetworkConnectRequest,
@@ -64,9 +64,9 @@ pub(super) fn proxy_environment(local: &[String]) -> Vec<String> {
 }
 
 /// The proxy's image, built from the static server when the engine lacks it.
-async fn proxy_image(docker: &Docker, server: &std::path::Path) -> anyhow::Result<String> {
+async fn proxy_image(docker: &Docker, server: &std::path::Path) -> Failed<String> {
     let binary = std::fs::read(server)
-        .with_context(|| format!("reading the static sandbox-server {}", server.display()))?;
+        .doing_with(|| format!("reading the static sandbox-server {}", server.display()))?;
     let tag = format!(
         "agent-harness/egress:{}",
         &hex::encode(Sha256::digest(&binary))[..16]
@@ -89,19 +89,19 @@ async fn proxy_image(docker: &Docker, server: &std::path::Path) -> anyhow::Resul
     let options = BuildImageOptionsBuilder::new().t(&tag).rm(true).build();
     crate::image::stream_build(docker, options, context)
         .await
-        .context("building the egress proxy's image")?;
+        .doing("building the egress proxy's image")?;
     Ok(tag)
 }
 
 /// The subnets of a network (its IPAM configuration); at least one, or an error.
-async fn subnets(docker: &bollard::Docker, network: &str) -> anyhow::Result<Vec<String>> {
+async fn subnets(docker: &bollard::Docker, network: &str) -> Failed<Vec<String>> {
     let inspected = docker
         .inspect_network(
             network,
             None::<bollard::query_parameters::InspectNetworkOptions>,
         )
         .await
-        .with_context(|| format!("inspecting the task's network {network}"))?;
+        .doing_with(|| format!("inspecting the task's network {network}"))?;
     let subnets: Vec<String> = inspected
         .ipam
         .and_then(|ipam| ipam.config)
@@ -110,9 +110,7 @@ async fn subnets(docker: &bollard::Docker, network: &str) -> anyhow::Result<Vec<
         .filter_map(|config| config.subnet)
         .collect();
     if subnets.is_empty() {
-        anyhow::bail!(
-            "the task's network {network} has no subnet to admit the proxy's clients from"
-        );
+        failed!("the task's network {network} has no subnet to admit the proxy's clients from");
     }
     Ok(subnets)
 }
@@ -123,7 +121,7 @@ impl TaskEnvironment {
         &mut self,
         session_id: &str,
         server: &std::path::Path,
-    ) -> anyhow::Result<()> {
+    ) -> Failed<()> {
         let image = proxy_image(&self.docker, server).await?;
         let token = format!("{:032x}", rand::random::<u128>());
         // Only the task's own network may use the proxy: not the other containers of the
@@ -164,7 +162,7 @@ impl TaskEnvironment {
                 body,
             )
             .await
-            .context("creating the task's egress proxy")?;
+            .doing("creating the task's egress proxy")?;
         self.sidecars.push(created.id.clone());
         self.docker
             .connect_network(
@@ -175,7 +173,7 @@ impl TaskEnvironment {
                 },
             )
             .await
-            .with_context(|| {
+            .doing_with(|| {
                 format!(
                     "joining the egress proxy to the internet's network `{}`",
                     self.internet
@@ -184,7 +182,7 @@ impl TaskEnvironment {
         self.docker
             .start_container(&created.id, None)
             .await
-            .context("starting the task's egress proxy")?;
+            .doing("starting the task's egress proxy")?;
         let address = super::address_on(&self.docker, &created.id, &self.network).await?;
         let egress = Egress {
             id: created.id,
@@ -193,7 +191,8 @@ impl TaskEnvironment {
             http: reqwest::Client::builder()
                 .no_proxy()
                 .timeout(Duration::from_secs(10))
-                .build()?,
+                .build()
+                .doing("making the egress proxy's client")?,
             generation: AtomicU64::new(0),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -208,7 +207,7 @@ impl TaskEnvironment {
                 break;
             }
             if Instant::now() >= deadline {
-                bail!("the task's egress proxy did not answer within 30 s");
+                failed!("the task's egress proxy did not answer within 30 s");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -227,7 +226,7 @@ impl TaskEnvironment {
     }
 
     /// Puts the task's containers on the network `policy` asks for, and checks it.
-    pub async fn set_network(&self, policy: &NetworkPolicy) -> anyhow::Result<()> {
+    pub async fn set_network(&self, policy: &NetworkPolicy) -> Failed<()> {
         let public = *policy == NetworkPolicy::Public;
         for id in self.task_containers() {
             let joined = self.joined(&id).await?;
@@ -241,7 +240,7 @@ impl TaskEnvironment {
                         },
                     )
                     .await
-                    .with_context(|| {
+                    .doing_with(|| {
                         format!("joining the task to the internet (`{}`)", self.internet)
                     })?;
             } else if !public && joined {
@@ -254,13 +253,13 @@ impl TaskEnvironment {
                         },
                     )
                     .await
-                    .with_context(|| {
+                    .doing_with(|| {
                         format!("taking the task off the internet (`{}`)", self.internet)
                     })?;
             }
             // Checked, not assumed: a restricted phase never starts with a route out.
             if self.joined(&id).await? != public {
-                bail!(
+                failed!(
                     "the task's container {} is {} the internet's network after it was set for a {} phase",
                     &id[..12.min(id.len())],
                     if public { "not on" } else { "still on" },
@@ -270,7 +269,7 @@ impl TaskEnvironment {
         }
         match (&self.egress, policy) {
             (Some(egress), _) => egress.set(policy).await,
-            (None, NetworkPolicy::Allowlist(_)) => bail!(
+            (None, NetworkPolicy::Allowlist(_)) => failed!(
                 "an allow-list phase without the task's egress proxy: refused (it would run with no network, not the one it asked for)"
             ),
             (None, _) => Ok(()),
@@ -278,12 +277,12 @@ impl TaskEnvironment {
     }
 
     /// Whether the container is on the internet's network.
-    async fn joined(&self, id: &str) -> anyhow::Result<bool> {
+    async fn joined(&self, id: &str) -> Failed<bool> {
         let inspect = self
             .docker
             .inspect_container(id, None)
             .await
-            .context("inspecting a task's container")?;
+            .doing("inspecting a task's container")?;
         Ok(inspect
             .network_settings
             .and_then(|s| s.networks)
@@ -334,7 +333,7 @@ impl TaskEnvironment {
 
 impl Egress {
     /// Sets the proxy's policy for the next phase; the proxy confirms it before this returns.
-    async fn set(&self, policy: &NetworkPolicy) -> anyhow::Result<()> {
+    async fn set(&self, policy: &NetworkPolicy) -> Failed<()> {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let body: EgressPolicy = policy.egress(generation);
         let response = self
@@ -344,11 +343,11 @@ impl Egress {
             .json(&body)
             .send()
             .await
-            .context("setting the egress proxy's policy")?;
+            .doing("setting the egress proxy's policy")?;
         let status = response.status();
         let answer: serde_json::Value = response.json().await.unwrap_or_default();
         if !status.is_success() || answer["generation"].as_u64() != Some(generation) {
-            bail!("the egress proxy refused the policy ({status}): {answer}");
+            failed!("the egress proxy refused the policy ({status}): {answer}");
         }
         Ok(())
     }

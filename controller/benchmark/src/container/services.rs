@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use crate::error::{Doing, Failed, failed, failure};
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HealthConfig, HealthStatusEnum, HostConfig};
 use bollard::query_parameters::{
@@ -34,7 +34,7 @@ pub(super) async fn resolve_main(
     settings: &BuildSettings,
     note: &(dyn Fn(&str) + Sync),
     built: &mut Vec<(String, Built)>,
-) -> anyhow::Result<String> {
+) -> Failed<String> {
     let (context, dockerfile) = match image {
         MainImage::Build {
             context,
@@ -71,7 +71,7 @@ pub(super) async fn service_image(
     settings: &BuildSettings,
     note: &(dyn Fn(&str) + Sync),
     built: &mut Vec<(String, Built)>,
-) -> anyhow::Result<String> {
+) -> Failed<String> {
     if let Some(build_spec) = &service.build {
         return build(
             docker,
@@ -99,7 +99,7 @@ pub(super) async fn service_image(
     }
     match fallback {
         Some(main) => resolve_main(docker, task, main, settings, note, built).await,
-        None => bail!("services.{}: needs `image` or `build`", service.name),
+        None => failed!("services.{}: needs `image` or `build`", service.name),
     }
 }
 
@@ -114,7 +114,7 @@ async fn build(
     settings: &BuildSettings,
     note: &(dyn Fn(&str) + Sync),
     built: &mut Vec<(String, Built)>,
-) -> anyhow::Result<String> {
+) -> Failed<String> {
     let name = if service == "main" {
         task.name.clone()
     } else {
@@ -131,7 +131,7 @@ async fn build(
         task.build_timeout,
     )
     .await
-    .with_context(|| format!("building the image of {name}"))?;
+    .doing_with(|| format!("building the image of {name}"))?;
     note(&format!(
         "image: {} {} ({:.1} s)",
         result.tag,
@@ -144,13 +144,13 @@ async fn build(
 }
 
 /// Pulls an image the engine lacks; offline this fails, naming `--image-map` as the way out.
-async fn pull(docker: &Docker, image: &str, note: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
+async fn pull(docker: &Docker, image: &str, note: &(dyn Fn(&str) + Sync)) -> Failed<()> {
     note(&format!("image: pulling {image}"));
     let options = CreateImageOptionsBuilder::new().from_image(image).build();
     let mut stream = docker.create_image(Some(options), None, None);
     while let Some(item) = stream.next().await {
         if let Err(err) = item {
-            bail!(
+            failed!(
                 "the image {image} is not on the engine and could not be pulled ({err}); build it, load it, or point --image-map {image}=… at one the engine has"
             );
         }
@@ -159,12 +159,12 @@ async fn pull(docker: &Docker, image: &str, note: &(dyn Fn(&str) + Sync)) -> any
 }
 
 /// The task's compose file, read with Harbor's and TB1's variables.
-pub(super) fn load_compose(
-    task: &BenchTask,
-    file: &Path,
-    session_id: &str,
-) -> anyhow::Result<Compose> {
-    compose::load(file, &super::compose_vars(task, session_id), &task.dir)
+pub(super) fn load_compose(task: &BenchTask, file: &Path, session_id: &str) -> Failed<Compose> {
+    Ok(compose::load(
+        file,
+        &super::compose_vars(task, session_id),
+        &task.dir,
+    )?)
 }
 
 /// Starts every service but `main` in dependency order, each once what it depends on is
@@ -175,7 +175,7 @@ pub(super) async fn start_sidecars(
     compose: &Compose,
     main: &str,
     spec: &StartSpec<'_>,
-) -> anyhow::Result<()> {
+) -> Failed<()> {
     let deadline = Instant::now() + spec.task.build_timeout.max(Duration::from_secs(60));
     let mut ids: BTreeMap<String, String> = BTreeMap::new();
     for name in order(compose, main)? {
@@ -199,7 +199,7 @@ pub(super) async fn start_sidecars(
             .docker
             .start_container(&id, None)
             .await
-            .with_context(|| format!("starting the service {name}"))?;
+            .doing_with(|| format!("starting the service {name}"))?;
     }
     if let Some(main_service) = compose.services.get(main) {
         wait_dependencies(&environment.docker, main_service, &ids, deadline).await?;
@@ -212,19 +212,19 @@ async fn wait_dependencies(
     service: &Service,
     ids: &BTreeMap<String, String>,
     deadline: Instant,
-) -> anyhow::Result<()> {
+) -> Failed<()> {
     for (dependency, condition) in &service.depends_on {
         if let Some(id) = ids.get(dependency) {
             wait_for(docker, id, dependency, *condition, deadline)
                 .await
-                .with_context(|| format!("services.{}.depends_on.{dependency}", service.name))?;
+                .doing_with(|| format!("services.{}.depends_on.{dependency}", service.name))?;
         }
     }
     Ok(())
 }
 
 /// The services but `main`, each after what it depends on.
-fn order(compose: &Compose, main: &str) -> anyhow::Result<Vec<String>> {
+fn order(compose: &Compose, main: &str) -> Failed<Vec<String>> {
     let mut order: Vec<String> = Vec::new();
     let mut visiting: BTreeSet<String> = BTreeSet::new();
     fn visit(
@@ -233,16 +233,16 @@ fn order(compose: &Compose, main: &str) -> anyhow::Result<Vec<String>> {
         main: &str,
         order: &mut Vec<String>,
         visiting: &mut BTreeSet<String>,
-    ) -> anyhow::Result<()> {
+    ) -> Failed<()> {
         if order.iter().any(|n| n == name) || name == main {
             return Ok(());
         }
         if !visiting.insert(name.to_owned()) {
-            bail!("services.{name}: depends_on makes a cycle");
+            failed!("services.{name}: depends_on makes a cycle");
         }
         for (dependency, _) in &compose.services[name].depends_on {
             if dependency == main {
-                bail!("services.{name} depends on the main service, which starts last");
+                failed!("services.{name} depends on the main service, which starts last");
             }
             visit(dependency, compose, main, order, visiting)?;
         }
@@ -260,7 +260,7 @@ async fn create_sidecar(
     service: &Service,
     image: &str,
     session_id: &str,
-) -> anyhow::Result<String> {
+) -> Failed<String> {
     let nanos = |d: Option<Duration>| d.map(|d| d.as_nanos() as i64);
     let healthcheck = service.healthcheck.as_ref().map(|check| HealthConfig {
         test: Some(check.test.clone()),
@@ -304,7 +304,7 @@ async fn create_sidecar(
             body,
         )
         .await
-        .with_context(|| format!("creating the service {}", service.name))?;
+        .doing_with(|| format!("creating the service {}", service.name))?;
     Ok(created.id)
 }
 
@@ -315,7 +315,7 @@ async fn wait_for(
     name: &str,
     condition: Condition,
     deadline: Instant,
-) -> anyhow::Result<()> {
+) -> Failed<()> {
     loop {
         let inspect = docker
             .inspect_container(id, None::<InspectContainerOptions>)
@@ -334,7 +334,7 @@ async fn wait_for(
             return Ok(());
         }
         if !running && condition != Condition::CompletedSuccessfully {
-            bail!(
+            failed!(
                 "the service {name} exited ({:?}) before it was {condition:?}; its last lines:\n{}",
                 state.exit_code,
                 logs(docker, id).await
@@ -344,20 +344,20 @@ async fn wait_for(
             && !running
             && state.exit_code.is_some_and(|c| c != 0)
         {
-            bail!("the service {name} exited with {:?}", state.exit_code);
+            failed!("the service {name} exited with {:?}", state.exit_code);
         }
         if Instant::now() >= deadline {
-            bail!("the service {name} was not {condition:?} in time");
+            failed!("the service {name} was not {condition:?} in time");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
 /// A container's state.
-pub(super) async fn state(docker: &Docker, id: &str) -> anyhow::Result<ContainerState> {
+pub(super) async fn state(docker: &Docker, id: &str) -> Failed<ContainerState> {
     runtime::sandbox::docker::container_state(docker, id)
         .await
-        .context("inspecting the task's container")
+        .doing("inspecting the task's container")
 }
 
 /// A container's last 20 lines.
@@ -382,7 +382,7 @@ pub async fn build_images(
     task: &BenchTask,
     settings: &BuildSettings,
     note: &(dyn Fn(&str) + Sync),
-) -> anyhow::Result<(String, Vec<(String, Built)>, Vec<String>)> {
+) -> Failed<(String, Vec<(String, Built)>, Vec<String>)> {
     let docker = runtime::sandbox::docker::connect().await?;
     let mut built = Vec::new();
     match &task.environment {
@@ -404,7 +404,7 @@ pub async fn build_images(
             let service = compose
                 .services
                 .get(main)
-                .with_context(|| format!("{}: no `{main}` service", file.display()))?;
+                .ok_or_else(|| failure!("{}: no `{main}` service", file.display()))?;
             let image = service_image(
                 &docker,
                 task,

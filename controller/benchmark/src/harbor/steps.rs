@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use crate::error::{Context, TaskResult, bail, refusal};
 use sandbox_protocol::egress::AllowedHost;
 use toml::Value;
 
@@ -39,7 +39,7 @@ const HEALTHCHECK_KEYS: &[&str] = &[
 ];
 
 /// A section's own `network_mode` (with `allowed_hosts`), when it sets one.
-pub(super) fn policy(table: &toml::Table, section: &str) -> anyhow::Result<Option<NetworkPolicy>> {
+pub(super) fn policy(table: &toml::Table, section: &str) -> TaskResult<Option<NetworkPolicy>> {
     let hosts = match table.get("allowed_hosts") {
         None => None,
         Some(Value::Array(items)) => Some(
@@ -51,9 +51,9 @@ pub(super) fn policy(table: &toml::Table, section: &str) -> anyhow::Result<Optio
                     })?;
                     AllowedHost::parse(text)
                         .map(|host| host.text())
-                        .map_err(|why| anyhow::anyhow!("{section}.{why}"))
+                        .map_err(|why| refusal!("{section}.{why}"))
                 })
-                .collect::<anyhow::Result<Vec<String>>>()?,
+                .collect::<TaskResult<Vec<String>>>()?,
         ),
         Some(other) => bail!("{section}.allowed_hosts: expected a list of hosts, got {other}"),
     };
@@ -83,7 +83,7 @@ pub(super) fn networks(
     environment: &toml::Table,
     agent: &toml::Table,
     verifier: &toml::Table,
-) -> anyhow::Result<Networks> {
+) -> TaskResult<Networks> {
     let baseline = match policy(environment, "environment")? {
         Some(policy) => policy,
         None => match environment.get("allow_internet") {
@@ -106,7 +106,7 @@ pub(super) fn healthcheck(
     value: Option<&Value>,
     section: &str,
     warnings: &mut Vec<String>,
-) -> anyhow::Result<Option<Healthcheck>> {
+) -> TaskResult<Option<Healthcheck>> {
     let Some(value) = value else {
         return Ok(None);
     };
@@ -119,7 +119,7 @@ pub(super) fn healthcheck(
         .and_then(Value::as_str)
         .filter(|c| !c.trim().is_empty())
         .with_context(|| format!("{section}.command: required (a shell command)"))?;
-    let secs = |key: &str, default: f64| -> anyhow::Result<Duration> {
+    let secs = |key: &str, default: f64| -> TaskResult<Duration> {
         timeout(
             table,
             &format!("{section}.{key}"),
@@ -142,7 +142,7 @@ pub(super) fn healthcheck(
 }
 
 /// `[[verifier.collect]]`.
-pub(super) fn collect(verifier: &toml::Table, section: &str) -> anyhow::Result<Vec<CollectHook>> {
+pub(super) fn collect(verifier: &toml::Table, section: &str) -> TaskResult<Vec<CollectHook>> {
     let Some(value) = verifier.get("collect") else {
         return Ok(Vec::new());
     };
@@ -178,7 +178,7 @@ pub(super) fn collect(verifier: &toml::Table, section: &str) -> anyhow::Result<V
 }
 
 /// Refuses a separate verifier environment, which this harness does not start.
-pub(super) fn shared_verifier(verifier: &toml::Table, section: &str) -> anyhow::Result<()> {
+pub(super) fn shared_verifier(verifier: &toml::Table, section: &str) -> TaskResult<()> {
     let mode = verifier.get("environment_mode").and_then(Value::as_str);
     if mode == Some("separate") || (mode.is_none() && verifier.contains_key("environment")) {
         bail!(
@@ -194,7 +194,7 @@ pub(super) fn shared_verifier(verifier: &toml::Table, section: &str) -> anyhow::
 }
 
 /// A step's name as Harbor allows it: one portable folder name.
-fn check_step_name(name: &str) -> anyhow::Result<()> {
+fn check_step_name(name: &str) -> TaskResult<()> {
     let bad_char = name
         .chars()
         .find(|c| c.is_control() || r#"/\:*?"<>|"#.contains(*c));
@@ -222,7 +222,7 @@ fn check_step_name(name: &str) -> anyhow::Result<()> {
 }
 
 /// `min_reward`: a number (the `reward` key's threshold) or a table of them.
-fn min_reward(value: Option<&Value>, name: &str) -> anyhow::Result<Option<BTreeMap<String, f64>>> {
+fn min_reward(value: Option<&Value>, name: &str) -> TaskResult<Option<BTreeMap<String, f64>>> {
     let as_number = |value: &Value| match value {
         Value::Integer(n) => Some(*n as f64),
         Value::Float(f) => Some(*f),
@@ -237,7 +237,7 @@ fn min_reward(value: Option<&Value>, name: &str) -> anyhow::Result<Option<BTreeM
                     .map(|n| (key.clone(), n))
                     .with_context(|| format!("steps.{name}.min_reward.{key}: expected a number"))
             })
-            .collect::<anyhow::Result<_>>()
+            .collect::<TaskResult<_>>()
             .map(Some),
         Some(value) => as_number(value)
             .map(|n| Some(BTreeMap::from([("reward".to_owned(), n)])))
@@ -263,7 +263,7 @@ pub(super) fn steps(
     config: &toml::Table,
     defaults: &TaskDefaults<'_>,
     warnings: &mut Vec<String>,
-) -> anyhow::Result<(Vec<Step>, RewardStrategy)> {
+) -> TaskResult<(Vec<Step>, RewardStrategy)> {
     let strategy = match config.get("multi_step_reward_strategy") {
         None => RewardStrategy::Mean,
         Some(Value::String(s)) if s == "mean" => RewardStrategy::Mean,
@@ -302,7 +302,7 @@ fn step(
     name: &str,
     defaults: &TaskDefaults<'_>,
     warnings: &mut Vec<String>,
-) -> anyhow::Result<Step> {
+) -> TaskResult<Step> {
     let prefix = format!("steps.{name}");
     unknown_keys(table, STEP_KEYS, &format!("{prefix}."), warnings);
     let section = |key: &str, known: &[&str], warnings: &mut Vec<String>| {

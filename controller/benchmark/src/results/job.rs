@@ -43,7 +43,11 @@ pub fn k_values(max_k: usize) -> Vec<usize> {
 }
 
 /// Writes the job's files into `out`.
-pub fn write_job(out: &Path, info: &JobInfo, trials: &[TrialRecord]) -> anyhow::Result<()> {
+pub fn write_job(
+    out: &Path,
+    info: &JobInfo,
+    trials: &[TrialRecord],
+) -> Result<(), super::ResultsError> {
     let name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -86,7 +90,7 @@ pub fn write_job(out: &Path, info: &JobInfo, trials: &[TrialRecord]) -> anyhow::
             )
         })
         .collect();
-    std::fs::write(out.join("job.log"), log.join("\n") + "\n")?;
+    super::files::write(&out.join("job.log"), log.join("\n") + "\n")?;
     Ok(())
 }
 

@@ -50,22 +50,22 @@ pub(super) fn step_results(read: &Read, steps: &StepsFinished, finished_ts: &str
 
 /// `agent/trajectory.json` (a multi-step trial's: `steps/<name>/agent/trajectory.json`, one
 /// per step, as Harbor writes them), and the oracle's `exit-code.txt` when its script failed.
-pub(super) fn write_agent_files(dir: &Path, read: &Read) -> anyhow::Result<()> {
+pub(super) fn write_agent_files(dir: &Path, read: &Read) -> Result<(), super::ResultsError> {
     if !read.steps.is_empty() {
         for step in &read.steps {
             let agent = dir.join("steps").join(&step.name).join("agent");
-            std::fs::create_dir_all(&agent)?;
+            super::files::create_dir_all(&agent)?;
             let trajectory = atif::from_log_step(dir, Some(&step.name))?;
             write_json(&agent.join("trajectory.json"), &trajectory)?;
         }
         return Ok(());
     }
     let agent = dir.join("agent");
-    std::fs::create_dir_all(&agent)?;
+    super::files::create_dir_all(&agent)?;
     let trajectory = atif::from_log(dir)?;
     write_json(&agent.join("trajectory.json"), &trajectory)?;
     if let Some(code) = read.oracle_exit.filter(|c| *c != 0) {
-        std::fs::write(agent.join("exit-code.txt"), format!("{code}\n"))?;
+        super::files::write(&agent.join("exit-code.txt"), format!("{code}\n"))?;
     }
     Ok(())
 }

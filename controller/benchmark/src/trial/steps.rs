@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{Round, Rounds, Trial};
+use crate::error::Failure;
 use crate::{Phase, RewardStrategy, host, isolate};
 use event_log::{ErrorClass, Event, EventLogError, StepScore, StepStarted, StepsFinished};
 use runtime::session::{SessionOutcome, Stop};
+use runtime::step::describe;
 
 /// The steps so far.
 #[derive(Default)]
@@ -190,7 +192,7 @@ impl Rounds<'_> {
             baseline,
             ..
         } = *trial;
-        let runtime = |err: anyhow::Error| ("RuntimeError", format!("{err:#}"));
+        let runtime = |err: Failure| ("RuntimeError", describe(&err));
         let root = BTreeMap::new();
         if index > 0 {
             // The last step's tests and reward files go: this step is judged from the image's.
@@ -244,7 +246,7 @@ impl Rounds<'_> {
         if let Some(check) = phase.healthcheck {
             host::healthcheck(environment, check, &run.task.env, user)
                 .await
-                .map_err(|err| ("HealthcheckError", format!("{err:#}")))?;
+                .map_err(|err| ("HealthcheckError", format!("{err}")))?;
         }
         Ok(())
     }

@@ -23,7 +23,15 @@ pub enum Failure {
     /// The sandbox's server answered wrongly or not at all.
     #[error("{}{source}", prefix(what))]
     Sandbox { what: String, source: SandboxError },
-    /// The server (its process or container) did not come up as it should, said in full.
+    /// Another HTTP service the harness runs (a task's egress proxy) failed to answer.
+    #[error("{}{source}", prefix(what))]
+    Http {
+        what: String,
+        source: reqwest::Error,
+    },
+    /// What did not go as it should, said in full: the server (its process or container)
+    /// did not come up, a container or an image build failed, an answer was not what was
+    /// asked for, or the input it was started with was refused.
     #[error("{0}")]
     Server(String),
 }
@@ -42,6 +50,10 @@ impl Failure {
                 source,
             },
             Failure::Sandbox { what, source } => Failure::Sandbox {
+                what: join(what),
+                source,
+            },
+            Failure::Http { what, source } => Failure::Http {
                 what: join(what),
                 source,
             },
@@ -70,6 +82,42 @@ impl IntoFailure for std::io::Error {
 impl IntoFailure for SandboxError {
     fn doing(self, what: String) -> Failure {
         Failure::Sandbox { what, source: self }
+    }
+}
+
+impl IntoFailure for reqwest::Error {
+    fn doing(self, what: String) -> Failure {
+        Failure::Http { what, source: self }
+    }
+}
+
+impl IntoFailure for crate::input::InputError {
+    fn doing(self, what: String) -> Failure {
+        Failure::Server(joined(&what, &self.0))
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(source: std::io::Error) -> Failure {
+        source.doing(String::new())
+    }
+}
+
+impl From<bollard::errors::Error> for Failure {
+    fn from(source: bollard::errors::Error) -> Failure {
+        source.doing(String::new())
+    }
+}
+
+impl From<SandboxError> for Failure {
+    fn from(source: SandboxError) -> Failure {
+        source.doing(String::new())
+    }
+}
+
+impl From<crate::input::InputError> for Failure {
+    fn from(err: crate::input::InputError) -> Failure {
+        Failure::Server(err.0)
     }
 }
 
