@@ -79,12 +79,7 @@ async fn issue_24_a_tasks_entrypoint_and_compose_file_reach_no_secret() {
         "the verifier found nothing stolen\n{}\n{}",
         run.stdout, run.stderr
     );
-    let session = std::fs::read_dir(&logs)
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
+    let session = common::first_entry(&logs);
     // The verifier's output is in the log or its blobs.
     let mut found = false;
     let mut queue = vec![session];

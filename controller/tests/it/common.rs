@@ -136,6 +136,27 @@ pub async fn run(mut command: Command, limit: Duration) -> Run {
     .unwrap()
 }
 
+/// The first entry of a folder (a log folder's one session).
+pub fn first_entry(dir: &Path) -> PathBuf {
+    let mut entries = std::fs::read_dir(dir).unwrap().flatten();
+    entries.next().unwrap().path()
+}
+
+/// `task` written as `dir/task.yaml` (JSON is YAML); its path.
+pub fn write_task(dir: &Path, task: &serde_json::Value) -> PathBuf {
+    let path = dir.join("task.yaml");
+    std::fs::write(&path, serde_json::to_string(task).unwrap()).unwrap();
+    path
+}
+
+/// `harness run --policy allow-all --task TASK TARGET`, bounded by a minute.
+pub async fn run_task(task: &Path, target: &Path) -> Run {
+    let task = task.to_str().unwrap();
+    let target = target.to_str().unwrap();
+    let args = ["run", "--policy", "allow-all", "--task", task, target];
+    run(command(&args), Duration::from_secs(60)).await
+}
+
 /// A workspace with an AGENTS.md and a skill.
 pub fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -23,9 +23,7 @@ fn slow_task(dir: &std::path::Path) -> std::path::PathBuf {
         "model": {"name": "script:script.yaml"},
         "limits": {"max_turns": 3},
     });
-    let path = dir.join("task.yaml");
-    std::fs::write(&path, serde_json::to_string(&task).unwrap()).unwrap();
-    path
+    common::write_task(dir, &task)
 }
 
 async fn run_with(mode: &str) -> common::Run {

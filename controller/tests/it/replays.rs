@@ -81,9 +81,7 @@ pub fn write_task(dir: &Path) -> PathBuf {
         "check": "grep -q v2 src/app.py && test ! -e notes.txt",
         "model": {"name": "script:script.yaml"},
     });
-    let path = dir.join("task.yaml");
-    std::fs::write(&path, serde_json::to_string(&task).unwrap()).unwrap();
-    path
+    common::write_task(dir, &task)
 }
 
 pub fn events(log: &Path) -> Vec<Value> {

@@ -231,21 +231,8 @@ async fn task_files_seed_from_an_archive_and_run_setup_and_check() {
         "model": {"name": "script:script.yaml"},
         "limits": {"max_turns": 5},
     });
-    std::fs::write(
-        dir.path().join("task.yaml"),
-        serde_json::to_string(&task).unwrap(),
-    )
-    .unwrap();
     let target = dir.path().join("ws");
-    let command = common::command(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--task",
-        dir.path().join("task.yaml").to_str().unwrap(),
-        target.to_str().unwrap(),
-    ]);
-    let run = common::run(command, Duration::from_secs(60)).await;
+    let run = common::run_task(&common::write_task(dir.path(), &task), &target).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains("seeded the workspace: 2 files"),
@@ -307,21 +294,8 @@ async fn task_files_seed_from_a_git_commit_and_a_failing_check_is_reported() {
         "check": "grep -qx two version.txt",
         "model": {"name": "script:script.yaml"},
     });
-    std::fs::write(
-        dir.path().join("task.yaml"),
-        serde_json::to_string(&task).unwrap(),
-    )
-    .unwrap();
     let target = dir.path().join("ws");
-    let command = common::command(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--task",
-        dir.path().join("task.yaml").to_str().unwrap(),
-        target.to_str().unwrap(),
-    ]);
-    let run = common::run(command, Duration::from_secs(60)).await;
+    let run = common::run_task(&common::write_task(dir.path(), &task), &target).await;
     assert_eq!(
         run.code, 5,
         "the check fails at the first commit: {}",

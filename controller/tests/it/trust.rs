@@ -89,12 +89,7 @@ async fn issue_24_no_slice_of_a_secret_reaches_the_log_or_the_model() {
         .env("CONTROLLER_LOG_DIR", &logs);
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let session = std::fs::read_dir(&logs)
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
+    let session = common::first_entry(&logs);
     assert_eq!(
         runs_of(KEY, &session),
         Vec::<String>::new(),
@@ -190,12 +185,7 @@ async fn issue_24_huge_workspace_files_are_capped_before_they_are_read() {
         "{}",
         run.stderr
     );
-    let session = std::fs::read_dir(&logs)
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
+    let session = common::first_entry(&logs);
     let log_size: u64 = everything_in(&session)
         .iter()
         .map(|(_, b)| b.len() as u64)
@@ -240,12 +230,7 @@ async fn issue_24_a_persistent_shell_is_judged_from_its_own_folder() {
     command.env("CONTROLLER_LOG_DIR", &logs);
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let session = std::fs::read_dir(&logs)
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
+    let session = common::first_entry(&logs);
     let decisions: Vec<serde_json::Value> = std::fs::read_to_string(session.join("events.jsonl"))
         .unwrap()
         .lines()

@@ -1,12 +1,13 @@
 //! Processes: the ones started by id (start, read, write, signal, resize, delete), persistent
 //! shells, and the operating-system processes every command leaves (list, kill).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::extract::{JsonBody, PathParam, QueryArgs};
 use super::{ApiError, AppState};
 use crate::sandbox::blocking;
-use crate::sandbox::processes::{self, ManagedError};
+use crate::sandbox::processes::{self, Managed, ManagedError};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -98,13 +99,7 @@ pub(crate) async fn start_process(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<StartProcessRequest>,
 ) -> Result<(StatusCode, Json<ManagedProcess>), ApiError> {
-    let (managed, started) = state.ctx.processes.start(&request)?;
-    let status = if started {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(managed.describe())))
+    Ok(created(state.ctx.processes.start(&request)?))
 }
 
 /// A process started by id, as it is now.
@@ -308,13 +303,17 @@ pub(crate) async fn start_shell(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<StartShellRequest>,
 ) -> Result<(StatusCode, Json<ManagedProcess>), ApiError> {
-    let (managed, started) = state.ctx.processes.start_shell(&request).await?;
+    Ok(created(state.ctx.processes.start_shell(&request).await?))
+}
+
+/// 201 with the process when the request started it, 200 when it repeated the request that did.
+fn created((managed, started): (Arc<Managed>, bool)) -> (StatusCode, Json<ManagedProcess>) {
     let status = if started {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(managed.describe())))
+    (status, Json(managed.describe()))
 }
 
 /// Runs one command in the shell and answers when it has ended, as `bash` does (its own

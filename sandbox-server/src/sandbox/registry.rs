@@ -48,18 +48,23 @@ pub struct ToolLimits {
 }
 
 /// A tool plugin.
+/// What a tool is, said once where it is defined.
+pub struct About {
+    /// The built-in it is; its name is unique and snake_case, and its endpoint is
+    /// `POST /v1/tools/{name}`.
+    pub tool: sandbox_protocol::BuiltIn,
+    /// What the model reads to decide when to use the tool.
+    pub description: &'static str,
+    /// The scope a token needs to call it.
+    pub scope: sandbox_protocol::Scope,
+}
+
 pub trait Tool: Send + Sync + 'static {
     type Args: DeserializeOwned + ToSchema + Validate + Send + 'static;
     type Output: Serialize + ToSchema + Send + 'static;
 
-    /// Unique, snake_case; the endpoint is `POST /v1/tools/{name}`.
-    fn name(&self) -> &'static str;
-    /// What the model reads to decide when to use the tool.
-    fn description(&self) -> &'static str;
-    /// The scope a token needs to call it: running commands unless the tool says otherwise.
-    fn scope(&self) -> sandbox_protocol::Scope {
-        sandbox_protocol::Scope::Run
-    }
+    /// Its name, what the model reads, the scope a token needs.
+    const ABOUT: About;
     fn execute(
         &self,
         args: Self::Args,
@@ -118,15 +123,15 @@ pub trait DynTool: Send + Sync {
 
 impl<T: Tool> DynTool for T {
     fn name(&self) -> &'static str {
-        Tool::name(self)
+        T::ABOUT.tool.name()
     }
 
     fn description(&self) -> &'static str {
-        Tool::description(self)
+        T::ABOUT.description
     }
 
     fn scope(&self) -> sandbox_protocol::Scope {
-        Tool::scope(self)
+        T::ABOUT.scope
     }
 
     fn parameters(&self) -> serde_json::Value {
@@ -232,11 +237,8 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// Adds a tool at the end of the listing. Panics on a duplicate name: that is a bug.
     pub fn register<T: Tool>(&mut self, tool: T) {
-        assert!(
-            self.get(Tool::name(&tool)).is_none(),
-            "tool `{}` registered twice",
-            Tool::name(&tool)
-        );
+        let name = T::ABOUT.tool.name();
+        assert!(self.get(name).is_none(), "tool `{name}` registered twice");
         self.tools.push(Arc::new(tool));
     }
 

@@ -319,14 +319,7 @@ async fn a_gigabyte_flood_keeps_memory_bounded_and_the_capped_artifact_exact() {
         hex::encode(Sha256::digest(expected.as_bytes()))
     );
     let id = artifact["id"].as_str().unwrap();
-    let bytes = server
-        .request(reqwest::Method::GET, &format!("/v1/artifacts/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let bytes = server.get_bytes(&format!("/v1/artifacts/{id}")).await;
     assert_eq!(bytes.len(), cap);
     assert_eq!(
         hex::encode(Sha256::digest(&bytes)),

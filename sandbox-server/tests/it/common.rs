@@ -150,6 +150,12 @@ impl Server {
         body
     }
 
+    /// The body of a `GET`, whatever its status.
+    pub async fn get_bytes(&self, path: &str) -> Vec<u8> {
+        let response = self.request(reqwest::Method::GET, path).send().await;
+        response.unwrap().bytes().await.unwrap().to_vec()
+    }
+
     pub async fn get_json(&self, path: &str) -> (u16, Value) {
         let response = self
             .request(reqwest::Method::GET, path)

@@ -200,14 +200,7 @@ async fn a_racing_swapper_cannot_steer_the_walks() {
                 "the walk entered the link: {path}"
             );
             if let Some(sha) = entry["sha256"].as_str() {
-                let blob = server
-                    .request(reqwest::Method::GET, &format!("/v1/blobs/{sha}"))
-                    .send()
-                    .await
-                    .unwrap()
-                    .bytes()
-                    .await
-                    .unwrap();
+                let blob = server.get_bytes(&format!("/v1/blobs/{sha}")).await;
                 assert!(
                     !blob
                         .windows(16)
@@ -233,15 +226,7 @@ async fn a_racing_swapper_cannot_steer_the_walks() {
 }
 
 async fn archive_of(server: &common::Server) -> Vec<u8> {
-    server
-        .request(reqwest::Method::GET, "/v1/workspace/archive")
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap()
-        .to_vec()
+    server.get_bytes("/v1/workspace/archive").await
 }
 
 async fn post_json(server: &common::Server, path: &str) -> (u16, Value) {

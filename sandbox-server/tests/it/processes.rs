@@ -100,14 +100,7 @@ async fn a_python_repl_is_driven_through_stdin() {
         .find(|a| a["stream"] == "stdout")
         .unwrap();
     let id = stdout["artifact"]["id"].as_str().unwrap();
-    let bytes = server
-        .request(reqwest::Method::GET, &format!("/v1/artifacts/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let bytes = server.get_bytes(&format!("/v1/artifacts/{id}")).await;
     assert_eq!(&bytes[..], b"42\n");
     // Writing to an ended process is a conflict, named.
     let (status, refused) = post(&server, "/v1/processes/repl/stdin", json!({"data": "1\n"})).await;

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::process::{ExitStatus, SpawnedShell};
 use crate::sandbox::output::{StreamCapture, Window, indent};
 use crate::sandbox::processes::Managed;
-use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
+use crate::sandbox::registry::{About, Tool, ToolContext, ToolError, Validate};
 
 /// After the shell exits, how long to keep reading output that its children may still hold open.
 const DRAIN: Duration = Duration::from_millis(100);
@@ -54,13 +54,11 @@ impl Tool for Bash {
     type Args = BashArgs;
     type Output = BashResult;
 
-    fn name(&self) -> &'static str {
-        BuiltIn::Bash.name()
-    }
-
-    fn description(&self) -> &'static str {
-        "Run a shell command from the working directory. Timeout is in seconds (max 3600)."
-    }
+    const ABOUT: About = About {
+        tool: BuiltIn::Bash,
+        description: "Run a shell command from the working directory. Timeout is in seconds (max 3600).",
+        scope: sandbox_protocol::Scope::Run,
+    };
 
     async fn execute(&self, args: BashArgs, ctx: ToolContext) -> Result<BashResult, ToolError> {
         let timeout_secs = args

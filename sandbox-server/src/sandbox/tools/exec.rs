@@ -15,7 +15,7 @@ use sandbox_protocol::{
 
 use crate::sandbox::output::{Window, indent};
 use crate::sandbox::processes::Managed;
-use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
+use crate::sandbox::registry::{About, Tool, ToolContext, ToolError, Validate};
 
 /// Room in the model-facing text for the header and notes.
 const HEADER_ALLOWANCE: usize = 400;
@@ -62,13 +62,11 @@ impl Tool for Exec {
     type Args = ExecArgs;
     type Output = ExecResult;
 
-    fn name(&self) -> &'static str {
-        BuiltIn::Exec.name()
-    }
-
-    fn description(&self) -> &'static str {
-        "Start a shell command from the working directory and return when it ends or after yield_ms (default 10000) with its output so far. A command still running keeps its process_id: send it input, or wait for more output, with write_stdin. Use it for long builds, servers and interactive programs (tty=true for those that need a terminal)."
-    }
+    const ABOUT: About = About {
+        tool: BuiltIn::Exec,
+        description: "Start a shell command from the working directory and return when it ends or after yield_ms (default 10000) with its output so far. A command still running keeps its process_id: send it input, or wait for more output, with write_stdin. Use it for long builds, servers and interactive programs (tty=true for those that need a terminal).",
+        scope: sandbox_protocol::Scope::Run,
+    };
 
     async fn execute(&self, args: ExecArgs, ctx: ToolContext) -> Result<ExecResult, ToolError> {
         let request = StartProcessRequest {
@@ -89,13 +87,11 @@ impl Tool for WriteStdin {
     type Args = WriteStdinArgs;
     type Output = ExecResult;
 
-    fn name(&self) -> &'static str {
-        BuiltIn::WriteStdin.name()
-    }
-
-    fn description(&self) -> &'static str {
-        "Type input into a process that exec started (a newline ends a line; empty input only waits), wait up to yield_ms (default 2000) or until it ends, and return what it printed since you last looked."
-    }
+    const ABOUT: About = About {
+        tool: BuiltIn::WriteStdin,
+        description: "Type input into a process that exec started (a newline ends a line; empty input only waits), wait up to yield_ms (default 2000) or until it ends, and return what it printed since you last looked.",
+        scope: sandbox_protocol::Scope::Run,
+    };
 
     async fn execute(
         &self,

@@ -8,7 +8,7 @@ use sandbox_protocol::{ReadFileArgs, ReadFileResult};
 use super::{check_path, io_failure};
 use crate::sandbox::blocking;
 use crate::sandbox::output::Window;
-use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
+use crate::sandbox::registry::{About, Tool, ToolContext, ToolError, Validate};
 
 const DEFAULT_LIMIT: u64 = 2000;
 const MAX_LIMIT: u64 = 100_000;
@@ -35,17 +35,11 @@ impl Tool for ReadFile {
     type Args = ReadFileArgs;
     type Output = ReadFileResult;
 
-    fn name(&self) -> &'static str {
-        BuiltIn::ReadFile.name()
-    }
-
-    fn description(&self) -> &'static str {
-        "Read numbered lines from a file in the working directory."
-    }
-
-    fn scope(&self) -> sandbox_protocol::Scope {
-        sandbox_protocol::Scope::Read
-    }
+    const ABOUT: About = About {
+        tool: BuiltIn::ReadFile,
+        description: "Read numbered lines from a file in the working directory.",
+        scope: sandbox_protocol::Scope::Read,
+    };
 
     async fn execute(
         &self,

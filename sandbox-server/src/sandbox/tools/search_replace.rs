@@ -14,7 +14,7 @@ use sandbox_protocol::{SearchReplaceArgs, SearchReplaceResult};
 
 use super::{check_path, io_failure};
 use crate::sandbox::blocking;
-use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
+use crate::sandbox::registry::{About, Tool, ToolContext, ToolError, Validate};
 
 const CHUNK: usize = 64 * 1024;
 
@@ -34,17 +34,11 @@ impl Tool for SearchReplace {
     type Args = SearchReplaceArgs;
     type Output = SearchReplaceResult;
 
-    fn name(&self) -> &'static str {
-        BuiltIn::SearchReplace.name()
-    }
-
-    fn description(&self) -> &'static str {
-        "Replace one exact match in a file in the working directory."
-    }
-
-    fn scope(&self) -> sandbox_protocol::Scope {
-        sandbox_protocol::Scope::Write
-    }
+    const ABOUT: About = About {
+        tool: BuiltIn::SearchReplace,
+        description: "Replace one exact match in a file in the working directory.",
+        scope: sandbox_protocol::Scope::Write,
+    };
 
     async fn execute(
         &self,

@@ -8,7 +8,7 @@ use sandbox_protocol::BuiltIn;
 use sandbox_protocol::{ProcessState, ShellRunRequest, ShellRunResult, StartShellRequest};
 
 use crate::sandbox::processes::{self, ManagedError};
-use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
+use crate::sandbox::registry::{About, Tool, ToolContext, ToolError, Validate};
 
 /// The id of the model's shell in the process table.
 pub const MODEL_SHELL_ID: &str = "model-shell";
@@ -25,13 +25,11 @@ impl Tool for Shell {
     type Args = ShellRunRequest;
     type Output = ShellRunResult;
 
-    fn name(&self) -> &'static str {
-        BuiltIn::Shell.name()
-    }
-
-    fn description(&self) -> &'static str {
-        "Run a command in your persistent bash shell, which keeps its working directory, exported variables and functions from one call to the next (it starts in the working directory). Timeout is in seconds (max 3600): it interrupts the command as Ctrl-C would and the shell lives on. Input is not interactive: a command that reads standard input gets end of file."
-    }
+    const ABOUT: About = About {
+        tool: BuiltIn::Shell,
+        description: "Run a command in your persistent bash shell, which keeps its working directory, exported variables and functions from one call to the next (it starts in the working directory). Timeout is in seconds (max 3600): it interrupts the command as Ctrl-C would and the shell lives on. Input is not interactive: a command that reads standard input gets end of file.",
+        scope: sandbox_protocol::Scope::Run,
+    };
 
     async fn execute(
         &self,

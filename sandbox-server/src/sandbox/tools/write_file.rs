@@ -5,7 +5,7 @@ use sandbox_protocol::{WriteFileArgs, WriteFileResult};
 
 use super::check_path;
 use crate::sandbox::blocking;
-use crate::sandbox::registry::{Tool, ToolContext, ToolError, Validate};
+use crate::sandbox::registry::{About, Tool, ToolContext, ToolError, Validate};
 
 pub struct WriteFile;
 
@@ -19,17 +19,11 @@ impl Tool for WriteFile {
     type Args = WriteFileArgs;
     type Output = WriteFileResult;
 
-    fn name(&self) -> &'static str {
-        BuiltIn::WriteFile.name()
-    }
-
-    fn description(&self) -> &'static str {
-        "Write a file in the working directory."
-    }
-
-    fn scope(&self) -> sandbox_protocol::Scope {
-        sandbox_protocol::Scope::Write
-    }
+    const ABOUT: About = About {
+        tool: BuiltIn::WriteFile,
+        description: "Write a file in the working directory.",
+        scope: sandbox_protocol::Scope::Write,
+    };
 
     async fn execute(
         &self,
