@@ -164,16 +164,12 @@ impl AnthropicModel {
             cache_write_tokens: usage.cache_creation_input_tokens.unwrap_or(0),
             output_tokens: usage.output_tokens,
         });
-        Ok(ModelReply {
-            message: AssistantMessage {
-                content,
-                tool_calls,
-                provider_items: Some(raw["content"].clone()),
-            },
-            usage,
-            cost: self.price.map(|price| price.cost(&usage)),
-            raw,
-        })
+        let message = AssistantMessage {
+            content,
+            tool_calls,
+            provider_items: Some(raw["content"].clone()),
+        };
+        Ok(ModelReply::priced(message, usage, self.price, raw))
     }
 }
 

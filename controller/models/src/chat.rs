@@ -174,16 +174,12 @@ impl ChatModel {
                 output_tokens: usage.completion_tokens,
             }
         });
-        Ok(ModelReply {
-            message: AssistantMessage {
-                content: message.content,
-                tool_calls,
-                provider_items: None,
-            },
-            usage,
-            cost: self.price.map(|price| price.cost(&usage)),
-            raw,
-        })
+        let message = AssistantMessage {
+            content: message.content,
+            tool_calls,
+            provider_items: None,
+        };
+        Ok(ModelReply::priced(message, usage, self.price, raw))
     }
 }
 

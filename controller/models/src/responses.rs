@@ -197,16 +197,12 @@ impl ResponsesModel {
                 output_tokens: usage.output_tokens,
             }
         });
-        Ok(ModelReply {
-            message: AssistantMessage {
-                content,
-                tool_calls,
-                provider_items: Some(raw["output"].clone()),
-            },
-            usage,
-            cost: self.price.map(|price| price.cost(&usage)),
-            raw,
-        })
+        let message = AssistantMessage {
+            content,
+            tool_calls,
+            provider_items: Some(raw["output"].clone()),
+        };
+        Ok(ModelReply::priced(message, usage, self.price, raw))
     }
 }
 

@@ -131,6 +131,21 @@ pub struct ModelReply {
 }
 
 impl ModelReply {
+    /// A vendor's reply: what it said, the tokens it counted, what they cost at `price`.
+    pub fn priced(
+        message: AssistantMessage,
+        usage: Usage,
+        price: Option<crate::pricing::Price>,
+        raw: Value,
+    ) -> ModelReply {
+        ModelReply {
+            message,
+            usage,
+            cost: price.map(|price| price.cost(&usage)),
+            raw,
+        }
+    }
+
     /// A reply of text alone that cost nothing (a scripted or replayed answer).
     pub fn free_text(content: String, raw: Value) -> ModelReply {
         ModelReply {
