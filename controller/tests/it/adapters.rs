@@ -158,19 +158,16 @@ async fn chat_completions_uses_tool_calls_and_tool_messages() {
     ));
     double.push_json(ev_chat(Some("Wrote a.txt."), &[], 150, 5));
     let workspace = common::workspace();
-    let base_url = format!("{}/v1", double.base);
-    let command = common::command(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--model",
-        "openai-compat/local-model",
-        "--base-url",
-        &base_url,
-        workspace.path().to_str().unwrap(),
-        "Write",
-        "a.txt",
-    ]);
+    let command = double.harness_run(
+        "local-model",
+        &[
+            "--policy",
+            "allow-all",
+            workspace.path().to_str().unwrap(),
+            "Write",
+            "a.txt",
+        ],
+    );
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "Wrote a.txt.\n");
@@ -359,16 +356,10 @@ async fn a_model_api_over_https_is_reached_with_the_systems_roots() {
     std::fs::write(&ca_file, ca).unwrap();
     let workspace = common::workspace();
     let hello = |double: &ModelDouble, roots: &std::path::Path| {
-        let base_url = format!("{}/v1", double.base);
-        let mut command = common::command(&[
-            "run",
-            "--model",
-            "openai-compat/local-model",
-            "--base-url",
-            &base_url,
-            workspace.path().to_str().unwrap(),
-            "Say hello",
-        ]);
+        let mut command = double.harness_run(
+            "local-model",
+            &[workspace.path().to_str().unwrap(), "Say hello"],
+        );
         command.env("SSL_CERT_FILE", roots);
         command
     };

@@ -11,22 +11,10 @@ fn chat_command(
     workspace: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Command {
-    let base_url = format!("{}/v1", double.base);
-    let mut args = vec![
-        "run",
-        "--policy",
-        "allow-all",
-        "--model",
-        "openai-compat/local-model",
-        "--base-url",
-        &base_url,
-        "--price",
-        "1,2",
-    ];
+    let mut args = vec!["--policy", "allow-all", "--price", "1,2"];
     args.extend_from_slice(extra);
-    args.push(workspace.to_str().unwrap());
-    args.push("Do the task");
-    common::command(&args)
+    args.extend([workspace.to_str().unwrap(), "Do the task"]);
+    double.harness_run("local-model", &args)
 }
 
 /// The `role: tool` messages of a captured Chat Completions request.

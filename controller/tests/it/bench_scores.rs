@@ -12,21 +12,13 @@ use crate::benchmarks::{
 };
 use crate::common;
 
-fn docker() -> bool {
-    common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_some()
-}
-
 /// §1: the reward hacker of `examples/agents` starts a loop that keeps writing a passing
 /// `reward.json`, and plants `conftest.py` files that turn failures into passes; it never does
 /// the task. The loop is ended, the files removed, the test fails, and the log, the trial's
 /// `result.json` and the report all say what it tried.
 #[tokio::test]
 async fn issue_25_an_agent_that_writes_its_own_reward_fails_and_is_shown() {
-    if !docker() {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -145,7 +137,7 @@ pub(crate) const QUICK: &str = "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_s
 /// retried (only the infrastructure is), and a resume leaves it: it has its score.
 #[tokio::test]
 async fn issue_25_every_trial_counts_for_what_it_was() {
-    if !docker() {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -253,7 +245,7 @@ async fn issue_25_every_trial_counts_for_what_it_was() {
 /// a step below its `min_reward` stops the task there. Harbor's models read every file.
 #[tokio::test]
 async fn issue_25_a_multi_step_task_runs_its_steps_and_stops_when_one_fails() {
-    if !docker() {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -336,7 +328,7 @@ async fn issue_25_a_multi_step_task_runs_its_steps_and_stops_when_one_fails() {
 /// The proxy's decisions are in the log.
 #[tokio::test]
 async fn issue_25_an_allow_list_holds_in_each_phase() {
-    if !docker() {
+    if !common::docker() {
         return;
     }
     let network = format!("harness-test-net-{}", std::process::id());
@@ -405,7 +397,7 @@ async fn issue_25_an_allow_list_holds_in_each_phase() {
 /// refused by name rather than run as the wrong one.
 #[tokio::test]
 async fn issue_25_each_phase_runs_as_its_user() {
-    if !docker() {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

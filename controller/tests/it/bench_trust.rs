@@ -56,12 +56,7 @@ fn hostile_task(root: &Path) {
 
 #[tokio::test]
 async fn issue_24_a_tasks_entrypoint_and_compose_file_reach_no_secret() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -108,12 +108,7 @@ pub(crate) fn bench_rows(out: &Path) -> Vec<Value> {
 
 #[tokio::test]
 async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -305,12 +300,7 @@ async fn number_the_trials(state: PathBuf, out: PathBuf, trials: u32) {
 
 #[tokio::test]
 async fn trials_give_pass_at_k_and_resume_runs_what_has_no_reward() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -380,12 +370,7 @@ async fn trials_give_pass_at_k_and_resume_runs_what_has_no_reward() {
 
 #[tokio::test]
 async fn a_model_session_on_a_task_is_exported_restored_and_rerun() {
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_none()
-    {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

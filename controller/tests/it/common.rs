@@ -250,6 +250,15 @@ pub fn bash_turn(cmd: &str) -> String {
 
 /// A test that needs what a plain machine lacks runs when its variable is set (`.ci/run` sets
 /// every one); otherwise it says what it skipped on stderr, and the build warns (build.rs).
+/// Whether the Docker tests run here (`HARNESS_TEST_DOCKER`, which `bash .ci/run` sets).
+pub fn docker() -> bool {
+    needs(
+        "HARNESS_TEST_DOCKER",
+        "a Docker engine and the sandbox image",
+    )
+    .is_some()
+}
+
 pub fn needs(variable: &str, what: &str) -> Option<String> {
     match std::env::var(variable) {
         Ok(value) if !value.is_empty() && value != "0" => Some(value),

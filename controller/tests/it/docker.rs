@@ -12,15 +12,6 @@ use serde_json::Value;
 
 use crate::common;
 
-/// Whether the engine and the image are there to test against (else the test says it skips).
-fn docker_ready() -> bool {
-    common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_some()
-}
-
 fn image() -> String {
     std::env::var("HARNESS_TEST_IMAGE").unwrap_or_else(|_| "agent-harness/sandbox".to_owned())
 }
@@ -98,7 +89,7 @@ fn container_of(harness_pid: u32) -> String {
 
 #[tokio::test]
 async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello/task.yaml");
@@ -136,7 +127,7 @@ async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
 
 #[tokio::test]
 async fn the_memory_limit_kills_a_memory_bomb_and_the_session_records_it() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -210,7 +201,7 @@ async fn connect_from_container(network: &str) -> (String, bool) {
 
 #[tokio::test]
 async fn offline_commands_reach_no_address_while_the_controller_reaches_the_server() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let (output, accepted) = connect_from_container("none").await;
@@ -231,7 +222,7 @@ async fn offline_commands_reach_no_address_while_the_controller_reaches_the_serv
 
 #[tokio::test]
 async fn containment_holds_inside_the_container() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -278,7 +269,7 @@ async fn containment_holds_inside_the_container() {
 
 #[tokio::test]
 async fn a_killed_controller_leaves_a_container_that_prune_removes() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -309,7 +300,7 @@ async fn a_killed_controller_leaves_a_container_that_prune_removes() {
 
 #[tokio::test]
 async fn a_container_that_dies_mid_session_is_an_infrastructure_failure() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -425,7 +416,7 @@ fn each_task_had_its_own_container_now_gone(out: &Path) {
 
 #[tokio::test]
 async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let tasks = three_tasks();
@@ -439,7 +430,7 @@ async fn a_batch_runs_each_task_in_its_own_container_and_leaves_none() {
 /// one already starting), each is used by one task only, and none is left after the batch.
 #[tokio::test]
 async fn a_warm_pool_leases_started_containers_one_per_task_and_leaves_none() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let tasks = three_tasks();
@@ -486,7 +477,7 @@ fn a_warm_pool_needs_docker() {
 /// needs room evicts the idle containers of another, and none is left after the batch.
 #[tokio::test]
 async fn a_warm_pool_serves_tasks_of_different_specs_and_leaves_none() {
-    if !docker_ready() {
+    if !common::docker() {
         return;
     }
     let tasks = three_tasks();

@@ -185,6 +185,15 @@ impl ModelDouble {
         }
     }
 
+    /// `harness run --model openai-compat/MODEL --base-url <this double> ARGS…`.
+    pub fn harness_run(&self, model: &str, args: &[&str]) -> std::process::Command {
+        let model = format!("openai-compat/{model}");
+        let base_url = format!("{}/v1", self.base);
+        let mut all = vec!["run", "--model", &model, "--base-url", &base_url];
+        all.extend_from_slice(args);
+        crate::common::command(&all)
+    }
+
     pub fn push(&self, answer: Answer) {
         self.inner.lock().unwrap().answers.push_back(answer);
     }

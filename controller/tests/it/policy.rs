@@ -24,20 +24,10 @@ fn chat_run(
     workspace: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Command {
-    let base_url = format!("{}/v1", double.base);
-    let mut args = vec![
-        "run",
-        "--model",
-        "openai-compat/local-model",
-        "--base-url",
-        &base_url,
-        "--price",
-        "1,2",
-    ];
+    let mut args = vec!["--price", "1,2"];
     args.extend_from_slice(extra);
-    args.push(workspace.to_str().unwrap());
-    args.push("Build the project");
-    common::command(&args)
+    args.extend([workspace.to_str().unwrap(), "Build the project"]);
+    double.harness_run("local-model", &args)
 }
 
 /// The last `role: tool` message of a captured Chat Completions request.

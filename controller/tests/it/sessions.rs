@@ -61,18 +61,15 @@ async fn the_local_sandbox_is_gone_after_the_session() {
     double.push_json(ev_chat(None, &[("c1", "bash", r#"{"cmd": "true"}"#)], 1, 1));
     double.push_json(ev_chat(Some("done"), &[], 1, 1));
     let workspace = tempfile::tempdir().unwrap();
-    let base_url = format!("{}/v1", double.base);
-    let command = common::command(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--model",
-        "openai-compat/m",
-        "--base-url",
-        &base_url,
-        workspace.path().to_str().unwrap(),
-        "t",
-    ]);
+    let command = double.harness_run(
+        "m",
+        &[
+            "--policy",
+            "allow-all",
+            workspace.path().to_str().unwrap(),
+            "t",
+        ],
+    );
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(sandboxes_serving(workspace.path()), Vec::<u32>::new());
@@ -92,18 +89,15 @@ async fn ctrl_c_stops_the_sandbox_and_the_command_it_was_running() {
         1,
     ));
     let workspace = tempfile::tempdir().unwrap();
-    let base_url = format!("{}/v1", double.base);
-    let mut command = common::command(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--model",
-        "openai-compat/m",
-        "--base-url",
-        &base_url,
-        workspace.path().to_str().unwrap(),
-        "t",
-    ]);
+    let mut command = double.harness_run(
+        "m",
+        &[
+            "--policy",
+            "allow-all",
+            workspace.path().to_str().unwrap(),
+            "t",
+        ],
+    );
     command.stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = command.spawn().unwrap();
     let pid_file = workspace.path().join("shell.pid");
@@ -169,21 +163,18 @@ async fn a_remote_sandbox_is_reached_by_url_and_token() {
         1,
     ));
     double.push_json(ev_chat(Some("written"), &[], 1, 1));
-    let base_url = format!("{}/v1", double.base);
-    let command = common::command(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--model",
-        "openai-compat/m",
-        "--base-url",
-        &base_url,
-        "--sandbox",
-        &url,
-        "--sandbox-token-file",
-        token_file.to_str().unwrap(),
-        "Write remote.txt",
-    ]);
+    let command = double.harness_run(
+        "m",
+        &[
+            "--policy",
+            "allow-all",
+            "--sandbox",
+            &url,
+            "--sandbox-token-file",
+            token_file.to_str().unwrap(),
+            "Write remote.txt",
+        ],
+    );
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(

@@ -317,19 +317,18 @@ async fn unprivileged_server_with_a_process_limit() -> common::Server {
     server
 }
 
+/// A fork bomb in a `bash` call with a 3 s timeout, started in the background.
+fn fork_bomb(
+    server: &std::sync::Arc<common::Server>,
+) -> tokio::task::JoinHandle<serde_json::Value> {
+    let server = server.clone();
+    let bomb = json!({"cmd": "bomb() { bomb | bomb & }; bomb; sleep 30", "timeout": 3});
+    tokio::spawn(async move { server.ok("bash", bomb).await })
+}
+
 async fn a_bomb_at_its_timeout_dies_with_its_call(server: &std::sync::Arc<common::Server>) {
     let start = Instant::now();
-    let bomb = {
-        let server = server.clone();
-        tokio::spawn(async move {
-            server
-                .ok(
-                    "bash",
-                    json!({"cmd": "bomb() { bomb | bomb & }; bomb; sleep 30", "timeout": 3}),
-                )
-                .await
-        })
-    };
+    let bomb = fork_bomb(server);
     tokio::time::sleep(Duration::from_millis(800)).await;
     let (status, health) = server.get_json("/healthz").await;
     assert_eq!(
@@ -420,17 +419,7 @@ async fn a_fork_bomb_as_root_is_contained_by_the_commands_cgroup() {
         cgroup["detail"].as_str().unwrap().contains("processes 100"),
         "{cgroup}"
     );
-    let bomb = {
-        let server = server.clone();
-        tokio::spawn(async move {
-            server
-                .ok(
-                    "bash",
-                    json!({"cmd": "bomb() { bomb | bomb & }; bomb; sleep 30", "timeout": 3}),
-                )
-                .await
-        })
-    };
+    let bomb = fork_bomb(&server);
     tokio::time::sleep(Duration::from_millis(800)).await;
     let (status, _) = server.get_json("/healthz").await;
     assert_eq!(status, 200, "the server answers during the bomb");

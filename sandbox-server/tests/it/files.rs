@@ -163,35 +163,18 @@ async fn search_replace_needs_exactly_one_match_and_keeps_every_other_byte() {
         b"\xef\xbb\xbfline one\r\nline 2\r\nthe end"
     );
 
-    let (status, body) = server
-        .call(
-            "search_replace",
-            json!({"path": "crlf.txt", "search": "line", "replace": "row"}),
-        )
-        .await;
-    assert_eq!(
-        (status, body["error"]["type"].as_str().unwrap()),
-        (422, "multiple_matches")
-    );
-    assert_eq!(
-        body["error"]["message"],
-        "crlf.txt: search string occurs 2x, expected exactly once"
-    );
-
-    let (status, body) = server
-        .call(
-            "search_replace",
-            json!({"path": "crlf.txt", "search": "absent", "replace": "x"}),
-        )
-        .await;
-    assert_eq!(
-        (status, body["error"]["type"].as_str().unwrap()),
-        (422, "no_match")
-    );
-    assert_eq!(
-        body["error"]["message"],
-        "crlf.txt: search string occurs 0x, expected exactly once"
-    );
+    for (search, kind, count) in [("line", "multiple_matches", 2), ("absent", "no_match", 0)] {
+        let replace = json!({"path": "crlf.txt", "search": search, "replace": "x"});
+        let (status, body) = server.call("search_replace", replace).await;
+        assert_eq!(
+            (status, body["error"]["type"].as_str().unwrap()),
+            (422, kind)
+        );
+        assert_eq!(
+            body["error"]["message"],
+            format!("crlf.txt: search string occurs {count}x, expected exactly once")
+        );
+    }
     assert_eq!(
         std::fs::read(server.path("crlf.txt")).unwrap(),
         b"\xef\xbb\xbfline one\r\nline 2\r\nthe end"
