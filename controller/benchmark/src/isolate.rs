@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use super::host::TaskHost;
 use crate::error::{Failed, failed};
 use event_log::{EndedProcess, Event, GuardedCall, GuardedChange, VerifierIsolated};
+use runtime::step::describe;
 
 /// The paths the verifier's verdict depends on and the agent must not touch. pytest looks for
 /// `conftest.py` and its configuration in the folders above its tests: an agent's
@@ -63,7 +64,9 @@ impl Baseline {
         for path in GUARDED {
             match host.archive(path, SAVE_CAP).await {
                 Ok(tar) => baseline.saved.push((path, tar)),
-                Err(err) => baseline.unguarded.push(format!("{path}: {err}")),
+                Err(err) => baseline
+                    .unguarded
+                    .push(format!("{path}: {}", describe(&err))),
             }
         }
         baseline

@@ -62,9 +62,10 @@ pub async fn run_session(
     if let Some(link) = trial
         && let Err(err) = results::write_trial(&summary.log_dir, link)
     {
-        audience
-            .observer
-            .note(&format!("warning: writing the trial's result files: {err}"));
+        audience.observer.note(&format!(
+            "warning: writing the trial's result files: {}",
+            runtime::step::describe(&err)
+        ));
     }
     summary
 }

@@ -20,6 +20,7 @@ use runtime::sandbox::{Doing, SandboxClient, StartError};
 use runtime::session::provider::{Grader, Grading, Liveness, Provided, Provider, ProviderContext};
 use runtime::session::sandbox::{read_token, short};
 use runtime::session::{SessionOutcome, Stop};
+use runtime::step::describe;
 use runtime::step::{Step, StepError};
 
 /// A benchmark task's run, as the provider of its session's sandbox.
@@ -232,7 +233,9 @@ impl Provided for TaskSandbox {
                     Liveness::Exited(format!("the task's container {id} {}", state.describe()))
                 }
                 Ok(_) => Liveness::Running,
-                Err(err) => Liveness::Unknown(Some(format!("the Docker engine: {err}"))),
+                Err(err) => {
+                    Liveness::Unknown(Some(format!("the Docker engine: {}", describe(&err))))
+                }
             }
         })
     }

@@ -12,6 +12,7 @@ use super::container::{StartSpec, TaskEnvironment, static_server};
 use super::image::BuildSettings;
 use event_log::{Event, SessionStarted};
 use replay;
+use runtime::step::describe;
 
 /// The header of a session log.
 pub fn header(dir: &Path) -> Failed<SessionStarted> {
@@ -91,7 +92,7 @@ pub async fn start(
     };
     let environment = TaskEnvironment::start(&spec)
         .await
-        .map_err(|err| failure!("starting the task's containers: {err}"))?;
+        .map_err(|err| failure!("starting the task's containers: {}", describe(&err)))?;
     // The agent's network, as the session had it.
     environment.set_network(&task.network.agent).await?;
     if header.config.agent.as_deref() == Some("oracle")

@@ -254,7 +254,7 @@ impl Rounds<'_> {
                     exec.exit_code
                         .map_or_else(|| "timed out".to_owned(), |c| format!("exit {c}")),
                 ),
-                Err(err) => Some(format!("{err}")),
+                Err(err) => Some(describe(err)),
             };
             if let Some(why) = failed {
                 self.g.observer.note(&format!(
@@ -278,7 +278,8 @@ impl Rounds<'_> {
         for (from, copied) in [("/logs/agent", copies.0), ("/logs/artifacts", copies.1)] {
             if let Err(err) = copied {
                 self.g.observer.note(&format!(
-                    "warning: copying {from} out of the container: {err}"
+                    "warning: copying {from} out of the container: {}",
+                    describe(&err)
                 ));
             }
         }
@@ -306,7 +307,7 @@ impl Rounds<'_> {
             .map_err(|err| {
                 Stop::new(
                     ErrorClass::Infrastructure,
-                    format!("isolating the verifier from the agent: {err}"),
+                    format!("isolating the verifier from the agent: {}", describe(&err)),
                 )
             })?;
         let observer = self.g.observer;
@@ -381,7 +382,7 @@ impl Rounds<'_> {
             .map_err(|err| {
                 Stop::new(
                     ErrorClass::Infrastructure,
-                    format!("running the verifier: {err}"),
+                    format!("running the verifier: {}", describe(&err)),
                 )
             })?;
         self.record_verdict(&verdict, run, timed_out, phase.step)

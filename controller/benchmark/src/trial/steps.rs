@@ -246,7 +246,7 @@ impl Rounds<'_> {
         if let Some(check) = phase.healthcheck {
             host::healthcheck(environment, check, &run.task.env, user)
                 .await
-                .map_err(|err| ("HealthcheckError", format!("{err}")))?;
+                .map_err(|err| ("HealthcheckError", describe(&err)))?;
         }
         Ok(())
     }
