@@ -5,19 +5,8 @@ use std::path::{Path, PathBuf};
 
 /// Every `.rs` file under `dir`, as paths relative to `dir`.
 pub fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(folder) = stack.pop() {
-        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                found.push(path.strip_prefix(dir).unwrap().to_owned());
-            }
-        }
-    }
-    found.sort();
+    let mut found = crate::common::files_under(dir);
+    found.retain(|path| path.extension().is_some_and(|e| e == "rs"));
     found
 }
 

@@ -76,19 +76,9 @@ async fn issue_24_a_tasks_entrypoint_and_compose_file_reach_no_secret() {
     );
     let session = common::first_entry(&logs);
     // The verifier's output is in the log or its blobs.
-    let mut found = false;
-    let mut queue = vec![session];
-    while let Some(dir) = queue.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                queue.push(path);
-            } else if std::fs::read(&path).is_ok_and(|b| {
-                String::from_utf8_lossy(&b).contains("stolen=[] leaked=[none] ran=ran")
-            }) {
-                found = true;
-            }
-        }
-    }
+    let found = common::files_under(&session).iter().any(|name| {
+        std::fs::read(session.join(name))
+            .is_ok_and(|b| String::from_utf8_lossy(&b).contains("stolen=[] leaked=[none] ran=ran"))
+    });
     assert!(found, "the verifier's line is kept");
 }

@@ -136,6 +136,24 @@ pub async fn run(mut command: Command, limit: Duration) -> Run {
     .unwrap()
 }
 
+/// Every file beneath `dir` (folders walked, not listed), relative to `dir`, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.strip_prefix(dir).unwrap().to_owned());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 /// The first entry of a folder (a log folder's one session).
 pub fn first_entry(dir: &Path) -> PathBuf {
     let mut entries = std::fs::read_dir(dir).unwrap().flatten();

@@ -14,19 +14,13 @@ const HOOK_TOKEN: &str = "hook-token-issue24-zyxwvutsrqponmlkj";
 
 /// Every file of a session folder, as bytes.
 fn everything_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut found = Vec::new();
-    let mut queue = vec![dir.to_owned()];
-    while let Some(dir) = queue.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                queue.push(path);
-            } else {
-                found.push((path.display().to_string(), std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    found
+    common::files_under(dir)
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(name);
+            (path.display().to_string(), std::fs::read(&path).unwrap())
+        })
+        .collect()
 }
 
 /// The 8-character runs of `secret` found anywhere in the session folder.
