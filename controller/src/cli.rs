@@ -4,6 +4,7 @@
 mod batch;
 #[cfg(test)]
 mod flag_docs;
+mod fork;
 mod images;
 mod metrics;
 mod policy;
@@ -159,6 +160,16 @@ pub(crate) struct BatchArgs {
     /// holds every task using it for the wait it asks.
     #[arg(long = "rate-limit", value_name = "ENDPOINT=N[,RPM]")]
     pub(crate) rate_limits: Vec<String>,
+    /// Fork instead of run: TASKS are recorded sessions (or folders of them, a batch's
+    /// included), and each is forked after its event SEQ into --count children, as `replay
+    /// fork` does (pass@K from a prefix, for every session in one command). `--parallel` is
+    /// then the children at once.
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) fork_at: Option<u64>,
+    /// With --fork-at: children per session.
+    #[arg(long, requires = "fork_at", default_value_t = 1, value_name = "K",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) count: u32,
     /// `bar` (a live bar and a line per running task), `lines` (a line per event), or `auto`:
     /// the bar when stdout is a terminal.
     #[arg(long, value_enum, default_value = "auto")]

@@ -13,8 +13,10 @@
 //! # Layout
 //! - [`launch`]: a task's config from its source, and the session's model.
 //! - [`batch`]: many sessions at once: scheduling, retries, the batch log.
+//! - [`fork`]: child sessions from a recorded session's state after a step.
 
 pub mod batch;
+pub mod fork;
 pub mod launch;
 
 pub use runtime::exit_code;

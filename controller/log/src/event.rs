@@ -152,6 +152,30 @@ pub struct SessionStarted {
     pub system_prompt: Option<Text>,
     /// The tools as handed to the model (names, descriptions, schemas), as JSON; null likewise.
     pub tools: Option<BlobRef>,
+    /// A session forked from another at one of its steps (`harness replay fork`): it began with
+    /// that session's conversation and workspace as they were after that event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// Where a forked session began (`session_started.forked_from`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkedFrom {
+    /// The parent session's id.
+    pub session_id: String,
+    /// The parent's log folder, as the fork was given it.
+    pub log_dir: String,
+    /// The parent's event after which this session began.
+    pub seq: u64,
+    /// The parent's turns before the fork (this session's turns are numbered after them).
+    pub turns: u32,
+    /// The parent's messages the model had at that point (the conversation this session got).
+    pub n_messages: u64,
+    /// The fork this session is one child of (`forks.json` in the fork's folder).
+    pub fork_id: String,
+    /// Its number among the fork's children, from 1.
+    pub child: u32,
 }
 
 /// The effective configuration of the run.

@@ -318,7 +318,12 @@ pub fn new_session_id() -> String {
 
 /// A new folder only its owner may enter (`0700`, whatever the umask).
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    fs::DirBuilder::new().mode(0o700).create(dir)?;
+    // A folder made ahead (a fork's child, its blobs linked in first) is taken as it is;
+    // `events.jsonl` itself is never overwritten.
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+        other => other?,
+    }
     fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
 }
 

@@ -114,6 +114,21 @@ impl ScriptedModel {
             next_verdict: Mutex::new(0),
         })
     }
+
+    /// The script as it goes on after `turns` turns and `verdicts` classifier answers were
+    /// played: a fork's children continue their parent's script where the parent was.
+    pub fn skipping(self, turns: usize, verdicts: usize) -> Result<ScriptedModel, ModelError> {
+        if turns >= self.script.turns.len() {
+            return Err(ModelError::Script(format!(
+                "{} has {} turns and the session played {turns} of them before the fork: nothing is left to continue with (give the children a script of their own with --model script:FILE)",
+                self.path,
+                self.script.turns.len()
+            )));
+        }
+        *self.next_turn.lock().unwrap_or_else(|p| p.into_inner()) = turns;
+        *self.next_verdict.lock().unwrap_or_else(|p| p.into_inner()) = verdicts;
+        Ok(self)
+    }
 }
 
 impl Model for ScriptedModel {

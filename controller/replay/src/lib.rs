@@ -1,6 +1,7 @@
 //! Reading a session back, at four levels: text (`show`), state (`restore`), metrics (one
 //! session, or a batch's [`report`], drawn with [`charts`]; two batches side by side with
-//! [`compare`]), and a regression re-run (`rerun`); and its recorded replies as a [`model`].
+//! [`compare`]), and a regression re-run (`rerun`); its recorded replies as a [`model`]; and its
+//! state after a step, conversation and workspace, for the sessions that [`fork`] from there.
 //! Every reader streams the log, so its length does not matter.
 //!
 //! # This crate (`harness-replay`)
@@ -12,6 +13,7 @@
 
 pub mod charts;
 pub mod compare;
+pub mod fork;
 pub mod metrics;
 pub mod model;
 pub mod render;
@@ -91,6 +93,19 @@ pub fn text(dir: &Path, text: &Text) -> Result<String, ReplayError> {
         (None, Some(reference)) => Ok(String::from_utf8_lossy(&blob(dir, reference)?).into_owned()),
         (None, None) => Ok(String::new()),
     }
+}
+
+/// A recorded reply's tool calls, as the loop had them.
+fn tool_calls(response: &event_log::ModelResponse) -> Vec<llm::ToolCall> {
+    response
+        .tool_calls
+        .iter()
+        .map(|call| llm::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        })
+        .collect()
 }
 
 /// The folders directly under `dir` that hold a log.

@@ -12,9 +12,7 @@ use serde_json::{Value, json};
 use super::ReplayError;
 use event_log::{Event, ModelResponse, Purpose};
 use llm::offline;
-use llm::{
-    Ask, AssistantMessage, Message, Model, ModelError, ModelReply, Request, ToolCall, Usage,
-};
+use llm::{Ask, AssistantMessage, Message, Model, ModelError, ModelReply, Request, Usage};
 
 pub struct ReplayModel {
     path: String,
@@ -68,15 +66,7 @@ fn recorded_reply(
     seq: u64,
 ) -> Result<ModelReply, ReplayError> {
     let content = super::text(dir, &response.text)?;
-    let tool_calls = response
-        .tool_calls
-        .iter()
-        .map(|call| ToolCall {
-            id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-        })
-        .collect();
+    let tool_calls = super::tool_calls(response);
     let usage = Usage {
         input_tokens: response.usage.input_tokens,
         cached_input_tokens: response.usage.cached_input_tokens,

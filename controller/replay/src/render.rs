@@ -70,14 +70,27 @@ pub fn render(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, Re
         if !started {
             // The outcome first, so a reader need not scroll to the end for it.
             let outcome = outcome_line(dir);
+            let forks: Vec<String> = super::fork::forks_of(dir)
+                .iter()
+                .map(|(folder, summary)| super::fork::line(summary, folder))
+                .collect();
             match format {
                 Format::Md => {
                     writeln!(out, "# {title}\n").map_err(io)?;
                     writeln!(out, "**{outcome}**\n").map_err(io)?;
+                    for fork in &forks {
+                        writeln!(out, "- {fork}").map_err(io)?;
+                    }
+                    if !forks.is_empty() {
+                        writeln!(out).map_err(io)?;
+                    }
                 }
                 Format::Html => {
                     write!(out, "{}", write::html_head(&title, &times)).map_err(io)?;
                     writeln!(out, "<p class=\"outcome\">{}</p>", escape(&outcome)).map_err(io)?;
+                    for fork in &forks {
+                        writeln!(out, "<p class=\"fork\">{}</p>", escape(fork)).map_err(io)?;
+                    }
                 }
             }
             started = true;

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use sandbox_protocol::ToolSpec;
 use tracing::Instrument as _;
 
-pub use compact::compaction_split;
+pub use compact::{compacted, compaction_split};
 pub use tool_call::{CallOutcome, parse_call, run_on_sandbox};
 
 use crate::hooks::{About, HookDecision, Hooks};
@@ -78,6 +78,19 @@ pub struct Report {
     pub answer: String,
     pub totals: Totals,
     pub messages: Vec<Message>,
+}
+
+/// Where a forked session's loop begins: another session's conversation as the model had it
+/// after one of its steps (`harness replay fork`). The opening hooks ran in that session; their
+/// words are in these messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    pub messages: Vec<Message>,
+    /// The turns taken before the fork: this session's turns are numbered after them, and its
+    /// `--max-turns` counts its own.
+    pub turns: u32,
+    /// What the log's header says of the parent.
+    pub forked_from: event_log::ForkedFrom,
 }
 
 /// Why a session could not go on. Each is also an `error` event in the log.
@@ -149,6 +162,8 @@ pub struct Agent<'a> {
     pub hooks: &'a Hooks,
     /// The MCP servers' tools (none by default).
     pub mcp: &'a crate::mcp::McpTools,
+    /// A forked session's conversation so far (a new session opens with the prompt and task).
+    pub resume: Option<&'a Resume>,
 }
 
 fn current(totals: &Mutex<Totals>) -> std::sync::MutexGuard<'_, Totals> {
@@ -202,9 +217,13 @@ impl Agent<'_> {
         task: &str,
         totals: &Mutex<Totals>,
     ) -> Result<Report, SessionError> {
-        let mut messages = self.opening(system_prompt, task).await?;
+        let (mut messages, before) = match self.resume {
+            Some(resume) => (resume.messages.clone(), resume.turns),
+            None => (self.opening(system_prompt, task).await?, 0),
+        };
         current(totals).cost_known = true;
-        for turn in 1..=self.limits.max_turns {
+        let last_turn = before.saturating_add(self.limits.max_turns);
+        for turn in before + 1..=last_turn {
             let spent = current(totals).cost;
             if spent >= self.limits.max_cost {
                 let answer = format!("Stopped: spent ${spent:.2}.");
@@ -227,7 +246,7 @@ impl Agent<'_> {
                 .ask(&messages, &self.tools_now(), turn, Purpose::Turn, totals)
                 .instrument(span.clone())
                 .await?;
-            current(totals).turns = turn;
+            current(totals).turns = turn - before;
             let calls = reply.message.tool_calls.clone();
             let content = reply.message.content.clone();
             messages.push(Message::Assistant(reply.message));
@@ -237,7 +256,7 @@ impl Agent<'_> {
                     answer: content.clone(),
                 };
                 let stop = self.hook(about).await?;
-                if stop.decision == Some(HookDecision::Deny) && turn < self.limits.max_turns {
+                if stop.decision == Some(HookDecision::Deny) && turn < last_turn {
                     // The hook wants more work: its reason is the next message.
                     messages.push(Message::User {
                         content: with_context(stop.reason, &stop.context),

@@ -33,7 +33,7 @@ use crate::config::RunConfig;
 use crate::input::InputError;
 use crate::mcp::{McpConfig, McpTools};
 use crate::recording::Recorder;
-use crate::run_loop::{Agent, Observer, Totals};
+use crate::run_loop::{Agent, Observer, Resume, Totals};
 use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::Lease;
 use crate::step::{self, Step, StepError};
@@ -68,6 +68,9 @@ pub struct SessionOptions {
     /// Makes the policy from `config.policy` (`harness_judge::build_policy`, which the binary
     /// hands in: the runtime knows the policy's contract, not its rules).
     pub build_policy: BuildPolicy,
+    /// A forked session: the parent's conversation it continues (its workspace is the one
+    /// the config names, restored to the same step).
+    pub resume: Option<Arc<Resume>>,
 }
 
 /// Who a session talks to: a display for its progress, and someone to settle asks.
@@ -453,6 +456,7 @@ impl Session<'_> {
             recorder: &self.recorder,
             hooks: &self.options.config.hooks,
             mcp,
+            resume: self.options.resume.as_deref(),
         };
         let grading = provider::Grading {
             agent: &agent,

@@ -256,6 +256,7 @@ impl TaskContext<'_> {
             lease,
             warm: self.warm.cloned(),
             build_policy: judge::build_policy,
+            resume: None,
         };
         Ok((options, model, workspace))
     }

@@ -21,6 +21,9 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     // Registered first: a Ctrl-C at any point takes the two-step path.
     let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("installing the Ctrl-C handler")?;
+    if let Some(seq) = args.fork_at {
+        return super::fork::fork_batch(&args, seq).await;
+    }
     let rules = args
         .rate_limits
         .iter()

@@ -85,6 +85,11 @@ pub(crate) enum ReplayCommand {
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
+    /// Start K child sessions from the state after event SEQ: the workspace restored there
+    /// (every hash verified) and the conversation as the model had it, each continuing live.
+    /// The children's logs, and `forks.json` (each child's outcome, reward, cost and turns; the
+    /// mean reward as the value of the state), go to `<RUN>/forks/<fork-id>/`.
+    Fork(Box<super::fork::ForkArgs>),
     /// Re-execute the recorded tool calls on a fresh sandbox at the recorded initial state, and
     /// report the first divergence (exit code 6).
     Rerun {
@@ -154,6 +159,7 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             .await
         }
         ReplayCommand::Metrics { runs, json, html } => metrics_cmd(&runs, json, html),
+        ReplayCommand::Fork(args) => super::fork::fork_cmd(&args).await,
         ReplayCommand::Compare { a, b, json, html } => compare_cmd(&a, &b, json, html.as_deref()),
         ReplayCommand::Rerun {
             run,

@@ -101,6 +101,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         lease: None,
         warm: None,
         build_policy: judge::build_policy,
+        resume: None,
     };
     let cancel = CancellationToken::new();
     let on_interrupt = {

@@ -41,6 +41,8 @@ mod docker;
 mod dropped;
 /// Issue 27: what a new user met in the first hour (Ctrl-C, refusals, reasons, bad input).
 mod first_hour;
+/// `replay fork`: children from a recorded session's conversation and workspace at a step.
+mod forks;
 /// Hooks: command and HTTP handlers, every event, every tool denied, fail-closed, rerun.
 mod hooks;
 /// Crafted logs: restore stays inside its target, rerun judges the calls again.
@@ -55,9 +57,9 @@ mod mcp_tools;
 mod monitoring;
 /// The policy: rules, the classifier through each adapter, asks, provenance.
 mod policy;
-/// The session log: recorded, rendered, restored, measured and re-run.
 /// `--sandbox https://…` with a CA and a client certificate; certificate problems named.
 mod remote_tls;
+/// The session log: recorded, rendered, restored, measured and re-run.
 mod replays;
 /// Reports with pictures: the batch report's charts, `replay compare`, the transcript's step times.
 mod reports;

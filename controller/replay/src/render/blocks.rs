@@ -149,6 +149,18 @@ fn session_started(
         config.sandbox.as_str(),
         config.sandbox_url
     ));
+    if let Some(parent) = &header.forked_from {
+        block.notes.push(format!(
+            "forked from session {} ({}) after its step {} (turn {}, {} messages): child {} of fork {}",
+            parent.session_id,
+            parent.log_dir,
+            parent.seq,
+            parent.turns,
+            parent.n_messages,
+            parent.child,
+            parent.fork_id
+        ));
+    }
     block.sections.push(plain("task", &header.task));
     if let Some(prompt) = &header.system_prompt {
         block.sections.push(folded(dir, "system prompt", prompt)?);

@@ -34,14 +34,7 @@ impl Agent<'_> {
         if summary.message.content.trim().is_empty() {
             return Ok(messages);
         }
-        let mut compacted: Vec<Message> = messages[..2].to_vec();
-        compacted.push(Message::User {
-            content: format!(
-                "<summary_of_earlier_work>\n{}\n</summary_of_earlier_work>",
-                summary.message.content
-            ),
-        });
-        compacted.extend(messages[split_at..].iter().cloned());
+        let compacted = compacted(&messages, split_at, &summary.message.content);
         let replaced = serde_json::to_value(&messages[2..split_at]).expect("messages serialize");
         let event = Compaction {
             summary: self.recorder.log.text(&summary.message.content)?,
@@ -69,4 +62,16 @@ pub fn compaction_split(messages: &[Message]) -> Option<usize> {
         split_at += 1;
     }
     (split_at > 2).then_some(split_at)
+}
+
+/// The history once compacted at `split_at` (from [`compaction_split`]): the first two
+/// messages, the summary in `<summary_of_earlier_work>`, then the messages from `split_at` on.
+/// A fork rebuilds a recorded compaction with it, so both read the same.
+pub fn compacted(messages: &[Message], split_at: usize, summary: &str) -> Vec<Message> {
+    let mut compacted: Vec<Message> = messages[..2].to_vec();
+    compacted.push(Message::User {
+        content: format!("<summary_of_earlier_work>\n{summary}\n</summary_of_earlier_work>"),
+    });
+    compacted.extend(messages[split_at..].iter().cloned());
+    compacted
 }

@@ -23,9 +23,16 @@ pub(super) struct Header<'a> {
 impl Header<'_> {
     pub(super) async fn record(&self, log: &EventLog) -> Result<(), StepError> {
         let config = &self.options.config;
+        // A fork's model has the parent's system prompt (with its hooks' words), not a new one.
+        let resumed = self.options.resume.as_ref().and_then(|resume| {
+            resume.messages.iter().find_map(|message| match message {
+                llm::Message::System { content } => Some(content.as_str()),
+                _ => None,
+            })
+        });
         let (system_prompt, tools) = match self.prepared {
             Some(prepared) => (
-                Some(log.text(&prepared.system.text)?),
+                Some(log.text(resumed.unwrap_or(&prepared.system.text))?),
                 Some(log.json_blob(&tool_list(&prepared.tools)?)?),
             ),
             None => (None, None),
@@ -72,6 +79,11 @@ impl Header<'_> {
             config: settings,
             system_prompt,
             tools,
+            forked_from: self
+                .options
+                .resume
+                .as_ref()
+                .map(|resume| resume.forked_from.clone()),
         };
         log.record(Event::SessionStarted(Box::new(started))).await?;
         Ok(())

@@ -1,0 +1,467 @@
+//! `harness replay fork`: K child sessions, each from one recorded session's state after a
+//! step — its conversation and its workspace — continuing live.
+//!
+//! The workspace at the step is written once (every file's hash verified) and each child gets
+//! a copy of it; a child's log gets the parent's blobs linked in, so its initial snapshot is
+//! not fetched again. Each child's header names its parent (`forked_from`); the fork's folder
+//! (`<RUN>/forks/<fork-id>/` unless `--out`) holds the children's logs, a batch log with a task
+//! per child (so it reads as a batch: `report.html`, `replay metrics`, `replay compare`), and
+//! `forks.json`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+mod workspace;
+
+use workspace::ChildWorkspace;
+
+use event_log::{
+    BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, ForkedFrom, Outcome,
+    SandboxKind, TaskFinished, TaskStarted,
+};
+use llm::{Model, ScriptedModel};
+use policy::Nobody;
+use replay::fork::{ForkChild, ForkParent, ForkPoint, ForkSummary};
+use replay::{report, restore};
+use runtime::config::{RunConfig, SessionFlags};
+use runtime::run_loop::{Observer, Resume, Totals};
+use runtime::session::{Audience, SessionOptions};
+use runtime::task::WorkspaceSource;
+
+/// What a fork runs.
+#[derive(Debug)]
+pub struct ForkConfig {
+    /// The parent session's folder.
+    pub run: PathBuf,
+    /// The event after which the children begin.
+    pub seq: u64,
+    pub count: u32,
+    /// Children at once.
+    pub parallel: usize,
+    /// The fork's folder (`<run>/forks/<fork-id>` when none).
+    pub out: Option<PathBuf>,
+    /// The run flags; what they leave unset is the parent's.
+    pub flags: SessionFlags,
+    pub durability: Durability,
+}
+
+/// The children print nothing as they go (their logs have everything).
+struct Quiet;
+
+impl Observer for Quiet {
+    fn tool_call(&self, _call: &llm::ToolCall) {}
+    fn compacted(&self, _before: usize, _after: usize) {}
+}
+
+/// Whoever shows a fork as it goes.
+pub trait ForkDisplay: Sync {
+    /// A warning or a note.
+    fn note(&self, text: &str);
+    /// Child `child.child` of `count` ended.
+    fn child(&self, child: &ForkChild, count: u32);
+}
+
+/// Runs the fork; `display` is told of each child as it ends.
+pub async fn run_fork(
+    config: ForkConfig,
+    cancel: CancellationToken,
+    display: &dyn ForkDisplay,
+) -> anyhow::Result<ForkSummary> {
+    // Absolute and without a trailing `/`: the children's headers name it.
+    let dir: PathBuf = std::path::absolute(event_log::reader::session_dir(&config.run))
+        .context("the session's folder")?
+        .components()
+        .collect();
+    let point = ForkPoint::read(&dir, config.seq)?;
+    let header = &point.header;
+    if header.config.benchmark.is_some() {
+        anyhow::bail!(
+            "{}: a benchmark session's children would need the task's containers and verifier, which `replay fork` does not start yet; fork a YAML task's session",
+            dir.display()
+        );
+    }
+    let fork_id = format!("step-{}-{}", config.seq, event_log::new_session_id());
+    let out = config
+        .out
+        .clone()
+        .unwrap_or_else(|| dir.join("forks").join(&fork_id));
+    if out.exists() {
+        anyhow::bail!("{}: already exists; give --out a new folder", out.display());
+    }
+    std::fs::create_dir_all(&out).with_context(|| {
+        format!(
+            "creating the fork's folder {} (give --out DIR when the session's folder is not writable)",
+            out.display()
+        )
+    })?;
+    let child_config = child_config(&point, &config.flags, display)?;
+    // The fork's folder is a batch's: its log has a task per child, so `replay metrics`,
+    // `report.html` and `replay compare` read a fork as they read a batch.
+    let log = EventLog::create(&out, config.durability, &[])
+        .with_context(|| format!("creating the fork's log in {}", out.display()))?;
+    let task_name = format!(
+        "{}@{}",
+        dir.file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        config.seq
+    );
+    let parallel = config.parallel.max(1);
+    log.record(Event::BatchStarted(BatchStarted {
+        format_version: event_log::FORMAT_VERSION,
+        batch_id: fork_id.clone(),
+        harness_version: env!("CARGO_PKG_VERSION").to_owned(),
+        tasks: (1..=config.count)
+            .map(|child| BatchTask {
+                id: format!("child-{child}"),
+                file: dir.display().to_string(),
+                task: Some(task_name.clone()),
+                trial: Some(child),
+            })
+            .collect(),
+        parallel: parallel as u32,
+        parallel_reason: format!("{parallel} children at once"),
+        sandbox: child_config.sandbox.label().to_owned(),
+        retries: 0,
+        resumed: false,
+        attempts: Some(config.count),
+    }))
+    .await?;
+    let started = Instant::now();
+    // The workspace at the step, once, verified; the children's are copies of it, beside it
+    // in a folder their commands' user can enter (the log folder is its owner's alone).
+    let scratch = tempfile::Builder::new()
+        .prefix("harness-fork-")
+        .tempdir()
+        .context("creating a folder for the children's workspaces")?;
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o711))
+        .context("opening the workspaces' folder to the commands' user")?;
+    let template = scratch.path().join("at-step");
+    let restored = restore::write_state(&dir, &point.state, &template)?;
+    if !restored.problems.is_empty() {
+        anyhow::bail!(
+            "the workspace at step {} cannot be rebuilt exactly: {}",
+            config.seq,
+            restored.problems.join("; ")
+        );
+    }
+    // Children on overlays of it when this process can mount them: the workspace is then
+    // their commands' user's (an overlay cannot be idmapped).
+    let overlay = match child_config.sandbox {
+        runtime::config::SandboxTarget::Local => child_config
+            .run_as
+            .server_flag()
+            .ok()
+            .and_then(|flag| workspace::Owner::of(flag.as_deref())),
+        _ => None,
+    };
+    if let Some(owner) = overlay
+        && !config.flags.keep_workspace
+    {
+        owner
+            .take(&template)
+            .context("giving the workspace at the step to the commands' user")?;
+    }
+    let parent = ForkParent {
+        log_dir: dir.display().to_string(),
+        session_id: header.session_id.clone(),
+        seq: config.seq,
+        turns: point.turns,
+        n_messages: point.messages.len() as u64,
+        cost: point.cost,
+        n_files: restored.n_files,
+    };
+    let fork = Fork {
+        dir: &dir,
+        out: &out,
+        template: &template,
+        workspaces: scratch.path(),
+        point: &point,
+        config: &child_config,
+        fork_id: &fork_id,
+        log: &log,
+        durability: config.durability,
+        keep: config.flags.keep_workspace,
+        overlay,
+        cancel: &cancel,
+        display,
+    };
+    let count = config.count;
+    let children: Vec<anyhow::Result<ForkChild>> = futures::stream::iter(1..=count)
+        .map(|child| fork.child(child))
+        .buffer_unordered(parallel)
+        .inspect(|child| {
+            if let Ok(child) = child {
+                display.child(child, count);
+            }
+        })
+        .collect()
+        .await;
+    if config.flags.keep_workspace {
+        display.note(&format!(
+            "the children's workspaces are kept in {} (--keep-workspace)",
+            scratch.keep().display()
+        ));
+    }
+    let children = children.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let summary = ForkSummary::new(fork_id, parent, point.messages.clone(), children);
+    let n_passed = summary.n_passed;
+    log.record(Event::BatchFinished(BatchFinished {
+        interrupted: cancel.is_cancelled(),
+        n_passed,
+        n_failed: summary.children.len() as u32 - n_passed,
+        n_not_run: 0,
+        n_retries: 0,
+        duration_ms: started.elapsed().as_millis() as u64,
+        rate_limits: Vec::new(),
+        warm_pool: None,
+    }))
+    .await?;
+    log.close().await?;
+    let json = serde_json::to_string_pretty(&summary).context("writing forks.json")? + "\n";
+    std::fs::write(out.join("forks.json"), json)
+        .with_context(|| format!("writing {}", out.join("forks.json").display()))?;
+    let report = report::load(&out, &bench::results::HarborFiles)
+        .context("reading the fork back for its report")?;
+    let page = report::write_html(&out, &report)?;
+    display.note(&format!("report: {}", page.display()));
+    Ok(summary)
+}
+
+/// The children's run config: the flags given, and where they say nothing, the parent's model,
+/// tools, check and what was left of its limits.
+fn child_config(
+    point: &ForkPoint,
+    flags: &SessionFlags,
+    display: &dyn ForkDisplay,
+) -> anyhow::Result<RunConfig> {
+    let parent = &point.header.config;
+    let mcp_tools: Vec<&String> = parent
+        .tool_names
+        .iter()
+        .filter(|name| name.starts_with(runtime::mcp::PREFIX))
+        .collect();
+    if !mcp_tools.is_empty() && flags.mcp.is_none() {
+        anyhow::bail!(
+            "the session had MCP servers' tools ({}): give the children the same servers with --mcp FILE",
+            mcp_tools
+                .iter()
+                .map(|name| name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if point.hooks_ran && flags.hooks.is_none() {
+        display.note(
+            "warning: hooks ran in the session before the fork; the children run none unless --hooks FILE names them",
+        );
+    }
+    // The turns the parent itself took (a parent that is a fork numbers its turns after its
+    // own parent's, and its limit is its own).
+    let own_turns = point.turns.saturating_sub(
+        point
+            .header
+            .forked_from
+            .as_ref()
+            .map_or(0, |from| from.turns),
+    );
+    let mut flags = flags.clone();
+    // A parent that ran unchecked has unchecked children; any other policy is the flags' (a
+    // rules file is not in the log: give it with --policy again).
+    if flags.policy.is_none() && parent.policy == event_log::DecisionSource::AllowAll.as_str() {
+        flags.policy = Some("allow-all".to_owned());
+    }
+    flags.model = flags.model.or_else(|| Some(parent.model.clone()));
+    flags.reasoning_effort = flags
+        .reasoning_effort
+        .or_else(|| parent.reasoning_effort.clone());
+    flags.web_search |= parent.web_search;
+    flags.max_turns = Some(
+        flags
+            .max_turns
+            .unwrap_or_else(|| parent.max_turns.saturating_sub(own_turns).max(1)),
+    );
+    flags.max_cost = Some(
+        flags
+            .max_cost
+            .unwrap_or_else(|| (parent.max_cost - point.cost).max(0.0)),
+    );
+    flags.compact_at = flags.compact_at.or(Some(parent.compact_at as usize));
+    flags.tools = flags.tools.or_else(|| {
+        Some(
+            parent
+                .tool_names
+                .iter()
+                .filter(|name| !name.starts_with(runtime::mcp::PREFIX))
+                .cloned()
+                .collect(),
+        )
+    });
+    let sandbox = flags
+        .sandbox
+        .clone()
+        .unwrap_or_else(|| match parent.sandbox {
+            SandboxKind::Docker => "docker".to_owned(),
+            SandboxKind::Local | SandboxKind::Remote => "local".to_owned(),
+        });
+    if sandbox != "local" && sandbox != "docker" {
+        anyhow::bail!(
+            "--sandbox {sandbox}: a fork's children run in `local` or `docker` sandboxes"
+        );
+    }
+    flags.sandbox = Some(sandbox);
+    let mut config = RunConfig::for_run(std::slice::from_ref(&point.header.task), None, &flags)?;
+    config.setup.clear();
+    config.check = parent.check.clone();
+    config.workspace = None;
+    config.working_dir = None;
+    Ok(config)
+}
+
+/// What every child of one fork shares.
+struct Fork<'a> {
+    dir: &'a Path,
+    out: &'a Path,
+    template: &'a Path,
+    /// Where the children's workspaces are made.
+    workspaces: &'a Path,
+    point: &'a ForkPoint,
+    config: &'a RunConfig,
+    fork_id: &'a str,
+    /// The fork's own log (a batch log: a task per child).
+    log: &'a EventLog,
+    durability: Durability,
+    keep: bool,
+    /// Whose the overlaid workspaces are, when children get overlays.
+    overlay: Option<workspace::Owner>,
+    cancel: &'a CancellationToken,
+    display: &'a dyn ForkDisplay,
+}
+
+impl Fork<'_> {
+    async fn child(&self, child: u32) -> anyhow::Result<ForkChild> {
+        let log_dir = self.out.join(format!("child-{child}"));
+        let workspace = self.workspaces.join(format!("child-{child}"));
+        let mut config = self.config.clone();
+        // Held for the session's length: an overlay is unmounted, a copy removed, on drop.
+        let mut held = None;
+        match config.sandbox {
+            runtime::config::SandboxTarget::Local => {
+                let (from, to) = (self.template.to_owned(), workspace.clone());
+                let (overlay, keep) = (self.overlay, self.keep);
+                let made = tokio::task::spawn_blocking(move || {
+                    ChildWorkspace::make(&from, &to, overlay, keep)
+                })
+                .await
+                .context("making the child's workspace")?
+                .with_context(|| format!("making the workspace {}", workspace.display()))?;
+                if child == 1 {
+                    self.display
+                        .note(&format!("children's workspaces: {}", made.made.as_str()));
+                }
+                config.working_dir = Some(made.path.clone());
+                held = Some(made);
+            }
+            // A container's workspace is uploaded from the verified copy.
+            _ => config.workspace = Some(WorkspaceSource::Dir(self.template.to_owned())),
+        }
+        replay::fork::link_blobs(self.dir, &self.point.state, &log_dir)
+            .with_context(|| format!("linking the parent's blobs into {}", log_dir.display()))?;
+        let model = self.model(&config)?;
+        let resume = Resume {
+            messages: self.point.messages.clone(),
+            turns: self.point.turns,
+            forked_from: ForkedFrom {
+                session_id: self.point.header.session_id.clone(),
+                log_dir: self.dir.display().to_string(),
+                seq: self.point.seq,
+                turns: self.point.turns,
+                n_messages: self.point.messages.len() as u64,
+                fork_id: self.fork_id.to_owned(),
+                child,
+            },
+        };
+        let has_check = config.check.is_some();
+        let options = SessionOptions {
+            config,
+            session_id: event_log::new_session_id(),
+            log_dir: log_dir.clone(),
+            durability: self.durability,
+            sandbox_log_in_folder: true,
+            gates: None,
+            lease: None,
+            warm: None,
+            build_policy: judge::build_policy,
+            resume: Some(Arc::new(resume)),
+        };
+        let totals = Mutex::new(Totals::default());
+        let audience = Audience {
+            observer: &Quiet,
+            asker: &Nobody,
+        };
+        let task = format!("child-{child}");
+        self.log
+            .record(Event::TaskStarted(TaskStarted {
+                task: task.clone(),
+                attempt: 1,
+                log_dir: task.clone(),
+                sandbox: None,
+            }))
+            .await?;
+        let started = Instant::now();
+        let summary =
+            runtime::session::run_session(options, model, audience, &totals, self.cancel.clone())
+                .await;
+        self.log
+            .record(Event::TaskFinished(TaskFinished {
+                task,
+                attempt: 1,
+                outcome: summary.outcome.logged(),
+                failure: summary.outcome.failure_class(),
+                passed: summary.outcome.passed(),
+                duration_ms: summary.duration.as_millis() as u64,
+                cost: summary.totals.cost,
+            }))
+            .await?;
+        drop(held);
+        let outcome = summary.outcome.logged();
+        let reward = match outcome {
+            Outcome::Completed if has_check => Some(1.0),
+            Outcome::CheckFailed => Some(0.0),
+            _ => None,
+        };
+        Ok(ForkChild {
+            child,
+            session_id: summary.session_id,
+            log_dir: log_dir.display().to_string(),
+            outcome,
+            failure: summary.outcome.failure_class(),
+            reward,
+            cost: summary.totals.cost,
+            turns: summary.totals.turns,
+            tool_calls: summary.totals.tool_calls,
+            duration_ms: started.elapsed().as_millis() as u64,
+            answer: summary.reason.unwrap_or(summary.answer),
+        })
+    }
+
+    /// The child's model: its own instance (a scripted one has a position); the parent's script
+    /// goes on where the parent was.
+    fn model(&self, config: &RunConfig) -> anyhow::Result<Arc<dyn Model>> {
+        let parent = &self.point.header.config.model;
+        if config.model.name == *parent
+            && let Some(path) = parent.strip_prefix("script:")
+        {
+            let script = ScriptedModel::load(Path::new(path))?
+                .skipping(self.point.turn_replies, self.point.verdicts)?;
+            return Ok(Arc::new(script));
+        }
+        crate::launch::build_model(config, None)
+    }
+}
