@@ -2,9 +2,12 @@
 
 mod access;
 mod egress;
+mod known;
 mod tls;
+mod user;
 pub use egress::EgressArgs;
 pub use tls::{TlsArgs, TlsFiles};
+pub use user::parse_user;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -75,45 +78,6 @@ impl PidInitArgs {
             map: self.map.clone(),
         })
     }
-}
-
-/// `UID[:GID]` as numbers, or a user's name (`nobody`), whose group is then theirs.
-pub fn parse_user(text: &str) -> Result<(u32, u32), ConfigError> {
-    let bad = |why: String| ConfigError::Range {
-        flag: "run-as",
-        why,
-    };
-    let (user, group) = match text.split_once(':') {
-        Some((user, group)) => (user.trim(), Some(group.trim())),
-        None => (text.trim(), None),
-    };
-    let (uid, primary_gid) = match user.parse::<u32>() {
-        Ok(uid) => (uid, uid),
-        Err(_) => match nix::unistd::User::from_name(user) {
-            Ok(Some(found)) => (found.uid.as_raw(), found.gid.as_raw()),
-            Ok(None) => {
-                return Err(bad(format!(
-                    "no user named `{user}` (expected UID[:GID] or a user name)"
-                )));
-            }
-            Err(err) => return Err(bad(format!("looking up user `{user}`: {err}"))),
-        },
-    };
-    let gid = match group {
-        None => primary_gid,
-        Some(group) => match group.parse::<u32>() {
-            Ok(gid) => gid,
-            Err(_) => match nix::unistd::Group::from_name(group) {
-                Ok(Some(found)) => found.gid.as_raw(),
-                _ => {
-                    return Err(bad(format!(
-                        "no group named `{group}` (expected UID[:GID] or names)"
-                    )));
-                }
-            },
-        },
-    };
-    Ok((uid, gid))
 }
 
 /// The janitor's arguments.
@@ -255,6 +219,12 @@ pub struct ServeArgs {
     /// (comma-separated, absolute), e.g. `$HOME/.bashrc,$HOME/.ssh,/etc/hosts`.
     #[arg(long, env = "SANDBOX_WATCH", value_delimiter = ',')]
     pub watch: Vec<String>,
+    /// Files whose content the client already holds (JSON Lines, one `KnownFile` each: path,
+    /// sha256, size, mtime, ctime, ino): the first snapshot takes their hashes without reading
+    /// or keeping them while their `stat` is unchanged. `harness replay fork` gives its
+    /// children's servers the verified workspace's files this way.
+    #[arg(long, env = "SANDBOX_KNOWN_FILES")]
+    pub known_files: Option<PathBuf>,
     /// Snapshots keep file versions up to this size for `GET /v1/blobs`; larger ones are hashed only.
     #[arg(long, env = "SANDBOX_BLOB_MAX_FILE_BYTES", value_parser = size::parse_size, default_value = "64MiB")]
     pub blob_max_file_bytes: u64,
@@ -360,6 +330,8 @@ pub struct Config {
     pub worker_threads: usize,
     pub snapshot_ignore: Vec<String>,
     pub watch: Vec<String>,
+    /// From `--known-files`.
+    pub known_files: Vec<sandbox_protocol::KnownFile>,
     pub blob_max_file_bytes: u64,
     pub confine: ConfineRequest,
     pub require_protections: bool,
@@ -466,6 +438,10 @@ impl ServeArgs {
             worker_threads: self.worker_threads,
             snapshot_ignore: self.snapshot_ignore,
             watch: self.watch,
+            known_files: match &self.known_files {
+                Some(path) => known::read(path)?,
+                None => Vec::new(),
+            },
             blob_max_file_bytes: self.blob_max_file_bytes,
             confine,
             require_protections: self.require_protections,

@@ -121,7 +121,17 @@ pub fn state(
         limits: Arc::new(limits),
         state: Arc::new(http::WorkspaceState {
             dirs: dirs.clone(),
-            snapshots: Default::default(),
+            snapshots: {
+                let snapshots = sandbox::snapshot::Snapshots::default();
+                if !config.known_files.is_empty() {
+                    tracing::info!(
+                        files = config.known_files.len(),
+                        "--known-files: their hashes are taken while their stat is unchanged"
+                    );
+                    snapshots.seed(sandbox::snapshot::known(&config.known_files));
+                }
+                snapshots
+            },
             blobs: sandbox::blobs::BlobStore::new(
                 &state_dir.join("blobs"),
                 config.blob_max_file_bytes,

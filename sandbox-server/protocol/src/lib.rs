@@ -34,8 +34,8 @@ pub use process::{
 };
 pub use service::{
     ArchivePutResponse, ChangeKind, ChangesResponse, DirEntry, DirListing, EntryKind, FileChange,
-    FilePutResponse, FileVersion, FingerprintResponse, HealthResponse, InfoResponse, Limits,
-    ListeningSocket, ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse,
+    FilePutResponse, FileVersion, FingerprintResponse, HealthResponse, InfoResponse, KnownFile,
+    Limits, ListeningSocket, ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse,
     ProcessListResponse, Protection, ProtectionName, ResetResponse, SkippedPath, SnapshotResponse,
     SocketProtocol, ToolSpec, ToolStep, WatchedKind, WatchedPath,
 };

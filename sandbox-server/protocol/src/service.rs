@@ -260,6 +260,26 @@ pub struct FileVersion {
     pub target: Option<String>,
 }
 
+/// A file whose content the client already holds, one line of `sandbox-server serve
+/// --known-files` (JSON Lines): the server's first snapshot takes the file's hash from here,
+/// without reading it or keeping a copy, while `stat` still gives the file the size, times and
+/// inode recorded; a file whose `stat` differs is read and hashed as any other. (A fork's child
+/// workspace: its files were just verified, and the client has every blob.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnownFile {
+    /// Relative to the workspace root, `/`-separated, UTF-8 (other names are hashed as usual).
+    pub path: String,
+    /// Hex sha256 of the content.
+    pub sha256: String,
+    pub size: u64,
+    /// `st_mtime` and its nanoseconds.
+    pub mtime: [i64; 2],
+    /// `st_ctime` and its nanoseconds.
+    pub ctime: [i64; 2],
+    pub ino: u64,
+}
+
 /// One path of a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ManifestEntry {

@@ -84,6 +84,33 @@ impl IgnoreList {
     }
 }
 
+/// The manifest a first scan reuses hashes from: the files a client said it holds, each with
+/// the stamp it recorded (`--known-files`). Their content is not in the blob store.
+pub fn known(files: &[sandbox_protocol::KnownFile]) -> Manifest {
+    files
+        .iter()
+        .map(|file| {
+            let entry = Entry {
+                version: FileVersion {
+                    kind: EntryKind::File,
+                    size: file.size,
+                    mode: 0,
+                    sha256: Some(file.sha256.clone()),
+                    target: None,
+                },
+                stamp: (
+                    file.mtime[0],
+                    file.mtime[1],
+                    file.ctime[0],
+                    file.ctime[1],
+                    file.ino,
+                ),
+            };
+            (file.path.as_bytes().to_vec(), entry)
+        })
+        .collect()
+}
+
 /// A scan's result.
 #[derive(Debug)]
 pub struct Scanned {
@@ -348,6 +375,12 @@ impl Snapshots {
             base,
             skipped: scanned.skipped,
         })
+    }
+
+    /// A manifest the next scan reuses hashes from, as if it were the latest (no id: nothing
+    /// can diff against it).
+    pub fn seed(&self, manifest: Manifest) {
+        self.lock().latest = Some(Arc::new(manifest));
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Manifest>> {

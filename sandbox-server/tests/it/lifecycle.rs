@@ -225,3 +225,28 @@ fn a_redirected_log_has_no_colour_codes() {
         "escape codes in a redirected log: {text:?}"
     );
 }
+
+#[test]
+fn a_bad_known_files_line_is_refused_by_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("known.jsonl");
+    let good = json!({"path": "a.txt", "sha256": "0".repeat(64), "size": 1,
+        "mtime": [1, 0], "ctime": [1, 0], "ino": 7});
+    let escapes = json!({"path": "../a.txt", "sha256": "0".repeat(64), "size": 1,
+        "mtime": [1, 0], "ctime": [1, 0], "ino": 7});
+    std::fs::write(&file, format!("{good}\n\n{escapes}\n")).unwrap();
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--known-files",
+        file.to_str().unwrap(),
+    ];
+    let stderr = serve_fails(&args);
+    assert!(
+        stderr.contains("--known-files") && stderr.contains("line 3: `../a.txt`"),
+        "{stderr}"
+    );
+    std::fs::write(&file, format!("{good}\n{{\"path\": \"b\"}}\n")).unwrap();
+    let stderr = serve_fails(&args);
+    assert!(stderr.contains("line 2: missing field"), "{stderr}");
+}

@@ -280,3 +280,87 @@ async fn the_fingerprint_shows_processes_listeners_and_watched_paths() {
         after["watched"][0]["sha256"]
     );
 }
+
+/// `--known-files`: a file whose stat is still the one given keeps the given hash, unread and
+/// not kept; a file whose stat differs, and any file after it changes, is read as usual.
+#[tokio::test]
+async fn known_files_are_taken_unread_while_their_stat_is_unchanged() {
+    use std::os::unix::fs::MetadataExt;
+    let workspace = tempfile::tempdir().unwrap();
+    let (known, stale) = (
+        workspace.path().join("known.txt"),
+        workspace.path().join("stale.txt"),
+    );
+    std::fs::write(&known, "known").unwrap();
+    std::fs::write(&stale, "stale").unwrap();
+    // A hash no file has: the server can only have it from the list.
+    let claimed = "ab".repeat(32);
+    let line = |name: &str, path: &std::path::Path, mtime_ns: i64| {
+        let meta = std::fs::metadata(path).unwrap();
+        json!({"path": name, "sha256": claimed, "size": meta.size(),
+            "mtime": [meta.mtime(), mtime_ns], "ctime": [meta.ctime(), meta.ctime_nsec()],
+            "ino": meta.ino()})
+    };
+    let stale_ns = std::fs::metadata(&stale).unwrap().mtime_nsec() ^ 1;
+    let list = tempfile::tempdir().unwrap();
+    let file = list.path().join("known.jsonl");
+    let known_ns = std::fs::metadata(&known).unwrap().mtime_nsec();
+    let lines = [
+        line("known.txt", &known, known_ns),
+        line("stale.txt", &stale, stale_ns),
+    ];
+    std::fs::write(&file, format!("{}\n{}\n", lines[0], lines[1])).unwrap();
+    let server = common::start_in(
+        workspace,
+        Options {
+            token: true,
+            extra_args: vec!["--known-files".into(), file.display().to_string()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let first = post_json(&server, "/v1/workspace/snapshot").await;
+    assert_eq!(first["n_hashed"], 1, "only the stale one is read: {first}");
+    let id = first["snapshot_id"].as_str().unwrap();
+    let (_, manifest) = server
+        .get_json(&format!("/v1/workspace/snapshots/{id}"))
+        .await;
+    let sha = |name: &str| {
+        manifest["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["path"] == name)
+            .map(|entry| entry["sha256"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    assert_eq!(sha("known.txt"), claimed);
+    assert_ne!(sha("stale.txt"), claimed);
+    assert_eq!(blob(&server, &sha("stale.txt")).await, b"stale");
+    let (status, _) = server.get_json(&format!("/v1/blobs/{claimed}")).await;
+    assert_eq!(
+        status, 404,
+        "a known file's content is the client's, not kept"
+    );
+
+    std::fs::write(server.path("known.txt"), "changed").unwrap();
+    let second = post_json(&server, "/v1/workspace/snapshot").await;
+    assert_eq!(second["n_hashed"], 1, "{second}");
+    let (_, manifest) = server
+        .get_json(&format!(
+            "/v1/workspace/snapshots/{}",
+            second["snapshot_id"].as_str().unwrap()
+        ))
+        .await;
+    let entry = manifest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["path"] == "known.txt")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        blob(&server, entry["sha256"].as_str().unwrap()).await,
+        b"changed"
+    );
+}

@@ -16,8 +16,11 @@ use crate::sandbox::blobs::BlobStore;
 /// Why a snapshot could not be restored.
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
-    /// A file whose content the blob store did not keep (over `--blob-max-file-bytes`).
-    #[error("{0}: its content was not kept (larger than the blob store takes); nothing changed")]
+    /// A file whose content the blob store did not keep (over `--blob-max-file-bytes`, or a
+    /// hash taken from `--known-files`, whose content the client holds).
+    #[error(
+        "{0}: its content was not kept (larger than the blob store takes, or known to the client through --known-files: restore it from the client's copy); nothing changed"
+    )]
     NotKept(String),
     #[error("building the archive: {0}")]
     Io(#[from] io::Error),
