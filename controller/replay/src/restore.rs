@@ -191,15 +191,16 @@ fn write_file(
         ));
     };
     target
-        .file(path, &bytes)
+        .file(path, &bytes, version.mode)
         .map_err(|err| format!("{path}: {err}"))
 }
 
-/// Modes last, so a read-only folder does not stop its own files from being written; set on
-/// descriptors, never through a path the kernel follows.
+/// Folders' modes last, so a read-only folder does not stop its own files from being written
+/// (files take theirs as they are written); set on descriptors, never through a path the
+/// kernel follows.
 fn set_modes(state: &State, target: &Beneath) {
     for (path, version) in state.iter().rev() {
-        if matches!(version.kind, EntryKind::File | EntryKind::Dir) {
+        if version.kind == EntryKind::Dir {
             let _ = target.chmod(path, version.mode);
         }
     }

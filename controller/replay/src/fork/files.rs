@@ -49,11 +49,14 @@ pub fn link_blobs(from: &Path, state: &State, to: &Path) -> std::io::Result<()> 
         .collect();
     for name in names {
         let (source, target) = (from.join("blobs").join(name), blobs.join(name));
-        if !source.is_file() || target.exists() {
-            continue;
-        }
-        if std::fs::hard_link(&source, &target).is_err() {
-            std::fs::copy(&source, &target)?;
+        // One call per blob in the usual case (a fork links thousands, per child).
+        match std::fs::hard_link(&source, &target) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) if !source.is_file() => {}
+            Err(_) => {
+                std::fs::copy(&source, &target)?;
+            }
         }
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! `openat(O_NOFOLLOW)` from the folder's descriptor, so nothing a restore writes can land
 //! outside it, whatever the names or links it meets.
 
+use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
@@ -16,6 +17,9 @@ use nix::unistd::symlinkat;
 /// A folder written beneath.
 pub(super) struct Beneath {
     root: OwnedFd,
+    /// The last folder walked to, by its path beneath `root`: a restore walks paths in order,
+    /// so most files share the previous one's folder and are opened with one call.
+    last: RefCell<Option<(String, OwnedFd)>>,
 }
 
 fn folder_flags() -> OFlag {
@@ -25,12 +29,28 @@ fn folder_flags() -> OFlag {
 impl Beneath {
     pub(super) fn open(root: &Path) -> io::Result<Beneath> {
         let root = openat(nix::fcntl::AT_FDCWD, root, folder_flags(), Mode::empty())?;
-        Ok(Beneath { root })
+        Ok(Beneath {
+            root,
+            last: RefCell::new(None),
+        })
     }
 
     /// The folder holding `path`'s last name (created as needed), and that name.
     fn parent<'p>(&self, path: &'p str, create: bool) -> io::Result<(OwnedFd, &'p str)> {
         let (folders, name) = path.rsplit_once('/').unwrap_or(("", path));
+        if let Some((last, fd)) = self.last.borrow().as_ref()
+            && last == folders
+        {
+            return Ok((fd.try_clone()?, name));
+        }
+        let current = self.walk(folders, create)?;
+        *self.last.borrow_mut() = Some((folders.to_owned(), current.try_clone()?));
+        Ok((current, name))
+    }
+
+    /// Opens the folder `folders` beneath the root one name at a time (creating each as
+    /// needed).
+    fn walk(&self, folders: &str, create: bool) -> io::Result<OwnedFd> {
         let mut current = self.root.try_clone()?;
         for part in folders.split('/').filter(|p| !p.is_empty()) {
             if create {
@@ -41,7 +61,7 @@ impl Beneath {
             }
             current = openat(current.as_fd(), part, folder_flags(), Mode::empty())?;
         }
-        Ok((current, name))
+        Ok(current)
     }
 
     pub(super) fn dir(&self, path: &str) -> io::Result<()> {
@@ -52,13 +72,17 @@ impl Beneath {
         }
     }
 
-    /// A new file (never an existing one, never through a link) with `bytes`.
-    pub(super) fn file(&self, path: &str, bytes: &[u8]) -> io::Result<()> {
+    /// A new file (never an existing one, never through a link) with `bytes` and `mode` (set
+    /// on the written descriptor, so a read-only mode does not stop the write).
+    pub(super) fn file(&self, path: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
         let (parent, name) = self.parent(path, true)?;
         let flags =
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = openat(parent.as_fd(), name, flags, Mode::from_bits_truncate(0o644))?;
-        File::from(fd).write_all(bytes)
+        let fd = openat(parent.as_fd(), name, flags, Mode::from_bits_truncate(0o600))?;
+        let mut file = File::from(fd);
+        file.write_all(bytes)?;
+        fchmod(file.as_fd(), Mode::from_bits_truncate(mode & 0o7777))?;
+        Ok(())
     }
 
     pub(super) fn symlink(&self, path: &str, target: &str) -> io::Result<()> {
