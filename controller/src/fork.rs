@@ -17,6 +17,7 @@ use anyhow::Context;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+mod kept;
 mod workspace;
 
 use workspace::ChildWorkspace;
@@ -49,6 +50,9 @@ pub struct ForkConfig {
     /// The run flags; what they leave unset is the parent's.
     pub flags: SessionFlags,
     pub durability: Durability,
+    /// Keep the verified workspace at the step in `<run>/forks/.state-SEQ/` and start from it
+    /// when it is still as verified (`--keep-state`).
+    pub keep_state: bool,
 }
 
 /// The children print nothing as they go (their logs have everything).
@@ -142,15 +146,12 @@ pub async fn run_fork(
         .context("creating a folder for the children's workspaces")?;
     std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o711))
         .context("opening the workspaces' folder to the commands' user")?;
-    let template = scratch.path().join("at-step");
-    let restored = restore::write_state(&dir, &point.state, &template)?;
-    if !restored.problems.is_empty() {
-        anyhow::bail!(
-            "the workspace at step {} cannot be rebuilt exactly: {}",
-            config.seq,
-            restored.problems.join("; ")
-        );
-    }
+    // What only this process may enter: the workspace at the step, the overlays' layers, the
+    // servers' lists of known files.
+    let layers = scratch.path().join("layers");
+    std::fs::create_dir(&layers)
+        .and_then(|()| std::fs::set_permissions(&layers, std::fs::Permissions::from_mode(0o700)))
+        .context("creating the folder of the children's layers")?;
     // Children on overlays of it when this process can mount them: the workspace is then
     // their commands' user's (an overlay cannot be idmapped).
     let overlay = match child_config.sandbox {
@@ -161,13 +162,21 @@ pub async fn run_fork(
             .and_then(|flag| workspace::Owner::of(flag.as_deref())),
         _ => None,
     };
-    if let Some(owner) = overlay
-        && !config.flags.keep_workspace
-    {
-        owner
-            .take(&template)
-            .context("giving the workspace at the step to the commands' user")?;
+    let owner = overlay.filter(|_| !config.flags.keep_workspace);
+    let at_step = AtStep::make(&dir, &config, &point.state, &layers, owner)?;
+    if let Some(kept) = &at_step.kept {
+        display.note(&format!(
+            "the workspace at step {}: {} {}",
+            config.seq,
+            if kept.reused {
+                "reused (every entry as verified)"
+            } else {
+                "kept for the next fork in"
+            },
+            kept.workspace().display()
+        ));
     }
+    let template = at_step.template.clone();
     let parent = ForkParent {
         log_dir: dir.display().to_string(),
         session_id: header.session_id.clone(),
@@ -175,13 +184,15 @@ pub async fn run_fork(
         turns: point.turns,
         n_messages: point.messages.len() as u64,
         cost: point.cost,
-        n_files: restored.n_files,
+        n_files: at_step.n_files,
     };
     let fork = Fork {
         dir: &dir,
         out: &out,
         template: &template,
         workspaces: scratch.path(),
+        layers: &layers,
+        state: Arc::new(point.state.clone()),
         point: &point,
         config: &child_config,
         fork_id: &fork_id,
@@ -189,6 +200,7 @@ pub async fn run_fork(
         durability: config.durability,
         keep: config.flags.keep_workspace,
         overlay,
+        known: owner.and(at_step.known.clone()),
         cancel: &cancel,
         display,
     };
@@ -324,6 +336,70 @@ fn child_config(
     Ok(config)
 }
 
+/// The verified workspace at the step that the children's are made from.
+struct AtStep {
+    template: PathBuf,
+    n_files: u64,
+    /// With overlays: the servers' `--known-files` list made once from the template, and how
+    /// many files it names.
+    known: Option<(PathBuf, usize)>,
+    /// Held while the children run, with `--keep-state`.
+    kept: Option<kept::Kept>,
+}
+
+impl AtStep {
+    /// Rebuilt from the log into `layers/at-step` (or kept, `--keep-state`), every hash
+    /// verified, and `owner`'s when children get overlays.
+    fn make(
+        dir: &Path,
+        config: &ForkConfig,
+        state: &restore::State,
+        layers: &Path,
+        owner: Option<workspace::Owner>,
+    ) -> anyhow::Result<AtStep> {
+        let n_files = state
+            .values()
+            .filter(|version| version.kind == sandbox_protocol::EntryKind::File)
+            .count() as u64;
+        if config.keep_state {
+            let kept = kept::Kept::open(dir, config.seq, state, owner)?;
+            return Ok(AtStep {
+                template: kept.workspace(),
+                n_files,
+                known: Some((kept.known(), kept.n_known)),
+                kept: Some(kept),
+            });
+        }
+        let template = layers.join("at-step");
+        let restored = restore::write_state(dir, state, &template)?;
+        if !restored.problems.is_empty() {
+            anyhow::bail!(
+                "the workspace at step {} cannot be rebuilt exactly: {}",
+                config.seq,
+                restored.problems.join("; ")
+            );
+        }
+        let known = match owner {
+            Some(owner) => {
+                owner
+                    .take(&template)
+                    .context("giving the workspace at the step to the commands' user")?;
+                let list = layers.join("known.jsonl");
+                let n = workspace::known_files(state, &template, &list)
+                    .context("listing the workspace's known files")?;
+                Some((list, n))
+            }
+            None => None,
+        };
+        Ok(AtStep {
+            template,
+            n_files,
+            known,
+            kept: None,
+        })
+    }
+}
+
 /// What every child of one fork shares.
 struct Fork<'a> {
     dir: &'a Path,
@@ -331,6 +407,11 @@ struct Fork<'a> {
     template: &'a Path,
     /// Where the children's workspaces are made.
     workspaces: &'a Path,
+    /// What only this process may enter (inside `workspaces`): overlays' layers, lists of
+    /// known files.
+    layers: &'a Path,
+    /// The workspace at the step, shared with the blocking tasks that make workspaces.
+    state: Arc<restore::State>,
     point: &'a ForkPoint,
     config: &'a RunConfig,
     fork_id: &'a str,
@@ -340,6 +421,9 @@ struct Fork<'a> {
     keep: bool,
     /// Whose the overlaid workspaces are, when children get overlays.
     overlay: Option<workspace::Owner>,
+    /// With overlays: the servers' `--known-files` list made once from the template, and how
+    /// many files it names.
+    known: Option<(PathBuf, usize)>,
     cancel: &'a CancellationToken,
     display: &'a dyn ForkDisplay,
 }
@@ -354,25 +438,63 @@ impl Fork<'_> {
         match config.sandbox {
             runtime::config::SandboxTarget::Local => {
                 let (from, to) = (self.template.to_owned(), workspace.clone());
+                let layers = self.layers.join(format!("child-{child}"));
+                let own_list = self.layers.join(format!("known-{child}.jsonl"));
+                let shared = self.known.clone();
                 let (overlay, keep) = (self.overlay, self.keep);
-                let made = tokio::task::spawn_blocking(move || {
-                    ChildWorkspace::make(&from, &to, overlay, keep)
+                let state = Arc::clone(&self.state);
+                let (parent, child_log) = (self.dir.to_owned(), log_dir.clone());
+                let (made, known) = tokio::task::spawn_blocking(move || {
+                    let made = ChildWorkspace::make(&from, &to, &layers, overlay, keep)?;
+                    // An overlay shows the template's own files (their inode and times): the
+                    // list made from the template holds for every overlay; a copy has its own.
+                    let known = match (made.made, shared) {
+                        (workspace::Made::Overlay, Some(shared)) => shared,
+                        _ => {
+                            let n = workspace::known_files(&state, &made.path, &own_list)?;
+                            (own_list, n)
+                        }
+                    };
+                    replay::fork::link_blobs(&parent, &state, &child_log).map_err(|err| {
+                        std::io::Error::other(format!(
+                            "linking the parent's blobs into {}: {err}",
+                            child_log.display()
+                        ))
+                    })?;
+                    Ok::<_, std::io::Error>((made, known))
                 })
                 .await
                 .context("making the child's workspace")?
                 .with_context(|| format!("making the workspace {}", workspace.display()))?;
                 if child == 1 {
-                    self.display
-                        .note(&format!("children's workspaces: {}", made.made.as_str()));
+                    self.display.note(&format!(
+                        "children's workspaces: {}; {} files' hashes known to their servers",
+                        made.made.as_str(),
+                        known.1
+                    ));
                 }
                 config.working_dir = Some(made.path.clone());
+                config.known_files = Some(known.0);
                 held = Some(made);
             }
             // A container's workspace is uploaded from the verified copy.
-            _ => config.workspace = Some(WorkspaceSource::Dir(self.template.to_owned())),
+            _ => {
+                config.workspace = Some(WorkspaceSource::Dir(self.template.to_owned()));
+                let (parent, state, child_log) = (
+                    self.dir.to_owned(),
+                    Arc::clone(&self.state),
+                    log_dir.clone(),
+                );
+                tokio::task::spawn_blocking(move || {
+                    replay::fork::link_blobs(&parent, &state, &child_log)
+                })
+                .await
+                .context("linking the parent's blobs")?
+                .with_context(|| {
+                    format!("linking the parent's blobs into {}", log_dir.display())
+                })?;
+            }
         }
-        replay::fork::link_blobs(self.dir, &self.point.state, &log_dir)
-            .with_context(|| format!("linking the parent's blobs into {}", log_dir.display()))?;
         let model = self.model(&config)?;
         let resume = Resume {
             messages: self.point.messages.clone(),

@@ -129,6 +129,7 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunCon
         },
         writable: Vec::new(),
         run_as: runtime::sandbox::local::RunAs::Own,
+        known_files: None,
         keep_workspace: flags.keep_workspace,
         lifetime: flags.lifetime,
         tools: flags.tools.clone(),

@@ -94,6 +94,9 @@ pub struct RunConfig {
     pub writable: Vec<PathBuf>,
     /// Who a local sandbox's commands run as.
     pub run_as: crate::sandbox::local::RunAs,
+    /// A local sandbox's `--known-files`: files whose hashes its first snapshot takes unread
+    /// (a fork's child, over the workspace just verified).
+    pub known_files: Option<PathBuf>,
     /// Keep a temporary workspace folder after the session (`--keep-workspace`).
     pub keep_workspace: bool,
     /// The longest the session may run.
@@ -199,6 +202,7 @@ impl RunConfig {
             network,
             writable: flags.writable.clone(),
             run_as: run_as(flags)?,
+            known_files: None,
             keep_workspace: flags.keep_workspace,
             working_dir,
             workspace: task.workspace_source().map_err(InputError::new)?,

@@ -28,6 +28,12 @@ pub(crate) struct ForkArgs {
     /// a table.
     #[arg(long)]
     json: bool,
+    /// Keep the verified workspace at the step in `<RUN>/forks/.state-SEQ/` and start the next
+    /// fork of this step from it (reused only while every entry is as it was verified: its
+    /// size, times, inode, mode and owner; rebuilt otherwise). Costs the workspace's size on
+    /// disk; saves rebuilding and deleting it.
+    #[arg(long)]
+    keep_state: bool,
     /// The run flags; what they leave unset is the parent's (its model, tools and check, and
     /// what was left of its turn and cost limits). A scripted parent's children play its
     /// script on from where the parent was.
@@ -50,6 +56,7 @@ pub(crate) async fn fork_cmd(args: &ForkArgs) -> anyhow::Result<i32> {
         out: args.out.clone(),
         flags: args.session.flags(),
         durability: args.session.log_durability.into(),
+        keep_state: args.keep_state,
     };
     let json = args.json;
     let (cancel, on_interrupt) = cancel_on_interrupt()?;
@@ -150,6 +157,8 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
             out: Some(out.join(&name)),
             flags: args.session.flags(),
             durability: args.session.log_durability.into(),
+            // Each session is forked once here: nothing would reuse a kept workspace.
+            keep_state: false,
         };
         display.done.store(0, std::sync::atomic::Ordering::Relaxed);
         match controller::fork::run_fork(config, cancel.clone(), &display).await {

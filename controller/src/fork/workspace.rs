@@ -3,7 +3,15 @@
 //!
 //! An overlay costs no copy: the children read the one verified folder as their lower layer
 //! and write into an upper layer of their own, so a fork of a large workspace into many
-//! children pays for the workspace once.
+//! children pays for the workspace once. The layers live in a folder only this process's user
+//! may enter: a command reaches its workspace through the mount, never another child's upper
+//! layer or the shared lower one (the kernel reaches the layers with the mounter's rights).
+//!
+//! And no child hashes the workspace again: [`known_files`] writes the server's
+//! `--known-files` list, the verified hash of each file with the stat it has in the child's
+//! workspace, so the server's first snapshot reads none of them. An overlay shows its lower
+//! layer's files with their own inode and times, so one list made from the template serves
+//! every overlaid child; a copy gets its own.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -30,46 +38,46 @@ impl Made {
 pub(super) struct ChildWorkspace {
     /// The folder the child's sandbox serves.
     pub(super) path: PathBuf,
-    /// Everything of it (the layers of an overlay), removed on drop.
-    root: PathBuf,
+    /// An overlay's layers, removed on drop.
+    layers: Option<PathBuf>,
     pub(super) made: Made,
-    mounted: bool,
     keep: bool,
 }
 
 impl ChildWorkspace {
-    /// Makes `root` (which must not exist) a workspace equal to `template`: an overlay when
-    /// `overlay` is allowed and the kernel lets this process mount one, else a copy. A kept
-    /// workspace (`keep`) is always a copy, so it outlives the fork.
+    /// Makes `path` (which must not exist) a workspace equal to `template`: an overlay with its
+    /// layers in `layers` (which must not exist either) when `overlay` is allowed and the
+    /// kernel lets this process mount one, else a copy. A kept workspace (`keep`) is always a
+    /// copy, so it outlives the fork.
     pub(super) fn make(
         template: &Path,
-        root: &Path,
+        path: &Path,
+        layers: &Path,
         overlay: Option<Owner>,
         keep: bool,
     ) -> std::io::Result<ChildWorkspace> {
         if let Some(owner) = overlay.filter(|_| !keep) {
-            match mount_overlay(template, root, owner) {
-                Ok(path) => {
+            match mount_overlay(template, layers, path, owner) {
+                Ok(()) => {
                     return Ok(ChildWorkspace {
-                        path,
-                        root: root.to_owned(),
+                        path: path.to_owned(),
+                        layers: Some(layers.to_owned()),
                         made: Made::Overlay,
-                        mounted: true,
                         keep,
                     });
                 }
                 Err(err) => {
-                    tracing::debug!("no overlay for {}: {err}; copying", root.display());
-                    let _ = std::fs::remove_dir_all(root);
+                    tracing::debug!("no overlay for {}: {err}; copying", path.display());
+                    let _ = std::fs::remove_dir_all(layers);
+                    let _ = std::fs::remove_dir(path);
                 }
             }
         }
-        replay::fork::clone_workspace(template, root)?;
+        replay::fork::clone_workspace(template, path)?;
         Ok(ChildWorkspace {
-            path: root.to_owned(),
-            root: root.to_owned(),
+            path: path.to_owned(),
+            layers: None,
             made: Made::Copied,
-            mounted: false,
             keep,
         })
     }
@@ -77,14 +85,59 @@ impl ChildWorkspace {
 
 impl Drop for ChildWorkspace {
     fn drop(&mut self) {
-        if self.mounted {
+        if let Some(layers) = &self.layers {
             // Lazily: the child's sandbox has stopped, but a straggler must not keep it.
             let _ = nix::mount::umount2(&self.path, nix::mount::MntFlags::MNT_DETACH);
-        }
-        if !self.keep {
-            let _ = std::fs::remove_dir_all(&self.root);
+            let _ = std::fs::remove_dir(&self.path);
+            let _ = std::fs::remove_dir_all(layers);
+        } else if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
         }
     }
+}
+
+/// Writes to `to` the server's `--known-files` list for `workspace`, a folder equal to
+/// `state`: each regular file of `state` whose size is the recorded one, with its verified
+/// hash and the stat it has there. Returns how many files it names. Names that are not UTF-8
+/// are left out (the server hashes them as usual).
+pub(super) fn known_files(
+    state: &replay::restore::State,
+    workspace: &Path,
+    to: &Path,
+) -> std::io::Result<usize> {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(to)?);
+    let mut named = 0;
+    for (path, version) in state {
+        let Some(sha256) = &version.sha256 else {
+            continue;
+        };
+        if version.kind != sandbox_protocol::EntryKind::File || path.contains('\\') {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(workspace.join(path)) else {
+            continue;
+        };
+        if !meta.file_type().is_file() || meta.size() != version.size {
+            continue;
+        }
+        let line = sandbox_protocol::KnownFile {
+            path: path.clone(),
+            sha256: sha256.clone(),
+            size: meta.size(),
+            mtime: [meta.mtime(), meta.mtime_nsec()],
+            ctime: [meta.ctime(), meta.ctime_nsec()],
+            ino: meta.ino(),
+        };
+        serde_json::to_writer(&mut out, &line)?;
+        out.write_all(b"\n")?;
+        named += 1;
+    }
+    out.into_inner()
+        .map_err(|err| err.into_error())?
+        .sync_all()?;
+    Ok(named)
 }
 
 /// Who owns an overlaid workspace's files: the commands' user. (The server maps a root-owned
@@ -97,6 +150,18 @@ pub(super) struct Owner {
 }
 
 impl Owner {
+    /// This process's own user and group.
+    pub(super) fn current() -> Owner {
+        Owner {
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+        }
+    }
+
+    pub(super) fn ids(self) -> (u32, u32) {
+        (self.uid, self.gid)
+    }
+
     /// The commands' user, from the server's `--run-as` value (none: this process's own user);
     /// `None` when it cannot be told or this process cannot mount (it is not root).
     pub(super) fn of(run_as: Option<&str>) -> Option<Owner> {
@@ -155,10 +220,10 @@ impl Owner {
     }
 }
 
-/// `root/{upper,work,merged}`, with `merged` an overlay of `upper` over `lower`; `lower` is
-/// already `owner`'s.
-fn mount_overlay(lower: &Path, root: &Path, owner: Owner) -> std::io::Result<PathBuf> {
-    let (upper, work, merged) = (root.join("upper"), root.join("work"), root.join("merged"));
+/// Mounts on `merged` an overlay of `layers/upper` over `lower`, the layers made in `layers`;
+/// `lower` is already `owner`'s.
+fn mount_overlay(lower: &Path, layers: &Path, merged: &Path, owner: Owner) -> std::io::Result<()> {
+    let (upper, work) = (layers.join("upper"), layers.join("work"));
     let paths = [lower, &upper, &work];
     // The option string separates with `,` and `:`; such a path is copied instead.
     if paths
@@ -169,8 +234,8 @@ fn mount_overlay(lower: &Path, root: &Path, owner: Owner) -> std::io::Result<Pat
             "a path the overlay options cannot name",
         ));
     }
-    std::fs::create_dir(root)?;
-    for dir in [&upper, &work, &merged] {
+    std::fs::create_dir(layers)?;
+    for dir in [&upper, &work, merged] {
         std::fs::create_dir(dir)?;
     }
     // The merged root takes the upper layer's mode: the workspace's own.
@@ -185,11 +250,10 @@ fn mount_overlay(lower: &Path, root: &Path, owner: Owner) -> std::io::Result<Pat
     );
     nix::mount::mount(
         Some("overlay"),
-        &merged,
+        merged,
         Some("overlay"),
         nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
         Some(options.as_str()),
     )
-    .map_err(std::io::Error::from)?;
-    Ok(merged)
+    .map_err(std::io::Error::from)
 }

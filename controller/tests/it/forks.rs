@@ -71,6 +71,32 @@ async fn harness(args: &[&str]) -> common::Run {
     common::run(common::command(args), Duration::from_secs(120)).await
 }
 
+/// The session of `write_task` recorded in `dir`: its log folder and events.
+async fn recorded(dir: &Path) -> (PathBuf, Vec<Value>) {
+    let task = write_task(dir);
+    let parent = common::run_task(&task, &dir.join("ws")).await;
+    assert_eq!(parent.code, 0, "{}", parent.stderr);
+    let log = parent.log_dir();
+    let all = events(&log);
+    (log, all)
+}
+
+/// `replay fork LOG --step STEP --count 2` and `more`.
+async fn fork_of(log: &Path, step: u64, more: &[&str]) -> common::Run {
+    let step = step.to_string();
+    let mut args = vec![
+        "replay",
+        "fork",
+        log.to_str().unwrap(),
+        "--step",
+        &step,
+        "--count",
+        "2",
+    ];
+    args.extend_from_slice(more);
+    harness(&args).await
+}
+
 fn seq_of(event: &Value) -> u64 {
     event["seq"].as_u64().unwrap()
 }
@@ -99,7 +125,7 @@ async fn a_fork_at_a_middle_step_continues_from_its_conversation_and_workspace()
     });
     assert!(seq < seq_of(next_request));
 
-    let run = harness(&[
+    let mut fork = common::command(&[
         "replay",
         "fork",
         parent_log.to_str().unwrap(),
@@ -109,8 +135,10 @@ async fn a_fork_at_a_middle_step_continues_from_its_conversation_and_workspace()
         "3",
         "--parallel",
         "3",
-    ])
-    .await;
+    ]);
+    // The servers say what they were told (`--known-files`) at info.
+    fork.env("RUST_LOG", "warn,sandbox_server=info");
+    let run = common::run(fork, Duration::from_secs(120)).await;
     assert_eq!(run.code, 0, "fork failed: {}\n{}", run.stdout, run.stderr);
     // In the parent's own folder by default, where its transcript finds it.
     let out = common::first_entry(&parent_log.join("forks"));
@@ -169,6 +197,15 @@ async fn a_fork_at_a_middle_step_continues_from_its_conversation_and_workspace()
         let name = format!("child-{}", child["child"]);
         let began = restored(&log, seq_of(snapshot), &dir.path().join(&name)).await;
         assert_eq!(began, at_step, "{name}'s initial workspace");
+        // Its server was told the verified hashes, so its first snapshot read no file.
+        let server_log = std::fs::read_to_string(log.join("sandbox-server.log")).unwrap();
+        let seeded = format!("files={}", at_step.len());
+        assert!(
+            server_log
+                .lines()
+                .any(|line| line.contains("--known-files") && line.contains(&seeded)),
+            "{name}'s server was not seeded with {seeded}: {server_log}"
+        );
         let finished = child_events.last().unwrap();
         assert_eq!(finished["type"], "session_finished");
         let check = first(&child_events, "check_result", |_| true);
@@ -219,11 +256,7 @@ async fn a_fork_at_a_middle_step_continues_from_its_conversation_and_workspace()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_inside_a_turn_or_past_the_end_is_refused_with_the_steps_it_can_take() {
     let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path());
-    let parent = common::run_task(&task, &dir.path().join("ws")).await;
-    assert_eq!(parent.code, 0, "{}", parent.stderr);
-    let log = parent.log_dir();
-    let all = events(&log);
+    let (log, all) = recorded(dir.path()).await;
     // The first call's result: its change to a.txt is recorded after it.
     let result = seq_of(first(&all, "tool_result", |_| true));
     let changed = seq_of(first(&all, "workspace_changed", |_| true));
@@ -303,18 +336,11 @@ async fn a_fork_after_a_stop_hook_sent_the_model_back_rebuilds_the_hooks_words()
     let step = seq_of(second) - 1;
     assert_eq!(all[step as usize]["data"]["event"], "stop");
     let hooks = dir.path().join("hooks.yaml");
-    let run = harness(&[
-        "replay",
-        "fork",
-        log.to_str().unwrap(),
-        "--step",
-        &step.to_string(),
-        "--count",
-        "2",
-        "--hooks",
-        hooks.to_str().unwrap(),
-        "--keep-workspace",
-    ])
+    let run = fork_of(
+        &log,
+        step,
+        &["--hooks", hooks.to_str().unwrap(), "--keep-workspace"],
+    )
     .await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("2 of 2 passed"), "{}", run.stdout);
@@ -373,9 +399,20 @@ async fn a_batch_forks_every_recorded_session_at_one_step() {
         assert_eq!(run.code, 0, "{}", run.stderr);
     }
     // The end of turn 2, the same step in both recordings of the same script.
-    let all = events(&common::first_entry(&logs));
-    let third = first(&all, "model_request", |d| d["turn"] == 3);
-    let step = (seq_of(third) - 1).to_string();
+    let steps: Vec<(u64, Vec<String>)> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|entry| {
+            let all = events(&entry.unwrap().path());
+            let third = seq_of(first(&all, "model_request", |d| d["turn"] == 3));
+            let kinds = all.iter().take(third as usize);
+            (third - 1, kinds.map(|e| e["type"].to_string()).collect())
+        })
+        .collect();
+    assert_eq!(
+        steps[0], steps[1],
+        "the two recordings differ before turn 3"
+    );
+    let step = steps[0].0.to_string();
     let out = dir.path().join("forks");
     let run = harness(&[
         "batch",
@@ -408,4 +445,69 @@ async fn a_batch_forks_every_recorded_session_at_one_step() {
             assert_eq!(child["turns"], 4, "turns 3 to 6 of the script");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_state_is_reused_while_it_is_as_verified_and_rebuilt_when_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, all) = recorded(dir.path()).await;
+    let step = seq_of(first(&all, "model_request", |d| d["turn"] == 4)) - 1;
+    let at_step = restored(&log, step, &dir.path().join("at-step")).await;
+    let kept = log.join("forks").join(format!(".state-{step}/workspace"));
+    // Forks `--keep-state` into `name`; what it said of the kept workspace, and the first
+    // child's initial workspace.
+    let fork = |name: &'static str| {
+        let (log, out) = (log.clone(), dir.path().join(name));
+        async move {
+            let run = fork_of(
+                &log,
+                step,
+                &["--keep-state", "--out", out.to_str().unwrap()],
+            )
+            .await;
+            assert_eq!(run.code, 0, "{name}: {}\n{}", run.stdout, run.stderr);
+            assert!(
+                run.stdout.contains("2 of 2 passed"),
+                "{name}: {}",
+                run.stdout
+            );
+            let said = run
+                .stderr
+                .lines()
+                .find(|line| line.starts_with("the workspace at step"))
+                .unwrap_or_else(|| panic!("{name}: nothing said of the state: {}", run.stderr))
+                .to_owned();
+            let child = out.join("child-1");
+            let snapshot = seq_of(first(&events(&child), "workspace_snapshot", |_| true));
+            let began = restored(&child, snapshot, &out.join("began")).await;
+            (said, began)
+        }
+    };
+    let (said, began) = fork("first").await;
+    assert!(said.contains("kept for the next fork in"), "{said}");
+    assert_eq!(began, at_step);
+    assert_eq!(tree(&kept), at_step, "the kept workspace is the step's");
+
+    let (said, began) = fork("second").await;
+    assert!(said.contains("reused (every entry as verified)"), "{said}");
+    assert_eq!(began, at_step);
+
+    // A changed file (same size: only its stat tells), then an extra one: rebuilt each time,
+    // and the children begin from the step's workspace, not the changed one.
+    let a = kept.join("a.txt");
+    let mut bytes = std::fs::read(&a).unwrap();
+    bytes[0] ^= 0x20;
+    std::fs::write(&a, &bytes).unwrap();
+    let (said, began) = fork("changed").await;
+    assert!(said.contains("kept for the next fork in"), "{said}");
+    assert_eq!(began, at_step);
+    std::fs::write(kept.join("docs/extra.txt"), "not at the step\n").unwrap();
+    let (said, began) = fork("extra").await;
+    assert!(said.contains("kept for the next fork in"), "{said}");
+    assert_eq!(began, at_step);
+    assert_eq!(tree(&kept), at_step);
+    // The kept workspace is not a fork: the parent's transcript lists only forks.
+    let shown = harness(&["replay", "show", log.to_str().unwrap()]).await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(!shown.stdout.contains(".state-"), "{}", shown.stdout);
 }

@@ -64,6 +64,8 @@ pub struct LocalOptions<'a> {
     pub run_as: RunAs,
     /// Where its own log lines go (this process's stderr when none).
     pub server_log: Option<&'a Path>,
+    /// Its `--known-files`.
+    pub known_files: Option<&'a Path>,
 }
 
 impl LocalOptions<'_> {
@@ -75,6 +77,7 @@ impl LocalOptions<'_> {
             writable: &[],
             run_as: RunAs::Default,
             server_log: None,
+            known_files: None,
         }
     }
 }
@@ -190,6 +193,9 @@ impl LocalSandbox {
         }
         if let Some(user) = run_as {
             command.arg("--run-as").arg(user);
+        }
+        if let Some(path) = options.known_files {
+            command.arg("--known-files").arg(path);
         }
         let mut child = command
             .spawn()

@@ -176,6 +176,7 @@ impl Sandbox {
             writable: &config.writable,
             run_as: config.run_as.clone(),
             server_log,
+            known_files: config.known_files.as_deref(),
         };
         let local = LocalSandbox::start(&dir, token, options).await?;
         let client = local.client.clone();

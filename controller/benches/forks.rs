@@ -1,0 +1,198 @@
+//! `harness replay fork`: how long K children take to start from a recorded step.
+//!
+//! `cargo bench -p controller --bench forks` records one session over a workspace of 10,000
+//! files and 100 MB (random bytes, 100 folders), then forks it after its first turn into 1 and
+//! 8 local children, `ROUNDS` times each, and prints per row the median time from starting
+//! `harness replay fork` to the first tool call (its `tool_call` event) of the last child, and
+//! to the command's end: with the workspace at the step rebuilt from the log's blobs (the
+//! default), and kept from an earlier fork (`--keep-state`). Scripted model and `allow-all`: the figures are the fork's and the
+//! sandboxes', not a model's. Loops are bounded by count.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::disallowed_methods
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+const FILES: usize = 10_000;
+const FILE_BYTES: usize = 10_000;
+const ROUNDS: usize = 3;
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+fn ms_of(event: &serde_json::Value) -> u128 {
+    humantime::parse_rfc3339_weak(event["ts"].as_str().unwrap().trim_end_matches('Z'))
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+fn events(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The task: a big workspace, and a script of three turns.
+fn write_task(dir: &Path) -> PathBuf {
+    let workspace = dir.join("workspace");
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut bytes = vec![0u8; FILE_BYTES];
+    for n in 0..FILES {
+        let folder = workspace.join(format!("d{:03}", n % 100));
+        std::fs::create_dir_all(&folder).unwrap();
+        for byte in bytes.iter_mut() {
+            // xorshift: incompressible bytes, no file alike.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *byte = state as u8;
+        }
+        std::fs::write(folder.join(format!("f{n:05}.bin")), &bytes).unwrap();
+    }
+    let script = serde_json::json!({"turns": [
+        {"text": "mark", "tool_calls": [{"name": "bash", "arguments": {"cmd": "echo one > marker.txt"}}]},
+        {"text": "count", "tool_calls": [{"name": "bash", "arguments": {"cmd": "ls d000 | wc -l"}}]},
+        {"text": "done"},
+    ]});
+    std::fs::write(dir.join("script.yaml"), script.to_string()).unwrap();
+    let task = serde_json::json!({
+        "prompt": "Mark, count, stop.",
+        "workspace": {"dir": "workspace"},
+        "model": {"name": "script:script.yaml"},
+    });
+    let path = dir.join("task.yaml");
+    std::fs::write(&path, task.to_string()).unwrap();
+    path
+}
+
+fn harness(args: &[&str]) -> (String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .env("RUST_LOG", "error")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CONTROLLER_MODEL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert!(output.status.success(), "harness {args:?} failed: {stderr}");
+    (stdout, stderr)
+}
+
+fn median(mut values: Vec<u128>) -> u128 {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+fn main() {
+    let scratch = tempfile::tempdir().unwrap();
+    let task = write_task(scratch.path());
+    let logs = scratch.path().join("logs");
+    let started = Instant::now();
+    let (_, stderr) = harness(&[
+        "run",
+        "--policy",
+        "allow-all",
+        "--log-dir",
+        logs.to_str().unwrap(),
+        "--task",
+        task.to_str().unwrap(),
+        scratch.path().join("parent").to_str().unwrap(),
+    ]);
+    let parent = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("log: "))
+        .map(PathBuf::from)
+        .unwrap();
+    eprintln!(
+        "recorded the parent session in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let all = events(&parent);
+    // After the first turn: the event before the second turn's model request.
+    let second = all
+        .iter()
+        .find(|e| e["type"] == "model_request" && e["data"]["turn"] == 2)
+        .unwrap();
+    let step = second["seq"].as_u64().unwrap() - 1;
+    println!(
+        "fork of a {FILES}-file, {} MB workspace after turn 1 (step {step}), local children, median of {ROUNDS}",
+        FILES * FILE_BYTES / 1_000_000
+    );
+    println!(
+        "{:<34}  {:>8}  {:>28}  {:>18}",
+        "workspace at the step", "children", "to the last child's 1st call", "to the fork's end"
+    );
+    let fork = |count: u32, keep: bool, out: &Path| {
+        let (step, count, out) = (step.to_string(), count.to_string(), out.to_str().unwrap());
+        let mut args = vec![
+            "replay",
+            "fork",
+            parent.to_str().unwrap(),
+            "--step",
+            &step,
+            "--count",
+            &count,
+            "--parallel",
+            &count,
+            "--out",
+            out,
+        ];
+        if keep {
+            args.push("--keep-state");
+        }
+        harness(&args);
+    };
+    // The kept workspace made once, before the rounds that reuse it.
+    fork(1, true, &scratch.path().join("prime"));
+    for (label, keep) in [
+        ("rebuilt from the log's blobs", false),
+        ("kept (--keep-state), reused", true),
+    ] {
+        for count in [1u32, 8] {
+            let mut first_calls = Vec::new();
+            let mut ends = Vec::new();
+            for round in 0..ROUNDS {
+                let out = scratch.path().join(format!("fork-{keep}-{count}-{round}"));
+                let start = now_ms();
+                fork(count, keep, &out);
+                ends.push(now_ms() - start);
+                let last_first_call = (1..=count)
+                    .map(|child| {
+                        let log = out.join(format!("child-{child}"));
+                        let call = events(&log)
+                            .into_iter()
+                            .find(|e| e["type"] == "tool_call")
+                            .unwrap();
+                        ms_of(&call)
+                    })
+                    .max()
+                    .unwrap();
+                first_calls.push(last_first_call - start);
+                std::fs::remove_dir_all(&out).unwrap();
+            }
+            println!(
+                "{label:<34}  {count:>8}  {:>25} ms  {:>15} ms",
+                median(first_calls),
+                median(ends)
+            );
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The workspace at a step kept for the next fork (`replay fork --keep-state`): the verified
+//! template and its servers' `--known-files` list, in `RUN/forks/.state-SEQ/`, so a second
+//! fork of the same step neither rebuilds 100 MB from the log's blobs nor deletes it after.
+//!
+//! A kept workspace is reused only when it is still exactly the one that was verified: the
+//! same entries (no more, no fewer), each file with the size, times and inode recorded when its
+//! hash was checked (a write changes the change time, which no one can set back), each entry
+//! the mode and owner it was given, each link its target. Anything else is rebuilt, and said.
+//! A shared lock is held while children read it; rebuilding takes the exclusive one.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use nix::fcntl::{Flock, FlockArg};
+use sandbox_protocol::{EntryKind, KnownFile};
+
+use replay::restore::{self, State};
+
+use super::workspace::{self, Owner};
+
+/// A kept workspace, locked for reading while this value lives.
+pub(super) struct Kept {
+    folder: PathBuf,
+    /// How many files its list names.
+    pub(super) n_known: usize,
+    /// Whether it was found (and verified) rather than built now.
+    pub(super) reused: bool,
+    _lock: Flock<File>,
+}
+
+impl Kept {
+    /// The workspace at step `seq` of the session `run`, `owner`'s: reused when the kept one
+    /// verifies, else rebuilt from the log (a workspace that cannot be rebuilt exactly is an
+    /// error, as without `--keep-state`).
+    pub(super) fn open(
+        run: &Path,
+        seq: u64,
+        state: &State,
+        owner: Option<Owner>,
+    ) -> anyhow::Result<Kept> {
+        let forks = run.join("forks");
+        event_log::private_dir(&forks).with_context(|| format!("creating {}", forks.display()))?;
+        let folder = forks.join(format!(".state-{seq}"));
+        let lock_path = forks.join(format!(".state-{seq}.lock"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
+        let lock = Flock::lock(file, FlockArg::LockShared)
+            .map_err(|(_, errno)| errno)
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+        let expected = owner.unwrap_or_else(Owner::current);
+        if let Ok(n_known) = verify(&folder, state, expected) {
+            return Ok(Kept {
+                folder,
+                n_known,
+                reused: true,
+                _lock: lock,
+            });
+        }
+        // Rebuilt under the exclusive lock (no fork reads it meanwhile), checked again first:
+        // another fork may have rebuilt it while this one waited.
+        lock.relock(FlockArg::LockExclusive)
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+        let n_known = match verify(&folder, state, expected) {
+            Ok(n) => n,
+            Err(why) => {
+                if folder.exists() {
+                    tracing::info!("{}: rebuilt: {why}", folder.display());
+                }
+                build(run, &folder, state, owner)?
+            }
+        };
+        lock.relock(FlockArg::LockShared)
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+        Ok(Kept {
+            folder,
+            n_known,
+            reused: false,
+            _lock: lock,
+        })
+    }
+
+    /// The workspace folder (children's overlays read it as their lower layer).
+    pub(super) fn workspace(&self) -> PathBuf {
+        self.folder.join("workspace")
+    }
+
+    /// The servers' `--known-files` list for it.
+    pub(super) fn known(&self) -> PathBuf {
+        self.folder.join("known.jsonl")
+    }
+}
+
+/// Restores the workspace into a new folder beside `folder`, gives it to `owner`, lists its
+/// files, and only then puts it in `folder`'s place.
+fn build(run: &Path, folder: &Path, state: &State, owner: Option<Owner>) -> anyhow::Result<usize> {
+    let parent = folder.parent().unwrap_or(folder);
+    let fresh = tempfile::Builder::new()
+        .prefix(".state-building-")
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a folder in {}", parent.display()))?;
+    let template = fresh.path().join("workspace");
+    let restored = restore::write_state(run, state, &template)?;
+    if !restored.problems.is_empty() {
+        anyhow::bail!(
+            "the workspace cannot be rebuilt exactly: {}",
+            restored.problems.join("; ")
+        );
+    }
+    if let Some(owner) = owner {
+        owner
+            .take(&template)
+            .context("giving the workspace at the step to the commands' user")?;
+    }
+    let n_known = workspace::known_files(state, &template, &fresh.path().join("known.jsonl"))
+        .context("listing the workspace's known files")?;
+    if folder.exists() {
+        std::fs::remove_dir_all(folder)
+            .with_context(|| format!("removing the stale {}", folder.display()))?;
+    }
+    // Its own user's alone, as the log folder is (the commands reach it through overlays).
+    std::fs::set_permissions(fresh.path(), std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("closing {}", fresh.path().display()))?;
+    std::fs::rename(fresh.keep(), folder)
+        .with_context(|| format!("putting the workspace in {}", folder.display()))?;
+    Ok(n_known)
+}
+
+/// `Ok(files listed)` when `folder` holds exactly `state` as it was verified; else why not.
+fn verify(folder: &Path, state: &State, owner: Owner) -> Result<usize, String> {
+    let list = std::fs::read_to_string(folder.join("known.jsonl"))
+        .map_err(|err| format!("known.jsonl: {err}"))?;
+    let mut stamps = BTreeMap::new();
+    for line in list.lines() {
+        let file: KnownFile =
+            serde_json::from_str(line).map_err(|err| format!("known.jsonl: {err}"))?;
+        stamps.insert(file.path.clone(), file);
+    }
+    let root = folder.join("workspace");
+    let mut found = 0usize;
+    let mut stack = vec![(root, String::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|err| format!("{}: {err}", dir.display()))?;
+            let name = entry.file_name();
+            let name = name
+                .to_str()
+                .ok_or_else(|| format!("{}: a name that is not UTF-8", dir.display()))?;
+            let path = format!("{prefix}{name}");
+            let meta = entry.metadata().map_err(|err| format!("{path}: {err}"))?;
+            same(&path, &meta, state, &stamps, owner, &entry.path())?;
+            found += 1;
+            if meta.is_dir() {
+                stack.push((entry.path(), format!("{path}/")));
+            }
+        }
+    }
+    let expected = state
+        .values()
+        .filter(|version| version.kind != EntryKind::Other)
+        .count();
+    if found != expected {
+        return Err(format!("{found} entries, the step has {expected}"));
+    }
+    Ok(stamps.len())
+}
+
+/// Whether the entry at `path` (its `meta`, not followed) is the one `state` and `stamps` say.
+fn same(
+    path: &str,
+    meta: &std::fs::Metadata,
+    state: &State,
+    stamps: &BTreeMap<String, KnownFile>,
+    owner: Owner,
+    at: &Path,
+) -> Result<(), String> {
+    let version = state
+        .get(path)
+        .ok_or_else(|| format!("{path}: not in the workspace at the step"))?;
+    if (meta.uid(), meta.gid()) != owner.ids() {
+        return Err(format!("{path}: another owner"));
+    }
+    let kind = meta.file_type();
+    let mode_differs = meta.permissions().mode() & 0o7777 != version.mode & 0o7777;
+    match version.kind {
+        EntryKind::File => {
+            let stamp = stamps
+                .get(path)
+                .ok_or_else(|| format!("{path}: not in known.jsonl"))?;
+            let stat_now = (
+                meta.size(),
+                [meta.mtime(), meta.mtime_nsec()],
+                [meta.ctime(), meta.ctime_nsec()],
+                meta.ino(),
+            );
+            if !kind.is_file()
+                || mode_differs
+                || Some(stamp.sha256.as_str()) != version.sha256.as_deref()
+                || stat_now != (stamp.size, stamp.mtime, stamp.ctime, stamp.ino)
+            {
+                return Err(format!("{path}: changed since it was verified"));
+            }
+        }
+        EntryKind::Dir if !kind.is_dir() || mode_differs => {
+            return Err(format!("{path}: not the folder it was"));
+        }
+        EntryKind::Symlink => {
+            let target = std::fs::read_link(at).map_err(|err| format!("{path}: {err}"))?;
+            if !kind.is_symlink()
+                || Some(target.to_string_lossy().as_ref()) != version.target.as_deref()
+            {
+                return Err(format!("{path}: not the link it was"));
+            }
+        }
+        EntryKind::Dir => {}
+        EntryKind::Other => return Err(format!("{path}: not restored at the step")),
+    }
+    Ok(())
+}
