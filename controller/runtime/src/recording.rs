@@ -194,9 +194,20 @@ impl Recorder {
     ) -> Result<(), RecordError> {
         let fingerprint = fingerprint_record(fingerprint, call_id);
         let mut last = self.last_fingerprint.lock().await;
+        // The sandbox's part: a socket no process of the server's holds (the host's, in a
+        // network the sandbox shares) is recorded, but its coming and going is not a change
+        // of the sandbox's state, so a busy host does not add events to a session's log.
+        let sandbox_sockets = |record: &StateFingerprint| {
+            record
+                .listening
+                .iter()
+                .filter(|socket| socket.pid.is_some())
+                .cloned()
+                .collect::<Vec<_>>()
+        };
         let same = last.as_ref().is_some_and(|previous| {
             previous.processes == fingerprint.processes
-                && previous.listening == fingerprint.listening
+                && sandbox_sockets(previous) == sandbox_sockets(&fingerprint)
                 && previous.watched == fingerprint.watched
         });
         if same {

@@ -503,3 +503,87 @@ fn check_in_browser(page: &Path, n_events: usize) {
     );
     assert!(dom.contains("Session finished: completed"));
 }
+
+/// A host's listener that comes and goes while a session runs (a local sandbox shares the
+/// host's network) is recorded in the fingerprints the sandbox's own changes make, but is not
+/// a change itself: it adds no event to the log.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_listener_coming_and_going_is_not_a_change_of_the_sandbox_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let bash = |cmd: &str| json!({"name": "bash", "arguments": {"cmd": cmd}});
+    let script = json!({"turns": [
+        // Waits (bounded) for the test to open a listener of its own and say so.
+        {"text": "wait", "tool_calls": [bash("for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; rm -f go")]},
+        {"text": "leave a process", "tool_calls": [bash("sleep 60 >/dev/null 2>&1 &")]},
+        {"text": "done"},
+    ]});
+    std::fs::write(dir.path().join("script.yaml"), script.to_string()).unwrap();
+    let task = common::write_task(
+        dir.path(),
+        &json!({
+            "prompt": "Wait, then leave a process.",
+            "workspace": {"dir": "workspace"},
+            "model": {"name": "script:script.yaml"},
+        }),
+    );
+    let (logs, target) = (dir.path().join("logs"), dir.path().join("target"));
+    let args = [
+        "run",
+        "--policy",
+        "allow-all",
+        "--log-dir",
+        logs.to_str().unwrap(),
+        "--task",
+        task.to_str().unwrap(),
+        target.to_str().unwrap(),
+    ];
+    let session = tokio::spawn(common::run(common::command(&args), Duration::from_secs(60)));
+    // Once the first call runs: a listener of this process, then the word to go on.
+    let mut listener = None;
+    for _ in 0..400 {
+        let started = std::fs::read_dir(&logs)
+            .ok()
+            .and_then(|mut entries| entries.next())
+            .and_then(|entry| entry.ok())
+            .map(|entry| entry.path().join("events.jsonl"))
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .is_some_and(|text| text.contains("\"tool_call\""));
+        if started {
+            listener = Some(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let listener = listener.expect("the first call started within 10 s");
+    let port = listener.local_addr().unwrap().port();
+    let served = common::first_entry(&logs);
+    std::fs::write(target.join("go"), "").unwrap();
+    let run = session.await.unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    drop(listener);
+    let all = events(&served);
+    let fingerprints: Vec<&Value> = all
+        .iter()
+        .filter(|e| e["type"] == "state_fingerprint")
+        .collect();
+    let calls: Vec<Value> = fingerprints
+        .iter()
+        .map(|e| e["data"]["call_id"].clone())
+        .collect();
+    // The start, then the call that left a process: none for the first call, after which
+    // only the host's listener had changed.
+    assert_eq!(calls.len(), 2, "fingerprints after {calls:?}");
+    assert_eq!(calls[0], Value::Null);
+    assert_eq!(calls[1], "script_2_1");
+    let after = &fingerprints[1]["data"];
+    assert_eq!(after["processes"].as_array().unwrap().len(), 1, "{after}");
+    let host = after["listening"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|socket| socket["port"] == port)
+        .unwrap_or_else(|| panic!("the host's listener {port} is recorded: {after}"));
+    assert_eq!(host["pid"], Value::Null);
+}
