@@ -167,6 +167,20 @@ pub fn write_task(dir: &Path, task: &serde_json::Value) -> PathBuf {
     path
 }
 
+/// `harness run --policy allow-all --log-dir LOGS --task TASK TARGET`, not yet started.
+pub fn run_into(logs: &Path, task: &Path, target: &Path) -> Command {
+    command(&[
+        "run",
+        "--policy",
+        "allow-all",
+        "--log-dir",
+        logs.to_str().unwrap(),
+        "--task",
+        task.to_str().unwrap(),
+        target.to_str().unwrap(),
+    ])
+}
+
 /// `harness run --policy allow-all --task TASK TARGET`, bounded by a minute.
 pub async fn run_task(task: &Path, target: &Path) -> Run {
     let task = task.to_str().unwrap();

@@ -385,17 +385,11 @@ async fn a_batch_forks_every_recorded_session_at_one_step() {
     let logs = dir.path().join("logs");
     for n in 0..2 {
         let target = dir.path().join(format!("ws-{n}"));
-        let args = [
-            "run",
-            "--policy",
-            "allow-all",
-            "--log-dir",
-            logs.to_str().unwrap(),
-            "--task",
-            task.to_str().unwrap(),
-            target.to_str().unwrap(),
-        ];
-        let run = harness(&args).await;
+        let run = common::run(
+            common::run_into(&logs, &task, &target),
+            Duration::from_secs(120),
+        )
+        .await;
         assert_eq!(run.code, 0, "{}", run.stderr);
     }
     // The end of turn 2, the same step in both recordings of the same script.

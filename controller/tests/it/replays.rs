@@ -529,17 +529,10 @@ async fn a_host_listener_coming_and_going_is_not_a_change_of_the_sandbox_state()
         }),
     );
     let (logs, target) = (dir.path().join("logs"), dir.path().join("target"));
-    let args = [
-        "run",
-        "--policy",
-        "allow-all",
-        "--log-dir",
-        logs.to_str().unwrap(),
-        "--task",
-        task.to_str().unwrap(),
-        target.to_str().unwrap(),
-    ];
-    let session = tokio::spawn(common::run(common::command(&args), Duration::from_secs(60)));
+    let session = tokio::spawn(common::run(
+        common::run_into(&logs, &task, &target),
+        Duration::from_secs(60),
+    ));
     // Once the first call runs: a listener of this process, then the word to go on.
     let mut listener = None;
     for _ in 0..400 {
