@@ -163,7 +163,7 @@ pub async fn run_fork(
         _ => None,
     };
     let owner = overlay.filter(|_| !config.flags.keep_workspace);
-    let at_step = AtStep::make(&dir, &config, &point.state, &layers, owner)?;
+    let at_step = AtStep::make(&dir, &config, &point.state, &layers, owner, display)?;
     if let Some(kept) = &at_step.kept {
         display.note(&format!(
             "the workspace at step {}: {} {}",
@@ -175,6 +175,9 @@ pub async fn run_fork(
             },
             kept.workspace().display()
         ));
+        if let Some(why) = &kept.rebuilt_because {
+            display.note(&format!("the kept workspace was rebuilt: {why}"));
+        }
     }
     let template = at_step.template.clone();
     let parent = ForkParent {
@@ -356,13 +359,14 @@ impl AtStep {
         state: &restore::State,
         layers: &Path,
         owner: Option<workspace::Owner>,
+        display: &dyn ForkDisplay,
     ) -> anyhow::Result<AtStep> {
         let n_files = state
             .values()
             .filter(|version| version.kind == sandbox_protocol::EntryKind::File)
             .count() as u64;
         if config.keep_state {
-            let kept = kept::Kept::open(dir, config.seq, state, owner)?;
+            let kept = kept::Kept::open(dir, config.seq, state, owner, &|text| display.note(text))?;
             return Ok(AtStep {
                 template: kept.workspace(),
                 n_files,
@@ -431,7 +435,11 @@ struct Fork<'a> {
 impl Fork<'_> {
     async fn child(&self, child: u32) -> anyhow::Result<ForkChild> {
         let log_dir = self.out.join(format!("child-{child}"));
-        let workspace = self.workspaces.join(format!("child-{child}"));
+        // Named past guessing: the children's commands share a user, and the folder above
+        // them can be passed through, not listed.
+        let workspace = self
+            .workspaces
+            .join(format!("child-{child}-{:016x}", rand::random::<u64>()));
         let mut config = self.config.clone();
         // Held for the session's length: an overlay is unmounted, a copy removed, on drop.
         let mut held = None;

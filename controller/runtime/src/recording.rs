@@ -33,6 +33,8 @@ pub struct Recorder {
     session_id: String,
     snapshot_id: Mutex<Option<String>>,
     last_fingerprint: Mutex<Option<StateFingerprint>>,
+    /// See [`Recorder::on_host_network`].
+    host_network: bool,
     /// The tool call running now, for [`Recorder::record_interrupted`].
     in_flight: std::sync::Mutex<Option<interrupted::InFlight>>,
 }
@@ -46,7 +48,16 @@ impl Recorder {
             snapshot_id: Mutex::new(None),
             last_fingerprint: Mutex::new(None),
             in_flight: std::sync::Mutex::new(None),
+            host_network: false,
         }
+    }
+
+    /// A sandbox on the host's network (a local one): a listener no process of its server's
+    /// holds is the host's, and its coming and going is no change of the sandbox's state.
+    /// (In a container, such a listener is the container's own, a service of its image.)
+    pub fn on_host_network(mut self, shared: bool) -> Recorder {
+        self.host_network = shared;
+        self
     }
 
     /// The `Idempotency-Key` of a tool call: its name on the sandbox (`{session}-{number}`,
@@ -194,14 +205,14 @@ impl Recorder {
     ) -> Result<(), RecordError> {
         let fingerprint = fingerprint_record(fingerprint, call_id);
         let mut last = self.last_fingerprint.lock().await;
-        // The sandbox's part: a socket no process of the server's holds (the host's, in a
-        // network the sandbox shares) is recorded, but its coming and going is not a change
-        // of the sandbox's state, so a busy host does not add events to a session's log.
+        // The sandbox's part: on the host's network, a socket no process of the server's
+        // holds is the host's; it is recorded, but its coming and going is not a change of the
+        // sandbox's state, so a busy host does not add events to a session's log.
         let sandbox_sockets = |record: &StateFingerprint| {
             record
                 .listening
                 .iter()
-                .filter(|socket| socket.pid.is_some())
+                .filter(|socket| !self.host_network || socket.pid.is_some())
                 .cloned()
                 .collect::<Vec<_>>()
         };

@@ -180,7 +180,11 @@ async fn session(
         policy: policy.as_ref(),
         sandbox: &sandbox,
         audience,
-        recorder: Recorder::new(log.clone(), sandbox.client.clone(), &options.session_id),
+        recorder: Recorder::new(log.clone(), sandbox.client.clone(), &options.session_id)
+            .on_host_network(matches!(
+                options.config.sandbox,
+                crate::config::SandboxTarget::Local
+            )),
     };
     let lifetime = options.config.lifetime.unwrap_or(Duration::MAX);
     let ended = tokio::select! {

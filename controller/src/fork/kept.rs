@@ -28,6 +28,8 @@ pub(super) struct Kept {
     pub(super) n_known: usize,
     /// Whether it was found (and verified) rather than built now.
     pub(super) reused: bool,
+    /// Why a kept workspace that was there was not reused.
+    pub(super) rebuilt_because: Option<String>,
     _lock: Flock<File>,
 }
 
@@ -40,6 +42,7 @@ impl Kept {
         seq: u64,
         state: &State,
         owner: Option<Owner>,
+        note: &dyn Fn(&str),
     ) -> anyhow::Result<Kept> {
         let forks = run.join("forks");
         event_log::private_dir(&forks).with_context(|| format!("creating {}", forks.display()))?;
@@ -61,20 +64,26 @@ impl Kept {
                 folder,
                 n_known,
                 reused: true,
+                rebuilt_because: None,
                 _lock: lock,
             });
         }
         // Rebuilt under the exclusive lock (no fork reads it meanwhile), checked again first:
         // another fork may have rebuilt it while this one waited.
-        lock.relock(FlockArg::LockExclusive)
-            .with_context(|| format!("locking {}", lock_path.display()))?;
-        let n_known = match verify(&folder, state, expected) {
-            Ok(n) => n,
+        if lock.relock(FlockArg::LockExclusiveNonblock).is_err() {
+            note(&format!(
+                "waiting for the other forks reading {} to end: it is rebuilt under an exclusive lock",
+                folder.display()
+            ));
+            lock.relock(FlockArg::LockExclusive)
+                .with_context(|| format!("locking {}", lock_path.display()))?;
+        }
+        sweep(&forks);
+        let (n_known, rebuilt_because) = match verify(&folder, state, expected) {
+            Ok(n) => (n, None),
             Err(why) => {
-                if folder.exists() {
-                    tracing::info!("{}: rebuilt: {why}", folder.display());
-                }
-                build(run, &folder, state, owner)?
+                let why = folder.exists().then_some(why);
+                (build(run, &folder, state, owner)?, why)
             }
         };
         lock.relock(FlockArg::LockShared)
@@ -83,6 +92,7 @@ impl Kept {
             folder,
             n_known,
             reused: false,
+            rebuilt_because,
             _lock: lock,
         })
     }
@@ -121,9 +131,13 @@ fn build(run: &Path, folder: &Path, state: &State, owner: Option<Owner>) -> anyh
     }
     let n_known = workspace::known_files(state, &template, &fresh.path().join("known.jsonl"))
         .context("listing the workspace's known files")?;
+    // The stale one out of the way first (removed after, and by the next rebuild's sweep if
+    // that fails): a rebuild never depends on removing it.
     if folder.exists() {
-        std::fs::remove_dir_all(folder)
-            .with_context(|| format!("removing the stale {}", folder.display()))?;
+        let aside = parent.join(format!(".state-stale-{}", event_log::new_session_id()));
+        std::fs::rename(folder, &aside)
+            .with_context(|| format!("moving the stale {} aside", folder.display()))?;
+        remove_tree(&aside);
     }
     // Its own user's alone, as the log folder is (the commands reach it through overlays).
     std::fs::set_permissions(fresh.path(), std::fs::Permissions::from_mode(0o700))
@@ -131,6 +145,46 @@ fn build(run: &Path, folder: &Path, state: &State, owner: Option<Owner>) -> anyh
     std::fs::rename(fresh.keep(), folder)
         .with_context(|| format!("putting the workspace in {}", folder.display()))?;
     Ok(n_known)
+}
+
+/// What a killed fork left beside the kept workspaces (a half-built one, a stale one that could
+/// not be removed), removed as far as it can be. Under the exclusive lock of one step: another
+/// step's build in progress is a folder `tempfile` holds open, which this leaves alone unless
+/// it is an hour old.
+fn sweep(forks: &Path) {
+    let Ok(entries) = std::fs::read_dir(forks) else {
+        return;
+    };
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let old = entry
+            .metadata()
+            .and_then(|meta| meta.modified())
+            .is_ok_and(|modified| modified < hour_ago);
+        if name.starts_with(".state-stale-") || (name.starts_with(".state-building-") && old) {
+            remove_tree(&entry.path());
+        }
+    }
+}
+
+/// Removes `dir` and everything beneath it, best effort: folders are made writable first (a
+/// workspace may hold read-only ones, which would stop a removal that is not root's). Links
+/// are never followed.
+fn remove_tree(dir: &Path) {
+    let mut stack = vec![dir.to_owned()];
+    while let Some(folder) = stack.pop() {
+        let _ = std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(&folder) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                    stack.push(entry.path());
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// `Ok(files listed)` when `folder` holds exactly `state` as it was verified; else why not.

@@ -357,8 +357,13 @@ async fn a_fork_after_a_stop_hook_sent_the_model_back_rebuilds_the_hooks_words()
         .and_then(|rest| rest.strip_suffix(" (--keep-workspace)"))
         .map(PathBuf::from)
         .expect("the kept folder is named");
-    for child in ["child-1", "child-2"] {
-        let log = std::fs::read_to_string(kept.join(child).join("tests.log")).unwrap();
+    for child in ["child-1-", "child-2-"] {
+        let folder = std::fs::read_dir(&kept)
+            .unwrap()
+            .flatten()
+            .find(|entry| entry.file_name().to_string_lossy().starts_with(child))
+            .unwrap_or_else(|| panic!("no {child}* in {}", kept.display()));
+        let log = std::fs::read_to_string(folder.path().join("tests.log")).unwrap();
         assert_eq!(log, "ran\n");
     }
     std::fs::remove_dir_all(&kept).unwrap();
@@ -443,8 +448,18 @@ async fn a_batch_forks_every_recorded_session_at_one_step() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kept_state_is_reused_while_it_is_as_verified_and_rebuilt_when_not() {
+    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let (log, all) = recorded(dir.path()).await;
+    // A set-user-id file: giving the workspace to the commands' user (a chown) clears the bit,
+    // which must be given back, or the kept workspace would never verify.
+    let task = write_task(dir.path());
+    let tool = dir.path().join("workspace/tool.sh");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let parent = common::run_task(&task, &dir.path().join("ws")).await;
+    assert_eq!(parent.code, 0, "{}", parent.stderr);
+    let log = parent.log_dir();
+    let all = events(&log);
     let step = seq_of(first(&all, "model_request", |d| d["turn"] == 4)) - 1;
     let at_step = restored(&log, step, &dir.path().join("at-step")).await;
     let kept = log.join("forks").join(format!(".state-{step}/workspace"));
@@ -465,12 +480,20 @@ async fn a_kept_state_is_reused_while_it_is_as_verified_and_rebuilt_when_not() {
                 "{name}: {}",
                 run.stdout
             );
-            let said = run
+            let said: Vec<&str> = run
                 .stderr
                 .lines()
-                .find(|line| line.starts_with("the workspace at step"))
-                .unwrap_or_else(|| panic!("{name}: nothing said of the state: {}", run.stderr))
-                .to_owned();
+                .filter(|line| {
+                    line.starts_with("the workspace at step")
+                        || line.starts_with("the kept workspace")
+                })
+                .collect();
+            assert!(
+                !said.is_empty(),
+                "{name}: nothing said of the state: {}",
+                run.stderr
+            );
+            let said = said.join("\n");
             let child = out.join("child-1");
             let snapshot = seq_of(first(&events(&child), "workspace_snapshot", |_| true));
             let began = restored(&child, snapshot, &out.join("began")).await;
@@ -479,8 +502,17 @@ async fn a_kept_state_is_reused_while_it_is_as_verified_and_rebuilt_when_not() {
     };
     let (said, began) = fork("first").await;
     assert!(said.contains("kept for the next fork in"), "{said}");
+    assert!(
+        !said.contains("rebuilt"),
+        "nothing was there to rebuild: {said}"
+    );
     assert_eq!(began, at_step);
     assert_eq!(tree(&kept), at_step, "the kept workspace is the step's");
+    let mode = std::fs::metadata(kept.join("tool.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o4755, "the set-user-id bit survived");
 
     let (said, began) = fork("second").await;
     assert!(said.contains("reused (every entry as verified)"), "{said}");
@@ -494,10 +526,17 @@ async fn a_kept_state_is_reused_while_it_is_as_verified_and_rebuilt_when_not() {
     std::fs::write(&a, &bytes).unwrap();
     let (said, began) = fork("changed").await;
     assert!(said.contains("kept for the next fork in"), "{said}");
+    assert!(
+        said.contains("rebuilt: a.txt: changed since it was verified"),
+        "{said}"
+    );
     assert_eq!(began, at_step);
     std::fs::write(kept.join("docs/extra.txt"), "not at the step\n").unwrap();
     let (said, began) = fork("extra").await;
-    assert!(said.contains("kept for the next fork in"), "{said}");
+    assert!(
+        said.contains("rebuilt: docs/extra.txt: not in the workspace at the step"),
+        "{said}"
+    );
     assert_eq!(began, at_step);
     assert_eq!(tree(&kept), at_step);
     // The kept workspace is not a fork: the parent's transcript lists only forks.
