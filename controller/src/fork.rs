@@ -17,9 +17,11 @@ use anyhow::Context;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+mod at_step;
 mod kept;
 mod workspace;
 
+use at_step::{AtStep, forks_folder};
 use workspace::ChildWorkspace;
 
 use event_log::{
@@ -91,10 +93,10 @@ pub async fn run_fork(
         );
     }
     let fork_id = format!("step-{}-{}", config.seq, event_log::new_session_id());
-    let out = config
-        .out
-        .clone()
-        .unwrap_or_else(|| dir.join("forks").join(&fork_id));
+    let out = match &config.out {
+        Some(out) => out.clone(),
+        None => forks_folder(&dir)?.join(&fork_id),
+    };
     if out.exists() {
         anyhow::bail!("{}: already exists; give --out a new folder", out.display());
     }
@@ -163,7 +165,15 @@ pub async fn run_fork(
         _ => None,
     };
     let owner = overlay.filter(|_| !config.flags.keep_workspace);
-    let at_step = AtStep::make(&dir, &config, &point.state, &layers, owner, display)?;
+    let at_step = AtStep::make(
+        &dir,
+        &config,
+        &point.state,
+        &layers,
+        owner,
+        display,
+        &cancel,
+    )?;
     if let Some(kept) = &at_step.kept {
         display.note(&format!(
             "the workspace at step {}: {} {}",
@@ -337,71 +347,6 @@ fn child_config(
     config.workspace = None;
     config.working_dir = None;
     Ok(config)
-}
-
-/// The verified workspace at the step that the children's are made from.
-struct AtStep {
-    template: PathBuf,
-    n_files: u64,
-    /// With overlays: the servers' `--known-files` list made once from the template, and how
-    /// many files it names.
-    known: Option<(PathBuf, usize)>,
-    /// Held while the children run, with `--keep-state`.
-    kept: Option<kept::Kept>,
-}
-
-impl AtStep {
-    /// Rebuilt from the log into `layers/at-step` (or kept, `--keep-state`), every hash
-    /// verified, and `owner`'s when children get overlays.
-    fn make(
-        dir: &Path,
-        config: &ForkConfig,
-        state: &restore::State,
-        layers: &Path,
-        owner: Option<workspace::Owner>,
-        display: &dyn ForkDisplay,
-    ) -> anyhow::Result<AtStep> {
-        let n_files = state
-            .values()
-            .filter(|version| version.kind == sandbox_protocol::EntryKind::File)
-            .count() as u64;
-        if config.keep_state {
-            let kept = kept::Kept::open(dir, config.seq, state, owner, &|text| display.note(text))?;
-            return Ok(AtStep {
-                template: kept.workspace(),
-                n_files,
-                known: Some((kept.known(), kept.n_known)),
-                kept: Some(kept),
-            });
-        }
-        let template = layers.join("at-step");
-        let restored = restore::write_state(dir, state, &template)?;
-        if !restored.problems.is_empty() {
-            anyhow::bail!(
-                "the workspace at step {} cannot be rebuilt exactly: {}",
-                config.seq,
-                restored.problems.join("; ")
-            );
-        }
-        let known = match owner {
-            Some(owner) => {
-                owner
-                    .take(&template)
-                    .context("giving the workspace at the step to the commands' user")?;
-                let list = layers.join("known.jsonl");
-                let n = workspace::known_files(state, &template, &list)
-                    .context("listing the workspace's known files")?;
-                Some((list, n))
-            }
-            None => None,
-        };
-        Ok(AtStep {
-            template,
-            n_files,
-            known,
-            kept: None,
-        })
-    }
 }
 
 /// What every child of one fork shares.

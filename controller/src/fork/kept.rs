@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use nix::fcntl::{Flock, FlockArg};
 use sandbox_protocol::{EntryKind, KnownFile};
+use tokio_util::sync::CancellationToken;
 
 use replay::restore::{self, State};
 
@@ -43,8 +44,9 @@ impl Kept {
         state: &State,
         owner: Option<Owner>,
         note: &dyn Fn(&str),
+        cancel: &CancellationToken,
     ) -> anyhow::Result<Kept> {
-        let forks = run.join("forks");
+        let forks = super::at_step::forks_folder(run)?;
         event_log::private_dir(&forks).with_context(|| format!("creating {}", forks.display()))?;
         let folder = forks.join(format!(".state-{seq}"));
         let lock_path = forks.join(format!(".state-{seq}.lock"));
@@ -53,6 +55,7 @@ impl Kept {
             .truncate(false)
             .write(true)
             .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&lock_path)
             .with_context(|| format!("opening {}", lock_path.display()))?;
         let lock = Flock::lock(file, FlockArg::LockShared)
@@ -70,13 +73,21 @@ impl Kept {
         }
         // Rebuilt under the exclusive lock (no fork reads it meanwhile), checked again first:
         // another fork may have rebuilt it while this one waited.
+        // Polled, so that Ctrl-C ends the wait (the other forks may run for long).
         if lock.relock(FlockArg::LockExclusiveNonblock).is_err() {
             note(&format!(
                 "waiting for the other forks reading {} to end: it is rebuilt under an exclusive lock",
                 folder.display()
             ));
-            lock.relock(FlockArg::LockExclusive)
-                .with_context(|| format!("locking {}", lock_path.display()))?;
+            while lock.relock(FlockArg::LockExclusiveNonblock).is_err() {
+                if cancel.is_cancelled() {
+                    anyhow::bail!(
+                        "interrupted while waiting for the other forks reading {}",
+                        folder.display()
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
         }
         sweep(&forks);
         let (n_known, rebuilt_because) = match verify(&folder, state, expected) {
@@ -173,6 +184,11 @@ fn sweep(forks: &Path) {
 /// workspace may hold read-only ones, which would stop a removal that is not root's). Links
 /// are never followed.
 fn remove_tree(dir: &Path) {
+    // A link (a log from elsewhere may hold one) is removed, never followed.
+    if !std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir()) {
+        let _ = std::fs::remove_file(dir);
+        return;
+    }
     let mut stack = vec![dir.to_owned()];
     while let Some(folder) = stack.pop() {
         let _ = std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700));
@@ -189,8 +205,20 @@ fn remove_tree(dir: &Path) {
 
 /// `Ok(files listed)` when `folder` holds exactly `state` as it was verified; else why not.
 fn verify(folder: &Path, state: &State, owner: Owner) -> Result<usize, String> {
-    let list = std::fs::read_to_string(folder.join("known.jsonl"))
-        .map_err(|err| format!("known.jsonl: {err}"))?;
+    // Only what this harness made: real folders and a list of a size the step's files can
+    // have (a log from elsewhere may carry a folder of that name, or a link).
+    let real_dir = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir());
+    if !real_dir(folder) || !real_dir(&folder.join("workspace")) {
+        return Err("not a folder this harness kept".to_owned());
+    }
+    let list_path = folder.join("known.jsonl");
+    let most = 4096 + state.len() as u64 * (4096 + 512);
+    match std::fs::symlink_metadata(&list_path) {
+        Ok(meta) if meta.is_file() && meta.len() <= most => {}
+        Ok(_) => return Err("known.jsonl: not a list this harness wrote".to_owned()),
+        Err(err) => return Err(format!("known.jsonl: {err}")),
+    }
+    let list = std::fs::read_to_string(&list_path).map_err(|err| format!("known.jsonl: {err}"))?;
     let mut stamps = BTreeMap::new();
     for line in list.lines() {
         let file: KnownFile =

@@ -539,8 +539,61 @@ async fn a_kept_state_is_reused_while_it_is_as_verified_and_rebuilt_when_not() {
     );
     assert_eq!(began, at_step);
     assert_eq!(tree(&kept), at_step);
+    // A link in its place (as a log from elsewhere may carry): not followed, not reused, and
+    // what it points to keeps its modes.
+    let decoy = dir.path().join("decoy");
+    std::fs::create_dir_all(decoy.join("workspace/inner")).unwrap();
+    std::fs::set_permissions(&decoy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let state_dir = kept.parent().unwrap().to_owned();
+    std::fs::remove_dir_all(&state_dir).unwrap();
+    std::os::unix::fs::symlink(&decoy, &state_dir).unwrap();
+    let (said, began) = fork("linked").await;
+    assert!(
+        said.contains("rebuilt: not a folder this harness kept"),
+        "{said}"
+    );
+    assert_eq!(began, at_step);
+    assert!(!std::fs::symlink_metadata(&state_dir).unwrap().is_symlink());
+    for folder in [decoy.clone(), decoy.join("workspace/inner")] {
+        let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755, "{} kept its mode", folder.display());
+    }
     // The kept workspace is not a fork: the parent's transcript lists only forks.
     let shown = harness(&["replay", "show", log.to_str().unwrap()]).await;
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     assert!(!shown.stdout.contains(".state-"), "{}", shown.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forks_folder_that_is_a_link_is_refused_and_nothing_is_written_through_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (log, all) = recorded(dir.path()).await;
+    let step = seq_of(first(&all, "model_request", |d| d["turn"] == 4)) - 1;
+    // A session folder from elsewhere whose `forks` points out of it.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, log.join("forks")).unwrap();
+    let out = dir.path().join("out");
+    for more in [
+        &[][..],
+        &["--keep-state", "--out", out.to_str().unwrap()][..],
+    ] {
+        let run = fork_of(&log, step, more).await;
+        assert_ne!(run.code, 0, "{more:?}: {}", run.stdout);
+        assert!(
+            run.stderr
+                .contains("forks: not a folder (a link or a file)"),
+            "{more:?}: {}",
+            run.stderr
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing written there"
+    );
+    let mode = std::fs::metadata(&elsewhere).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
 }
