@@ -1,5 +1,6 @@
 # The harness (controller) in an image, with a sandbox-server beside it for `--sandbox local`
-# (one pod, two processes) and the same base as the sandbox.
+# (one pod, two processes) and the same base as the sandbox. The server is the sandbox image's
+# (the static `server` profile build, docker/README.md); `harness` is the release build:
 #   docker build -f docker/controller.Dockerfile -t agent-harness/controller .
 ARG BASE=debian:bookworm-slim
 FROM ${BASE}
@@ -12,7 +13,7 @@ RUN if ! command -v git >/dev/null || ! command -v python3 >/dev/null || ! comma
  && mkdir -p /workspace /runs \
  && chown harness:harness /workspace /runs
 
-COPY target/release/harness target/release/sandbox-server /usr/local/bin/
+COPY target/release/harness target/x86_64-unknown-linux-gnu/server/sandbox-server /usr/local/bin/
 
 USER 10001:10001
 WORKDIR /workspace

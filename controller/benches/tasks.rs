@@ -179,7 +179,7 @@ fn main() {
             column(3)
         );
     }
-    let server = repo().join("target/x86_64-unknown-linux-gnu/release/sandbox-server");
+    let server = repo().join("target/x86_64-unknown-linux-gnu/server/sandbox-server");
     let token = scratch.path().join("token");
     std::fs::write(&token, "0123456789abcdef0123456789abcdef").unwrap();
     if server.is_file() {

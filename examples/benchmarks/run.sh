@@ -12,10 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-static=target/x86_64-unknown-linux-gnu/release/sandbox-server
+static=target/x86_64-unknown-linux-gnu/server/sandbox-server
 if [ ! -x "$static" ]; then
   echo "building the static sandbox-server for task containers (once; a few minutes)"
-  RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -p sandbox-server --target x86_64-unknown-linux-gnu
+  RUSTFLAGS="-C target-feature=+crt-static" cargo build --profile server -p sandbox-server --target x86_64-unknown-linux-gnu
 fi
 [ -x target/release/harness ] || cargo build --release -p controller
 

@@ -234,6 +234,8 @@ pub async fn serve_prepared(
     let metrics_server = metrics.map(|listener| http::serve_metrics(listener, state.clone()));
     let audit = state.audit.clone();
     let router = app(state);
+    // Everything a start builds and drops is behind us: an idle server keeps only what it uses.
+    process::heap::release_free_memory();
 
     // Past the grace period, in-flight calls are ended by killing their processes.
     let kill_grace = config.kill_grace;

@@ -11,6 +11,7 @@
 //! marker, so children that escaped the group are caught too.
 
 pub mod confine;
+pub mod heap;
 mod launch;
 pub mod leftovers;
 pub mod mediate;

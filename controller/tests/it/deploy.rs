@@ -448,7 +448,7 @@ fn static_server() -> PathBuf {
         return PathBuf::from(path);
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/x86_64-unknown-linux-gnu/release/sandbox-server");
+        .join("../target/x86_64-unknown-linux-gnu/server/sandbox-server");
     assert!(
         path.is_file(),
         "no static sandbox-server: build it as .ci/run does"

@@ -102,7 +102,8 @@ pub(super) fn injection(server: &Path, token: &str) -> Failed<Vec<u8>> {
 
 /// Where the static server for task containers is: `HARNESS_SANDBOX_SERVER_STATIC`, else a
 /// statically linked `sandbox-server` beside `harness`, else the static build of this
-/// workspace (`target/x86_64-unknown-linux-gnu/release/`, next to `harness`'s `target/`).
+/// workspace (`target/x86_64-unknown-linux-gnu/server/`, the size-optimised profile, or
+/// `…/release/`, next to `harness`'s `target/`).
 pub fn static_server() -> Failed<PathBuf> {
     if let Some(path) = std::env::var_os("HARNESS_SANDBOX_SERVER_STATIC").filter(|p| !p.is_empty())
     {
@@ -123,6 +124,8 @@ pub fn static_server() -> Failed<PathBuf> {
         .flat_map(|dir| {
             [
                 dir.join("sandbox-server"),
+                dir.join("../x86_64-unknown-linux-gnu/server/sandbox-server"),
+                dir.join("../../x86_64-unknown-linux-gnu/server/sandbox-server"),
                 dir.join("../x86_64-unknown-linux-gnu/release/sandbox-server"),
                 dir.join("../../x86_64-unknown-linux-gnu/release/sandbox-server"),
             ]
@@ -133,7 +136,7 @@ pub fn static_server() -> Failed<PathBuf> {
     }
     failed!(
         "no statically linked sandbox-server to inject into the task's image: build one with \
-         RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release -p sandbox-server --target x86_64-unknown-linux-gnu \
+         RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --profile server -p sandbox-server --target x86_64-unknown-linux-gnu \
          (harness finds it there) or name one in HARNESS_SANDBOX_SERVER_STATIC"
     )
 }
