@@ -1,6 +1,7 @@
 //! The command line: clap's types live here, in the binary's edge, and nowhere in the
 //! library. Each subcommand's module turns its flags into the library's validated config.
 
+mod agents;
 mod batch;
 #[cfg(test)]
 mod flag_docs;
@@ -9,6 +10,7 @@ mod images;
 mod metrics;
 mod policy;
 mod replay;
+mod rerun_fork;
 mod run;
 mod sandboxes;
 mod terminal;
@@ -346,6 +348,8 @@ pub(crate) struct SessionArgs {
     #[arg(long)]
     pub(crate) thinking_budget: Option<u32>,
     #[command(flatten)]
+    pub(crate) agents: agents::AgentArgs,
+    #[command(flatten)]
     pub(crate) bench: BenchArgs,
 }
 
@@ -521,6 +525,7 @@ impl SessionArgs {
             approve: self.approve.into(),
             max_tokens: self.max_tokens,
             thinking_budget: self.thinking_budget,
+            agents: self.agents.flags(),
             bench: self.bench.flags(),
         }
     }

@@ -328,6 +328,17 @@ fn child_config(
                 .collect(),
         )
     });
+    // The `agent` tool keeps the limits it had (a flag given for the fork wins).
+    if let Some(limits) = parent.subagents
+        && flags.agents == runtime::subagent::AgentFlags::default()
+    {
+        flags.agents = runtime::subagent::AgentFlags {
+            max_depth: Some(limits.max_depth),
+            max_parallel: Some(limits.max_parallel),
+            max_total: Some(limits.max_total),
+            workspace: Some(limits.workspace.as_str().to_owned()),
+        };
+    }
     let sandbox = flags
         .sandbox
         .clone()
@@ -474,6 +485,7 @@ impl Fork<'_> {
             warm: None,
             build_policy: judge::build_policy,
             resume: Some(Arc::new(resume)),
+            subagent: None,
         };
         let totals = Mutex::new(Totals::default());
         let audience = Audience {
@@ -501,7 +513,7 @@ impl Fork<'_> {
                 failure: summary.outcome.failure_class(),
                 passed: summary.outcome.passed(),
                 duration_ms: summary.duration.as_millis() as u64,
-                cost: summary.totals.cost,
+                cost: summary.totals.cost_with_subagents(),
             }))
             .await?;
         drop(held);
@@ -518,7 +530,7 @@ impl Fork<'_> {
             outcome,
             failure: summary.outcome.failure_class(),
             reward,
-            cost: summary.totals.cost,
+            cost: summary.totals.cost_with_subagents(),
             turns: summary.totals.turns,
             tool_calls: summary.totals.tool_calls,
             duration_ms: started.elapsed().as_millis() as u64,

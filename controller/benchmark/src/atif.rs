@@ -3,6 +3,10 @@
 //! steps, then one agent step per model reply with its tool calls and, in the same step, their
 //! results; a compaction is a system step carrying its summary. Totals are the session's.
 //!
+//! A session with subagents (the `agent` tool) embeds each child's trajectory, recursively, in
+//! `subagent_trajectories` (its `trajectory_id` is the child's session id), and the `agent`
+//! call's observation result refers to it (`subagent_trajectory_ref`).
+//!
 //! Any session log converts (`harness replay export --format atif RUN`); a benchmark trial's
 //! is written to `agent/trajectory.json` when it ends.
 
@@ -26,6 +30,13 @@ pub fn from_log(dir: &Path) -> Result<Value, ReplayError> {
 /// The trajectory of one step of a multi-step session (`step`), or of the whole session: a
 /// step's starts with the system prompt and its own instruction, and its totals are its own.
 pub fn from_log_step(dir: &Path, step: Option<&str>) -> Result<Value, ReplayError> {
+    trajectory(dir, step, 0)
+}
+
+/// How deep subagents' logs are followed (a crafted log could link one to itself).
+const DEEPEST: usize = 16;
+
+fn trajectory(dir: &Path, step: Option<&str>, depth: usize) -> Result<Value, ReplayError> {
     let mut builder = Builder {
         only: step.map(str::to_owned),
         ..Builder::default()
@@ -34,7 +45,26 @@ pub fn from_log_step(dir: &Path, step: Option<&str>) -> Result<Value, ReplayErro
         let envelope = envelope?;
         builder.event(dir, &envelope.ts, &envelope.event)?;
     }
-    builder.finish(dir)
+    let children = std::mem::take(&mut builder.children);
+    let mut trajectory = builder.finish(dir)?;
+    let mut embedded = Vec::new();
+    for (log_dir, session_id) in children {
+        let plain = log_dir.starts_with("agents/")
+            && log_dir.split('/').all(|p| !matches!(p, "" | "." | ".."));
+        if !plain || depth >= DEEPEST {
+            return Err(ReplayError::Io(format!(
+                "{}: the subagent log {log_dir:?} is not beneath agents/ or nests too deep",
+                dir.display()
+            )));
+        }
+        let mut child = self::trajectory(&dir.join(&log_dir), None, depth + 1)?;
+        child["trajectory_id"] = json!(session_id);
+        embedded.push(child);
+    }
+    if !embedded.is_empty() {
+        trajectory["subagent_trajectories"] = Value::Array(embedded);
+    }
+    Ok(trajectory)
 }
 
 #[derive(Default)]
@@ -53,6 +83,10 @@ struct Builder {
     calls: BTreeMap<String, usize>,
     model: Option<String>,
     finished: Option<(LoggedUsage, f64)>,
+    /// Subagents, in the order they started: their folder and session id.
+    children: Vec<(String, String)>,
+    /// An `agent` call's child: its session id, folder and workspace.
+    child_of_call: BTreeMap<String, (String, String, &'static str)>,
 }
 
 impl Builder {
@@ -115,13 +149,35 @@ impl Builder {
             Event::ToolResult(result) => {
                 let content = replay::text(dir, &result.output)?;
                 if let Some(&at) = self.calls.get(&result.call_id) {
+                    let mut entry = json!({"source_call_id": result.call_id, "content": content});
+                    if let Some((session_id, log_dir, workspace)) =
+                        self.child_of_call.get(&result.call_id)
+                    {
+                        entry["subagent_trajectory_ref"] = json!([{
+                            "trajectory_id": session_id,
+                            "session_id": session_id,
+                            "extra": {"log_dir": log_dir, "workspace": workspace},
+                        }]);
+                    }
                     let observation = self.steps[at]
                         .entry("observation")
                         .or_insert_with(|| json!({"results": []}));
                     if let Some(results) = observation["results"].as_array_mut() {
-                        results.push(json!({"source_call_id": result.call_id, "content": content}));
+                        results.push(entry);
                     }
                 }
+            }
+            Event::SubagentStarted(started) => {
+                self.children
+                    .push((started.log_dir.clone(), started.session_id.clone()));
+                self.child_of_call.insert(
+                    started.call_id.clone(),
+                    (
+                        started.session_id.clone(),
+                        started.log_dir.clone(),
+                        started.workspace.as_str(),
+                    ),
+                );
             }
             Event::Compaction(compaction) => {
                 let summary = replay::text(dir, &compaction.summary)?;

@@ -144,6 +144,7 @@ impl TaskProvider {
             observer.note(&format!("warning: {}: {warning}", run.task.name));
         }
         let note = |text: &str| observer.note(text);
+        let tools = runtime::subagent::server_tools(config.tools.as_deref());
         let spec = StartSpec {
             task: &run.task,
             session_id,
@@ -151,7 +152,7 @@ impl TaskProvider {
             server_binary: server,
             settings,
             internet,
-            tools: config.tools.as_deref(),
+            tools: tools.as_deref(),
             main_image: None,
             note: &note,
         };

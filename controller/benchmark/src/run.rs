@@ -133,6 +133,7 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunCon
         keep_workspace: flags.keep_workspace,
         lifetime: flags.lifetime,
         tools: flags.tools.clone(),
+        subagents: runtime::subagent::settings(flags.tools.as_deref(), None, &flags.agents)?,
         policy: config::policy_settings(&flags),
         hooks: config::hooks(None, &flags)?,
         mcp: config::mcp_servers(None, &flags)?,

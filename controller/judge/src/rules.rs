@@ -191,13 +191,22 @@ impl RuleSet {
     /// The built-in set: what a careful engineer would sign for an agent in a workspace.
     pub fn defaults() -> RuleSet {
         let to_strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let mut rules = RuleSet::parse(&to_strings(DEFAULT_DENY), &to_strings(DEFAULT_ASK), &[])
-            .expect("the built-in rules parse");
+        let mut rules = RuleSet::parse(
+            &to_strings(DEFAULT_DENY),
+            &to_strings(DEFAULT_ASK),
+            &to_strings(DEFAULT_ALLOW),
+        )
+        .expect("the built-in rules parse");
         rules.read_only = default_read_only();
         rules.builtin = true;
         rules
     }
 }
+
+/// Starting a subagent (the opt-in `agent` tool) is not itself a risk: every call the child
+/// makes is judged in the child, against the root user's task. A user's `deny: [agent(*)]`
+/// or `ask` wins, as user rules are checked first.
+pub const DEFAULT_ALLOW: &[&str] = &["agent(*)"];
 
 /// Beyond the built-in checks (see `bash::danger`): a fork bomb.
 pub const DEFAULT_DENY: &[&str] = &["bash(*:(){*)"];

@@ -12,6 +12,7 @@
 //! depends on the sandbox protocol and nothing else of the harness: every other crate may
 //! depend on it, and it on none of them. The schema is `proto-docs/event-log.schema.json`.
 
+pub mod blobs;
 mod event;
 mod hook;
 mod kinds;

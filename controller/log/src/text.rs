@@ -83,6 +83,18 @@ fn one_glob(glob: &[u8], name: &[u8]) -> bool {
     glob[g..].iter().all(|&c| c == b'*')
 }
 
+/// At most the first `max` bytes of `text`, cut at a character's boundary.
+pub fn head(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,13 @@ pub trait Model: Send + Sync {
     ) -> Request;
     /// Sends a request built by `build_request` or `structured_request`; retries are inside.
     fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>>;
+    /// The model of the subagent the call `call_id` starts: `None` for this same model (a
+    /// provider's adapter keeps no conversation); a scripted or replayed model gives the
+    /// child's own script.
+    fn subagent(&self, call_id: &str) -> Result<Option<Arc<dyn Model>>, ModelError> {
+        let _ = call_id;
+        Ok(None)
+    }
 }
 
 /// One reply to the conversation: `build_request` then `send`.

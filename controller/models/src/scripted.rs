@@ -27,7 +27,7 @@ use super::{
 
 /// A scripted model's file (`--model script:FILE`, YAML or JSON): the turns it plays in
 /// order, whatever the harness sends, and the answers it gives the risk classifier.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(title = "Scripted model")]
 struct Script {
@@ -47,7 +47,7 @@ struct Script {
     verdicts: Vec<Verdict>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Turn {
     /// The assistant's text (the answer, on the last turn).
@@ -61,7 +61,7 @@ struct Turn {
     cost: f64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ScriptedCall {
     /// The tool: `bash`, `read_file`, `write_file`, `search_replace`, or any tool the session
@@ -70,6 +70,10 @@ struct ScriptedCall {
     /// The tool's arguments: an object, or a string sent as it is (to exercise bad JSON).
     #[serde(default = "empty_object")]
     arguments: Value,
+    /// For an `agent` call: the subagent's own script (its turns, summary and verdicts), which
+    /// its children's calls may nest in turn.
+    #[serde(default)]
+    agent: Option<Box<Script>>,
 }
 
 /// One answer of the risk classifier, as the seed's classifier asks for it.
@@ -131,7 +135,44 @@ impl ScriptedModel {
     }
 }
 
+impl ScriptedModel {
+    /// The script of the subagent that the call `call_id` (`script_<turn>_<call>`) starts:
+    /// that call's `agent:` section.
+    fn child(&self, call_id: &str) -> Result<ScriptedModel, ModelError> {
+        let place = call_id
+            .strip_prefix("script_")
+            .and_then(|rest| rest.split_once('_'))
+            .and_then(|(turn, call)| {
+                Some((turn.parse::<usize>().ok()?, call.parse::<usize>().ok()?))
+            });
+        let missing = || {
+            ModelError::Script(format!(
+                "{}: the call {call_id} starts a subagent, and the script gives it no `agent:` script (docs/scripted-model.md, \"Subagents\")",
+                self.path
+            ))
+        };
+        let (turn, call) = place.ok_or_else(missing)?;
+        let script = self
+            .script
+            .turns
+            .get(turn.wrapping_sub(1))
+            .and_then(|t| t.tool_calls.get(call.wrapping_sub(1)))
+            .and_then(|c| c.agent.as_deref())
+            .ok_or_else(missing)?;
+        Ok(ScriptedModel {
+            path: format!("{}#turn{turn}.call{call}", self.path),
+            script: script.clone(),
+            next_turn: Mutex::new(0),
+            next_verdict: Mutex::new(0),
+        })
+    }
+}
+
 impl Model for ScriptedModel {
+    fn subagent(&self, call_id: &str) -> Result<Option<std::sync::Arc<dyn Model>>, ModelError> {
+        Ok(Some(std::sync::Arc::new(self.child(call_id)?)))
+    }
+
     fn describe(&self) -> String {
         format!(
             "script:{} (a scripted model: it plays a file of turns, no language model is called)",

@@ -72,6 +72,12 @@ pub struct RunMetrics {
     pub first_modification_turn: Option<u32>,
     pub model_ms: u64,
     pub tool_ms: u64,
+    /// `agent` calls: the time their children ran (the children of one group run at once: the
+    /// longest counts), not in `tool_ms`.
+    pub subagent_ms: u64,
+    /// What the session's subagents spent (`session_finished.subagents`), not in `cost`.
+    pub subagents: u32,
+    pub subagent_cost: f64,
     /// Everything else: the harness itself, the sandbox's bookkeeping, the log.
     pub harness_ms: u64,
     pub total_ms: u64,
@@ -163,6 +169,8 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
     let mut finished_ms = None;
     let mut turn = 0;
     let mut torn = 0;
+    // The longest `agent` call of the group being read.
+    let mut group_ms = 0;
     for envelope in events(dir, |_| torn += 1)? {
         let envelope = envelope?;
         metrics.events += 1;
@@ -170,7 +178,20 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             first_ts = millis(&envelope.ts);
         }
         last_ts = millis(&envelope.ts).or(last_ts);
+        let agent_result = matches!(&envelope.event, Event::ToolResult(r) if runtime::subagent::is_agent_tool(&r.name));
+        if !agent_result
+            && matches!(
+                envelope.event,
+                Event::ToolResult(_) | Event::ModelRequest(_)
+            )
+        {
+            metrics.subagent_ms += std::mem::take(&mut group_ms);
+        }
         match envelope.event {
+            Event::ToolResult(result) if agent_result => {
+                *metrics.tool_calls.entry(result.name.clone()).or_default() += 1;
+                group_ms = group_ms.max(result.duration_ms);
+            }
             Event::ModelRequest(request) => turn = request.turn,
             Event::ModelResponse(response) => {
                 metrics.model_calls += 1;
@@ -210,10 +231,15 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
                 metrics.outcome = RunOutcome::Finished(finished.outcome);
                 metrics.failure = finished.failure;
                 finished_ms = Some(finished.duration_ms);
+                if let Some(theirs) = finished.subagents {
+                    metrics.subagents = theirs.count;
+                    metrics.subagent_cost = theirs.cost;
+                }
             }
             other => metrics.benchmark_event(other),
         }
     }
+    metrics.subagent_ms += group_ms;
     metrics.torn_lines = torn;
     metrics.tool_latency_ms = samples
         .iter()
@@ -225,7 +251,11 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
         _ => 0,
     });
     metrics.harness_ms = metrics.total_ms.saturating_sub(
-        metrics.model_ms + metrics.tool_ms + metrics.build_ms + metrics.verifier_ms,
+        metrics.model_ms
+            + metrics.tool_ms
+            + metrics.subagent_ms
+            + metrics.build_ms
+            + metrics.verifier_ms,
     );
     if metrics.session_id.is_empty() {
         metrics.session_id = dir

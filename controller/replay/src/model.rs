@@ -20,6 +20,8 @@ pub struct ReplayModel {
     summaries: Mutex<VecDeque<ModelReply>>,
     /// The classifier's recorded scores, in order, so a replayed run is judged as the original.
     verdicts: Mutex<VecDeque<Value>>,
+    /// The folder of each `agent` call's child, whose replies its subagent replays.
+    children: std::collections::BTreeMap<String, std::path::PathBuf>,
 }
 
 impl ReplayModel {
@@ -30,6 +32,7 @@ impl ReplayModel {
         let mut turns = VecDeque::new();
         let mut summaries = VecDeque::new();
         let mut verdicts = VecDeque::new();
+        let mut children = std::collections::BTreeMap::new();
         for envelope in super::events(dir, |_| {}).map_err(fail)? {
             let envelope = envelope.map_err(fail)?;
             match envelope.event {
@@ -47,6 +50,9 @@ impl ReplayModel {
                         );
                     }
                 }
+                Event::SubagentStarted(started) => {
+                    children.insert(started.call_id, dir.join(&started.log_dir));
+                }
                 _ => {}
             }
         }
@@ -55,6 +61,7 @@ impl ReplayModel {
             turns: Mutex::new(turns),
             summaries: Mutex::new(summaries),
             verdicts: Mutex::new(verdicts),
+            children,
         })
     }
 }
@@ -86,6 +93,30 @@ fn recorded_reply(
 }
 
 impl Model for ReplayModel {
+    /// A subagent replays its own log's replies: the folder the parent's log names for the
+    /// call (beneath its `agents/`).
+    fn subagent(&self, call_id: &str) -> Result<Option<std::sync::Arc<dyn Model>>, ModelError> {
+        let missing = || {
+            ModelError::Script(format!(
+                "replay:{}: the recorded session started no subagent for the call {call_id}",
+                self.path
+            ))
+        };
+        let dir = self.children.get(call_id).ok_or_else(missing)?;
+        let plain = dir
+            .strip_prefix(&self.path)
+            .ok()
+            .filter(|rel| rel.starts_with("agents"))
+            .is_some_and(|rel| {
+                rel.components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+            });
+        if !plain {
+            return Err(missing());
+        }
+        Ok(Some(std::sync::Arc::new(ReplayModel::load(dir)?)))
+    }
+
     fn describe(&self) -> String {
         format!(
             "replay:{} (the recorded replies of a session, no language model is called)",

@@ -10,6 +10,7 @@ mod bench;
 mod blocks;
 mod hooks;
 mod steps;
+mod subagents;
 mod write;
 
 use super::{ReplayError, events, text};

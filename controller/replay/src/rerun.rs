@@ -8,6 +8,10 @@ use regex::Regex;
 use sandbox_protocol::{ChangeKind, FileChange, ToolInput, ToolSpec};
 use sha2::{Digest, Sha256};
 
+mod subagents;
+
+pub use subagents::{ForkedSandbox, Forker, RecordedChild};
+
 use super::{ReplayError, blob, events, text};
 use event_log::{ChangeRecord, Event, ToolStatus};
 use llm::ToolCall;
@@ -27,6 +31,8 @@ pub struct RecordedCall {
     pub exit_code: Option<i32>,
     /// `(path, change, after sha256)` of the files it changed.
     pub changes: Vec<(String, ChangeKind, Option<String>)>,
+    /// An `agent` call's child session, as its own log recorded it.
+    pub child: Option<RecordedChild>,
 }
 
 /// What a log holds for a rerun.
@@ -76,6 +82,7 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
                     output: String::new(),
                     exit_code: None,
                     changes: Vec::new(),
+                    child: None,
                 });
             }
             // A hook's rewrite is what ran (and what the rules judged): a rerun runs it too.
@@ -107,6 +114,19 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
                         _ => output,
                     };
                     call.exit_code = result.exit_code;
+                }
+            }
+            Event::SubagentStarted(started) => {
+                if let Some(&idx) = by_id.get(&started.call_id) {
+                    recording.calls[idx].child = Some(RecordedChild::load(dir, &started)?);
+                }
+            }
+            Event::SubagentFinished(finished) => {
+                let child = by_id
+                    .get(&finished.call_id)
+                    .and_then(|&idx| recording.calls[idx].child.as_mut());
+                if let Some(child) = child {
+                    child.merge = finished.merge;
                 }
             }
             Event::WorkspaceChanged(changed) => {
@@ -196,6 +216,9 @@ pub struct Divergence {
     pub field: String,
     pub recorded: String,
     pub rerun: String,
+    /// The subagent's log (relative to the session's folder) the call is in; empty for the
+    /// session's own calls.
+    pub log: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -245,18 +268,42 @@ impl Check {
     }
 }
 
-/// Re-executes every recorded call on `sandbox` (already at the initial state) and compares.
+/// What a rerun needs besides the recording and the sandbox.
+#[derive(Clone, Copy)]
+pub struct Rerun<'a> {
+    pub normalizer: &'a Normalizer,
+    pub check: Option<&'a Check>,
+    pub mcp: Option<&'a runtime::mcp::McpTools>,
+    /// Copies of the sandbox for forked subagents; without it, a log with one diverges there.
+    pub forker: Option<&'a dyn Forker>,
+}
+
+/// Re-executes every recorded call on `sandbox` (already at the initial state) and compares;
+/// a subagent's calls are re-executed where it made them (the same sandbox, or a copy).
 pub async fn rerun(
     recording: &Recording,
     sandbox: &SandboxClient,
-    normalizer: &Normalizer,
-    check: Option<&Check>,
-    mcp: Option<&runtime::mcp::McpTools>,
+    with: Rerun<'_>,
 ) -> Result<RerunReport, SandboxError> {
+    let Rerun {
+        normalizer,
+        check,
+        mcp,
+        ..
+    } = with;
     let info = sandbox.info().await?;
     let mut snapshot_id = sandbox.snapshot().await?.snapshot_id;
     let mut report = RerunReport::default();
-    for recorded in &recording.calls {
+    let mut at = 0;
+    while let Some(recorded) = recording.calls.get(at) {
+        at += 1;
+        let group = subagents::group(&recording.calls[at - 1..]);
+        if !group.is_empty() {
+            at += group.len() - 1;
+            snapshot_id =
+                subagents::rerun_group(group, recording, sandbox, with, &mut report).await?;
+            continue;
+        }
         if !recorded.allowed {
             // A refused call never ran; its BLOCKED message depends on the policy, not the sandbox.
             report.n_skipped += 1;
@@ -278,14 +325,9 @@ pub async fn rerun(
                 .map_err(|err| format!("ERROR: the arguments are not valid JSON ({err})")),
             None => parse_call(&recording.tools, &recorded.call),
         };
-        if let (Some(check), Ok(input)) = (check, &parsed)
-            && let Some(reason) = check.refuses(input, sandbox).await
+        if let Ok(input) = &parsed
+            && refused(check, recorded, input, sandbox, &mut report).await
         {
-            let call = &recorded.call;
-            report.refused.push(format!(
-                "{} {} {}: {reason}",
-                recorded.seq, call.id, call.name
-            ));
             continue;
         }
         report.n_calls += 1;
@@ -322,6 +364,26 @@ pub async fn rerun(
     Ok(report)
 }
 
+/// Whether the current policy refuses the call (it is then listed in the report).
+async fn refused(
+    check: Option<&Check>,
+    recorded: &RecordedCall,
+    input: &ToolInput,
+    sandbox: &SandboxClient,
+    report: &mut RerunReport,
+) -> bool {
+    let Some(check) = check else { return false };
+    let Some(reason) = check.refuses(input, sandbox).await else {
+        return false;
+    };
+    let call = &recorded.call;
+    report.refused.push(format!(
+        "{} {} {}: {reason}",
+        recorded.seq, call.id, call.name
+    ));
+    true
+}
+
 /// What a call did when run again.
 struct Again {
     status: ToolStatus,
@@ -344,16 +406,7 @@ fn first_difference(
         field: field.to_owned(),
         recorded: recorded_value,
         rerun: rerun_value,
-    };
-    let show = |changes: &[(String, ChangeKind, Option<String>)]| {
-        changes
-            .iter()
-            .map(|(path, change, sha)| {
-                let change = change.as_str();
-                format!("{change} {path} {}", sha.as_deref().unwrap_or("-"))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        log: String::new(),
     };
     if recorded.status != Some(again.status) {
         Some(diverge(
@@ -383,6 +436,18 @@ fn first_difference(
     }
 }
 
+/// Changes as a divergence shows them, one per line.
+fn show(changes: &[(String, ChangeKind, Option<String>)]) -> String {
+    changes
+        .iter()
+        .map(|(path, change, sha)| {
+            let change = change.as_str();
+            format!("{change} {path} {}", sha.as_deref().unwrap_or("-"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The changes the sandbox reports, as a recording summarises them.
 fn summarize_wire(changes: &[FileChange]) -> Vec<(String, ChangeKind, Option<String>)> {
     let mut summary: Vec<_> = changes
@@ -407,8 +472,12 @@ pub fn describe(divergence: &Divergence) -> String {
         .context_radius(3)
         .header("recorded", "rerun")
         .to_string();
+    let place = match divergence.log.as_str() {
+        "" => String::new(),
+        log => format!(" of the subagent {log}"),
+    };
     format!(
-        "first divergence at seq {} ({} `{}`): {} differs\n{diff}",
+        "first divergence at seq {}{place} ({} `{}`): {} differs\n{diff}",
         divergence.seq, divergence.call_id, divergence.tool, divergence.field
     )
 }

@@ -71,6 +71,8 @@ pub struct SessionFlags {
     pub approve: Approve,
     pub max_tokens: Option<u32>,
     pub thinking_budget: Option<u32>,
+    /// The `agent` tool's settings (`--agent-*`).
+    pub agents: crate::subagent::AgentFlags,
     /// The flags only benchmark tasks take.
     pub bench: BenchFlags,
 }
@@ -88,6 +90,8 @@ pub struct RunConfig {
     pub limits: Limits,
     pub sandbox: SandboxTarget,
     pub tools: Option<Vec<String>>,
+    /// The `agent` tool's limits, when `tools` names it.
+    pub subagents: Option<crate::subagent::SubagentLimits>,
     /// A sandbox's network (a local server's `--network`, or a container's).
     pub network: NetworkMode,
     /// More paths a local sandbox's commands may write beneath.
@@ -210,6 +214,11 @@ impl RunConfig {
             check: task.check,
             check_timeout: task.check_timeout.unwrap_or(600),
             prompt: task.prompt,
+            subagents: crate::subagent::settings(
+                tools.as_deref(),
+                task.agents.as_ref(),
+                &flags.agents,
+            )?,
             sandbox,
             tools,
             policy: policy_settings(flags),

@@ -28,6 +28,7 @@ pub mod run_loop;
 pub mod sandbox;
 pub mod session;
 pub mod step;
+pub mod subagent;
 pub mod task;
 
 /// How `harness` exits.

@@ -14,7 +14,10 @@ use event_log::{
     VersionRecord, WatchedRecord, WorkspaceChanged, WorkspaceSnapshot,
 };
 
+mod group;
 mod interrupted;
+
+pub use group::{change_kind, diff};
 
 /// Why recording failed.
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +38,11 @@ pub struct Recorder {
     last_fingerprint: Mutex<Option<StateFingerprint>>,
     /// See [`Recorder::on_host_network`].
     host_network: bool,
-    /// The tool call running now, for [`Recorder::record_interrupted`].
-    in_flight: std::sync::Mutex<Option<interrupted::InFlight>>,
+    /// The tool calls running now, for [`Recorder::record_interrupted`].
+    in_flight: std::sync::Mutex<Vec<interrupted::InFlight>>,
+    /// Another log's blobs folder whose files are linked instead of fetched (a subagent's
+    /// parent's: the workspace they share is there already).
+    blob_source: Option<std::path::PathBuf>,
 }
 
 impl Recorder {
@@ -47,9 +53,16 @@ impl Recorder {
             session_id: session_id.to_owned(),
             snapshot_id: Mutex::new(None),
             last_fingerprint: Mutex::new(None),
-            in_flight: std::sync::Mutex::new(None),
+            in_flight: std::sync::Mutex::new(Vec::new()),
             host_network: false,
+            blob_source: None,
         }
+    }
+
+    /// Blobs found in `dir` (another log's `blobs/`) are linked from there, not fetched.
+    pub fn with_blob_source(mut self, dir: Option<std::path::PathBuf>) -> Recorder {
+        self.blob_source = dir;
+        self
     }
 
     /// A sandbox on the host's network (a local one): a listener no process of its server's
@@ -116,7 +129,13 @@ impl Recorder {
     /// Copies a file version from the sandbox into the log's blobs: from `inline` when the
     /// call's answer brought it, else with a request.
     async fn copy_blob(&self, sha256: &str, inline: Option<&Inline>) -> Result<(), RecordError> {
-        if self.log.dir().join("blobs").join(sha256).exists() {
+        let kept = self.log.dir().join("blobs").join(sha256);
+        if kept.exists() {
+            return Ok(());
+        }
+        if let Some(source) = &self.blob_source
+            && event_log::blobs::link_or_copy(&source.join(sha256), &kept).is_ok()
+        {
             return Ok(());
         }
         if let Some(bytes) = inline.and_then(|inline| inline.get(sha256)) {
@@ -251,7 +270,7 @@ impl Inline {
     }
 }
 
-fn version_record(version: &FileVersion) -> VersionRecord {
+pub(crate) fn version_record(version: &FileVersion) -> VersionRecord {
     VersionRecord {
         kind: version.kind,
         size: version.size,

@@ -6,6 +6,7 @@
 //! - [`tool_call`]: one tool call through the policy to the sandbox, logged with its outputs.
 //! - [`compact`]: the seed's compaction of the history.
 
+mod agents;
 mod compact;
 mod hooked;
 mod model_call;
@@ -16,6 +17,7 @@ use std::sync::Mutex;
 use sandbox_protocol::ToolSpec;
 use tracing::Instrument as _;
 
+pub use agents::{Child, ChildReport, Spawn};
 pub use compact::{compacted, compaction_split};
 pub use tool_call::{CallOutcome, parse_call, run_on_sandbox};
 
@@ -68,6 +70,15 @@ pub struct Totals {
     pub tool_calls: u64,
     pub n_compactions: u32,
     pub usage: LoggedUsage,
+    /// What the session's subagents spent (not in the figures above).
+    pub subagents: event_log::SubagentTotals,
+}
+
+impl Totals {
+    /// USD spent by the session and its subagents.
+    pub fn cost_with_subagents(&self) -> f64 {
+        self.cost + self.subagents.cost
+    }
 }
 
 /// What a session produced.
@@ -164,10 +175,20 @@ pub struct Agent<'a> {
     pub mcp: &'a crate::mcp::McpTools,
     /// A forked session's conversation so far (a new session opens with the prompt and task).
     pub resume: Option<&'a Resume>,
+    /// Who starts the children of `agent` calls, when the session has the tool; the tree's
+    /// budget and the task its calls are judged against are then its.
+    pub subagents: Option<&'a dyn Spawn>,
 }
 
 fn current(totals: &Mutex<Totals>) -> std::sync::MutexGuard<'_, Totals> {
     totals.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Counts a tool call; its number in the session, from 1.
+fn next_call(totals: &Mutex<Totals>) -> u64 {
+    let mut totals = current(totals);
+    totals.tool_calls += 1;
+    totals.tool_calls
 }
 
 impl Agent<'_> {
@@ -224,7 +245,11 @@ impl Agent<'_> {
         current(totals).cost_known = true;
         let last_turn = before.saturating_add(self.limits.max_turns);
         for turn in before + 1..=last_turn {
-            let spent = current(totals).cost;
+            // In a tree of subagents, the root's budget is the whole tree's.
+            let spent = match self.subagents {
+                Some(spawn) => spawn.spent(),
+                None => current(totals).cost,
+            };
             if spent >= self.limits.max_cost {
                 let answer = format!("Stopped: spent ${spent:.2}.");
                 return Ok(self.report(LoopEnd::CostLimit, answer, totals, messages));
@@ -265,13 +290,20 @@ impl Agent<'_> {
                 }
                 return Ok(self.report(LoopEnd::Completed, content, totals, messages));
             }
-            for call in &calls {
+            let mut rest = calls.as_slice();
+            while let Some(call) = rest.first() {
+                let group = self.agent_group(rest);
+                if !group.is_empty() {
+                    // Consecutive `agent` calls: their children run at once.
+                    self.run_group(group, task, totals, &mut messages)
+                        .instrument(span.clone())
+                        .await?;
+                    rest = &rest[group.len()..];
+                    continue;
+                }
+                rest = &rest[1..];
                 self.observer.tool_call(call);
-                let number = {
-                    let mut totals = current(totals);
-                    totals.tool_calls += 1;
-                    totals.tool_calls
-                };
+                let number = next_call(totals);
                 let name = self.recorder.call_name(number);
                 let ran = self.run_tool(call, task, &name);
                 let shown = self

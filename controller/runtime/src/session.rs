@@ -21,6 +21,7 @@ pub mod provider;
 pub mod sandbox;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
@@ -71,6 +72,8 @@ pub struct SessionOptions {
     /// A forked session: the parent's conversation it continues (its workspace is the one
     /// the config names, restored to the same step).
     pub resume: Option<Arc<Resume>>,
+    /// A subagent: its parent, its tree's limits and the sandbox it works in.
+    pub subagent: Option<crate::subagent::spawn::ChildOf>,
 }
 
 /// Who a session talks to: a display for its progress, and someone to settle asks.
@@ -151,7 +154,12 @@ async fn session(
         }
     };
     // From here every path writes `session_finished` and stops what it started.
-    let boot = start_sandbox(&options, lease, &token, audience.observer);
+    let boot = async {
+        match &options.subagent {
+            Some(child) => Ok(Sandbox::given(child.client.clone())),
+            None => start_sandbox(&options, lease, &token, audience.observer).await,
+        }
+    };
     let boot = tokio::select! {
         result = boot => result,
         () = cancel.cancelled() => Err(Stop::interrupted("interrupted while the sandbox started")),
@@ -176,7 +184,7 @@ async fn session(
     };
     let session = Session {
         options: &options,
-        model: model.as_ref(),
+        model: &model,
         policy: policy.as_ref(),
         sandbox: &sandbox,
         audience,
@@ -184,14 +192,34 @@ async fn session(
             .on_host_network(matches!(
                 options.config.sandbox,
                 crate::config::SandboxTarget::Local
-            )),
+            ))
+            .with_blob_source(
+                options
+                    .subagent
+                    .as_ref()
+                    .map(|child| child.blob_source.clone()),
+            ),
+        children: cancel.child_token(),
+        groups: AtomicUsize::new(0),
     };
     let lifetime = options.config.lifetime.unwrap_or(Duration::MAX);
-    let ended = tokio::select! {
-        result = session.run(totals) => result,
+    let mut run = Box::pin(session.run(totals));
+    let stopped_by = tokio::select! {
+        result = &mut run => Ok(result),
         () = cancel.cancelled() => Err(Stop::interrupted("interrupted (Ctrl-C)")),
         () = sleep_for(lifetime) => Err(Stop::lifetime(lifetime)),
     };
+    let ended = match stopped_by {
+        Ok(result) => result,
+        Err(stop) => {
+            // Subagents running: they stop too, and each gets its log's end and its call's
+            // result before this session's end is written.
+            session.children.cancel();
+            drain(run.as_mut(), &session.groups).await;
+            Err(stop)
+        }
+    };
+    drop(run);
     // A call the stop cut short (Ctrl-C, the lifetime) still gets its result in the log.
     let cut = match &ended {
         Err(stop) if stop.class == ErrorClass::Interrupted => Some("Ctrl-C"),
@@ -269,6 +297,10 @@ fn open(
         observer.note(&format!("policy: {}", policy.name()));
     }
     let mut known = vec![token.clone()];
+    if let Some(child) = &options.subagent {
+        // The sandbox it reaches is its parent's (or its spawner's).
+        known.push(child.token.clone());
+    }
     known.extend(config.mcp.secret_values());
     known.extend(config.hooks.secret_values());
     let secrets = event_log::secrets::values(&known);
@@ -334,6 +366,20 @@ async fn record_stop(log: &EventLog, stop: &Stop, observer: &dyn Observer) {
     let _ = log.record(Event::Error(event)).await;
 }
 
+/// Polls a stopped session's run while a group of subagents is recording its end (at most
+/// 30 s); the group then goes no further.
+async fn drain<F: Future>(mut run: std::pin::Pin<&mut F>, groups: &AtomicUsize) {
+    let waited = async {
+        while groups.load(Ordering::SeqCst) > 0 {
+            tokio::select! {
+                _ = run.as_mut() => return,
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(30), waited).await;
+}
+
 async fn sleep_for(duration: Duration) {
     match tokio::time::Instant::now().checked_add(duration) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -344,11 +390,15 @@ async fn sleep_for(duration: Duration) {
 /// One session once its sandbox is up.
 struct Session<'a> {
     options: &'a SessionOptions,
-    model: &'a dyn Model,
+    model: &'a Arc<dyn Model>,
     policy: &'a dyn Policy,
     sandbox: &'a Sandbox,
     audience: Audience<'a>,
     recorder: Recorder,
+    /// Its subagents' cancellation: Ctrl-C, or this session's lifetime.
+    children: CancellationToken,
+    /// Groups of `agent` calls running now.
+    groups: AtomicUsize,
 }
 
 impl Session<'_> {
@@ -356,33 +406,34 @@ impl Session<'_> {
     async fn run(&self, totals: &Mutex<Totals>) -> Result<(SessionOutcome, String), Stop> {
         let prepared = prepare(
             &self.options.config,
-            self.model,
+            self.model.as_ref(),
             &self.sandbox.client,
             self.audience.observer,
         )
         .await;
         // After the preparation: the workspace's own `.mcp.json` is there only once seeded.
-        let (mcp, tools) = match &prepared {
+        let (mcp, tools, servers) = match &prepared {
             Ok(_) => self.start_mcp().await,
-            Err(_) => (McpTools::default(), Vec::new()),
+            Err(_) => (McpTools::default(), Vec::new(), McpConfig::default()),
         };
-        let result = self.run_with(&mcp, tools, prepared, totals).await;
+        let result = self.run_with(&mcp, tools, servers, prepared, totals).await;
         mcp.stop().await;
         result
     }
 
-    /// The session's MCP servers, started (none when it has none).
-    async fn start_mcp(&self) -> (McpTools, Vec<sandbox_protocol::ToolSpec>) {
+    /// The session's MCP servers, started (none when it has none), and their list (what a
+    /// subagent inherits).
+    async fn start_mcp(&self) -> (McpTools, Vec<sandbox_protocol::ToolSpec>, McpConfig) {
         let config = self.mcp_config().await;
         if config.servers.is_empty() {
-            return (McpTools::default(), Vec::new());
+            return (McpTools::default(), Vec::new(), config);
         }
         let (mcp, tools, notes) =
             McpTools::start(&config, &self.options.log_dir, &self.sandbox.client).await;
         for note in &notes {
             self.audience.observer.note(note);
         }
-        (mcp, tools)
+        (mcp, tools, config)
     }
 
     /// The MCP servers: the run's, and with `--mcp-workspace` the workspace's `.mcp.json` (a
@@ -426,6 +477,7 @@ impl Session<'_> {
         &self,
         mcp: &McpTools,
         mcp_tools: Vec<sandbox_protocol::ToolSpec>,
+        servers: McpConfig,
         mut prepared: Result<Prepared, StepError>,
         totals: &Mutex<Totals>,
     ) -> Result<(SessionOutcome, String), Stop> {
@@ -446,8 +498,9 @@ impl Session<'_> {
         self.record_start()
             .await
             .map_err(|err| Stop::preparing(&err))?;
+        let spawner = self.spawner(servers);
         let agent = Agent {
-            model: self.model,
+            model: self.model.as_ref(),
             sandbox: &self.sandbox.client,
             policy: self.policy,
             approval: Approval {
@@ -461,6 +514,7 @@ impl Session<'_> {
             hooks: &self.options.config.hooks,
             mcp,
             resume: self.options.resume.as_deref(),
+            subagents: spawner.as_ref().map(|s| s as &dyn crate::run_loop::Spawn),
         };
         let grading = provider::Grading {
             agent: &agent,
@@ -475,10 +529,42 @@ impl Session<'_> {
         grader.run(grading).await
     }
 
+    /// Who starts this session's subagents, when it has the `agent` tool.
+    fn spawner(&self, servers: McpConfig) -> Option<crate::subagent::spawn::Spawner<'_>> {
+        let limits = self.options.config.subagents?;
+        let (tree, depth) = match &self.options.subagent {
+            Some(child) => (child.tree.clone(), child.link.depth),
+            None => {
+                let config = &self.options.config;
+                let tree = crate::subagent::tree::Tree::new(
+                    limits,
+                    config.limits.max_cost,
+                    &config.prompt,
+                );
+                (Arc::new(tree), 0)
+            }
+        };
+        Some(crate::subagent::spawn::Spawner {
+            tree,
+            depth,
+            options: self.options,
+            model: self.model,
+            audience: self.audience,
+            client: &self.sandbox.client,
+            log: &self.recorder.log,
+            mcp: Arc::new(servers),
+            cancel: &self.children,
+            groups: &self.groups,
+            parallel: tokio::sync::Semaphore::new(limits.max_parallel as usize),
+            shared: tokio::sync::Mutex::new(()),
+            asks: tokio::sync::Mutex::new(()),
+        })
+    }
+
     fn header<'a>(&'a self, prepared: Option<&'a Prepared>) -> Header<'a> {
         Header {
             options: self.options,
-            model: self.model,
+            model: self.model.as_ref(),
             policy: self.policy,
             sandbox: Some(self.sandbox),
             prepared,

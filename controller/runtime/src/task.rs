@@ -53,6 +53,9 @@ pub struct TaskFile {
     /// Also the servers of the workspace's own `.mcp.json`, as `--mcp-workspace`.
     #[serde(default)]
     pub mcp_workspace: Option<bool>,
+    /// The `agent` tool's limits (with `agent` in `tools:`), as `--agent-*`; the flags win.
+    #[serde(default)]
+    pub agents: Option<crate::subagent::AgentsSection>,
 }
 
 impl TaskFile {
@@ -272,6 +275,7 @@ impl TaskFile {
             hooks: None,
             mcp: None,
             mcp_workspace: None,
+            agents: None,
         }
     }
 

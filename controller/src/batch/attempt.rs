@@ -97,7 +97,7 @@ impl TaskContext<'_> {
                     failure: outcome.failure_class(),
                     passed: outcome.passed(),
                     duration_ms: summary.duration.as_millis() as u64,
-                    cost: summary.totals.cost,
+                    cost: summary.totals.cost_with_subagents(),
                 }))
                 .await;
             let retry = outcome.failure_class() == Some(FailureClass::Infrastructure)
@@ -257,6 +257,7 @@ impl TaskContext<'_> {
             warm: self.warm.cloned(),
             build_policy: judge::build_policy,
             resume: None,
+            subagent: None,
         };
         Ok((options, model, workspace))
     }

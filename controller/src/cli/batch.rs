@@ -304,7 +304,7 @@ impl Display {
                 running.attempt,
                 totals.turns,
                 totals.tool_calls,
-                totals.cost,
+                totals.cost_with_subagents(),
                 clock(running.started.elapsed())
             ));
         }
@@ -354,7 +354,7 @@ impl BatchObserver for Display {
             summary.outcome.logged().as_str(),
             event_log::text::plural(summary.totals.turns, "turn"),
             event_log::text::plural(summary.totals.tool_calls, "tool call"),
-            summary.totals.cost,
+            summary.totals.cost_with_subagents(),
             summary.duration.as_secs_f64()
         ));
         if let Some(reason) = summary

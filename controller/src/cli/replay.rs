@@ -401,6 +401,7 @@ async fn rerun_cmd(
         .iter()
         .map(|t| t.name.clone())
         .filter(|name| !name.starts_with(runtime::mcp::PREFIX))
+        .filter(|name| !runtime::subagent::is_agent_tool(name))
         .collect();
     let place = RerunPlace {
         sandbox,
@@ -422,7 +423,17 @@ async fn rerun_cmd(
         }
         None => None,
     };
-    let result = rerun::rerun(&recording, &client, &normalizer, check, servers.as_ref()).await;
+    // Forked subagents' copies: local, like the rerun's own sandbox (another kind has none).
+    let forker = matches!(target, RerunSandbox::Local(_)).then(|| super::rerun_fork::LocalForker {
+        tools: tools.clone(),
+    });
+    let with = rerun::Rerun {
+        normalizer: &normalizer,
+        check,
+        mcp: servers.as_ref(),
+        forker: forker.as_ref().map(|f| f as &dyn rerun::Forker),
+    };
+    let result = rerun::rerun(&recording, &client, with).await;
     if let Some(servers) = servers {
         servers.stop().await;
     }

@@ -102,6 +102,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         warm: None,
         build_policy: judge::build_policy,
         resume: None,
+        subagent: None,
     };
     let cancel = CancellationToken::new();
     let on_interrupt = {
@@ -143,6 +144,14 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         } else {
             eprintln!("cost=unknown (the model has no known price)");
         }
+    }
+    if spent.subagents.count > 0 {
+        eprintln!(
+            "subagents: {} sessions, ${:.4} (with this session's: ${:.4})",
+            spent.subagents.count,
+            spent.subagents.cost,
+            spent.cost_with_subagents()
+        );
     }
     match terminal.refused() {
         0 => {}

@@ -315,3 +315,16 @@ pub fn localhost_certificate() -> (String, String, String) {
         .unwrap();
     (ca.pem(), cert.pem(), key.serialize_pem())
 }
+
+/// Waits (bounded) until `path` holds `needle`.
+pub fn wait_for(path: &Path, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never held {needle}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

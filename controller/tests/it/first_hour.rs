@@ -1,25 +1,12 @@
 //! Issue 27: what a new user met in their first hour, each fixed and kept fixed.
 
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::batches::{DONE, bash, batch, events, of_type, report, row, write_task};
 use crate::common;
-
-/// Waits (bounded) until `path` holds `needle`.
-fn wait_for(path: &Path, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle)) {
-        assert!(
-            Instant::now() < deadline,
-            "{} never held {needle}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use crate::common::wait_for;
 
 /// §1 and §8: Ctrl-C at a terminal goes to the terminal's whole foreground process group.
 /// The sandbox-server children are not in it, so the running task is interrupted (not an

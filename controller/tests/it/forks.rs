@@ -39,7 +39,7 @@ fn write_task(dir: &Path) -> PathBuf {
 }
 
 /// Every file beneath `dir`, path to bytes.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     common::files_under(dir)
         .into_iter()
         .map(|name| {
@@ -52,7 +52,7 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// `replay restore LOG --step SEQ` into a new folder; its files.
-async fn restored(log: &Path, seq: u64, to: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) async fn restored(log: &Path, seq: u64, to: &Path) -> BTreeMap<String, Vec<u8>> {
     let run = harness(&[
         "replay",
         "restore",

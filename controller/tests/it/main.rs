@@ -67,6 +67,8 @@ mod reports;
 mod retries;
 /// The local sandbox's lifecycle, task files and the quick-start example.
 mod sessions;
+/// Subagents: the `agent` tool's children, shared and forked, linked, limited, rerun.
+mod subagents;
 /// Telemetry by the real tools: one trace across both programs (OTLP), Prometheus scraping.
 mod telemetry;
 /// Issue 24: no secret of the harness reaches a command, the log or the model; dataset files

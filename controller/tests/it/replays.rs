@@ -393,7 +393,13 @@ async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
     .await
     .unwrap();
     let normalizer = replay::rerun::Normalizer::new(&[]).unwrap();
-    let report = replay::rerun::rerun(&recording, &sandbox.client, &normalizer, None, None)
+    let with = replay::rerun::Rerun {
+        normalizer: &normalizer,
+        check: None,
+        mcp: None,
+        forker: None,
+    };
+    let report = replay::rerun::rerun(&recording, &sandbox.client, with)
         .await
         .unwrap();
     sandbox.stop().await;

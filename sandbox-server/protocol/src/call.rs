@@ -197,7 +197,8 @@ fn not_an_object(value: &Value) -> Option<&'static str> {
     })
 }
 
-fn typed<A: serde::de::DeserializeOwned>(args: Value) -> Result<A, String> {
+/// Arguments as a typed value; the error names the field ([`field_error`]).
+pub fn typed<A: serde::de::DeserializeOwned>(args: Value) -> Result<A, String> {
     serde_path_to_error::deserialize(args).map_err(|err| {
         let path = err.path().to_string();
         field_error(&path, &err.into_inner().to_string())

@@ -50,13 +50,10 @@ pub fn link_blobs(from: &Path, state: &State, to: &Path) -> std::io::Result<()> 
     for name in names {
         let (source, target) = (from.join("blobs").join(name), blobs.join(name));
         // One call per blob in the usual case (a fork links thousands, per child).
-        match std::fs::hard_link(&source, &target) {
-            Ok(()) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(_) if !source.is_file() => {}
-            Err(_) => {
-                std::fs::copy(&source, &target)?;
-            }
+        if let Err(err) = event_log::blobs::link_or_copy(&source, &target)
+            && source.is_file()
+        {
+            return Err(err);
         }
     }
     Ok(())

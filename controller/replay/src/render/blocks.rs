@@ -62,6 +62,8 @@ pub(super) fn block(
         Event::StepsFinished(steps) => bench::steps_finished(&mut block, steps),
         Event::VerifierIsolated(isolated) => bench::verifier_isolated(&mut block, isolated),
         Event::VerifierFinished(verifier) => bench::verifier_finished(&mut block, dir, verifier)?,
+        Event::SubagentStarted(started) => super::subagents::started(&mut block, dir, started)?,
+        Event::SubagentFinished(finished) => super::subagents::finished(&mut block, finished),
         Event::SessionFinished(finished) => session_finished(&mut block, dir, finished)?,
     }
     Ok(Some(block))
@@ -160,6 +162,9 @@ fn session_started(
             parent.child,
             parent.fork_id
         ));
+    }
+    if let Some(parent) = &header.subagent_of {
+        block.notes.push(super::subagents::of(parent));
     }
     block.sections.push(plain("task", &header.task));
     if let Some(prompt) = &header.system_prompt {
@@ -429,6 +434,16 @@ fn session_finished(
         finished.usage.output_tokens,
         finished.duration_ms as f64 / 1000.0
     ));
+    if let Some(theirs) = &finished.subagents {
+        block.notes.push(format!(
+            "its subagents: {} sessions, {} turns, {} tool calls, ${:.4}{} (not in the figures above)",
+            theirs.count,
+            theirs.turns,
+            theirs.tool_calls,
+            theirs.cost,
+            if theirs.cost_known { "" } else { ", some cost unknown" }
+        ));
+    }
     let answer = text(dir, &finished.answer)?;
     if !answer.is_empty() {
         block.sections.push(plain("answer", &answer));

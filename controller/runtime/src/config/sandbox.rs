@@ -217,6 +217,6 @@ fn docker_spec(
         pids,
         lifetime,
         network,
-        tools: tools.map(<[String]>::to_vec),
+        tools: crate::subagent::server_tools(tools),
     })
 }

@@ -44,6 +44,7 @@ pub(crate) fn flags() -> SessionFlags {
         approve: Approve::Ask,
         max_tokens: None,
         thinking_budget: None,
+        agents: crate::subagent::AgentFlags::default(),
         bench: BenchFlags::default(),
     }
 }

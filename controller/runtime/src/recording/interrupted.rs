@@ -26,34 +26,41 @@ pub(crate) struct InFlight {
 }
 
 impl Recorder {
-    /// A call starts: it is the one in flight until [`Recorder::landed`].
+    /// A call starts: it is in flight until [`Recorder::landed`]. Several are at once while a
+    /// turn's subagents run.
     pub fn taking_off(&self, call_id: &str, tool: &str, process: &str) {
-        *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()) = Some(InFlight {
-            call_id: call_id.to_owned(),
-            tool: tool.to_owned(),
-            process: process.to_owned(),
-            started: Instant::now(),
-        });
-    }
-
-    /// The call has its result in the log.
-    pub fn landed(&self) {
-        *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-
-    /// Called when the session stopped mid-call (`why`: Ctrl-C, its lifetime): the call in
-    /// flight, if any, gets its result, the output its command printed so far (a `bash` call),
-    /// marked interrupted; the command is then ended (a remote or pooled sandbox outlives the
-    /// session). Bounded: a sandbox that does not answer costs at most a few seconds.
-    pub async fn record_interrupted(&self, why: &str) -> Result<(), RecordError> {
-        let Some(call) = self
-            .in_flight
+        self.in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take()
-        else {
-            return Ok(());
-        };
+            .push(InFlight {
+                call_id: call_id.to_owned(),
+                tool: tool.to_owned(),
+                process: process.to_owned(),
+                started: Instant::now(),
+            });
+    }
+
+    /// The call `call_id` has its result in the log.
+    pub fn landed(&self, call_id: &str) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = in_flight.iter().position(|call| call.call_id == call_id) {
+            in_flight.remove(at);
+        }
+    }
+
+    /// Called when the session stopped mid-call (`why`: Ctrl-C, its lifetime): each call in
+    /// flight gets its result, the output its command printed so far (a `bash` call), marked
+    /// interrupted; the command is then ended (a remote or pooled sandbox outlives the
+    /// session). Bounded: a sandbox that does not answer costs at most a few seconds a call.
+    pub async fn record_interrupted(&self, why: &str) -> Result<(), RecordError> {
+        let calls = std::mem::take(&mut *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()));
+        for call in calls {
+            self.interrupted(call, why).await?;
+        }
+        Ok(())
+    }
+
+    async fn interrupted(&self, call: InFlight, why: &str) -> Result<(), RecordError> {
         let printed = match BuiltIn::from_name(&call.tool) {
             Some(BuiltIn::Bash) => {
                 let printed =

@@ -40,7 +40,12 @@ impl Agent<'_> {
             let mut totals = super::current(totals);
             totals.model_calls += 1;
             match reply.cost {
-                Some(cost) => totals.cost += cost,
+                Some(cost) => {
+                    totals.cost += cost;
+                    if let Some(spawn) = self.subagents {
+                        spawn.add_cost(cost);
+                    }
+                }
                 None => totals.cost_known = false,
             }
             add_usage(&mut totals.usage, &reply.usage);

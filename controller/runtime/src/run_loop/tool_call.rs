@@ -12,6 +12,7 @@ use super::{Agent, SessionError};
 use crate::hooks::{About, HookDecision, ToolOutcome};
 use crate::recording::Inline;
 use crate::sandbox::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
+use crate::subagent::{AgentArgs, is_agent_tool};
 use event_log::{
     DecisionSource, ErrorClass, ErrorEvent, Event, OutputRecord, PolicyDecision, Stream,
     ToolCallEvent, ToolResult, ToolStatus, Verdict,
@@ -30,6 +31,8 @@ pub struct CallOutcome {
     pub reply: Option<ToolReply>,
     /// What the sandbox brought along to record the step, when asked.
     pub step: Option<ToolStep>,
+    /// An allowed `agent` call: the child its group starts (the text is then the child's).
+    pub agent: Option<AgentArgs>,
 }
 
 impl CallOutcome {
@@ -44,8 +47,20 @@ impl CallOutcome {
             text,
             reply: None,
             step: None,
+            agent: None,
         }
     }
+}
+
+/// A call between its `tool_call` event and its result: parsed once, for the hooks, the
+/// policy and the sandbox.
+pub(super) struct Begun<'c> {
+    pub call: &'c ToolCall,
+    /// Its name on the sandbox.
+    pub name: String,
+    pub parsed: Result<ToolInput, String>,
+    pub started: Instant,
+    pub span: tracing::Span,
 }
 
 impl Agent<'_> {
@@ -58,7 +73,17 @@ impl Agent<'_> {
         task: &str,
         name: &str,
     ) -> Result<(String, Option<ToolStep>), SessionError> {
-        let log = &self.recorder.log;
+        let begun = self.begin(call, name).await?;
+        let (outcome, context) = self.decide(&begun, task).await?;
+        self.finish(begun, outcome, context).await
+    }
+
+    /// Logs the call (`tool_call`) and parses it.
+    pub(super) async fn begin<'c>(
+        &self,
+        call: &'c ToolCall,
+        name: &str,
+    ) -> Result<Begun<'c>, SessionError> {
         let call_event = ToolCallEvent {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -66,11 +91,12 @@ impl Agent<'_> {
         };
         // In flight from when its `tool_call` is certain to when its result is: a Ctrl-C at any
         // point gives it exactly one result (this one, or the interrupted one).
-        log.record_then(Event::ToolCall(call_event), || {
-            self.recorder.taking_off(&call.id, &call.name, name)
-        })
-        .await?;
-        let started = Instant::now();
+        self.recorder
+            .log
+            .record_then(Event::ToolCall(call_event), || {
+                self.recorder.taking_off(&call.id, &call.name, name)
+            })
+            .await?;
         let span = tracing::info_span!(
             "tool_call",
             otel.name = %format_args!("tool {}", call.name),
@@ -78,20 +104,56 @@ impl Agent<'_> {
             call_id = %call.id,
             status = tracing::field::Empty,
         );
-        // Parsed once: the hooks, the policy and the sandbox all get this one value.
-        let parsed = parse_call(&self.tools_now(), call);
+        Ok(Begun {
+            call,
+            name: name.to_owned(),
+            parsed: parse_call(&self.tools_now(), call),
+            started: Instant::now(),
+            span,
+        })
+    }
+
+    /// The hooks and the policy on the call, and the call run when allowed (an `agent` call
+    /// is left to its group: its outcome names the child to start). A failure that stops the
+    /// session gives the call its result first.
+    pub(super) async fn decide(
+        &self,
+        begun: &Begun<'_>,
+        task: &str,
+    ) -> Result<(CallOutcome, Vec<String>), SessionError> {
+        let judged_against = self.subagents.map_or(task, |spawn| spawn.authority());
         let decided = self
-            .decide_and_run(call, parsed.as_ref(), task, name)
-            .instrument(span.clone())
+            .decide_and_run(
+                begun.call,
+                begun.parsed.as_ref(),
+                judged_against,
+                &begun.name,
+            )
+            .instrument(begun.span.clone())
             .await;
-        let (outcome, mut context) = match decided {
-            Ok(decided) => decided,
-            Err(err) => {
-                // The session stops here; the call still gets its result in the log.
-                self.unfinished(call, &err, started).await;
-                return Err(err);
-            }
-        };
+        if let Err(err) = &decided {
+            // The session stops here; the call still gets its result in the log.
+            self.unfinished(begun.call, err, begun.started).await;
+        }
+        decided
+    }
+
+    /// The call's result: its streams, the post hooks, `tool_result` (and `error`), and the
+    /// text the model is shown.
+    pub(super) async fn finish(
+        &self,
+        begun: Begun<'_>,
+        outcome: CallOutcome,
+        mut context: Vec<String>,
+    ) -> Result<(String, Option<ToolStep>), SessionError> {
+        let Begun {
+            call,
+            parsed,
+            started,
+            span,
+            ..
+        } = begun;
+        let log = &self.recorder.log;
         let status = outcome.status.as_str();
         span.record("status", status);
         telemetry::metrics().tool_call(&self.tool_label(call), status, started.elapsed());
@@ -136,7 +198,7 @@ impl Agent<'_> {
                 return Err(err);
             }
         };
-        log.record_then(Event::ToolResult(result), || self.recorder.landed())
+        log.record_then(Event::ToolResult(result), || self.recorder.landed(&call.id))
             .await?;
         if outcome.status == ToolStatus::Error {
             // The model saw it as `ERROR: …`; the log also files it by class for metrics.
@@ -159,7 +221,7 @@ impl Agent<'_> {
     /// The result of a call the session stopped on (a sandbox that failed, a script with no
     /// verdict left): status `error`, the reason as its text. Best effort: the session's own
     /// error is what it reports.
-    async fn unfinished(&self, call: &ToolCall, err: &SessionError, started: Instant) {
+    pub(super) async fn unfinished(&self, call: &ToolCall, err: &SessionError, started: Instant) {
         let log = &self.recorder.log;
         let Ok(output) = log.text(&format!("the session stopped on this call: {err}")) else {
             return;
@@ -175,7 +237,7 @@ impl Agent<'_> {
             outputs: Vec::new(),
         };
         let _ = log
-            .record_then(Event::ToolResult(result), || self.recorder.landed())
+            .record_then(Event::ToolResult(result), || self.recorder.landed(&call.id))
             .await;
     }
 
@@ -310,6 +372,16 @@ impl Agent<'_> {
             self.observer.tool_refused(call, &settled.reason);
             let text = policy::blocked_message(&settled.reason);
             return Ok(CallOutcome::refused(ToolStatus::Blocked, text));
+        }
+        if is_agent_tool(input.name()) {
+            // Its group starts the child, with its siblings.
+            let args = AgentArgs::parse(&input.to_value()).map(|args| CallOutcome {
+                agent: Some(args),
+                ..CallOutcome::text_only(ToolStatus::Ok, String::new())
+            });
+            return Ok(args.unwrap_or_else(|err| {
+                CallOutcome::refused(ToolStatus::Error, format!("ERROR: {err}"))
+            }));
         }
         if self.mcp.owns(input.name()) {
             // An MCP server's tool: its answer, as a tool's; the workspace is recorded after
@@ -484,6 +556,9 @@ pub fn parse_call(tools: &[ToolSpec], call: &ToolCall) -> Result<ToolInput, Stri
             )
         })?,
     };
+    if is_agent_tool(&call.name) {
+        AgentArgs::parse(&args).map_err(|err| format!("ERROR: {err}"))?;
+    }
     ToolInput::parse(&call.name, args).map_err(|err| format!("ERROR: {err}"))
 }
 
@@ -500,6 +575,7 @@ pub async fn run_on_sandbox(
             text: reply.output().to_owned(),
             reply: Some(reply),
             step,
+            agent: None,
         }),
         Err(err) if err.is_infrastructure() => Err(err),
         Err(err) => Ok(CallOutcome::refused(

@@ -66,10 +66,13 @@ impl Header<'_> {
             check: config.check.clone(),
             log_durability: self.options.durability,
             agent: (config.agent != AgentKind::Model).then(|| config.agent.as_str().to_owned()),
+            // A subagent is no benchmark trial: its parent is, and grades the work.
             benchmark: config
                 .sandbox
                 .provider()
+                .filter(|_| self.options.subagent.is_none())
                 .and_then(|provider| provider.benchmark(self.sandbox.and_then(|s| s.provided()))),
+            subagents: config.subagents,
         };
         let started = SessionStarted {
             format_version: event_log::FORMAT_VERSION,
@@ -84,6 +87,7 @@ impl Header<'_> {
                 .resume
                 .as_ref()
                 .map(|resume| resume.forked_from.clone()),
+            subagent_of: self.options.subagent.as_ref().map(|c| c.link.clone()),
         };
         log.record(Event::SessionStarted(Box::new(started))).await?;
         Ok(())
@@ -110,6 +114,7 @@ pub(super) async fn finish(log: &EventLog, summary: &SessionSummary) {
         cost: totals.cost,
         cost_known: totals.cost_known,
         duration_ms: summary.duration.as_millis() as u64,
+        subagents: (totals.subagents.count > 0).then_some(totals.subagents),
     };
     if let Err(err) = log
         .record(Event::SessionFinished(finished))

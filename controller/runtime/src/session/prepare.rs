@@ -8,6 +8,7 @@ use crate::prompt::{self, SystemPrompt};
 use crate::run_loop::Observer;
 use crate::sandbox::{SandboxClient, seed};
 use crate::step::{Step, StepError};
+use crate::subagent::{self, AGENT_TOOL, is_agent_tool};
 use llm::Model;
 
 /// What the agent starts with.
@@ -73,17 +74,24 @@ pub(super) async fn prepare(
     })
 }
 
-/// The tools the config names (every one must be offered), or all the sandbox offers.
+/// The tools the config names (every one must be offered), or all the sandbox offers; and
+/// the harness's own `agent` tool last, when the config names it.
 async fn choose_tools(
     config: &RunConfig,
     client: &SandboxClient,
 ) -> Result<Vec<ToolSpec>, StepError> {
     let offered = client.tools().await.step("listing the sandbox's tools")?;
+    if config.subagents.is_some() && offered.iter().any(|t| is_agent_tool(&t.name)) {
+        return Err(StepError::harness(format!(
+            "the sandbox offers a tool named `{AGENT_TOOL}`, which is the harness's own subagent tool: rename the plugin or leave `{AGENT_TOOL}` out of the tools"
+        )));
+    }
     let Some(wanted) = &config.tools else {
         return Ok(offered);
     };
     if let Some(missing) = wanted
         .iter()
+        .filter(|name| !is_agent_tool(name))
         .find(|name| !offered.iter().any(|tool| &tool.name == *name))
     {
         let names: Vec<&str> = offered.iter().map(|tool| tool.name.as_str()).collect();
@@ -92,10 +100,14 @@ async fn choose_tools(
             names.join(", ")
         )));
     }
-    Ok(offered
+    let mut tools: Vec<ToolSpec> = offered
         .into_iter()
         .filter(|tool| wanted.contains(&tool.name))
-        .collect())
+        .collect();
+    if let Some(limits) = &config.subagents {
+        tools.push(subagent::tool_spec(limits));
+    }
+    Ok(tools)
 }
 
 /// A setup or check command's `bash` arguments.

@@ -37,6 +37,8 @@ enum Handle {
     Remote,
     /// A pool member; it goes back to its pool when the session ends.
     Leased(Lease),
+    /// A subagent's: its parent's sandbox, or the copy its spawner started (and stops).
+    Given,
 }
 
 /// What starting a sandbox needs besides the run's config.
@@ -170,19 +172,54 @@ impl Sandbox {
         if let Some(note) = config.run_as.note() {
             observer.note(&note);
         }
-        let options = crate::sandbox::local::LocalOptions {
-            tools: config.tools.as_deref(),
-            network: config.network,
-            writable: &config.writable,
-            run_as: config.run_as.clone(),
-            server_log,
-            known_files: config.known_files.as_deref(),
-        };
+        let tools = crate::subagent::server_tools(config.tools.as_deref());
+        let mut options = local_options(config, tools.as_deref(), server_log);
+        options.known_files = config.known_files.as_deref();
         let local = LocalSandbox::start(&dir, token, options).await?;
         let client = local.client.clone();
         let mut sandbox = Sandbox::new(Handle::Local(local), client);
         sandbox.temporary = temporary;
         Ok(sandbox)
+    }
+
+    /// A subagent's sandbox: reached through `client`, never stopped by its session.
+    pub fn given(client: SandboxClient) -> Sandbox {
+        Sandbox::new(Handle::Given, client)
+    }
+
+    /// A new, empty sandbox of the kind `config` names, for a forked subagent (`token` is
+    /// its own): a local server over a temporary folder, or a container of the same image and
+    /// limits. Other kinds have no sandbox of their own to give.
+    pub async fn start_fork(
+        config: &RunConfig,
+        session_id: &str,
+        token: &str,
+        server_log: Option<&Path>,
+    ) -> Result<Sandbox, StartError> {
+        let tools = crate::subagent::server_tools(config.tools.as_deref());
+        match &config.sandbox {
+            SandboxTarget::Local => {
+                let dir = tempfile::Builder::new()
+                    .prefix("harness-subagent-")
+                    .tempdir()
+                    .doing("creating a workspace folder")?;
+                let options = local_options(config, tools.as_deref(), server_log);
+                let local = LocalSandbox::start(dir.path(), token, options).await?;
+                let client = local.client.clone();
+                let mut sandbox = Sandbox::new(Handle::Local(local), client);
+                sandbox.temporary = Some(dir);
+                Ok(sandbox)
+            }
+            SandboxTarget::Docker(spec) => {
+                let docker = DockerSandbox::start(spec, session_id, token).await?;
+                let client = docker.client.clone();
+                Ok(Sandbox::new(Handle::Docker(docker), client))
+            }
+            other => Err(StartError::BadInput(format!(
+                "workspace \"fork\" needs a local or docker sandbox, and this one is {} (use \"shared\")",
+                other.label()
+            ))),
+        }
     }
 
     fn new(handle: Handle, client: SandboxClient) -> Sandbox {
@@ -257,7 +294,7 @@ impl Sandbox {
                     Liveness::Unknown(None) => return Some(unanswered),
                     Liveness::Unknown(Some(why)) => return Some(format!("{unanswered}; {why}")),
                 },
-                Handle::Remote | Handle::Leased(_) => {
+                Handle::Remote | Handle::Leased(_) | Handle::Given => {
                     return Some(unanswered);
                 }
             }
@@ -276,10 +313,26 @@ impl Sandbox {
             Handle::Local(local) => local.stop().await,
             Handle::Docker(mut docker) => docker.remove().await,
             Handle::Provided(provided) => provided.stop().await,
-            Handle::Remote => {}
+            Handle::Remote | Handle::Given => {}
             // The member goes back to its pool; the next lease checks and resets it.
             Handle::Leased(lease) => drop(lease),
         }
+    }
+}
+
+/// A local server's options as the run's config gives them (no `--known-files`).
+fn local_options<'a>(
+    config: &'a RunConfig,
+    tools: Option<&'a [String]>,
+    server_log: Option<&'a Path>,
+) -> crate::sandbox::local::LocalOptions<'a> {
+    crate::sandbox::local::LocalOptions {
+        tools,
+        network: config.network,
+        writable: &config.writable,
+        run_as: config.run_as.clone(),
+        server_log,
+        known_files: None,
     }
 }
 

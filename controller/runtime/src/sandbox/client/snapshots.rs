@@ -36,6 +36,22 @@ impl SandboxClient {
         self.json(response).await
     }
 
+    /// Copies this sandbox's workspace into `to`'s, replacing it: `GET /v1/workspace/archive`
+    /// streamed into `to`'s `PUT`, never held whole.
+    pub async fn copy_workspace_to(&self, to: &SandboxClient) -> Result<(), SandboxError> {
+        let response = self
+            .send(self.request(reqwest::Method::GET, "/v1/workspace/archive"))
+            .await?;
+        let body = reqwest::Body::wrap_stream(response.bytes_stream());
+        to.send(
+            to.request(reqwest::Method::PUT, "/v1/workspace/archive")
+                .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
+                .body(body),
+        )
+        .await
+        .map(drop)
+    }
+
     /// `PUT /v1/workspace/archive`: replaces the workspace with a tar archive.
     pub async fn put_archive(&self, tar: Vec<u8>) -> Result<(), SandboxError> {
         self.send(

@@ -1,0 +1,362 @@
+//! A forked subagent's workspace: a new sandbox of the parent's kind (a local server over a
+//! temporary folder, or a container of the same image) with the parent's workspace streamed
+//! in; after the child, what it changed (two manifests' difference) comes back, and is applied
+//! to the parent's workspace when none of its paths changed there meanwhile (all or nothing).
+//!
+//! Applying is the harness's own act, like a task's setup: files through `PUT /v1/files`,
+//! deletions, folders, symlinks and modes through one `bash` call of quoted paths. The
+//! changes it replays were each judged by the policy when the child made them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use sandbox_protocol::{BashArgs, ChangeKind, EntryKind, FileVersion, ManifestEntry};
+
+use crate::recording::{change_kind, diff};
+use crate::sandbox::{SandboxClient, SandboxError};
+use crate::session::SessionOptions;
+use crate::session::sandbox::Sandbox;
+use event_log::{ChangeRecord, EventLog, ForkMerge, VersionRecord};
+
+/// The most of the changes' unified diff the parent's model is shown.
+const DIFF_SHOWN: usize = 16 * 1024;
+
+/// A forked child's sandbox, and the workspace it started from.
+pub struct Forked {
+    sandbox: Sandbox,
+    token: String,
+    base: Vec<ManifestEntry>,
+}
+
+impl Forked {
+    /// Starts the copy for the child `options` describe, from `parent`'s workspace now.
+    pub async fn start(options: &SessionOptions, parent: &SandboxClient) -> Result<Forked, String> {
+        let snapshot = parent.snapshot().await.map_err(|e| e.to_string())?;
+        let base = parent
+            .manifest(&snapshot.snapshot_id)
+            .await
+            .map_err(|e| e.to_string())?
+            .entries;
+        // The child's folder is made ahead for its server's own log.
+        let made = options
+            .log_dir
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| event_log::private_dir(&options.log_dir));
+        made.map_err(|err| format!("making {}: {err}", options.log_dir.display()))?;
+        let server_log = options.log_dir.join("sandbox-server.log");
+        let token = format!("{:032x}", rand::random::<u128>());
+        let sandbox = Sandbox::start_fork(
+            &options.config,
+            &options.session_id,
+            &token,
+            Some(&server_log),
+        )
+        .await
+        .map_err(|err| err.to_string())?;
+        if let Err(err) = parent.copy_workspace_to(&sandbox.client).await {
+            sandbox.stop().await;
+            return Err(err.to_string());
+        }
+        Ok(Forked {
+            sandbox,
+            token,
+            base,
+        })
+    }
+
+    pub fn client(&self) -> &SandboxClient {
+        &self.sandbox.client
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// After the child: its changes against the base, each new version's bytes put in
+    /// `parent_log` (linked from the child's log, else read from the copy); then the copy is
+    /// stopped.
+    pub async fn finish(self, child_log: &Path, parent_log: &EventLog) -> Changes {
+        let result = self.changes(child_log, parent_log).await;
+        self.sandbox.stop().await;
+        let base = index(&self.base);
+        match result {
+            Ok(changes) => Changes {
+                base,
+                changes,
+                error: None,
+            },
+            Err(err) => Changes {
+                base,
+                changes: Vec::new(),
+                error: Some(format!("its changes could not be read: {err}")),
+            },
+        }
+    }
+
+    async fn changes(
+        &self,
+        child_log: &Path,
+        parent_log: &EventLog,
+    ) -> Result<Vec<ChangeRecord>, String> {
+        let client = &self.sandbox.client;
+        let snapshot = client.snapshot().await.map_err(|e| e.to_string())?;
+        let after = client
+            .manifest(&snapshot.snapshot_id)
+            .await
+            .map_err(|e| e.to_string())?
+            .entries;
+        let changes = diff(&self.base, &after);
+        for sha256 in changes
+            .iter()
+            .filter_map(|c| c.after.as_ref()?.sha256.as_deref())
+        {
+            let kept = parent_log.dir().join("blobs").join(sha256);
+            let source = child_log.join("blobs").join(sha256);
+            if event_log::blobs::link_or_copy(&source, &kept).is_ok() {
+                continue;
+            }
+            if let Some(bytes) = client.blob(sha256).await.map_err(|e| e.to_string())? {
+                parent_log.blob(&bytes).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(changes)
+    }
+}
+
+/// A finished forked child's changes, until they are merged.
+pub struct Changes {
+    base: BTreeMap<String, FileVersion>,
+    changes: Vec<ChangeRecord>,
+    error: Option<String>,
+}
+
+/// What merging made of them.
+pub struct Merged {
+    pub record: ForkMerge,
+    /// Why nothing was applied, when something failed.
+    error: Option<String>,
+    /// The unified diff of the text files, for the model.
+    diff: String,
+}
+
+impl Merged {
+    /// The lines the call's result gets.
+    pub fn describe(&self) -> String {
+        let n = self.record.changes.len();
+        let mut text = match (&self.error, self.record.applied) {
+            (Some(error), _) => format!("\n[its changes: {n} paths; not applied: {error}]"),
+            (None, _) if n == 0 => "\n[its changes: none]".to_owned(),
+            (None, true) => format!("\n[its changes: {n} paths; applied to your workspace]"),
+            (None, false) => format!(
+                "\n[its changes: {n} paths; not applied: your workspace changed these meanwhile: {}]",
+                self.record.conflicts.join(", ")
+            ),
+        };
+        for change in &self.record.changes {
+            let _ = write!(text, "\n  {} {}", change.change.as_str(), change.path);
+        }
+        if !self.diff.is_empty() {
+            text.push('\n');
+            text.push_str(&self.diff);
+        }
+        text
+    }
+}
+
+impl Changes {
+    /// Applies the changes to `parent` when none of their paths changed there since the
+    /// fork; all or none.
+    pub async fn merge(self, parent: &SandboxClient, log: &EventLog) -> Merged {
+        let diff = unified(&self.changes, log);
+        let mut merged = Merged {
+            record: ForkMerge {
+                changes: self.changes.clone(),
+                applied: false,
+                conflicts: Vec::new(),
+            },
+            error: self.error.clone(),
+            diff,
+        };
+        if merged.error.is_some() || self.changes.is_empty() {
+            return merged;
+        }
+        match self.clashes(parent).await {
+            Ok(clashes) if !clashes.is_empty() => merged.record.conflicts = clashes,
+            Ok(_) => match apply(&self.changes, parent, &log.dir().join("blobs")).await {
+                Ok(()) => merged.record.applied = true,
+                Err(err) => {
+                    merged.error = Some(format!(
+                        "applying failed, and your workspace may hold part of them: {err}"
+                    ));
+                }
+            },
+            Err(err) => merged.error = Some(format!("reading your workspace: {err}")),
+        }
+        merged
+    }
+
+    /// The changed paths that changed in the parent too since the fork, or that cannot be
+    /// applied by name.
+    async fn clashes(&self, parent: &SandboxClient) -> Result<Vec<String>, SandboxError> {
+        let snapshot = parent.snapshot().await?;
+        let now = index(&parent.manifest(&snapshot.snapshot_id).await?.entries);
+        Ok(self
+            .changes
+            .iter()
+            .filter(|change| {
+                !safe_path(&change.path)
+                    || change_kind(self.base.get(&change.path), now.get(&change.path)).is_some()
+            })
+            .map(|change| change.path.clone())
+            .collect())
+    }
+}
+
+fn index(entries: &[ManifestEntry]) -> BTreeMap<String, FileVersion> {
+    entries
+        .iter()
+        .filter(|e| e.path_b64.is_none())
+        .map(|e| (e.path.clone(), e.version.clone()))
+        .collect()
+}
+
+/// A relative path of plain names: nothing a quoted shell word or the files API could take
+/// outside the workspace.
+fn safe_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\0')
+        && path.split('/').all(|part| !matches!(part, "" | "." | ".."))
+}
+
+/// A shell word that is exactly `text`.
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// Applies `changes` (in path order) to `parent`: deletions and folders, then files, then
+/// symlinks and modes; new files' bytes are the blobs in `blobs`. A change with a path that is
+/// not plain (see [`safe_path`]) is refused.
+pub async fn apply(
+    changes: &[ChangeRecord],
+    parent: &SandboxClient,
+    blobs: &Path,
+) -> Result<(), String> {
+    if let Some(bad) = changes.iter().find(|c| !safe_path(&c.path)) {
+        return Err(format!("{}: not a plain relative path", bad.path));
+    }
+    let mut before = String::new();
+    let mut after = String::new();
+    let mut files = Vec::new();
+    for change in changes {
+        let path = quote(&change.path);
+        let replaced = matches!(change.change, ChangeKind::Deleted | ChangeKind::TypeChanged);
+        if replaced {
+            let _ = writeln!(before, "rm -rf -- {path}");
+        }
+        let Some(new) = &change.after else { continue };
+        let mode = format!("{:o}", new.mode & 0o7777);
+        match (new.kind, change.change) {
+            (EntryKind::Dir, ChangeKind::ModeChanged)
+            | (EntryKind::File, ChangeKind::ModeChanged) => {
+                let _ = writeln!(after, "chmod {mode} -- {path}");
+            }
+            (EntryKind::Dir, _) => {
+                let _ = writeln!(before, "mkdir -p -- {path} && chmod {mode} -- {path}");
+            }
+            (EntryKind::File, _) => files.push((change.path.as_str(), new)),
+            (EntryKind::Symlink, _) => {
+                let target = new.target.as_deref().unwrap_or_default();
+                let _ = writeln!(after, "ln -sfn -- {} {path}", quote(target));
+            }
+            (EntryKind::Other, _) => {}
+        }
+    }
+    run_script(parent, &before).await?;
+    for (path, version) in files {
+        let bytes = blob_bytes(blobs, version)?;
+        parent
+            .put_file(path, bytes, Some(version.mode))
+            .await
+            .map_err(|err| format!("{path}: {err}"))?;
+    }
+    run_script(parent, &after).await
+}
+
+async fn run_script(parent: &SandboxClient, script: &str) -> Result<(), String> {
+    if script.is_empty() {
+        return Ok(());
+    }
+    let args = BashArgs {
+        cmd: format!("set -e\n{script}"),
+        timeout: Some(120),
+    };
+    let result = parent.bash(&args).await.map_err(|err| err.to_string())?;
+    match result.exit_code {
+        0 => Ok(()),
+        code => Err(format!("exit {code}: {}", result.output.trim())),
+    }
+}
+
+/// A file version's bytes from a log's blobs.
+fn blob_bytes(blobs: &Path, version: &VersionRecord) -> Result<Vec<u8>, String> {
+    let sha256 = version.sha256.as_deref().unwrap_or_default();
+    std::fs::read(blobs.join(sha256))
+        .map_err(|err| format!("the child's file {sha256} is not in the log: {err}"))
+}
+
+/// The unified diff of the changed text files, at most [`DIFF_SHOWN`] bytes.
+fn unified(changes: &[ChangeRecord], log: &EventLog) -> String {
+    let blobs = log.dir().join("blobs");
+    let text_of = |version: Option<&VersionRecord>| -> Option<String> {
+        match version {
+            None => Some(String::new()),
+            Some(v) if v.kind == EntryKind::File => {
+                String::from_utf8(blob_bytes(&blobs, v).ok()?).ok()
+            }
+            Some(_) => None,
+        }
+    };
+    let mut out = String::new();
+    for change in changes {
+        let (Some(old), Some(new)) = (
+            text_of(change.before.as_ref()),
+            text_of(change.after.as_ref()),
+        ) else {
+            continue;
+        };
+        if old == new {
+            continue;
+        }
+        let a = format!("a/{}", change.path);
+        let b = format!("b/{}", change.path);
+        let text = similar::TextDiff::from_lines(&old, &new)
+            .unified_diff()
+            .header(&a, &b)
+            .to_string();
+        out.push_str(&text);
+        if out.len() > DIFF_SHOWN {
+            let cut = event_log::text::head(&out, DIFF_SHOWN).len();
+            out.truncate(cut);
+            out.push_str("\n[… the diff goes on; every change is in the child's log]");
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_relative_paths_are_applied_and_words_are_quoted() {
+        assert!(safe_path("a/b.txt"));
+        for bad in ["", "/etc/passwd", "a/../b", "./a", "a//b", "..", "a/."] {
+            assert!(!safe_path(bad), "{bad}");
+        }
+        assert_eq!(quote("it's $(x)"), r"'it'\''s $(x)'");
+    }
+}
