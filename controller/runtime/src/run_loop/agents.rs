@@ -134,7 +134,9 @@ impl Agent<'_> {
                 }
                 None => outcome,
             };
-            let (result, _) = self.finish(this, outcome, context).await?;
+            let finished = self.finish(this, outcome, context).await;
+            self.observer.tool_finished(call);
+            let (result, _) = finished?;
             messages.push(Message::Tool {
                 tool_call_id: call.id.clone(),
                 content: result,
