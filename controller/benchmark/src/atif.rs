@@ -57,7 +57,18 @@ fn trajectory(dir: &Path, step: Option<&str>, depth: usize) -> Result<Value, Rep
                 dir.display()
             )));
         }
-        let mut child = self::trajectory(&dir.join(&log_dir), None, depth + 1)?;
+        let child_dir = dir.join(&log_dir);
+        let inside = match (child_dir.canonicalize(), dir.canonicalize()) {
+            (Ok(child), Ok(parent)) => child.starts_with(&parent) && child != parent,
+            _ => false,
+        };
+        if !inside {
+            return Err(ReplayError::Io(format!(
+                "{}: a subagent's log must be a folder beneath its parent's",
+                child_dir.display()
+            )));
+        }
+        let mut child = self::trajectory(&child_dir, None, depth + 1)?;
         child["trajectory_id"] = json!(session_id);
         embedded.push(child);
     }

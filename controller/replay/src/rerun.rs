@@ -46,6 +46,11 @@ pub struct Recording {
 
 /// Reads the calls of a session, in order.
 pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
+    load_at(dir, 0)
+}
+
+/// [`load`] of a session `depth` subagents below the one rerun.
+fn load_at(dir: &std::path::Path, depth: usize) -> Result<Recording, ReplayError> {
     let mut recording = Recording {
         tools: Vec::new(),
         workspace_root: None,
@@ -118,7 +123,8 @@ pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
             }
             Event::SubagentStarted(started) => {
                 if let Some(&idx) = by_id.get(&started.call_id) {
-                    recording.calls[idx].child = Some(RecordedChild::load(dir, &started)?);
+                    recording.calls[idx].child =
+                        Some(RecordedChild::load(dir, &started, depth + 1)?);
                 }
             }
             Event::SubagentFinished(finished) => {

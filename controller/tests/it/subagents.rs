@@ -327,6 +327,32 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
         "{}",
         diverged.stdout
     );
+
+    // A shared log whose child folder links back to its parent is refused, not followed.
+    std::fs::remove_dir_all(&shared_log).unwrap();
+    std::os::unix::fs::symlink("..", &shared_log).unwrap();
+    for args in [
+        vec!["replay", "rerun", log.to_str().unwrap()],
+        vec![
+            "replay",
+            "export",
+            "--format",
+            "atif",
+            log.to_str().unwrap(),
+            "-o",
+            exported.to_str().unwrap(),
+        ],
+    ] {
+        let refused = common::run(common::command(&args), Duration::from_secs(60)).await;
+        assert_ne!(refused.code, 0, "{args:?}");
+        assert!(
+            refused
+                .stderr
+                .contains("a subagent's log must be a folder beneath its parent's"),
+            "{args:?}: {}",
+            refused.stderr
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -33,9 +33,11 @@ pub struct RecordedChild {
 }
 
 impl RecordedChild {
+    /// The child `started` names, `depth` subagents below the session rerun.
     pub(super) fn load(
         dir: &Path,
         started: &SubagentStarted,
+        depth: usize,
     ) -> Result<RecordedChild, ReplayError> {
         let plain = started.log_dir.starts_with("agents/")
             && started
@@ -49,7 +51,19 @@ impl RecordedChild {
             )));
         }
         let child_dir = dir.join(&started.log_dir);
-        if child_dir.components().count() > dir.components().count() + 2 * DEEPEST {
+        // Its folder must really lie beneath this one (a crafted log could link a child
+        // folder back to itself, or out of the log), and the nesting is bounded.
+        let inside = match (child_dir.canonicalize(), dir.canonicalize()) {
+            (Ok(child), Ok(parent)) => child.starts_with(&parent) && child != parent,
+            _ => false,
+        };
+        if !inside {
+            return Err(ReplayError::Io(format!(
+                "{}: a subagent's log must be a folder beneath its parent's",
+                child_dir.display()
+            )));
+        }
+        if depth > DEEPEST {
             return Err(ReplayError::Io(format!(
                 "{}: subagents nested deeper than {DEEPEST}",
                 child_dir.display()
@@ -58,7 +72,7 @@ impl RecordedChild {
         Ok(RecordedChild {
             log_dir: started.log_dir.clone(),
             workspace: started.workspace,
-            recording: Box::new(super::load(&child_dir)?),
+            recording: Box::new(super::load_at(&child_dir, depth)?),
             merge: None,
             blobs: dir.join("blobs"),
         })

@@ -21,6 +21,8 @@ use event_log::{ChangeRecord, EventLog, ForkMerge, VersionRecord};
 
 /// The most of the changes' unified diff the parent's model is shown.
 const DIFF_SHOWN: usize = 16 * 1024;
+/// Files larger than this are listed, not diffed (a diff's cost grows with both sides).
+const DIFF_FILE_MAX: u64 = 256 * 1024;
 
 /// A forked child's sandbox, and the workspace it started from.
 pub struct Forked {
@@ -313,7 +315,7 @@ fn unified(changes: &[ChangeRecord], log: &EventLog) -> String {
     let text_of = |version: Option<&VersionRecord>| -> Option<String> {
         match version {
             None => Some(String::new()),
-            Some(v) if v.kind == EntryKind::File => {
+            Some(v) if v.kind == EntryKind::File && v.size <= DIFF_FILE_MAX => {
                 String::from_utf8(blob_bytes(&blobs, v).ok()?).ok()
             }
             Some(_) => None,
