@@ -5,8 +5,9 @@
 //! 8 local children, `ROUNDS` times each, and prints per row the median time from starting
 //! `harness replay fork` to the first tool call (its `tool_call` event) of the last child, and
 //! to the command's end: with the workspace at the step rebuilt from the log's blobs (the
-//! default), and kept from an earlier fork (`--keep-state`). Scripted model and `allow-all`: the figures are the fork's and the
-//! sandboxes', not a model's. Loops are bounded by count.
+//! default), and kept from an earlier fork (`--keep-state`); with `HARNESS_BENCH_DOCKER=1`, also
+//! into Docker children (the sandbox image). Scripted model and `allow-all`: the figures are
+//! the fork's and the sandboxes', not a model's. Loops are bounded by count.
 
 #![allow(
     clippy::print_stdout,
@@ -140,7 +141,7 @@ fn main() {
         "{:<34}  {:>8}  {:>28}  {:>18}",
         "workspace at the step", "children", "to the last child's 1st call", "to the fork's end"
     );
-    let fork = |count: u32, keep: bool, out: &Path| {
+    let fork = |count: u32, more: &[&str], out: &Path| {
         let (step, count, out) = (step.to_string(), count.to_string(), out.to_str().unwrap());
         let mut args = vec![
             "replay",
@@ -155,24 +156,30 @@ fn main() {
             "--out",
             out,
         ];
-        if keep {
-            args.push("--keep-state");
-        }
+        args.extend_from_slice(more);
         harness(&args);
     };
     // The kept workspace made once, before the rounds that reuse it.
-    fork(1, true, &scratch.path().join("prime"));
-    for (label, keep) in [
-        ("rebuilt from the log's blobs", false),
-        ("kept (--keep-state), reused", true),
-    ] {
+    fork(1, &["--keep-state"], &scratch.path().join("prime"));
+    let mut rows: Vec<(&str, &[&str])> = vec![
+        ("rebuilt from the log's blobs", &[]),
+        ("kept (--keep-state), reused", &["--keep-state"]),
+    ];
+    // Containers too, where the engine and the sandbox image are (`HARNESS_BENCH_DOCKER=1`).
+    if std::env::var_os("HARNESS_BENCH_DOCKER").is_some() {
+        rows.push((
+            "kept, reused; Docker children",
+            &["--keep-state", "--sandbox", "docker"],
+        ));
+    }
+    for (label, more) in rows {
         for count in [1u32, 8] {
             let mut first_calls = Vec::new();
             let mut ends = Vec::new();
             for round in 0..ROUNDS {
-                let out = scratch.path().join(format!("fork-{keep}-{count}-{round}"));
+                let out = scratch.path().join(format!("fork-{count}-{round}"));
                 let start = now_ms();
-                fork(count, keep, &out);
+                fork(count, more, &out);
                 ends.push(now_ms() - start);
                 let last_first_call = (1..=count)
                     .map(|child| {

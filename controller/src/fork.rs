@@ -7,6 +7,10 @@
 //! (`<RUN>/forks/<fork-id>/` unless `--out`) holds the children's logs, a batch log with a task
 //! per child (so it reads as a batch: `report.html`, `replay metrics`, `replay compare`), and
 //! `forks.json`.
+//!
+//! A benchmark session's children run in the task's own containers and are graded by its
+//! verifier ([`benchmark`]); children in containers get the workspace at the step as one archive
+//! that replaces the image's.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -18,6 +22,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 mod at_step;
+mod benchmark;
 mod kept;
 mod workspace;
 
@@ -86,12 +91,6 @@ pub async fn run_fork(
         .collect();
     let point = ForkPoint::read(&dir, config.seq)?;
     let header = &point.header;
-    if header.config.benchmark.is_some() {
-        anyhow::bail!(
-            "{}: a benchmark session's children would need the task's containers and verifier, which `replay fork` does not start yet; fork a YAML task's session",
-            dir.display()
-        );
-    }
     let fork_id = format!("step-{}-{}", config.seq, event_log::new_session_id());
     let out = match &config.out {
         Some(out) => out.clone(),
@@ -190,6 +189,18 @@ pub async fn run_fork(
         }
     }
     let template = at_step.template.clone();
+    // Containers get the workspace as one archive, made once.
+    let archive = match child_config.sandbox {
+        runtime::config::SandboxTarget::Local => None,
+        _ => {
+            let (from, to) = (template.clone(), layers.join("at-step.tar"));
+            tokio::task::spawn_blocking(move || workspace::archive(&from, &to).map(|()| to))
+                .await
+                .context("archiving the workspace at the step")?
+                .context("archiving the workspace at the step")
+                .map(Some)?
+        }
+    };
     let parent = ForkParent {
         log_dir: dir.display().to_string(),
         session_id: header.session_id.clone(),
@@ -203,6 +214,7 @@ pub async fn run_fork(
         dir: &dir,
         out: &out,
         template: &template,
+        archive: archive.as_deref(),
         workspaces: scratch.path(),
         layers: &layers,
         state: Arc::new(point.state.clone()),
@@ -352,6 +364,9 @@ fn child_config(
         );
     }
     flags.sandbox = Some(sandbox);
+    if let Some(task) = &parent.benchmark {
+        return benchmark::config(task, parent, &flags);
+    }
     let mut config = RunConfig::for_run(std::slice::from_ref(&point.header.task), None, &flags)?;
     config.setup.clear();
     config.check = parent.check.clone();
@@ -365,6 +380,8 @@ struct Fork<'a> {
     dir: &'a Path,
     out: &'a Path,
     template: &'a Path,
+    /// The workspace at the step as one tar archive, for children in containers.
+    archive: Option<&'a Path>,
     /// Where the children's workspaces are made.
     workspaces: &'a Path,
     /// What only this process may enter (inside `workspaces`): overlays' layers, lists of
@@ -441,9 +458,13 @@ impl Fork<'_> {
                 config.known_files = Some(known.0);
                 held = Some(made);
             }
-            // A container's workspace is uploaded from the verified copy.
+            // A container's workspace (a task image's own too) is replaced by the verified
+            // copy's archive.
             _ => {
-                config.workspace = Some(WorkspaceSource::Dir(self.template.to_owned()));
+                let archive = self
+                    .archive
+                    .context("no archive of the workspace at the step")?;
+                config.workspace = Some(WorkspaceSource::Replace(archive.to_owned()));
                 let (parent, state, child_log) = (
                     self.dir.to_owned(),
                     Arc::clone(&self.state),
@@ -519,6 +540,8 @@ impl Fork<'_> {
         drop(held);
         let outcome = summary.outcome.logged();
         let reward = match outcome {
+            // A benchmark child's is its verifier's.
+            _ if self.point.header.config.benchmark.is_some() => benchmark::reward(&log_dir),
             Outcome::Completed if has_check => Some(1.0),
             Outcome::CheckFailed => Some(0.0),
             _ => None,

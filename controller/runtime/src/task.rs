@@ -171,6 +171,10 @@ pub enum WorkspaceSource {
     Archive(PathBuf),
     /// A git repository, cloned and checked out at a commit, `.git` included.
     Git { repo: String, commit: String },
+    /// A tar archive the harness made (a fork's workspace at its step) that *replaces* the
+    /// sandbox's workspace as it is: symlinks, modes and empty folders kept, the files already
+    /// there (a task image's own) gone. Never named by a task file.
+    Replace(PathBuf),
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -265,3 +265,16 @@ fn mount_overlay(lower: &Path, layers: &Path, merged: &Path, owner: Owner) -> st
     )
     .map_err(std::io::Error::from)
 }
+
+/// The workspace at the step as one tar archive at `to`, for children whose workspace is
+/// uploaded (containers): their servers replace the image's workspace with it in one streamed
+/// request. Symlinks stay symlinks; the root's own entry (`./`) makes even an empty
+/// workspace an archive that replaces.
+pub(super) fn archive(template: &Path, to: &Path) -> std::io::Result<()> {
+    let file = std::io::BufWriter::new(std::fs::File::create(to)?);
+    let mut builder = tar::Builder::new(file);
+    builder.follow_symlinks(false);
+    builder.append_dir_all(".", template)?;
+    let mut file = builder.into_inner()?;
+    std::io::Write::flush(&mut file)
+}

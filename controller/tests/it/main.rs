@@ -26,6 +26,8 @@ mod batch_pools;
 mod batch_stops;
 /// `harness batch`: parallel tasks, retries, the report, bad batches refused.
 mod batches;
+/// `replay fork` of a benchmark session: children in the task's image, graded (Docker).
+mod bench_forks;
 /// Issue 25: scores you can trust: the agent cannot reach the reward, every trial counts,
 /// any Harbor dataset runs, network allow lists per phase (Docker).
 mod bench_scores;

@@ -1,5 +1,6 @@
-//! Seeding a workspace through the sandbox API (`PUT /v1/files`), so a local folder, a tar
-//! archive or a git commit reaches a local and a remote sandbox the same way.
+//! Seeding a workspace through the sandbox API (`PUT /v1/files`, or one streamed
+//! `PUT /v1/workspace/archive` for a tree that replaces it), so a local folder, a tar archive
+//! or a git commit reaches a local and a remote sandbox the same way.
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -23,6 +24,20 @@ pub async fn seed(sandbox: &SandboxClient, source: &WorkspaceSource) -> Result<S
     match source {
         WorkspaceSource::Dir(dir) => upload_dir(sandbox, dir).await,
         WorkspaceSource::Archive(file) => upload_archive(sandbox, file).await,
+        WorkspaceSource::Replace(file) => {
+            let opened = tokio::fs::File::open(file)
+                .await
+                .map_err(|err| local(&format!("opening {}", file.display()), &err))?;
+            let put = sandbox
+                .put_archive_file(opened)
+                .await
+                .step_with(|| format!("replacing the workspace with {}", file.display()))?;
+            Ok(Seeded {
+                n_files: put.n_files,
+                n_bytes: put.n_bytes,
+                skipped: Vec::new(),
+            })
+        }
         WorkspaceSource::Git { repo, commit } => {
             let checkout = tempfile::tempdir()
                 .map_err(|err| local("creating a folder for the git checkout", &err))?;

@@ -61,4 +61,21 @@ impl SandboxClient {
         .await
         .map(drop)
     }
+
+    /// `PUT /v1/workspace/archive` of a tar file, streamed from disk: replaces the workspace
+    /// with the archive's tree.
+    pub async fn put_archive_file(
+        &self,
+        file: tokio::fs::File,
+    ) -> Result<sandbox_protocol::ArchivePutResponse, SandboxError> {
+        let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(file));
+        let response = self
+            .send(
+                self.request(reqwest::Method::PUT, "/v1/workspace/archive")
+                    .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
+                    .body(body),
+            )
+            .await?;
+        self.json(response).await
+    }
 }

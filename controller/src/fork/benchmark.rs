@@ -1,0 +1,74 @@
+//! A benchmark session's children: the task's own containers, started from the folder the log
+//! names (holding the very files the session ran: their digest), the workspace at the step put
+//! in place of the image's, and the task's verifier as the grader; each child's reward is its
+//! verifier's.
+
+use std::path::Path;
+
+use anyhow::Context;
+use event_log::{BenchmarkRecord, Event, RunSettings};
+use runtime::config::{RunConfig, SessionFlags};
+
+/// The children's run config for the benchmark task `bench` of the session `parent` under
+/// `flags` (already the parent's where the fork's own say nothing).
+pub(super) fn config(
+    bench: &BenchmarkRecord,
+    parent: &RunSettings,
+    flags: &SessionFlags,
+) -> anyhow::Result<RunConfig> {
+    let dir = Path::new(&bench.dir);
+    if let Some(agent) = parent.agent.as_deref().filter(|agent| *agent != "model")
+        && flags.model.as_deref() == Some(parent.model.as_str())
+    {
+        anyhow::bail!(
+            "the session's agent was the task's {agent}, not a model: a fork continues a model's conversation; give the children one with --model"
+        );
+    }
+    // The archive of the step replaces the workspace; the container's root is not one.
+    if parent.workspace_root.as_deref() == Some("/") {
+        anyhow::bail!(
+            "{}: the task has no working folder (WORKDIR), so its workspace is the container's root, which the workspace at the step cannot replace",
+            bench.dir
+        );
+    }
+    let task = bench::load(
+        dir,
+        &bench.name,
+        &bench::HostVars::named(&flags.bench.task_env),
+    )
+    .with_context(|| format!("loading the task the session ran ({})", bench.dir))?;
+    // A log is someone else's: its children run the files it ran, or none.
+    if task.digest != bench.digest {
+        anyhow::bail!(
+            "{}: the task's files are not those the session ran ({} now, {} in the log): fork with the task folder as it was",
+            bench.dir,
+            task.digest,
+            bench.digest
+        );
+    }
+    if !task.steps.is_empty() {
+        anyhow::bail!(
+            "{}: a multi-step task's session cannot be forked: its children would have to start inside one of its steps, whose verifier has run or not",
+            bench.dir
+        );
+    }
+    let mut flags = flags.clone();
+    // The agent's network as the session had it (`--network` may have set it then).
+    flags.network = flags
+        .network
+        .or_else(|| Some(if bench.online { "host" } else { "none" }.to_owned()));
+    Ok(bench::run::run_config(dir, &bench.name, &flags)?)
+}
+
+/// The reward of the child's verifier (the last one, for a task of steps), from its log.
+pub(super) fn reward(log_dir: &Path) -> Option<f64> {
+    let events = replay::events(log_dir, |_| {}).ok()?;
+    events
+        .filter_map(Result::ok)
+        .filter_map(|envelope| match envelope.event {
+            Event::VerifierFinished(verifier) => Some(verifier.reward),
+            _ => None,
+        })
+        .last()
+        .flatten()
+}

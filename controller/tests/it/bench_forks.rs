@@ -1,0 +1,160 @@
+//! `replay fork` of a benchmark session (Docker): the children run in the task's own
+//! containers, start from the workspace at the step (a task image's own workspace replaced by
+//! it, symlinks kept), and are graded by the task's verifier.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::benchmarks::{batch_args, dataset, events, harness, json};
+use crate::common;
+use crate::forks::restored;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_graded() {
+    if !common::docker() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The parent writes the answer, then deletes it: its verifier gives 0.
+    let call = |name: &str, arguments: Value| json!({"name": name, "arguments": arguments});
+    let parent_script = json!({"turns": [
+        {"text": "Writing it.", "tool_calls": [
+            call("write_file", json!({"path": "hello.txt", "content": "Hello, world!\n"})),
+            call("write_file", json!({"path": "notes/draft.txt", "content": "draft\n"})),
+            call("bash", json!({"cmd": "ln -s hello.txt link.txt && chmod 700 notes"})),
+        ]},
+        {"text": "Cleaning up.", "tool_calls": [call("bash", json!({"cmd": "rm hello.txt"}))]},
+        {"text": "Done."},
+    ]});
+    let script = dir.path().join("parent.yaml");
+    std::fs::write(&script, parent_script.to_string()).unwrap();
+    let out = dir.path().join("job");
+    let model = format!("script:{}", script.display());
+    let run = harness(
+        &batch_args(
+            &dataset().join("hello-file"),
+            &out,
+            &["--model", &model, "--approve", "auto", "--no-classifier"],
+        ),
+        Duration::from_secs(300),
+    )
+    .await;
+    assert_eq!(
+        run.code, 9,
+        "the task did not pass: {}\n{}",
+        run.stdout, run.stderr
+    );
+    let parent = out.join("hello-file");
+    let all = events(&parent);
+    let verdict = all
+        .iter()
+        .find(|e| e["type"] == "verifier_finished")
+        .unwrap();
+    assert_eq!(
+        verdict["data"]["reward"], 0.0,
+        "the parent deleted its answer"
+    );
+    // After the first turn's calls, before the second turn's request.
+    let second = all
+        .iter()
+        .find(|e| e["type"] == "model_request" && e["data"]["turn"] == 2)
+        .unwrap();
+    let seq = second["seq"].as_u64().unwrap() - 1;
+
+    // The children are another model: one that finds the work done and says so.
+    let child_script = dir.path().join("child.yaml");
+    std::fs::write(
+        &child_script,
+        json!({"turns": [{"text": "The file is there already."}]}).to_string(),
+    )
+    .unwrap();
+    let child_model = format!("script:{}", child_script.display());
+    let run = harness(
+        &[
+            "replay",
+            "fork",
+            parent.to_str().unwrap(),
+            "--step",
+            &seq.to_string(),
+            "--count",
+            "2",
+            "--parallel",
+            "2",
+            "--model",
+            &child_model,
+        ]
+        .map(str::to_owned),
+        Duration::from_secs(300),
+    )
+    .await;
+    assert_eq!(run.code, 0, "fork failed: {}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("2 of 2 passed"), "{}", run.stdout);
+    // In the parent's own folder, where its transcript finds it.
+    let fork_dir = common::first_entry(&parent.join("forks"));
+    let summary = json(&fork_dir.join("forks.json"));
+    assert_eq!(summary["value"], 1.0, "{summary}");
+
+    let at_step = restored(&parent, seq, &dir.path().join("at-step")).await;
+    assert_eq!(at_step["hello.txt"], b"Hello, world!\n");
+    assert_eq!(at_step["notes/draft.txt"], b"draft\n");
+    for child in summary["children"].as_array().unwrap() {
+        assert_eq!(child["outcome"], "completed", "{child}");
+        assert_eq!(
+            child["reward"], 1.0,
+            "graded by the task's verifier: {child}"
+        );
+        let log = PathBuf::from(child["log_dir"].as_str().unwrap());
+        let child_events = events(&log);
+        let header = &child_events[0]["data"];
+        assert_eq!(header["forked_from"]["seq"], seq);
+        assert_eq!(header["config"]["benchmark"]["name"], "hello-file");
+        assert_eq!(header["config"]["workspace_root"], "/app");
+        assert!(
+            header["config"]["container"]["image"]
+                .as_str()
+                .unwrap()
+                .starts_with("harness-task/hello-file:"),
+            "{header}"
+        );
+        // Its workspace began as the parent's at the step: files, the link, the modes.
+        let snapshot = child_events
+            .iter()
+            .find(|e| e["type"] == "workspace_snapshot")
+            .unwrap();
+        let name = format!("child-{}", child["child"]);
+        let began_in = dir.path().join(&name);
+        let began = restored(&log, snapshot["seq"].as_u64().unwrap(), &began_in).await;
+        assert_eq!(began, at_step, "{name}'s initial workspace");
+        assert!(
+            std::fs::symlink_metadata(began_in.join("link.txt"))
+                .unwrap()
+                .is_symlink()
+        );
+        let mode = |root: &std::path::Path| {
+            std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(root.join("notes")).unwrap().permissions(),
+            ) & 0o777
+        };
+        assert_eq!(mode(&began_in), 0o700, "{name}: the folder's mode");
+        let verifier = child_events
+            .iter()
+            .find(|e| e["type"] == "verifier_finished")
+            .unwrap();
+        assert_eq!(verifier["data"]["reward"], 1.0);
+    }
+    // The parent's transcript lists the fork.
+    let shown = harness(
+        &["replay", "show", parent.to_str().unwrap()].map(str::to_owned),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        shown
+            .stdout
+            .contains(&format!("at step {seq}: 2 children, 2 passed")),
+        "{}",
+        shown.stdout
+    );
+}
