@@ -30,11 +30,22 @@ async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_grad
     ]});
     let script = dir.path().join("parent.yaml");
     std::fs::write(&script, parent_script.to_string()).unwrap();
+    // A copy of the task, changed at the end to show that a fork runs only the files it ran.
+    let task = dir.path().join("hello-file");
+    for file in [
+        "task.toml",
+        "instruction.md",
+        "environment/Dockerfile",
+        "tests/test.sh",
+    ] {
+        std::fs::create_dir_all(task.join(file).parent().unwrap()).unwrap();
+        std::fs::copy(dataset().join("hello-file").join(file), task.join(file)).unwrap();
+    }
     let out = dir.path().join("job");
     let model = format!("script:{}", script.display());
     let run = harness(
         &batch_args(
-            &dataset().join("hello-file"),
+            &task,
             &out,
             &["--model", &model, "--approve", "auto", "--no-classifier"],
         ),
@@ -156,5 +167,30 @@ async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_grad
             .contains(&format!("at step {seq}: 2 children, 2 passed")),
         "{}",
         shown.stdout
+    );
+    // A task folder whose files changed since the session is refused, naming why.
+    std::fs::write(
+        task.join("tests/test.sh"),
+        "echo 1 > /logs/verifier/reward.txt\n",
+    )
+    .unwrap();
+    let run = harness(
+        &[
+            "replay",
+            "fork",
+            parent.to_str().unwrap(),
+            "--step",
+            &seq.to_string(),
+        ]
+        .map(str::to_owned),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("the task's files are not those the session ran"),
+        "{}",
+        run.stderr
     );
 }
