@@ -194,10 +194,11 @@ pub async fn run_fork(
         runtime::config::SandboxTarget::Local => None,
         _ => {
             let (from, to) = (template.clone(), layers.join("at-step.tar"));
+            let doing = format!("archiving the workspace at the step into {}", to.display());
             tokio::task::spawn_blocking(move || workspace::archive(&from, &to).map(|()| to))
                 .await
-                .context("archiving the workspace at the step")?
-                .context("archiving the workspace at the step")
+                .with_context(|| doing.clone())?
+                .with_context(|| doing.clone())
                 .map(Some)?
         }
     };

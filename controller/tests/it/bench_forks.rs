@@ -2,7 +2,7 @@
 //! containers, start from the workspace at the step (a task image's own workspace replaced by
 //! it, symlinks kept), and are graded by the task's verifier.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -10,6 +10,15 @@ use serde_json::{Value, json};
 use crate::benchmarks::{batch_args, dataset, events, harness, json};
 use crate::common;
 use crate::forks::restored;
+
+/// `replay fork RUN --step SEQ` and `more`.
+async fn fork(parent: &Path, seq: u64, more: &[&str]) -> common::Run {
+    let seq = seq.to_string();
+    let mut args = vec!["replay", "fork", parent.to_str().unwrap(), "--step", &seq];
+    args.extend_from_slice(more);
+    let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+    harness(&args, Duration::from_secs(300)).await
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_graded() {
@@ -82,22 +91,10 @@ async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_grad
     )
     .unwrap();
     let child_model = format!("script:{}", child_script.display());
-    let run = harness(
-        &[
-            "replay",
-            "fork",
-            parent.to_str().unwrap(),
-            "--step",
-            &seq.to_string(),
-            "--count",
-            "2",
-            "--parallel",
-            "2",
-            "--model",
-            &child_model,
-        ]
-        .map(str::to_owned),
-        Duration::from_secs(300),
+    let run = fork(
+        &parent,
+        seq,
+        &["--count", "2", "--parallel", "2", "--model", &child_model],
     )
     .await;
     assert_eq!(run.code, 0, "fork failed: {}\n{}", run.stdout, run.stderr);
@@ -174,18 +171,7 @@ async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_grad
         "echo 1 > /logs/verifier/reward.txt\n",
     )
     .unwrap();
-    let run = harness(
-        &[
-            "replay",
-            "fork",
-            parent.to_str().unwrap(),
-            "--step",
-            &seq.to_string(),
-        ]
-        .map(str::to_owned),
-        Duration::from_secs(60),
-    )
-    .await;
+    let run = fork(&parent, seq, &[]).await;
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
         run.stderr

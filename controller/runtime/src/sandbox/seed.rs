@@ -25,6 +25,18 @@ pub async fn seed(sandbox: &SandboxClient, source: &WorkspaceSource) -> Result<S
         WorkspaceSource::Dir(dir) => upload_dir(sandbox, dir).await,
         WorkspaceSource::Archive(file) => upload_archive(sandbox, file).await,
         WorkspaceSource::Replace(file) => {
+            // The guard where it acts: a container whose workspace is its root (a task image
+            // without WORKDIR) would lose its system folders, whatever a log said beforehand.
+            let info = sandbox
+                .info()
+                .await
+                .step("asking the sandbox for its workspace root")?;
+            if Path::new(&info.workspace_root) == Path::new("/") {
+                return Err(StepError::harness(format!(
+                    "the sandbox's workspace is its root (/): {} cannot replace it",
+                    file.display()
+                )));
+            }
             let opened = tokio::fs::File::open(file)
                 .await
                 .map_err(|err| local(&format!("opening {}", file.display()), &err))?;
