@@ -24,6 +24,10 @@ fn main() {
             "the test where a real Prometheus scrapes a server and a batch",
         ),
         (
+            "HARNESS_TEST_PLAYWRIGHT_PYTHON",
+            "the viewer's browser test (a Python with Playwright, driving Debian's Chromium)",
+        ),
+        (
             "HARNESS_TEST_OTLP_PYTHON",
             "the trace test (a Python with opentelemetry-proto for the OTLP receiver)",
         ),

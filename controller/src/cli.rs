@@ -14,6 +14,7 @@ mod rerun_fork;
 mod run;
 mod sandboxes;
 mod terminal;
+mod view;
 
 pub(crate) use terminal::colour_on_stderr;
 
@@ -50,6 +51,8 @@ pub(crate) enum Command {
     /// Build benchmark tasks' images ahead of a run (and push them, for a cluster).
     #[command(subcommand)]
     Images(ImagesCommand),
+    /// Serve a live, read-only browser view of session and batch logs.
+    View(view::ViewArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -540,6 +543,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Policy(command) => policy::run(command).await,
         Command::Sandboxes(command) => sandboxes::run(command).await,
         Command::Images(command) => images::run(command).await,
+        Command::View(args) => view::run(args).await,
     }
 }
 

@@ -59,6 +59,7 @@ const CRATES: &[(&str, &str)] = &[
     ("runtime", "harness-runtime"),
     ("replay", "harness-replay"),
     ("benchmark", "harness-bench"),
+    ("view", "harness-view"),
     (".", "controller"),
 ];
 
@@ -170,6 +171,7 @@ fn the_crate_graph_is_the_layering() {
                 "harness-replay",
             ],
         ),
+        ("harness-view", &["harness-log", "harness-replay"]),
         (
             "controller",
             &[
@@ -181,6 +183,7 @@ fn the_crate_graph_is_the_layering() {
                 "harness-runtime",
                 "harness-replay",
                 "harness-bench",
+                "harness-view",
             ],
         ),
     ];
@@ -262,7 +265,8 @@ fn only_the_sandbox_starters_hooks_and_mcp_servers_spawn_and_only_the_local_one_
         ],
     );
     controller_only_in("unsafe", &["runtime/src/sandbox/local.rs"]);
-    controller_only_in("axum", &[]);
+    // The controller's one web server is the viewer's, and only its edge knows the framework.
+    controller_only_in("axum", &["view/src/http.rs"]);
 }
 
 #[test]

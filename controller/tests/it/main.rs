@@ -76,3 +76,5 @@ mod telemetry;
 /// Issue 24: no secret of the harness reaches a command, the log or the model; dataset files
 /// and workspace files are untrusted input.
 mod trust;
+/// `harness view`: its guard, and the app in a real browser.
+mod view;

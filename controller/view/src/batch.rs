@@ -1,0 +1,282 @@
+//! A batch as a grid: its tasks down, their attempts across, each cell a trial's outcome and
+//! reward from the index, with the batch log's own word on what is pending, running, retried
+//! or not runnable. Then pass@k, failures by class, each task's health, and the totals.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::ViewError;
+use crate::index::Runs;
+use crate::summary::Status;
+
+/// One trial: a cell of the grid.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Cell {
+    /// The batch's id for the attempt (`task`, `task__2`).
+    pub task_id: String,
+    pub trial: u32,
+    /// The run to open (its session), once it has a log.
+    pub run: Option<String>,
+    /// `pending`, `running`, `passed`, `failed`, `not_runnable`, `skipped`.
+    pub state: &'static str,
+    pub outcome: Option<String>,
+    pub failure: Option<String>,
+    pub reward: Option<f64>,
+    pub cost: Option<f64>,
+    pub tokens: Option<u64>,
+    pub turns: Option<u64>,
+    pub duration_ms: Option<u64>,
+    pub attempts: u32,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub task: String,
+    pub cells: Vec<Cell>,
+    pub passed: usize,
+    pub finished: usize,
+    pub mean_reward: Option<f64>,
+    pub health: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Grid {
+    pub rows: Vec<Row>,
+    /// pass@k for k = 1..=attempts, over the tasks with at least k finished trials.
+    pub pass_at_k: Vec<(usize, f64)>,
+    pub failures: BTreeMap<String, usize>,
+    pub trials: usize,
+    pub finished: usize,
+    pub passed: usize,
+    pub cost: f64,
+    pub tokens: u64,
+    pub agent: Option<String>,
+}
+
+/// What the batch log says of each attempt, in the order it lists them.
+fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
+    let text = std::fs::read(dir.join("events.jsonl"))
+        .map_err(|err| ViewError::Io(format!("{}: {err}", dir.display())))?;
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut at: BTreeMap<String, usize> = BTreeMap::new();
+    for line in text.split(|b| *b == b'\n') {
+        let Ok(event) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        let data = &event["data"];
+        let task = data["task"].as_str().unwrap_or_default().to_owned();
+        match event["type"].as_str().unwrap_or_default() {
+            "batch_started" => {
+                for listed in data["tasks"].as_array().into_iter().flatten() {
+                    let id = listed["id"].as_str().unwrap_or_default().to_owned();
+                    at.insert(id.clone(), cells.len());
+                    cells.push(Cell {
+                        task_id: id,
+                        trial: listed["trial"].as_u64().unwrap_or(1) as u32,
+                        state: "pending",
+                        ..Cell::default()
+                    });
+                }
+            }
+            kind => {
+                let Some(cell) = at.get(&task).map(|i| &mut cells[*i]) else {
+                    continue;
+                };
+                apply(cell, kind, data);
+            }
+        }
+    }
+    Ok(cells)
+}
+
+fn apply(cell: &mut Cell, kind: &str, data: &Value) {
+    match kind {
+        "task_started" => {
+            cell.state = "running";
+            cell.attempts = data["attempt"].as_u64().unwrap_or(1) as u32;
+        }
+        "task_finished" => {
+            cell.state = if data["passed"].as_bool() == Some(true) {
+                "passed"
+            } else {
+                "failed"
+            };
+            cell.outcome = data["outcome"].as_str().map(str::to_owned);
+            cell.failure = data["failure"].as_str().map(str::to_owned);
+            cell.cost = data["cost"].as_f64();
+            cell.duration_ms = data["duration_ms"].as_u64();
+        }
+        "task_retried" => {
+            cell.note = Some(format!(
+                "retried: {}",
+                data["reason"].as_str().unwrap_or_default()
+            ));
+        }
+        "task_not_runnable" => {
+            cell.state = "not_runnable";
+            cell.note = data["reason"].as_str().map(str::to_owned);
+        }
+        "task_skipped" => {
+            cell.state = "skipped";
+            cell.note = data["reason"].as_str().map(str::to_owned);
+        }
+        _ => {}
+    }
+}
+
+/// The grid of the batch `id` (its folder `dir`), its trials' figures from `runs`.
+pub fn grid(runs: &Runs, id: &str, dir: &Path) -> Result<Grid, ViewError> {
+    let mut cells = attempts(dir)?;
+    let mut agent = None;
+    for cell in &mut cells {
+        let run = format!("{id}/{}", cell.task_id);
+        let Some(trial) = runs.by_id.get(&run) else {
+            continue;
+        };
+        let s = &trial.summary;
+        cell.run = Some(run);
+        cell.reward = s.reward;
+        cell.tokens = s.tokens;
+        cell.turns = s.turns;
+        cell.cost = cell.cost.or(s.cost);
+        cell.duration_ms = cell.duration_ms.or(s.duration_ms);
+        cell.outcome = cell.outcome.clone().or_else(|| s.outcome.clone());
+        cell.failure = cell.failure.clone().or_else(|| s.failure.clone());
+        if cell.state == "running" && s.status == Some(Status::Unfinished) {
+            cell.note = Some("its log stopped without an end".to_owned());
+        }
+        agent = agent.or_else(|| s.agent.clone());
+    }
+    Ok(assemble(cells, agent))
+}
+
+fn assemble(cells: Vec<Cell>, agent: Option<String>) -> Grid {
+    let mut by_task: BTreeMap<String, Vec<Cell>> = BTreeMap::new();
+    for cell in cells {
+        let name = task_name(&cell.task_id).to_owned();
+        by_task.entry(name).or_default().push(cell);
+    }
+    let mut failures = BTreeMap::new();
+    let (mut trials, mut finished, mut passed, mut cost, mut tokens) = (0, 0, 0, 0.0, 0);
+    let mut rows = Vec::new();
+    let mut most = 0;
+    for (task, mut cells) in by_task {
+        cells.sort_by_key(|c| c.trial);
+        let done: Vec<&Cell> = cells
+            .iter()
+            .filter(|c| matches!(c.state, "passed" | "failed"))
+            .collect();
+        let ok = done.iter().filter(|c| c.state == "passed").count();
+        for cell in &done {
+            if cell.state == "failed" {
+                let class = cell
+                    .failure
+                    .clone()
+                    .or_else(|| cell.outcome.clone())
+                    .unwrap_or_else(|| "unknown".to_owned());
+                *failures.entry(class).or_insert(0) += 1;
+            }
+        }
+        let rewards: Vec<f64> = cells.iter().filter_map(|c| c.reward).collect();
+        trials += cells.len();
+        finished += done.len();
+        passed += ok;
+        cost += cells.iter().filter_map(|c| c.cost).sum::<f64>();
+        tokens += cells.iter().filter_map(|c| c.tokens).sum::<u64>();
+        most = most.max(done.len());
+        let health = health(agent.as_deref(), &cells, done.len(), ok);
+        rows.push(Row {
+            task,
+            passed: ok,
+            finished: done.len(),
+            mean_reward: (!rewards.is_empty())
+                .then(|| rewards.iter().sum::<f64>() / rewards.len() as f64),
+            health,
+            cells,
+        });
+    }
+    let pass_at_k = (1..=most)
+        .filter_map(|k| {
+            let values: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.finished >= k)
+                .map(|r| replay::report::pass_at_k(r.finished, r.passed, k))
+                .collect();
+            (!values.is_empty()).then(|| (k, values.iter().sum::<f64>() / values.len() as f64))
+        })
+        .collect();
+    Grid {
+        rows,
+        pass_at_k,
+        failures,
+        trials,
+        finished,
+        passed,
+        cost,
+        tokens,
+        agent,
+    }
+}
+
+/// A task's name from an attempt's id: `task__3` is trial 3 of `task`.
+pub fn task_name(task_id: &str) -> &str {
+    match task_id.rsplit_once("__") {
+        Some((name, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => task_id,
+    }
+}
+
+/// A task broken for everyone (an oracle that fails, a do-nothing agent that passes), or its
+/// trials' trouble with the infrastructure.
+fn health(agent: Option<&str>, cells: &[Cell], done: usize, ok: usize) -> Option<String> {
+    let trouble = cells.iter().find_map(|c| match c.state {
+        "not_runnable" => Some(format!(
+            "not runnable: {}",
+            c.note.clone().unwrap_or_default()
+        )),
+        _ => c.note.clone(),
+    });
+    match agent {
+        _ if done == 0 => trouble,
+        Some("oracle") if ok == done => Some("ok".to_owned()),
+        Some("oracle") => Some("broken: its oracle does not pass".to_owned()),
+        Some("nop") if ok > 0 => Some("broken: passes with nothing done".to_owned()),
+        Some("nop") => Some("ok".to_owned()),
+        _ => trouble,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_are_grouped_by_task_and_pass_at_k_counts_finished_trials() {
+        let cell = |id: &str, trial, state| Cell {
+            task_id: id.to_owned(),
+            trial,
+            state,
+            ..Cell::default()
+        };
+        let grid = assemble(
+            vec![
+                cell("a", 1, "passed"),
+                cell("a__2", 2, "failed"),
+                cell("b", 1, "failed"),
+                cell("b__2", 2, "running"),
+            ],
+            None,
+        );
+        assert_eq!(grid.rows.len(), 2);
+        assert_eq!((grid.rows[0].passed, grid.rows[0].finished), (1, 2));
+        // pass@1: a 0.5, b 0; pass@2 only over a (b has one finished trial): 1.
+        assert_eq!(grid.pass_at_k, vec![(1, 0.25), (2, 1.0)]);
+        assert_eq!(grid.failures.get("unknown"), Some(&2));
+        assert_eq!(task_name("x__12"), "x");
+        assert_eq!(task_name("x__"), "x__");
+    }
+}

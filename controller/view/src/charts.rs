@@ -1,0 +1,168 @@
+//! A batch's charts, drawn by the static report's own chart code ([`replay::charts`]) from
+//! the grid, each served as a standalone SVG image (an `<img>`: no script can run in it).
+
+use replay::charts::{self, Bar, Chart, Tone};
+
+use crate::ViewError;
+use crate::batch::Grid;
+
+/// The charts a batch page shows, by name.
+pub(crate) const NAMES: &[&str] = &["outcomes", "per-task", "cost", "duration", "turns"];
+
+/// The chart `name` of `grid`, as an SVG document.
+pub(crate) fn svg(grid: &Grid, name: &str) -> Result<String, ViewError> {
+    let cells = || grid.rows.iter().flat_map(|r| &r.cells);
+    let done = || cells().filter(|c| matches!(c.state, "passed" | "failed"));
+    let chart = |title| Chart {
+        id: name,
+        title,
+        unit: "",
+    };
+    let html = match name {
+        "outcomes" => {
+            let mut bars = vec![bar("passed", grid.passed as f64, Tone::Good)];
+            let mut failed: Vec<Bar> = grid
+                .failures
+                .iter()
+                .map(|(class, n)| bar(class, *n as f64, Tone::Bad))
+                .collect();
+            charts::sort_desc(&mut failed);
+            bars.extend(failed);
+            let pending = grid.trials - grid.finished;
+            if pending > 0 {
+                bars.push(bar("not finished", pending as f64, Tone::Muted));
+            }
+            charts::bars(
+                &Chart {
+                    unit: "trials",
+                    ..chart("Outcomes")
+                },
+                &bars,
+                None,
+            )
+        }
+        "per-task" => {
+            let rewarded = cells().any(|c| c.reward.is_some());
+            let mut bars: Vec<Bar> = grid
+                .rows
+                .iter()
+                .filter(|r| r.finished > 0)
+                .map(|r| {
+                    let value = if rewarded {
+                        r.mean_reward.unwrap_or(0.0)
+                    } else {
+                        r.passed as f64 / r.finished as f64
+                    };
+                    let tone = if value >= 1.0 {
+                        Tone::Good
+                    } else if value > 0.0 {
+                        Tone::Neutral
+                    } else {
+                        Tone::Bad
+                    };
+                    bar(&r.task, value, tone)
+                })
+                .collect();
+            charts::sort_desc(&mut bars);
+            let (title, unit) = if rewarded {
+                ("Mean reward per task", "reward")
+            } else {
+                ("Pass rate per task", "trials passed (fraction)")
+            };
+            charts::bars(
+                &Chart {
+                    unit,
+                    ..chart(title)
+                },
+                &bars,
+                Some(1.0),
+            )
+        }
+        "cost" => {
+            let costs: Vec<f64> = done().filter_map(|c| c.cost).collect();
+            charts::histogram(
+                &Chart {
+                    unit: "$ per trial",
+                    ..chart("Cost per trial")
+                },
+                &costs,
+            )
+        }
+        "duration" => {
+            let seconds: Vec<f64> = done()
+                .filter_map(|c| c.duration_ms)
+                .map(|ms| ms as f64 / 1000.0)
+                .collect();
+            charts::histogram(
+                &Chart {
+                    unit: "seconds per trial",
+                    ..chart("Duration per trial")
+                },
+                &seconds,
+            )
+        }
+        "turns" => {
+            let mut bars: Vec<Bar> = done()
+                .filter_map(|c| c.turns.map(|t| bar(&c.task_id, t as f64, Tone::Neutral)))
+                .collect();
+            charts::sort_desc(&mut bars);
+            charts::bars(
+                &Chart {
+                    unit: "model turns",
+                    ..chart("Turns per trial")
+                },
+                &bars,
+                None,
+            )
+        }
+        other => {
+            return Err(ViewError::NotFound(format!(
+                "no chart `{}`; the charts are {}",
+                other.escape_debug(),
+                NAMES.join(", ")
+            )));
+        }
+    };
+    Ok(standalone(&html))
+}
+
+fn bar(label: &str, value: f64, tone: Tone) -> Bar {
+    Bar {
+        label: label.to_owned(),
+        value,
+        tip: format!("{label}: {}", charts::number(value)),
+        tone,
+    }
+}
+
+/// The `<svg>` of a report figure, alone (a figure's caption, when it has one, is dropped).
+fn standalone(figure: &str) -> String {
+    let start = figure.find("<svg").unwrap_or(0);
+    let end = figure
+        .rfind("</svg>")
+        .map_or(figure.len(), |at| at + "</svg>".len());
+    let svg = &figure[start..end];
+    if svg.starts_with("<svg") {
+        svg.to_owned()
+    } else {
+        // A chart with nothing to draw is a note: made an image too.
+        format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"340\" height=\"40\"><text x=\"8\" y=\"24\" font-family=\"sans-serif\" font-size=\"13\">{}</text></svg>",
+            event_log::text::escape(&strip_tags(figure))
+        )
+    }
+}
+
+fn strip_tags(html: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for c in html.chars() {
+        match c {
+            '<' => inside = true,
+            '>' => inside = false,
+            c if !inside => out.push(c),
+            _ => {}
+        }
+    }
+    out.trim().to_owned()
+}

@@ -1,0 +1,535 @@
+//! The viewer's HTTP edge: the page and its assets (inside the binary), the JSON API the page
+//! reads, and the guard every request passes. Read-only: every route is `GET`.
+//!
+//! The guard: `Host` must name this machine by address or `localhost` unless a token is set
+//! (a DNS name rebound to a loopback viewer is refused); a request with an `Origin` must come
+//! from the viewer's own pages; with a token, every request must carry it (a cookie set by
+//! opening `/?token=…` once, or `Authorization: Bearer`). Every response forbids scripts other
+//! than the viewer's own file, framing, sniffing and referrers: log text is hostile, and the
+//! page only ever sets it as text.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+use crate::summary::Kind;
+use crate::{App, ViewError, batch, charts, compare, follow, search, workspace};
+
+const COOKIE: &str = "harness_view_token";
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/// Serves `app` on `listener` until the future is dropped.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+) -> Result<(), ViewError> {
+    axum::serve(listener, router(app))
+        .await
+        .map_err(|err| ViewError::Io(format!("serving: {err}")))
+}
+
+fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/app.js", get(script))
+        .route("/app.css", get(style))
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
+        .route("/api/runs", get(runs))
+        .route("/api/run", get(run))
+        .route("/api/events", get(events))
+        .route("/api/follow", get(follow_run))
+        .route("/api/workspace/steps", get(steps))
+        .route("/api/workspace/tree", get(tree))
+        .route("/api/workspace/file", get(file))
+        .route("/api/blob", get(blob))
+        .route("/api/batch", get(batch_grid))
+        .route("/api/chart", get(chart))
+        .route("/api/compare", get(compare_runs))
+        .route("/api/trajectories", get(trajectories))
+        .route("/api/search", get(search_runs))
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app)
+}
+
+impl IntoResponse for ViewError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            ViewError::NotFound(_) => StatusCode::NOT_FOUND,
+            ViewError::BadRequest(_) | ViewError::Replay(_) => StatusCode::BAD_REQUEST,
+            ViewError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ViewError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ViewError::Io(_) | ViewError::Start(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, axum::Json(json!({"error": self.to_string()}))).into_response()
+    }
+}
+
+type Reply = Result<Response, ViewError>;
+
+async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    match admit(&app, request.method(), request.headers(), request.uri()) {
+        Ok(Some(redirect)) => secure(redirect),
+        Ok(None) => secure(next.run(request).await),
+        Err(err) => secure(err.into_response()),
+    }
+}
+
+/// Whether a request may in; `Some` is the answer to a first visit with `?token=`.
+fn admit(
+    app: &App,
+    method: &Method,
+    headers: &HeaderMap,
+    uri: &axum::http::Uri,
+) -> Result<Option<Response>, ViewError> {
+    if method != Method::GET && method != Method::HEAD {
+        return Err(ViewError::Forbidden(format!(
+            "{method}: the viewer is read-only; every route is GET"
+        )));
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if app.token.is_none() && !names_this_machine(host) {
+        return Err(ViewError::Forbidden(format!(
+            "Host `{host}` is not an IP address or localhost; a viewer without a token answers only those (a web page's DNS name rebound to it is refused)"
+        )));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        if origin != format!("http://{host}") && origin != format!("https://{host}") {
+            return Err(ViewError::Forbidden(format!(
+                "Origin `{origin}` is not this viewer's: requests from other sites' pages are refused"
+            )));
+        }
+    }
+    let Some(token) = &app.token else {
+        return Ok(None);
+    };
+    let matches = |presented: &str| bool::from(presented.as_bytes().ct_eq(token.as_bytes()));
+    let given = uri.query().and_then(|q| {
+        q.split('&')
+            .find_map(|pair| pair.strip_prefix("token="))
+            .map(str::to_owned)
+    });
+    if uri.path() == "/"
+        && let Some(given) = given
+    {
+        if !matches(&given) {
+            return Err(ViewError::Unauthorized(
+                "the token in the address is not this viewer's".into(),
+            ));
+        }
+        let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+        let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+        }
+        return Ok(Some(response));
+    }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let cookie = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            pair.trim()
+                .strip_prefix(&format!("{COOKIE}="))
+                .map(str::to_owned)
+        });
+    if bearer.is_some_and(matches) || cookie.as_deref().is_some_and(matches) {
+        return Ok(None);
+    }
+    Err(ViewError::Unauthorized(
+        "this viewer needs its token: open the address it printed (with ?token=…), or send Authorization: Bearer".into(),
+    ))
+}
+
+fn secure(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::CACHE_CONTROL, "no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// `127.0.0.1:8080`, `[::1]:8080`, `localhost`: an address, not a DNS name.
+fn names_this_machine(host: &str) -> bool {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest
+            .split(']')
+            .next()
+            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok());
+    }
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
+async fn page() -> Response {
+    asset(
+        "text/html; charset=utf-8",
+        include_str!("../assets/index.html"),
+    )
+}
+
+async fn script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../assets/app.js"),
+    )
+}
+
+async fn style() -> Response {
+    asset("text/css; charset=utf-8", include_str!("../assets/app.css"))
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
+}
+
+/// Runs blocking work (file reads) off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ViewError> + Send + 'static,
+) -> Result<T, ViewError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| ViewError::Io(format!("a reader stopped: {err}")))?
+}
+
+fn dir_of(app: &App, id: &str) -> Result<(std::path::PathBuf, Option<Kind>), ViewError> {
+    app.index.dir_of(id).ok_or_else(|| {
+        ViewError::NotFound(format!(
+            "no run `{}` under the viewed folders",
+            id.escape_debug()
+        ))
+    })
+}
+
+#[derive(Deserialize)]
+struct RunsQuery {
+    #[serde(default)]
+    q: String,
+    kind: Option<String>,
+    status: Option<String>,
+    /// Trials of batches too.
+    #[serde(default)]
+    all: bool,
+    #[serde(default)]
+    offset: usize,
+    limit: Option<usize>,
+    /// The generation the page has: unchanged answers `{"unchanged": true}`.
+    since: Option<u64>,
+}
+
+async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Reply {
+    let runs = app.index.read();
+    if query.since == Some(runs.generation) {
+        return Ok(
+            axum::Json(json!({"unchanged": true, "generation": runs.generation})).into_response(),
+        );
+    }
+    let needle = query.q.to_lowercase();
+    let limit = query.limit.unwrap_or(500).min(5000);
+    let matching = runs
+        .order
+        .iter()
+        .filter_map(|id| runs.by_id.get(id))
+        .filter(|run| {
+            let s = &run.summary;
+            (query.all || run.batch.is_none())
+                && query
+                    .kind
+                    .as_deref()
+                    .is_none_or(|k| s.kind.is_some_and(|kind| json!(kind) == k))
+                && query
+                    .status
+                    .as_deref()
+                    .is_none_or(|st| s.status.is_some_and(|status| json!(status) == st))
+                && (needle.is_empty()
+                    || [
+                        &run.name,
+                        &run.path,
+                        &s.task,
+                        s.model.as_deref().unwrap_or_default(),
+                    ]
+                    .iter()
+                    .any(|t| t.to_lowercase().contains(&needle)))
+        });
+    let (mut total, mut page) = (0, Vec::new());
+    for run in matching {
+        if total >= query.offset && page.len() < limit {
+            page.push(run);
+        }
+        total += 1;
+    }
+    Ok(axum::Json(json!({
+        "generation": runs.generation,
+        "total": total,
+        "cut": runs.cut,
+        "roots": app.index.roots(),
+        "runs": page,
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+struct IdQuery {
+    id: String,
+}
+
+async fn run(State(app): State<Arc<App>>, Query(query): Query<IdQuery>) -> Reply {
+    let runs = app.index.read();
+    let run = runs
+        .by_id
+        .get(&query.id)
+        .ok_or_else(|| ViewError::NotFound(format!("no run `{}`", query.id.escape_debug())))?;
+    Ok(axum::Json(run).into_response())
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    id: String,
+    #[serde(default)]
+    from: u64,
+    limit: Option<usize>,
+}
+
+async fn events(State(app): State<Arc<App>>, Query(query): Query<EventsQuery>) -> Reply {
+    let (dir, _) = dir_of(&app, &query.id)?;
+    let pager = app.clone();
+    let page = blocking(move || {
+        pager
+            .pager
+            .page(&dir, query.from, query.limit.unwrap_or(500))
+            .map_err(|err| ViewError::Io(format!("{}: {err}", dir.display())))
+    })
+    .await?;
+    Ok(axum::Json(page).into_response())
+}
+
+#[derive(Deserialize)]
+struct FollowQuery {
+    id: String,
+    line: u64,
+}
+
+async fn follow_run(State(app): State<Arc<App>>, Query(query): Query<FollowQuery>) -> Reply {
+    let (dir, _) = dir_of(&app, &query.id)?;
+    let (reader, at) = (app.clone(), dir.clone());
+    let offset = blocking(move || {
+        reader
+            .pager
+            .offset_of(&at, query.line)
+            .map_err(|err| ViewError::Io(format!("{}: {err}", at.display())))
+    })
+    .await?;
+    let stream = follow::stream(dir.join("events.jsonl"), query.line, offset).map(|message| {
+        Ok::<_, std::convert::Infallible>(match message {
+            follow::Message::Events(data) => Event::default().event("events").data(data),
+            follow::Message::End => Event::default().event("end").data("{}"),
+            follow::Message::Gone => Event::default().event("gone").data("{}"),
+        })
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+async fn steps(State(app): State<Arc<App>>, Query(query): Query<IdQuery>) -> Reply {
+    let (dir, _) = dir_of(&app, &query.id)?;
+    let steps = blocking(move || workspace::steps(&dir)).await?;
+    Ok(axum::Json(steps).into_response())
+}
+
+#[derive(Deserialize)]
+struct StepQuery {
+    id: String,
+    step: u64,
+    path: Option<String>,
+}
+
+async fn tree(State(app): State<Arc<App>>, Query(query): Query<StepQuery>) -> Reply {
+    let (dir, _) = dir_of(&app, &query.id)?;
+    let tree = blocking(move || workspace::tree(&dir, query.step)).await?;
+    Ok(axum::Json(tree).into_response())
+}
+
+async fn file(State(app): State<Arc<App>>, Query(query): Query<StepQuery>) -> Reply {
+    let (dir, _) = dir_of(&app, &query.id)?;
+    let path = query.path.ok_or_else(|| {
+        ViewError::BadRequest("`path` is required: the file's path in the workspace".into())
+    })?;
+    let file = blocking(move || workspace::file(&dir, query.step, &path)).await?;
+    Ok(axum::Json(file).into_response())
+}
+
+#[derive(Deserialize)]
+struct BlobQuery {
+    id: String,
+    sha256: String,
+}
+
+/// A blob of a session's log (a long message or output), as text; at most 4 MiB of it.
+async fn blob(State(app): State<Arc<App>>, Query(query): Query<BlobQuery>) -> Reply {
+    let (dir, _) = dir_of(&app, &query.id)?;
+    let sha = query.sha256;
+    if !(sha.len() == 64
+        && sha
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    {
+        return Err(ViewError::BadRequest(format!(
+            "`{}` is not a sha256 (64 lowercase hex digits)",
+            sha.escape_debug()
+        )));
+    }
+    let bytes = blocking(move || {
+        use std::io::Read;
+        let file = std::fs::File::open(dir.join("blobs").join(&sha))
+            .map_err(|_| ViewError::NotFound(format!("blob {sha} is not in the log")))?;
+        let mut bytes = Vec::new();
+        file.take(4 * 1024 * 1024)
+            .read_to_end(&mut bytes)
+            .map_err(|err| ViewError::Io(format!("blob {sha}: {err}")))?;
+        Ok(bytes)
+    })
+    .await?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+fn batch_dir(app: &App, id: &str) -> Result<std::path::PathBuf, ViewError> {
+    match dir_of(app, id)? {
+        (dir, Some(Kind::Batch)) => Ok(dir),
+        _ => Err(ViewError::BadRequest(format!(
+            "`{}` is not a batch",
+            id.escape_debug()
+        ))),
+    }
+}
+
+async fn batch_grid(State(app): State<Arc<App>>, Query(query): Query<IdQuery>) -> Reply {
+    let dir = batch_dir(&app, &query.id)?;
+    let reader = app.clone();
+    let grid = blocking(move || batch::grid(&reader.index.read(), &query.id, &dir)).await?;
+    Ok(axum::Json(grid).into_response())
+}
+
+#[derive(Deserialize)]
+struct ChartQuery {
+    id: String,
+    name: String,
+}
+
+async fn chart(State(app): State<Arc<App>>, Query(query): Query<ChartQuery>) -> Reply {
+    let dir = batch_dir(&app, &query.id)?;
+    let reader = app.clone();
+    let svg = blocking(move || {
+        let grid = batch::grid(&reader.index.read(), &query.id, &dir)?;
+        charts::svg(&grid, &query.name)
+    })
+    .await?;
+    Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
+}
+
+async fn compare_runs(
+    State(app): State<Arc<App>>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Reply {
+    let ids: Vec<String> = pairs
+        .into_iter()
+        .filter(|(k, _)| k == "id")
+        .map(|(_, v)| v)
+        .collect();
+    if ids.len() < 2 {
+        return Err(ViewError::BadRequest(
+            "compare needs two batches or more: `?id=A&id=B`".into(),
+        ));
+    }
+    for id in &ids {
+        batch_dir(&app, id)?;
+    }
+    let grid = compare::grid(&app.index.read(), &ids)?;
+    Ok(axum::Json(grid).into_response())
+}
+
+#[derive(Deserialize)]
+struct PairQuery {
+    a: String,
+    b: String,
+}
+
+async fn trajectories(State(app): State<Arc<App>>, Query(query): Query<PairQuery>) -> Reply {
+    let (a_dir, _) = dir_of(&app, &query.a)?;
+    let (b_dir, _) = dir_of(&app, &query.b)?;
+    let pair = blocking(move || {
+        let a = compare::trajectory(&query.a, &a_dir)?;
+        let b = compare::trajectory(&query.b, &b_dir)?;
+        let divergence = compare::first_divergence(&a.steps, &b.steps);
+        Ok(compare::Pair { a, b, divergence })
+    })
+    .await?;
+    Ok(axum::Json(pair).into_response())
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    q: String,
+    limit: Option<usize>,
+}
+
+async fn search_runs(State(app): State<Arc<App>>, Query(query): Query<SearchQuery>) -> Reply {
+    let query_text = query.q.trim().to_owned();
+    if query_text.is_empty() {
+        return Err(ViewError::BadRequest(
+            "`q` is empty: give the text to look for".into(),
+        ));
+    }
+    let targets: Vec<search::Target> = {
+        let runs = app.index.read();
+        runs.order
+            .iter()
+            .filter_map(|id| runs.by_id.get(id))
+            .map(|run| search::Target {
+                id: run.id.clone(),
+                name: run.name.clone(),
+                task: run.summary.task.clone(),
+                dir: run.dir.clone(),
+                session: run.summary.kind == Some(Kind::Session),
+            })
+            .collect()
+    };
+    let limit = query.limit.unwrap_or(200).min(2000);
+    let results = blocking(move || {
+        Ok(search::search(
+            &targets,
+            &query_text,
+            limit,
+            Duration::from_secs(10),
+        ))
+    })
+    .await?;
+    Ok(axum::Json(results).into_response())
+}

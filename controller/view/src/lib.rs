@@ -1,0 +1,158 @@
+//! `harness view`: a web app over log folders — the runs list and a text search across them,
+//! a session's transcript and its workspace at any step, a batch's grid, batches compared with
+//! paired statistics, two sessions aligned step by step with their first divergence — that
+//! follows logs while they are written. Read-only, offline (every asset is in the binary), and
+//! safe to point at hostile logs: the page sets log text only as text, and the server sends a
+//! policy that allows no other script.
+//!
+//! The server keeps an [`index`] of runs (their summaries, from the ends of their logs), not
+//! the logs: a session's events are read a [`pages`] at a time, followed from the file
+//! ([`follow`]), searched by streaming ([`search`]).
+//!
+//! # This crate (`harness-view`)
+//! It reads logs through `harness-log` and, for the workspace at a step and the static
+//! report's charts and statistics, through the log toolkit (`harness-replay`). It may depend
+//! on those two and nothing else of the harness: it never runs a session, never writes a log.
+
+pub mod batch;
+mod charts;
+pub mod compare;
+mod follow;
+mod http;
+pub mod index;
+pub mod pages;
+pub mod search;
+pub mod summary;
+pub mod workspace;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use index::Index;
+use pages::Pager;
+
+/// How often the folders are walked again and changed logs summarised.
+pub const REFRESH: Duration = Duration::from_millis(500);
+/// The shortest token a viewer on a non-loopback address accepts.
+pub const MIN_TOKEN: usize = 16;
+
+/// What the viewer could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error(transparent)]
+    Replay(#[from] replay::ReplayError),
+    #[error("{0}")]
+    Io(String),
+    /// The viewer cannot start as asked.
+    #[error("{0}")]
+    Start(String),
+}
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dirs: Vec<PathBuf>,
+    pub listen: SocketAddr,
+    /// Required for a non-loopback address.
+    pub token: Option<String>,
+}
+
+pub(crate) struct App {
+    index: Index,
+    pager: Pager,
+    token: Option<String>,
+}
+
+/// A viewer bound to its address, its index built once.
+pub struct Viewer {
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+}
+
+impl Viewer {
+    /// Checks the folders and the address, binds, and indexes the folders.
+    pub async fn bind(config: Config) -> Result<Viewer, ViewError> {
+        if config.dirs.is_empty() {
+            return Err(ViewError::Start(
+                "give at least one log folder to view".into(),
+            ));
+        }
+        for dir in &config.dirs {
+            if !dir.is_dir() {
+                return Err(ViewError::Start(format!(
+                    "{}: no such folder (give a session's log folder, a batch's, or a folder of them)",
+                    dir.display()
+                )));
+            }
+        }
+        if let Some(token) = &config.token
+            && token.len() < MIN_TOKEN
+        {
+            return Err(ViewError::Start(format!(
+                "the token has {} characters; a viewer's token needs at least {MIN_TOKEN}",
+                token.len()
+            )));
+        }
+        if !config.listen.ip().is_loopback() && config.token.is_none() {
+            return Err(ViewError::Start(format!(
+                "--listen {}: not a loopback address, and no token: anyone who can reach it would read every log (give --token-file, or listen on 127.0.0.1)",
+                config.listen
+            )));
+        }
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|err| ViewError::Start(format!("--listen {}: {err}", config.listen)))?;
+        let app = Arc::new(App {
+            index: Index::new(config.dirs),
+            pager: Pager::default(),
+            token: config.token,
+        });
+        let first = app.clone();
+        tokio::task::spawn_blocking(move || first.index.refresh())
+            .await
+            .map_err(|err| ViewError::Io(format!("indexing stopped: {err}")))?;
+        Ok(Viewer { listener, app })
+    }
+
+    pub fn address(&self) -> Result<SocketAddr, ViewError> {
+        self.listener
+            .local_addr()
+            .map_err(|err| ViewError::Io(err.to_string()))
+    }
+
+    /// How many runs the index holds.
+    pub fn runs(&self) -> usize {
+        self.app.index.read().by_id.len()
+    }
+
+    /// Serves, refreshing the index all along, until dropped (a page following a log holds
+    /// its connection open, so the caller stops the viewer by dropping this future).
+    pub async fn serve(self) -> Result<(), ViewError> {
+        let refresher = self.app.clone();
+        let refresh = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(REFRESH).await;
+                let app = refresher.clone();
+                if tokio::task::spawn_blocking(move || app.index.refresh())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("the index refresh stopped");
+                }
+            }
+        });
+        let served = http::serve(self.listener, self.app).await;
+        refresh.abort();
+        served
+    }
+}

@@ -1,0 +1,349 @@
+//! One run in brief, from the ends of its log: the first line (`session_started` or
+//! `batch_started`) and the last 64 KiB, where a finished session's `session_finished` and a
+//! benchmark trial's `verifier_finished` are. A session's log is never read whole here, so the
+//! index of ten thousand trials costs ten thousand small reads; a batch's own log (a few lines
+//! per task) is folded whole, from where the last look stopped.
+//!
+//! Every field is read leniently from JSON values: a log is hostile input, and a line this
+//! version does not know is skipped, never an error.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// How much of a session log's end is read for its summary.
+const TAIL_BYTES: u64 = 64 * 1024;
+/// The longest first line read (a header with a long inline prompt); longer ones are cut.
+const HEAD_BYTES: u64 = 1024 * 1024;
+/// A log without its last line that changed within this long is taken as still being written.
+pub const RUNNING_WITHIN: Duration = Duration::from_secs(120);
+/// Characters of a task's prompt kept in the index.
+const TASK_CHARS: usize = 240;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Session,
+    Batch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// No last line yet, and the log changed lately.
+    Running,
+    /// Ended, and passed (a batch: ended without an interruption).
+    Completed,
+    /// Ended without passing.
+    Failed,
+    /// No last line, and the log has not changed for a while: its writer was killed.
+    Unfinished,
+}
+
+/// What the runs list, a batch's grid and a compare show of one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    pub kind: Option<Kind>,
+    pub status: Option<Status>,
+    /// The session's prompt (cut), or a batch's task count in words.
+    pub task: String,
+    pub session_id: Option<String>,
+    pub model: Option<String>,
+    /// A benchmark trial's agent (`oracle`, `nop`), when not the model.
+    pub agent: Option<String>,
+    pub started: Option<String>,
+    pub last: Option<String>,
+    pub outcome: Option<String>,
+    pub failure: Option<String>,
+    pub passed: Option<bool>,
+    pub reward: Option<f64>,
+    pub cost: Option<f64>,
+    pub tokens: Option<u64>,
+    pub turns: Option<u64>,
+    pub tool_calls: Option<u64>,
+    pub duration_ms: Option<u64>,
+    /// A fork's parent session id and step.
+    pub forked_from: Option<String>,
+    /// A batch: its task count, and how many finished, passed, failed.
+    pub batch_counts: Option<BatchCounts>,
+    /// Lines that are not events (a torn last line, hostile junk).
+    pub bad_lines: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BatchCounts {
+    pub tasks: u64,
+    pub started: u64,
+    pub finished: u64,
+    pub passed: u64,
+    pub failed: u64,
+    pub not_runnable: u64,
+    pub retries: u64,
+    pub interrupted: bool,
+}
+
+/// The summary of the session log in `dir`.
+pub fn session(dir: &Path, modified: SystemTime) -> std::io::Result<Summary> {
+    let path = dir.join("events.jsonl");
+    let mut file = File::open(&path)?;
+    let len = file.metadata()?.len();
+    let mut summary = Summary::default();
+    if let Some(head) = first_line(&mut file)? {
+        fold(&mut summary, &head);
+    }
+    let from = len.saturating_sub(TAIL_BYTES);
+    file.seek(SeekFrom::Start(from))?;
+    let mut tail = Vec::with_capacity((len - from) as usize);
+    file.take(TAIL_BYTES).read_to_end(&mut tail)?;
+    let mut lines = tail.split(|b| *b == b'\n').peekable();
+    if from > 0 {
+        // The first piece is the end of a line that began before the tail.
+        lines.next();
+    }
+    while let Some(line) = lines.next() {
+        let last = lines.peek().is_none();
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_slice::<Value>(line) {
+            // The header was folded already.
+            Ok(event) if event["type"] != "session_started" => fold(&mut summary, &event),
+            Ok(_) => {}
+            // A torn last line is the writer's, not junk.
+            Err(_) if last => {}
+            Err(_) => summary.bad_lines += 1,
+        }
+    }
+    settle(&mut summary, modified);
+    Ok(summary)
+}
+
+/// Folds the lines of a batch log from `offset` into `summary`; returns the offset after the
+/// last whole line.
+pub fn batch(dir: &Path, summary: &mut Summary, offset: u64) -> std::io::Result<u64> {
+    let mut file = File::open(dir.join("events.jsonl"))?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut at = offset;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            return Ok(at);
+        }
+        at += n as u64;
+        match serde_json::from_slice::<Value>(&line) {
+            Ok(event) => fold(summary, &event),
+            Err(_) => summary.bad_lines += 1,
+        }
+    }
+}
+
+/// The status of a run from what was folded and when its log last changed.
+pub fn settle(summary: &mut Summary, modified: SystemTime) {
+    if summary.status.is_some() {
+        return;
+    }
+    let lately = modified
+        .elapsed()
+        .map_or(true, |since| since <= RUNNING_WITHIN);
+    summary.status = Some(if lately {
+        Status::Running
+    } else {
+        Status::Unfinished
+    });
+}
+
+fn first_line(file: &mut File) -> std::io::Result<Option<Value>> {
+    let mut head = Vec::new();
+    BufReader::new((&mut *file).take(HEAD_BYTES)).read_until(b'\n', &mut head)?;
+    Ok(serde_json::from_slice(&head).ok())
+}
+
+/// One event into the summary.
+fn fold(summary: &mut Summary, event: &Value) {
+    let data = &event["data"];
+    let ts = event["ts"].as_str().map(str::to_owned);
+    if ts.is_some() {
+        if summary.started.is_none() {
+            summary.started.clone_from(&ts);
+        }
+        summary.last = ts;
+    }
+    match event["type"].as_str().unwrap_or_default() {
+        "session_started" => started(summary, data),
+        "model_request" => summary.turns = data["turn"].as_u64().or(summary.turns),
+        "verifier_finished" => {
+            summary.reward = data["reward"].as_f64().or(summary.reward);
+        }
+        "session_finished" => finished(summary, data),
+        "batch_started" => {
+            summary.kind = Some(Kind::Batch);
+            let tasks = data["tasks"].as_array().map_or(0, Vec::len) as u64;
+            summary.task = format!("{tasks} tasks");
+            counts(summary).tasks = tasks;
+        }
+        "task_started" => counts(summary).started += 1,
+        "task_finished" => {
+            let passed = data["passed"].as_bool() == Some(true);
+            let counts = counts(summary);
+            counts.finished += 1;
+            if passed {
+                counts.passed += 1;
+            } else {
+                counts.failed += 1;
+            }
+            summary.cost = Some(summary.cost.unwrap_or(0.0) + data["cost"].as_f64().unwrap_or(0.0));
+        }
+        "task_retried" => counts(summary).retries += 1,
+        "task_not_runnable" => counts(summary).not_runnable += 1,
+        "batch_finished" => {
+            let interrupted = data["interrupted"].as_bool() == Some(true);
+            counts(summary).interrupted = interrupted;
+            summary.duration_ms = data["duration_ms"].as_u64();
+            summary.status = Some(if interrupted {
+                Status::Failed
+            } else {
+                Status::Completed
+            });
+        }
+        _ => {}
+    }
+}
+
+fn counts(summary: &mut Summary) -> &mut BatchCounts {
+    summary
+        .batch_counts
+        .get_or_insert_with(BatchCounts::default)
+}
+
+fn started(summary: &mut Summary, data: &Value) {
+    summary.kind = Some(Kind::Session);
+    summary.task = data["task"]
+        .as_str()
+        .unwrap_or_default()
+        .chars()
+        .take(TASK_CHARS)
+        .collect();
+    summary.session_id = data["session_id"].as_str().map(str::to_owned);
+    summary.model = data["config"]["model"].as_str().map(str::to_owned);
+    summary.agent = data["config"]["agent"].as_str().map(str::to_owned);
+    let fork = &data["forked_from"];
+    if let (Some(parent), Some(seq)) = (fork["session_id"].as_str(), fork["seq"].as_u64()) {
+        summary.forked_from = Some(format!("{parent} at seq {seq}"));
+    }
+}
+
+fn finished(summary: &mut Summary, data: &Value) {
+    let outcome = data["outcome"].as_str().unwrap_or("unknown").to_owned();
+    let passed = outcome == "completed";
+    summary.passed = Some(passed);
+    summary.status = Some(if passed {
+        Status::Completed
+    } else {
+        Status::Failed
+    });
+    summary.outcome = Some(outcome);
+    summary.failure = data["failure"].as_str().map(str::to_owned);
+    summary.cost = data["cost"].as_f64();
+    summary.turns = data["turns"].as_u64();
+    summary.tool_calls = data["tool_calls"].as_u64();
+    summary.duration_ms = data["duration_ms"].as_u64();
+    let usage = &data["usage"];
+    summary.tokens = Some(
+        ["input_tokens", "output_tokens"]
+            .iter()
+            .filter_map(|field| usage[field].as_u64())
+            .sum(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, lines: &[Value]) {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(dir.join("events.jsonl"), text).unwrap();
+    }
+
+    #[test]
+    fn a_finished_session_is_read_from_its_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines = vec![
+            serde_json::json!({"seq": 0, "ts": "t0", "type": "session_started",
+            "data": {"task": "fix <b>it</b>", "session_id": "s1", "config": {"model": "m"}}}),
+        ];
+        // Enough events between for the tail not to reach the header.
+        for seq in 1..2000 {
+            lines.push(
+                serde_json::json!({"seq": seq, "ts": "t", "type": "model_request",
+                "data": {"turn": seq, "pad": "x".repeat(40)}}),
+            );
+        }
+        lines.push(serde_json::json!({"seq": 2000, "ts": "t9", "type": "verifier_finished", "data": {"reward": 0.5}}));
+        lines.push(serde_json::json!({"seq": 2001, "ts": "t9", "type": "session_finished", "data": {
+            "outcome": "check_failed", "failure": "check", "cost": 0.25, "turns": 3, "tool_calls": 4,
+            "duration_ms": 1200, "usage": {"input_tokens": 10, "output_tokens": 5}}}));
+        write(dir.path(), &lines);
+        let summary = session(dir.path(), SystemTime::now()).unwrap();
+        assert_eq!(summary.kind, Some(Kind::Session));
+        assert_eq!(summary.task, "fix <b>it</b>");
+        assert_eq!(summary.status, Some(Status::Failed));
+        assert_eq!(summary.failure.as_deref(), Some("check"));
+        assert_eq!(summary.reward, Some(0.5));
+        assert_eq!(summary.tokens, Some(15));
+        assert_eq!(
+            (summary.started.as_deref(), summary.last.as_deref()),
+            (Some("t0"), Some("t9"))
+        );
+        assert_eq!(summary.bad_lines, 0);
+    }
+
+    #[test]
+    fn a_log_without_its_last_line_is_running_until_it_goes_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            &[serde_json::json!({"seq": 0, "ts": "t0", "type": "session_started", "data": {}})],
+        );
+        let summary = session(dir.path(), SystemTime::now()).unwrap();
+        assert_eq!(summary.status, Some(Status::Running));
+        let long_ago = SystemTime::now() - RUNNING_WITHIN * 2;
+        let summary = session(dir.path(), long_ago).unwrap();
+        assert_eq!(summary.status, Some(Status::Unfinished));
+    }
+
+    #[test]
+    fn a_batch_log_is_folded_from_where_it_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            &[
+                serde_json::json!({"seq": 0, "ts": "t0", "type": "batch_started", "data": {"tasks": [{}, {}]}}),
+                serde_json::json!({"seq": 1, "ts": "t1", "type": "task_finished", "data": {"passed": true, "cost": 0.5}}),
+            ],
+        );
+        let mut summary = Summary::default();
+        let offset = batch(dir.path(), &mut summary, 0).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("events.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"{\"seq\":2,\"ts\":\"t2\",\"type\":\"task_finished\",\"data\":{\"passed\":false}}\n{\"torn").unwrap();
+        let offset2 = batch(dir.path(), &mut summary, offset).unwrap();
+        assert!(offset2 > offset);
+        let counts = summary.batch_counts.clone().unwrap();
+        assert_eq!(
+            (counts.tasks, counts.finished, counts.passed, counts.failed),
+            (2, 2, 1, 1)
+        );
+        assert_eq!(summary.cost, Some(0.5));
+        assert_eq!(summary.status, None);
+    }
+}

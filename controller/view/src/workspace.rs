@@ -1,0 +1,247 @@
+//! The workspace at any step, as `replay restore` has it ([`replay::restore::state_at`]): its
+//! tree, one file's content from the log's blobs (its hash checked against the record), and
+//! what changed against the step before, the last earlier event that changed the workspace.
+
+use std::io::Read;
+use std::path::Path;
+
+use event_log::VersionRecord;
+use replay::restore::{self, State};
+use sandbox_protocol::EntryKind;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::ViewError;
+
+/// The largest file whose content is shown (a larger one is named with its size).
+const MAX_SHOWN: u64 = 4 * 1024 * 1024;
+/// Lines of a diff shown at most.
+const MAX_DIFF_LINES: usize = 20_000;
+
+/// An event that made the workspace what it is.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub seq: u64,
+    /// `snapshot` (as the agent found it) or `changed` (by a tool call).
+    pub kind: &'static str,
+    pub call_id: Option<String>,
+    pub changes: usize,
+}
+
+/// One path at a step, and how it changed against the step before.
+#[derive(Debug, Serialize)]
+pub struct Entry {
+    pub path: String,
+    #[serde(flatten)]
+    pub version: VersionRecord,
+    /// `added`, `modified` or `deleted` against the step before; absent when the same.
+    pub change: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tree {
+    pub step: u64,
+    /// The step it is compared with.
+    pub base: Option<u64>,
+    pub entries: Vec<Entry>,
+}
+
+/// One file at a step.
+#[derive(Debug, Serialize)]
+pub struct FileView {
+    pub path: String,
+    pub step: u64,
+    pub base: Option<u64>,
+    pub version: Option<VersionRecord>,
+    pub text: Option<String>,
+    /// Why there is no text: binary, too large, not in the log, a hash that does not match.
+    pub note: Option<String>,
+    /// Its content hashes to the recorded sha256.
+    pub verified: bool,
+    /// A unified diff against the step before, when either side is text.
+    pub diff: Option<String>,
+}
+
+/// The events that changed the workspace, in order. Only lines that can be such an event are
+/// parsed.
+pub fn steps(dir: &Path) -> Result<Vec<Step>, ViewError> {
+    let mut steps = Vec::new();
+    for envelope in replay::events(dir, |_| {})? {
+        let envelope = envelope?;
+        match envelope.event {
+            event_log::Event::WorkspaceSnapshot(_) => steps.push(Step {
+                seq: envelope.seq,
+                kind: "snapshot",
+                call_id: None,
+                changes: 0,
+            }),
+            event_log::Event::WorkspaceChanged(changed) => steps.push(Step {
+                seq: envelope.seq,
+                kind: "changed",
+                call_id: Some(changed.call_id),
+                changes: changed.changes.len(),
+            }),
+            _ => {}
+        }
+    }
+    Ok(steps)
+}
+
+/// The step a view at `step` is compared with: the change before the last change up to it.
+fn base_of(steps: &[Step], step: u64) -> Option<u64> {
+    let current = steps.iter().rposition(|s| s.seq <= step)?;
+    current.checked_sub(1).map(|before| steps[before].seq)
+}
+
+fn state(dir: &Path, step: u64) -> Result<State, ViewError> {
+    let (state, _) = restore::state_at(dir, step)?;
+    restore::check_state(&state)?;
+    Ok(state)
+}
+
+/// The tree after event `step`, each path marked with its change against the step before.
+pub fn tree(dir: &Path, step: u64) -> Result<Tree, ViewError> {
+    let now = state(dir, step)?;
+    let base = base_of(&steps(dir)?, step);
+    let before = match base {
+        Some(base) => Some(state(dir, base)?),
+        None => None,
+    };
+    let mut entries: Vec<Entry> = now
+        .iter()
+        .map(|(path, version)| Entry {
+            path: path.clone(),
+            version: version.clone(),
+            change: before.as_ref().and_then(|before| match before.get(path) {
+                None => Some("added"),
+                Some(old) if old != version => Some("modified"),
+                Some(_) => None,
+            }),
+        })
+        .collect();
+    if let Some(before) = &before {
+        entries.extend(
+            before
+                .iter()
+                .filter(|(path, _)| !now.contains_key(*path))
+                .map(|(path, version)| Entry {
+                    path: path.clone(),
+                    version: version.clone(),
+                    change: Some("deleted"),
+                }),
+        );
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+    Ok(Tree {
+        step,
+        base,
+        entries,
+    })
+}
+
+/// The file `path` after event `step`, with its diff against the step before.
+pub fn file(dir: &Path, step: u64, path: &str) -> Result<FileView, ViewError> {
+    let now = state(dir, step)?;
+    let base = base_of(&steps(dir)?, step);
+    let before = match base {
+        Some(base) => state(dir, base)?.remove(path),
+        None => None,
+    };
+    let version = now.get(path).cloned();
+    if version.is_none() && before.is_none() {
+        return Err(ViewError::NotFound(format!(
+            "`{}` is not in the workspace at step {step} nor at the step before",
+            path.escape_debug()
+        )));
+    }
+    let (text, note, verified) = match &version {
+        Some(version) => content(dir, version),
+        None => (None, Some("deleted at this step".to_owned()), false),
+    };
+    let old = before.as_ref().map(|v| content(dir, v).0);
+    let diff = match (&old, &text) {
+        (Some(Some(old)), Some(new)) if old != new => Some(unified(old, new, path)),
+        (None | Some(None), Some(new)) if version.is_some() && base.is_some() => {
+            Some(unified("", new, path))
+        }
+        (Some(Some(old)), None) if version.is_none() => Some(unified(old, "", path)),
+        _ => None,
+    };
+    Ok(FileView {
+        path: path.to_owned(),
+        step,
+        base,
+        version,
+        text,
+        note,
+        verified,
+        diff,
+    })
+}
+
+/// A version's text from the log's blobs, why there is none, and whether it hashed right.
+fn content(dir: &Path, version: &VersionRecord) -> (Option<String>, Option<String>, bool) {
+    let note = |text: String| (None, Some(text), false);
+    match version.kind {
+        EntryKind::File => {}
+        EntryKind::Dir => return note("a folder".to_owned()),
+        EntryKind::Symlink => {
+            let target = version.target.clone().unwrap_or_default();
+            return note(format!("a symbolic link to `{}`", target.escape_debug()));
+        }
+        EntryKind::Other => {
+            return note("not a regular file (a FIFO, socket or device)".to_owned());
+        }
+    }
+    let Some(sha256) = &version.sha256 else {
+        return note("no content was recorded (unreadable in the sandbox)".to_owned());
+    };
+    if version.size > MAX_SHOWN {
+        return note(format!(
+            "{} bytes: too large to show here (`replay restore` writes it)",
+            version.size
+        ));
+    }
+    // `check_state` vetted the name: 64 lowercase hex digits.
+    let Ok(file) = std::fs::File::open(dir.join("blobs").join(sha256)) else {
+        return note(format!(
+            "content {sha256} is not in the log (over the sandbox's blob size limit, or redacted)"
+        ));
+    };
+    let mut bytes = Vec::new();
+    if file.take(MAX_SHOWN + 1).read_to_end(&mut bytes).is_err() || bytes.len() as u64 > MAX_SHOWN {
+        return note("the blob could not be read whole".to_owned());
+    }
+    let verified = hex::encode(Sha256::digest(&bytes)) == *sha256;
+    if !verified {
+        return note(format!(
+            "the blob does not hash to {sha256}: the log was altered"
+        ));
+    }
+    if bytes.contains(&0) {
+        return (None, Some(format!("binary, {} bytes", bytes.len())), true);
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => (Some(text), None, true),
+        Err(err) => (
+            None,
+            Some(format!("binary, {} bytes", err.as_bytes().len())),
+            true,
+        ),
+    }
+}
+
+fn unified(old: &str, new: &str, path: &str) -> String {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string();
+    let mut lines: Vec<&str> = text.lines().take(MAX_DIFF_LINES + 1).collect();
+    if lines.len() > MAX_DIFF_LINES {
+        lines.truncate(MAX_DIFF_LINES);
+        lines.push("… (the diff goes on)");
+    }
+    lines.join("\n")
+}
