@@ -136,7 +136,7 @@ window.addEventListener('DOMContentLoaded', () => {
 // ---- runs ------------------------------------------------------------------------------
 
 async function runsView(params) {
-  const state = { kind: params.get('kind') || '', status: params.get('status') || '', q: params.get('q') || '', all: params.get('all') === '1', generation: null };
+  const state = { kind: params.get('kind') || '', status: params.get('status') || '', failure: params.get('failure') || '', q: params.get('q') || '', all: params.get('all') === '1', generation: null };
   const selected = new Set();
   const table = h('table', { testid: 'runs' });
   const count = h('span', { class: 'muted' });
@@ -156,11 +156,12 @@ async function runsView(params) {
     h('div', { class: 'toolbar' }, filter,
       select('kind', [['', 'sessions and batches'], ['session', 'sessions'], ['batch', 'batches']]),
       select('status', [['', 'any status'], ['running', 'running'], ['completed', 'completed'], ['failed', 'failed'], ['unfinished', 'unfinished']]),
+      select('failure', [['', 'any failure class'], ...['check', 'verifier', 'limit', 'model', 'infrastructure', 'interrupted', 'error'].map((c) => [c, c])]),
       h('label', {}, trials, ' trials of batches'), compare, count),
     table);
 
   async function refresh(force) {
-    const data = await api(`/api/runs?${query({ kind: state.kind || undefined, status: state.status || undefined, q: state.q || undefined, all: state.all ? 'true' : undefined, since: force ? undefined : state.generation })}`);
+    const data = await api(`/api/runs?${query({ kind: state.kind || undefined, status: state.status || undefined, failure: state.failure || undefined, q: state.q || undefined, all: state.all ? 'true' : undefined, since: force ? undefined : state.generation })}`);
     if (data.unchanged) return;
     state.generation = data.generation;
     count.textContent = `${data.total} runs${data.total > data.runs.length ? ` (first ${data.runs.length} shown)` : ''}${data.cut ? '; more than the index holds' : ''}`;
@@ -240,39 +241,53 @@ async function sessionView(run, params) {
   return transcriptView(run, body, tab === 'steps', params);
 }
 
+/** Events a steps tab loads at most (the bars of a longer session are of its start). */
+const MAX_BAR_EVENTS = 10000;
+
 async function transcriptView(run, body, bars, params) {
   const list = h('div', { testid: 'transcript' });
   const more = h('button', { testid: 'more' }, 'load more');
+  // A running session's new events, after the pages loaded from its start.
+  const tail = h('div', { testid: 'transcript-live' });
   const barBox = h('div', { class: 'bars', testid: 'bars' });
-  body.replaceChildren(bars ? barBox : list, bars ? '' : more);
+  body.replaceChildren(bars ? barBox : list, bars ? '' : more, bars ? '' : tail);
   const target = params.get('line') ? Number(params.get('line')) : null;
   let next = target !== null ? Math.max(0, target - 20) : 0;
   let total = 0;
+  let stop = Infinity;
   const loaded = [];
-  const show = (events) => {
+  const show = (events, into) => {
     for (const event of events) {
       loaded.push(event);
       const el = renderEvent(run.id, event);
       if (event.line === target) { el.classList.add('target'); setTimeout(() => el.scrollIntoView({ block: 'center' }), 0); }
-      list.append(el);
+      into.append(el);
     }
     if (bars) drawBars(barBox, loaded);
   };
   async function page() {
-    const data = await api(`/api/events?${query({ id: run.id, from: next, limit: 500 })}`);
-    show(data.events);
-    next = data.from + data.events.length;
+    const limit = Math.max(1, Math.min(500, stop - next));
+    const data = await api(`/api/events?${query({ id: run.id, from: next, limit })}`);
+    const events = data.events.filter((e) => e.line < stop);
+    show(events, list);
+    next = data.from + events.length;
     total = data.total;
-    more.hidden = next >= total;
+    more.hidden = next >= Math.min(total, stop);
+    if (!more.hidden) more.textContent = `load more (${Math.min(total, stop) - next} events not shown yet)`;
     return data;
   }
   more.addEventListener('click', () => page().catch((err) => more.replaceWith(h('p', { class: 'error' }, err.message))));
   await page();
-  if (bars) { while (next < total) await page(); }
+  if (bars) {
+    while (next < total && loaded.length < MAX_BAR_EVENTS) await page();
+    if (next < total) barBox.prepend(h('p', { class: 'muted' }, `the first ${loaded.length} of ${total} events`));
+    return;
+  }
   if (run.status === 'running') {
-    // Page to the end first, then follow from there.
-    while (next < total) await page();
-    follow(run.id, next, (events) => { show(events); next += events.length; });
+    // New events appear below; the ones between are paged in with "load more".
+    stop = total;
+    more.hidden = next >= stop;
+    follow(run.id, total, (events) => show(events, tail));
   }
 }
 
@@ -496,7 +511,9 @@ async function compareView(params) {
     const other = line.scores.slice(1).find((s) => s && s.run);
     grid.append(h('tr', { class: flips.length ? `flip-${flips[0]}` : '', testid: 'compare-row', data: { task: line.task, flip: flips[0] || '' } },
       h('td', {}, line.task),
-      line.scores.map((s) => h('td', { class: 'cell' }, s ? h('a', { href: s.run ? `#/run?${query({ id: s.run })}` : undefined, class: s.passes ? 'passed' : 'failed', title: `${s.passed}/${s.trials} passed` }, fmt.num(s.score)) : '–')),
+      line.scores.map((s, i) => h('td', { class: 'cell' },
+        s ? h('a', { href: s.run ? `#/run?${query({ id: s.run })}` : undefined, class: s.passes ? 'passed' : 'failed', title: `${s.passed}/${s.trials} passed` }, fmt.num(s.score)) : '–',
+        i > 0 && s && first ? h('span', { class: 'muted', testid: 'difference' }, ` ${s.score - first.score >= 0 ? '+' : ''}${fmt.num(s.score - first.score)}`) : '')),
       h('td', {}, flips.map((f) => badge(f))),
       h('td', {}, first && first.run && other ? h('a', { href: `#/trajectories?${query({ a: first.run, b: other.run })}`, testid: 'align' }, 'step by step') : '')));
   }

@@ -24,7 +24,7 @@ use serde_json::json;
 use subtle::ConstantTimeEq;
 
 use crate::summary::Kind;
-use crate::{App, ViewError, batch, charts, compare, follow, search, workspace};
+use crate::{App, ViewError, charts, compare, follow, search, workspace};
 
 const COOKIE: &str = "harness_view_token";
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
@@ -233,6 +233,8 @@ struct RunsQuery {
     q: String,
     kind: Option<String>,
     status: Option<String>,
+    /// A failure class (`check`, `limit`, …): the runs that failed with it.
+    failure: Option<String>,
     /// Trials of batches too.
     #[serde(default)]
     all: bool,
@@ -267,6 +269,10 @@ async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Re
                     .status
                     .as_deref()
                     .is_none_or(|st| s.status.is_some_and(|status| json!(status) == st))
+                && query
+                    .failure
+                    .as_deref()
+                    .is_none_or(|f| s.failure.as_deref() == Some(f))
                 && (needle.is_empty()
                     || [
                         &run.name,
@@ -280,7 +286,7 @@ async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Re
     let (mut total, mut page) = (0, Vec::new());
     for run in matching {
         if total >= query.offset && page.len() < limit {
-            page.push(run);
+            page.push(&**run);
         }
         total += 1;
     }
@@ -305,7 +311,7 @@ async fn run(State(app): State<Arc<App>>, Query(query): Query<IdQuery>) -> Reply
         .by_id
         .get(&query.id)
         .ok_or_else(|| ViewError::NotFound(format!("no run `{}`", query.id.escape_debug())))?;
-    Ok(axum::Json(run).into_response())
+    Ok(axum::Json(&**run).into_response())
 }
 
 #[derive(Deserialize)]
@@ -433,8 +439,8 @@ fn batch_dir(app: &App, id: &str) -> Result<std::path::PathBuf, ViewError> {
 async fn batch_grid(State(app): State<Arc<App>>, Query(query): Query<IdQuery>) -> Reply {
     let dir = batch_dir(&app, &query.id)?;
     let reader = app.clone();
-    let grid = blocking(move || batch::grid(&reader.index.read(), &query.id, &dir)).await?;
-    Ok(axum::Json(grid).into_response())
+    let grid = blocking(move || reader.grid(&query.id, &dir)).await?;
+    Ok(axum::Json(&*grid).into_response())
 }
 
 #[derive(Deserialize)]
@@ -446,11 +452,7 @@ struct ChartQuery {
 async fn chart(State(app): State<Arc<App>>, Query(query): Query<ChartQuery>) -> Reply {
     let dir = batch_dir(&app, &query.id)?;
     let reader = app.clone();
-    let svg = blocking(move || {
-        let grid = batch::grid(&reader.index.read(), &query.id, &dir)?;
-        charts::svg(&grid, &query.name)
-    })
-    .await?;
+    let svg = blocking(move || charts::svg(&*reader.grid(&query.id, &dir)?, &query.name)).await?;
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
 }
 

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -16,6 +16,8 @@ use crate::summary::{self, Kind, Status, Summary};
 
 /// Folders below a root looked into.
 const MAX_DEPTH: usize = 6;
+/// How much of a log's first line is read to tell a batch's from a session's.
+const HEAD_LINE: u64 = 16 * 1024 * 1024;
 /// Runs indexed at most: a folder of more is cut, and says so.
 pub const MAX_RUNS: usize = 200_000;
 
@@ -44,7 +46,8 @@ pub struct Run {
 
 #[derive(Debug, Default)]
 pub struct Runs {
-    pub by_id: HashMap<String, Run>,
+    /// Shared with the refresh, which keeps an unchanged run as it is.
+    pub by_id: HashMap<String, Arc<Run>>,
     /// Ids, newest first.
     pub order: Vec<String>,
     /// Grows whenever anything changed: a page that polls asks whether it moved.
@@ -56,6 +59,16 @@ pub struct Runs {
 pub struct Index {
     roots: Vec<PathBuf>,
     runs: RwLock<Runs>,
+    /// Each folder's subfolders as last listed, by the folder's mtime: a folder is listed again
+    /// only when an entry was added or removed, so the refresh of a batch of ten thousand trials
+    /// lists nothing that did not change.
+    listed: Mutex<HashMap<PathBuf, Listing>>,
+}
+
+#[derive(Debug, Clone)]
+struct Listing {
+    modified: SystemTime,
+    subfolders: Arc<Vec<PathBuf>>,
 }
 
 /// A log folder found by the walk.
@@ -66,11 +79,20 @@ struct Found {
     batch: Option<String>,
 }
 
+/// What the walk knows from the last refresh: the log folders, and whether each is a batch's.
+struct Walk<'a> {
+    known: HashMap<&'a Path, bool>,
+    listed: &'a mut HashMap<PathBuf, Listing>,
+    found: Vec<Found>,
+    cut: bool,
+}
+
 impl Index {
     pub fn new(roots: Vec<PathBuf>) -> Index {
         Index {
             roots,
             runs: RwLock::new(Runs::default()),
+            listed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -90,44 +112,39 @@ impl Index {
     }
 
     /// Walks the roots again and looks at every log that changed since the last time; returns
-    /// whether anything did. Blocking: call it off the async threads.
+    /// whether anything did. Blocking: call it off the async threads. Only the refresh writes
+    /// the index, so it reads the last one while it works and swaps the new one in at the end.
     pub fn refresh(&self) -> bool {
-        let mut found = Vec::new();
-        let mut cut = false;
-        for (number, root) in self.roots.iter().enumerate() {
-            walk(
-                root,
-                &number.to_string(),
-                root,
-                0,
-                None,
-                &mut found,
-                &mut cut,
-            );
-        }
-        // Read what changed without holding the lock; then swap it in.
-        let previous: HashMap<String, (u64, Option<SystemTime>, Summary, u64)> = {
-            let runs = self.read();
-            runs.by_id
+        let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        let runs = self.read();
+        let mut walk = Walk {
+            known: runs
+                .by_id
                 .values()
-                .map(|r| {
-                    let state = (r.len, r.modified, r.summary.clone(), r.folded_to);
-                    (r.id.clone(), state)
-                })
-                .collect()
+                .map(|r| (r.dir.as_path(), r.summary.kind == Some(Kind::Batch)))
+                .collect(),
+            listed: &mut listed,
+            found: Vec::new(),
+            cut: false,
         };
-        let mut changed = found.len() != previous.len();
+        for (number, root) in self.roots.iter().enumerate() {
+            walk.walk(root, &number.to_string(), root, 0, None);
+        }
+        let (found, cut) = (std::mem::take(&mut walk.found), walk.cut);
+        drop(walk);
+        let mut changed = found.len() != runs.by_id.len();
         let mut next = HashMap::with_capacity(found.len());
         for found in found {
-            let before = previous.get(&found.id);
+            let before = runs.by_id.get(&found.id);
             let (run, moved) = look(found, before);
             changed |= moved;
             next.insert(run.id.clone(), run);
         }
+        drop(runs);
         if !changed {
             return false;
         }
-        let mut order: Vec<&Run> = next.values().collect();
+        let mut order: Vec<&Arc<Run>> = next.values().collect();
         order.sort_by(|a, b| {
             b.summary
                 .started
@@ -144,12 +161,30 @@ impl Index {
     }
 }
 
-/// A run as it is now: summarised again only when its log changed (or, still running, to let
-/// it go quiet).
-fn look(found: Found, before: Option<&(u64, Option<SystemTime>, Summary, u64)>) -> (Run, bool) {
+/// A run as it is now: the one the index has while its log is unchanged (a running one is
+/// looked at again, to let it go quiet), else summarised again.
+fn look(found: Found, before: Option<&Arc<Run>>) -> (Arc<Run>, bool) {
     let meta = std::fs::symlink_metadata(found.dir.join("events.jsonl")).ok();
     let len = meta.as_ref().map_or(0, std::fs::Metadata::len);
     let modified = meta.as_ref().and_then(|m| m.modified().ok());
+    if let Some(before) = before
+        && before.len == len
+        && before.modified == modified
+        && before.batch == found.batch
+    {
+        if before.summary.status != Some(Status::Running) {
+            return (before.clone(), false);
+        }
+        let mut summary = before.summary.clone();
+        summary.status = None;
+        summary::settle(&mut summary, modified.unwrap_or(SystemTime::UNIX_EPOCH));
+        if summary.status == Some(Status::Running) {
+            return (before.clone(), false);
+        }
+        let mut run = Run::clone(before);
+        run.summary = summary;
+        return (Arc::new(run), true);
+    }
     let name = found
         .dir
         .file_name()
@@ -166,28 +201,12 @@ fn look(found: Found, before: Option<&(u64, Option<SystemTime>, Summary, u64)>) 
         modified,
         folded_to: 0,
     };
-    if let Some((old_len, old_modified, old, folded_to)) = before
-        && *old_len == len
-        && *old_modified == modified
-    {
-        run.summary = old.clone();
-        run.folded_to = *folded_to;
-        if run.summary.status != Some(Status::Running) {
-            return (run, false);
-        }
-        // Still running by the last look: it may have gone quiet since.
-        run.summary.status = None;
-        summary::settle(&mut run.summary, modified.unwrap_or(SystemTime::UNIX_EPOCH));
-        let moved = run.summary.status != Some(Status::Running);
-        return (run, moved);
-    }
     let modified_at = modified.unwrap_or(SystemTime::UNIX_EPOCH);
-    let is_batch =
-        before.is_some_and(|(_, _, s, _)| s.kind == Some(Kind::Batch)) || starts_a_batch(&run.dir);
-    if is_batch {
+    let was_batch = before.is_some_and(|b| b.summary.kind == Some(Kind::Batch));
+    if was_batch || starts_a_batch(&run.dir) {
         // Folded on from where it stopped, unless the log was replaced by a shorter one.
         let (mut summary, from) = match before {
-            Some((old_len, _, old, folded_to)) if len >= *old_len => (old.clone(), *folded_to),
+            Some(old) if len >= old.len => (old.summary.clone(), old.folded_to),
             _ => (Summary::default(), 0),
         };
         summary.status = summary
@@ -203,85 +222,112 @@ fn look(found: Found, before: Option<&(u64, Option<SystemTime>, Summary, u64)>) 
             ..Summary::default()
         });
     }
-    (run, true)
+    (Arc::new(run), true)
 }
 
-/// Whether the log in `dir` begins with `batch_started` (read from its first bytes).
+/// Whether the log in `dir` begins with `batch_started`. The writer puts `type` before `data`,
+/// so its first bytes tell; a first line written in another key order is read whole (up to
+/// [`HEAD_LINE`]) and parsed.
 fn starts_a_batch(dir: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(dir.join("events.jsonl"))
-        .and_then(|mut f| f.read(&mut head))
-        .unwrap_or(0);
-    memchr::memmem::find(&head[..n], b"\"type\":\"batch_started\"").is_some()
+    use std::io::{BufRead, Read};
+    let Ok(file) = std::fs::File::open(dir.join("events.jsonl")) else {
+        return false;
+    };
+    let mut reader = std::io::BufReader::new(file.take(HEAD_LINE));
+    let mut head = [0u8; 512];
+    let n = reader.read(&mut head).unwrap_or(0);
+    let head = &head[..n];
+    let first = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    if let Some(at) = memchr::memmem::find(first, b"\"type\":\"") {
+        return first[at..].starts_with(b"\"type\":\"batch_started\"");
+    }
+    if first.len() < head.len() {
+        // The whole first line is here, and has no type.
+        return false;
+    }
+    let mut line = head.to_vec();
+    if reader.read_until(b'\n', &mut line).is_err() {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Value>(&line).is_ok_and(|v| v["type"] == "batch_started")
 }
 
-/// Finds the log folders under `dir`. A session's folder is not looked into (its `blobs/`,
-/// its subagents' `agents/` are its own); a batch's is, for its trials. Symbolic links are not
-/// followed, so a hostile folder can neither loop nor reach outside the root.
-fn walk(
-    root: &Path,
-    number: &str,
-    dir: &Path,
-    depth: usize,
-    batch: Option<&str>,
-    found: &mut Vec<Found>,
-    cut: &mut bool,
-) {
-    if found.len() >= MAX_RUNS {
-        *cut = true;
-        return;
-    }
-    let log = std::fs::symlink_metadata(dir.join("events.jsonl")).is_ok_and(|m| m.is_file());
-    let mut inside = batch.map(str::to_owned);
-    if log {
-        let relative = dir.strip_prefix(root).unwrap_or(dir);
-        let rel = relative.to_string_lossy();
-        let id = if rel.is_empty() {
-            number.to_owned()
-        } else {
-            format!("{number}/{rel}")
-        };
-        let path = root.join(relative).display().to_string();
-        let is_batch = starts_a_batch(dir);
-        found.push(Found {
-            id: id.clone(),
-            dir: dir.to_owned(),
-            path,
-            batch: batch.map(str::to_owned),
-        });
-        if !is_batch {
+impl Walk<'_> {
+    /// Finds the log folders under `dir`. A session's folder is not looked into (its `blobs/`,
+    /// its subagents' `agents/` are its own); a batch's is, for its trials. Symbolic links are
+    /// not followed, so a hostile folder can neither loop nor reach outside the root.
+    fn walk(&mut self, root: &Path, number: &str, dir: &Path, depth: usize, batch: Option<&str>) {
+        if self.found.len() >= MAX_RUNS {
+            self.cut = true;
             return;
         }
-        inside = Some(id);
+        // A log the index has is taken as still there (its look finds out if not).
+        let known = self.known.get(dir).copied();
+        let log = known.is_some()
+            || std::fs::symlink_metadata(dir.join("events.jsonl")).is_ok_and(|m| m.is_file());
+        let mut inside = batch.map(str::to_owned);
+        if log {
+            let relative = dir.strip_prefix(root).unwrap_or(dir);
+            let rel = relative.to_string_lossy();
+            let id = if rel.is_empty() {
+                number.to_owned()
+            } else {
+                format!("{number}/{rel}")
+            };
+            let path = root.join(relative).display().to_string();
+            let is_batch = known.unwrap_or_else(|| starts_a_batch(dir));
+            self.found.push(Found {
+                id: id.clone(),
+                dir: dir.to_owned(),
+                path,
+                batch: batch.map(str::to_owned),
+            });
+            if !is_batch {
+                return;
+            }
+            inside = Some(id);
+        }
+        if depth >= MAX_DEPTH {
+            return;
+        }
+        for child in self.subfolders(dir).iter() {
+            self.walk(root, number, child, depth + 1, inside.as_deref());
+        }
     }
-    if depth >= MAX_DEPTH {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut children: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            !(name.starts_with('.') || name == "blobs" || name == "agents")
-        })
-        .map(|e| e.path())
-        .collect();
-    children.sort();
-    for child in children {
-        walk(
-            root,
-            number,
-            &child,
-            depth + 1,
-            inside.as_deref(),
-            found,
-            cut,
+
+    /// The folders in `dir` worth looking into, listed again only when `dir` changed.
+    fn subfolders(&mut self, dir: &Path) -> Arc<Vec<PathBuf>> {
+        let Ok(modified) = std::fs::symlink_metadata(dir).and_then(|m| m.modified()) else {
+            return Arc::default();
+        };
+        if let Some(listing) = self.listed.get(dir)
+            && listing.modified == modified
+        {
+            return listing.subfolders.clone();
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Arc::default();
+        };
+        let mut children: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                !(name.starts_with('.') || name == "blobs" || name == "agents")
+            })
+            .map(|e| e.path())
+            .collect();
+        children.sort();
+        let subfolders = Arc::new(children);
+        self.listed.insert(
+            dir.to_owned(),
+            Listing {
+                modified,
+                subfolders: subfolders.clone(),
+            },
         );
+        subfolders
     }
 }
 
@@ -292,6 +338,25 @@ mod tests {
     fn log(dir: &Path, first: &str) {
         std::fs::create_dir_all(dir.join("blobs")).unwrap();
         std::fs::write(dir.join("events.jsonl"), format!("{first}\n")).unwrap();
+    }
+
+    #[test]
+    fn a_batch_is_told_by_its_first_line_whatever_its_key_order() {
+        let root = tempfile::tempdir().unwrap();
+        let tasks: Vec<String> = (0..100).map(|i| format!("{{\"id\":\"t{i}\"}}")).collect();
+        log(
+            root.path(),
+            &format!(
+                r#"{{"data":{{"tasks":[{}]}},"seq":0,"ts":"t","type":"batch_started"}}"#,
+                tasks.join(",")
+            ),
+        );
+        assert!(starts_a_batch(root.path()));
+        log(
+            root.path(),
+            r#"{"seq":0,"ts":"t","type":"session_started","data":{"task":"\"type\":\"batch_started\""}}"#,
+        );
+        assert!(!starts_a_batch(root.path()));
     }
 
     #[test]

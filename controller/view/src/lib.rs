@@ -71,6 +71,30 @@ pub(crate) struct App {
     index: Index,
     pager: Pager,
     token: Option<String>,
+    /// The last batch grid made, by its batch, its log's length and the index's generation: the
+    /// page's grid and its five charts are made from one.
+    grid: std::sync::Mutex<Option<(GridKey, Arc<batch::Grid>)>>,
+}
+
+type GridKey = (String, u64, u64);
+
+impl App {
+    /// The grid of the batch `id`, made again only when its log or the index moved.
+    fn grid(&self, id: &str, dir: &std::path::Path) -> Result<Arc<batch::Grid>, ViewError> {
+        let len = std::fs::metadata(dir.join("events.jsonl")).map_or(0, |m| m.len());
+        // Held while a grid is made: a page's concurrent requests wait and share it.
+        let mut cached = self.grid.lock().unwrap_or_else(|e| e.into_inner());
+        let runs = self.index.read();
+        let key = (id.to_owned(), len, runs.generation);
+        if let Some((made_for, grid)) = cached.as_ref()
+            && *made_for == key
+        {
+            return Ok(grid.clone());
+        }
+        let grid = Arc::new(batch::grid(&runs, id, dir)?);
+        *cached = Some((key, grid.clone()));
+        Ok(grid)
+    }
 }
 
 /// A viewer bound to its address, its index built once.
@@ -116,6 +140,7 @@ impl Viewer {
             index: Index::new(config.dirs),
             pager: Pager::default(),
             token: config.token,
+            grid: std::sync::Mutex::new(None),
         });
         let first = app.clone();
         tokio::task::spawn_blocking(move || first.index.refresh())

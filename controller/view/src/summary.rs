@@ -5,7 +5,9 @@
 //! per task) is folded whole, from where the last look stopped.
 //!
 //! Every field is read leniently from JSON values: a log is hostile input, and a line this
-//! version does not know is skipped, never an error.
+//! version does not know is skipped, never an error. Of a session's tail only the lines that
+//! can matter are parsed (found by their bytes), and the last; `bad_lines` counts those of them
+//! that are not JSON.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -21,6 +23,12 @@ const TAIL_BYTES: u64 = 64 * 1024;
 const HEAD_BYTES: u64 = 1024 * 1024;
 /// A log without its last line that changed within this long is taken as still being written.
 pub const RUNNING_WITHIN: Duration = Duration::from_secs(120);
+/// The events of a session's tail that its summary reads, by their type's name.
+const NEEDED: [&[u8]; 3] = [
+    b"\"session_finished\"",
+    b"\"verifier_finished\"",
+    b"\"model_request\"",
+];
 /// Characters of a task's prompt kept in the index.
 const TASK_CHARS: usize = 240;
 
@@ -99,22 +107,27 @@ pub fn session(dir: &Path, modified: SystemTime) -> std::io::Result<Summary> {
     file.seek(SeekFrom::Start(from))?;
     let mut tail = Vec::with_capacity((len - from) as usize);
     file.take(TAIL_BYTES).read_to_end(&mut tail)?;
-    let mut lines = tail.split(|b| *b == b'\n').peekable();
-    if from > 0 {
+    let mut lines: Vec<&[u8]> = tail.split(|b| *b == b'\n').collect();
+    if from > 0 && !lines.is_empty() {
         // The first piece is the end of a line that began before the tail.
-        lines.next();
+        lines.remove(0);
     }
-    while let Some(line) = lines.next() {
-        let last = lines.peek().is_none();
-        if line.is_empty() {
+    // The last piece is empty after a whole last line, or a torn line (the writer's, not junk).
+    lines.pop();
+    let last = lines.len().saturating_sub(1);
+    for (i, line) in lines.iter().enumerate() {
+        // Only the events a summary reads are parsed (and the last line, for its time).
+        if i != last
+            && !NEEDED
+                .iter()
+                .any(|needle| memchr::memmem::find(line, needle).is_some())
+        {
             continue;
         }
         match serde_json::from_slice::<Value>(line) {
             // The header was folded already.
             Ok(event) if event["type"] != "session_started" => fold(&mut summary, &event),
             Ok(_) => {}
-            // A torn last line is the writer's, not junk.
-            Err(_) if last => {}
             Err(_) => summary.bad_lines += 1,
         }
     }
