@@ -108,7 +108,8 @@ pub struct Latency {
     pub max: u64,
 }
 
-pub(crate) fn latency(mut samples: Vec<u64>) -> Latency {
+/// The median, 95th percentile and maximum of `samples` (the report's and the viewer's).
+pub fn latency(mut samples: Vec<u64>) -> Latency {
     if samples.is_empty() {
         return Latency::default();
     }

@@ -381,6 +381,8 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
         "the browser checks failed:\n{stdout}\n{stderr}\nthe live batch: {}",
         live.stderr
     );
+    // What the browser saw, check by check, in the test's output.
+    eprintln!("{stdout}");
     assert!(stdout.contains("every live task passed"), "{stdout}");
     assert_eq!(live.code, 0, "{}", live.stderr);
     drop(viewer);

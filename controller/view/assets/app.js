@@ -449,6 +449,7 @@ async function batchView(run) {
   pick.addEventListener('change', () => { if (pick.value) location.hash = `#/compare?${query({ id: [run.id, pick.value] })}`; });
   main().replaceChildren(...runHeader(run), h('div', { class: 'toolbar' }, pick), summary, h('h2', {}, 'Trials'), grid, h('h2', {}, 'Charts'), charts);
   let version = 0;
+  let chartKey = null;
   async function draw() {
     const data = await api(`/api/batch?${query({ id: run.id })}`);
     version += 1;
@@ -474,9 +475,14 @@ async function batchView(run) {
       h('td', { class: 'num' }, `${row.passed}/${row.finished}`),
       h('td', { class: 'num' }, fmt.num(row.mean_reward)),
       h('td', {}, row.health || ''))));
-    charts.replaceChildren(...['outcomes', 'per-task', 'cost', 'duration', 'turns'].map((name) => h('img', {
-      src: `/api/chart?${query({ id: run.id, name, v: version })}`, alt: `${name} chart`, testid: 'chart',
-    })));
+    // The charts are drawn again only when a trial started or finished.
+    const key = `${data.trials}:${data.finished}:${data.passed}:${data.rows.reduce((n, r) => n + r.cells.filter((c) => c.run).length, 0)}`;
+    if (key !== chartKey) {
+      chartKey = key;
+      charts.replaceChildren(...['outcomes', 'per-task', 'cost', 'duration', 'tool-latency', 'turns'].map((name) => h('img', {
+        src: `/api/chart?${query({ id: run.id, name, v: version })}`, alt: `${name} chart`, testid: 'chart',
+      })));
+    }
   }
   await draw();
   const counted = await api(`/api/events?${query({ id: run.id, from: 1e15, limit: 1 })}`);

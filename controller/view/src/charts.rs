@@ -1,13 +1,30 @@
 //! A batch's charts, drawn by the static report's own chart code ([`replay::charts`]) from
 //! the grid, each served as a standalone SVG image (an `<img>`: no script can run in it).
 
-use replay::charts::{self, Bar, Chart, Tone};
+use replay::charts::{self, Bar, Chart, Spread, Tone};
 
 use crate::ViewError;
 use crate::batch::Grid;
 
 /// The charts a batch page shows, by name.
-pub(crate) const NAMES: &[&str] = &["outcomes", "per-task", "cost", "duration", "turns"];
+pub(crate) const NAMES: &[&str] = &[
+    "outcomes",
+    "per-task",
+    "cost",
+    "duration",
+    "tool-latency",
+    "turns",
+];
+
+/// The tool latency chart of `rows` ([`crate::latency`]), as an SVG document.
+pub(crate) fn tool_latency(rows: &[Spread]) -> String {
+    let chart = Chart {
+        id: "tool-latency",
+        title: "Tool latency (finished trials)",
+        unit: "ms",
+    };
+    standalone(&charts::spreads(&chart, rows))
+}
 
 /// The chart `name` of `grid`, as an SVG document.
 pub(crate) fn svg(grid: &Grid, name: &str) -> Result<String, ViewError> {

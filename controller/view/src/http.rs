@@ -452,7 +452,23 @@ struct ChartQuery {
 async fn chart(State(app): State<Arc<App>>, Query(query): Query<ChartQuery>) -> Reply {
     let dir = batch_dir(&app, &query.id)?;
     let reader = app.clone();
-    let svg = blocking(move || charts::svg(&*reader.grid(&query.id, &dir)?, &query.name)).await?;
+    let svg = blocking(move || {
+        let grid = reader.grid(&query.id, &dir)?;
+        if query.name != "tool-latency" {
+            return charts::svg(&grid, &query.name);
+        }
+        // The finished trials' logs: their calls are final.
+        let dirs: Vec<std::path::PathBuf> = grid
+            .rows
+            .iter()
+            .flat_map(|row| &row.cells)
+            .filter(|cell| matches!(cell.state, "passed" | "failed"))
+            .filter_map(|cell| cell.run.as_deref())
+            .filter_map(|run| reader.index.dir_of(run).map(|(dir, _)| dir))
+            .collect();
+        Ok(charts::tool_latency(&reader.latencies.spreads(&dirs)))
+    })
+    .await?;
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
 }
 

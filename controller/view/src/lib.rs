@@ -20,6 +20,7 @@ pub mod compare;
 mod follow;
 mod http;
 pub mod index;
+mod latency;
 pub mod pages;
 pub mod search;
 pub mod summary;
@@ -74,6 +75,7 @@ pub(crate) struct App {
     /// The last batch grid made, by its batch, its log's length and the index's generation: the
     /// page's grid and its five charts are made from one.
     grid: std::sync::Mutex<Option<(GridKey, Arc<batch::Grid>)>>,
+    latencies: latency::Latencies,
 }
 
 type GridKey = (String, u64, u64);
@@ -119,13 +121,23 @@ impl Viewer {
                 )));
             }
         }
-        if let Some(token) = &config.token
-            && token.len() < MIN_TOKEN
-        {
-            return Err(ViewError::Start(format!(
-                "the token has {} characters; a viewer's token needs at least {MIN_TOKEN}",
-                token.len()
-            )));
+        if let Some(token) = &config.token {
+            if token.len() < MIN_TOKEN {
+                return Err(ViewError::Start(format!(
+                    "the token has {} characters; a viewer's token needs at least {MIN_TOKEN}",
+                    token.len()
+                )));
+            }
+            // It travels in an address (`?token=`) and a cookie: no character either would change.
+            if let Some(bad) = token
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || "-._~+/=".contains(*c)))
+            {
+                return Err(ViewError::Start(format!(
+                    "the token holds `{}`; a viewer's token is letters, digits and - . _ ~ + / = (hex or base64)",
+                    bad.escape_debug()
+                )));
+            }
         }
         if !config.listen.ip().is_loopback() && config.token.is_none() {
             return Err(ViewError::Start(format!(
@@ -141,6 +153,7 @@ impl Viewer {
             pager: Pager::default(),
             token: config.token,
             grid: std::sync::Mutex::new(None),
+            latencies: latency::Latencies::default(),
         });
         let first = app.clone();
         tokio::task::spawn_blocking(move || first.index.refresh())

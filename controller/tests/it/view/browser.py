@@ -78,6 +78,18 @@ def hostile(page):
     check(pwned, "no hostile markup ran or became an element")
 
 
+def batch_page(page):
+    page.goto(url("run", id=CONFIG["batch_a"]))
+    page.wait_for_selector("[data-testid=cell]")
+    cells = dict(states(page))
+    check(cells == {"alpha": "passed", "beta": "failed"}, f"the batch grid: {cells}")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=chart]')].every(i => i.complete && i.naturalWidth > 0)"
+    )
+    charts = page.eval_on_selector_all("[data-testid=chart]", "i => i.map(x => x.alt)")
+    check("tool-latency chart" in charts and len(charts) == 6, f"the batch's charts are drawn: {charts}")
+
+
 def workspace(page):
     step = CONFIG["middle_step"]
     page.goto(url("run", id=CONFIG["session"], tab="workspace", step=step))
@@ -162,6 +174,7 @@ def main():
         runs_list(page)
         search(page)
         hostile(page)
+        batch_page(page)
         workspace(page)
         compare(page)
         live(page)
