@@ -339,6 +339,50 @@ fn follow(address: &str, id: &str, limit: Duration) -> Vec<u128> {
     latencies
 }
 
+/// A session of 100,000 events (the recorded trial's middle, repeated): its first page, a page
+/// from its middle, and the viewer's memory after them.
+fn long_session(recorded: &Path, scratch: &Path) {
+    let events = lines(&recorded.join("pass").join("events.jsonl"));
+    let (head, body, last) = (
+        &events[0],
+        &events[1..events.len() - 1],
+        &events[events.len() - 1],
+    );
+    let dir = scratch.join("long").join("session");
+    std::fs::create_dir_all(dir.join("blobs")).unwrap();
+    for blob in std::fs::read_dir(recorded.join("pass").join("blobs")).unwrap() {
+        let blob = blob.unwrap();
+        std::fs::hard_link(blob.path(), dir.join("blobs").join(blob.file_name())).unwrap();
+    }
+    let mut seq = 0;
+    let mut text = line(head, &mut seq);
+    while seq < 99_999 {
+        for event in body.iter().take((99_999 - seq) as usize) {
+            text.push_str(&line(event, &mut seq));
+        }
+    }
+    text.push_str(&line(last, &mut seq));
+    std::fs::write(dir.join("events.jsonl"), &text).unwrap();
+    let (viewer, _) = start(&scratch.join("long"));
+    let time = |from: u64| {
+        let started = Instant::now();
+        get(
+            &viewer.address,
+            &format!("/api/events?id=0%2Fsession&from={from}&limit=500"),
+        );
+        started.elapsed()
+    };
+    let first = time(0);
+    let middle: Vec<Duration> = (0..ROUNDS).map(|_| time(50_000)).collect();
+    let (rss, peak) = memory(viewer.child.id());
+    println!(
+        "\na session of {seq} events ({:.0} MB): first page {} ms (its marks made: the log read once), a page from the middle {} ms; RSS {rss:.1} MiB, peak {peak:.1} MiB",
+        text.len() as f64 / 1e6,
+        first.as_millis(),
+        median(middle).as_millis()
+    );
+}
+
 fn main() {
     let scratch = tempfile::tempdir().unwrap();
     let recorded = scratch.path().join("recorded");
@@ -382,6 +426,8 @@ fn main() {
         );
         std::fs::remove_dir_all(&root).unwrap();
     }
+
+    long_session(&recorded, scratch.path());
 
     // Event to page while a batch runs.
     let live = scratch.path().join("live");

@@ -65,13 +65,16 @@ const live = {
   clear() { this.stops.splice(0).forEach((stop) => stop()); document.getElementById('live').hidden = true; },
 };
 
-function every(ms, work) {
+/** Repeats `work` while `el` is on the page (a view that moved on starts nothing). */
+function every(el, ms, work) {
+  if (!el.isConnected) return;
   const timer = setInterval(work, ms);
   live.add(() => clearInterval(timer));
 }
 
 /** Follows a log from `line`: `onEvents(array)` for each batch of new lines. */
-function follow(id, line, onEvents, onEnd) {
+function follow(el, id, line, onEvents, onEnd) {
+  if (!el.isConnected) return;
   const source = new EventSource(`/api/follow?${query({ id, line })}`);
   const indicator = document.getElementById('live');
   indicator.hidden = false;
@@ -110,8 +113,6 @@ function facts(pairs) {
 
 // ---- routing ---------------------------------------------------------------------------
 
-const main = () => document.getElementById('main');
-
 function route() {
   live.clear();
   const hash = location.hash.slice(1) || '/';
@@ -119,8 +120,11 @@ function route() {
   const params = new URLSearchParams(rest || '');
   const views = { '/': runsView, '/run': runView, '/compare': compareView, '/trajectories': trajectoriesView, '/search': searchView };
   const view = views[path] || runsView;
-  main().replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
-  Promise.resolve(view(params)).catch((err) => main().replaceChildren(h('p', { class: 'error', testid: 'error' }, err.message)));
+  // Each route draws into a container of its own: a view still loading when the address
+  // changes draws into one that is no longer on the page.
+  const root = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  document.getElementById('main').replaceChildren(root);
+  Promise.resolve(view(params, root)).catch((err) => root.replaceChildren(h('p', { class: 'error', testid: 'error' }, err.message)));
 }
 
 window.addEventListener('hashchange', route);
@@ -135,7 +139,7 @@ window.addEventListener('DOMContentLoaded', () => {
 
 // ---- runs ------------------------------------------------------------------------------
 
-async function runsView(params) {
+async function runsView(params, root) {
   const state = { kind: params.get('kind') || '', status: params.get('status') || '', failure: params.get('failure') || '', q: params.get('q') || '', all: params.get('all') === '1', generation: null };
   const selected = new Set();
   const table = h('table', { testid: 'runs' });
@@ -151,7 +155,7 @@ async function runsView(params) {
   const trials = h('input', { type: 'checkbox', checked: state.all });
   trials.addEventListener('change', () => { state.all = trials.checked; refresh(true); });
   const compare = h('button', { testid: 'compare-selected', onclick: () => compareSelected(selected) }, 'Compare selected');
-  main().replaceChildren(
+  root.replaceChildren(
     h('h1', {}, 'Runs'),
     h('div', { class: 'toolbar' }, filter,
       select('kind', [['', 'sessions and batches'], ['session', 'sessions'], ['batch', 'batches']]),
@@ -186,7 +190,7 @@ async function runsView(params) {
     }
   }
   await refresh(true);
-  every(1000, () => refresh(false).catch(() => {}));
+  every(root, 1000, () => refresh(false).catch(() => {}));
 }
 
 function batchWords(run) {
@@ -206,11 +210,11 @@ async function compareSelected(selected) {
 
 // ---- one run ---------------------------------------------------------------------------
 
-async function runView(params) {
+async function runView(params, root) {
   const id = params.get('id');
   const run = await api(`/api/run?${query({ id })}`);
-  if (run.kind === 'batch') return batchView(run, params);
-  return sessionView(run, params);
+  if (run.kind === 'batch') return batchView(run, root);
+  return sessionView(run, params, root);
 }
 
 function runHeader(run) {
@@ -228,7 +232,7 @@ function runHeader(run) {
   ];
 }
 
-async function sessionView(run, params) {
+async function sessionView(run, params, root) {
   const tab = params.get('tab') || 'transcript';
   const tabs = h('div', { class: 'toolbar' },
     ['transcript', 'workspace', 'steps'].map((name) => h('button', {
@@ -236,7 +240,7 @@ async function sessionView(run, params) {
       onclick: () => { location.hash = `#/run?${query({ id: run.id, tab: name })}`; },
     }, name)));
   const body = h('div', {});
-  main().replaceChildren(...runHeader(run), tabs, body);
+  root.replaceChildren(...runHeader(run), tabs, body);
   if (tab === 'workspace') return workspaceView(run, body, params);
   return transcriptView(run, body, tab === 'steps', params);
 }
@@ -287,7 +291,7 @@ async function transcriptView(run, body, bars, params) {
     // New events appear below; the ones between are paged in with "load more".
     stop = total;
     more.hidden = next >= stop;
-    follow(run.id, total, (events) => show(events, tail));
+    follow(body, run.id, total, (events) => show(events, tail));
   }
 }
 
@@ -438,7 +442,7 @@ async function openFile(id, step, path, viewer) {
 
 // ---- a batch ---------------------------------------------------------------------------
 
-async function batchView(run) {
+async function batchView(run, root) {
   const summary = h('div', {});
   const grid = h('table', { class: 'grid', testid: 'grid' });
   const charts = h('div', { class: 'charts' });
@@ -447,7 +451,7 @@ async function batchView(run) {
     h('option', { value: '' }, 'compare with…'),
     others.runs.filter((r) => r.id !== run.id).map((r) => h('option', { value: r.id }, `${r.name} (${r.path})`)));
   pick.addEventListener('change', () => { if (pick.value) location.hash = `#/compare?${query({ id: [run.id, pick.value] })}`; });
-  main().replaceChildren(...runHeader(run), h('div', { class: 'toolbar' }, pick), summary, h('h2', {}, 'Trials'), grid, h('h2', {}, 'Charts'), charts);
+  root.replaceChildren(...runHeader(run), h('div', { class: 'toolbar' }, pick), summary, h('h2', {}, 'Trials'), grid, h('h2', {}, 'Charts'), charts);
   let version = 0;
   let chartKey = null;
   async function draw() {
@@ -490,17 +494,17 @@ async function batchView(run) {
   if (run.status === 'running') {
     // The batch log says a trial started or finished: the grid is drawn again at once; its
     // trials' own logs are summarised by the index within its refresh.
-    follow(run.id, counted.total, () => {
+    follow(root, run.id, counted.total, () => {
       if (pending) return;
       pending = setTimeout(() => { pending = null; draw().catch(() => {}); }, 50);
     }, () => draw().catch(() => {}));
-    every(1000, () => draw().catch(() => {}));
+    every(root, 1000, () => draw().catch(() => {}));
   }
 }
 
 // ---- compare ---------------------------------------------------------------------------
 
-async function compareView(params) {
+async function compareView(params, root) {
   const ids = params.getAll('id');
   const data = await api(`/api/compare?${query({ id: ids })}`);
   const stats = h('table', { testid: 'paired' }, h('tr', {}, h('th', {}, 'against the first'), h('th', { class: 'num' }, 'tasks in both'),
@@ -523,7 +527,7 @@ async function compareView(params) {
       h('td', {}, flips.map((f) => badge(f))),
       h('td', {}, first && first.run && other ? h('a', { href: `#/trajectories?${query({ a: first.run, b: other.run })}`, testid: 'align' }, 'step by step') : '')));
   }
-  main().replaceChildren(h('h1', {}, `Compare ${data.sides.length} batches`),
+  root.replaceChildren(h('h1', {}, `Compare ${data.sides.length} batches`),
     h('p', { class: 'muted' }, 'A task passes in a batch when at least half of its finished trials passed; its score is its mean reward, or its pass rate without rewards. A flip is a task that passes on one side only.'),
     stats, h('h2', {}, 'Tasks'), grid);
 }
@@ -533,7 +537,7 @@ const DIFFERS = {
   output: 'the output differs', length: 'one session made more calls than the other',
 };
 
-async function trajectoriesView(params) {
+async function trajectoriesView(params, root) {
   const data = await api(`/api/trajectories?${query({ a: params.get('a'), b: params.get('b') })}`);
   const div = data.divergence;
   const n = Math.max(data.a.steps.length, data.b.steps.length);
@@ -550,7 +554,7 @@ async function trajectoriesView(params) {
     rows.push(h('div', { class: cls, testid: cls === 'diverged' ? 'divergence' : undefined }, String(i + 1)),
       cell('a', i, data.a.steps[i], cls), cell('b', i, data.b.steps[i], cls));
   }
-  main().replaceChildren(h('h1', {}, 'Two sessions, step by step'),
+  root.replaceChildren(h('h1', {}, 'Two sessions, step by step'),
     h('p', { testid: 'divergence-summary' }, div ? `First divergence at step ${div.step + 1}: ${DIFFERS[div.field] || div.field}.` : 'No divergence: the same calls with the same results.'),
     h('div', { class: 'pair' }, h('div', {}, ''),
       h('div', {}, runLink(data.a.run, data.a.run), h('div', { class: 'muted' }, `${data.a.outcome || 'unfinished'} · ${data.a.steps.length} calls`)),
@@ -560,11 +564,11 @@ async function trajectoriesView(params) {
 
 // ---- search ----------------------------------------------------------------------------
 
-async function searchView(params) {
+async function searchView(params, root) {
   const q = params.get('q') || '';
   document.getElementById('search').value = q;
   const data = await api(`/api/search?${query({ q })}`);
-  main().replaceChildren(h('h1', {}, `Search: ${q}`),
+  root.replaceChildren(h('h1', {}, `Search: ${q}`),
     h('p', { class: 'muted' }, `${data.hits.length} hits in ${data.runs_searched} runs${data.complete ? '' : ' (stopped early: refine the search)'}`),
     h('div', { testid: 'hits' }, data.hits.map((hit) => h('div', { class: 'hit', testid: 'hit', data: { what: hit.what, run: hit.run } },
       h('div', { class: 'what' }, `${hit.what} · `, runLink(hit.run, hit.name), hit.seq !== null ? ` · #${hit.seq}` : ''),

@@ -154,6 +154,25 @@ def live(page):
         after[first] == "passed" and any(after[t] != "passed" for t in CONFIG["live_tasks"][1:]),
         f"the live grid changed while the batch ran ({time.time() - started:.1f} s after the release): {after}",
     )
+    # A trial still running: its session page follows its log.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=cell]')].some(c => c.dataset.state === 'running' && c.querySelector('a'))",
+        timeout=30000,
+    )
+    running = page.eval_on_selector(
+        "[data-testid=cell][data-state=running]", "c => c.dataset.task"
+    )
+    page.goto(url("run", id=f"{CONFIG['live_batch']}/{running}"))
+    page.wait_for_selector("[data-testid=event][data-type=tool_call]")
+    check(
+        page.query_selector("[data-testid=event][data-type=session_finished]") is None,
+        f"the running session {running} has not finished in the page",
+    )
+    pathlib.Path(CONFIG["release"][running]).write_text("go")
+    page.wait_for_selector("[data-testid=event][data-type=session_finished]", timeout=30000)
+    check(True, "the running session's end appeared in its page without a reload")
+    page.goto(url("run", id=CONFIG["live_batch"]))
+    page.wait_for_selector("[data-testid=cell]")
     for task in CONFIG["live_tasks"][1:]:
         pathlib.Path(CONFIG["release"][task]).write_text("go")
     page.wait_for_function(
