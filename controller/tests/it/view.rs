@@ -297,6 +297,26 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
     );
     assert!(!restored.contains_key("out.txt"));
 
+    // A fork of the session at the middle step: its children show under it.
+    let child_script = root.path().join("child.turns");
+    std::fs::write(&child_script, format!("turns:\n{DONE}")).unwrap();
+    let forked = common::command(&[
+        "replay",
+        "fork",
+        session.to_str().unwrap(),
+        "--step",
+        &steps[0].to_string(),
+        "--count",
+        "2",
+        "--policy",
+        "allow-all",
+        "--model",
+        &format!("script:{}", child_script.display()),
+    ])
+    .output()
+    .unwrap();
+    assert!(forked.status.success(), "{}", String::from_utf8_lossy(&forked.stderr));
+
     // The live batch: each task waits for its release file, so the page sees it run.
     let live_tasks = root.path().join("tasks-live");
     let marks = root.path().join("marks");

@@ -227,6 +227,7 @@ function runHeader(run) {
       ['turns', run.turns], ['tool calls', run.tool_calls], ['tokens', run.tokens], ['duration', run.duration_ms === null ? null : fmt.ms(run.duration_ms)],
       ['started', fmt.when(run.started)], ['forked from', run.forked_from],
       ['batch', run.batch ? runLink(run.batch, run.batch) : null],
+      ['parent session', run.parent ? runLink(run.parent, run.parent) : null],
       ['bad lines', run.bad_lines ? String(run.bad_lines) : null],
     ]),
   ];
@@ -240,7 +241,14 @@ async function sessionView(run, params, root) {
       onclick: () => { location.hash = `#/run?${query({ id: run.id, tab: name })}`; },
     }, name)));
   const body = h('div', {});
-  root.replaceChildren(...runHeader(run), tabs, body);
+  const children = (run.children || []).length === 0 ? '' : h('div', {},
+    h('h2', {}, 'Subagents and forks'),
+    h('table', { testid: 'children' }, h('tr', {}, h('th', {}, 'run'), h('th', {}, 'kind'), h('th', {}, 'status'), h('th', {}, 'forked from'), h('th', {}, 'task'), h('th', {}, 'outcome'), h('th', { class: 'num' }, 'reward'), h('th', { class: 'num' }, 'cost')),
+      run.children.map((c) => h('tr', { testid: 'child', data: { id: c.id } },
+        h('td', {}, runLink(c.id, c.path)), h('td', {}, c.kind === 'batch' ? 'fork' : c.path.includes('/agents/') ? 'subagent' : 'session'), h('td', {}, badge(c.status || '?')), h('td', {}, c.forked_from || ''),
+        h('td', { class: 'task-cell', title: c.task }, c.task), h('td', {}, c.outcome || ''),
+        h('td', { class: 'num' }, fmt.num(c.reward)), h('td', { class: 'num' }, fmt.cost(c.cost))))));
+  root.replaceChildren(...runHeader(run), children, tabs, body);
   if (tab === 'workspace') return workspaceView(run, body, params);
   return transcriptView(run, body, tab === 'steps', params);
 }

@@ -17,6 +17,9 @@ use crate::summary::Status;
 pub struct Cell {
     /// The batch's id for the attempt (`task`, `task__2`).
     pub task_id: String,
+    /// The task's name, which its trials share (a fork's children: `parent@step`).
+    #[serde(skip)]
+    pub task: String,
     pub trial: u32,
     /// The run to open (its session), once it has a log.
     pub run: Option<String>,
@@ -73,9 +76,13 @@ fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
             "batch_started" => {
                 for listed in data["tasks"].as_array().into_iter().flatten() {
                     let id = listed["id"].as_str().unwrap_or_default().to_owned();
+                    let task = listed["task"]
+                        .as_str()
+                        .map_or_else(|| task_name(&id).to_owned(), str::to_owned);
                     at.insert(id.clone(), cells.len());
                     cells.push(Cell {
                         task_id: id,
+                        task,
                         trial: listed["trial"].as_u64().unwrap_or(1) as u32,
                         state: "pending",
                         ..Cell::default()
@@ -157,7 +164,11 @@ pub fn grid(runs: &Runs, id: &str, dir: &Path) -> Result<Grid, ViewError> {
 fn assemble(cells: Vec<Cell>, agent: Option<String>) -> Grid {
     let mut by_task: BTreeMap<String, Vec<Cell>> = BTreeMap::new();
     for cell in cells {
-        let name = task_name(&cell.task_id).to_owned();
+        let name = if cell.task.is_empty() {
+            task_name(&cell.task_id).to_owned()
+        } else {
+            cell.task.clone()
+        };
         by_task.entry(name).or_default().push(cell);
     }
     let mut failures = BTreeMap::new();

@@ -260,7 +260,7 @@ async fn runs(State(app): State<Arc<App>>, Query(query): Query<RunsQuery>) -> Re
         .filter_map(|id| runs.by_id.get(id))
         .filter(|run| {
             let s = &run.summary;
-            (query.all || run.batch.is_none())
+            (query.all || (run.batch.is_none() && run.parent.is_none()))
                 && query
                     .kind
                     .as_deref()
@@ -311,7 +311,18 @@ async fn run(State(app): State<Arc<App>>, Query(query): Query<IdQuery>) -> Reply
         .by_id
         .get(&query.id)
         .ok_or_else(|| ViewError::NotFound(format!("no run `{}`", query.id.escape_debug())))?;
-    Ok(axum::Json(&**run).into_response())
+    // Its subagents and its forks' children, oldest first.
+    let children: Vec<&crate::index::Run> = runs
+        .order
+        .iter()
+        .rev()
+        .filter_map(|id| runs.by_id.get(id))
+        .filter(|child| child.parent.as_deref() == Some(query.id.as_str()))
+        .map(|child| &**child)
+        .collect();
+    let mut body = serde_json::to_value(&**run).map_err(|err| ViewError::Io(err.to_string()))?;
+    body["children"] = json!(children);
+    Ok(axum::Json(body).into_response())
 }
 
 #[derive(Deserialize)]

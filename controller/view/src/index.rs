@@ -31,6 +31,8 @@ pub struct Run {
     pub name: String,
     /// The batch whose folder holds it.
     pub batch: Option<String>,
+    /// The session whose folder holds it: a subagent (`agents/`) or a fork's child (`forks/`).
+    pub parent: Option<String>,
     #[serde(flatten)]
     pub summary: Summary,
     #[serde(skip)]
@@ -77,6 +79,7 @@ struct Found {
     dir: PathBuf,
     path: String,
     batch: Option<String>,
+    parent: Option<String>,
 }
 
 /// What the walk knows from the last refresh: the log folders, and whether each is a batch's.
@@ -128,7 +131,7 @@ impl Index {
             cut: false,
         };
         for (number, root) in self.roots.iter().enumerate() {
-            walk.walk(root, &number.to_string(), root, 0, None);
+            walk.walk(root, &number.to_string(), root, 0, Holder::default());
         }
         let (found, cut) = (std::mem::take(&mut walk.found), walk.cut);
         drop(walk);
@@ -171,6 +174,7 @@ fn look(found: Found, before: Option<&Arc<Run>>) -> (Arc<Run>, bool) {
         && before.len == len
         && before.modified == modified
         && before.batch == found.batch
+        && before.parent == found.parent
     {
         if before.summary.status != Some(Status::Running) {
             return (before.clone(), false);
@@ -195,6 +199,7 @@ fn look(found: Found, before: Option<&Arc<Run>>) -> (Arc<Run>, bool) {
         path: found.path,
         name,
         batch: found.batch,
+        parent: found.parent,
         summary: Summary::default(),
         dir: found.dir,
         len,
@@ -252,11 +257,19 @@ fn starts_a_batch(dir: &Path) -> bool {
     serde_json::from_slice::<serde_json::Value>(&line).is_ok_and(|v| v["type"] == "batch_started")
 }
 
+/// The run whose folder holds the folders being walked.
+#[derive(Debug, Clone, Copy, Default)]
+struct Holder<'a> {
+    batch: Option<&'a str>,
+    parent: Option<&'a str>,
+}
+
 impl Walk<'_> {
-    /// Finds the log folders under `dir`. A session's folder is not looked into (its `blobs/`,
-    /// its subagents' `agents/` are its own); a batch's is, for its trials. Symbolic links are
-    /// not followed, so a hostile folder can neither loop nor reach outside the root.
-    fn walk(&mut self, root: &Path, number: &str, dir: &Path, depth: usize, batch: Option<&str>) {
+    /// Finds the log folders under `dir`. A batch's folder is looked into for its trials; a
+    /// session's only for its subagents (`agents/`) and its forks' children (`forks/`), never
+    /// its `blobs/`. Symbolic links are not followed, so a hostile folder can neither loop nor
+    /// reach outside the root.
+    fn walk(&mut self, root: &Path, number: &str, dir: &Path, depth: usize, holder: Holder<'_>) {
         if self.found.len() >= MAX_RUNS {
             self.cut = true;
             return;
@@ -265,33 +278,53 @@ impl Walk<'_> {
         let known = self.known.get(dir).copied();
         let log = known.is_some()
             || std::fs::symlink_metadata(dir.join("events.jsonl")).is_ok_and(|m| m.is_file());
-        let mut inside = batch.map(str::to_owned);
-        if log {
-            let relative = dir.strip_prefix(root).unwrap_or(dir);
-            let rel = relative.to_string_lossy();
-            let id = if rel.is_empty() {
-                number.to_owned()
-            } else {
-                format!("{number}/{rel}")
-            };
-            let path = root.join(relative).display().to_string();
-            let is_batch = known.unwrap_or_else(|| starts_a_batch(dir));
-            self.found.push(Found {
-                id: id.clone(),
-                dir: dir.to_owned(),
-                path,
-                batch: batch.map(str::to_owned),
-            });
-            if !is_batch {
-                return;
+        if !log {
+            if depth < MAX_DEPTH {
+                for child in self.subfolders(dir).iter() {
+                    self.walk(root, number, child, depth + 1, holder);
+                }
             }
-            inside = Some(id);
+            return;
         }
+        let relative = dir.strip_prefix(root).unwrap_or(dir);
+        let rel = relative.to_string_lossy();
+        let id = if rel.is_empty() {
+            number.to_owned()
+        } else {
+            format!("{number}/{rel}")
+        };
+        let is_batch = known.unwrap_or_else(|| starts_a_batch(dir));
+        self.found.push(Found {
+            id: id.clone(),
+            dir: dir.to_owned(),
+            path: root.join(relative).display().to_string(),
+            batch: holder.batch.map(str::to_owned),
+            parent: holder.parent.map(str::to_owned),
+        });
         if depth >= MAX_DEPTH {
             return;
         }
-        for child in self.subfolders(dir).iter() {
-            self.walk(root, number, child, depth + 1, inside.as_deref());
+        if is_batch {
+            let inside = Holder {
+                batch: Some(&id),
+                parent: None,
+            };
+            for child in self.subfolders(dir).iter() {
+                self.walk(root, number, child, depth + 1, inside);
+            }
+            return;
+        }
+        let inside = Holder {
+            batch: None,
+            parent: Some(&id),
+        };
+        for own in ["agents", "forks"] {
+            let folder = dir.join(own);
+            if std::fs::symlink_metadata(&folder).is_ok_and(|m| m.is_dir()) {
+                for child in self.subfolders(&folder).iter() {
+                    self.walk(root, number, child, depth + 2, inside);
+                }
+            }
         }
     }
 
@@ -375,16 +408,21 @@ mod tests {
             &root.path().join("s"),
             r#"{"seq":0,"ts":"2026-01-01T00:00:00Z","type":"session_started","data":{"task":"alone"}}"#,
         );
-        // A session's own folders are its own.
+        // A session's subagents are its children; its other folders are its own.
         log(
             &root.path().join("s/agents/1-x"),
-            r#"{"seq":0,"ts":"t","type":"session_started","data":{}}"#,
+            r#"{"seq":0,"ts":"2025-01-01T00:00:00Z","type":"session_started","data":{}}"#,
+        );
+        log(
+            &root.path().join("s/blobs/x"),
+            r#"{"seq":0,"ts":"2025-01-01T00:00:00Z","type":"session_started","data":{}}"#,
         );
         std::os::unix::fs::symlink(root.path(), root.path().join("loop")).unwrap();
         let index = Index::new(vec![root.path().to_owned()]);
         assert!(index.refresh());
         let runs = index.read();
-        assert_eq!(runs.order, ["0/b/t1", "0/b", "0/s"]);
+        assert_eq!(runs.order, ["0/b/t1", "0/b", "0/s", "0/s/agents/1-x"]);
+        assert_eq!(runs.by_id["0/s/agents/1-x"].parent.as_deref(), Some("0/s"));
         assert_eq!(runs.by_id["0/b/t1"].batch.as_deref(), Some("0/b"));
         assert_eq!(runs.by_id["0/b"].summary.kind, Some(Kind::Batch));
         assert_eq!(runs.by_id["0/s"].summary.task, "alone");

@@ -78,6 +78,19 @@ def hostile(page):
     check(pwned, "no hostile markup ran or became an element")
 
 
+def children(page):
+    page.goto(url("run", id=CONFIG["session"]))
+    page.wait_for_selector("[data-testid=child]")
+    fork = page.eval_on_selector("[data-testid=child]", "c => c.dataset.id")
+    check(fork.startswith(CONFIG["session"] + "/forks/"), f"the session lists its fork: {fork}")
+    page.click("[data-testid=child] a")
+    page.wait_for_selector("[data-testid=grid-row]")
+    rows = page.eval_on_selector_all(
+        "[data-testid=grid-row]", "r => r.map(x => [x.dataset.task, x.querySelectorAll('[data-testid=cell]').length])"
+    )
+    check(len(rows) == 1 and rows[0][1] == 2, f"the fork's children are one task's two trials: {rows}")
+
+
 def batch_page(page):
     page.goto(url("run", id=CONFIG["batch_a"]))
     page.wait_for_selector("[data-testid=cell]")
@@ -194,6 +207,7 @@ def main():
         search(page)
         hostile(page)
         batch_page(page)
+        children(page)
         workspace(page)
         compare(page)
         live(page)
