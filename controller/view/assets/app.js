@@ -367,6 +367,27 @@ function renderEvent(runId, event) {
       box.append(facts([['outcome', d.outcome], ['failure', d.failure], ['turns', d.turns], ['tool calls', d.tool_calls], ['cost', fmt.cost(d.cost)], ['duration', fmt.ms(d.duration_ms)]]),
         textBlock(runId, d.answer, 'answer'));
       break;
+    case 'workspace_snapshot':
+      box.append(h('div', {}, `the workspace as the agent found it: ${d.n_files} files, ${d.n_bytes} bytes `,
+        h('a', { href: `#/run?${query({ id: runId, tab: 'workspace', step: event.seq })}` }, 'browse')));
+      break;
+    case 'state_fingerprint':
+      box.append(h('div', { class: 'muted' }, `${(d.processes || []).length} processes, ${(d.listening || []).length} listening sockets, ${(d.watched || []).length} watched paths`));
+      break;
+    case 'compaction':
+      box.append(h('div', {}, `the conversation compacted: ${d.n_replaced} messages replaced by a summary (${d.n_before} → ${d.n_after})`), textBlock(runId, d.summary, 'summary'));
+      break;
+    case 'hook_run':
+      box.append(h('div', {}, `hook ${d.hook} (${d.event}${d.tool ? `, ${d.tool}` : ''}): ${d.outcome}${d.decision ? ` · ${d.decision}` : ''}${d.reason ? ` · ${d.reason}` : ''}`));
+      break;
+    case 'subagent_started':
+      box.append(h('div', {}, `subagent (depth ${d.depth}, ${d.workspace} workspace) `,
+        typeof d.log_dir === 'string' && !d.log_dir.split('/').includes('..') ? runLink(`${runId}/${d.log_dir}`, d.log_dir) : ''),
+        textBlock(runId, d.task, 'subagent-task'));
+      break;
+    case 'subagent_finished':
+      box.append(h('div', {}, `subagent ${d.session_id} finished`), h('pre', {}, JSON.stringify(d).slice(0, 2000)));
+      break;
     case 'task_started': case 'task_finished': case 'task_retried': case 'task_skipped': case 'task_not_runnable':
       box.append(h('div', {}, `${d.task}${d.passed !== undefined ? (d.passed ? ' passed' : ' failed') : ''}${d.reason ? `: ${d.reason}` : ''}`));
       break;
