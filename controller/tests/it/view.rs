@@ -315,7 +315,11 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
     ])
     .output()
     .unwrap();
-    assert!(forked.status.success(), "{}", String::from_utf8_lossy(&forked.stderr));
+    assert!(
+        forked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&forked.stderr)
+    );
 
     // The live batch: each task waits for its release file, so the page sees it run.
     let live_tasks = root.path().join("tasks-live");

@@ -62,12 +62,20 @@ pub struct Grid {
 
 /// What the batch log says of each attempt, in the order it lists them.
 fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
-    let text = std::fs::read(dir.join("events.jsonl"))
-        .map_err(|err| ViewError::Io(format!("{}: {err}", dir.display())))?;
+    let io = |err: std::io::Error| ViewError::Io(format!("{}: {err}", dir.display()));
+    let file = std::fs::File::open(dir.join("events.jsonl")).map_err(io)?;
+    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
     let mut cells: Vec<Cell> = Vec::new();
     let mut at: BTreeMap<String, usize> = BTreeMap::new();
-    for line in text.split(|b| *b == b'\n') {
-        let Ok(event) = serde_json::from_slice::<Value>(line) else {
+    let mut line = Vec::new();
+    loop {
+        let (_, whole) =
+            crate::pages::read_line(&mut reader, &mut line, crate::pages::MAX_BATCH_LINE)
+                .map_err(io)?;
+        if !whole {
+            break;
+        }
+        let Ok(event) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
         let data = &event["data"];

@@ -4,20 +4,20 @@
 //! last line (`session_finished`, `batch_finished`) ends the stream with `end`.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufReader, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::Stream;
 use serde_json::Value;
 
-use crate::pages::event_of;
+use crate::pages::{MAX_LINE, event_of, read_line};
 
 /// How often the log is looked at.
 pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// Bytes read at one look at most (the rest at the next).
 const READ_AT_ONCE: u64 = 4 * 1024 * 1024;
-/// A follow ends after this long regardless (the page follows again).
+/// A follow ends after this long regardless (a reload of the page follows on).
 const LONGEST: Duration = Duration::from_secs(6 * 3600);
 
 struct Tail {
@@ -68,8 +68,8 @@ pub(crate) fn stream(path: PathBuf, line: u64, offset: u64) -> impl Stream<Item 
             }
             tail.offset += consumed;
             let mut events = Vec::with_capacity(lines.len());
-            for line in &lines {
-                let event = event_of(line, tail.line);
+            for (line, bytes) in &lines {
+                let event = event_of(line, tail.line, *bytes);
                 tail.line += 1;
                 tail.ended |= matches!(
                     event["type"].as_str(),
@@ -82,27 +82,26 @@ pub(crate) fn stream(path: PathBuf, line: u64, offset: u64) -> impl Stream<Item 
     })
 }
 
-/// The whole lines after `offset`, and the bytes they take.
-fn new_lines(path: &std::path::Path, offset: u64) -> std::io::Result<(Vec<Vec<u8>>, u64)> {
+/// A line's bytes (at most [`MAX_LINE`] + 1 kept) and the bytes it takes in the file.
+type Line = (Vec<u8>, u64);
+
+/// The whole lines after `offset` (each with the bytes it takes; at most [`MAX_LINE`] of a
+/// line kept), and the bytes they take together: about [`READ_AT_ONCE`] at one look.
+fn new_lines(path: &std::path::Path, offset: u64) -> std::io::Result<(Vec<Line>, u64)> {
     let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
-    if len <= offset {
+    if file.metadata()?.len() <= offset {
         return Ok((Vec::new(), 0));
     }
     file.seek(SeekFrom::Start(offset))?;
-    let mut bytes = Vec::new();
-    file.take(READ_AT_ONCE).read_to_end(&mut bytes)?;
-    let Some(last) = memchr::memrchr(b'\n', &bytes) else {
-        if bytes.len() as u64 >= READ_AT_ONCE {
-            // One line longer than a read: skipped whole, noted as oversized.
-            return Ok((vec![bytes], READ_AT_ONCE));
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let (mut lines, mut consumed, mut line) = (Vec::new(), 0, Vec::new());
+    while consumed < READ_AT_ONCE {
+        let (n, whole) = read_line(&mut reader, &mut line, MAX_LINE)?;
+        if !whole {
+            break;
         }
-        return Ok((Vec::new(), 0));
-    };
-    let whole = &bytes[..=last];
-    let lines = whole
-        .split_inclusive(|b| *b == b'\n')
-        .map(<[u8]>::to_vec)
-        .collect();
-    Ok((lines, whole.len() as u64))
+        consumed += n;
+        lines.push((std::mem::take(&mut line), n));
+    }
+    Ok((lines, consumed))
 }

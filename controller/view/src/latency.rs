@@ -4,7 +4,7 @@
 //! newly finished trials.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -79,10 +79,9 @@ fn read(dir: &Path) -> Vec<(Arc<str>, u64)> {
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let mut line = Vec::new();
     while calls.len() < MAX_CALLS {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        match crate::pages::read_line(&mut reader, &mut line, crate::pages::MAX_LINE) {
+            Ok((n, _)) if n > 0 => {}
+            _ => break,
         }
         if memchr::memmem::find(&line, b"\"tool_result\"").is_none() {
             continue;

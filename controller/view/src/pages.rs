@@ -20,6 +20,38 @@ const KEPT: usize = 64;
 pub const MAX_LINE: usize = 1024 * 1024;
 /// Lines in one page at most.
 pub const MAX_PAGE: usize = 2000;
+/// The longest line a batch log's fold keeps (its first line lists every task).
+pub const MAX_BATCH_LINE: usize = 64 * 1024 * 1024;
+
+/// One line of a log into `buffer`, keeping at most `max + 1` of its bytes (the rest is read
+/// past, never held: a hostile log's gigabyte line costs no memory). Returns the bytes the line
+/// takes in the file and whether it ends with a newline (a line without is still being
+/// written, or torn).
+pub fn read_line(
+    reader: &mut impl BufRead,
+    buffer: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<(u64, bool)> {
+    buffer.clear();
+    let mut taken = 0u64;
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            return Ok((taken, false));
+        }
+        let (n, done) = match memchr::memchr(b'\n', available) {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        let room = (max + 1).saturating_sub(buffer.len());
+        buffer.extend_from_slice(&available[..n.min(room)]);
+        reader.consume(n);
+        taken += n as u64;
+        if done {
+            return Ok((taken, true));
+        }
+    }
+}
 
 /// Where every [`EVERY`]th line of a log starts, as far as it was read.
 #[derive(Debug, Default)]
@@ -102,14 +134,13 @@ impl Pager {
         let (mut line, mut at, mut offset) = (Vec::new(), first, start);
         let mut events = Vec::new();
         while events.len() < limit && at < total {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line)?;
-            if n == 0 || line.last() != Some(&b'\n') {
+            let (n, whole) = read_line(&mut reader, &mut line, MAX_LINE)?;
+            if !whole {
                 break;
             }
-            offset += n as u64;
+            offset += n;
             if at >= from {
-                events.push(event_of(&line, at));
+                events.push(event_of(&line, at, n));
             }
             at += 1;
         }
@@ -159,10 +190,11 @@ fn extend(marks: &mut Marks, file: &mut File, len: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A line as the page sends it: the event, or a note of why it is not one.
-pub fn event_of(line: &[u8], number: u64) -> Value {
+/// A line (of `bytes` in the file; at most `MAX_LINE + 1` of them read) as the page sends
+/// it: the event, or a note of why it is not one.
+pub fn event_of(line: &[u8], number: u64, bytes: u64) -> Value {
     if line.len() > MAX_LINE {
-        return serde_json::json!({"line": number, "type": "oversized_line", "data": {"bytes": line.len()}});
+        return serde_json::json!({"line": number, "type": "oversized_line", "data": {"bytes": bytes}});
     }
     match serde_json::from_slice::<Value>(line) {
         Ok(Value::Object(mut event)) => {
@@ -177,6 +209,27 @@ pub fn event_of(line: &[u8], number: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_longer_than_a_page_holds_is_named_by_its_size_and_not_read_into_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let huge = format!("{{\"seq\":1,\"pad\":\"{}\"}}\n", "x".repeat(3 * MAX_LINE));
+        let text = format!("{{\"seq\":0}}\n{huge}{{\"seq\":2}}\n");
+        std::fs::write(dir.path().join("events.jsonl"), &text).unwrap();
+        let page = Pager::default().page(dir.path(), 0, 10).unwrap();
+        let kinds: Vec<&str> = page
+            .events
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or("event"))
+            .collect();
+        assert_eq!(kinds, ["event", "oversized_line", "event"]);
+        assert_eq!(page.events[1]["data"]["bytes"], huge.len());
+        assert_eq!(page.events[2]["seq"], 2);
+        let mut reader = std::io::BufReader::new(huge.as_bytes());
+        let mut buffer = Vec::new();
+        let (n, whole) = read_line(&mut reader, &mut buffer, 10).unwrap();
+        assert_eq!((n as usize, whole, buffer.len()), (huge.len(), true, 11));
+    }
 
     #[test]
     fn pages_of_a_long_log_and_of_one_still_growing() {

@@ -4,7 +4,7 @@
 //! message). Logs are streamed, newest run first, and a line is parsed only when its bytes
 //! hold the query; the search stops at its hit limit or its time budget and says so.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -115,10 +115,9 @@ fn in_log(
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let (mut bytes, mut number) = (Vec::new(), 0u64);
     while results.hits.len() < limit {
-        bytes.clear();
-        match reader.read_until(b'\n', &mut bytes) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        match crate::pages::read_line(&mut reader, &mut bytes, crate::pages::MAX_LINE) {
+            Ok((n, _)) if n > 0 => {}
+            _ => return,
         }
         number += 1;
         if prefilter.is_some_and(|re| !re.is_match(&bytes)) {

@@ -144,12 +144,12 @@ pub fn batch(dir: &Path, summary: &mut Summary, offset: u64) -> std::io::Result<
     let mut at = offset;
     let mut line = Vec::new();
     loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 || line.last() != Some(&b'\n') {
+        let (n, whole) =
+            crate::pages::read_line(&mut reader, &mut line, crate::pages::MAX_BATCH_LINE)?;
+        if !whole {
             return Ok(at);
         }
-        at += n as u64;
+        at += n;
         match serde_json::from_slice::<Value>(&line) {
             Ok(event) => fold(summary, &event),
             Err(_) => summary.bad_lines += 1,
