@@ -266,7 +266,7 @@ fn only_the_sandbox_starters_hooks_and_mcp_servers_spawn_and_only_the_local_one_
     );
     controller_only_in("unsafe", &["runtime/src/sandbox/local.rs"]);
     // The controller's one web server is the viewer's, and only its edge knows the framework.
-    controller_only_in("axum", &["view/src/http.rs"]);
+    controller_only_in("axum", &["view/src/http.rs", "view/src/http/"]);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The viewer's HTTP edge: the page and its assets (inside the binary), the JSON API the page
-//! reads, and the guard every request passes. Read-only: every route is `GET`.
+//! reads, and the guard every request passes (`http/guard.rs`). Read-only: every route is `GET`.
 //!
 //! The guard: `Host` must name this machine by address or `localhost` unless a token is set
 //! (a DNS name rebound to a loopback viewer is refused); a request with an `Origin` must come
@@ -12,23 +12,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
-use subtle::ConstantTimeEq;
+
+mod guard;
 
 use crate::summary::Kind;
 use crate::{App, ViewError, charts, compare, follow, search, workspace};
-
-const COOKIE: &str = "harness_view_token";
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-                   connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /// Serves `app` on `listener` until the future is dropped.
 pub(crate) async fn serve(
@@ -59,7 +56,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/api/compare", get(compare_runs))
         .route("/api/trajectories", get(trajectories))
         .route("/api/search", get(search_runs))
-        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .layer(middleware::from_fn_with_state(app.clone(), guard::guard))
         .with_state(app)
 }
 
@@ -77,115 +74,6 @@ impl IntoResponse for ViewError {
 }
 
 type Reply = Result<Response, ViewError>;
-
-async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    match admit(&app, request.method(), request.headers(), request.uri()) {
-        Ok(Some(redirect)) => secure(redirect),
-        Ok(None) => secure(next.run(request).await),
-        Err(err) => secure(err.into_response()),
-    }
-}
-
-/// Whether a request may in; `Some` is the answer to a first visit with `?token=`.
-fn admit(
-    app: &App,
-    method: &Method,
-    headers: &HeaderMap,
-    uri: &axum::http::Uri,
-) -> Result<Option<Response>, ViewError> {
-    if method != Method::GET && method != Method::HEAD {
-        return Err(ViewError::Forbidden(format!(
-            "{method}: the viewer is read-only; every route is GET"
-        )));
-    }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    if app.token.is_none() && !names_this_machine(host) {
-        return Err(ViewError::Forbidden(format!(
-            "Host `{host}` is not an IP address or localhost; a viewer without a token answers only those (a web page's DNS name rebound to it is refused)"
-        )));
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or_default();
-        if origin != format!("http://{host}") && origin != format!("https://{host}") {
-            return Err(ViewError::Forbidden(format!(
-                "Origin `{origin}` is not this viewer's: requests from other sites' pages are refused"
-            )));
-        }
-    }
-    let Some(token) = &app.token else {
-        return Ok(None);
-    };
-    let matches = |presented: &str| bool::from(presented.as_bytes().ct_eq(token.as_bytes()));
-    let given = uri.query().and_then(|q| {
-        q.split('&')
-            .find_map(|pair| pair.strip_prefix("token="))
-            .map(str::to_owned)
-    });
-    if uri.path() == "/"
-        && let Some(given) = given
-    {
-        if !matches(&given) {
-            return Err(ViewError::Unauthorized(
-                "the token in the address is not this viewer's".into(),
-            ));
-        }
-        let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
-        let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
-            response.headers_mut().insert(header::SET_COOKIE, value);
-        }
-        return Ok(Some(response));
-    }
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    let cookie = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|pair| {
-            pair.trim()
-                .strip_prefix(&format!("{COOKIE}="))
-                .map(str::to_owned)
-        });
-    if bearer.is_some_and(matches) || cookie.as_deref().is_some_and(matches) {
-        return Ok(None);
-    }
-    Err(ViewError::Unauthorized(
-        "this viewer needs its token: open the address it printed (with ?token=…), or send Authorization: Bearer".into(),
-    ))
-}
-
-fn secure(mut response: Response) -> Response {
-    let headers = response.headers_mut();
-    for (name, value) in [
-        (header::CONTENT_SECURITY_POLICY, CSP),
-        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::X_FRAME_OPTIONS, "DENY"),
-        (header::REFERRER_POLICY, "no-referrer"),
-        (header::CACHE_CONTROL, "no-store"),
-    ] {
-        headers.insert(name, HeaderValue::from_static(value));
-    }
-    response
-}
-
-/// `127.0.0.1:8080`, `[::1]:8080`, `localhost`: an address, not a DNS name.
-fn names_this_machine(host: &str) -> bool {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest
-            .split(']')
-            .next()
-            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok());
-    }
-    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
-}
 
 async fn page() -> Response {
     asset(
