@@ -92,6 +92,8 @@ pub async fn run_fork(
     let point = ForkPoint::read(&dir, config.seq)?;
     let header = &point.header;
     let fork_id = format!("step-{}-{}", config.seq, event_log::new_session_id());
+    // Before any folder is made: a fork refused for what its log says leaves nothing.
+    let child_config = child_config(&point, &config.flags, display)?;
     let out = match &config.out {
         Some(out) => out.clone(),
         None => forks_folder(&dir)?.join(&fork_id),
@@ -105,7 +107,6 @@ pub async fn run_fork(
             out.display()
         )
     })?;
-    let child_config = child_config(&point, &config.flags, display)?;
     // The fork's folder is a batch's: its log has a task per child, so `replay metrics`,
     // `report.html` and `replay compare` read a fork as they read a batch.
     let log = EventLog::create(&out, config.durability, &[])

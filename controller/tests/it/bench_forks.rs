@@ -180,3 +180,79 @@ async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_grad
         run.stderr
     );
 }
+
+/// A copy of the session log `log` in `to` whose header `edit` changed.
+fn rewritten(log: &Path, to: &Path, edit: &dyn Fn(&mut Value)) -> PathBuf {
+    std::fs::create_dir_all(to.join("blobs")).unwrap();
+    for blob in std::fs::read_dir(log.join("blobs")).unwrap() {
+        let blob = blob.unwrap();
+        std::fs::copy(blob.path(), to.join("blobs").join(blob.file_name())).unwrap();
+    }
+    let mut lines: Vec<Value> = events(log);
+    edit(&mut lines[0]["data"]["config"]);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(to.join("events.jsonl"), text).unwrap();
+    to.to_owned()
+}
+
+/// What a benchmark session's log says is checked before a container starts: a session of the
+/// task's oracle (no model's conversation to go on with) forked without `--model`, a task
+/// whose workspace is the container's root, and a multi-step task are refused, each saying why.
+/// The log is a local session's made to say it was a benchmark's: a shared log may say anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_benchmark_log_that_cannot_be_forked_is_refused_before_any_container_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, all) = crate::forks::recorded(dir.path()).await;
+    let step = crate::forks::seq_of(crate::forks::first(&all, "workspace_changed", |_| true));
+    let task = common::repo_root().join("examples/benchmarks/multi-step-notes");
+    let as_benchmark = |digest: &str, root: &str, agent: Option<&str>| {
+        let record = json!({"format": "harbor", "name": "multi-step-notes",
+            "dir": task.to_str().unwrap(), "digest": digest, "image": "harness-task/x:y", "online": false});
+        let (root, agent) = (root.to_owned(), agent.map(str::to_owned));
+        move |config: &mut Value| {
+            config["benchmark"] = record.clone();
+            config["workspace_root"] = json!(root);
+            if let Some(agent) = &agent {
+                config["agent"] = json!(agent);
+            }
+        }
+    };
+    let refusal = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let copy = rewritten(&log, &dir.path().join(name), edit);
+        async move { fork(&copy, step, &[]).await }
+    };
+    let run = refusal("oracle", &as_benchmark("0", "/app", Some("oracle"))).await;
+    assert!(
+        run.code != 0 && run.stderr.contains("not a model"),
+        "{}",
+        run.stderr
+    );
+    let run = refusal("root", &as_benchmark("0", "/", None)).await;
+    assert!(
+        run.code != 0 && run.stderr.contains("no working folder (WORKDIR)"),
+        "{}",
+        run.stderr
+    );
+    // The task's real digest, as the refusal of a wrong one names it.
+    let run = refusal("digest", &as_benchmark("0", "/app", None)).await;
+    let digest = run
+        .stderr
+        .split("the session ran (")
+        .nth(1)
+        .and_then(|rest| rest.split(" now").next())
+        .unwrap_or_else(|| panic!("{}", run.stderr))
+        .to_owned();
+    let run = refusal("multi", &as_benchmark(&digest, "/app", None)).await;
+    assert!(
+        run.code != 0
+            && run
+                .stderr
+                .contains("a multi-step task's session cannot be forked"),
+        "{}",
+        run.stderr
+    );
+    // Nothing was started for any of them.
+    for name in ["oracle", "root", "digest", "multi"] {
+        assert!(!dir.path().join(name).join("forks").exists(), "{name}");
+    }
+}

@@ -72,7 +72,7 @@ async fn harness(args: &[&str]) -> common::Run {
 }
 
 /// The session of `write_task` recorded in `dir`: its log folder and events.
-async fn recorded(dir: &Path) -> (PathBuf, Vec<Value>) {
+pub async fn recorded(dir: &Path) -> (PathBuf, Vec<Value>) {
     let task = write_task(dir);
     let parent = common::run_task(&task, &dir.join("ws")).await;
     assert_eq!(parent.code, 0, "{}", parent.stderr);
@@ -97,12 +97,12 @@ async fn fork_of(log: &Path, step: u64, more: &[&str]) -> common::Run {
     harness(&args).await
 }
 
-fn seq_of(event: &Value) -> u64 {
+pub fn seq_of(event: &Value) -> u64 {
     event["seq"].as_u64().unwrap()
 }
 
 /// The first event of `kind` (whose data matches `when`).
-fn first<'a>(all: &'a [Value], kind: &str, when: impl Fn(&Value) -> bool) -> &'a Value {
+pub fn first<'a>(all: &'a [Value], kind: &str, when: impl Fn(&Value) -> bool) -> &'a Value {
     all.iter()
         .find(|e| e["type"] == kind && when(&e["data"]))
         .unwrap_or_else(|| panic!("no {kind} event"))
