@@ -73,7 +73,7 @@ pub(crate) struct App {
     pager: Pager,
     token: Option<String>,
     /// The last batch grid made, by its batch, its log's length and the index's generation: the
-    /// page's grid and its five charts are made from one.
+    /// page's grid and its charts are made from one.
     grid: std::sync::Mutex<Option<(GridKey, Arc<batch::Grid>)>>,
     latencies: latency::Latencies,
 }

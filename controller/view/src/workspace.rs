@@ -62,8 +62,7 @@ pub struct FileView {
     pub diff: Option<String>,
 }
 
-/// The events that changed the workspace, in order. Only lines that can be such an event are
-/// parsed.
+/// The events that changed the workspace, in order (the log streamed, as restore reads it).
 pub fn steps(dir: &Path) -> Result<Vec<Step>, ViewError> {
     let mut steps = Vec::new();
     for envelope in replay::events(dir, |_| {})? {
