@@ -1,7 +1,7 @@
-//! Runs side by side. Batches: a grid of tasks × batches from the index, each task's score in
-//! each (its mean reward, or its pass rate without rewards), flips against the first batch,
-//! and paired statistics over the tasks both ran: the mean difference with a bootstrap 95%
-//! interval, and an exact sign test on the flips. Two sessions: their tool calls aligned by
+//! Runs side by side. Batches: a grid of tasks × batches from each batch's own grid, each
+//! task's score in each over its finished trials (its mean reward, or its pass rate without
+//! rewards), flips against the first batch, and paired statistics over the tasks both ran:
+//! the mean difference with a bootstrap 95% interval, and an exact sign test on the flips. Two sessions: their tool calls aligned by
 //! step, with the first step where they went different ways.
 
 use std::collections::BTreeMap;
@@ -11,7 +11,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ViewError;
-use crate::batch::task_name;
 use crate::index::Runs;
 
 /// Resamples of the bootstrap (seeded: the same runs give the same interval).
@@ -69,16 +68,17 @@ pub struct Grid {
     pub paired: Vec<Paired>,
 }
 
-/// The compare grid of the batches `ids`.
-pub fn grid(runs: &Runs, ids: &[String]) -> Result<Grid, ViewError> {
+/// The compare grid of the batches `ids` (each with its folder): each side's tasks as its
+/// batch grid has them ([`crate::batch::grid`]), so both pages agree on what a task is.
+pub fn grid(runs: &Runs, ids: &[(String, std::path::PathBuf)]) -> Result<Grid, ViewError> {
     let mut sides = Vec::new();
     let mut by_task: BTreeMap<String, Vec<Option<Score>>> = BTreeMap::new();
-    for (i, id) in ids.iter().enumerate() {
+    for (i, (id, dir)) in ids.iter().enumerate() {
         let run = runs
             .by_id
             .get(id)
             .ok_or_else(|| ViewError::NotFound(format!("no run `{}`", id.escape_debug())))?;
-        let scores = scores(runs, id);
+        let scores = scores(&crate::batch::grid(runs, id, dir)?);
         sides.push(Side {
             id: id.clone(),
             name: run.name.clone(),
@@ -118,41 +118,34 @@ pub fn grid(runs: &Runs, ids: &[String]) -> Result<Grid, ViewError> {
     })
 }
 
-/// Each task of the batch `id`, from its finished trials in the index.
-fn scores(runs: &Runs, id: &str) -> BTreeMap<String, Score> {
-    let prefix = format!("{id}/");
-    let mut trials: BTreeMap<String, Vec<&crate::index::Run>> = BTreeMap::new();
-    for run in runs.by_id.values() {
-        if run.batch.as_deref() == Some(id) && run.summary.passed.is_some() {
-            let task_id = run.id.strip_prefix(&prefix).unwrap_or(&run.name);
-            trials
-                .entry(task_name(task_id).to_owned())
-                .or_default()
-                .push(run);
-        }
-    }
-    trials
-        .into_iter()
-        .map(|(task, mut runs)| {
-            runs.sort_by(|a, b| a.id.cmp(&b.id));
-            let passed = runs
+/// Each task of a batch's grid with a finished trial: its score over those.
+fn scores(grid: &crate::batch::Grid) -> BTreeMap<String, Score> {
+    grid.rows
+        .iter()
+        .filter_map(|row| {
+            let done: Vec<&crate::batch::Cell> = row
+                .cells
                 .iter()
-                .filter(|r| r.summary.passed == Some(true))
-                .count();
-            let rewards: Vec<f64> = runs.iter().filter_map(|r| r.summary.reward).collect();
+                .filter(|c| matches!(c.state, "passed" | "failed"))
+                .collect();
+            if done.is_empty() {
+                return None;
+            }
+            let passed = done.iter().filter(|c| c.state == "passed").count();
+            let rewards: Vec<f64> = done.iter().filter_map(|c| c.reward).collect();
             let score = if rewards.is_empty() {
-                passed as f64 / runs.len() as f64
+                passed as f64 / done.len() as f64
             } else {
                 rewards.iter().sum::<f64>() / rewards.len() as f64
             };
             let score = Score {
-                trials: runs.len(),
+                trials: done.len(),
                 passed,
                 score,
-                passes: passed * 2 >= runs.len(),
-                run: runs.first().map(|r| r.id.clone()),
+                passes: passed * 2 >= done.len(),
+                run: done.iter().find_map(|c| c.run.clone()),
             };
-            (task, score)
+            Some((row.task.clone(), score))
         })
         .collect()
 }

@@ -385,10 +385,12 @@ async fn compare_runs(
             "compare needs two batches or more: `?id=A&id=B`".into(),
         ));
     }
-    for id in &ids {
-        batch_dir(&app, id)?;
-    }
-    let grid = compare::grid(&app.index.read(), &ids)?;
+    let sides: Vec<(String, std::path::PathBuf)> = ids
+        .into_iter()
+        .map(|id| batch_dir(&app, &id).map(|dir| (id, dir)))
+        .collect::<Result<_, _>>()?;
+    let reader = app.clone();
+    let grid = blocking(move || compare::grid(&reader.index.read(), &sides)).await?;
     Ok(axum::Json(grid).into_response())
 }
 
