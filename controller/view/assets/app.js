@@ -164,9 +164,14 @@ async function runsView(params, root) {
       h('label', {}, trials, ' trials of batches'), compare, count),
     table);
 
+  // Only the answer to the latest request is drawn (a filter typed fast sends many).
+  let ticket = 0;
   async function refresh(force) {
+    const mine = ++ticket;
+    // A changed filter: the next poll must fetch the whole list too.
+    if (force) state.generation = null;
     const data = await api(`/api/runs?${query({ kind: state.kind || undefined, status: state.status || undefined, failure: state.failure || undefined, q: state.q || undefined, all: state.all ? 'true' : undefined, since: force ? undefined : state.generation })}`);
-    if (data.unchanged) return;
+    if (mine !== ticket || data.unchanged) return;
     state.generation = data.generation;
     count.textContent = `${data.total} runs${data.total > data.runs.length ? ` (first ${data.runs.length} shown)` : ''}${data.cut ? '; more than the index holds' : ''}`;
     table.replaceChildren(h('tr', {}, h('th', {}, ''), h('th', {}, 'run'), h('th', {}, 'kind'), h('th', {}, 'status'), h('th', {}, 'task'),

@@ -53,6 +53,14 @@ def runs_list(page):
     page.wait_for_selector("[data-testid=run-row]")
     ids = page.eval_on_selector_all("[data-testid=run-row]", "rows => rows.map(r => r.dataset.id)")
     check(CONFIG["batch_a"] in ids and CONFIG["batch_b"] in ids, f"the runs list shows both batches: {ids}")
+    page.fill("[data-testid=filter]", "batch-b")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=run-row]')].every(r => r.dataset.id.includes('batch-b'))"
+    )
+    # Still so after the list's own refresh.
+    page.wait_for_timeout(1500)
+    ids = page.eval_on_selector_all("[data-testid=run-row]", "rows => rows.map(r => r.dataset.id)")
+    check(ids == [CONFIG["batch_b"]], f"the filter keeps the runs it matches: {ids}")
 
 
 def search(page):
