@@ -228,6 +228,8 @@ def main():
 def shoot(page):
     out = pathlib.Path(CONFIG["screenshots"])
     out.mkdir(parents=True, exist_ok=True)
+    # The index's next refresh has the live batch's end.
+    page.wait_for_timeout(1500)
     for name, target in [
         ("runs", url("")),
         ("batch", url("run", id=CONFIG["batch_a"])),
