@@ -43,14 +43,47 @@ pub struct Events {
     buffer: Vec<u8>,
 }
 
+/// The longest line a reader keeps (a batch's first line lists every task); a longer one is
+/// an invalid line, read past without being held, so a hostile log's gigabyte line costs no
+/// memory.
+pub const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// One line into `buffer`, keeping at most `max + 1` of its bytes and reading past the rest.
+/// Returns the bytes the line takes in the file and whether it ends with a newline (a line
+/// without is still being written, or torn).
+pub fn read_line(
+    reader: &mut impl BufRead,
+    buffer: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<(u64, bool)> {
+    buffer.clear();
+    let mut taken = 0u64;
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            return Ok((taken, false));
+        }
+        let (n, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        let room = (max + 1).saturating_sub(buffer.len());
+        buffer.extend_from_slice(&available[..n.min(room)]);
+        reader.consume(n);
+        taken += n as u64;
+        if done {
+            return Ok((taken, true));
+        }
+    }
+}
+
 impl Iterator for Events {
     type Item = Result<Envelope, LineError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.buffer.clear();
-        let n = match self.reader.read_until(b'\n', &mut self.buffer) {
-            Ok(0) => return None,
-            Ok(n) => n,
+        let (n, whole) = match read_line(&mut self.reader, &mut self.buffer, MAX_LINE) {
+            Ok((0, _)) => return None,
+            Ok(read) => read,
             Err(err) => {
                 return Some(Err(LineError::Invalid {
                     line: self.line + 1,
@@ -59,10 +92,16 @@ impl Iterator for Events {
             }
         };
         self.line += 1;
-        if self.buffer.last() != Some(&b'\n') {
+        if !whole {
             return Some(Err(LineError::Torn {
                 line: self.line,
-                bytes: n,
+                bytes: n as usize,
+            }));
+        }
+        if self.buffer.len() > MAX_LINE {
+            return Some(Err(LineError::Invalid {
+                line: self.line,
+                message: format!("{n} bytes, longer than a line may be ({MAX_LINE}): not read"),
             }));
         }
         Some(
@@ -77,4 +116,32 @@ impl Iterator for Events {
 /// The bytes of a blob of the session in `dir`.
 pub fn blob(dir: &Path, blob: &BlobRef) -> std::io::Result<Vec<u8>> {
     std::fs::read(dir.join("blobs").join(&blob.sha256))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_longer_than_a_reader_keeps_is_an_invalid_line_and_the_next_reads_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = r#"{"seq":0,"ts":"2026-01-01T00:00:00.000Z","type":"error","data":{"class":"internal","message":"m","call_id":null}}"#;
+        let mut text = format!("{header}\n");
+        text.push_str(&"x".repeat(MAX_LINE + 10));
+        text.push('\n');
+        text.push_str(&header.replace("\"seq\":0", "\"seq\":2"));
+        text.push('\n');
+        std::fs::write(dir.path().join("events.jsonl"), text).unwrap();
+        let lines: Vec<Result<u64, LineError>> = events(dir.path())
+            .unwrap()
+            .map(|line| line.map(|envelope| envelope.seq))
+            .collect();
+        assert_eq!(lines[0], Ok(0));
+        assert!(
+            matches!(&lines[1], Err(LineError::Invalid { line: 2, message }) if message.contains("longer than a line may be")),
+            "{:?}",
+            lines[1]
+        );
+        assert_eq!(lines[2], Ok(2));
+    }
 }

@@ -21,37 +21,9 @@ pub const MAX_LINE: usize = 1024 * 1024;
 /// Lines in one page at most.
 pub const MAX_PAGE: usize = 2000;
 /// The longest line a batch log's fold keeps (its first line lists every task).
-pub const MAX_BATCH_LINE: usize = 64 * 1024 * 1024;
+pub const MAX_BATCH_LINE: usize = event_log::reader::MAX_LINE;
 
-/// One line of a log into `buffer`, keeping at most `max + 1` of its bytes (the rest is read
-/// past, never held: a hostile log's gigabyte line costs no memory). Returns the bytes the line
-/// takes in the file and whether it ends with a newline (a line without is still being
-/// written, or torn).
-pub fn read_line(
-    reader: &mut impl BufRead,
-    buffer: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<(u64, bool)> {
-    buffer.clear();
-    let mut taken = 0u64;
-    loop {
-        let available = reader.fill_buf()?;
-        if available.is_empty() {
-            return Ok((taken, false));
-        }
-        let (n, done) = match memchr::memchr(b'\n', available) {
-            Some(at) => (at + 1, true),
-            None => (available.len(), false),
-        };
-        let room = (max + 1).saturating_sub(buffer.len());
-        buffer.extend_from_slice(&available[..n.min(room)]);
-        reader.consume(n);
-        taken += n as u64;
-        if done {
-            return Ok((taken, true));
-        }
-    }
-}
+pub use event_log::reader::read_line;
 
 /// Where every [`EVERY`]th line of a log starts, as far as it was read.
 #[derive(Debug, Default)]
