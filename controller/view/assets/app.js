@@ -589,7 +589,9 @@ async function trajectoriesView(params, root) {
       cell('a', i, data.a.steps[i], cls), cell('b', i, data.b.steps[i], cls));
   }
   root.replaceChildren(h('h1', {}, 'Two sessions, step by step'),
-    h('p', { testid: 'divergence-summary' }, div ? `First divergence at step ${div.step + 1}: ${DIFFERS[div.field] || div.field}.` : 'No divergence: the same calls with the same results.'),
+    h('p', { testid: 'divergence-summary' }, div ? `First divergence at step ${div.step + 1}: ${DIFFERS[div.field] || div.field}.`
+      : data.a.truncated || data.b.truncated ? `No divergence in the first ${data.a.steps.length} calls (only those are compared).`
+        : 'No divergence: the same calls with the same results.'),
     h('div', { class: 'pair' }, h('div', {}, ''),
       h('div', {}, runLink(data.a.run, data.a.run), h('div', { class: 'muted' }, `${data.a.outcome || 'unfinished'} · ${data.a.steps.length} calls`)),
       h('div', {}, runLink(data.b.run, data.b.run), h('div', { class: 'muted' }, `${data.b.outcome || 'unfinished'} · ${data.b.steps.length} calls`)),

@@ -12,6 +12,9 @@ use crate::ViewError;
 use crate::index::Runs;
 use crate::summary::Status;
 
+/// Trials a grid holds at most (as many as the index holds runs).
+const MAX_CELLS: usize = crate::index::MAX_RUNS;
+
 /// One trial: a cell of the grid.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Cell {
@@ -82,7 +85,13 @@ fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
         let task = data["task"].as_str().unwrap_or_default().to_owned();
         match event["type"].as_str().unwrap_or_default() {
             "batch_started" => {
-                for listed in data["tasks"].as_array().into_iter().flatten() {
+                // A hostile header listing millions of tasks gives a grid of the first ones.
+                for listed in data["tasks"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .take(MAX_CELLS)
+                {
                     let id = listed["id"].as_str().unwrap_or_default().to_owned();
                     let task = listed["task"]
                         .as_str()
@@ -108,6 +117,11 @@ fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
     Ok(cells)
 }
 
+/// A string of the batch log as a cell keeps it: at most 300 characters.
+fn short(value: &Value) -> Option<String> {
+    value.as_str().map(|text| text.chars().take(300).collect())
+}
+
 fn apply(cell: &mut Cell, kind: &str, data: &Value) {
     match kind {
         "task_started" => {
@@ -120,24 +134,24 @@ fn apply(cell: &mut Cell, kind: &str, data: &Value) {
             } else {
                 "failed"
             };
-            cell.outcome = data["outcome"].as_str().map(str::to_owned);
-            cell.failure = data["failure"].as_str().map(str::to_owned);
+            cell.outcome = short(&data["outcome"]);
+            cell.failure = short(&data["failure"]);
             cell.cost = data["cost"].as_f64();
             cell.duration_ms = data["duration_ms"].as_u64();
         }
         "task_retried" => {
             cell.note = Some(format!(
                 "retried: {}",
-                data["reason"].as_str().unwrap_or_default()
+                short(&data["reason"]).unwrap_or_default()
             ));
         }
         "task_not_runnable" => {
             cell.state = "not_runnable";
-            cell.note = data["reason"].as_str().map(str::to_owned);
+            cell.note = short(&data["reason"]);
         }
         "task_skipped" => {
             cell.state = "skipped";
-            cell.note = data["reason"].as_str().map(str::to_owned);
+            cell.note = short(&data["reason"]);
         }
         _ => {}
     }

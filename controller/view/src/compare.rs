@@ -9,12 +9,15 @@ use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::ViewError;
 use crate::index::Runs;
 
 /// Resamples of the bootstrap (seeded: the same runs give the same interval).
 const RESAMPLES: usize = 2000;
+/// Calls of a session kept for its trajectory.
+pub const MAX_STEPS: usize = 5_000;
 /// Characters of a call's arguments and output kept per step.
 const STEP_CHARS: usize = 4000;
 
@@ -232,14 +235,18 @@ pub struct Step {
     pub output: String,
     #[serde(skip)]
     call_id: String,
+    /// The arguments' hash, as JSON in one key order (spacing and order do not count).
     #[serde(skip)]
-    parsed: Value,
+    arguments_key: String,
+    /// The output's hash (its blob's, when it has one).
     #[serde(skip)]
     output_id: String,
 }
 
 #[derive(Debug, Serialize)]
 pub struct Trajectory {
+    /// More calls than [`MAX_STEPS`]: the first ones are here.
+    pub truncated: bool,
     pub run: String,
     pub task: String,
     pub outcome: Option<String>,
@@ -263,15 +270,16 @@ pub struct Pair {
 /// A session's tool calls in order, each with its result.
 pub fn trajectory(run: &str, dir: &Path) -> Result<Trajectory, ViewError> {
     let mut steps: Vec<Step> = Vec::new();
-    let (mut task, mut outcome) = (String::new(), None);
+    let (mut task, mut outcome, mut truncated) = (String::new(), None, false);
     for envelope in replay::events(dir, |_| {})? {
         let envelope = envelope?;
         match envelope.event {
-            event_log::Event::SessionStarted(started) => task = started.task,
+            event_log::Event::SessionStarted(started) => task = cut(&started.task),
+            // The first calls only: a trajectory's memory does not grow with a hostile log.
+            event_log::Event::ToolCall(_) if steps.len() >= MAX_STEPS => truncated = true,
             event_log::Event::ToolCall(call) => steps.push(Step {
                 seq: envelope.seq,
-                parsed: serde_json::from_str(&call.arguments)
-                    .unwrap_or(Value::String(call.arguments.clone())),
+                arguments_key: arguments_key(&call.arguments),
                 call_id: call.call_id,
                 tool: call.name,
                 arguments: cut(&call.arguments),
@@ -293,7 +301,7 @@ pub fn trajectory(run: &str, dir: &Path) -> Result<Trajectory, ViewError> {
                         .or(result.output.preview.as_deref())
                         .unwrap_or_default());
                     step.output_id = match (&result.output.text, &result.output.blob) {
-                        (Some(text), _) => text.clone(),
+                        (Some(text), _) => hex::encode(Sha256::digest(text.as_bytes())),
                         (None, Some(blob)) => blob.sha256.clone(),
                         (None, None) => String::new(),
                     };
@@ -312,6 +320,7 @@ pub fn trajectory(run: &str, dir: &Path) -> Result<Trajectory, ViewError> {
         task,
         outcome,
         steps,
+        truncated,
     })
 }
 
@@ -321,7 +330,7 @@ pub fn first_divergence(a: &[Step], b: &[Step]) -> Option<Divergence> {
     for (step, (x, y)) in a.iter().zip(b).enumerate() {
         let field = if x.tool != y.tool {
             "tool"
-        } else if x.parsed != y.parsed {
+        } else if x.arguments_key != y.arguments_key {
             "arguments"
         } else if x.status != y.status || x.exit_code != y.exit_code {
             "status"
@@ -336,6 +345,13 @@ pub fn first_divergence(a: &[Step], b: &[Step]) -> Option<Divergence> {
         step: a.len().min(b.len()),
         field: "length",
     })
+}
+
+/// The hash of a call's arguments as JSON in one key order (text that is not JSON as itself).
+fn arguments_key(arguments: &str) -> String {
+    let canonical = serde_json::from_str::<Value>(arguments)
+        .map_or_else(|_| arguments.to_owned(), |value| value.to_string());
+    hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
 fn cut(text: &str) -> String {
@@ -358,7 +374,7 @@ mod tests {
             status: Some("ok".to_owned()),
             exit_code: Some(0),
             output: output.to_owned(),
-            parsed: serde_json::from_str(arguments).unwrap(),
+            arguments_key: arguments_key(arguments),
             output_id: output.to_owned(),
         }
     }
@@ -399,6 +415,28 @@ mod tests {
                 step: 1,
                 field: "length"
             })
+        );
+    }
+
+    #[test]
+    fn a_trajectory_keeps_its_first_calls_and_says_it_was_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        for seq in 0..MAX_STEPS + 10 {
+            text.push_str(&format!(
+                "{{\"seq\":{seq},\"ts\":\"2026-01-01T00:00:00.000Z\",\"type\":\"tool_call\",\"data\":{{\"call_id\":\"c{seq}\",\"name\":\"bash\",\"arguments\":\"{{}}\"}}}}\n"
+            ));
+        }
+        std::fs::write(dir.path().join("events.jsonl"), text).unwrap();
+        let trajectory = trajectory("0", dir.path()).unwrap();
+        assert_eq!(
+            (trajectory.steps.len(), trajectory.truncated),
+            (MAX_STEPS, true)
+        );
+        // Arguments compare as JSON: spacing and key order do not count.
+        assert_eq!(
+            arguments_key(r#"{"a": 1, "b": 2}"#),
+            arguments_key(r#"{"b":2,"a":1}"#)
         );
     }
 

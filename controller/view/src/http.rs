@@ -296,7 +296,11 @@ struct BlobQuery {
     sha256: String,
 }
 
-/// A blob of a session's log (a long message or output), as text; at most 4 MiB of it.
+/// How much of a blob `/api/blob` sends.
+const BLOB_SHOWN: u64 = 4 * 1024 * 1024;
+
+/// A blob of a session's log (a long message or output), as text; at most 4 MiB of it, and
+/// only when all of it hashes to its name.
 async fn blob(State(app): State<Arc<App>>, Query(query): Query<BlobQuery>) -> Reply {
     let (dir, _) = dir_of(&app, &query.id)?;
     let sha = query.sha256;
@@ -311,14 +315,13 @@ async fn blob(State(app): State<Arc<App>>, Query(query): Query<BlobQuery>) -> Re
         )));
     }
     let bytes = blocking(move || {
-        use std::io::Read;
-        let file = std::fs::File::open(dir.join("blobs").join(&sha))
-            .map_err(|_| ViewError::NotFound(format!("blob {sha} is not in the log")))?;
-        let mut bytes = Vec::new();
-        file.take(4 * 1024 * 1024)
-            .read_to_end(&mut bytes)
-            .map_err(|err| ViewError::Io(format!("blob {sha}: {err}")))?;
-        Ok(bytes)
+        let blob = workspace::read_blob(&dir, &sha, BLOB_SHOWN).map_err(ViewError::NotFound)?;
+        if !blob.verified {
+            return Err(ViewError::BadRequest(format!(
+                "blob {sha} does not hash to its name: the log was altered, and it is not shown"
+            )));
+        }
+        Ok(blob.bytes)
     })
     .await?;
     let text = String::from_utf8_lossy(&bytes).into_owned();

@@ -11,36 +11,44 @@ use std::sync::{Arc, Mutex};
 use replay::charts::Spread;
 use serde_json::Value;
 
-/// Calls per log kept at most (a longer log's first ones count).
-const MAX_CALLS: usize = 100_000;
+/// Calls per log kept at most (a longer log's first ones count): with 8 bytes a call, ten
+/// thousand hostile trials hold 80 MB at most.
+const MAX_CALLS: usize = 1_000;
+/// Tool names told apart at most (the rest count as one); characters of a name kept.
+const MAX_TOOLS: usize = 1_000;
+const NAME_CHARS: usize = 64;
 
-/// A log's calls: each tool's name and how long the call took, in ms.
-type Calls = Arc<Vec<(Arc<str>, u64)>>;
+/// A log's calls: each tool (its number among the names) and how long the call took, in ms.
+type Calls = Arc<Vec<(u16, u32)>>;
 /// Each log's calls, by the log's length when they were read.
 type Logs = HashMap<PathBuf, (u64, Calls)>;
 
-/// Each log's calls, by its length when read.
+/// Each log's calls, by its length when read, and the tools' names.
 #[derive(Debug, Default)]
 pub(crate) struct Latencies {
     logs: Mutex<Logs>,
+    names: Mutex<Vec<Arc<str>>>,
 }
 
 impl Latencies {
     /// One row per tool over the logs in `dirs`, the slowest (p95) first. Blocking.
     pub(crate) fn spreads(&self, dirs: &[PathBuf]) -> Vec<Spread> {
-        let mut samples: BTreeMap<Arc<str>, Vec<u64>> = BTreeMap::new();
+        let mut samples: BTreeMap<u16, Vec<u64>> = BTreeMap::new();
         for dir in dirs {
             for (tool, ms) in self.calls(dir).iter() {
-                samples.entry(tool.clone()).or_default().push(*ms);
+                samples.entry(*tool).or_default().push(u64::from(*ms));
             }
         }
+        let names = self.names.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut rows: Vec<Spread> = samples
             .into_iter()
             .map(|(tool, samples)| {
                 let n = samples.len() as u64;
                 let l = replay::metrics::latency(samples);
                 Spread {
-                    label: tool.to_string(),
+                    label: names
+                        .get(usize::from(tool))
+                        .map_or_else(|| "(other tools)".to_owned(), |name| name.to_string()),
                     n,
                     p50: l.p50 as f64,
                     p95: l.p95 as f64,
@@ -59,7 +67,7 @@ impl Latencies {
         {
             return calls.clone();
         }
-        let calls = Arc::new(read(dir));
+        let calls = Arc::new(self.read(dir));
         self.lock().insert(dir.to_owned(), (len, calls.clone()));
         calls
     }
@@ -67,42 +75,51 @@ impl Latencies {
     fn lock(&self) -> std::sync::MutexGuard<'_, Logs> {
         self.logs.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-/// A log's tool calls: the tool's name and how long the call took.
-fn read(dir: &Path) -> Vec<(Arc<str>, u64)> {
-    let Ok(file) = std::fs::File::open(dir.join("events.jsonl")) else {
-        return Vec::new();
-    };
-    let mut names: HashMap<String, Arc<str>> = HashMap::new();
-    let mut calls = Vec::new();
-    let mut reader = BufReader::with_capacity(256 * 1024, file);
-    let mut line = Vec::new();
-    while calls.len() < MAX_CALLS {
-        match crate::pages::read_line(&mut reader, &mut line, crate::pages::MAX_LINE) {
-            Ok((n, _)) if n > 0 => {}
-            _ => break,
+    /// The number of the tool `name` (one past the names kept: the others).
+    fn number(&self, name: &str) -> u16 {
+        let name: String = name.chars().take(NAME_CHARS).collect();
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = names.iter().position(|known| **known == *name) {
+            return at as u16;
         }
-        if memchr::memmem::find(&line, b"\"tool_result\"").is_none() {
-            continue;
+        if names.len() < MAX_TOOLS {
+            names.push(Arc::from(name));
+            return (names.len() - 1) as u16;
         }
-        let Ok(event) = serde_json::from_slice::<Value>(&line) else {
-            continue;
-        };
-        let data = &event["data"];
-        if let (Some("tool_result"), Some(name), Some(ms)) = (
-            event["type"].as_str(),
-            data["name"].as_str(),
-            data["duration_ms"].as_u64(),
-        ) {
-            let name = names
-                .entry(name.to_owned())
-                .or_insert_with(|| Arc::from(name))
-                .clone();
-            calls.push((name, ms));
-        }
+        MAX_TOOLS as u16
     }
-    calls
+
+    /// A log's tool calls: each tool's number and how long the call took.
+    fn read(&self, dir: &Path) -> Vec<(u16, u32)> {
+        let Ok(file) = std::fs::File::open(dir.join("events.jsonl")) else {
+            return Vec::new();
+        };
+        let mut calls = Vec::new();
+        let mut reader = BufReader::with_capacity(256 * 1024, file);
+        let mut line = Vec::new();
+        while calls.len() < MAX_CALLS {
+            match crate::pages::read_line(&mut reader, &mut line, crate::pages::MAX_LINE) {
+                Ok((n, _)) if n > 0 => {}
+                _ => break,
+            }
+            if memchr::memmem::find(&line, b"\"tool_result\"").is_none() {
+                continue;
+            }
+            let Ok(event) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            let data = &event["data"];
+            if let (Some("tool_result"), Some(name), Some(ms)) = (
+                event["type"].as_str(),
+                data["name"].as_str(),
+                data["duration_ms"].as_u64(),
+            ) {
+                calls.push((self.number(name), u32::try_from(ms).unwrap_or(u32::MAX)));
+            }
+        }
+        calls
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,9 @@ const KEPT: usize = 64;
 pub const MAX_LINE: usize = 1024 * 1024;
 /// Lines in one page at most.
 pub const MAX_PAGE: usize = 2000;
+/// Bytes of log lines in one page at most (a page ends after the line that passes it): a
+/// hostile log of megabyte lines sends 16 of them a page, not 2,000.
+pub const MAX_PAGE_BYTES: u64 = 16 * 1024 * 1024;
 /// The longest line a batch log's fold keeps (its first line lists every task).
 pub const MAX_BATCH_LINE: usize = event_log::reader::MAX_LINE;
 
@@ -105,7 +108,8 @@ impl Pager {
         let mut reader = BufReader::new(file);
         let (mut line, mut at, mut offset) = (Vec::new(), first, start);
         let mut events = Vec::new();
-        while events.len() < limit && at < total {
+        let mut bytes = 0u64;
+        while events.len() < limit && at < total && bytes < MAX_PAGE_BYTES {
             let (n, whole) = read_line(&mut reader, &mut line, MAX_LINE)?;
             if !whole {
                 break;
@@ -113,6 +117,7 @@ impl Pager {
             offset += n;
             if at >= from {
                 events.push(event_of(&line, at, n));
+                bytes += n.min(MAX_LINE as u64 + 1);
             }
             at += 1;
         }
@@ -201,6 +206,21 @@ mod tests {
         let mut buffer = Vec::new();
         let (n, whole) = read_line(&mut reader, &mut buffer, 10).unwrap();
         assert_eq!((n as usize, whole, buffer.len()), (huge.len(), true, 11));
+    }
+
+    #[test]
+    fn a_page_of_megabyte_lines_stops_at_its_byte_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(1024 * 1024 - 20));
+        std::fs::write(dir.path().join("events.jsonl"), line.repeat(40)).unwrap();
+        let page = Pager::default().page(dir.path(), 0, MAX_PAGE).unwrap();
+        let bound = (MAX_PAGE_BYTES / line.len() as u64) as usize + 1;
+        assert_eq!(
+            page.events.len(),
+            bound,
+            "a page ends after the line that passes its bound"
+        );
+        assert_eq!(page.total, 40);
     }
 
     #[test]

@@ -29,6 +29,8 @@ const NEEDED: [&[u8]; 3] = [
     b"\"verifier_finished\"",
     b"\"model_request\"",
 ];
+/// Characters of any other string field kept in the index.
+const FIELD_CHARS: usize = 120;
 /// Characters of a task's prompt kept in the index.
 const TASK_CHARS: usize = 240;
 
@@ -181,7 +183,7 @@ fn first_line(file: &mut File) -> std::io::Result<Option<Value>> {
 /// One event into the summary.
 fn fold(summary: &mut Summary, event: &Value) {
     let data = &event["data"];
-    let ts = event["ts"].as_str().map(str::to_owned);
+    let ts = short(&event["ts"]);
     if ts.is_some() {
         if summary.started.is_none() {
             summary.started.clone_from(&ts);
@@ -229,6 +231,14 @@ fn fold(summary: &mut Summary, event: &Value) {
     }
 }
 
+/// A string field as the index keeps it: at most [`FIELD_CHARS`] characters (a hostile log's
+/// megabyte model name would otherwise sit in memory once per run).
+fn short(value: &Value) -> Option<String> {
+    value
+        .as_str()
+        .map(|text| text.chars().take(FIELD_CHARS).collect())
+}
+
 fn counts(summary: &mut Summary) -> &mut BatchCounts {
     summary
         .batch_counts
@@ -243,17 +253,17 @@ fn started(summary: &mut Summary, data: &Value) {
         .chars()
         .take(TASK_CHARS)
         .collect();
-    summary.session_id = data["session_id"].as_str().map(str::to_owned);
-    summary.model = data["config"]["model"].as_str().map(str::to_owned);
-    summary.agent = data["config"]["agent"].as_str().map(str::to_owned);
+    summary.session_id = short(&data["session_id"]);
+    summary.model = short(&data["config"]["model"]);
+    summary.agent = short(&data["config"]["agent"]);
     let fork = &data["forked_from"];
-    if let (Some(parent), Some(seq)) = (fork["session_id"].as_str(), fork["seq"].as_u64()) {
+    if let (Some(parent), Some(seq)) = (short(&fork["session_id"]), fork["seq"].as_u64()) {
         summary.forked_from = Some(format!("{parent} at seq {seq}"));
     }
 }
 
 fn finished(summary: &mut Summary, data: &Value) {
-    let outcome = data["outcome"].as_str().unwrap_or("unknown").to_owned();
+    let outcome = short(&data["outcome"]).unwrap_or_else(|| "unknown".to_owned());
     let passed = outcome == "completed";
     summary.passed = Some(passed);
     summary.status = Some(if passed {
@@ -262,7 +272,7 @@ fn finished(summary: &mut Summary, data: &Value) {
         Status::Failed
     });
     summary.outcome = Some(outcome);
-    summary.failure = data["failure"].as_str().map(str::to_owned);
+    summary.failure = short(&data["failure"]);
     summary.cost = data["cost"].as_f64();
     summary.turns = data["turns"].as_u64();
     summary.tool_calls = data["tool_calls"].as_u64();

@@ -202,21 +202,19 @@ fn content(dir: &Path, version: &VersionRecord) -> (Option<String>, Option<Strin
         ));
     }
     // `check_state` vetted the name: 64 lowercase hex digits.
-    let Ok(file) = std::fs::File::open(dir.join("blobs").join(sha256)) else {
-        return note(format!(
-            "content {sha256} is not in the log (over the sandbox's blob size limit, or redacted)"
-        ));
+    let bytes = match read_blob(dir, sha256, MAX_SHOWN) {
+        Ok(Blob {
+            bytes,
+            verified: true,
+            ..
+        }) => bytes,
+        Ok(_) => {
+            return note(format!(
+                "the blob does not hash to {sha256}: the log was altered"
+            ));
+        }
+        Err(why) => return note(why),
     };
-    let mut bytes = Vec::new();
-    if file.take(MAX_SHOWN + 1).read_to_end(&mut bytes).is_err() || bytes.len() as u64 > MAX_SHOWN {
-        return note("the blob could not be read whole".to_owned());
-    }
-    let verified = hex::encode(Sha256::digest(&bytes)) == *sha256;
-    if !verified {
-        return note(format!(
-            "the blob does not hash to {sha256}: the log was altered"
-        ));
-    }
     if bytes.contains(&0) {
         return (None, Some(format!("binary, {} bytes", bytes.len())), true);
     }
@@ -228,6 +226,60 @@ fn content(dir: &Path, version: &VersionRecord) -> (Option<String>, Option<Strin
             true,
         ),
     }
+}
+
+/// The largest blob the viewer reads (a larger one is named, not read).
+const MAX_BLOB: u64 = 1024 * 1024 * 1024;
+
+/// A blob's first bytes, its size, and whether all of it hashes to its name.
+#[derive(Debug)]
+pub struct Blob {
+    pub bytes: Vec<u8>,
+    pub size: u64,
+    pub verified: bool,
+}
+
+/// The blob `sha256` (a vetted hash) of the log in `dir`: at most `keep` bytes of it kept, all
+/// of it hashed. Only a regular file in a real `blobs/` folder is read — a shared log's
+/// `blobs/` entry that is a link (to a secret, to `/dev/zero`) is refused — and what is
+/// served is content-addressed: a caller shows it only when it hashes to its name.
+pub fn read_blob(dir: &Path, sha256: &str, keep: u64) -> Result<Blob, String> {
+    let folder = dir.join("blobs");
+    let path = folder.join(sha256);
+    let regular = |p: &Path, dir: bool| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
+    };
+    if !regular(&folder, true) || !regular(&path, false) {
+        return Err(format!(
+            "content {sha256} is not in the log as a file (over the sandbox's blob size limit, redacted, or not a regular file)"
+        ));
+    }
+    let size = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+    if size > MAX_BLOB {
+        return Err(format!(
+            "blob {sha256}: {size} bytes, more than the viewer reads"
+        ));
+    }
+    let mut file = std::fs::File::open(&path).map_err(|err| format!("blob {sha256}: {err}"))?;
+    let (mut hasher, mut bytes, mut buffer) = (Sha256::new(), Vec::new(), vec![0u8; 256 * 1024]);
+    let mut read = 0u64;
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .map_err(|err| format!("blob {sha256}: {err}"))?;
+        if n == 0 || read > MAX_BLOB {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        let room = keep.saturating_sub(bytes.len() as u64) as usize;
+        bytes.extend_from_slice(&buffer[..n.min(room)]);
+        read += n as u64;
+    }
+    Ok(Blob {
+        bytes,
+        size: read,
+        verified: hex::encode(hasher.finalize()) == sha256,
+    })
 }
 
 fn unified(old: &str, new: &str, path: &str) -> String {
@@ -243,4 +295,37 @@ fn unified(old: &str, new: &str, path: &str) -> String {
         lines.push("… (the diff goes on)");
     }
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blob_is_read_only_as_a_regular_file_and_served_only_when_it_hashes_to_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = dir.path().join("blobs");
+        std::fs::create_dir_all(&blobs).unwrap();
+        let content = b"hello\n";
+        let sha = hex::encode(Sha256::digest(content));
+        std::fs::write(blobs.join(&sha), content).unwrap();
+        let blob = read_blob(dir.path(), &sha, 3).unwrap();
+        assert_eq!(
+            (blob.bytes.as_slice(), blob.size, blob.verified),
+            (&b"hel"[..], 6, true)
+        );
+        // A file under another file's name: read, but not verified.
+        let other = hex::encode(Sha256::digest(b"other"));
+        std::fs::write(blobs.join(&other), content).unwrap();
+        assert!(!read_blob(dir.path(), &other, 100).unwrap().verified);
+        // A link (to a secret, to a device) is not read at all.
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s3cret").unwrap();
+        let linked = hex::encode(Sha256::digest(b"s3cret"));
+        std::os::unix::fs::symlink(&secret, blobs.join(&linked)).unwrap();
+        assert!(read_blob(dir.path(), &linked, 100).is_err());
+        let zero = hex::encode(Sha256::digest(b"zero"));
+        std::os::unix::fs::symlink("/dev/zero", blobs.join(&zero)).unwrap();
+        assert!(read_blob(dir.path(), &zero, 100).is_err());
+    }
 }
