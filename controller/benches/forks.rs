@@ -165,8 +165,20 @@ fn main() {
         ("rebuilt from the log's blobs", &[]),
         ("kept (--keep-state), reused", &["--keep-state"]),
     ];
-    // Containers too, where the engine and the sandbox image are (`HARNESS_BENCH_DOCKER=1`).
-    if std::env::var_os("HARNESS_BENCH_DOCKER").is_some() {
+    // Containers too, where the engine and the sandbox image are (`HARNESS_BENCH_DOCKER=1`):
+    // from an image of the workspace made for the fork (and removed after it), and from the one
+    // a kept fork left, made once here.
+    let docker = std::env::var_os("HARNESS_BENCH_DOCKER").is_some();
+    if docker {
+        fork(
+            1,
+            &["--keep-state", "--sandbox", "docker"],
+            &scratch.path().join("prime-docker"),
+        );
+        rows.push((
+            "rebuilt, image made; Docker children",
+            &["--sandbox", "docker"],
+        ));
         rows.push((
             "kept, reused; Docker children",
             &["--keep-state", "--sandbox", "docker"],
@@ -200,6 +212,23 @@ fn main() {
                 median(first_calls),
                 median(ends)
             );
+        }
+    }
+    if docker {
+        // The kept fork's image: labelled with the session and the step.
+        let label = format!(
+            "label=agent-harness.fork-state={}@{step}",
+            parent.file_name().unwrap().to_str().unwrap()
+        );
+        let listed = Command::new("docker")
+            .args(["images", "-q", "--filter", &label])
+            .output()
+            .unwrap();
+        for id in String::from_utf8_lossy(&listed.stdout).split_whitespace() {
+            let _ = Command::new("docker")
+                .args(["rmi", "-f", id])
+                .stdout(Stdio::null())
+                .status();
         }
     }
 }

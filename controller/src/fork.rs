@@ -23,15 +23,18 @@ use tokio_util::sync::CancellationToken;
 
 mod at_step;
 mod benchmark;
+mod child_config;
+mod container;
 mod kept;
 mod workspace;
 
 use at_step::{AtStep, forks_folder};
+use child_config::child_config;
 use workspace::ChildWorkspace;
 
 use event_log::{
     BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, ForkedFrom, Outcome,
-    SandboxKind, TaskFinished, TaskStarted,
+    TaskFinished, TaskStarted,
 };
 use llm::{Model, ScriptedModel};
 use policy::Nobody;
@@ -190,13 +193,32 @@ pub async fn run_fork(
         }
     }
     let template = at_step.template.clone();
-    // Containers get the workspace as one archive, made once.
+    // Containers start from one image of the workspace where theirs can take it.
+    let image = match &child_config.sandbox {
+        runtime::config::SandboxTarget::Docker(spec) if header.config.benchmark.is_none() => {
+            let what = format!("{}@{}", header.session_id, config.seq);
+            let note = |text: &str| display.note(text);
+            container::image(
+                spec,
+                &point.state,
+                &template,
+                &layers,
+                &what,
+                &header.session_id,
+                &note,
+            )
+            .await?
+        }
+        _ => None,
+    };
+    // Other containers get the workspace as one archive, made once.
     let archive = match child_config.sandbox {
         runtime::config::SandboxTarget::Local => None,
+        _ if image.is_some() => None,
         _ => {
             let (from, to) = (template.clone(), layers.join("at-step.tar"));
             let doing = format!("archiving the workspace at the step into {}", to.display());
-            tokio::task::spawn_blocking(move || workspace::archive(&from, &to).map(|()| to))
+            tokio::task::spawn_blocking(move || workspace::archive(&from, &to, None).map(|()| to))
                 .await
                 .with_context(|| doing.clone())?
                 .with_context(|| doing.clone())
@@ -217,6 +239,7 @@ pub async fn run_fork(
         out: &out,
         template: &template,
         archive: archive.as_deref(),
+        image: image.as_ref(),
         workspaces: scratch.path(),
         layers: &layers,
         state: Arc::new(point.state.clone()),
@@ -242,6 +265,10 @@ pub async fn run_fork(
         })
         .collect()
         .await;
+    // The image goes with the fork, unless kept for the next one or found from an earlier one.
+    if let Some(image) = image.as_ref().filter(|i| !config.keep_state && !i.reused) {
+        runtime::sandbox::docker::fork_image::remove(&image.tag).await;
+    }
     if config.flags.keep_workspace {
         display.note(&format!(
             "the children's workspaces are kept in {} (--keep-workspace)",
@@ -273,110 +300,6 @@ pub async fn run_fork(
     Ok(summary)
 }
 
-/// The children's run config: the flags given, and where they say nothing, the parent's model,
-/// tools, check and what was left of its limits.
-fn child_config(
-    point: &ForkPoint,
-    flags: &SessionFlags,
-    display: &dyn ForkDisplay,
-) -> anyhow::Result<RunConfig> {
-    let parent = &point.header.config;
-    let mcp_tools: Vec<&String> = parent
-        .tool_names
-        .iter()
-        .filter(|name| name.starts_with(runtime::mcp::PREFIX))
-        .collect();
-    if !mcp_tools.is_empty() && flags.mcp.is_none() {
-        anyhow::bail!(
-            "the session had MCP servers' tools ({}): give the children the same servers with --mcp FILE",
-            mcp_tools
-                .iter()
-                .map(|name| name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    if point.hooks_ran && flags.hooks.is_none() {
-        display.note(
-            "warning: hooks ran in the session before the fork; the children run none unless --hooks FILE names them",
-        );
-    }
-    // The turns the parent itself took (a parent that is a fork numbers its turns after its
-    // own parent's, and its limit is its own).
-    let own_turns = point.turns.saturating_sub(
-        point
-            .header
-            .forked_from
-            .as_ref()
-            .map_or(0, |from| from.turns),
-    );
-    let mut flags = flags.clone();
-    // A parent that ran unchecked has unchecked children; any other policy is the flags' (a
-    // rules file is not in the log: give it with --policy again).
-    if flags.policy.is_none() && parent.policy == event_log::DecisionSource::AllowAll.as_str() {
-        flags.policy = Some("allow-all".to_owned());
-    }
-    flags.model = flags.model.or_else(|| Some(parent.model.clone()));
-    flags.reasoning_effort = flags
-        .reasoning_effort
-        .or_else(|| parent.reasoning_effort.clone());
-    flags.web_search |= parent.web_search;
-    flags.max_turns = Some(
-        flags
-            .max_turns
-            .unwrap_or_else(|| parent.max_turns.saturating_sub(own_turns).max(1)),
-    );
-    flags.max_cost = Some(
-        flags
-            .max_cost
-            .unwrap_or_else(|| (parent.max_cost - point.cost).max(0.0)),
-    );
-    flags.compact_at = flags.compact_at.or(Some(parent.compact_at as usize));
-    flags.tools = flags.tools.or_else(|| {
-        Some(
-            parent
-                .tool_names
-                .iter()
-                .filter(|name| !name.starts_with(runtime::mcp::PREFIX))
-                .cloned()
-                .collect(),
-        )
-    });
-    // The `agent` tool keeps the limits it had (a flag given for the fork wins).
-    if let Some(limits) = parent.subagents
-        && flags.agents == runtime::subagent::AgentFlags::default()
-    {
-        flags.agents = runtime::subagent::AgentFlags {
-            max_depth: Some(limits.max_depth),
-            max_parallel: Some(limits.max_parallel),
-            max_total: Some(limits.max_total),
-            workspace: Some(limits.workspace.as_str().to_owned()),
-        };
-    }
-    let sandbox = flags
-        .sandbox
-        .clone()
-        .unwrap_or_else(|| match parent.sandbox {
-            SandboxKind::Docker => "docker".to_owned(),
-            SandboxKind::Local | SandboxKind::Remote => "local".to_owned(),
-        });
-    if sandbox != "local" && sandbox != "docker" {
-        anyhow::bail!(
-            "--sandbox {sandbox}: a fork's children run in `local` or `docker` sandboxes"
-        );
-    }
-    flags.sandbox = Some(sandbox);
-    if let Some(task) = &parent.benchmark {
-        return benchmark::config(task, parent, &flags);
-    }
-    let mut config = RunConfig::for_run(std::slice::from_ref(&point.header.task), None, &flags)?;
-    config.setup.clear();
-    config.check = parent.check.clone();
-    config.workspace = None;
-    config.working_dir = None;
-    Ok(config)
-}
-
 /// What every child of one fork shares.
 struct Fork<'a> {
     dir: &'a Path,
@@ -384,6 +307,8 @@ struct Fork<'a> {
     template: &'a Path,
     /// The workspace at the step as one tar archive, for children in containers.
     archive: Option<&'a Path>,
+    /// Or an image that holds it, for children in containers of `--sandbox docker`.
+    image: Option<&'a runtime::sandbox::docker::fork_image::ForkImage>,
     /// Where the children's workspaces are made.
     workspaces: &'a Path,
     /// What only this process may enter (inside `workspaces`): overlays' layers, lists of
@@ -460,6 +385,26 @@ impl Fork<'_> {
                 config.known_files = Some(known.0);
                 held = Some(made);
             }
+            // A container of the fork's image has the workspace already.
+            runtime::config::SandboxTarget::Docker(ref mut spec) if self.image.is_some() => {
+                let image = self.image.context("no fork image")?;
+                spec.image = image.tag.clone();
+                spec.known_files = image.known_files.clone();
+                config.workspace = None;
+                if child == 1 {
+                    self.display.note(&format!(
+                        "children's workspaces: containers of {} ({}), which holds the workspace at the step{}",
+                        image.tag,
+                        if image.reused { "kept from an earlier fork" } else { "made now" },
+                        if image.known_files.is_some() {
+                            " and every file's verified hash"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+                self.link_blobs(&log_dir).await?;
+            }
             // A container's workspace (a task image's own too) is replaced by the verified
             // copy's archive.
             _ => {
@@ -467,19 +412,7 @@ impl Fork<'_> {
                     .archive
                     .context("no archive of the workspace at the step")?;
                 config.workspace = Some(WorkspaceSource::Replace(archive.to_owned()));
-                let (parent, state, child_log) = (
-                    self.dir.to_owned(),
-                    Arc::clone(&self.state),
-                    log_dir.clone(),
-                );
-                tokio::task::spawn_blocking(move || {
-                    replay::fork::link_blobs(&parent, &state, &child_log)
-                })
-                .await
-                .context("linking the parent's blobs")?
-                .with_context(|| {
-                    format!("linking the parent's blobs into {}", log_dir.display())
-                })?;
+                self.link_blobs(&log_dir).await?;
             }
         }
         let model = self.model(&config)?;
@@ -561,6 +494,19 @@ impl Fork<'_> {
             duration_ms: started.elapsed().as_millis() as u64,
             answer: summary.reason.unwrap_or(summary.answer),
         })
+    }
+
+    /// The parent's blobs linked into a child's log folder.
+    async fn link_blobs(&self, log_dir: &Path) -> anyhow::Result<()> {
+        let (parent, state, child_log) = (
+            self.dir.to_owned(),
+            Arc::clone(&self.state),
+            log_dir.to_owned(),
+        );
+        tokio::task::spawn_blocking(move || replay::fork::link_blobs(&parent, &state, &child_log))
+            .await
+            .context("linking the parent's blobs")?
+            .with_context(|| format!("linking the parent's blobs into {}", log_dir.display()))
     }
 
     /// The child's model: its own instance (a scripted one has a position); the parent's script

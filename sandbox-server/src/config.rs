@@ -3,6 +3,7 @@
 mod access;
 mod egress;
 mod known;
+pub use known::KnownFilesArgs;
 mod tls;
 mod user;
 pub use egress::EgressArgs;
@@ -58,6 +59,12 @@ pub enum Command {
         /// The folder, created when missing.
         folder: PathBuf,
     },
+    /// Write a `--known-files` list for a workspace as this machine sees it: each file of
+    /// `--hashes` (path, sha256 and size; its stat fields are not read) that is a regular file
+    /// of that size in `--workspace`, with the stat it has here. The harness runs it inside a
+    /// fork's container image, whose files' stat no one outside the container can know.
+    #[command(hide = true)]
+    KnownFiles(KnownFilesArgs),
 }
 
 /// The namespaces' init's arguments.

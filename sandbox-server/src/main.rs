@@ -65,6 +65,12 @@ fn main() -> anyhow::Result<()> {
             telemetry.shutdown();
             served
         }
+        Command::KnownFiles(args) => {
+            let named = args.run()?;
+            writeln!(std::io::stdout().lock(), "{named} files known")
+                .context("writing to stdout")?;
+            Ok(())
+        }
         Command::McpStdio(args) => mcp_stdio(*args),
         Command::Serve(args) => serve(*args),
     }

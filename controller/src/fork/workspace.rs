@@ -268,13 +268,48 @@ fn mount_overlay(lower: &Path, layers: &Path, merged: &Path, owner: Owner) -> st
 
 /// The workspace at the step as one tar archive at `to`, for children whose workspace is
 /// uploaded (containers): their servers replace the image's workspace with it in one streamed
-/// request. Symlinks stay symlinks; the root's own entry (`./`) makes even an empty
-/// workspace an archive that replaces.
-pub(super) fn archive(template: &Path, to: &Path) -> std::io::Result<()> {
+/// request, or the engine unpacks it once into a fork's image. Symlinks stay symlinks; the
+/// root's own entry (`.`) makes even an empty workspace an archive that replaces. Every entry
+/// is `owner`'s when one is given (an engine unpacks with the owner the archive names).
+pub(super) fn archive(
+    template: &Path,
+    to: &Path,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
     let file = std::io::BufWriter::new(std::fs::File::create(to)?);
     let mut builder = tar::Builder::new(file);
-    builder.follow_symlinks(false);
-    builder.append_dir_all(".", template)?;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(relative) = stack.pop() {
+        let path = template.join(&relative);
+        let meta = std::fs::symlink_metadata(&path)?;
+        let mut header = tar::Header::new_gnu();
+        header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+        if let Some((uid, gid)) = owner {
+            header.set_uid(uid.into());
+            header.set_gid(gid.into());
+        }
+        let name = if relative.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            relative.as_path()
+        };
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            header.set_size(0);
+            builder.append_data(&mut header, name, std::io::empty())?;
+            let mut entries = std::fs::read_dir(&path)?
+                .map(|entry| entry.map(|entry| relative.join(entry.file_name())))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            // Popped in name order.
+            entries.sort_by(|a, b| b.cmp(a));
+            stack.extend(entries);
+        } else if kind.is_symlink() {
+            header.set_size(0);
+            builder.append_link(&mut header, name, std::fs::read_link(&path)?)?;
+        } else if kind.is_file() {
+            builder.append_data(&mut header, name, std::fs::File::open(&path)?)?;
+        }
+    }
     let mut file = builder.into_inner()?;
     std::io::Write::flush(&mut file)
 }

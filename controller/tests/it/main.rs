@@ -43,6 +43,8 @@ mod docker;
 mod dropped;
 /// Issue 27: what a new user met in the first hour (Ctrl-C, refusals, reasons, bad input).
 mod first_hour;
+/// `replay fork --sandbox docker`: children from one image of the workspace at the step.
+mod fork_images;
 /// `replay fork`: children from a recorded session's conversation and workspace at a step.
 mod forks;
 /// Hooks: command and HTTP handlers, every event, every tool denied, fail-closed, rerun.

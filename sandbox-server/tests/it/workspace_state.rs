@@ -364,3 +364,87 @@ async fn known_files_are_taken_unread_while_their_stat_is_unchanged() {
         b"changed"
     );
 }
+
+/// `sandbox-server known-files`: the list a fork's container image is given is made where its
+/// files are, from their verified hashes; only a regular file of the recorded size is named,
+/// with the stat it has there, and a server given the list reads none of those files.
+#[tokio::test]
+async fn known_files_lists_the_files_as_this_machine_sees_them() {
+    use std::os::unix::fs::MetadataExt;
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("same.txt"), "same").unwrap();
+    std::fs::write(workspace.path().join("grown.txt"), "grown since").unwrap();
+    std::os::unix::fs::symlink("same.txt", workspace.path().join("link")).unwrap();
+    let claimed = "cd".repeat(32);
+    let entry = |path: &str, size: u64| {
+        json!({"path": path, "sha256": claimed, "size": size,
+            "mtime": [0, 0], "ctime": [0, 0], "ino": 0})
+    };
+    let list = tempfile::tempdir().unwrap();
+    let (hashes, out) = (
+        list.path().join("hashes.jsonl"),
+        list.path().join("known.jsonl"),
+    );
+    let lines = [
+        entry("same.txt", 4),
+        entry("grown.txt", 5),
+        entry("link", 8),
+        entry("gone.txt", 3),
+    ];
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&hashes, text).unwrap();
+    let run = |hashes: &std::path::Path| {
+        std::process::Command::new(common::binary())
+            .arg("known-files")
+            .arg("--workspace")
+            .arg(workspace.path())
+            .arg("--hashes")
+            .arg(hashes)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let made = run(&hashes);
+    assert!(made.status.success(), "{made:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&made.stdout).trim(),
+        "1 files known"
+    );
+    let listed: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let meta = std::fs::metadata(workspace.path().join("same.txt")).unwrap();
+    assert_eq!(
+        listed,
+        vec![json!({"path": "same.txt", "sha256": claimed, "size": 4,
+            "mtime": [meta.mtime(), meta.mtime_nsec()],
+            "ctime": [meta.ctime(), meta.ctime_nsec()], "ino": meta.ino()})]
+    );
+    // A line that is not a file's is refused by its number; no list is written.
+    let bad = list.path().join("bad.jsonl");
+    std::fs::write(&bad, format!("{}\n{{\"path\": \"../x\"}}\n", lines[0])).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let refused = run(&bad);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("line 2"),
+        "{refused:?}"
+    );
+    assert!(!out.exists());
+
+    run(&hashes);
+    let server = common::start_in(
+        workspace,
+        Options {
+            token: true,
+            extra_args: vec!["--known-files".into(), out.display().to_string()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let first = post_json(&server, "/v1/workspace/snapshot").await;
+    assert_eq!(first["n_hashed"], 1, "only grown.txt is read: {first}");
+}

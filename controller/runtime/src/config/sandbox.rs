@@ -218,5 +218,6 @@ fn docker_spec(
         lifetime,
         network,
         tools: crate::subagent::server_tools(tools),
+        known_files: None,
     })
 }

@@ -25,6 +25,7 @@ use futures::StreamExt;
 use super::failure::IntoFailure;
 use super::{Doing, Failure, NetworkMode, SandboxClient, StartError};
 
+pub mod fork_image;
 mod prune;
 pub mod warm;
 pub use prune::{Pruned, prune};
@@ -59,6 +60,9 @@ pub struct DockerSpec {
     /// container's own bridged network).
     pub network: NetworkMode,
     pub tools: Option<Vec<String>>,
+    /// The server's `--known-files`, a path in the image: a fork's image lists the files of
+    /// the workspace it holds, so the first snapshot reads none of them.
+    pub known_files: Option<String>,
 }
 
 /// A running container with a healthy sandbox-server in it.
@@ -182,6 +186,9 @@ fn server_args(spec: &DockerSpec) -> Vec<String> {
     ];
     if let Some(tools) = &spec.tools {
         cmd.extend(["--tools".to_owned(), tools.join(",")]);
+    }
+    if let Some(known) = &spec.known_files {
+        cmd.extend(["--known-files".to_owned(), known.clone()]);
     }
     cmd
 }
