@@ -26,6 +26,7 @@ mod benchmark;
 mod child_config;
 mod container;
 mod kept;
+mod linker;
 mod workspace;
 
 use at_step::{AtStep, forks_folder};
@@ -41,7 +42,7 @@ use policy::Nobody;
 use replay::fork::{ForkChild, ForkParent, ForkPoint, ForkSummary};
 use replay::{report, restore};
 use runtime::config::{RunConfig, SessionFlags};
-use runtime::run_loop::{Observer, Resume, Totals};
+use runtime::run_loop::{Resume, Totals};
 use runtime::session::{Audience, SessionOptions};
 use runtime::task::WorkspaceSource;
 
@@ -63,14 +64,6 @@ pub struct ForkConfig {
     /// Keep the verified workspace at the step in `<run>/forks/.state-SEQ/` and start from it
     /// when it is still as verified (`--keep-state`).
     pub keep_state: bool,
-}
-
-/// The children print nothing as they go (their logs have everything).
-struct Quiet;
-
-impl Observer for Quiet {
-    fn tool_call(&self, _call: &llm::ToolCall) {}
-    fn compacted(&self, _before: usize, _after: usize) {}
 }
 
 /// Whoever shows a fork as it goes.
@@ -225,6 +218,7 @@ pub async fn run_fork(
                 .map(Some)?
         }
     };
+    let state = Arc::new(point.state.clone());
     let parent = ForkParent {
         log_dir: dir.display().to_string(),
         session_id: header.session_id.clone(),
@@ -240,9 +234,18 @@ pub async fn run_fork(
         template: &template,
         archive: archive.as_deref(),
         image: image.as_ref(),
+        linker: linker::Linker::start(&dir, Arc::clone(&state))
+            .context("starting the thread that links the parent's blobs")?,
+        provided: Arc::new(
+            point
+                .state
+                .values()
+                .filter_map(|version| version.sha256.clone())
+                .collect(),
+        ),
         workspaces: scratch.path(),
         layers: &layers,
-        state: Arc::new(point.state.clone()),
+        state: Arc::clone(&state),
         point: &point,
         config: &child_config,
         fork_id: &fork_id,
@@ -307,6 +310,10 @@ struct Fork<'a> {
     template: &'a Path,
     /// The workspace at the step as one tar archive, for children in containers.
     archive: Option<&'a Path>,
+    /// Links the parent's blobs into each child's log, in the background.
+    linker: linker::Linker,
+    /// Those blobs' names, which the children's initial snapshots leave to it.
+    provided: Arc<std::collections::BTreeSet<String>>,
     /// Or an image that holds it, for children in containers of `--sandbox docker`.
     image: Option<&'a runtime::sandbox::docker::fork_image::ForkImage>,
     /// Where the children's workspaces are made.
@@ -351,7 +358,6 @@ impl Fork<'_> {
                 let shared = self.known.clone();
                 let (overlay, keep) = (self.overlay, self.keep);
                 let state = Arc::clone(&self.state);
-                let (parent, child_log) = (self.dir.to_owned(), log_dir.clone());
                 let (made, known) = tokio::task::spawn_blocking(move || {
                     let made = ChildWorkspace::make(&from, &to, &layers, overlay, keep)?;
                     // An overlay shows the template's own files (their inode and times): the
@@ -363,12 +369,6 @@ impl Fork<'_> {
                             (own_list, n)
                         }
                     };
-                    replay::fork::link_blobs(&parent, &state, &child_log).map_err(|err| {
-                        std::io::Error::other(format!(
-                            "linking the parent's blobs into {}: {err}",
-                            child_log.display()
-                        ))
-                    })?;
                     Ok::<_, std::io::Error>((made, known))
                 })
                 .await
@@ -403,7 +403,6 @@ impl Fork<'_> {
                         }
                     ));
                 }
-                self.link_blobs(&log_dir).await?;
             }
             // A container's workspace (a task image's own too) is replaced by the verified
             // copy's archive.
@@ -412,9 +411,11 @@ impl Fork<'_> {
                     .archive
                     .context("no archive of the workspace at the step")?;
                 config.workspace = Some(WorkspaceSource::Replace(archive.to_owned()));
-                self.link_blobs(&log_dir).await?;
             }
         }
+        // The parent's blobs, linked once the child is at work (it needs none of them); the
+        // child prints nothing as it goes (its log has everything).
+        let linked = linker::LinkWhenAtWork::new(&self.linker, &log_dir);
         let model = self.model(&config)?;
         let resume = Resume {
             messages: self.point.messages.clone(),
@@ -428,6 +429,7 @@ impl Fork<'_> {
                 fork_id: self.fork_id.to_owned(),
                 child,
             },
+            provided_blobs: Arc::clone(&self.provided),
         };
         let has_check = config.check.is_some();
         let options = SessionOptions {
@@ -445,7 +447,7 @@ impl Fork<'_> {
         };
         let totals = Mutex::new(Totals::default());
         let audience = Audience {
-            observer: &Quiet,
+            observer: &linked,
             asker: &Nobody,
         };
         let task = format!("child-{child}");
@@ -461,6 +463,11 @@ impl Fork<'_> {
         let summary =
             runtime::session::run_session(options, model, audience, &totals, self.cancel.clone())
                 .await;
+        // Its log is whole once the links are made: only then is the child said to be done.
+        linked
+            .done()
+            .await
+            .with_context(|| format!("linking the parent's blobs into {}", log_dir.display()))?;
         self.log
             .record(Event::TaskFinished(TaskFinished {
                 task,
@@ -494,19 +501,6 @@ impl Fork<'_> {
             duration_ms: started.elapsed().as_millis() as u64,
             answer: summary.reason.unwrap_or(summary.answer),
         })
-    }
-
-    /// The parent's blobs linked into a child's log folder.
-    async fn link_blobs(&self, log_dir: &Path) -> anyhow::Result<()> {
-        let (parent, state, child_log) = (
-            self.dir.to_owned(),
-            Arc::clone(&self.state),
-            log_dir.to_owned(),
-        );
-        tokio::task::spawn_blocking(move || replay::fork::link_blobs(&parent, &state, &child_log))
-            .await
-            .context("linking the parent's blobs")?
-            .with_context(|| format!("linking the parent's blobs into {}", log_dir.display()))
     }
 
     /// The child's model: its own instance (a scripted one has a position); the parent's script

@@ -43,6 +43,9 @@ pub struct Recorder {
     /// Another log's blobs folder whose files are linked instead of fetched (a subagent's
     /// parent's: the workspace they share is there already).
     blob_source: Option<std::path::PathBuf>,
+    /// Blobs someone else puts into this log while the session runs (see
+    /// [`Resume::provided_blobs`](crate::run_loop::Resume)): never copied nor fetched here.
+    provided: std::sync::Arc<std::collections::BTreeSet<String>>,
 }
 
 impl Recorder {
@@ -56,7 +59,17 @@ impl Recorder {
             in_flight: std::sync::Mutex::new(Vec::new()),
             host_network: false,
             blob_source: None,
+            provided: std::sync::Arc::default(),
         }
+    }
+
+    /// Blobs of the initial workspace that the caller puts into the log itself.
+    pub fn with_provided_blobs(
+        mut self,
+        provided: std::sync::Arc<std::collections::BTreeSet<String>>,
+    ) -> Recorder {
+        self.provided = provided;
+        self
     }
 
     /// Blobs found in `dir` (another log's `blobs/`) are linked from there, not fetched.
@@ -109,7 +122,9 @@ impl Recorder {
         let snapshot = self.sandbox.snapshot().await?;
         let manifest = self.sandbox.manifest(&snapshot.snapshot_id).await?;
         for entry in &manifest.entries {
-            if let Some(sha256) = &entry.version.sha256 {
+            if let Some(sha256) = &entry.version.sha256
+                && !self.provided.contains(sha256)
+            {
                 self.copy_blob(sha256, None).await?;
             }
         }

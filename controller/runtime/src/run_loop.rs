@@ -102,6 +102,10 @@ pub struct Resume {
     pub turns: u32,
     /// What the log's header says of the parent.
     pub forked_from: event_log::ForkedFrom,
+    /// The blobs of the workspace the session starts from that the caller puts into its log's
+    /// `blobs/` itself, while the session runs (a fork links the parent's, after its children
+    /// are started): the initial snapshot neither copies nor fetches them.
+    pub provided_blobs: std::sync::Arc<std::collections::BTreeSet<String>>,
 }
 
 /// Why a session could not go on. Each is also an `error` event in the log.

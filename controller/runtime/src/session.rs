@@ -198,6 +198,13 @@ async fn session(
                     .subagent
                     .as_ref()
                     .map(|child| child.blob_source.clone()),
+            )
+            .with_provided_blobs(
+                options
+                    .resume
+                    .as_ref()
+                    .map(|resume| std::sync::Arc::clone(&resume.provided_blobs))
+                    .unwrap_or_default(),
             ),
         children: cancel.child_token(),
         groups: AtomicUsize::new(0),
