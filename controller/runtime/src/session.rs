@@ -207,13 +207,14 @@ async fn session(
                     .unwrap_or_default(),
             ),
         children: cancel.child_token(),
+        stop_reason: Arc::default(),
         groups: AtomicUsize::new(0),
     };
     let lifetime = options.config.lifetime.unwrap_or(Duration::MAX);
     let mut run = Box::pin(session.run(totals));
     let stopped_by = tokio::select! {
         result = &mut run => Ok(result),
-        () = cancel.cancelled() => Err(Stop::interrupted("interrupted (Ctrl-C)")),
+        () = cancel.cancelled() => Err(Stop::cancelled(options.subagent.as_ref())),
         () = sleep_for(lifetime) => Err(Stop::lifetime(lifetime)),
     };
     let ended = match stopped_by {
@@ -221,6 +222,7 @@ async fn session(
         Err(stop) => {
             // Subagents running: they stop too, and each gets its log's end and its call's
             // result before this session's end is written.
+            let _ = session.stop_reason.set(stop.message.clone());
             session.children.cancel();
             drain(run.as_mut(), &session.groups).await;
             Err(stop)
@@ -228,11 +230,7 @@ async fn session(
     };
     drop(run);
     // A call the stop cut short (Ctrl-C, the lifetime) still gets its result in the log.
-    let cut = match &ended {
-        Err(stop) if stop.class == ErrorClass::Interrupted => Some("Ctrl-C"),
-        Err(stop) if stop.class == ErrorClass::Limit => Some("the session's lifetime ran out"),
-        _ => None,
-    };
+    let cut = ended.as_ref().err().and_then(Stop::cut_short_by);
     if let Some(why) = cut
         && let Err(err) = session.recorder.record_interrupted(why).await
     {
@@ -404,6 +402,8 @@ struct Session<'a> {
     recorder: Recorder,
     /// Its subagents' cancellation: Ctrl-C, or this session's lifetime.
     children: CancellationToken,
+    /// Why it stopped, set before `children` is cancelled (its subagents say it).
+    stop_reason: Arc<std::sync::OnceLock<String>>,
     /// Groups of `agent` calls running now.
     groups: AtomicUsize,
 }
@@ -561,6 +561,7 @@ impl Session<'_> {
             log: &self.recorder.log,
             mcp: Arc::new(servers),
             cancel: &self.children,
+            stop_reason: Arc::clone(&self.stop_reason),
             groups: &self.groups,
             parallel: tokio::sync::Semaphore::new(limits.max_parallel as usize),
             shared: tokio::sync::Mutex::new(()),

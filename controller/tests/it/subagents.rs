@@ -429,9 +429,9 @@ async fn agent_settings_without_the_tool_are_refused_and_a_spent_budget_refuses_
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn ctrl_c_during_subagents_ends_every_log_and_every_call() {
-    let dir = tempfile::tempdir().unwrap();
+/// A task whose session starts two subagents at once (one shared, one forked) whose commands
+/// take a minute.
+fn two_slow_subagents(dir: &Path) -> PathBuf {
     let slow = json!({"turns": [
         {"text": "slow", "tool_calls": [bash("echo child-started-4e2; sleep 60")]},
         {"text": "never"},
@@ -443,7 +443,13 @@ async fn ctrl_c_during_subagents_ends_every_log_and_every_call() {
         ]},
         {"text": "never reached"},
     ]});
-    let task = write_task(dir.path(), &script, &json!({"max_turns": 5}), &json!({}));
+    write_task(dir, &script, &json!({"max_turns": 5}), &json!({}))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_during_subagents_ends_every_log_and_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = two_slow_subagents(dir.path());
     let logs = dir.path().join("logs");
     let mut command = common::run_into(&logs, &task, &dir.path().join("target"));
     let child = command
@@ -493,7 +499,56 @@ async fn ctrl_c_during_subagents_ends_every_log_and_every_call() {
         let end = theirs.last().unwrap();
         assert_eq!(end["type"], "session_finished", "{child}");
         assert_eq!(end["data"]["outcome"], "interrupted", "{child}");
+        // Ctrl-C reaches every session of the tree: each says so (on its own, or through its
+        // parent, whichever came first).
+        let error = theirs
+            .iter()
+            .find(|e| e["type"] == "error")
+            .unwrap_or_else(|| panic!("{child}: no error event"));
+        let message = error["data"]["message"].as_str().unwrap();
+        assert!(
+            message.ends_with("interrupted (Ctrl-C)"),
+            "{child}: {message}"
+        );
         let text = result_of(&theirs, "script_1_1");
         assert!(text.contains("child-started-4e2"), "{child}: {text}");
+    }
+}
+
+/// A parent stopped by its lifetime stops its subagents, who say that it did and why, rather
+/// than blame a Ctrl-C nobody pressed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parents_lifetime_stops_its_subagents_who_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = two_slow_subagents(dir.path());
+    let logs = dir.path().join("logs");
+    let mut command = common::run_into(&logs, &task, &dir.path().join("target"));
+    command.args(["--lifetime", "4s"]);
+    let run = common::run(command, Duration::from_secs(60)).await;
+    let log = common::first_entry(&logs);
+    let all = events(&log);
+    let end = all.last().unwrap();
+    assert_eq!(end["type"], "session_finished", "{}", run.stderr);
+    for child in ["agents/1-script_1_1", "agents/2-script_1_2"] {
+        let theirs = events(&log.join(child));
+        assert_eq!(
+            theirs.last().unwrap()["data"]["outcome"],
+            "interrupted",
+            "{child}"
+        );
+        let error = theirs
+            .iter()
+            .find(|e| e["type"] == "error")
+            .unwrap_or_else(|| panic!("{child}: no error event"));
+        assert_eq!(
+            error["data"]["message"],
+            "stopped with its parent session: the session hit its lifetime of 4s",
+            "{child}"
+        );
+        let result = theirs
+            .iter()
+            .find(|e| e["type"] == "tool_result")
+            .unwrap_or_else(|| panic!("{child}: no tool result"));
+        assert_eq!(result["data"]["status"], "interrupted", "{child}: {result}");
     }
 }

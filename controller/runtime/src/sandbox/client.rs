@@ -561,6 +561,7 @@ mod snapshots;
 #[cfg(test)]
 mod tests;
 mod tokens;
+mod transfer;
 mod workspace;
 
 pub use calls::{CallOptions, LiveOutput};

@@ -123,6 +123,9 @@ pub struct Stop {
     pub logged: bool,
 }
 
+/// A subagent's stop when its parent stopped.
+const PARENT_STOPPED: &str = "stopped with its parent session";
+
 impl Stop {
     pub fn new(class: ErrorClass, message: impl Into<String>) -> Stop {
         Stop {
@@ -139,6 +142,29 @@ impl Stop {
     /// Ctrl-C.
     pub fn interrupted(message: &str) -> Stop {
         Stop::new(ErrorClass::Interrupted, message)
+    }
+
+    /// The session was cancelled: Ctrl-C, or for a subagent, its parent's own stop (its
+    /// lifetime; the parent says why before it stops its children). Ctrl-C reaches every
+    /// session of a tree at once.
+    pub fn cancelled(child: Option<&crate::subagent::spawn::ChildOf>) -> Stop {
+        match child.and_then(|child| child.parent_stop.get()) {
+            Some(why) => Stop::interrupted(&format!("{PARENT_STOPPED}: {why}")),
+            None => Stop::interrupted("interrupted (Ctrl-C)"),
+        }
+    }
+
+    /// What cut a running call short, said in its result: Ctrl-C, a parent's stop, or the
+    /// session's lifetime.
+    pub fn cut_short_by(&self) -> Option<&'static str> {
+        match self.class {
+            ErrorClass::Interrupted if self.message.starts_with(PARENT_STOPPED) => {
+                Some("the parent session's stop")
+            }
+            ErrorClass::Interrupted => Some("Ctrl-C"),
+            ErrorClass::Limit => Some("the session's lifetime ran out"),
+            _ => None,
+        }
     }
 
     /// The session's lifetime ran out.

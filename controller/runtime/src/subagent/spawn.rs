@@ -37,6 +37,8 @@ pub struct ChildOf {
     pub token: String,
     /// The parent's blobs: the workspace's files are linked from there, not fetched again.
     pub blob_source: PathBuf,
+    /// Why the parent stopped, said before it stops its children.
+    pub parent_stop: Arc<std::sync::OnceLock<String>>,
 }
 
 /// The children of one session.
@@ -54,6 +56,8 @@ pub struct Spawner<'a> {
     pub mcp: Arc<McpConfig>,
     /// Cancelled when this session stops: its children stop too.
     pub cancel: &'a CancellationToken,
+    /// Why this session stopped, set before `cancel` is.
+    pub stop_reason: Arc<std::sync::OnceLock<String>>,
     /// Groups running now (the session drains them before it ends).
     pub groups: &'a AtomicUsize,
     /// `--agent-parallel`.
@@ -121,6 +125,7 @@ impl Spawner<'_> {
             client: self.client.clone(),
             token: self.client.token().unwrap_or_default().to_owned(),
             blob_source: self.options.log_dir.join("blobs"),
+            parent_stop: Arc::clone(&self.stop_reason),
         };
         let options = SessionOptions {
             config,

@@ -42,6 +42,18 @@ pub enum SandboxError {
         tool: String,
         waited: Duration,
     },
+    /// A workspace archive stopped moving (or its answer never came after it was sent): the
+    /// sandbox, or the one it was copied from, is stuck.
+    #[error(
+        "{what} with the sandbox at {url} stalled: nothing moved for {} s after {moved} bytes",
+        waited.as_secs()
+    )]
+    Stalled {
+        url: String,
+        what: String,
+        moved: u64,
+        waited: Duration,
+    },
 }
 
 impl SandboxError {
@@ -52,7 +64,8 @@ impl SandboxError {
             | SandboxError::Refused { .. }
             | SandboxError::Certificate { .. }
             | SandboxError::BadResponse { .. }
-            | SandboxError::Stuck { .. } => true,
+            | SandboxError::Stuck { .. }
+            | SandboxError::Stalled { .. } => true,
             SandboxError::Api {
                 status, error_type, ..
             } => error_type.is_infrastructure(*status),

@@ -3,6 +3,7 @@
 
 use sandbox_protocol::{ChangesResponse, FingerprintResponse, ManifestResponse, SnapshotResponse};
 
+use super::transfer::{Progress, STALL};
 use super::{SandboxClient, SandboxError, encode_segment};
 
 impl SandboxClient {
@@ -37,45 +38,78 @@ impl SandboxClient {
     }
 
     /// Copies this sandbox's workspace into `to`'s, replacing it: `GET /v1/workspace/archive`
-    /// streamed into `to`'s `PUT`, never held whole.
+    /// streamed into `to`'s `PUT`, never held whole; failed when it stalls.
     pub async fn copy_workspace_to(&self, to: &SandboxClient) -> Result<(), SandboxError> {
-        let response = self
-            .send(self.request(reqwest::Method::GET, "/v1/workspace/archive"))
-            .await?;
-        let body = reqwest::Body::wrap_stream(response.bytes_stream());
-        to.send(
-            to.request(reqwest::Method::PUT, "/v1/workspace/archive")
-                .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
-                .body(body),
-        )
-        .await
-        .map(drop)
+        let progress = Progress::default();
+        let copy = async {
+            let response = self
+                .send(self.request(reqwest::Method::GET, "/v1/workspace/archive"))
+                .await?;
+            let body = reqwest::Body::wrap_stream(progress.count(response.bytes_stream()));
+            to.send(
+                to.request(reqwest::Method::PUT, "/v1/workspace/archive")
+                    .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
+                    .body(body),
+            )
+            .await
+            .map(drop)
+        };
+        let what = format!("copying the workspace from {}", self.url());
+        progress.watch(to.url(), &what, STALL, copy).await
     }
 
     /// `PUT /v1/workspace/archive`: replaces the workspace with a tar archive.
     pub async fn put_archive(&self, tar: Vec<u8>) -> Result<(), SandboxError> {
-        self.send(
+        let tar = tokio_util::bytes::Bytes::from(tar);
+        let chunks = (0..tar.len())
+            .step_by(CHUNK)
+            .map(move |at| Ok::<_, std::io::Error>(tar.slice(at..(at + CHUNK).min(tar.len()))))
+            .collect::<Vec<_>>();
+        let progress = Progress::default();
+        let body = reqwest::Body::wrap_stream(progress.count(futures::stream::iter(chunks)));
+        let put = self.send(
             self.request(reqwest::Method::PUT, "/v1/workspace/archive")
-                .body(tar),
-        )
-        .await
-        .map(drop)
+                .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
+                .body(body),
+        );
+        progress
+            .watch(self.url(), "uploading the workspace", STALL, async {
+                put.await.map(drop)
+            })
+            .await
     }
 
     /// `PUT /v1/workspace/archive` of a tar file, streamed from disk: replaces the workspace
-    /// with the archive's tree.
+    /// with the archive's tree; failed when it stalls.
     pub async fn put_archive_file(
         &self,
         file: tokio::fs::File,
     ) -> Result<sandbox_protocol::ArchivePutResponse, SandboxError> {
-        let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(file));
-        let response = self
-            .send(
-                self.request(reqwest::Method::PUT, "/v1/workspace/archive")
-                    .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
-                    .body(body),
-            )
-            .await?;
-        self.json(response).await
+        self.put_archive_file_within(file, STALL).await
+    }
+
+    pub(super) async fn put_archive_file_within(
+        &self,
+        file: tokio::fs::File,
+        stall: std::time::Duration,
+    ) -> Result<sandbox_protocol::ArchivePutResponse, SandboxError> {
+        let progress = Progress::default();
+        let stream = progress.count(tokio_util::io::ReaderStream::new(file));
+        let put = async {
+            let response = self
+                .send(
+                    self.request(reqwest::Method::PUT, "/v1/workspace/archive")
+                        .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
+                        .body(reqwest::Body::wrap_stream(stream)),
+                )
+                .await?;
+            self.json(response).await
+        };
+        progress
+            .watch(self.url(), "uploading the workspace", stall, put)
+            .await
     }
 }
+
+/// The pieces an in-memory archive is sent in (so that its progress shows).
+const CHUNK: usize = 256 * 1024;

@@ -63,3 +63,67 @@ fn paths_are_encoded_per_segment() {
     );
     assert_eq!(encode_segment("a/b?c#d"), "a%2Fb%3Fc%23d");
 }
+
+/// A server that reads a request's head and then holds it: reading nothing more, or reading the
+/// whole body and never answering.
+async fn holding_server(read_body: bool) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buffer = vec![0u8; 64 * 1024];
+            let _ = socket.read(&mut buffer).await;
+            if read_body {
+                // Bounded: the test's body is 16 MiB.
+                let mut total = 0;
+                while total < 32 * 1024 * 1024 {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => total += n,
+                    }
+                }
+            }
+            held.push(socket);
+        }
+    });
+    url
+}
+
+/// An archive upload to a sandbox that stops reading it, or that never answers once it has it
+/// all, fails as stalled after the bound instead of waiting for ever.
+#[tokio::test]
+async fn an_upload_that_stops_moving_fails_as_stalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("big.tar");
+    std::fs::write(&archive, vec![0u8; 16 * 1024 * 1024]).unwrap();
+    for read_body in [false, true] {
+        let client = SandboxClient::new(&holding_server(read_body).await, None);
+        let file = tokio::fs::File::open(&archive).await.unwrap();
+        let started = std::time::Instant::now();
+        let stall = Duration::from_millis(500);
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(30),
+            client.put_archive_file_within(file, stall),
+        )
+        .await
+        .expect("the watch ends the upload");
+        let err = outcome.unwrap_err();
+        let waited = started.elapsed();
+        assert!(
+            matches!(err, SandboxError::Stalled { .. }),
+            "read_body={read_body}: {err}"
+        );
+        assert!(err.is_infrastructure());
+        assert!(err.to_string().contains("stalled"), "{err}");
+        assert!(waited >= stall, "{waited:?}");
+        if read_body {
+            // Sent whole: the answer was waited for the stall and a second per 20 MB (none).
+            let SandboxError::Stalled { moved, .. } = err else {
+                unreachable!()
+            };
+            assert_eq!(moved, 16 * 1024 * 1024);
+        }
+    }
+}
