@@ -189,18 +189,13 @@ pub async fn run_fork(
     // Containers start from one image of the workspace where theirs can take it.
     let image = match &child_config.sandbox {
         runtime::config::SandboxTarget::Docker(spec) if header.config.benchmark.is_none() => {
-            let what = format!("{}@{}", header.session_id, config.seq);
             let note = |text: &str| display.note(text);
-            container::image(
-                spec,
-                &point.state,
-                &template,
-                &layers,
-                &what,
-                &header.session_id,
-                &note,
-            )
-            .await?
+            let of = container::ForkOf {
+                session_id: &header.session_id,
+                seq: config.seq,
+                keep: config.keep_state,
+            };
+            container::image(spec, &point.state, &template, &layers, of, &note).await?
         }
         _ => None,
     };

@@ -20,16 +20,22 @@ use sha2::Digest;
 
 use replay::restore::State;
 
-/// The fork's image for children of `spec`'s image, made (or found, when `keep`) for the
-/// workspace `state` held in `template`; `None` when the image cannot take it (said through
-/// `note`).
+/// Which fork an image is for: the parent session, the step, and whether the fork is kept.
+pub(super) struct ForkOf<'a> {
+    pub session_id: &'a str,
+    pub seq: u64,
+    /// `--keep-state`: the image is marked kept, and `sandboxes prune` leaves it.
+    pub keep: bool,
+}
+
+/// The fork's image for children of `spec`'s image, found or made for the workspace `state`
+/// held in `template`; `None` when the image cannot take it (said through `note`).
 pub(super) async fn image(
     spec: &DockerSpec,
     state: &State,
     template: &Path,
     layers: &Path,
-    what: &str,
-    session_id: &str,
+    of: ForkOf<'_>,
     note: &dyn Fn(&str),
 ) -> anyhow::Result<Option<ForkImage>> {
     let base = match fork_image::base(&spec.image).await {
@@ -58,7 +64,17 @@ pub(super) async fn image(
                 archive.display()
             )
         })?;
-    let made = fork_image::make(&base, &tag, what, &archive, hashes(state), session_id).await;
+    let what = format!("{}@{}", of.session_id, of.seq);
+    let made = fork_image::make(
+        &base,
+        &tag,
+        &what,
+        &archive,
+        hashes(state),
+        of.session_id,
+        of.keep,
+    )
+    .await;
     let _ = std::fs::remove_file(&archive);
     match made {
         Ok(image) => Ok(Some(image)),

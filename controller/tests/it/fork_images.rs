@@ -37,6 +37,18 @@ async fn fork(log: &Path, seq: u64, out: &Path, more: &[&str]) -> common::Run {
     run
 }
 
+/// `docker build` of `dockerfile` in the new folder `context`, tagged `tag`.
+fn build_image(context: &Path, dockerfile: &str, tag: &str) {
+    std::fs::create_dir(context).unwrap();
+    std::fs::write(context.join("Dockerfile"), dockerfile).unwrap();
+    let built = Command::new("docker")
+        .args(["build", "-q", "-t", tag])
+        .arg(context)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+}
+
 /// The fork images labelled with this session and step: (tag, files its list names).
 fn images_of(session: &str, seq: u64) -> Vec<(String, String)> {
     let label = format!("label=agent-harness.fork-state={session}@{seq}");
@@ -160,20 +172,12 @@ async fn container_children_start_from_one_image_of_the_workspace_kept_or_remove
 
     // An image whose workspace has a file of its own cannot take the workspace by adding to
     // it: each child gets it uploaded (which replaces the image's), said, and is still exact.
-    let context = dir.path().join("image");
-    std::fs::create_dir(&context).unwrap();
-    std::fs::write(
-        context.join("Dockerfile"),
-        "FROM agent-harness/sandbox\nRUN echo stale > /workspace/stale.txt\n",
-    )
-    .unwrap();
     let tag = format!("harness-test/fork-busy-workspace:{}", std::process::id());
-    let built = Command::new("docker")
-        .args(["build", "-q", "-t", &tag])
-        .arg(&context)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{built:?}");
+    build_image(
+        &dir.path().join("image"),
+        "FROM agent-harness/sandbox\nRUN echo stale > /workspace/stale.txt\n",
+        &tag,
+    );
     let busy = fork(&log, seq, &dir.path().join("busy"), &["--image", &tag]).await;
     let _ = Command::new("docker").args(["rmi", "-f", &tag]).output();
     assert!(
@@ -188,4 +192,71 @@ async fn container_children_start_from_one_image_of_the_workspace_kept_or_remove
     assert_eq!(images_of(&session, seq), Vec::new());
     let parsed: Vec<Value> = events(&dir.path().join("busy"));
     assert_eq!(parsed.last().unwrap()["type"], "batch_finished");
+}
+
+/// A fork killed before it removed its image leaves it for `sandboxes prune`, which removes it
+/// once its fork is gone; an image kept with `--keep-state` stays (until `--all`).
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_removes_the_image_of_a_killed_fork_and_keeps_a_kept_one() {
+    if !common::docker() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A pid that no process has: a finished child's.
+    let gone = {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    };
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    let suffix = std::process::id();
+    let build = |name: &str, kept: bool| {
+        let mut labels = format!(
+            "LABEL agent-harness.managed=true agent-harness.fork-state=s-{suffix}@{name} \
+             agent-harness.controller.host={host} agent-harness.controller.pid={gone} \
+             agent-harness.controller.pid-start=1\n"
+        );
+        if kept {
+            labels.push_str("LABEL agent-harness.fork-state.kept=true\n");
+        }
+        let tag = format!("agent-harness/fork-state:test-{name}-{suffix}");
+        let dockerfile = format!("FROM agent-harness/sandbox\n{labels}");
+        build_image(&dir.path().join(name), &dockerfile, &tag);
+        tag
+    };
+    let (left, kept) = (build("left", false), build("kept", true));
+    let exists = |tag: &str| {
+        Command::new("docker")
+            .args(["image", "inspect", tag])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let first = common::run(
+        common::command(&["sandboxes", "prune"]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(
+        first.stdout.contains(&format!("image {left}"))
+            && first
+                .stdout
+                .contains(&format!("its fork (pid {gone}) is gone")),
+        "{}",
+        first.stdout
+    );
+    assert!(!exists(&left), "prune left {left}");
+    // What it keeps it says on stderr.
+    assert!(
+        first.stderr.contains(&format!("kept image {kept}"))
+            && first.stderr.contains("kept by `replay fork --keep-state`"),
+        "{}",
+        first.stderr
+    );
+    assert!(exists(&kept), "prune removed the kept {kept}");
+    // (`prune --all` would take it, and every other test's containers with it.)
+    let _ = Command::new("docker").args(["rmi", &kept]).output();
 }

@@ -37,6 +37,8 @@ pub const KNOWN_FILES: &str = "/var/lib/agent-harness/known-files.jsonl";
 const FOLDER: &str = "var/lib/agent-harness";
 /// On a fork's image: the workspace at which step of which session it holds.
 pub const LABEL_FORK_STATE: &str = "agent-harness.fork-state";
+/// On a fork's image kept for the next fork (`--keep-state`): `prune` leaves it without `--all`.
+pub const LABEL_KEPT: &str = "agent-harness.fork-state.kept";
 
 /// What a fork's image is made from: the children's image as the engine describes it.
 #[derive(Debug, Clone)]
@@ -163,7 +165,8 @@ const KNOWN_LABEL: &str = "agent-harness.fork-state.known";
 /// Makes the image `tag` from `base`: `archive` (a tar of the workspace, its entries relative
 /// and owned by the image's user) unpacked into the workspace folder, and the `--known-files`
 /// list made in it from `hashes` (JSON Lines of `KnownFile`, stat fields not read). `what`
-/// labels the image (which step of which session). Every container it makes is removed.
+/// labels the image (which step of which session); `keep` marks it kept for the next fork.
+/// Every container it makes is removed.
 pub async fn make(
     base: &BaseImage,
     tag: &str,
@@ -171,10 +174,14 @@ pub async fn make(
     archive: &Path,
     hashes: Vec<u8>,
     session_id: &str,
+    keep: bool,
 ) -> Result<ForkImage, ForkImageError> {
     let docker = super::connect().await?;
     let mut labels = super::labels_for(session_id, None);
     labels.insert(LABEL_FORK_STATE.to_owned(), what.to_owned());
+    if keep {
+        labels.insert(LABEL_KEPT.to_owned(), "true".to_owned());
+    }
     // The workspace, in a container that never starts.
     let holder = Container::create(&docker, &base.id, None, &labels).await?;
     let filled = async {

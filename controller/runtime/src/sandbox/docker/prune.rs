@@ -93,7 +93,88 @@ pub async fn prune(all: bool) -> Result<(Vec<Pruned>, Vec<Pruned>), Failure> {
         }
     }
     prune_networks(&docker, all, &mut removed).await?;
+    prune_fork_images(&docker, all, &mut removed, &mut kept).await?;
     Ok((removed, kept))
+}
+
+/// Whether the controller the labels name runs on this host still.
+fn owner_alive(label: &dyn Fn(&str) -> String, host: &str) -> bool {
+    label(LABEL_HOST) == host
+        && label(LABEL_PID).parse::<u32>().is_ok_and(|pid| {
+            process_start(pid).map(|start| start.to_string()) == Some(label(LABEL_PID_START))
+        })
+}
+
+/// Forks' images (`replay fork --sandbox docker`) whose fork was killed before it removed
+/// them (or, with `all`, every one); an image kept by `--keep-state` stays without `all`, and
+/// an image that containers still use stays for a later prune.
+async fn prune_fork_images(
+    docker: &bollard::Docker,
+    all: bool,
+    removed: &mut Vec<Pruned>,
+    kept: &mut Vec<Pruned>,
+) -> Result<(), Failure> {
+    let filters = HashMap::from([(
+        "label".to_owned(),
+        vec![super::fork_image::LABEL_FORK_STATE.to_owned()],
+    )]);
+    let images = docker
+        .list_images(Some(
+            bollard::query_parameters::ListImagesOptionsBuilder::new()
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .doing("listing images")?;
+    let host = this_host();
+    for image in images {
+        let label = |key: &str| image.labels.get(key).cloned().unwrap_or_default();
+        let name = image
+            .repo_tags
+            .first()
+            .cloned()
+            .unwrap_or_else(|| image.id.clone());
+        let entry = |reason: String| Pruned {
+            id: format!("image {name}"),
+            session: label(super::fork_image::LABEL_FORK_STATE),
+            reason,
+        };
+        let was_kept = label(super::fork_image::LABEL_KEPT) == "true";
+        let reason = if all {
+            "--all".to_owned()
+        } else if was_kept {
+            kept.push(entry(
+                "kept by `replay fork --keep-state` (use --all, or docker rmi)".to_owned(),
+            ));
+            continue;
+        } else if label(LABEL_HOST) == host && !owner_alive(&label, &host) {
+            format!("its fork (pid {}) is gone", label(LABEL_PID))
+        } else {
+            continue;
+        };
+        match docker
+            .remove_image(
+                &image.id,
+                Some(bollard::query_parameters::RemoveImageOptionsBuilder::new().build()),
+                None,
+            )
+            .await
+        {
+            Ok(_) => removed.push(entry(reason)),
+            // Gone already, or still the image of a container.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404 | 409,
+                ..
+            }) => {}
+            Err(err) => {
+                return Err(Failure::Engine {
+                    what: format!("removing image {name}"),
+                    source: err,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A benchmark task's networks whose controller is gone (or `all`), once their containers
@@ -116,12 +197,8 @@ async fn prune_networks(
     for network in networks {
         let labels = network.labels.unwrap_or_default();
         let label = |key: &str| labels.get(key).cloned().unwrap_or_default();
-        let owner_alive = label(LABEL_HOST) == host
-            && label(LABEL_PID).parse::<u32>().is_ok_and(|pid| {
-                process_start(pid).map(|start| start.to_string()) == Some(label(LABEL_PID_START))
-            });
         let name = network.name.unwrap_or_default();
-        let gone = all || (label(LABEL_HOST) == host && !owner_alive);
+        let gone = all || (label(LABEL_HOST) == host && !owner_alive(&label, &host));
         if gone && docker.remove_network(&name).await.is_ok() {
             removed.push(Pruned {
                 id: format!("network {name}"),
