@@ -182,17 +182,11 @@ fn main() {
     println!("|---|---:|---:|");
     let exe = std::env::current_exe().unwrap();
     for job in ["read", "metrics", "md", "html"] {
-        let output = std::process::Command::new(&exe)
-            .args(["--child", job])
-            .arg(&big)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        let text = testkit::stdout_of(
+            std::process::Command::new(&exe)
+                .args(["--child", job])
+                .arg(&big),
         );
-        let text = String::from_utf8(output.stdout).unwrap();
         let mut fields = text.split_whitespace();
         let seconds: f64 = fields.next().unwrap().parse().unwrap();
         let peak_kib: f64 = fields.next().unwrap().parse().unwrap();

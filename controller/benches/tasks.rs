@@ -107,13 +107,9 @@ fn median(mut values: Vec<u64>) -> u64 {
 }
 
 fn docker(args: &[&str]) -> String {
-    let output = Command::new("docker").args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    testkit::stdout_of(Command::new("docker").args(args))
+        .trim()
+        .to_owned()
 }
 
 /// Median ms of `docker cp FILE` into a fresh created container, over `INJECTIONS`.

@@ -12,15 +12,12 @@
 //! made executable and run from the task's working folder, its output also in
 //! `/logs/agent/oracle.txt`. A Terminal-Bench 1 script runs with `bash`, as TB1 ran it.
 
-use futures::future::BoxFuture;
 use sandbox_protocol::{BashArgs, ToolInput, ToolSpec};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{BenchTask, Format};
-use llm::offline;
-use llm::{
-    Ask, AssistantMessage, Message, Model, ModelError, ModelReply, Request, ToolCall, Usage,
-};
+use llm::offline::{self, Offline};
+use llm::{Ask, AssistantMessage, Message, ModelError, ModelReply, Request, ToolCall, Usage};
 
 /// The bash tool's longest timeout on a default server.
 const MAX_CALL_SECS: u64 = 3600;
@@ -84,30 +81,18 @@ impl OracleModel {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NopModel;
 
-impl Model for NopModel {
+impl Offline for NopModel {
+    const SOURCE: &'static str = "nop";
+
     fn describe(&self) -> String {
         "nop (does nothing; no language model)".to_owned()
     }
 
-    fn has_price(&self) -> bool {
-        true
-    }
-
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
-        offline::request("nop", messages, tools)
-    }
-
-    fn structured_request(&self, _: &str, _: &str, name: &str, _: &Value) -> Request {
-        offline::structured("nop", name)
-    }
-
-    fn send<'a>(&'a self, _: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
-        Box::pin(async move {
-            Ok(ModelReply::free_text(
-                "The nop agent does nothing.".to_owned(),
-                json!({"nop": true}),
-            ))
-        })
+    fn answer(&self, _: &Ask) -> Result<ModelReply, ModelError> {
+        Ok(ModelReply::free_text(
+            "The nop agent does nothing.".to_owned(),
+            json!({"nop": true}),
+        ))
     }
 }
 
@@ -123,20 +108,18 @@ pub(crate) fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-impl Model for OracleModel {
+impl Offline for OracleModel {
+    const SOURCE: &'static str = "oracle";
+
     fn describe(&self) -> String {
         "oracle (the task's own solution script, run through the bash tool; no language model)"
             .to_owned()
     }
 
-    fn has_price(&self) -> bool {
-        true
-    }
-
     /// What the oracle "receives" (and the log records): the number of tool results so far
     /// and the last one.
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
-        let mut request = offline::request("oracle", messages, tools);
+    fn request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
+        let mut request = offline::request(Self::SOURCE, messages, tools);
         let results: Vec<&str> = messages
             .iter()
             .filter_map(|m| match m {
@@ -149,48 +132,42 @@ impl Model for OracleModel {
         request
     }
 
-    fn structured_request(&self, _: &str, _: &str, name: &str, _: &Value) -> Request {
-        offline::structured("oracle", name)
-    }
-
-    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
-        Box::pin(async move {
-            let last = match &request.ask {
-                Ask::Structured { .. } => {
-                    return Err(ModelError::Script(
-                        "the oracle is not a classifier: run it with --no-classifier".to_owned(),
-                    ));
-                }
-                // Its conversation is two turns; a compaction has nothing to keep.
-                Ask::Summary => {
-                    return Ok(ModelReply::free_text(
-                        "The oracle keeps no summary.".to_owned(),
-                        json!({"oracle": true, "summary": true}),
-                    ));
-                }
-                Ask::Turn {
-                    last_tool_result, ..
-                } => last_tool_result.as_deref(),
-            };
-            let done = last.is_some();
-            let message = if let Some(last) = last {
-                AssistantMessage {
-                    content: format!("The solution script ran.\n\n{}", tail(last, 2000)),
-                    ..AssistantMessage::default()
-                }
-            } else {
-                AssistantMessage {
-                    content: "Running the task's solution script.".to_owned(),
-                    tool_calls: vec![self.call()],
-                    provider_items: None,
-                }
-            };
-            Ok(ModelReply {
-                message,
-                usage: Usage::default(),
-                cost: Some(0.0),
-                raw: json!({"oracle": true, "done": done}),
-            })
+    fn answer(&self, ask: &Ask) -> Result<ModelReply, ModelError> {
+        let last = match ask {
+            Ask::Structured { .. } => {
+                return Err(ModelError::Script(
+                    "the oracle is not a classifier: run it with --no-classifier".to_owned(),
+                ));
+            }
+            // Its conversation is two turns; a compaction has nothing to keep.
+            Ask::Summary => {
+                return Ok(ModelReply::free_text(
+                    "The oracle keeps no summary.".to_owned(),
+                    json!({"oracle": true, "summary": true}),
+                ));
+            }
+            Ask::Turn {
+                last_tool_result, ..
+            } => last_tool_result.as_deref(),
+        };
+        let done = last.is_some();
+        let message = if let Some(last) = last {
+            AssistantMessage {
+                content: format!("The solution script ran.\n\n{}", tail(last, 2000)),
+                ..AssistantMessage::default()
+            }
+        } else {
+            AssistantMessage {
+                content: "Running the task's solution script.".to_owned(),
+                tool_calls: vec![self.call()],
+                provider_items: None,
+            }
+        };
+        Ok(ModelReply {
+            message,
+            usage: Usage::default(),
+            cost: Some(0.0),
+            raw: json!({"oracle": true, "done": done}),
         })
     }
 }

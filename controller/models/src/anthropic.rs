@@ -1,29 +1,70 @@
 //! Anthropic's Messages API: the system prompt as a top-level field, `tool_use` and
 //! `tool_result` blocks, and thinking blocks sent back exactly as received.
 
-use futures::future::BoxFuture;
 use sandbox_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::Api;
-use super::{
-    AssistantMessage, Message, Model, ModelError, ModelReply, Price, Request, ToolCall, Usage,
-};
+use super::adapter::Adapter;
+use super::{AssistantMessage, Message, ModelError, ToolCall, Usage};
 
-pub(crate) const PROVIDER: &str = "Anthropic Messages API";
 pub(crate) const API_VERSION: &str = "2023-06-01";
 
-pub struct AnthropicModel {
-    pub(super) api: Api,
-    pub(super) name: String,
-    pub(super) price: Option<Price>,
-    pub(super) max_tokens: u32,
-    pub(super) thinking_budget: Option<u32>,
+/// The Messages API's settings of one model.
+pub(crate) struct Anthropic {
+    pub(crate) max_tokens: u32,
+    pub(crate) thinking_budget: Option<u32>,
 }
 
-impl AnthropicModel {
-    fn request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
+/// A Messages API answer, as far as the adapter reads it; its `content` blocks are also kept
+/// as they came, to be sent back verbatim.
+#[derive(Deserialize)]
+pub(crate) struct Answer {
+    content: Option<Vec<Block>>,
+    #[serde(default)]
+    usage: Option<AnswerUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    /// Thinking, redacted thinking, server tools' blocks: sent back, not read.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct AnswerUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl Adapter for Anthropic {
+    type Answer = Answer;
+    const PROVIDER: &'static str = "Anthropic Messages API";
+    const FAMILY: &'static str = "anthropic";
+    const API: &'static str = "Messages API";
+    const PATH: &'static str = "/v1/messages";
+
+    fn body(&self, model: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
         let mut system = Vec::new();
         // (role, blocks); consecutive messages of one role are merged, as the API requires
         // alternating turns (tool results are user content).
@@ -71,8 +112,7 @@ impl AnthropicModel {
             .into_iter()
             .map(|(role, blocks)| json!({"role": role, "content": blocks}))
             .collect();
-        let mut body =
-            json!({"model": self.name, "max_tokens": self.max_tokens, "messages": messages});
+        let mut body = json!({"model": model, "max_tokens": self.max_tokens, "messages": messages});
         if !system.is_empty() {
             body["system"] = json!(system.join("\n\n"));
         }
@@ -96,62 +136,39 @@ impl AnthropicModel {
         }
         body
     }
-}
 
-/// A Messages API answer, as far as the adapter reads it; its `content` blocks are also kept
-/// as they came, to be sent back verbatim.
-#[derive(Deserialize)]
-struct Answer {
-    content: Option<Vec<Block>>,
-    #[serde(default)]
-    usage: Option<AnswerUsage>,
-}
+    /// A forced tool: the verdict is the tool call's input. (Extended thinking cannot be
+    /// combined with a forced tool, so it is left out here.)
+    fn structured_body(
+        &self,
+        model: &str,
+        instructions: &str,
+        input: &str,
+        name: &str,
+        schema: &Value,
+    ) -> Value {
+        json!({
+            "model": model,
+            "max_tokens": 1024,
+            "system": instructions,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": input}]}],
+            "tools": [{"type": "custom", "name": name, "description": "Record the answer.", "input_schema": schema}],
+            "tool_choice": {"type": "tool", "name": name},
+        })
+    }
 
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Block {
-    Text {
-        #[serde(default)]
-        text: String,
-    },
-    ToolUse {
-        #[serde(default)]
-        id: Option<String>,
-        #[serde(default)]
-        name: String,
-        #[serde(default)]
-        input: Value,
-    },
-    /// Thinking, redacted thinking, server tools' blocks: sent back, not read.
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize)]
-struct AnswerUsage {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
-}
-
-impl AnthropicModel {
     /// The reply in a decoded answer.
-    fn reply(&self, answer: Answer, raw: Value) -> Result<ModelReply, ModelError> {
+    fn read(&self, answer: Answer, raw: &Value) -> Result<(AssistantMessage, Usage), ModelError> {
         let blocks = answer
             .content
-            .ok_or_else(|| self.api.bad("no `content` array"))?;
+            .ok_or_else(|| Self::bad("no `content` array"))?;
         let mut content = String::new();
         let mut tool_calls = Vec::new();
         for block in blocks {
             match block {
                 Block::Text { text } => content.push_str(&text),
                 Block::ToolUse { id, name, input } => tool_calls.push(ToolCall {
-                    id: id.ok_or_else(|| self.api.bad("a tool_use block without id"))?,
+                    id: id.ok_or_else(|| Self::bad("a tool_use block without id"))?,
                     name,
                     arguments: input.to_string(),
                 }),
@@ -169,51 +186,7 @@ impl AnthropicModel {
             tool_calls,
             provider_items: Some(raw["content"].clone()),
         };
-        Ok(ModelReply::priced(message, usage, self.price, raw))
-    }
-}
-
-impl Model for AnthropicModel {
-    fn describe(&self) -> String {
-        format!(
-            "anthropic/{} (Messages API at {})",
-            self.name, self.api.base_url
-        )
-    }
-
-    fn has_price(&self) -> bool {
-        self.price.is_some()
-    }
-
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
-        Request::reply(self.request(messages, tools), messages, tools)
-    }
-
-    /// A forced tool: the verdict is the tool call's input. (Extended thinking cannot be
-    /// combined with a forced tool, so it is left out here.)
-    fn structured_request(
-        &self,
-        instructions: &str,
-        input: &str,
-        name: &str,
-        schema: &Value,
-    ) -> Request {
-        let body = json!({
-            "model": self.name,
-            "max_tokens": 1024,
-            "system": instructions,
-            "messages": [{"role": "user", "content": [{"type": "text", "text": input}]}],
-            "tools": [{"type": "custom", "name": name, "description": "Record the answer.", "input_schema": schema}],
-            "tool_choice": {"type": "tool", "name": name},
-        });
-        Request::structured(body, name)
-    }
-
-    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
-        Box::pin(async move {
-            let (answer, raw) = self.api.post(&request.body).await?;
-            self.reply(answer, raw)
-        })
+        Ok((message, usage))
     }
 }
 
@@ -222,17 +195,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ModelReply;
 
     fn decode(raw: Value) -> Result<ModelReply, ModelError> {
-        let model = AnthropicModel {
-            api: Api::unused(PROVIDER),
-            name: "m".to_owned(),
-            price: None,
+        let settings = Anthropic {
             max_tokens: 1,
             thinking_budget: None,
         };
-        let answer = model.api.decode(&raw)?;
-        model.reply(answer, raw)
+        crate::adapter::decode(settings, raw)
     }
 
     #[test]

@@ -1,72 +1,19 @@
 //! Chat Completions against any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio):
 //! `tool_calls` on assistant messages and `role: tool` results.
 
-use futures::future::BoxFuture;
 use sandbox_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::Api;
-use super::{
-    AssistantMessage, Message, Model, ModelError, ModelReply, Price, Request, ToolCall, Usage,
-};
+use super::adapter::Adapter;
+use super::{AssistantMessage, Message, ModelError, ToolCall, Usage};
 
-pub(crate) const PROVIDER: &str = "Chat Completions API";
-
-pub struct ChatModel {
-    pub(super) api: Api,
-    pub(super) name: String,
-    pub(super) price: Option<Price>,
-}
-
-impl ChatModel {
-    fn request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        let messages: Vec<Value> =
-            messages
-                .iter()
-                .map(|message| match message {
-                    Message::System { content } => json!({"role": "system", "content": content}),
-                    Message::User { content } => json!({"role": "user", "content": content}),
-                    Message::Tool {
-                        tool_call_id,
-                        content,
-                    } => {
-                        json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
-                    }
-                    Message::Assistant(reply) => {
-                        let mut message = json!({"role": "assistant", "content": reply.content});
-                        if !reply.tool_calls.is_empty() {
-                            message["tool_calls"] = reply
-                            .tool_calls
-                            .iter()
-                            .map(|call| json!({
-                                "id": call.id,
-                                "type": "function",
-                                "function": {"name": call.name, "arguments": call.arguments},
-                            }))
-                            .collect();
-                        }
-                        message
-                    }
-                })
-                .collect();
-        let mut body = json!({"model": self.name, "messages": messages});
-        if !tools.is_empty() {
-            body["tools"] = tools
-                .iter()
-                .map(|tool| json!({
-                    "type": "function",
-                    "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
-                }))
-                .collect();
-        }
-        body
-    }
-}
+/// Chat Completions has no settings of its own.
+pub(crate) struct Chat;
 
 /// A Chat Completions answer, as far as the adapter reads it.
 #[derive(Deserialize)]
-struct Completion {
+pub(crate) struct Completion {
     #[serde(default)]
     choices: Vec<Choice>,
     #[serde(default)]
@@ -140,16 +87,84 @@ fn content<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, 
     })
 }
 
-impl ChatModel {
+impl Adapter for Chat {
+    type Answer = Completion;
+    const PROVIDER: &'static str = "Chat Completions API";
+    const FAMILY: &'static str = "openai-compat";
+    const API: &'static str = "Chat Completions";
+    const PATH: &'static str = "/chat/completions";
+
+    fn body(&self, model: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
+        let messages: Vec<Value> =
+            messages
+                .iter()
+                .map(|message| match message {
+                    Message::System { content } => json!({"role": "system", "content": content}),
+                    Message::User { content } => json!({"role": "user", "content": content}),
+                    Message::Tool {
+                        tool_call_id,
+                        content,
+                    } => {
+                        json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
+                    }
+                    Message::Assistant(reply) => {
+                        let mut message = json!({"role": "assistant", "content": reply.content});
+                        if !reply.tool_calls.is_empty() {
+                            message["tool_calls"] = reply
+                            .tool_calls
+                            .iter()
+                            .map(|call| json!({
+                                "id": call.id,
+                                "type": "function",
+                                "function": {"name": call.name, "arguments": call.arguments},
+                            }))
+                            .collect();
+                        }
+                        message
+                    }
+                })
+                .collect();
+        let mut body = json!({"model": model, "messages": messages});
+        if !tools.is_empty() {
+            body["tools"] = tools
+                .iter()
+                .map(|tool| json!({
+                    "type": "function",
+                    "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+                }))
+                .collect();
+        }
+        body
+    }
+
+    fn structured_body(
+        &self,
+        model: &str,
+        instructions: &str,
+        input: &str,
+        name: &str,
+        schema: &Value,
+    ) -> Value {
+        json!({
+            "model": model,
+            "messages": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}},
+        })
+    }
+
     /// The reply in a decoded answer.
-    fn reply(&self, completion: Completion, raw: Value) -> Result<ModelReply, ModelError> {
+    fn read(
+        &self,
+        completion: Completion,
+        _raw: &Value,
+    ) -> Result<(AssistantMessage, Usage), ModelError> {
         let Some(message) = completion
             .choices
             .into_iter()
             .next()
             .and_then(|choice| choice.message)
         else {
-            return Err(self.api.bad("no choices[0].message"));
+            return Err(Self::bad("no choices[0].message"));
         };
         let tool_calls = message
             .tool_calls
@@ -157,9 +172,7 @@ impl ChatModel {
             .into_iter()
             .map(|call| {
                 Ok(ToolCall {
-                    id: call
-                        .id
-                        .ok_or_else(|| self.api.bad("a tool call without id"))?,
+                    id: call.id.ok_or_else(|| Self::bad("a tool call without id"))?,
                     name: call.function.name,
                     arguments: call.function.arguments,
                 })
@@ -179,46 +192,7 @@ impl ChatModel {
             tool_calls,
             provider_items: None,
         };
-        Ok(ModelReply::priced(message, usage, self.price, raw))
-    }
-}
-
-impl Model for ChatModel {
-    fn describe(&self) -> String {
-        format!(
-            "openai-compat/{} (Chat Completions at {})",
-            self.name, self.api.base_url
-        )
-    }
-
-    fn has_price(&self) -> bool {
-        self.price.is_some()
-    }
-
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
-        Request::reply(self.request(messages, tools), messages, tools)
-    }
-
-    fn structured_request(
-        &self,
-        instructions: &str,
-        input: &str,
-        name: &str,
-        schema: &Value,
-    ) -> Request {
-        let body = json!({
-            "model": self.name,
-            "messages": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
-            "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}},
-        });
-        Request::structured(body, name)
-    }
-
-    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
-        Box::pin(async move {
-            let (completion, raw) = self.api.post(&request.body).await?;
-            self.reply(completion, raw)
-        })
+        Ok((message, usage))
     }
 }
 
@@ -227,15 +201,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ModelReply;
 
     fn decode(raw: Value) -> Result<ModelReply, ModelError> {
-        let model = ChatModel {
-            api: Api::unused(PROVIDER),
-            name: "m".to_owned(),
-            price: None,
-        };
-        let completion = model.api.decode(&raw)?;
-        model.reply(completion, raw)
+        crate::adapter::decode(Chat, raw)
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The one HTTP path of the three adapters: a provider's endpoint ([`Api`]) posts a request body
 //! through the retries and the rate gate it shares, and decodes the answer into the adapter's
-//! own typed reply, keeping the raw body for the log.
+//! own typed answer.
 
 use std::sync::Arc;
 
@@ -56,17 +56,14 @@ impl Api {
         }
     }
 
-    /// Posts `body`; the answer of the first 2xx, decoded as `T`, and as it came.
-    pub(crate) async fn post<T: for<'de> Deserialize<'de>>(
-        &self,
-        body: &Value,
-    ) -> Result<(T, Value), ModelError> {
+    /// Posts `body`; the answer of the first 2xx, as it came.
+    pub(crate) async fn post(&self, body: &Value) -> Result<Value, ModelError> {
         let headers: Vec<(&str, &str)> = self
             .headers
             .iter()
             .map(|(name, value)| (*name, value.as_str()))
             .collect();
-        let raw = post_json(
+        post_json(
             &self.client,
             self.provider,
             &self.url,
@@ -75,8 +72,7 @@ impl Api {
             self.retry,
             self.gate.as_deref(),
         )
-        .await?;
-        Ok((self.decode(&raw)?, raw))
+        .await
     }
 
     /// An answer as the adapter's typed reply; what does not decode is named.
@@ -84,7 +80,10 @@ impl Api {
         &self,
         raw: &Value,
     ) -> Result<T, ModelError> {
-        T::deserialize(raw).map_err(|err| self.bad(format!("{err}")))
+        T::deserialize(raw).map_err(|err| ModelError::BadResponse {
+            provider: self.provider,
+            message: err.to_string(),
+        })
     }
 
     /// An endpoint that is never called, for the adapters' decoding tests.
@@ -104,14 +103,6 @@ impl Api {
             Vec::new(),
             None,
         )
-    }
-
-    /// The answer was 2xx but unusable.
-    pub(crate) fn bad(&self, message: impl Into<String>) -> ModelError {
-        ModelError::BadResponse {
-            provider: self.provider,
-            message: message.into(),
-        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! or a sandbox. What a reply means for a session is the run loop's business. Its failures are
 //! [`ModelError`] (a call) and [`BuildError`] (a spec); it does not use `anyhow`.
 
+mod adapter;
 mod anthropic;
 mod chat;
 pub mod gate;
@@ -20,14 +21,12 @@ mod types;
 use std::sync::Arc;
 use std::time::Duration;
 
+use adapter::Provider;
 use futures::future::BoxFuture;
-use http::{Api, Endpoint};
+use http::Endpoint;
 use sandbox_protocol::ToolSpec;
 
-pub use anthropic::AnthropicModel;
-pub use chat::ChatModel;
 pub use pricing::Price;
-pub use responses::ResponsesModel;
 pub use retry::{RetryPolicy, refused_certificate};
 pub use scripted::{ScriptedModel, schema as script_schema};
 pub use types::{
@@ -265,20 +264,12 @@ fn openai(
         "OPENAI_API_KEY",
     )?;
     let headers = vec![("authorization", format!("Bearer {key}"))];
-    Ok(Arc::new(ResponsesModel {
-        api: Api::new(
-            responses::PROVIDER,
-            &endpoint,
-            base_url,
-            "/responses",
-            headers,
-            gates.map(|gates| (gates, "openai")),
-        ),
-        name: endpoint.name,
-        price: endpoint.price,
+    let settings = responses::Responses {
         reasoning_effort: spec.reasoning_effort.clone(),
         web_search: spec.web_search,
-    }))
+    };
+    let model = Provider::new(settings, endpoint, base_url, headers, gates);
+    Ok(Arc::new(model))
 }
 
 fn openai_compat(
@@ -298,18 +289,8 @@ fn openai_compat(
         .map(|key| ("authorization", format!("Bearer {key}")))
         .into_iter()
         .collect();
-    Ok(Arc::new(ChatModel {
-        api: Api::new(
-            chat::PROVIDER,
-            &endpoint,
-            base_url,
-            "/chat/completions",
-            headers,
-            gates.map(|gates| (gates, "openai-compat")),
-        ),
-        name: endpoint.name,
-        price: endpoint.price,
-    }))
+    let model = Provider::new(chat::Chat, endpoint, base_url, headers, gates);
+    Ok(Arc::new(model))
 }
 
 fn anthropic(
@@ -327,18 +308,10 @@ fn anthropic(
         ("x-api-key", key),
         ("anthropic-version", anthropic::API_VERSION.to_owned()),
     ];
-    Ok(Arc::new(AnthropicModel {
-        api: Api::new(
-            anthropic::PROVIDER,
-            &endpoint,
-            base_url,
-            "/v1/messages",
-            headers,
-            gates.map(|gates| (gates, "anthropic")),
-        ),
-        name: endpoint.name,
-        price: endpoint.price,
+    let settings = anthropic::Anthropic {
         max_tokens: spec.max_tokens,
         thinking_budget: spec.thinking_budget,
-    }))
+    };
+    let model = Provider::new(settings, endpoint, base_url, headers, gates);
+    Ok(Arc::new(model))
 }

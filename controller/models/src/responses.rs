@@ -1,82 +1,23 @@
 //! OpenAI's Responses API: output items are kept and sent back verbatim, function tools are
 //! not strict, and a response that is not `completed` is an error.
 
-use futures::future::BoxFuture;
 use sandbox_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::Api;
-use super::{
-    AssistantMessage, Message, Model, ModelError, ModelReply, Price, Request, ToolCall, Usage,
-};
+use super::adapter::Adapter;
+use super::{AssistantMessage, Message, ModelError, ToolCall, Usage};
 
-pub(crate) const PROVIDER: &str = "OpenAI Responses API";
-
-pub struct ResponsesModel {
-    pub(super) api: Api,
-    pub(super) name: String,
-    pub(super) price: Option<Price>,
-    pub(super) reasoning_effort: Option<String>,
-    pub(super) web_search: bool,
-}
-
-impl ResponsesModel {
-    fn request(&self, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        let mut input = Vec::new();
-        for message in messages {
-            match message {
-                Message::System { content } => {
-                    input.push(json!({"role": "system", "content": content}))
-                }
-                Message::User { content } => {
-                    input.push(json!({"role": "user", "content": content}))
-                }
-                Message::Tool {
-                    tool_call_id,
-                    content,
-                } => input.push(json!({
-                    "type": "function_call_output", "call_id": tool_call_id, "output": content,
-                })),
-                Message::Assistant(AssistantMessage {
-                    provider_items: Some(Value::Array(items)),
-                    ..
-                }) => {
-                    input.extend(items.iter().cloned());
-                }
-                Message::Assistant(reply) => {
-                    input.push(json!({"role": "assistant", "content": reply.content}))
-                }
-            }
-        }
-        let mut tool_list: Vec<Value> = tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                    // The tools have optional arguments, which strict mode would make required.
-                    "strict": false,
-                })
-            })
-            .collect();
-        if self.web_search && !tools.is_empty() {
-            tool_list.push(json!({"type": "web_search"}));
-        }
-        let mut body = json!({"model": self.name, "input": input, "tools": tool_list});
-        if let Some(effort) = &self.reasoning_effort {
-            body["reasoning"] = json!({"effort": effort});
-        }
-        body
-    }
+/// The Responses API's settings of one model.
+pub(crate) struct Responses {
+    pub(crate) reasoning_effort: Option<String>,
+    pub(crate) web_search: bool,
 }
 
 /// A Responses API answer, as far as the adapter reads it; its `output` items are also kept as
 /// they came, to be sent back verbatim.
 #[derive(Deserialize)]
-struct Response {
+pub(crate) struct Response {
     #[serde(default)]
     status: Option<String>,
     #[serde(default)]
@@ -149,9 +90,88 @@ struct InputDetails {
     cached_tokens: u64,
 }
 
-impl ResponsesModel {
+impl Adapter for Responses {
+    type Answer = Response;
+    const PROVIDER: &'static str = "OpenAI Responses API";
+    const FAMILY: &'static str = "openai";
+    const API: &'static str = "Responses API";
+    const PATH: &'static str = "/responses";
+
+    fn body(&self, model: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
+        let mut input = Vec::new();
+        for message in messages {
+            match message {
+                Message::System { content } => {
+                    input.push(json!({"role": "system", "content": content}))
+                }
+                Message::User { content } => {
+                    input.push(json!({"role": "user", "content": content}))
+                }
+                Message::Tool {
+                    tool_call_id,
+                    content,
+                } => input.push(json!({
+                    "type": "function_call_output", "call_id": tool_call_id, "output": content,
+                })),
+                Message::Assistant(AssistantMessage {
+                    provider_items: Some(Value::Array(items)),
+                    ..
+                }) => {
+                    input.extend(items.iter().cloned());
+                }
+                Message::Assistant(reply) => {
+                    input.push(json!({"role": "assistant", "content": reply.content}))
+                }
+            }
+        }
+        let mut tool_list: Vec<Value> = tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                    // The tools have optional arguments, which strict mode would make required.
+                    "strict": false,
+                })
+            })
+            .collect();
+        if self.web_search && !tools.is_empty() {
+            tool_list.push(json!({"type": "web_search"}));
+        }
+        let mut body = json!({"model": model, "input": input, "tools": tool_list});
+        if let Some(effort) = &self.reasoning_effort {
+            body["reasoning"] = json!({"effort": effort});
+        }
+        body
+    }
+
+    fn structured_body(
+        &self,
+        model: &str,
+        instructions: &str,
+        input: &str,
+        name: &str,
+        schema: &Value,
+    ) -> Value {
+        let mut body = json!({
+            "model": model,
+            "input": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
+            "text": {"format": {"type": "json_schema", "name": name, "schema": schema, "strict": true}},
+        });
+        if let Some(effort) = &self.reasoning_effort {
+            body["reasoning"] = json!({"effort": effort});
+        }
+        body
+    }
+
     /// The reply in a decoded answer; a response that is not `completed` is an error.
-    fn reply(&self, response: Response, raw: Value) -> Result<ModelReply, ModelError> {
+    fn read(
+        &self,
+        response: Response,
+        raw: &Value,
+    ) -> Result<(AssistantMessage, Usage), ModelError> {
         let status = response.status.as_deref().unwrap_or("missing");
         if status != "completed" {
             let detail = response
@@ -160,11 +180,11 @@ impl ResponsesModel {
                 .or_else(|| response.error.and_then(|error| error.message))
                 .unwrap_or_default();
             let message = format!("model response was {status} {detail}");
-            return Err(self.api.bad(message.trim_end()));
+            return Err(Self::bad(message.trim_end()));
         }
         let items = response
             .output
-            .ok_or_else(|| self.api.bad("no `output` array"))?;
+            .ok_or_else(|| Self::bad("no `output` array"))?;
         let mut content = String::new();
         let mut tool_calls = Vec::new();
         for item in items {
@@ -181,7 +201,7 @@ impl ResponsesModel {
                     name,
                     arguments,
                 } => tool_calls.push(ToolCall {
-                    id: call_id.ok_or_else(|| self.api.bad("a function_call without call_id"))?,
+                    id: call_id.ok_or_else(|| Self::bad("a function_call without call_id"))?,
                     name,
                     arguments,
                 }),
@@ -202,49 +222,7 @@ impl ResponsesModel {
             tool_calls,
             provider_items: Some(raw["output"].clone()),
         };
-        Ok(ModelReply::priced(message, usage, self.price, raw))
-    }
-}
-
-impl Model for ResponsesModel {
-    fn describe(&self) -> String {
-        format!(
-            "openai/{} (Responses API at {})",
-            self.name, self.api.base_url
-        )
-    }
-
-    fn has_price(&self) -> bool {
-        self.price.is_some()
-    }
-
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
-        Request::reply(self.request(messages, tools), messages, tools)
-    }
-
-    fn structured_request(
-        &self,
-        instructions: &str,
-        input: &str,
-        name: &str,
-        schema: &Value,
-    ) -> Request {
-        let mut body = json!({
-            "model": self.name,
-            "input": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
-            "text": {"format": {"type": "json_schema", "name": name, "schema": schema, "strict": true}},
-        });
-        if let Some(effort) = &self.reasoning_effort {
-            body["reasoning"] = json!({"effort": effort});
-        }
-        Request::structured(body, name)
-    }
-
-    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
-        Box::pin(async move {
-            let (response, raw) = self.api.post(&request.body).await?;
-            self.reply(response, raw)
-        })
+        Ok((message, usage))
     }
 }
 
@@ -253,17 +231,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ModelReply;
 
     fn decode(raw: Value) -> Result<ModelReply, ModelError> {
-        let model = ResponsesModel {
-            api: Api::unused(PROVIDER),
-            name: "m".to_owned(),
-            price: None,
+        let settings = Responses {
             reasoning_effort: None,
             web_search: false,
         };
-        let response = model.api.decode(&raw)?;
-        model.reply(response, raw)
+        crate::adapter::decode(settings, raw)
     }
 
     #[test]

@@ -14,16 +14,12 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use futures::future::BoxFuture;
-use sandbox_protocol::ToolSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::offline;
-use super::{
-    Ask, AssistantMessage, Message, Model, ModelError, ModelReply, Request, ToolCall, Usage,
-};
+use super::offline::Offline;
+use super::{Ask, AssistantMessage, Model, ModelError, ModelReply, ToolCall, Usage};
 
 /// A scripted model's file (`--model script:FILE`, YAML or JSON): the turns it plays in
 /// order, whatever the harness sends, and the answers it gives the risk classifier.
@@ -168,7 +164,9 @@ impl ScriptedModel {
     }
 }
 
-impl Model for ScriptedModel {
+impl Offline for ScriptedModel {
+    const SOURCE: &'static str = "scripted";
+
     fn subagent(&self, call_id: &str) -> Result<Option<std::sync::Arc<dyn Model>>, ModelError> {
         Ok(Some(std::sync::Arc::new(self.child(call_id)?)))
     }
@@ -180,101 +178,79 @@ impl Model for ScriptedModel {
         )
     }
 
-    fn has_price(&self) -> bool {
-        true
-    }
-
-    /// What the scripted model "receives" (and the log records): the number of messages and
-    /// the tools' names.
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
-        offline::request("scripted", messages, tools)
-    }
-
-    fn structured_request(
-        &self,
-        _instructions: &str,
-        _input: &str,
-        name: &str,
-        _schema: &Value,
-    ) -> Request {
-        offline::structured("scripted", name)
-    }
-
-    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
-        Box::pin(async move {
-            if let Ask::Structured { .. } = request.ask {
-                let verdict = {
-                    let mut next = self.next_verdict.lock().unwrap_or_else(|p| p.into_inner());
-                    let verdict = self.script.verdicts.get(*next).cloned();
-                    *next += 1;
-                    verdict
-                };
-                let verdict = verdict.ok_or_else(|| {
-                    ModelError::NoVerdict(format!(
-                        "{} has no `verdicts` left for the classifier, which judges every call \
-                         no rule decides: add one `{{risk, authorized, rationale}}` per such call \
-                         (docs/scripted-model.md), or run with --no-classifier",
-                        self.path
-                    ))
-                })?;
-                let verdict = json!(verdict);
-                let raw = json!({"scripted": true, "verdict": verdict});
-                return Ok(ModelReply::free_text(verdict.to_string(), raw));
-            }
-            // A compaction's summary is answered without using a turn.
-            if request.ask == Ask::Summary {
-                let content = self.script.summary.clone().unwrap_or_default();
-                let raw = json!({"scripted": true, "summary": content});
-                let message = AssistantMessage {
-                    content,
-                    ..AssistantMessage::default()
-                };
-                return Ok(ModelReply {
-                    message,
-                    usage: Usage::default(),
-                    cost: Some(0.0),
-                    raw,
-                });
-            }
-            let turn_idx = {
-                let mut next = self.next_turn.lock().unwrap_or_else(|p| p.into_inner());
-                let idx = *next;
+    fn answer(&self, ask: &Ask) -> Result<ModelReply, ModelError> {
+        if let Ask::Structured { .. } = ask {
+            let verdict = {
+                let mut next = self.next_verdict.lock().unwrap_or_else(|p| p.into_inner());
+                let verdict = self.script.verdicts.get(*next).cloned();
                 *next += 1;
-                idx
+                verdict
             };
-            let turn = self.script.turns.get(turn_idx).ok_or_else(|| {
-                ModelError::Script(format!(
-                    "{} has {} turns and turn {} was asked for",
-                    self.path,
-                    self.script.turns.len(),
-                    turn_idx + 1
+            let verdict = verdict.ok_or_else(|| {
+                ModelError::NoVerdict(format!(
+                    "{} has no `verdicts` left for the classifier, which judges every call \
+                 no rule decides: add one `{{risk, authorized, rationale}}` per such call \
+                 (docs/scripted-model.md), or run with --no-classifier",
+                    self.path
                 ))
             })?;
-            let tool_calls = turn
-                .tool_calls
-                .iter()
-                .enumerate()
-                .map(|(call_idx, call)| ToolCall {
-                    id: format!("script_{}_{}", turn_idx + 1, call_idx + 1),
-                    name: call.name.clone(),
-                    arguments: match &call.arguments {
-                        Value::String(raw) => raw.clone(),
-                        other => other.to_string(),
-                    },
-                })
-                .collect();
+            let verdict = json!(verdict);
+            let raw = json!({"scripted": true, "verdict": verdict});
+            return Ok(ModelReply::free_text(verdict.to_string(), raw));
+        }
+        // A compaction's summary is answered without using a turn.
+        if *ask == Ask::Summary {
+            let content = self.script.summary.clone().unwrap_or_default();
+            let raw = json!({"scripted": true, "summary": content});
             let message = AssistantMessage {
-                content: turn.text.clone(),
-                tool_calls,
-                provider_items: None,
+                content,
+                ..AssistantMessage::default()
             };
-            let raw = json!({"scripted": true, "turn": turn_idx + 1});
-            Ok(ModelReply {
+            return Ok(ModelReply {
                 message,
                 usage: Usage::default(),
-                cost: Some(turn.cost),
+                cost: Some(0.0),
                 raw,
+            });
+        }
+        let turn_idx = {
+            let mut next = self.next_turn.lock().unwrap_or_else(|p| p.into_inner());
+            let idx = *next;
+            *next += 1;
+            idx
+        };
+        let turn = self.script.turns.get(turn_idx).ok_or_else(|| {
+            ModelError::Script(format!(
+                "{} has {} turns and turn {} was asked for",
+                self.path,
+                self.script.turns.len(),
+                turn_idx + 1
+            ))
+        })?;
+        let tool_calls = turn
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(call_idx, call)| ToolCall {
+                id: format!("script_{}_{}", turn_idx + 1, call_idx + 1),
+                name: call.name.clone(),
+                arguments: match &call.arguments {
+                    Value::String(raw) => raw.clone(),
+                    other => other.to_string(),
+                },
             })
+            .collect();
+        let message = AssistantMessage {
+            content: turn.text.clone(),
+            tool_calls,
+            provider_items: None,
+        };
+        let raw = json!({"scripted": true, "turn": turn_idx + 1});
+        Ok(ModelReply {
+            message,
+            usage: Usage::default(),
+            cost: Some(turn.cost),
+            raw,
         })
     }
 }

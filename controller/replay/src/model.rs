@@ -5,14 +5,12 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Mutex;
 
-use futures::future::BoxFuture;
-use sandbox_protocol::ToolSpec;
 use serde_json::{Value, json};
 
 use super::ReplayError;
 use event_log::{Event, ModelResponse, Purpose};
-use llm::offline;
-use llm::{Ask, AssistantMessage, Message, Model, ModelError, ModelReply, Request, Usage};
+use llm::offline::Offline;
+use llm::{Ask, AssistantMessage, Model, ModelError, ModelReply, Usage};
 
 pub struct ReplayModel {
     path: String,
@@ -92,7 +90,9 @@ fn recorded_reply(
     })
 }
 
-impl Model for ReplayModel {
+impl Offline for ReplayModel {
+    const SOURCE: &'static str = "replay";
+
     /// A subagent replays its own log's replies: the folder the parent's log names for the
     /// call (beneath its `agents/`).
     fn subagent(&self, call_id: &str) -> Result<Option<std::sync::Arc<dyn Model>>, ModelError> {
@@ -124,58 +124,38 @@ impl Model for ReplayModel {
         )
     }
 
-    fn has_price(&self) -> bool {
-        true
-    }
-
-    fn build_request(&self, messages: &[Message], tools: &[ToolSpec]) -> Request {
-        offline::request("replay", messages, tools)
-    }
-
-    fn structured_request(
-        &self,
-        _instructions: &str,
-        _input: &str,
-        name: &str,
-        _schema: &Value,
-    ) -> Request {
-        offline::structured("replay", name)
-    }
-
-    fn send<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<ModelReply, ModelError>> {
-        Box::pin(async move {
-            if let Ask::Structured { .. } = request.ask {
-                let verdict = self
-                    .verdicts
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .pop_front();
-                let verdict = verdict.ok_or_else(|| {
-                    ModelError::Script(format!(
-                        "replay:{} has no more recorded classifier answers",
-                        self.path
-                    ))
-                })?;
-                let raw = json!({"replayed_verdict": verdict});
-                return Ok(ModelReply::free_text(verdict.to_string(), raw));
-            }
-            let summary = request.ask == Ask::Summary;
-            let queue = if summary {
-                &self.summaries
-            } else {
-                &self.turns
-            };
-            queue
+    fn answer(&self, ask: &Ask) -> Result<ModelReply, ModelError> {
+        if let Ask::Structured { .. } = ask {
+            let verdict = self
+                .verdicts
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .pop_front()
-                .ok_or_else(|| {
-                    ModelError::Script(format!(
-                        "replay:{}: the recording has no more {} replies",
-                        self.path,
-                        if summary { "summary" } else { "turn" }
-                    ))
-                })
-        })
+                .pop_front();
+            let verdict = verdict.ok_or_else(|| {
+                ModelError::Script(format!(
+                    "replay:{} has no more recorded classifier answers",
+                    self.path
+                ))
+            })?;
+            let raw = json!({"replayed_verdict": verdict});
+            return Ok(ModelReply::free_text(verdict.to_string(), raw));
+        }
+        let summary = *ask == Ask::Summary;
+        let queue = if summary {
+            &self.summaries
+        } else {
+            &self.turns
+        };
+        queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+            .ok_or_else(|| {
+                ModelError::Script(format!(
+                    "replay:{}: the recording has no more {} replies",
+                    self.path,
+                    if summary { "summary" } else { "turn" }
+                ))
+            })
     }
 }

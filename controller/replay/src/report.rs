@@ -113,6 +113,40 @@ pub struct TaskRow {
     pub reason: Option<String>,
 }
 
+impl TaskRow {
+    /// The row of task `id` that never ran: no log, nothing counted.
+    pub fn not_run(id: &str, attempts: u32) -> TaskRow {
+        TaskRow {
+            task: id.to_owned(),
+            name: id.to_owned(),
+            reward: None,
+            rewards: BTreeMap::new(),
+            error: None,
+            reward_valid: false,
+            tampered: false,
+            note: None,
+            benchmark: false,
+            agent: None,
+            outcome: RunOutcome::Unfinished(Unfinished::NotRun),
+            failure: None,
+            passed: false,
+            attempts,
+            turns: 0,
+            tool_calls: 0,
+            refused: 0,
+            expected_broken: None,
+            tools: BTreeMap::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost: 0.0,
+            cost_known: true,
+            duration_ms: 0,
+            log: None,
+            reason: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Totals {
     pub tasks: usize,
@@ -313,34 +347,7 @@ fn task_row(
 ) -> Result<TaskRow, ReplayError> {
     let folder = dir.join(id);
     if !folder.join("events.jsonl").is_file() {
-        return Ok(TaskRow {
-            task: id.to_owned(),
-            name: id.to_owned(),
-            reward: None,
-            rewards: BTreeMap::new(),
-            error: None,
-            reward_valid: false,
-            tampered: false,
-            note: None,
-            benchmark: false,
-            agent: None,
-            outcome: RunOutcome::Unfinished(Unfinished::NotRun),
-            failure: None,
-            passed: false,
-            attempts: attempts.unwrap_or(0),
-            turns: 0,
-            tool_calls: 0,
-            refused: 0,
-            expected_broken: None,
-            tools: BTreeMap::new(),
-            input_tokens: 0,
-            output_tokens: 0,
-            cost: 0.0,
-            cost_known: true,
-            duration_ms: 0,
-            log: None,
-            reason: None,
-        });
+        return Ok(TaskRow::not_run(id, attempts.unwrap_or(0)));
     }
     let m = metrics::measure(&folder)?;
     for (tool, values) in &m.tool_samples_ms {

@@ -29,17 +29,11 @@ pub fn deploy() -> PathBuf {
 
 /// `kubectl kustomize DIR`, as documents.
 pub fn render(dir: &str) -> (String, Vec<Value>) {
-    let output = Command::new("kubectl")
-        .args(["kustomize"])
-        .arg(deploy().join(dir))
-        .output()
-        .expect("run kubectl");
-    assert!(
-        output.status.success(),
-        "kubectl kustomize {dir}: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let text = testkit::stdout_of(
+        Command::new("kubectl")
+            .arg("kustomize")
+            .arg(deploy().join(dir)),
     );
-    let text = String::from_utf8(output.stdout).unwrap();
     let docs = serde_norway::Deserializer::from_str(&text)
         .map(|doc| Value::deserialize(doc).unwrap())
         .collect();
@@ -251,16 +245,9 @@ fn registry() -> Option<Registry> {
 }
 
 fn docker(args: &[&str]) -> String {
-    let output = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("run docker");
-    assert!(
-        output.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    testkit::stdout_of(Command::new("docker").args(args))
+        .trim()
+        .to_owned()
 }
 
 /// Kubernetes' `$(VAR)` expansion in a container's arguments.
@@ -327,17 +314,11 @@ async fn a_benchmark_task_job_runs_its_own_image_with_the_injected_server() {
         docker(&["pull", "-q", image]);
     }
     // The overlay renders and validates like the rest of deploy/.
-    let output = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(overlays.join("hello-file"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let text = testkit::stdout_of(
+        Command::new("kubectl")
+            .arg("kustomize")
+            .arg(overlays.join("hello-file")),
     );
-    let text = String::from_utf8(output.stdout).unwrap();
     let rendered = scratch.path().join("rendered.yaml");
     std::fs::write(&rendered, &text).unwrap();
     for version in VERSIONS {

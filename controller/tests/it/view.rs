@@ -236,7 +236,7 @@ fn two_batches(root: &Path) -> (PathBuf, PathBuf) {
 
 /// The workspace `harness replay restore` writes at `step`, as path → kind and content.
 fn restored(session: &Path, step: u64, into: &Path) -> serde_json::Map<String, Value> {
-    let output = common::command(&[
+    testkit::stdout_of(&mut common::command(&[
         "replay",
         "restore",
         session.to_str().unwrap(),
@@ -244,14 +244,7 @@ fn restored(session: &Path, step: u64, into: &Path) -> serde_json::Map<String, V
         &step.to_string(),
         "--to",
         into.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ]));
     let mut map = serde_json::Map::new();
     for path in common::files_under(into) {
         let full = into.join(&path);

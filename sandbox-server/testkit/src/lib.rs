@@ -1,8 +1,24 @@
 //! Process facts for the integration tests of both programs, read from `/proc`: whether a
 //! process runs, and — for a test that ran out of time — where a process, its descendants and
-//! every one of their threads wait.
+//! every one of their threads wait; and the output of a command that must succeed.
 
 use std::fmt::Write as _;
+use std::process::Command;
+
+/// What `command` printed on its standard output, run to its end; a test fails, naming the
+/// command and quoting its standard error, when it cannot start or does not succeed.
+pub fn stdout_of(command: &mut Command) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|err| panic!("{command:?} did not start: {err}"));
+    assert!(
+        output.status.success(),
+        "{command:?}: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()

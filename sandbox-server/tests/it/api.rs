@@ -223,28 +223,22 @@ async fn docs_page_renders_every_operation_in_a_browser() {
         .map(|item| item.as_object().unwrap().len())
         .sum();
     let profile = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-        ])
-        .args([
-            "--disable-background-networking",
-            "--virtual-time-budget=5000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("{}/docs", server.base))
-        .output()
-        .expect("run chromium");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let dom = testkit::stdout_of(
+        std::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+            ])
+            .args([
+                "--disable-background-networking",
+                "--virtual-time-budget=5000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("--dump-dom")
+            .arg(format!("{}/docs", server.base)),
     );
-    let dom = String::from_utf8_lossy(&output.stdout);
     assert_eq!(dom.matches("<details>").count(), operations, "{dom}");
     assert!(dom.contains("<code>"), "{dom}");
     for summary in dom.split("<span class=\"muted\">").skip(1) {

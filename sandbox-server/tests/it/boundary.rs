@@ -287,15 +287,10 @@ async fn in_a_task_container_the_file_tools_reach_the_whole_file_system() {
 fn install_copies_the_server_into_a_folder() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("bin");
-    let output = std::process::Command::new(common::binary())
-        .arg("install")
-        .arg(&target)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    testkit::stdout_of(
+        std::process::Command::new(common::binary())
+            .arg("install")
+            .arg(&target),
     );
     let copied = target.join("sandbox-server");
     let version = std::process::Command::new(&copied)

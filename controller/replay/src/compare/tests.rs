@@ -9,16 +9,6 @@ use event_log::{FailureClass, Outcome};
 fn row(task: &str, passed: bool, ms: u64, tools: &[(&str, u64)]) -> TaskRow {
     let tools: BTreeMap<String, u64> = tools.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect();
     TaskRow {
-        task: task.to_owned(),
-        name: task.to_owned(),
-        reward: None,
-        rewards: BTreeMap::new(),
-        error: None,
-        reward_valid: false,
-        tampered: false,
-        note: None,
-        benchmark: false,
-        agent: None,
         outcome: RunOutcome::Finished(if passed {
             Outcome::Completed
         } else {
@@ -29,16 +19,11 @@ fn row(task: &str, passed: bool, ms: u64, tools: &[(&str, u64)]) -> TaskRow {
         attempts: 1,
         turns: 2,
         tool_calls: tools.values().sum(),
-        refused: 0,
-        expected_broken: None,
         tools,
-        input_tokens: 0,
-        output_tokens: 0,
         cost: 0.01,
-        cost_known: true,
         duration_ms: ms,
         log: Some(task.to_owned()),
-        reason: None,
+        ..TaskRow::not_run(task, 1)
     }
 }
 

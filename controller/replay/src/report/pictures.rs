@@ -170,16 +170,7 @@ mod tests {
 
     fn row(task: &str, name: &str, passed: bool, failure: Option<FailureClass>) -> TaskRow {
         TaskRow {
-            task: task.to_owned(),
             name: name.to_owned(),
-            reward: None,
-            rewards: BTreeMap::new(),
-            error: None,
-            reward_valid: false,
-            tampered: false,
-            note: None,
-            benchmark: false,
-            agent: None,
             outcome: RunOutcome::Finished(if passed {
                 Outcome::Completed
             } else {
@@ -190,16 +181,9 @@ mod tests {
             attempts: 1,
             turns: 2,
             tool_calls: 1,
-            refused: 0,
-            expected_broken: None,
-            tools: BTreeMap::new(),
-            input_tokens: 0,
-            output_tokens: 0,
-            cost: 0.0,
-            cost_known: true,
             duration_ms: 1500,
             log: Some(task.to_owned()),
-            reason: None,
+            ..TaskRow::not_run(task, 1)
         }
     }
 
