@@ -12,6 +12,14 @@ use super::gate::Gates;
 use super::http::{Api, Endpoint};
 use super::{AssistantMessage, Message, Model, ModelError, ModelReply, Price, Request, Usage};
 
+/// A question for one JSON object that fits `schema` (see [`Model::structured_request`]).
+pub(crate) struct Question<'a> {
+    pub(crate) instructions: &'a str,
+    pub(crate) input: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) schema: &'a Value,
+}
+
 /// One vendor's API.
 pub(crate) trait Adapter: Send + Sync + 'static {
     /// The vendor's answer, as far as the adapter reads it.
@@ -27,16 +35,8 @@ pub(crate) trait Adapter: Send + Sync + 'static {
 
     /// The body of a request for the conversation and the tools `model` may call.
     fn body(&self, model: &str, messages: &[Message], tools: &[ToolSpec]) -> Value;
-    /// The body of a request for one JSON object that fits `schema` (see
-    /// [`Model::structured_request`]).
-    fn structured_body(
-        &self,
-        model: &str,
-        instructions: &str,
-        input: &str,
-        name: &str,
-        schema: &Value,
-    ) -> Value;
+    /// The body of a request for the answer to `question`.
+    fn structured_body(&self, model: &str, question: &Question<'_>) -> Value;
     /// The assistant's message and the tokens it took, from a decoded answer (`raw` is the
     /// answer as it came, for the items to be sent back verbatim).
     fn read(
@@ -116,9 +116,13 @@ impl<A: Adapter> Model for Provider<A> {
         name: &str,
         schema: &Value,
     ) -> Request {
-        let body = self
-            .adapter
-            .structured_body(&self.name, instructions, input, name, schema);
+        let question = Question {
+            instructions,
+            input,
+            name,
+            schema,
+        };
+        let body = self.adapter.structured_body(&self.name, &question);
         Request::structured(body, name)
     }
 

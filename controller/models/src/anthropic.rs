@@ -5,7 +5,7 @@ use sandbox_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::adapter::Adapter;
+use super::adapter::{Adapter, Question};
 use super::{AssistantMessage, Message, ModelError, ToolCall, Usage};
 
 pub(crate) const API_VERSION: &str = "2023-06-01";
@@ -139,21 +139,14 @@ impl Adapter for Anthropic {
 
     /// A forced tool: the verdict is the tool call's input. (Extended thinking cannot be
     /// combined with a forced tool, so it is left out here.)
-    fn structured_body(
-        &self,
-        model: &str,
-        instructions: &str,
-        input: &str,
-        name: &str,
-        schema: &Value,
-    ) -> Value {
+    fn structured_body(&self, model: &str, question: &Question<'_>) -> Value {
         json!({
             "model": model,
             "max_tokens": 1024,
-            "system": instructions,
-            "messages": [{"role": "user", "content": [{"type": "text", "text": input}]}],
-            "tools": [{"type": "custom", "name": name, "description": "Record the answer.", "input_schema": schema}],
-            "tool_choice": {"type": "tool", "name": name},
+            "system": question.instructions,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": question.input}]}],
+            "tools": [{"type": "custom", "name": question.name, "description": "Record the answer.", "input_schema": question.schema}],
+            "tool_choice": {"type": "tool", "name": question.name},
         })
     }
 

@@ -5,7 +5,7 @@ use sandbox_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::adapter::Adapter;
+use super::adapter::{Adapter, Question};
 use super::{AssistantMessage, Message, ModelError, ToolCall, Usage};
 
 /// Chat Completions has no settings of its own.
@@ -137,18 +137,11 @@ impl Adapter for Chat {
         body
     }
 
-    fn structured_body(
-        &self,
-        model: &str,
-        instructions: &str,
-        input: &str,
-        name: &str,
-        schema: &Value,
-    ) -> Value {
+    fn structured_body(&self, model: &str, question: &Question<'_>) -> Value {
         json!({
             "model": model,
-            "messages": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
-            "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}},
+            "messages": [{"role": "system", "content": question.instructions}, {"role": "user", "content": question.input}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": question.name, "schema": question.schema, "strict": true}},
         })
     }
 

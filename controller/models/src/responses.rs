@@ -5,7 +5,7 @@ use sandbox_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::adapter::Adapter;
+use super::adapter::{Adapter, Question};
 use super::{AssistantMessage, Message, ModelError, ToolCall, Usage};
 
 /// The Responses API's settings of one model.
@@ -147,18 +147,11 @@ impl Adapter for Responses {
         body
     }
 
-    fn structured_body(
-        &self,
-        model: &str,
-        instructions: &str,
-        input: &str,
-        name: &str,
-        schema: &Value,
-    ) -> Value {
+    fn structured_body(&self, model: &str, question: &Question<'_>) -> Value {
         let mut body = json!({
             "model": model,
-            "input": [{"role": "system", "content": instructions}, {"role": "user", "content": input}],
-            "text": {"format": {"type": "json_schema", "name": name, "schema": schema, "strict": true}},
+            "input": [{"role": "system", "content": question.instructions}, {"role": "user", "content": question.input}],
+            "text": {"format": {"type": "json_schema", "name": question.name, "schema": question.schema, "strict": true}},
         });
         if let Some(effort) = &self.reasoning_effort {
             body["reasoning"] = json!({"effort": effort});
