@@ -49,25 +49,13 @@ fn trajectory(dir: &Path, step: Option<&str>, depth: usize) -> Result<Value, Rep
     let mut trajectory = builder.finish(dir)?;
     let mut embedded = Vec::new();
     for (log_dir, session_id) in children {
-        let plain = log_dir.starts_with("agents/")
-            && log_dir.split('/').all(|p| !matches!(p, "" | "." | ".."));
-        if !plain || depth >= DEEPEST {
+        if depth >= DEEPEST {
             return Err(ReplayError::Io(format!(
-                "{}: the subagent log {log_dir:?} is not beneath agents/ or nests too deep",
+                "{}: subagents nested deeper than {DEEPEST}",
                 dir.display()
             )));
         }
-        let child_dir = dir.join(&log_dir);
-        let inside = match (child_dir.canonicalize(), dir.canonicalize()) {
-            (Ok(child), Ok(parent)) => child.starts_with(&parent) && child != parent,
-            _ => false,
-        };
-        if !inside {
-            return Err(ReplayError::Io(format!(
-                "{}: a subagent's log must be a folder beneath its parent's",
-                child_dir.display()
-            )));
-        }
+        let child_dir = replay::subagent_dir(dir, &log_dir)?;
         let mut child = self::trajectory(&child_dir, None, depth + 1)?;
         child["trajectory_id"] = json!(session_id);
         embedded.push(child);

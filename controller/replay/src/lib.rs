@@ -95,6 +95,31 @@ pub fn text(dir: &Path, text: &Text) -> Result<String, ReplayError> {
     }
 }
 
+/// The folder of the subagent whose log a parent in `dir` names `log_dir`
+/// (`subagent_started.log_dir`). A log may be hostile: the name must be a plain relative path
+/// beneath `agents/`, and the folder, once links are followed, must lie beneath `dir` (a
+/// crafted log could link a child back to itself, or out of the log).
+pub fn subagent_dir(dir: &Path, log_dir: &str) -> Result<PathBuf, ReplayError> {
+    let plain = log_dir.starts_with("agents/")
+        && log_dir
+            .split('/')
+            .all(|part| !matches!(part, "" | "." | ".."));
+    if !plain {
+        return Err(ReplayError::Io(format!(
+            "{}: the subagent log folder {log_dir:?} is not beneath agents/",
+            dir.display()
+        )));
+    }
+    let child = dir.join(log_dir);
+    match (child.canonicalize(), dir.canonicalize()) {
+        (Ok(real), Ok(parent)) if real.starts_with(&parent) && real != parent => Ok(child),
+        _ => Err(ReplayError::Io(format!(
+            "{}: a subagent's log must be a folder beneath its parent's",
+            child.display()
+        ))),
+    }
+}
+
 /// A recorded reply's tool calls, as the loop had them.
 fn tool_calls(response: &event_log::ModelResponse) -> Vec<llm::ToolCall> {
     response
@@ -151,4 +176,36 @@ pub fn session_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReplayError> {
         dirs.extend(found);
     }
     Ok(dirs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subagent_dir;
+
+    #[test]
+    fn a_subagent_folder_must_lie_beneath_its_parents_agents() {
+        let root = tempfile::tempdir().unwrap();
+        let parent = root.path().join("session");
+        std::fs::create_dir_all(parent.join("agents/1-call_a")).unwrap();
+        std::fs::create_dir_all(root.path().join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(&parent, parent.join("agents/loop")).unwrap();
+        std::os::unix::fs::symlink(root.path().join("elsewhere"), parent.join("agents/out"))
+            .unwrap();
+        assert_eq!(
+            subagent_dir(&parent, "agents/1-call_a").unwrap(),
+            parent.join("agents/1-call_a")
+        );
+        for (name, said) in [
+            ("../elsewhere", "is not beneath agents/"),
+            ("/etc", "is not beneath agents/"),
+            ("agents/../../elsewhere", "is not beneath agents/"),
+            ("agents//1-call_a", "is not beneath agents/"),
+            ("agents/loop", "beneath its parent's"),
+            ("agents/out", "beneath its parent's"),
+            ("agents/absent", "beneath its parent's"),
+        ] {
+            let err = subagent_dir(&parent, name).unwrap_err().to_string();
+            assert!(err.contains(said), "{name}: {err}");
+        }
+    }
 }

@@ -13,13 +13,14 @@ use llm::offline::Offline;
 use llm::{Ask, AssistantMessage, Model, ModelError, ModelReply, Usage};
 
 pub struct ReplayModel {
-    path: String,
+    dir: std::path::PathBuf,
     turns: Mutex<VecDeque<ModelReply>>,
     summaries: Mutex<VecDeque<ModelReply>>,
     /// The classifier's recorded scores, in order, so a replayed run is judged as the original.
     verdicts: Mutex<VecDeque<Value>>,
-    /// The folder of each `agent` call's child, whose replies its subagent replays.
-    children: std::collections::BTreeMap<String, std::path::PathBuf>,
+    /// The log folder of each subagent, by the `agent` call that started it, as the log
+    /// names it (checked when it is asked for).
+    children: std::collections::BTreeMap<String, String>,
 }
 
 impl ReplayModel {
@@ -49,13 +50,13 @@ impl ReplayModel {
                     }
                 }
                 Event::SubagentStarted(started) => {
-                    children.insert(started.call_id, dir.join(&started.log_dir));
+                    children.insert(started.call_id, started.log_dir);
                 }
                 _ => {}
             }
         }
         Ok(ReplayModel {
-            path: dir.display().to_string(),
+            dir: dir.to_owned(),
             turns: Mutex::new(turns),
             summaries: Mutex::new(summaries),
             verdicts: Mutex::new(verdicts),
@@ -99,28 +100,19 @@ impl Offline for ReplayModel {
         let missing = || {
             ModelError::Script(format!(
                 "replay:{}: the recorded session started no subagent for the call {call_id}",
-                self.path
+                self.dir.display()
             ))
         };
-        let dir = self.children.get(call_id).ok_or_else(missing)?;
-        let plain = dir
-            .strip_prefix(&self.path)
-            .ok()
-            .filter(|rel| rel.starts_with("agents"))
-            .is_some_and(|rel| {
-                rel.components()
-                    .all(|c| matches!(c, std::path::Component::Normal(_)))
-            });
-        if !plain {
-            return Err(missing());
-        }
-        Ok(Some(std::sync::Arc::new(ReplayModel::load(dir)?)))
+        let log_dir = self.children.get(call_id).ok_or_else(missing)?;
+        let dir = super::subagent_dir(&self.dir, log_dir)
+            .map_err(|err| ModelError::Script(format!("replay: {err}")))?;
+        Ok(Some(std::sync::Arc::new(ReplayModel::load(&dir)?)))
     }
 
     fn describe(&self) -> String {
         format!(
             "replay:{} (the recorded replies of a session, no language model is called)",
-            self.path
+            self.dir.display()
         )
     }
 
@@ -134,7 +126,7 @@ impl Offline for ReplayModel {
             let verdict = verdict.ok_or_else(|| {
                 ModelError::Script(format!(
                     "replay:{} has no more recorded classifier answers",
-                    self.path
+                    self.dir.display()
                 ))
             })?;
             let raw = json!({"replayed_verdict": verdict});
@@ -153,7 +145,7 @@ impl Offline for ReplayModel {
             .ok_or_else(|| {
                 ModelError::Script(format!(
                     "replay:{}: the recording has no more {} replies",
-                    self.path,
+                    self.dir.display(),
                     if summary { "summary" } else { "turn" }
                 ))
             })

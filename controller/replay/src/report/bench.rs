@@ -315,18 +315,8 @@ pub(super) fn write_text(
         "\nbenchmark tasks (agent {}, {trials} per task; an errored trial counts as a fail, reward 0):",
         summary.agent
     )?;
-    let at_k = |value: Option<f64>| {
-        if k > 1 {
-            format!(" {:>8}", percent(value))
-        } else {
-            String::new()
-        }
-    };
-    let k_header = if k > 1 {
-        format!(" {:>8}", format!("pass@{k}"))
-    } else {
-        String::new()
-    };
+    let at_k = |value: Option<f64>| beyond_one(k, || format!(" {:>8}", percent(value)));
+    let k_header = beyond_one(k, || format!(" {:>8}", format!("pass@{k}")));
     writeln!(
         out,
         "{:<32} {:>6} {:>6} {:>8}{k_header} {:>8} {:>8} {:>6} {:>8}  health",
@@ -351,11 +341,7 @@ pub(super) fn write_text(
             writeln!(out, "{:<32} rewards: {}", "", rewards_text(&task.rewards))?;
         }
     }
-    let overall_k = if k > 1 {
-        format!(", pass@{k} {}", percent(summary.pass_at_k))
-    } else {
-        String::new()
-    };
+    let overall_k = beyond_one(k, || format!(", pass@{k} {}", percent(summary.pass_at_k)));
     writeln!(
         out,
         "overall: {} of {} trials passed, pass@1 {}{overall_k}; mean reward {} over every trial, {} over the {} scored{}",
@@ -423,11 +409,7 @@ pub(super) fn html(summary: &BenchSummary) -> String {
         summary.trials,
         percent(summary.pass_at_1),
         // pass@k is pass@1 again with one trial: shown only for k > 1.
-        if k > 1 {
-            format!(", pass@{k} {}", percent(summary.pass_at_k))
-        } else {
-            String::new()
-        },
+        beyond_one(k, || format!(", pass@{k} {}", percent(summary.pass_at_k))),
         number(summary.mean_reward),
         number(summary.mean_scored),
         summary.scored,
@@ -440,11 +422,7 @@ pub(super) fn html(summary: &BenchSummary) -> String {
         } else {
             String::new()
         },
-        if k > 1 {
-            format!("<th>pass@{k}</th>")
-        } else {
-            String::new()
-        },
+        beyond_one(k, || format!("<th>pass@{k}</th>")),
     );
     for task in &summary.tasks {
         page.push_str(&format!(
@@ -453,11 +431,7 @@ pub(super) fn html(summary: &BenchSummary) -> String {
             task.trials,
             task.passed,
             percent(task.pass_at_1),
-            if k > 1 {
-                format!("<td>{}</td>", percent(task.pass_at_k))
-            } else {
-                String::new()
-            },
+            beyond_one(k, || format!("<td>{}</td>", percent(task.pass_at_k))),
             number(task.mean_reward),
             number(task.mean_scored),
             escape(&errors_text(&task.errors)),
@@ -479,4 +453,9 @@ pub(super) fn html(summary: &BenchSummary) -> String {
         page.push_str("</table>\n");
     }
     page
+}
+
+/// `text()` when trials are more than one a task (pass@k is pass@1 again with one), else nothing.
+fn beyond_one(k: u32, text: impl FnOnce() -> String) -> String {
+    if k > 1 { text() } else { String::new() }
 }

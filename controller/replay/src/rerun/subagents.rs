@@ -39,30 +39,7 @@ impl RecordedChild {
         started: &SubagentStarted,
         depth: usize,
     ) -> Result<RecordedChild, ReplayError> {
-        let plain = started.log_dir.starts_with("agents/")
-            && started
-                .log_dir
-                .split('/')
-                .all(|part| !matches!(part, "" | "." | ".."));
-        if !plain {
-            return Err(ReplayError::Io(format!(
-                "subagent_started of call {} names the log folder {:?}, which is not beneath agents/",
-                started.call_id, started.log_dir
-            )));
-        }
-        let child_dir = dir.join(&started.log_dir);
-        // Its folder must really lie beneath this one (a crafted log could link a child
-        // folder back to itself, or out of the log), and the nesting is bounded.
-        let inside = match (child_dir.canonicalize(), dir.canonicalize()) {
-            (Ok(child), Ok(parent)) => child.starts_with(&parent) && child != parent,
-            _ => false,
-        };
-        if !inside {
-            return Err(ReplayError::Io(format!(
-                "{}: a subagent's log must be a folder beneath its parent's",
-                child_dir.display()
-            )));
-        }
+        let child_dir = crate::subagent_dir(dir, &started.log_dir)?;
         if depth > DEEPEST {
             return Err(ReplayError::Io(format!(
                 "{}: subagents nested deeper than {DEEPEST}",
