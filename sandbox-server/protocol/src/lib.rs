@@ -1,9 +1,10 @@
 //! The HTTP wire types of the sandbox-server API, shared with the controller.
 //!
 //! This crate is the contract: every type here is serialized on the wire and described in
-//! `proto-docs/openapi.json`. It holds no behaviour but the parsing of the values it defines,
-//! and depends only on serde and utoipa's derives, so that both sides of the wire can depend
-//! on it without pulling in a runtime.
+//! `proto-docs/openapi.json`. It holds no behaviour but the parsing of the values it defines
+//! (and [`origin`], the rule on a browser's headers that both loopback programs apply), and
+//! depends only on serde and utoipa's derives, so that both sides of the wire can depend on it
+//! without pulling in a runtime.
 //!
 //! # Layout
 //! - [`call`]: the built-in tools by name, and one tool call's arguments parsed once.
@@ -13,11 +14,13 @@
 //! - [`process`]: processes and shells started by id, and their numbered output.
 //! - [`tokens`]: scoped, expiring tokens and the scopes of the API.
 //! - [`egress`]: a benchmark phase's network allow list, and the egress proxy's policy file.
+//! - [`origin`]: which `Host` and `Origin` a loopback program (the server, the viewer) answers.
 
 pub mod call;
 pub mod egress;
 pub mod error;
 pub mod number;
+pub mod origin;
 pub mod process;
 pub mod service;
 pub mod tokens;

@@ -80,33 +80,12 @@ pub(crate) async fn refuse_foreign_pages(
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if !state.tokens.required() && !names_this_machine(host) {
-        return Err(ApiError::ForeignOrigin(format!(
-            "Host `{host}` is not an IP address or localhost; a server without a token answers only those (a web page's DNS name rebound to it is refused)"
-        )));
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or_default();
-        let own = [format!("http://{host}"), format!("https://{host}")];
-        if !own.iter().any(|o| o == origin) {
-            return Err(ApiError::ForeignOrigin(format!(
-                "Origin `{origin}` is not this server's: requests from other sites' web pages are refused"
-            )));
-        }
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|origin| origin.to_str().unwrap_or_default());
+    let required = state.tokens.required();
+    if let Some(reason) = sandbox_protocol::origin::refusal(host, origin, required, "server") {
+        return Err(ApiError::ForeignOrigin(reason));
     }
     Ok(next.run(request).await)
-}
-
-/// `127.0.0.1:8080`, `[::1]:8080`, `localhost`, `10.0.0.5`: an address, not a DNS name.
-fn names_this_machine(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => {
-            return rest
-                .split(']')
-                .next()
-                .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok());
-        }
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
 }

@@ -39,18 +39,12 @@ fn admit(
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if app.token.is_none() && !names_this_machine(host) {
-        return Err(ViewError::Forbidden(format!(
-            "Host `{host}` is not an IP address or localhost; a viewer without a token answers only those (a web page's DNS name rebound to it is refused)"
-        )));
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or_default();
-        if origin != format!("http://{host}") && origin != format!("https://{host}") {
-            return Err(ViewError::Forbidden(format!(
-                "Origin `{origin}` is not this viewer's: requests from other sites' pages are refused"
-            )));
-        }
+    let origin = headers
+        .get(header::ORIGIN)
+        .map(|origin| origin.to_str().unwrap_or_default());
+    let required = app.token.is_some();
+    if let Some(reason) = sandbox_protocol::origin::refusal(host, origin, required, "viewer") {
+        return Err(ViewError::Forbidden(reason));
     }
     let Some(token) = &app.token else {
         return Ok(None);
@@ -110,16 +104,4 @@ fn secure(mut response: Response) -> Response {
         headers.insert(name, HeaderValue::from_static(value));
     }
     response
-}
-
-/// `127.0.0.1:8080`, `[::1]:8080`, `localhost`: an address, not a DNS name.
-fn names_this_machine(host: &str) -> bool {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest
-            .split(']')
-            .next()
-            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok());
-    }
-    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
 }
