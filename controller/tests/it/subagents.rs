@@ -552,3 +552,45 @@ async fn a_parents_lifetime_stops_its_subagents_who_say_why() {
         assert_eq!(result["data"]["status"], "interrupted", "{child}: {result}");
     }
 }
+
+/// A forked child whose copy of the workspace fails never starts: the call's result says why,
+/// the parent goes on, and no half-made child folder is left in the parent's log (a copy
+/// whose sandbox log said something would be kept and named).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_whose_copy_fails_is_refused_and_leaves_no_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"turns": [
+        {"text": "many files", "tool_calls": [bash("mkdir many && for i in $(seq 40); do echo $i > many/$i; done")]},
+        {"text": "a helper", "tool_calls": [agent("count them", "fork", &json!({"turns": [{"text": "never"}]}))]},
+        {"text": "Done without it."},
+    ]});
+    let task = write_task(dir.path(), &script, &json!({"max_turns": 5}), &json!({}));
+    let target = dir.path().join("target");
+    let (task, target) = (task.to_str().unwrap(), target.to_str().unwrap());
+    let mut command = common::command(&["run", "--policy", "allow-all", "--task", task, target]);
+    // Every sandbox takes an archive of at most 20 entries: the seed fits, the copy does not.
+    command.env("SANDBOX_ARCHIVE_MAX_ENTRIES", "20");
+    let parent = common::run(command, Duration::from_secs(120)).await;
+    assert_eq!(parent.code, 0, "{}", parent.stderr);
+    let log = parent.log_dir();
+    let all = events(&log);
+    assert!(of_type(&all, "subagent_started").is_empty());
+    let call = of_type(&all, "tool_call")
+        .into_iter()
+        .find(|e| e["data"]["name"] == "agent")
+        .unwrap();
+    let said = result_of(&all, call["data"]["call_id"].as_str().unwrap());
+    assert!(
+        said.contains("its workspace could not be copied")
+            && said.contains("more than 20 entries (--archive-max-entries)"),
+        "{said}"
+    );
+    let left: Vec<_> = std::fs::read_dir(log.join("agents"))
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(
+        of_type(&all, "session_finished")[0]["data"]["outcome"],
+        "completed"
+    );
+}

@@ -49,18 +49,25 @@ impl Forked {
         made.map_err(|err| format!("making {}: {err}", options.log_dir.display()))?;
         let server_log = options.log_dir.join("sandbox-server.log");
         let token = format!("{:032x}", rand::random::<u128>());
-        let sandbox = Sandbox::start_fork(
+        let started = Sandbox::start_fork(
             &options.config,
             &options.session_id,
             &token,
             Some(&server_log),
         )
         .await
-        .map_err(|err| err.to_string())?;
-        if let Err(err) = parent.copy_workspace_to(&sandbox.client).await {
-            sandbox.stop().await;
-            return Err(err.to_string());
-        }
+        .map_err(|err| err.to_string());
+        let copied = match started {
+            Ok(sandbox) => match parent.copy_workspace_to(&sandbox.client).await {
+                Ok(()) => Ok(sandbox),
+                Err(err) => {
+                    sandbox.stop().await;
+                    Err(err.to_string())
+                }
+            },
+            Err(err) => Err(err),
+        };
+        let sandbox = copied.map_err(|err| abandoned(&options.log_dir, &server_log, err))?;
         Ok(Forked {
             sandbox,
             token,
@@ -347,6 +354,18 @@ fn unified(changes: &[ChangeRecord], log: &EventLog) -> String {
         }
     }
     out
+}
+
+/// The failure of a fork that never ran, said once its folder is dealt with: a sandbox log
+/// with something in it is kept and named (it says why the copy failed), an empty folder is
+/// removed, so the parent's log folder holds no child that never started.
+fn abandoned(log_dir: &Path, server_log: &Path, err: String) -> String {
+    let said = std::fs::metadata(server_log).is_ok_and(|m| m.len() > 0);
+    if said {
+        return format!("{err} (the copy's sandbox log: {})", server_log.display());
+    }
+    let _ = std::fs::remove_dir_all(log_dir);
+    err
 }
 
 #[cfg(test)]
