@@ -404,3 +404,87 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
     assert_eq!(live.code, 0, "{}", live.stderr);
     drop(viewer);
 }
+
+/// The tree at a step comes a page at a time: the pages, followed by `next`, are the whole
+/// tree once each, in path order; `changed=true` lists only what changed; a page size out of
+/// range is refused by name.
+#[test]
+fn the_workspace_tree_pages_and_filters_what_changed() {
+    let root = tempfile::tempdir().unwrap();
+    let tasks = root.path().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    let first =
+        bash("mkdir -p d && for i in $(seq 10 34); do echo $i > d/f$i; done && echo 1 > gone");
+    let second = bash("echo changed > d/f20 && rm gone && echo new > d/g");
+    write_task(&tasks, "many", &format!("{first}{second}{DONE}"), "");
+    let out = root.path().join("logs").join("batch");
+    let status = batches::batch(&["--out", out.to_str().unwrap(), tasks.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let steps = workspace_steps(&out.join("many"));
+    let viewer = start_viewer(&[root.path().join("logs").to_str().unwrap()]);
+    let id = "0/batch/many";
+    let tree = |more: &str| -> Value {
+        let url = format!(
+            "{}api/workspace/tree?id={}&step={}{more}",
+            viewer.base,
+            id.replace('/', "%2F"),
+            steps[1]
+        );
+        let (code, body) = get(&url, &[]);
+        assert_eq!(code, 200, "{url}: {body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let whole = tree("");
+    // d, 25 files and g after the second step; `gone` listed as deleted.
+    assert_eq!(
+        (whole["total"].as_u64(), whole["listed"].as_u64()),
+        (Some(27), Some(28))
+    );
+    assert!(whole["next"].is_null());
+    let paths = |page: &Value| -> Vec<String> {
+        page["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let everything = paths(&whole);
+    let mut sorted = everything.clone();
+    sorted.sort();
+    assert_eq!(everything, sorted, "in path order");
+    let mut paged = Vec::new();
+    let mut after = String::new();
+    for _ in 0..10 {
+        let page = tree(&format!("&limit=6{after}"));
+        assert!(page["entries"].as_array().unwrap().len() <= 6);
+        paged.extend(paths(&page));
+        match page["next"].as_str() {
+            Some(next) => after = format!("&after={}", next.replace('/', "%2F")),
+            None => break,
+        }
+    }
+    assert_eq!(paged, everything, "the pages are the tree once each");
+    let changed = tree("&changed=true");
+    let changes: Vec<(String, String)> = changed["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let path = e["path"].as_str().unwrap().to_owned();
+            (path, e["change"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    let expected = [("d/f20", "modified"), ("d/g", "added"), ("gone", "deleted")];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(p, c)| ((*p).to_owned(), (*c).to_owned()))
+        .collect();
+    assert_eq!(changes, expected);
+    assert_eq!(changed["changed"], 3);
+    let url = format!("{}api/workspace/tree?id={id}&step=1&limit=0", viewer.base);
+    let (code, body) = get(&url, &[]);
+    assert!(code == 400 && body.contains("limit: 0"), "{code} {body}");
+}

@@ -426,32 +426,48 @@ async function workspaceView(run, body, params) {
     title: s.kind === 'snapshot' ? 'as the agent found it' : `${s.changes} changes by call ${s.call_id}`,
     onclick: () => { location.hash = `#/run?${query({ id: run.id, tab: 'workspace', step: s.seq })}`; },
   }, s.kind === 'snapshot' ? `#${s.seq} start` : `#${s.seq}`)));
-  const tree = await api(`/api/workspace/tree?${query({ id: run.id, step })}`);
+  const changedOnly = params.get('changed') === '1';
+  const page = (after) => api(`/api/workspace/tree?${query({ id: run.id, step, after, changed: changedOnly ? 'true' : undefined })}`);
+  const tree = await page(undefined);
   const list = h('div', { class: 'tree', testid: 'ws-tree', data: { step: String(tree.step) } });
   const viewer = h('div', { testid: 'ws-file' }, h('p', { class: 'muted' }, 'Open a file.'));
-  for (const entry of tree.entries) {
-    const depth = entry.path.split('/').length - 1;
-    const name = entry.path.split('/').pop();
-    const suffix = entry.kind === 'dir' ? '/' : entry.kind === 'symlink' ? ` → ${entry.target || ''}` : '';
-    const row = h('div', {
-      class: entry.change || '', testid: 'ws-entry',
-      data: { path: entry.path, kind: entry.kind, change: entry.change || '', sha256: entry.sha256 || '' },
-      style: { paddingLeft: `${depth * 14 + 4}px` }, title: `${entry.path} · ${entry.size} bytes · mode ${entry.mode.toString(8)}`,
-    }, name + suffix, entry.change ? ` (${entry.change})` : '');
-    if (entry.kind === 'file' || entry.change === 'deleted') {
-      row.addEventListener('click', () => {
-        list.querySelectorAll('.selected').forEach((el) => el.classList.remove('selected'));
-        row.classList.add('selected');
-        openFile(run.id, tree.step, entry.path, viewer);
-      });
-    }
-    list.append(row);
-  }
+  const more = h('button', { testid: 'ws-more' });
+  // A large workspace comes a page at a time; the next is asked for only when wanted.
+  const show = (part) => {
+    for (const entry of part.entries) list.append(treeRow(run.id, part.step, entry, list, viewer));
+    more.replaceChildren(`Show more (${list.childElementCount} of ${tree.listed} shown)`);
+    more.hidden = part.next === null;
+    more.onclick = async () => { more.disabled = true; show(await page(part.next)); more.disabled = false; };
+  };
+  show(tree);
+  const toggle = h('a', {
+    href: `#/run?${query({ id: run.id, tab: 'workspace', step, changed: changedOnly ? undefined : '1' })}`, testid: 'ws-changed',
+  }, changedOnly ? 'show every entry' : `show only the ${tree.changed} changed`);
   body.replaceChildren(stepBar,
-    h('p', { class: 'muted' }, `After event #${tree.step}: ${tree.entries.filter((e) => e.change !== 'deleted').length} entries${tree.base !== null ? `; marked against #${tree.base}` : ''}.`),
-    h('div', { class: 'split' }, list, viewer));
+    h('p', { class: 'muted' }, `After event #${tree.step}: ${tree.total} entries${tree.base !== null ? `, ${tree.changed} changed against #${tree.base}` : ''}. `, tree.base !== null ? toggle : null),
+    h('div', { class: 'split' }, h('div', {}, list, more), viewer));
   const path = params.get('path');
   if (path) openFile(run.id, tree.step, path, viewer);
+}
+
+/** One entry of a workspace tree, which opens its file when clicked. */
+function treeRow(id, step, entry, list, viewer) {
+  const depth = entry.path.split('/').length - 1;
+  const name = entry.path.split('/').pop();
+  const suffix = entry.kind === 'dir' ? '/' : entry.kind === 'symlink' ? ` → ${entry.target || ''}` : '';
+  const row = h('div', {
+    class: entry.change || '', testid: 'ws-entry',
+    data: { path: entry.path, kind: entry.kind, change: entry.change || '', sha256: entry.sha256 || '' },
+    style: { paddingLeft: `${depth * 14 + 4}px` }, title: `${entry.path} · ${entry.size} bytes · mode ${entry.mode.toString(8)}`,
+  }, name + suffix, entry.change ? ` (${entry.change})` : '');
+  if (entry.kind === 'file' || entry.change === 'deleted') {
+    row.addEventListener('click', () => {
+      list.querySelectorAll('.selected').forEach((el) => el.classList.remove('selected'));
+      row.classList.add('selected');
+      openFile(id, step, entry.path, viewer);
+    });
+  }
+  return row;
 }
 
 async function openFile(id, step, path, viewer) {

@@ -275,9 +275,33 @@ struct StepQuery {
     path: Option<String>,
 }
 
-async fn tree(State(app): State<Arc<App>>, Query(query): Query<StepQuery>) -> Reply {
+#[derive(Deserialize)]
+struct TreeQuery {
+    id: String,
+    step: u64,
+    /// The previous page's `next`.
+    after: Option<String>,
+    /// Entries a page, 1 to 20000 (2000 when absent).
+    limit: Option<usize>,
+    /// Only what changed against the step before.
+    #[serde(default)]
+    changed: bool,
+}
+
+async fn tree(State(app): State<Arc<App>>, Query(query): Query<TreeQuery>) -> Reply {
     let (dir, _) = dir_of(&app, &query.id)?;
-    let tree = blocking(move || workspace::tree(&dir, query.step)).await?;
+    let limit = query.limit.unwrap_or(2000);
+    if !(1..=20_000).contains(&limit) {
+        return Err(ViewError::BadRequest(format!(
+            "limit: {limit} entries a page; it must be 1 to 20000"
+        )));
+    }
+    let page = workspace::TreePage {
+        after: query.after,
+        limit,
+        changed_only: query.changed,
+    };
+    let tree = blocking(move || workspace::tree(&dir, query.step, &page)).await?;
     Ok(axum::Json(tree).into_response())
 }
 

@@ -38,12 +38,33 @@ pub struct Entry {
     pub change: Option<&'static str>,
 }
 
+/// One page of the tree at a step.
 #[derive(Debug, Serialize)]
 pub struct Tree {
     pub step: u64,
     /// The step it is compared with.
     pub base: Option<u64>,
+    /// Entries at the step (deleted ones not counted).
+    pub total: usize,
+    /// Entries added, modified or deleted against the base.
+    pub changed: usize,
+    /// Entries in the whole listing, every page (`changed`, or `total` and the deleted).
+    pub listed: usize,
+    /// This page, by path.
     pub entries: Vec<Entry>,
+    /// The last path of this page when more follow: the next page's `after`.
+    pub next: Option<String>,
+}
+
+/// Which part of a tree to answer: a workspace of a million files is not one page.
+#[derive(Debug, Clone, Default)]
+pub struct TreePage {
+    /// Only the paths after this one (the previous page's `next`).
+    pub after: Option<String>,
+    /// At most this many entries.
+    pub limit: usize,
+    /// Only the entries that changed against the base.
+    pub changed_only: bool,
 }
 
 /// One file at a step.
@@ -98,43 +119,78 @@ fn state(dir: &Path, step: u64) -> Result<State, ViewError> {
     Ok(state)
 }
 
-/// The tree after event `step`, each path marked with its change against the step before.
-pub fn tree(dir: &Path, step: u64) -> Result<Tree, ViewError> {
+/// A page of the tree after event `step`, each path marked with its change against the step
+/// before.
+pub fn tree(dir: &Path, step: u64, page: &TreePage) -> Result<Tree, ViewError> {
     let now = state(dir, step)?;
     let base = base_of(&steps(dir)?, step);
     let before = match base {
         Some(base) => Some(state(dir, base)?),
         None => None,
     };
-    let mut entries: Vec<Entry> = now
-        .iter()
-        .map(|(path, version)| Entry {
-            path: path.clone(),
-            version: version.clone(),
-            change: before.as_ref().and_then(|before| match before.get(path) {
-                None => Some("added"),
-                Some(old) if old != version => Some("modified"),
-                Some(_) => None,
-            }),
+    let change = |path: &String, version: &VersionRecord| {
+        before.as_ref().and_then(|before| match before.get(path) {
+            None => Some("added"),
+            Some(old) if old != version => Some("modified"),
+            Some(_) => None,
         })
+    };
+    let deleted = |(path, _): &(&String, &VersionRecord)| !now.contains_key(*path);
+    let gone: Vec<(&String, &VersionRecord)> = before
+        .iter()
+        .flat_map(|before| before.iter())
+        .filter(deleted)
         .collect();
-    if let Some(before) = &before {
-        entries.extend(
-            before
-                .iter()
-                .filter(|(path, _)| !now.contains_key(*path))
-                .map(|(path, version)| Entry {
-                    path: path.clone(),
-                    version: version.clone(),
-                    change: Some("deleted"),
-                }),
-        );
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-    }
+    let deletions = gone.len();
+    let changed = now
+        .iter()
+        .filter(|(path, version)| change(path, version).is_some())
+        .count()
+        + deletions;
+    // Both maps are sorted by path: merged, the whole tree is in order without a sort.
+    let mut all = merge_sorted(
+        now.iter()
+            .map(|(path, version)| (path, version, change(path, version))),
+        gone.into_iter()
+            .map(|(path, version)| (path, version, Some("deleted"))),
+    )
+    .filter(|(_, _, change)| !page.changed_only || change.is_some())
+    .filter(|(path, _, _)| page.after.as_ref().is_none_or(|after| *path > after))
+    .map(|(path, version, change)| Entry {
+        path: path.clone(),
+        version: version.clone(),
+        change,
+    });
+    let entries: Vec<Entry> = all.by_ref().take(page.limit).collect();
+    let next = match all.next() {
+        Some(_) => entries.last().map(|entry| entry.path.clone()),
+        None => None,
+    };
     Ok(Tree {
         step,
         base,
+        total: now.len(),
+        changed,
+        listed: if page.changed_only {
+            changed
+        } else {
+            now.len() + deletions
+        },
         entries,
+        next,
+    })
+}
+
+/// Two iterators sorted by their first element, as one sorted iterator.
+fn merge_sorted<'a, T: 'a>(
+    left: impl Iterator<Item = (&'a String, T, Option<&'static str>)>,
+    right: impl Iterator<Item = (&'a String, T, Option<&'static str>)>,
+) -> impl Iterator<Item = (&'a String, T, Option<&'static str>)> {
+    let (mut left, mut right) = (left.peekable(), right.peekable());
+    std::iter::from_fn(move || match (left.peek(), right.peek()) {
+        (Some(l), Some(r)) if r.0 < l.0 => right.next(),
+        (Some(_), _) => left.next(),
+        (None, _) => right.next(),
     })
 }
 

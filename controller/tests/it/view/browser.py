@@ -132,6 +132,11 @@ def workspace(page):
         content = page.inner_text("[data-testid=ws-content]") if page.query_selector("[data-testid=ws-content]") else None
         # inner_text drops a final newline the file has.
         check(content is not None and content.rstrip("\n") == entry["content"].rstrip("\n"), f"{path} at step {step} is the restored content")
+    check(page.is_hidden("[data-testid=ws-more]"), "a small tree is one page")
+    page.click("[data-testid=ws-changed]")
+    page.wait_for_selector("[data-testid=ws-changed]:has-text('show every entry')")
+    changes = page.eval_on_selector_all("[data-testid=ws-entry]", "e => e.map(x => x.dataset.change)")
+    check(len(changes) > 0 and all(changes), f"only what changed is listed: {changes}")
 
 
 def compare(page):
