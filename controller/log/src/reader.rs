@@ -113,14 +113,127 @@ impl Iterator for Events {
     }
 }
 
-/// The bytes of a blob of the session in `dir`.
+/// The largest blob read whole (a workspace file the sandbox kept is far smaller).
+pub const MAX_BLOB: u64 = 1024 * 1024 * 1024;
+
+/// The bytes of a blob of the session in `dir`, as [`read_blob`] reads them.
 pub fn blob(dir: &Path, blob: &BlobRef) -> std::io::Result<Vec<u8>> {
-    std::fs::read(dir.join("blobs").join(&blob.sha256))
+    read_blob(dir, &blob.sha256)
+}
+
+/// The blob named `sha256` of the session in `dir`, whole and checked: a log may be hostile, so
+/// only a regular file of at most [`MAX_BLOB`] bytes in a real `blobs/` folder is read (see
+/// [`open_blob`]), and only content that hashes to its name is answered (`InvalidData`
+/// otherwise).
+pub fn read_blob(dir: &Path, sha256: &str) -> std::io::Result<Vec<u8>> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let (file, size) = open_blob(dir, sha256)?;
+    if size > MAX_BLOB {
+        return Err(invalid(format!(
+            "blob {sha256}: {size} bytes, more than a blob is read whole ({MAX_BLOB})"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(MAX_BLOB + 1).read_to_end(&mut bytes)?;
+    if hex::encode(sha2::Sha256::digest(&bytes)) != sha256 {
+        return Err(invalid(format!(
+            "blob {sha256}: its content does not hash to its name"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// The file of the blob named `sha256` in `dir/blobs/`, open, and its size. The name must be a
+/// sha256 in lowercase hex (a crafted reference cannot name a path), and neither the folder
+/// nor the file may be a link or anything but a folder and a regular file — a shared log's
+/// `blobs/` entry that links to a secret, a device or a FIFO is refused, also when it is
+/// swapped in between the check and the open (the opened file must be the one checked).
+pub fn open_blob(dir: &Path, sha256: &str) -> std::io::Result<(File, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let hex = sha256.len() == 64
+        && sha256
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !hex {
+        return Err(invalid(format!("{sha256:?} is not a sha256 blob name")));
+    }
+    let folder = dir.join("blobs");
+    if !std::fs::symlink_metadata(&folder)?.is_dir() {
+        return Err(invalid(format!("{}: not a folder", folder.display())));
+    }
+    let path = folder.join(sha256);
+    let checked = std::fs::symlink_metadata(&path)?;
+    if !checked.is_file() {
+        return Err(invalid(format!("blob {sha256}: not a regular file")));
+    }
+    let file = File::open(&path)?;
+    let opened = file.metadata()?;
+    if (opened.dev(), opened.ino()) != (checked.dev(), checked.ino()) || !opened.is_file() {
+        return Err(invalid(format!(
+            "blob {sha256}: changed while it was opened"
+        )));
+    }
+    Ok((file, opened.len()))
+}
+
+fn invalid(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // mkfifo(1) makes the FIFO; the test runs nothing else.
+    fn a_blob_is_read_only_by_its_hash_from_a_regular_file_whose_content_matches() {
+        use sha2::Digest as _;
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = dir.path().join("blobs");
+        std::fs::create_dir(&blobs).unwrap();
+        let name = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
+        let good = name(b"hello");
+        std::fs::write(blobs.join(&good), b"hello").unwrap();
+        assert_eq!(read_blob(dir.path(), &good).unwrap(), b"hello");
+        // A secret of this machine, linked in under the name of its own hash.
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"key").unwrap();
+        let linked = name(b"key");
+        std::os::unix::fs::symlink(&secret, blobs.join(&linked)).unwrap();
+        // Content that is not what its name says.
+        let lying = name(b"other");
+        std::fs::write(blobs.join(&lying), b"not other").unwrap();
+        // A FIFO would block a reader for ever.
+        let fifo = name(b"fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(blobs.join(&fifo))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        for (sha256, said) in [
+            (linked.as_str(), "not a regular file"),
+            (lying.as_str(), "does not hash to its name"),
+            (fifo.as_str(), "not a regular file"),
+            ("/etc/passwd", "not a sha256 blob name"),
+            ("../secret", "not a sha256 blob name"),
+            (&good.to_uppercase(), "not a sha256 blob name"),
+        ] {
+            let err = read_blob(dir.path(), sha256).unwrap_err();
+            assert!(err.to_string().contains(said), "{sha256}: {err}");
+        }
+        let missing = name(b"absent");
+        let err = read_blob(dir.path(), &missing).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        // A blobs folder that is a link out of the log is not read through.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::remove_dir_all(&blobs).unwrap();
+        std::fs::create_dir(other.path().join("blobs")).unwrap();
+        std::fs::write(other.path().join("blobs").join(&good), b"hello").unwrap();
+        std::os::unix::fs::symlink(other.path().join("blobs"), &blobs).unwrap();
+        let err = read_blob(dir.path(), &good).unwrap_err();
+        assert!(err.to_string().contains("not a folder"), "{err}");
+    }
 
     #[test]
     fn a_line_longer_than_a_reader_keeps_is_an_invalid_line_and_the_next_reads_on() {

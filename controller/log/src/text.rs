@@ -1,5 +1,5 @@
 //! Small text helpers shared by the prompt, the transcripts, the reports and the tool-name
-//! globs of hooks, rules and MCP filters.
+//! globs of hooks, rules and MCP filters, and the one line diff they all show.
 
 /// Python's `html.escape(text, quote=True)`: safe in HTML text and attribute values, as the seed
 /// escapes XML-ish prompt tags.
@@ -93,6 +93,19 @@ pub fn head(text: &str, max: usize) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+/// The unified diff, by lines and with three lines of context, of `old` (headed `from`) and
+/// `new` (headed `to`). The texts may be hostile: Myers' diff of two large unrelated texts can
+/// take hours, so past a second's work it settles for a coarser diff (still a correct one).
+pub fn unified_diff(old: &str, new: &str, from: &str, to: &str) -> String {
+    similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_secs(1))
+        .diff_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(from, to)
+        .to_string()
 }
 
 #[cfg(test)]

@@ -78,11 +78,14 @@ pub fn events(
     }))
 }
 
-/// The bytes of a blob.
+/// The bytes of a blob, checked against its name ([`reader::read_blob`]).
 pub fn blob(dir: &Path, blob: &BlobRef) -> Result<Vec<u8>, ReplayError> {
-    reader::blob(dir, blob).map_err(|_| ReplayError::MissingBlob {
-        path: dir.to_owned(),
-        sha256: blob.sha256.clone(),
+    reader::blob(dir, blob).map_err(|err| match err.kind() {
+        std::io::ErrorKind::NotFound => ReplayError::MissingBlob {
+            path: dir.to_owned(),
+            sha256: blob.sha256.clone(),
+        },
+        _ => ReplayError::Io(format!("{}: {err}", dir.display())),
     })
 }
 
@@ -181,6 +184,38 @@ pub fn session_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReplayError> {
 #[cfg(test)]
 mod tests {
     use super::subagent_dir;
+
+    /// A shared log whose blob is a link to a secret of this machine restores without it: the
+    /// file is a problem, and nothing of the secret is written.
+    #[test]
+    fn a_blob_that_links_out_of_the_log_is_not_restored() {
+        use sandbox_protocol::EntryKind;
+        use sha2::Digest as _;
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("log");
+        std::fs::create_dir_all(log.join("blobs")).unwrap();
+        let secret = root.path().join("secret");
+        std::fs::write(&secret, "key=hunter2\n").unwrap();
+        let sha256 = hex::encode(sha2::Sha256::digest(b"key=hunter2\n"));
+        std::os::unix::fs::symlink(&secret, log.join("blobs").join(&sha256)).unwrap();
+        let version = event_log::VersionRecord {
+            kind: EntryKind::File,
+            size: 12,
+            mode: 0o644,
+            sha256: Some(sha256),
+            target: None,
+        };
+        let state = [("stolen.txt".to_owned(), version)].into_iter().collect();
+        let target = root.path().join("target");
+        let restored = crate::restore::write_state(&log, &state, &target).unwrap();
+        assert_eq!(restored.problems.len(), 1, "{:?}", restored.problems);
+        assert!(
+            restored.problems[0].contains("not a regular file"),
+            "{:?}",
+            restored.problems
+        );
+        assert!(!target.join("stolen.txt").exists());
+    }
 
     #[test]
     fn a_subagent_folder_must_lie_beneath_its_parents_agents() {

@@ -473,11 +473,8 @@ fn hash(text: &str) -> String {
 
 /// A divergence for a person: where, what, and a diff of recorded against rerun.
 pub fn describe(divergence: &Divergence) -> String {
-    let diff = similar::TextDiff::from_lines(&divergence.recorded, &divergence.rerun)
-        .unified_diff()
-        .context_radius(3)
-        .header("recorded", "rerun")
-        .to_string();
+    let diff =
+        event_log::text::unified_diff(&divergence.recorded, &divergence.rerun, "recorded", "rerun");
     let place = match divergence.log.as_str() {
         "" => String::new(),
         log => format!(" of the subagent {log}"),

@@ -12,7 +12,7 @@ use super::{ReplayError, blob, events};
 mod beneath;
 
 use beneath::Beneath;
-use event_log::{BlobRef, Event, VersionRecord};
+use event_log::{BlobRef, Event, VersionRecord, reader};
 
 /// A workspace as the log knows it at one step: path to version.
 pub type State = BTreeMap<String, VersionRecord>;
@@ -185,10 +185,22 @@ fn write_file(
             "{path}: no content was recorded (unreadable in the sandbox)"
         ));
     };
-    let Ok(bytes) = std::fs::read(dir.join("blobs").join(sha256)) else {
-        return Err(format!(
-            "{path}: content {sha256} is not in the log (over the sandbox's blob size limit, or redacted)"
-        ));
+    // Only a regular file of the log's own blobs: a shared log's blob that links out of it (to
+    // a secret of this machine, a device, a FIFO) never reaches the target. Content that does
+    // not hash to its name is written and then reported by `verify`, as a changed state is.
+    let read = |(file, _): (std::fs::File, u64)| -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        file.take(reader::MAX_BLOB).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    let bytes = match reader::open_blob(dir, sha256).and_then(read) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "{path}: content {sha256} is not in the log (over the sandbox's blob size limit, or redacted)"
+            ));
+        }
+        Err(err) => return Err(format!("{path}: {err}")),
     };
     target
         .file(path, &bytes, version.mode)

@@ -12,6 +12,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::ViewError;
+// The largest blob the viewer reads (a larger one is named, not read).
+use event_log::reader::MAX_BLOB;
 
 /// The largest file whose content is shown (a larger one is named with its size).
 const MAX_SHOWN: u64 = 4 * 1024 * 1024;
@@ -284,9 +286,6 @@ fn content(dir: &Path, version: &VersionRecord) -> (Option<String>, Option<Strin
     }
 }
 
-/// The largest blob the viewer reads (a larger one is named, not read).
-const MAX_BLOB: u64 = 1024 * 1024 * 1024;
-
 /// A blob's first bytes, its size, and whether all of it hashes to its name.
 #[derive(Debug)]
 pub struct Blob {
@@ -300,23 +299,16 @@ pub struct Blob {
 /// `blobs/` entry that is a link (to a secret, to `/dev/zero`) is refused — and what is
 /// served is content-addressed: a caller shows it only when it hashes to its name.
 pub fn read_blob(dir: &Path, sha256: &str, keep: u64) -> Result<Blob, String> {
-    let folder = dir.join("blobs");
-    let path = folder.join(sha256);
-    let regular = |p: &Path, dir: bool| {
-        std::fs::symlink_metadata(p).is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
-    };
-    if !regular(&folder, true) || !regular(&path, false) {
-        return Err(format!(
-            "content {sha256} is not in the log as a file (over the sandbox's blob size limit, redacted, or not a regular file)"
-        ));
-    }
-    let size = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+    let (mut file, size) = event_log::reader::open_blob(dir, sha256).map_err(|err| {
+        format!(
+            "content {sha256} is not in the log as a file (over the sandbox's blob size limit, redacted, or not a regular file): {err}"
+        )
+    })?;
     if size > MAX_BLOB {
         return Err(format!(
             "blob {sha256}: {size} bytes, more than the viewer reads"
         ));
     }
-    let mut file = std::fs::File::open(&path).map_err(|err| format!("blob {sha256}: {err}"))?;
     let (mut hasher, mut bytes, mut buffer) = (Sha256::new(), Vec::new(), vec![0u8; 256 * 1024]);
     let mut read = 0u64;
     loop {
@@ -339,12 +331,7 @@ pub fn read_blob(dir: &Path, sha256: &str, keep: u64) -> Result<Blob, String> {
 }
 
 fn unified(old: &str, new: &str, path: &str) -> String {
-    let diff = similar::TextDiff::from_lines(old, new);
-    let text = diff
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{path}"), &format!("b/{path}"))
-        .to_string();
+    let text = event_log::text::unified_diff(old, new, &format!("a/{path}"), &format!("b/{path}"));
     let mut lines: Vec<&str> = text.lines().take(MAX_DIFF_LINES + 1).collect();
     if lines.len() > MAX_DIFF_LINES {
         lines.truncate(MAX_DIFF_LINES);

@@ -480,11 +480,8 @@ fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
         && (after.is_some() || change.after.is_none());
     if diffable && is_text(&change.before) && is_text(&change.after) {
         let (old, new) = (before.unwrap_or_default(), after.unwrap_or_default());
-        let diff = similar::TextDiff::from_lines(&old, &new)
-            .unified_diff()
-            .context_radius(3)
-            .header(&format!("a/{}", change.path), &format!("b/{}", change.path))
-            .to_string();
+        let (a, b) = (format!("a/{}", change.path), format!("b/{}", change.path));
+        let diff = event_log::text::unified_diff(&old, &new, &a, &b);
         return Section {
             label,
             body: diff,

@@ -28,8 +28,8 @@ pub struct RecordedChild {
     pub recording: Box<Recording>,
     /// A forked child's changes and whether they were applied.
     pub merge: Option<ForkMerge>,
-    /// The parent's blobs (a forked child's changes are there).
-    pub blobs: PathBuf,
+    /// The parent's log folder (its blobs hold a forked child's changes).
+    pub parent_log: PathBuf,
 }
 
 impl RecordedChild {
@@ -51,7 +51,7 @@ impl RecordedChild {
             workspace: started.workspace,
             recording: Box::new(super::load_at(&child_dir, depth)?),
             merge: None,
-            blobs: dir.join("blobs"),
+            parent_log: dir.to_owned(),
         })
     }
 }
@@ -157,7 +157,7 @@ pub(super) async fn rerun_group(
         if merge.applied {
             // As the session applied them: its later calls find the same workspace.
             let applied =
-                runtime::subagent::fork::apply(&merge.changes, sandbox, &child.blobs).await;
+                runtime::subagent::fork::apply(&merge.changes, sandbox, &child.parent_log).await;
             if let Err(err) = applied {
                 report.divergences.push(diverged(
                     recorded,

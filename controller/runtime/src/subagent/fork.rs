@@ -193,7 +193,7 @@ impl Changes {
         }
         match self.clashes(parent).await {
             Ok(clashes) if !clashes.is_empty() => merged.record.conflicts = clashes,
-            Ok(_) => match apply(&self.changes, parent, &log.dir().join("blobs")).await {
+            Ok(_) => match apply(&self.changes, parent, log.dir()).await {
                 Ok(()) => merged.record.applied = true,
                 Err(err) => {
                     merged.error = Some(format!(
@@ -246,12 +246,12 @@ fn quote(text: &str) -> String {
 }
 
 /// Applies `changes` (in path order) to `parent`: deletions and folders, then files, then
-/// symlinks and modes; new files' bytes are the blobs in `blobs`. A change with a path that is
-/// not plain (see [`safe_path`]) is refused.
+/// symlinks and modes; new files' bytes are the blobs of the log in `log_dir`, each checked
+/// against its name. A change with a path that is not plain (see [`safe_path`]) is refused.
 pub async fn apply(
     changes: &[ChangeRecord],
     parent: &SandboxClient,
-    blobs: &Path,
+    log_dir: &Path,
 ) -> Result<(), String> {
     if let Some(bad) = changes.iter().find(|c| !safe_path(&c.path)) {
         return Err(format!("{}: not a plain relative path", bad.path));
@@ -285,7 +285,7 @@ pub async fn apply(
     }
     run_script(parent, &before).await?;
     for (path, version) in files {
-        let bytes = blob_bytes(blobs, version)?;
+        let bytes = blob_bytes(log_dir, version)?;
         parent
             .put_file(path, bytes, Some(version.mode))
             .await
@@ -309,21 +309,21 @@ async fn run_script(parent: &SandboxClient, script: &str) -> Result<(), String> 
     }
 }
 
-/// A file version's bytes from a log's blobs.
-fn blob_bytes(blobs: &Path, version: &VersionRecord) -> Result<Vec<u8>, String> {
+/// A file version's bytes from the blobs of the log in `log_dir`.
+fn blob_bytes(log_dir: &Path, version: &VersionRecord) -> Result<Vec<u8>, String> {
     let sha256 = version.sha256.as_deref().unwrap_or_default();
-    std::fs::read(blobs.join(sha256))
+    event_log::reader::read_blob(log_dir, sha256)
         .map_err(|err| format!("the child's file {sha256} is not in the log: {err}"))
 }
 
 /// The unified diff of the changed text files, at most [`DIFF_SHOWN`] bytes.
 fn unified(changes: &[ChangeRecord], log: &EventLog) -> String {
-    let blobs = log.dir().join("blobs");
+    let log_dir = log.dir();
     let text_of = |version: Option<&VersionRecord>| -> Option<String> {
         match version {
             None => Some(String::new()),
             Some(v) if v.kind == EntryKind::File && v.size <= DIFF_FILE_MAX => {
-                String::from_utf8(blob_bytes(&blobs, v).ok()?).ok()
+                String::from_utf8(blob_bytes(log_dir, v).ok()?).ok()
             }
             Some(_) => None,
         }
@@ -341,10 +341,7 @@ fn unified(changes: &[ChangeRecord], log: &EventLog) -> String {
         }
         let a = format!("a/{}", change.path);
         let b = format!("b/{}", change.path);
-        let text = similar::TextDiff::from_lines(&old, &new)
-            .unified_diff()
-            .header(&a, &b)
-            .to_string();
+        let text = event_log::text::unified_diff(&old, &new, &a, &b);
         out.push_str(&text);
         if out.len() > DIFF_SHOWN {
             let cut = event_log::text::head(&out, DIFF_SHOWN).len();
