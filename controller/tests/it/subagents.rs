@@ -594,3 +594,53 @@ async fn a_fork_whose_copy_fails_is_refused_and_leaves_no_folder() {
         "completed"
     );
 }
+
+/// A forked child that deletes a folder is not merged over a sibling that added a file inside
+/// it meanwhile: a folder's own entry does not change when a file is added to it, so only
+/// looking inside finds the clash; applying the deletion would have lost the file.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forked_folder_deletion_does_not_take_a_siblings_new_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = json!({"turns": [
+        {"text": "adding", "tool_calls": [write("build/new.rs", "fn main() {}\n")]},
+        {"text": "added build/new.rs"},
+    ]});
+    let forked = json!({"turns": [
+        {"text": "cleaning", "tool_calls": [bash("rm -rf build")]},
+        {"text": "removed build/"},
+    ]});
+    let script = json!({"turns": [
+        {"text": "a folder", "tool_calls": [bash("mkdir build && echo old > build/a.rs")]},
+        {"text": "two helpers", "tool_calls": [
+            agent("add a file to build/", "shared", &shared),
+            agent("clean build/", "fork", &forked),
+        ]},
+        {"text": "look", "tool_calls": [bash("ls build")]},
+        {"text": "Done."},
+    ]});
+    let task = write_task(dir.path(), &script, &json!({"max_turns": 10}), &json!({}));
+    let parent = run(&task, &dir.path().join("target"), &[]).await;
+    assert_eq!(parent.code, 0, "{}", parent.stderr);
+    let all = events(&parent.log_dir());
+    let finished = of_type(&all, "subagent_finished");
+    let merge = finished
+        .iter()
+        .find_map(|f| f["data"]["merge"].as_object())
+        .expect("the forked child's merge");
+    assert_eq!(merge["applied"], false, "{merge:?}");
+    assert!(
+        merge["conflicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "build"),
+        "{merge:?}"
+    );
+    let calls = of_type(&all, "tool_call");
+    let look = calls.last().unwrap()["data"]["call_id"].as_str().unwrap();
+    let listed = result_of(&all, look);
+    assert!(
+        listed.contains("a.rs") && listed.contains("new.rs"),
+        "{listed}"
+    );
+}

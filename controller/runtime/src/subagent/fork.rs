@@ -7,7 +7,7 @@
 //! deletions, folders, symlinks and modes through one `bash` call of quoted paths. The
 //! changes it replays were each judged by the policy when the child made them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -91,14 +91,16 @@ impl Forked {
         self.sandbox.stop().await;
         let base = index(&self.base);
         match result {
-            Ok(changes) => Changes {
+            Ok((changes, unnamed)) => Changes {
                 base,
                 changes,
+                unnamed,
                 error: None,
             },
             Err(err) => Changes {
                 base,
                 changes: Vec::new(),
+                unnamed: BTreeSet::new(),
                 error: Some(format!("its changes could not be read: {err}")),
             },
         }
@@ -108,7 +110,7 @@ impl Forked {
         &self,
         child_log: &Path,
         parent_log: &EventLog,
-    ) -> Result<Vec<ChangeRecord>, String> {
+    ) -> Result<(Vec<ChangeRecord>, BTreeSet<String>), String> {
         let client = &self.sandbox.client;
         let snapshot = client.snapshot().await.map_err(|e| e.to_string())?;
         let after = client
@@ -117,6 +119,14 @@ impl Forked {
             .map_err(|e| e.to_string())?
             .entries;
         let changes = diff(&self.base, &after);
+        // A name that is not UTF-8 is listed escaped: it cannot be applied by that name.
+        let unnamed = self
+            .base
+            .iter()
+            .chain(&after)
+            .filter(|e| e.path_b64.is_some())
+            .map(|e| e.path.clone())
+            .collect();
         for sha256 in changes
             .iter()
             .filter_map(|c| c.after.as_ref()?.sha256.as_deref())
@@ -130,7 +140,7 @@ impl Forked {
                 parent_log.blob(&bytes).map_err(|e| e.to_string())?;
             }
         }
-        Ok(changes)
+        Ok((changes, unnamed))
     }
 }
 
@@ -138,6 +148,8 @@ impl Forked {
 pub struct Changes {
     base: BTreeMap<String, FileVersion>,
     changes: Vec<ChangeRecord>,
+    /// Paths listed escaped (not UTF-8), which no change may be applied by.
+    unnamed: BTreeSet<String>,
     error: Option<String>,
 }
 
@@ -207,16 +219,40 @@ impl Changes {
     }
 
     /// The changed paths that changed in the parent too since the fork, or that cannot be
-    /// applied by name.
+    /// applied by name. A folder the child deleted or replaced clashes with anything the
+    /// parent changed inside it (a folder's own entry does not change when a file is added to
+    /// it, and applying the deletion would take that file).
     async fn clashes(&self, parent: &SandboxClient) -> Result<Vec<String>, SandboxError> {
         let snapshot = parent.snapshot().await?;
         let now = index(&parent.manifest(&snapshot.snapshot_id).await?.entries);
+        let changed_here =
+            |path: &String| change_kind(self.base.get(path), now.get(path)).is_some();
+        let changed_inside = |folder: &str| {
+            let prefix = format!("{folder}/");
+            let inside = |map: &BTreeMap<String, FileVersion>| {
+                map.range(prefix.clone()..)
+                    .take_while(|(path, _)| path.starts_with(&prefix))
+                    .any(|(path, _)| changed_here(path))
+                    .then_some(())
+            };
+            inside(&self.base).or_else(|| inside(&now)).is_some()
+        };
         Ok(self
             .changes
             .iter()
             .filter(|change| {
+                let was_folder = change
+                    .before
+                    .as_ref()
+                    .is_some_and(|v| v.kind == EntryKind::Dir);
+                let still_folder = change
+                    .after
+                    .as_ref()
+                    .is_some_and(|v| v.kind == EntryKind::Dir);
                 !safe_path(&change.path)
-                    || change_kind(self.base.get(&change.path), now.get(&change.path)).is_some()
+                    || self.unnamed.contains(&change.path)
+                    || changed_here(&change.path)
+                    || (was_folder && !still_folder && changed_inside(&change.path))
             })
             .map(|change| change.path.clone())
             .collect())
@@ -282,6 +318,13 @@ pub async fn apply(
             }
             (EntryKind::Other, _) => {}
         }
+    }
+    // Every new file's bytes must be in the log before anything changes, so a missing blob
+    // (a file over the sandbox's blob limit) refuses the merge instead of leaving half of it.
+    for (path, version) in &files {
+        let sha256 = version.sha256.as_deref().unwrap_or_default();
+        event_log::reader::open_blob(log_dir, sha256)
+            .map_err(|err| format!("{path}: its content {sha256} is not in the log: {err}"))?;
     }
     run_script(parent, &before).await?;
     for (path, version) in files {
