@@ -38,7 +38,7 @@ pub struct ForkPoint {
     /// continuation skips.
     pub turn_replies: usize,
     pub verdicts: usize,
-    /// USD spent by then (the replies whose cost is known).
+    /// USD spent by then (the replies whose cost is known), its subagents' included.
     pub cost: f64,
     pub model_calls: u64,
     /// The workspace, path to version.
@@ -340,6 +340,10 @@ impl ForkPoint {
                     rebuild.verdicts += 1;
                 }
                 Event::HookRun(run) => rebuild.hook(run),
+                // The tree's budget is the root's: what its subagents spent counts too.
+                Event::SubagentFinished(child) => {
+                    rebuild.cost += child.cost + child.subagents.map_or(0.0, |s| s.cost);
+                }
                 Event::SessionFinished(_) => rebuild.finished = true,
                 _ => {}
             }

@@ -644,3 +644,50 @@ async fn a_forked_folder_deletion_does_not_take_a_siblings_new_file() {
         "{listed}"
     );
 }
+
+/// A fork of a session after one of its subagents finished counts what the subagent spent: the
+/// tree's budget is the root's, so the children get only what is left of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_after_a_subagent_counts_its_cost_against_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = json!({"turns": [{"text": "helped", "cost": 0.25}]});
+    let script = json!({"turns": [
+        {"text": "a helper", "tool_calls": [agent("help", "shared", &child)], "cost": 0.05},
+        {"text": "look", "tool_calls": [bash("true")]},
+        {"text": "Done."},
+    ]});
+    let task = write_task(
+        dir.path(),
+        &script,
+        &json!({"max_turns": 5, "max_cost": 1.0}),
+        &json!({}),
+    );
+    let parent = run(&task, &dir.path().join("target"), &[]).await;
+    assert_eq!(parent.code, 0, "{}", parent.stderr);
+    let log = parent.log_dir();
+    let all = events(&log);
+    // Between the turns: the agent call's result, the last event before the second turn.
+    let seq = of_type(&all, "tool_result")[0]["seq"].as_u64().unwrap();
+    let fork = common::command(&[
+        "replay",
+        "fork",
+        log.to_str().unwrap(),
+        "--step",
+        &seq.to_string(),
+        "--count",
+        "1",
+        "--policy",
+        "allow-all",
+    ]);
+    let forked = common::run(fork, Duration::from_secs(120)).await;
+    assert_eq!(forked.code, 0, "{}\n{}", forked.stdout, forked.stderr);
+    let out = common::first_entry(&log.join("forks"));
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out.join("forks.json")).unwrap()).unwrap();
+    let spent = summary["parent"]["cost"].as_f64().unwrap();
+    assert!((spent - 0.30).abs() < 1e-9, "{summary}");
+    let child_log = Path::new(summary["children"][0]["log_dir"].as_str().unwrap());
+    let started = &events(child_log)[0]["data"];
+    let budget = started["config"]["max_cost"].as_f64().unwrap();
+    assert!((budget - 0.70).abs() < 1e-9, "{started}");
+}
