@@ -436,10 +436,15 @@ fn two_slow_subagents(dir: &Path) -> PathBuf {
         {"text": "slow", "tool_calls": [bash("echo child-started-4e2; sleep 60")]},
         {"text": "never"},
     ]});
+    // The copy changes something first: a stopped session must not apply it.
+    let slow_copy = json!({"turns": [
+        {"text": "slow", "tool_calls": [bash("echo made > forked.txt; echo child-started-4e2; sleep 60")]},
+        {"text": "never"},
+    ]});
     let script = json!({"turns": [
         {"text": "helpers", "tool_calls": [
             agent("slow in place", "shared", &slow),
-            agent("slow in a copy", "fork", &slow),
+            agent("slow in a copy", "fork", &slow_copy),
         ]},
         {"text": "never reached"},
     ]});
@@ -451,7 +456,8 @@ async fn ctrl_c_during_subagents_ends_every_log_and_every_call() {
     let dir = tempfile::tempdir().unwrap();
     let task = two_slow_subagents(dir.path());
     let logs = dir.path().join("logs");
-    let mut command = common::run_into(&logs, &task, &dir.path().join("target"));
+    let target = dir.path().join("target");
+    let mut command = common::run_into(&logs, &task, &target);
     let child = command
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -513,6 +519,17 @@ async fn ctrl_c_during_subagents_ends_every_log_and_every_call() {
         let text = result_of(&theirs, "script_1_1");
         assert!(text.contains("child-started-4e2"), "{child}: {text}");
     }
+    // The forked child's change is recorded, and withheld from the stopped parent.
+    let merge = of_type(&all, "subagent_finished")
+        .into_iter()
+        .find_map(|f| f["data"]["merge"].as_object().cloned())
+        .unwrap_or_else(|| panic!("no merge record: {said}"));
+    assert_eq!(merge["applied"], false, "{merge:?}");
+    assert!(
+        merge["changes"].to_string().contains("forked.txt"),
+        "{merge:?}"
+    );
+    assert!(!target.join("forked.txt").exists());
 }
 
 /// A parent stopped by its lifetime stops its subagents, who say that it did and why, rather

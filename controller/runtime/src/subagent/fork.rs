@@ -190,17 +190,8 @@ impl Changes {
     /// Applies the changes to `parent` when none of their paths changed there since the
     /// fork; all or none.
     pub async fn merge(self, parent: &SandboxClient, log: &EventLog) -> Merged {
-        let diff = unified(&self.changes, log);
-        let mut merged = Merged {
-            record: ForkMerge {
-                changes: self.changes.clone(),
-                applied: false,
-                conflicts: Vec::new(),
-            },
-            error: self.error.clone(),
-            diff,
-        };
-        if merged.error.is_some() || self.changes.is_empty() {
+        let mut merged = self.withheld(log, None);
+        if merged.error.is_some() || merged.record.changes.is_empty() {
             return merged;
         }
         match self.clashes(parent).await {
@@ -216,6 +207,21 @@ impl Changes {
             Err(err) => merged.error = Some(format!("reading your workspace: {err}")),
         }
         merged
+    }
+
+    /// The changes recorded and shown, not applied: `why`, when they are kept from the parent
+    /// (its session is stopping: a merge cut short would leave half of them).
+    pub fn withheld(&self, log: &EventLog, why: Option<&str>) -> Merged {
+        let diff = unified(&self.changes, log);
+        Merged {
+            record: ForkMerge {
+                changes: self.changes.clone(),
+                applied: false,
+                conflicts: Vec::new(),
+            },
+            error: self.error.clone().or_else(|| why.map(str::to_owned)),
+            diff,
+        }
     }
 
     /// The changed paths that changed in the parent too since the fork, or that cannot be

@@ -318,7 +318,12 @@ impl Spawn for Spawner<'_> {
             let Some(changes) = merging.forked.take() else {
                 return;
             };
-            let merged = changes.merge(self.client, self.log).await;
+            let merged = if self.stopping() {
+                let why = "the session was stopped before they could be applied";
+                changes.withheld(self.log, Some(why))
+            } else {
+                changes.merge(self.client, self.log).await
+            };
             report.text.push_str(&merged.describe());
             report.finished.merge = Some(merged.record);
         })
