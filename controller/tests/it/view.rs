@@ -335,6 +335,18 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
         );
         release.insert(name.to_owned(), json!(go));
     }
+    // A fork child's log ends with a crafted line whose fields have the wrong types.
+    let fork = common::first_entry(&session.join("forks"));
+    let crafted = r#"{"seq":99,"ts":5,"type":"tool_call","data":{"call_id":7,"name":[],"arguments":{"x":1}}}"#;
+    let child_log = fork.join("child-2").join("events.jsonl");
+    let mut text = std::fs::read_to_string(&child_log).unwrap();
+    text.push_str(crafted);
+    text.push('\n');
+    std::fs::write(&child_log, text).unwrap();
+    let crafted_run = format!(
+        "0/batch-a/alpha/forks/{}/child-2",
+        fork.file_name().unwrap().to_str().unwrap()
+    );
     let logs = root.path().join("logs");
     let viewer = start_viewer(&[logs.to_str().unwrap()]);
     let live_out = logs.join("batch-live");
@@ -355,6 +367,7 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
         "batch_a": "0/batch-a",
         "batch_b": "0/batch-b",
         "session": "0/batch-a/alpha",
+        "crafted": crafted_run,
         "middle_step": steps[0],
         "final_step": steps[1],
         "changed_file": "src/a.txt",

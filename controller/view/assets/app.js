@@ -276,11 +276,13 @@ async function transcriptView(run, body, bars, params) {
   const show = (events, into) => {
     for (const event of events) {
       loaded.push(event);
-      const el = renderEvent(run.id, event);
+      const el = safeRender(run.id, event);
       if (event.line === target) { el.classList.add('target'); setTimeout(() => el.scrollIntoView({ block: 'center' }), 0); }
       into.append(el);
     }
-    if (bars) drawBars(barBox, loaded);
+    if (bars) {
+      try { drawBars(barBox, loaded); } catch (err) { barBox.replaceChildren(h('p', { class: 'error' }, `the steps cannot be drawn: ${err.message}`)); }
+    }
   };
   async function page() {
     const limit = Math.max(1, Math.min(500, stop - next));
@@ -324,6 +326,18 @@ function drawBars(box, events) {
       h('span', { class: 'label', title: label }, `#${seq} ${label}`),
       h('span', { class: 'fill', style: { width: `${Math.max(1, Math.round(400 * (ms || 0) / max))}px` } }),
       h('span', {}, fmt.ms(ms)))));
+}
+
+/** An event as renderEvent shows it, or, when a crafted line's fields are not of the types the
+ * log's schema gives them, as its JSON text: one bad line never blanks the transcript. */
+function safeRender(runId, event) {
+  try {
+    return renderEvent(runId, event);
+  } catch (err) {
+    return h('div', { class: 'event invalid', testid: 'event', data: { type: 'unreadable', seq: '' } },
+      h('div', { class: 'head' }, `line ${Number(event && event.line)} · not shown as an event (${err.message})`),
+      h('pre', {}, JSON.stringify(event).slice(0, 4000)));
+  }
 }
 
 function renderEvent(runId, event) {

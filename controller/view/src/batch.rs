@@ -66,7 +66,9 @@ pub struct Grid {
 /// What the batch log says of each attempt, in the order it lists them.
 fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
     let io = |err: std::io::Error| ViewError::Io(format!("{}: {err}", dir.display()));
-    let file = std::fs::File::open(dir.join("events.jsonl")).map_err(io)?;
+    let file = event_log::reader::open_regular(&dir.join("events.jsonl"))
+        .map(|(file, _)| file)
+        .map_err(io)?;
     let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
     let mut cells: Vec<Cell> = Vec::new();
     let mut at: BTreeMap<String, usize> = BTreeMap::new();

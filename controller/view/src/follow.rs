@@ -3,7 +3,6 @@
 //! (`events`: a JSON array, each line numbered as [`pages`](crate::pages) numbers it). A log's
 //! last line (`session_finished`, `batch_finished`) ends the stream with `end`.
 
-use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -86,16 +85,18 @@ pub(crate) fn stream(path: PathBuf, line: u64, offset: u64) -> impl Stream<Item 
 type Line = (Vec<u8>, u64);
 
 /// The whole lines after `offset` (each with the bytes it takes; at most [`MAX_LINE`] of a
-/// line kept), and the bytes they take together: about [`READ_AT_ONCE`] at one look.
+/// line kept), and the bytes they take together: about [`READ_AT_ONCE`], and at most
+/// [`crate::pages::MAX_PAGE`] lines, at one look.
 fn new_lines(path: &std::path::Path, offset: u64) -> std::io::Result<(Vec<Line>, u64)> {
-    let mut file = File::open(path)?;
+    let (mut file, _) = event_log::reader::open_regular(path)?;
     if file.metadata()?.len() <= offset {
         return Ok((Vec::new(), 0));
     }
     file.seek(SeekFrom::Start(offset))?;
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let (mut lines, mut consumed, mut line) = (Vec::new(), 0, Vec::new());
-    while consumed < READ_AT_ONCE {
+    // Bounded in lines too: 4 MiB of bare newlines would be four million events at once.
+    while consumed < READ_AT_ONCE && lines.len() < crate::pages::MAX_PAGE {
         let (n, whole) = read_line(&mut reader, &mut line, MAX_LINE)?;
         if !whole {
             break;

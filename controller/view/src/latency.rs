@@ -92,7 +92,9 @@ impl Latencies {
 
     /// A log's tool calls: each tool's number and how long the call took.
     fn read(&self, dir: &Path) -> Vec<(u16, u32)> {
-        let Ok(file) = std::fs::File::open(dir.join("events.jsonl")) else {
+        let Ok(file) =
+            event_log::reader::open_regular(&dir.join("events.jsonl")).map(|(file, _)| file)
+        else {
             return Vec::new();
         };
         let mut calls = Vec::new();

@@ -90,7 +90,7 @@ impl Pager {
         let marks = self.marks(dir);
         let mut marks = marks.lock().unwrap_or_else(|e| e.into_inner());
         let path = dir.join("events.jsonl");
-        let mut file = File::open(&path)?;
+        let (mut file, _) = event_log::reader::open_regular(&path)?;
         let len = file.metadata()?.len();
         if len < marks.end {
             // Replaced by a shorter file: count again.

@@ -109,7 +109,9 @@ fn in_log(
     limit: usize,
     results: &mut Results,
 ) {
-    let Ok(file) = std::fs::File::open(target.dir.join("events.jsonl")) else {
+    let Ok(file) =
+        event_log::reader::open_regular(&target.dir.join("events.jsonl")).map(|(file, _)| file)
+    else {
         return;
     };
     let mut reader = BufReader::with_capacity(256 * 1024, file);

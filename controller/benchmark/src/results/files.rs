@@ -51,13 +51,18 @@ pub fn write_json(path: &Path, value: &Value) -> Result<(), ResultsError> {
     write(path, text + "\n")
 }
 
-/// A JSON file read back.
+/// The largest result file read back (a trial's is a few KiB).
+const MAX_JSON: u64 = 16 * 1024 * 1024;
+
+/// A JSON file read back: a regular file of at most [`MAX_JSON`] bytes, since a shared job
+/// folder may hold a link, a FIFO or a huge file in its place.
 pub(super) fn read_json(path: &Path) -> Result<Value, ResultsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|source| ResultsError::Json {
+    let bytes =
+        event_log::reader::read_regular(path, MAX_JSON).map_err(|source| ResultsError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    serde_json::from_slice(&bytes).map_err(|source| ResultsError::Json {
         path: path.to_owned(),
         source,
     })

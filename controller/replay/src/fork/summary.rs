@@ -79,6 +79,9 @@ impl ForkSummary {
     }
 }
 
+/// The largest `forks.json` read back (a thousand children's rows are far smaller).
+const MAX_SUMMARY: u64 = 64 * 1024 * 1024;
+
 /// The forks of the session in `dir` (each `dir/forks/*/forks.json`), oldest first, each with
 /// its folder; a summary that cannot be read is left out.
 pub fn forks_of(dir: &Path) -> Vec<(std::path::PathBuf, ForkSummary)> {
@@ -89,7 +92,9 @@ pub fn forks_of(dir: &Path) -> Vec<(std::path::PathBuf, ForkSummary)> {
         .flatten()
         .filter_map(|entry| {
             let folder = entry.path();
-            let bytes = std::fs::read(folder.join("forks.json")).ok()?;
+            // A shared log's summary may be a link or a FIFO, or huge: none is read.
+            let bytes =
+                event_log::reader::read_regular(&folder.join("forks.json"), MAX_SUMMARY).ok()?;
             Some((folder, serde_json::from_slice(&bytes).ok()?))
         })
         .collect();

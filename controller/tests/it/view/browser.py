@@ -86,6 +86,16 @@ def hostile(page):
     check(pwned, "no hostile markup ran or became an element")
 
 
+def crafted(page):
+    page.goto(url("run", id=CONFIG["crafted"]))
+    page.wait_for_selector("[data-testid=event][data-type=unreadable]")
+    kinds = page.eval_on_selector_all("[data-testid=event]", "e => e.map(x => x.dataset.type)")
+    check(
+        "session_finished" in kinds and kinds[-1] == "unreadable",
+        f"a line whose fields have the wrong types is shown as text, the others as events: {kinds}",
+    )
+
+
 def children(page):
     page.goto(url("run", id=CONFIG["session"]))
     page.wait_for_selector("[data-testid=child]")
@@ -219,6 +229,7 @@ def main():
         runs_list(page)
         search(page)
         hostile(page)
+        crafted(page)
         batch_page(page)
         children(page)
         workspace(page)
