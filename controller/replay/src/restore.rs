@@ -45,11 +45,18 @@ pub fn state_at(dir: &Path, step: u64) -> Result<(State, u64), ReplayError> {
                             current.insert(change.path, after);
                         }
                         None => {
-                            // A deleted folder takes everything under it.
+                            // A deleted folder takes everything under it: the paths in
+                            // order after `path/`, found without a walk of the whole state.
+                            current.remove(&change.path);
                             let prefix = format!("{}/", change.path);
-                            current.retain(|path, _| {
-                                path != &change.path && !path.starts_with(&prefix)
-                            });
+                            let inside: Vec<String> = current
+                                .range(prefix.clone()..)
+                                .take_while(|(path, _)| path.starts_with(&prefix))
+                                .map(|(path, _)| path.clone())
+                                .collect();
+                            for path in inside {
+                                current.remove(&path);
+                            }
                         }
                     }
                 }
