@@ -63,6 +63,9 @@ pub struct Grid {
     pub agent: Option<String>,
 }
 
+/// The largest k the grid gives pass@k for.
+const MAX_K: usize = 100;
+
 /// What the batch log says of each attempt, in the order it lists them.
 fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
     let io = |err: std::io::Error| ViewError::Io(format!("{}: {err}", dir.display()));
@@ -87,12 +90,13 @@ fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
         let task = data["task"].as_str().unwrap_or_default().to_owned();
         match event["type"].as_str().unwrap_or_default() {
             "batch_started" => {
-                // A hostile header listing millions of tasks gives a grid of the first ones.
+                // A hostile header listing millions of tasks (or a log repeating its header)
+                // gives a grid of the first ones.
                 for listed in data["tasks"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .take(MAX_CELLS)
+                    .take(MAX_CELLS.saturating_sub(cells.len()))
                 {
                     let id = listed["id"].as_str().unwrap_or_default().to_owned();
                     let task = listed["task"]
@@ -234,7 +238,8 @@ fn assemble(cells: Vec<Cell>, agent: Option<String>) -> Grid {
             cells,
         });
     }
-    let pass_at_k = (1..=most)
+    // Each k costs O(k) a task: bounded, as a crafted log can claim any number of trials.
+    let pass_at_k = (1..=most.min(MAX_K))
         .filter_map(|k| {
             let values: Vec<f64> = rows
                 .iter()
@@ -313,5 +318,37 @@ mod tests {
         assert_eq!(grid.failures.get("unknown"), Some(&2));
         assert_eq!(task_name("x__12"), "x");
         assert_eq!(task_name("x__"), "x__");
+    }
+
+    /// A crafted batch log repeating its header cannot grow the grid past its bound, and a
+    /// task claiming thousands of trials gives pass@k only up to [`MAX_K`].
+    #[test]
+    fn repeated_headers_and_many_trials_stay_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = |n: usize| {
+            let tasks: Vec<Value> = (0..n)
+                .map(|i| serde_json::json!({"id": format!("t{i}"), "task": "t", "trial": i + 1}))
+                .collect();
+            serde_json::json!({"seq": 0, "ts": "2026-01-01T00:00:00.000Z", "type": "batch_started", "data": {"tasks": tasks}})
+                .to_string()
+        };
+        let one = header(MAX_CELLS / 2 + 10);
+        std::fs::write(
+            dir.path().join("events.jsonl"),
+            format!("{one}\n{one}\n{one}\n"),
+        )
+        .unwrap();
+        let cells = attempts(dir.path()).unwrap();
+        assert_eq!(cells.len(), MAX_CELLS);
+        let finished: Vec<Cell> = (1..=500)
+            .map(|trial| Cell {
+                task_id: format!("t__{trial}"),
+                trial,
+                state: "passed",
+                ..Cell::default()
+            })
+            .collect();
+        let grid = assemble(finished, None);
+        assert_eq!(grid.pass_at_k.len(), MAX_K);
     }
 }
