@@ -78,7 +78,14 @@ pub fn search(targets: &[Target], query: &str, limit: usize, budget: Duration) -
             }
         }
         if target.session {
-            in_log(target, &needle, prefilter.as_ref(), limit, &mut results);
+            let deadline = started + budget;
+            in_log(
+                target,
+                &needle,
+                prefilter.as_ref(),
+                (limit, deadline),
+                &mut results,
+            );
         }
     }
     results.hits.truncate(limit);
@@ -106,7 +113,7 @@ fn in_log(
     target: &Target,
     needle: &str,
     prefilter: Option<&regex::bytes::Regex>,
-    limit: usize,
+    (limit, deadline): (usize, Instant),
     results: &mut Results,
 ) {
     let Ok(file) =
@@ -122,6 +129,11 @@ fn in_log(
             _ => return,
         }
         number += 1;
+        // The budget holds inside one log too: a huge one is not read to its end.
+        if number % 1024 == 0 && Instant::now() > deadline {
+            results.complete = false;
+            return;
+        }
         if prefilter.is_some_and(|re| !re.is_match(&bytes)) {
             continue;
         }
@@ -221,5 +233,39 @@ mod tests {
         );
         assert!(results.complete);
         assert_eq!(around("ÅBC parser", "parser").unwrap(), "ÅBC parser");
+    }
+
+    /// The time budget holds inside one huge log: the search stops in it and says so.
+    #[test]
+    fn a_huge_log_is_not_read_past_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = r#"{"seq":1,"type":"tool_call","data":{"arguments":"needle"}}"#;
+        let text = format!("{line}\n").repeat(50_000)
+            + r#"{"seq":2,"type":"error","data":{"message":"the last needle"}}"#
+            + "\n";
+        std::fs::write(dir.path().join("events.jsonl"), text).unwrap();
+        let target = Target {
+            id: "0".into(),
+            name: "run".into(),
+            task: String::new(),
+            dir: dir.path().to_owned(),
+            session: true,
+        };
+        let mut results = Results {
+            query: "the last".into(),
+            hits: Vec::new(),
+            runs_searched: 1,
+            complete: true,
+        };
+        // The deadline has passed once the log is open: it is not read to its end.
+        in_log(
+            &target,
+            "the last",
+            None,
+            (100, Instant::now()),
+            &mut results,
+        );
+        assert!(!results.complete);
+        assert!(results.hits.is_empty());
     }
 }
