@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::Context;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 mod at_step;
@@ -253,10 +253,10 @@ pub async fn run_fork(
         display,
     };
     let count = config.count;
-    let children: Vec<anyhow::Result<ForkChild>> = futures::stream::iter(1..=count)
-        .map(|child| fork.child(child))
+    let children: Vec<(u32, anyhow::Result<ForkChild>)> = futures::stream::iter(1..=count)
+        .map(|n| fork.child(n).map(move |child| (n, child)))
         .buffer_unordered(parallel)
-        .inspect(|child| {
+        .inspect(|(_, child)| {
             if let Ok(child) = child {
                 display.child(child, count);
             }
@@ -273,14 +273,25 @@ pub async fn run_fork(
             scratch.keep().display()
         ));
     }
-    let children = children.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    let summary = ForkSummary::new(fork_id, parent, point.messages.clone(), children);
+    // A child that could not run is said and counted; the others' results are kept.
+    let mut ran = Vec::new();
+    let mut not_run = Vec::new();
+    for (n, child) in children {
+        match child {
+            Ok(child) => ran.push(child),
+            Err(err) => not_run.push(format!("child {n}: {err:#}")),
+        }
+    }
+    for why in &not_run {
+        display.note(&format!("did not run: {why}"));
+    }
+    let summary = ForkSummary::new(fork_id, parent, point.messages.clone(), ran);
     let n_passed = summary.n_passed;
     log.record(Event::BatchFinished(BatchFinished {
         interrupted: cancel.is_cancelled(),
         n_passed,
         n_failed: summary.children.len() as u32 - n_passed,
-        n_not_run: 0,
+        n_not_run: not_run.len() as u32,
         n_retries: 0,
         duration_ms: started.elapsed().as_millis() as u64,
         rate_limits: Vec::new(),
@@ -295,6 +306,13 @@ pub async fn run_fork(
         .context("reading the fork back for its report")?;
     let page = report::write_html(&out, &report)?;
     display.note(&format!("report: {}", page.display()));
+    if let Some(first) = not_run.first() {
+        anyhow::bail!(
+            "{} of {count} children did not run (the others' results are in {}); {first}",
+            not_run.len(),
+            out.join("forks.json").display()
+        );
+    }
     Ok(summary)
 }
 
