@@ -239,9 +239,8 @@ impl Changes {
                 map.range(prefix.clone()..)
                     .take_while(|(path, _)| path.starts_with(&prefix))
                     .any(|(path, _)| changed_here(path))
-                    .then_some(())
             };
-            inside(&self.base).or_else(|| inside(&now)).is_some()
+            inside(&self.base) || inside(&now)
         };
         Ok(self
             .changes
