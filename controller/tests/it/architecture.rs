@@ -313,6 +313,7 @@ fn no_source_file_is_over_600_lines() {
         "controller/runtime/src",
         "controller/replay/src",
         "controller/benchmark/src",
+        "controller/view/src",
         "sandbox-server/src",
         "sandbox-server/protocol/src",
     ] {

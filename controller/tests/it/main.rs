@@ -72,6 +72,7 @@ mod retries;
 /// The local sandbox's lifecycle, task files and the quick-start example.
 mod sessions;
 /// Subagents: the `agent` tool's children, shared and forked, linked, limited, rerun.
+mod subagent_merges;
 mod subagents;
 /// Telemetry by the real tools: one trace across both programs (OTLP), Prometheus scraping.
 mod telemetry;

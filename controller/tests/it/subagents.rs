@@ -11,20 +11,20 @@ use crate::common;
 use crate::forks::{restored, tree};
 use crate::replays::events;
 
-fn write(path: &str, content: &str) -> Value {
+pub(crate) fn write(path: &str, content: &str) -> Value {
     json!({"name": "write_file", "arguments": {"path": path, "content": content}})
 }
 
-fn bash(cmd: &str) -> Value {
+pub(crate) fn bash(cmd: &str) -> Value {
     json!({"name": "bash", "arguments": {"cmd": cmd}})
 }
 
-fn agent(task: &str, workspace: &str, script: &Value) -> Value {
+pub(crate) fn agent(task: &str, workspace: &str, script: &Value) -> Value {
     json!({"name": "agent", "arguments": {"task": task, "workspace": workspace}, "agent": script})
 }
 
 /// A task over a workspace with `seed.txt`, whose model plays `script`, with the `agent` tool.
-fn write_task(dir: &Path, script: &Value, limits: &Value, agents: &Value) -> PathBuf {
+pub(crate) fn write_task(dir: &Path, script: &Value, limits: &Value, agents: &Value) -> PathBuf {
     let workspace = dir.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(workspace.join("seed.txt"), "seed\n").unwrap();
@@ -41,7 +41,7 @@ fn write_task(dir: &Path, script: &Value, limits: &Value, agents: &Value) -> Pat
     common::write_task(dir, &task)
 }
 
-async fn run(task: &Path, target: &Path, more: &[&str]) -> common::Run {
+pub(crate) async fn run(task: &Path, target: &Path, more: &[&str]) -> common::Run {
     let (task, target) = (task.to_str().unwrap(), target.to_str().unwrap());
     let mut args = vec!["run", "--policy", "allow-all", "--task", task];
     args.extend_from_slice(more);
@@ -49,12 +49,12 @@ async fn run(task: &Path, target: &Path, more: &[&str]) -> common::Run {
     common::run(common::command(&args), Duration::from_secs(120)).await
 }
 
-fn of_type<'a>(all: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn of_type<'a>(all: &'a [Value], kind: &str) -> Vec<&'a Value> {
     all.iter().filter(|e| e["type"] == kind).collect()
 }
 
 /// The result text of call `id`.
-fn result_of(all: &[Value], id: &str) -> String {
+pub(crate) fn result_of(all: &[Value], id: &str) -> String {
     let result = all
         .iter()
         .find(|e| e["type"] == "tool_result" && e["data"]["call_id"] == id)
@@ -568,143 +568,4 @@ async fn a_parents_lifetime_stops_its_subagents_who_say_why() {
             .unwrap_or_else(|| panic!("{child}: no tool result"));
         assert_eq!(result["data"]["status"], "interrupted", "{child}: {result}");
     }
-}
-
-/// A forked child whose copy of the workspace fails never starts: the call's result says why,
-/// the parent goes on, and no half-made child folder is left in the parent's log (a copy
-/// whose sandbox log said something would be kept and named).
-#[tokio::test(flavor = "multi_thread")]
-async fn a_fork_whose_copy_fails_is_refused_and_leaves_no_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let script = json!({"turns": [
-        {"text": "many files", "tool_calls": [bash("mkdir many && for i in $(seq 40); do echo $i > many/$i; done")]},
-        {"text": "a helper", "tool_calls": [agent("count them", "fork", &json!({"turns": [{"text": "never"}]}))]},
-        {"text": "Done without it."},
-    ]});
-    let task = write_task(dir.path(), &script, &json!({"max_turns": 5}), &json!({}));
-    let target = dir.path().join("target");
-    let (task, target) = (task.to_str().unwrap(), target.to_str().unwrap());
-    let mut command = common::command(&["run", "--policy", "allow-all", "--task", task, target]);
-    // Every sandbox takes an archive of at most 20 entries: the seed fits, the copy does not.
-    command.env("SANDBOX_ARCHIVE_MAX_ENTRIES", "20");
-    let parent = common::run(command, Duration::from_secs(120)).await;
-    assert_eq!(parent.code, 0, "{}", parent.stderr);
-    let log = parent.log_dir();
-    let all = events(&log);
-    assert!(of_type(&all, "subagent_started").is_empty());
-    let call = of_type(&all, "tool_call")
-        .into_iter()
-        .find(|e| e["data"]["name"] == "agent")
-        .unwrap();
-    let said = result_of(&all, call["data"]["call_id"].as_str().unwrap());
-    assert!(
-        said.contains("its workspace could not be copied")
-            && said.contains("more than 20 entries (--archive-max-entries)"),
-        "{said}"
-    );
-    let left: Vec<_> = std::fs::read_dir(log.join("agents"))
-        .map(|entries| entries.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "{left:?}");
-    assert_eq!(
-        of_type(&all, "session_finished")[0]["data"]["outcome"],
-        "completed"
-    );
-}
-
-/// A forked child that deletes a folder is not merged over a sibling that added a file inside
-/// it meanwhile: a folder's own entry does not change when a file is added to it, so only
-/// looking inside finds the clash; applying the deletion would have lost the file.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_forked_folder_deletion_does_not_take_a_siblings_new_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let shared = json!({"turns": [
-        {"text": "adding", "tool_calls": [write("build/new.rs", "fn main() {}\n")]},
-        {"text": "added build/new.rs"},
-    ]});
-    let forked = json!({"turns": [
-        {"text": "cleaning", "tool_calls": [bash("rm -rf build")]},
-        {"text": "removed build/"},
-    ]});
-    let script = json!({"turns": [
-        {"text": "a folder", "tool_calls": [bash("mkdir build && echo old > build/a.rs")]},
-        {"text": "two helpers", "tool_calls": [
-            agent("add a file to build/", "shared", &shared),
-            agent("clean build/", "fork", &forked),
-        ]},
-        {"text": "look", "tool_calls": [bash("ls build")]},
-        {"text": "Done."},
-    ]});
-    let task = write_task(dir.path(), &script, &json!({"max_turns": 10}), &json!({}));
-    let parent = run(&task, &dir.path().join("target"), &[]).await;
-    assert_eq!(parent.code, 0, "{}", parent.stderr);
-    let all = events(&parent.log_dir());
-    let finished = of_type(&all, "subagent_finished");
-    let merge = finished
-        .iter()
-        .find_map(|f| f["data"]["merge"].as_object())
-        .expect("the forked child's merge");
-    assert_eq!(merge["applied"], false, "{merge:?}");
-    assert!(
-        merge["conflicts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c == "build"),
-        "{merge:?}"
-    );
-    let calls = of_type(&all, "tool_call");
-    let look = calls.last().unwrap()["data"]["call_id"].as_str().unwrap();
-    let listed = result_of(&all, look);
-    assert!(
-        listed.contains("a.rs") && listed.contains("new.rs"),
-        "{listed}"
-    );
-}
-
-/// A fork of a session after one of its subagents finished counts what the subagent spent: the
-/// tree's budget is the root's, so the children get only what is left of it.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_fork_after_a_subagent_counts_its_cost_against_the_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let child = json!({"turns": [{"text": "helped", "cost": 0.25}]});
-    let script = json!({"turns": [
-        {"text": "a helper", "tool_calls": [agent("help", "shared", &child)], "cost": 0.05},
-        {"text": "look", "tool_calls": [bash("true")]},
-        {"text": "Done."},
-    ]});
-    let task = write_task(
-        dir.path(),
-        &script,
-        &json!({"max_turns": 5, "max_cost": 1.0}),
-        &json!({}),
-    );
-    let parent = run(&task, &dir.path().join("target"), &[]).await;
-    assert_eq!(parent.code, 0, "{}", parent.stderr);
-    let log = parent.log_dir();
-    let all = events(&log);
-    // Between the turns: the agent call's result, the last event before the second turn.
-    let seq = of_type(&all, "tool_result")[0]["seq"].as_u64().unwrap();
-    let fork = common::command(&[
-        "replay",
-        "fork",
-        log.to_str().unwrap(),
-        "--step",
-        &seq.to_string(),
-        "--count",
-        "1",
-        "--policy",
-        "allow-all",
-    ]);
-    let forked = common::run(fork, Duration::from_secs(120)).await;
-    assert_eq!(forked.code, 0, "{}\n{}", forked.stdout, forked.stderr);
-    let out = common::first_entry(&log.join("forks"));
-    let summary: Value =
-        serde_json::from_slice(&std::fs::read(out.join("forks.json")).unwrap()).unwrap();
-    let spent = summary["parent"]["cost"].as_f64().unwrap();
-    assert!((spent - 0.30).abs() < 1e-9, "{summary}");
-    let child_log = Path::new(summary["children"][0]["log_dir"].as_str().unwrap());
-    let started = &events(child_log)[0]["data"];
-    let budget = started["config"]["max_cost"].as_f64().unwrap();
-    assert!((budget - 0.70).abs() < 1e-9, "{started}");
 }

@@ -300,11 +300,20 @@ pub async fn apply(
     let mut before = String::new();
     let mut after = String::new();
     let mut files = Vec::new();
+    // The last path removed whole: what lies under it goes with it (changes are in path
+    // order), so deleting a tree of thousands of files is one line.
+    let mut removed: Option<&str> = None;
     for change in changes {
         let path = quote(&change.path);
         let replaced = matches!(change.change, ChangeKind::Deleted | ChangeKind::TypeChanged);
-        if replaced {
+        let under_removed = removed.is_some_and(|gone| {
+            change.path.len() > gone.len()
+                && change.path.starts_with(gone)
+                && change.path.as_bytes()[gone.len()] == b'/'
+        });
+        if replaced && !under_removed {
             let _ = writeln!(before, "rm -rf -- {path}");
+            removed = Some(&change.path);
         }
         let Some(new) = &change.after else { continue };
         let mode = format!("{:o}", new.mode & 0o7777);
@@ -342,7 +351,24 @@ pub async fn apply(
     run_script(parent, &after).await
 }
 
+/// The most of a script one `bash` call takes: Linux caps one argument of a command at 128 KiB,
+/// so a long script runs as several, each of whole lines, in order.
+const SCRIPT_CHUNK: usize = 96 * 1024;
+
 async fn run_script(parent: &SandboxClient, script: &str) -> Result<(), String> {
+    let mut chunk = String::new();
+    for line in script.lines() {
+        if !chunk.is_empty() && chunk.len() + line.len() + 1 > SCRIPT_CHUNK {
+            run_lines(parent, &chunk).await?;
+            chunk.clear();
+        }
+        chunk.push_str(line);
+        chunk.push('\n');
+    }
+    run_lines(parent, &chunk).await
+}
+
+async fn run_lines(parent: &SandboxClient, script: &str) -> Result<(), String> {
     if script.is_empty() {
         return Ok(());
     }
