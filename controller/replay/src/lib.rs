@@ -114,13 +114,15 @@ pub fn subagent_dir(dir: &Path, log_dir: &str) -> Result<PathBuf, ReplayError> {
         )));
     }
     let child = dir.join(log_dir);
-    match (child.canonicalize(), dir.canonicalize()) {
-        (Ok(real), Ok(parent)) if real.starts_with(&parent) && real != parent => Ok(child),
-        _ => Err(ReplayError::Io(format!(
-            "{}: a subagent's log must be a folder beneath its parent's",
-            child.display()
-        ))),
-    }
+    let why = match (child.canonicalize(), dir.canonicalize()) {
+        (Ok(real), Ok(parent)) if real.starts_with(&parent) && real != parent => return Ok(child),
+        (Err(err), _) | (_, Err(err)) => format!(" ({err})"),
+        _ => String::new(),
+    };
+    Err(ReplayError::Io(format!(
+        "{}: a subagent's log must be a folder beneath its parent's{why}",
+        child.display()
+    )))
 }
 
 /// A recorded reply's tool calls, as the loop had them.

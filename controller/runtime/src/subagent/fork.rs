@@ -40,7 +40,9 @@ impl Forked {
             .await
             .map_err(|e| e.to_string())?
             .entries;
-        // The child's folder is made ahead for its server's own log.
+        // The child's folder is made ahead for its server's own log; only a folder made here
+        // is removed when the copy fails.
+        let fresh = !options.log_dir.exists();
         let made = options
             .log_dir
             .parent()
@@ -67,7 +69,7 @@ impl Forked {
             },
             Err(err) => Err(err),
         };
-        let sandbox = copied.map_err(|err| abandoned(&options.log_dir, &server_log, err))?;
+        let sandbox = copied.map_err(|err| abandoned(&options.log_dir, fresh, &server_log, err))?;
         Ok(Forked {
             sandbox,
             token,
@@ -429,13 +431,16 @@ fn unified(changes: &[ChangeRecord], log: &EventLog) -> String {
 
 /// The failure of a fork that never ran, said once its folder is dealt with: a sandbox log
 /// with something in it is kept and named (it says why the copy failed), an empty folder is
-/// removed, so the parent's log folder holds no child that never started.
-fn abandoned(log_dir: &Path, server_log: &Path, err: String) -> String {
+/// removed (when this fork made it), so the parent's log folder holds no child that never
+/// started.
+fn abandoned(log_dir: &Path, fresh: bool, server_log: &Path, err: String) -> String {
     let said = std::fs::metadata(server_log).is_ok_and(|m| m.len() > 0);
     if said {
         return format!("{err} (the copy's sandbox log: {})", server_log.display());
     }
-    let _ = std::fs::remove_dir_all(log_dir);
+    if fresh {
+        let _ = std::fs::remove_dir_all(log_dir);
+    }
     err
 }
 
