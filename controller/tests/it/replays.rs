@@ -522,7 +522,9 @@ async fn a_host_listener_coming_and_going_is_not_a_change_of_the_sandbox_state()
     let script = json!({"turns": [
         // Waits (bounded) for the test to open a listener of its own and say so.
         {"text": "wait", "tool_calls": [bash("for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; rm -f go")]},
-        {"text": "leave a process", "tool_calls": [bash("sleep 60 >/dev/null 2>&1 &")]},
+        // The call ends once the background process is `sleep` (not yet the shell's fork of
+        // itself), so the fingerprint after it is the one the session ends with.
+        {"text": "leave a process", "tool_calls": [bash("sleep 60 >/dev/null 2>&1 & for i in $(seq 200); do [ \"$(cat /proc/$!/comm 2>/dev/null)\" = sleep ] && break; sleep 0.01; done")]},
         {"text": "done"},
     ]});
     std::fs::write(dir.path().join("script.yaml"), script.to_string()).unwrap();
