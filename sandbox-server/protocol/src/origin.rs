@@ -4,6 +4,22 @@
 //! rebound to 127.0.0.1 is not); with or without one, a request that carries an `Origin` must
 //! come from the program's own.
 
+/// Why a request with these headers is refused, or `None` when it may in: [`refusal`] of its
+/// `Host` and `Origin` (a header that is not text counts as empty).
+pub fn refusal_of(
+    headers: &http::HeaderMap,
+    token_required: bool,
+    program: &str,
+) -> Option<String> {
+    let text = |name| {
+        headers
+            .get(name)
+            .map(|value: &http::HeaderValue| value.to_str().unwrap_or_default())
+    };
+    let host = text(http::header::HOST).unwrap_or_default();
+    refusal(host, text(http::header::ORIGIN), token_required, program)
+}
+
 /// Why a request with the `Host` header `host` and the `Origin` header `origin` is refused, or
 /// `None` when it may in; `program` names the answerer in the reason (`server`, `viewer`).
 pub fn refusal(

@@ -75,16 +75,10 @@ pub(crate) async fn refuse_foreign_pages(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let headers = request.headers();
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let origin = headers
-        .get(header::ORIGIN)
-        .map(|origin| origin.to_str().unwrap_or_default());
     let required = state.tokens.required();
-    if let Some(reason) = sandbox_protocol::origin::refusal(host, origin, required, "server") {
+    if let Some(reason) =
+        sandbox_protocol::origin::refusal_of(request.headers(), required, "server")
+    {
         return Err(ApiError::ForeignOrigin(reason));
     }
     Ok(next.run(request).await)

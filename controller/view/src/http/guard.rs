@@ -35,15 +35,8 @@ fn admit(
             "{method}: the viewer is read-only; every route is GET"
         )));
     }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let origin = headers
-        .get(header::ORIGIN)
-        .map(|origin| origin.to_str().unwrap_or_default());
     let required = app.token.is_some();
-    if let Some(reason) = sandbox_protocol::origin::refusal(host, origin, required, "viewer") {
+    if let Some(reason) = sandbox_protocol::origin::refusal_of(headers, required, "viewer") {
         return Err(ViewError::Forbidden(reason));
     }
     let Some(token) = &app.token else {
