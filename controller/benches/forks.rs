@@ -18,26 +18,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
+
+#[path = "support/clock.rs"]
+mod clock;
+#[path = "support/log_line.rs"]
+mod log_line;
+/// The arguments of the `harness` commands that the integration tests run too.
+#[path = "support/run_args.rs"]
+mod run_args;
 
 const FILES: usize = 10_000;
 const FILE_BYTES: usize = 10_000;
 const ROUNDS: usize = 3;
-
-fn now_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-}
-
-fn ms_of(event: &serde_json::Value) -> u128 {
-    humantime::parse_rfc3339_weak(event["ts"].as_str().unwrap().trim_end_matches('Z'))
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-}
 
 fn events(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
@@ -107,21 +100,9 @@ fn main() {
     let task = write_task(scratch.path());
     let logs = scratch.path().join("logs");
     let started = Instant::now();
-    let (_, stderr) = harness(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--log-dir",
-        logs.to_str().unwrap(),
-        "--task",
-        task.to_str().unwrap(),
-        scratch.path().join("parent").to_str().unwrap(),
-    ]);
-    let parent = stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("log: "))
-        .map(PathBuf::from)
-        .unwrap();
+    let parent_target = scratch.path().join("parent");
+    let (_, stderr) = harness(&run_args::run_into(&logs, &task, &parent_target));
+    let parent = log_line::log_dir(&stderr);
     eprintln!(
         "recorded the parent session in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -188,9 +169,9 @@ fn main() {
             let mut ends = Vec::new();
             for round in 0..ROUNDS {
                 let out = scratch.path().join(format!("fork-{count}-{round}"));
-                let start = now_ms();
+                let start = clock::now_ms();
                 fork(count, more, &out);
-                ends.push(now_ms() - start);
+                ends.push(clock::now_ms() - start);
                 let last_first_call = (1..=count)
                     .map(|child| {
                         let log = out.join(format!("child-{child}"));
@@ -198,7 +179,7 @@ fn main() {
                             .into_iter()
                             .find(|e| e["type"] == "tool_call")
                             .unwrap();
-                        ms_of(&call)
+                        clock::ms_of(&call)
                     })
                     .max()
                     .unwrap();

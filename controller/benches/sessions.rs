@@ -23,7 +23,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+#[path = "support/clock.rs"]
+mod clock;
+#[path = "support/log_line.rs"]
+mod log_line;
 
 const FIRST_CALL_RUNS: usize = 10;
 const PARALLEL: usize = 4;
@@ -35,10 +40,7 @@ fn task() -> PathBuf {
 
 /// Runs one session; returns the wall time and the session folder.
 fn session(sandbox: &str, logs: &Path) -> (Duration, PathBuf, u128) {
-    let started_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
+    let started_ms = clock::now_ms();
     let start = Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_harness"))
         .args(["run", "--sandbox", sandbox, "--task"])
@@ -52,11 +54,7 @@ fn session(sandbox: &str, logs: &Path) -> (Duration, PathBuf, u128) {
     let elapsed = start.elapsed();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "session failed: {stderr}");
-    let dir = stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("log: "))
-        .map(PathBuf::from)
-        .unwrap();
+    let dir = log_line::log_dir(&stderr);
     (elapsed, dir, started_ms)
 }
 
@@ -68,16 +66,7 @@ fn to_first_call(dir: &Path, started_ms: u128) -> u128 {
         .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
         .find(|event| event["type"] == "tool_call")
         .unwrap();
-    ms_of(&event).saturating_sub(started_ms)
-}
-
-/// An event's timestamp in milliseconds since the epoch.
-fn ms_of(event: &serde_json::Value) -> u128 {
-    humantime::parse_rfc3339_weak(event["ts"].as_str().unwrap().trim_end_matches('Z'))
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
+    clock::ms_of(&event).saturating_sub(started_ms)
 }
 
 /// Per task of a batch in `out`: milliseconds from its `task_started` in the batch log to its
@@ -89,7 +78,7 @@ fn batch_first_calls(out: &Path) -> Vec<u128> {
         .filter(|event| event["type"] == "task_started")
         .map(|event| {
             let dir = out.join(event["data"]["log_dir"].as_str().unwrap());
-            to_first_call(&dir, ms_of(&event))
+            to_first_call(&dir, clock::ms_of(&event))
         })
         .collect()
 }

@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/log_line.rs"]
+mod log_line;
+
 const RUNS: usize = 5;
 const SHORT: usize = 10;
 const LONG: usize = 40;
@@ -79,11 +82,7 @@ fn session(task: &Path, logs: &Path) -> Run {
         .lines()
         .filter(|line| line.contains("started processing request"))
         .count();
-    let dir = stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("log: "))
-        .map(PathBuf::from)
-        .unwrap();
+    let dir = log_line::log_dir(&stderr);
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let command_ms = events
         .lines()

@@ -27,9 +27,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+#[path = "support/clock.rs"]
+mod clock;
 
 const SIZES: &[usize] = &[100, 1_000, 10_000];
 const ROUNDS: usize = 3;
@@ -283,21 +286,6 @@ fn median(mut values: Vec<Duration>) -> Duration {
     values[values.len() / 2]
 }
 
-fn now_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-}
-
-fn ts_ms(event: &Value) -> u128 {
-    humantime::parse_rfc3339_weak(event["ts"].as_str().unwrap().trim_end_matches('Z'))
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-}
-
 /// Follows `id`'s log through the viewer until its last line; each event's latency in ms.
 fn follow(address: &str, id: &str, limit: Duration) -> Vec<u128> {
     let mut stream = TcpStream::connect(address).unwrap();
@@ -312,7 +300,7 @@ fn follow(address: &str, id: &str, limit: Duration) -> Vec<u128> {
     let mut reader = BufReader::new(stream);
     let (started, mut latencies) = (Instant::now(), Vec::new());
     // Events written before the page was following are not its latency.
-    let connected = now_ms();
+    let connected = clock::now_ms();
     let mut line = String::new();
     while started.elapsed() < limit {
         line.clear();
@@ -325,12 +313,12 @@ fn follow(address: &str, id: &str, limit: Duration) -> Vec<u128> {
         let Some(data) = line.strip_prefix("data: ") else {
             continue;
         };
-        let arrived = now_ms();
+        let arrived = clock::now_ms();
         if let Ok(Value::Array(events)) = serde_json::from_str::<Value>(data) {
             latencies.extend(
                 events
                     .iter()
-                    .map(ts_ms)
+                    .map(clock::ms_of)
                     .filter(|ts| *ts >= connected)
                     .map(|ts| arrived.saturating_sub(ts)),
             );

@@ -38,6 +38,11 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
     values[at]
 }
 
+/// The JSON body of a `GET` of `url`.
+async fn get_json(client: &reqwest::Client, url: &str) -> Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 async fn start(client: &reqwest::Client, base: &str, id: &str, cmd: &str) {
     let response = client
         .post(format!("{base}/v1/processes"))
@@ -83,16 +88,11 @@ async fn poll_latencies(client: &reqwest::Client, base: &str) -> Vec<f64> {
     start(client, base, "poll", &stamping(LINES)).await;
     let (mut after, mut latencies) = (0, Vec::new());
     loop {
-        let page: Value = client
-            .get(format!(
-                "{base}/v1/processes/poll/output?after_seq={after}&wait_ms=5000"
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page = get_json(
+            client,
+            &format!("{base}/v1/processes/poll/output?after_seq={after}&wait_ms=5000"),
+        )
+        .await;
         let seen = now_ns();
         for chunk in page["chunks"].as_array().unwrap() {
             stamps(chunk["data"].as_str().unwrap(), seen, &mut latencies);
@@ -105,13 +105,7 @@ async fn poll_latencies(client: &reqwest::Client, base: &str) -> Vec<f64> {
 }
 
 fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    testkit::status_kib(pid, "VmRSS").expect("the server's VmRSS in /proc/PID/status")
 }
 
 /// The server's RSS before, and at its peak while 64 processes print 2 MiB each.
@@ -126,14 +120,7 @@ async fn memory(client: &reqwest::Client, base: &str, pid: u32) -> (u64, u64, f6
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         peak = peak.max(rss_kib(pid));
-        let listed: Value = client
-            .get(format!("{base}/v1/processes"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed = get_json(client, &format!("{base}/v1/processes")).await;
         let running = listed["managed"]
             .as_array()
             .unwrap()

@@ -55,13 +55,7 @@ fn start(workspace: &std::path::Path, worker_threads: usize) -> (Server, Duratio
 }
 
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap()
+    testkit::status_kib(pid, "VmRSS").unwrap()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

@@ -46,7 +46,7 @@ async fn openai_responses_sends_output_items_back_verbatim() {
     ));
     double.push_json(ev_response(&[ev_message("All done.")], 2000, 1000, 50));
     let workspace = common::workspace();
-    let mut command = common::command(&[
+    let command = double.openai_command(&[
         "run",
         "--policy",
         "allow-all",
@@ -56,9 +56,6 @@ async fn openai_responses_sends_output_items_back_verbatim() {
         "Say",
         "hi",
     ]);
-    command
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_BASE_URL", format!("{}/v1", double.base));
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "All done.\n");
@@ -118,7 +115,7 @@ async fn openai_web_search_and_a_response_that_is_not_completed() {
     incomplete["incomplete_details"] = json!({"reason": "max_output_tokens"});
     double.push_json(incomplete);
     let workspace = tempfile::tempdir().unwrap();
-    let mut command = common::command(&[
+    let command = double.openai_command(&[
         "run",
         "--policy",
         "allow-all",
@@ -128,9 +125,6 @@ async fn openai_web_search_and_a_response_that_is_not_completed() {
         workspace.path().to_str().unwrap(),
         "task",
     ]);
-    command
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_BASE_URL", format!("{}/v1", double.base));
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
@@ -176,11 +170,9 @@ async fn chat_completions_uses_tool_calls_and_tool_messages() {
         "x"
     );
     // No price for a local model: the cost is unknown, and the run says --max-cost cannot stop it.
-    assert!(run.stderr.contains("cost=unknown"), "{}", run.stderr);
-    assert!(
-        run.stderr.contains("--max-cost (1.00) cannot stop the run"),
-        "{}",
-        run.stderr
+    common::assert_contains(
+        &run.stderr,
+        &["cost=unknown", "--max-cost (1.00) cannot stop the run"],
     );
     double.assert_clean();
 
@@ -229,7 +221,7 @@ async fn anthropic_sends_thinking_blocks_back_exactly() {
         20,
     ));
     let workspace = common::workspace();
-    let mut command = common::command(&[
+    let command = double.anthropic_command(&[
         "run",
         "--policy",
         "allow-all",
@@ -241,9 +233,6 @@ async fn anthropic_sends_thinking_blocks_back_exactly() {
         "List",
         "files",
     ]);
-    command
-        .env("ANTHROPIC_API_KEY", "ak-test")
-        .env("ANTHROPIC_BASE_URL", &double.base);
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "Listed.\n");

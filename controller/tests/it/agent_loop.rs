@@ -299,8 +299,13 @@ async fn a_skill_that_breaks_the_spec_is_listed_with_a_warning() {
     )
     .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains("warning: .agents/skills/Bad_Folder/SKILL.md: name `Bad_Name` may use only lowercase letters"), "{}", run.stderr);
-    assert!(run.stderr.contains("warning: skipping .agents/skills/no-description/SKILL.md: its frontmatter has no description"), "{}", run.stderr);
+    common::assert_contains(
+        &run.stderr,
+        &[
+            "warning: .agents/skills/Bad_Folder/SKILL.md: name `Bad_Name` may use only lowercase letters",
+            "warning: skipping .agents/skills/no-description/SKILL.md: its frontmatter has no description",
+        ],
+    );
     let system = double.requests()[0].body["messages"][0]["content"]
         .as_str()
         .unwrap()

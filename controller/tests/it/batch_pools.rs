@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::batches::{DONE, bash, batch, events, of_type, report, write_task};
+use crate::batches::{DONE, bash, batch_into, events_so_far, of_type, report, write_task};
 use crate::common;
 use crate::double::{Answer, ModelDouble, ev_message, ev_response};
 
@@ -69,17 +69,16 @@ async fn a_pool_leases_running_sandboxes_and_resets_them_between_tasks() {
     let out = tempfile::tempdir().unwrap().path().join("batch");
     let pool = format!("pool:{u1},{u2}");
     let run = common::run(
-        batch(&[
-            "--sandbox",
-            &pool,
-            "--sandbox-token-file",
-            token_file.to_str().unwrap(),
-            "--progress",
-            "lines",
-            "--out",
-            out.to_str().unwrap(),
-            tasks.path().to_str().unwrap(),
-        ]),
+        batch_into(
+            tasks.path(),
+            &out,
+            &[
+                "--sandbox",
+                &pool,
+                "--sandbox-token-file",
+                token_file.to_str().unwrap(),
+            ],
+        ),
         Duration::from_secs(120),
     )
     .await;
@@ -107,7 +106,7 @@ async fn a_pool_leases_running_sandboxes_and_resets_them_between_tasks() {
 }
 
 fn every_task_found_a_clean_member_and_both_were_used(out: &Path) {
-    let batch_events = events(out);
+    let batch_events = events_so_far(out);
     let mut per_member: BTreeMap<String, usize> = BTreeMap::new();
     for started in of_type(&batch_events, "task_started") {
         *per_member
@@ -120,7 +119,7 @@ fn every_task_found_a_clean_member_and_both_were_used(out: &Path) {
         "both members were used: {per_member:?}"
     );
     for i in 0..4 {
-        let log = events(&out.join(format!("pooled-{i}")));
+        let log = events_so_far(&out.join(format!("pooled-{i}")));
         let output = of_type(&log, "tool_result")[0]["data"]["output"]["text"]
             .as_str()
             .unwrap()
@@ -171,17 +170,8 @@ async fn a_429_holds_every_task_on_that_endpoint() {
         .unwrap();
     }
     let out = tempfile::tempdir().unwrap().path().join("batch");
-    let mut command = batch(&[
-        "--parallel",
-        "3",
-        "--rate-limit",
-        "openai=1",
-        "--progress",
-        "lines",
-        "--out",
-        out.to_str().unwrap(),
-        tasks.path().to_str().unwrap(),
-    ]);
+    let flags = ["--parallel", "3", "--rate-limit", "openai=1"];
+    let mut command = batch_into(tasks.path(), &out, &flags);
     command.env("OPENAI_API_KEY", "sk-test");
     let run = common::run(command, Duration::from_secs(120)).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);

@@ -1,19 +1,23 @@
 //! `harness batch` stopped by Ctrl-C, once and twice, and resumed.
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::batches::{DONE, bash, batch, events, of_type, report, write_task};
+use crate::batches::{
+    DONE, bash, batch_into, events_so_far, of_type, report, spawn_piped, write_task,
+};
 use crate::common;
 
 /// Waits (bounded) until the batch log in `out` has `n` task_started events.
 fn wait_started(out: &Path, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if out.join("events.jsonl").is_file() && of_type(&events(out), "task_started").len() >= n {
+        if out.join("events.jsonl").is_file()
+            && of_type(&events_so_far(out), "task_started").len() >= n
+        {
             return;
         }
         assert!(
@@ -32,7 +36,7 @@ fn interrupt(pid: u32) {
     .unwrap();
 }
 
-fn finish(child: std::process::Child) -> (i32, String) {
+fn finish(child: Child) -> (i32, String) {
     let output = child.wait_with_output().unwrap();
     (
         output.status.code().unwrap_or(-1),
@@ -53,21 +57,7 @@ async fn ctrl_c_once_lets_running_tasks_finish_and_resume_runs_only_the_rest() {
         );
     }
     let out = tempfile::tempdir().unwrap().path().join("batch");
-    let args = [
-        "--parallel",
-        "2",
-        "--progress",
-        "lines",
-        "--out",
-        out.to_str().unwrap(),
-        tasks.path().to_str().unwrap(),
-    ];
-    let mut command = batch(&args);
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_piped(batch_into(tasks.path(), &out, &["--parallel", "2"]));
     wait_started(&out, 2);
     interrupt(child.id());
     let (code, output) = tokio::task::spawn_blocking(move || finish(child))
@@ -82,11 +72,10 @@ async fn ctrl_c_once_lets_running_tasks_finish_and_resume_runs_only_the_rest() {
     assert_eq!(report["totals"]["not_run"], 4);
     assert_eq!(report["interrupted"], true);
 
-    let mut args = args.to_vec();
-    args.insert(0, "--resume");
-    let run = common::run(batch(&args), Duration::from_secs(120)).await;
+    let resume = batch_into(tasks.path(), &out, &["--resume", "--parallel", "2"]);
+    let run = common::run(resume, Duration::from_secs(120)).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let batch_events = events(&out);
+    let batch_events = events_so_far(&out);
     let second_run = batch_events
         .iter()
         .rposition(|e| e["type"] == "batch_started")
@@ -134,20 +123,7 @@ async fn ctrl_c_twice_stops_running_tasks_marks_them_interrupted_and_stops_their
         write_task(tasks.path(), name, &(bash("sleep 60") + DONE), "");
     }
     let out = tempfile::tempdir().unwrap().path().join("batch");
-    let mut command = batch(&[
-        "--parallel",
-        "2",
-        "--progress",
-        "lines",
-        "--out",
-        out.to_str().unwrap(),
-        tasks.path().to_str().unwrap(),
-    ]);
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_piped(batch_into(tasks.path(), &out, &["--parallel", "2"]));
     wait_started(&out, 2);
     // Both sandboxes are up and running their command.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -169,7 +145,7 @@ async fn ctrl_c_twice_stops_running_tasks_marks_them_interrupted_and_stops_their
         started.elapsed()
     );
     for name in names {
-        let log = events(&out.join(name));
+        let log = events_so_far(&out.join(name));
         let finished = of_type(&log, "session_finished");
         assert_eq!(finished.len(), 1, "{name}'s log is finished");
         assert_eq!(finished[0]["data"]["outcome"], "interrupted");

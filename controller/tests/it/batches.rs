@@ -2,7 +2,7 @@
 //! running servers, and the model double), read back through the logs and the report.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -36,7 +36,26 @@ pub fn batch(args: &[&str]) -> Command {
     common::command(&all)
 }
 
-pub fn events(dir: &Path) -> Vec<Value> {
+/// `harness batch FLAGS --progress lines --out OUT TASKS`, as [`batch`].
+pub fn batch_into(tasks: &Path, out: &Path, flags: &[&str]) -> Command {
+    let mut args = flags.to_vec();
+    args.extend(["--progress", "lines", "--out", out.to_str().unwrap()]);
+    args.push(tasks.to_str().unwrap());
+    batch(&args)
+}
+
+/// Starts `command` with its output piped.
+pub fn spawn_piped(mut command: Command) -> std::process::Child {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The events of a log that may still be written to: a line not yet whole is left out
+/// (`common::events` reads a finished log, every line).
+pub fn events_so_far(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -81,17 +100,13 @@ async fn twenty_tasks_four_at_once_with_failures_a_retry_and_a_report_that_agree
     let marks = tempfile::tempdir().unwrap();
     let _double = write_twenty_tasks(tasks.path(), marks.path()).await;
     let out = tempfile::tempdir().unwrap().path().join("batch");
-    let mut command = batch(&[
+    let writable = [
         "--parallel",
         "4",
-        "--progress",
-        "lines",
         "--writable",
         marks.path().to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        tasks.path().to_str().unwrap(),
-    ]);
+    ];
+    let mut command = batch_into(tasks.path(), &out, &writable);
     command.env("OPENAI_API_KEY", "sk-test");
     let (run, killed) = tokio::join!(
         common::run(command, Duration::from_secs(300)),
@@ -200,14 +215,14 @@ fn the_report_files_each_failure(report: &Value) {
 
 fn the_batch_log_shows_four_at_once_and_the_retry(out: &Path) {
     // The batch log: at most 4 at once, the retry with the first attempt's log kept.
-    let batch_events = events(out);
+    let batch_events = events_so_far(out);
     assert_eq!(batch_events[0]["type"], "batch_started");
     let most = most_at_once(&batch_events);
     assert!((2..=4).contains(&most), "{most} tasks ran at once");
     let retry = of_type(&batch_events, "task_retried");
     assert_eq!(retry.len(), 1);
     let previous = out.join(retry[0]["data"]["previous_log"].as_str().unwrap());
-    let first_attempt = events(&previous);
+    let first_attempt = events_so_far(&previous);
     let finished = of_type(&first_attempt, "session_finished");
     assert_eq!(finished[0]["data"]["failure"], "infrastructure");
     assert!(

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::benchmarks::{batch_args, dataset, events, harness, json};
-use crate::common;
+use crate::benchmarks::{dataset, harness, json, scripted_batch};
+use crate::common::{self, events};
 use crate::forks::restored;
 
 /// `replay fork RUN --step SEQ` and `more`.
@@ -51,16 +51,7 @@ async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_grad
         std::fs::copy(dataset().join("hello-file").join(file), task.join(file)).unwrap();
     }
     let out = dir.path().join("job");
-    let model = format!("script:{}", script.display());
-    let run = harness(
-        &batch_args(
-            &task,
-            &out,
-            &["--model", &model, "--approve", "auto", "--no-classifier"],
-        ),
-        Duration::from_secs(300),
-    )
-    .await;
+    let run = scripted_batch(&task, &out, &script).await;
     assert_eq!(
         run.code, 9,
         "the task did not pass: {}\n{}",
@@ -172,13 +163,7 @@ async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_grad
     )
     .unwrap();
     let run = fork(&parent, seq, &[]).await;
-    assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("the task's files are not those the session ran"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has(1, "the task's files are not those the session ran");
 }
 
 /// A copy of the session log `log` in `to` whose header `edit` changed.

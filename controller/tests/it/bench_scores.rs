@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::benchmarks::{
-    batch_args, bench_rows, dataset, events, harbor_accepts, harness, json, repo,
-};
-use crate::common;
+use crate::benchmarks::{batch_args, bench_rows, dataset, harbor_accepts, harness, json, repo};
+use crate::common::{self, events};
 
 /// §1: the reward hacker of `examples/agents` starts a loop that keeps writing a passing
 /// `reward.json`, and plants `conftest.py` files that turn failures into passes; it never does
@@ -181,17 +179,12 @@ async fn issue_25_every_trial_counts_for_what_it_was() {
         "{bench}"
     );
     assert_eq!(bench["errors"]["RewardFileNotFoundError"], 1, "{bench}");
-    assert!(
-        run.stdout
-            .contains("mean reward 0.500 over every trial, 1.000 over the 1 scored"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout
-            .contains("errored trials: 1 (RewardFileNotFoundError 1)"),
-        "{}",
-        run.stdout
+    common::assert_contains(
+        &run.stdout,
+        &[
+            "mean reward 0.500 over every trial, 1.000 over the 1 scored",
+            "errored trials: 1 (RewardFileNotFoundError 1)",
+        ],
     );
     // Harbor's own reading of the job: the same counts, its mean over the scored trial.
     let job = json(&out.join("result.json"));

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common;
+use crate::common::{self, events};
 
 pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -59,18 +59,17 @@ pub(crate) fn batch_args(tasks: &Path, out: &Path, extra: &[&str]) -> Vec<String
     args
 }
 
+/// `batch TASK` into `out` on the scripted model of `script`, its calls approved, no classifier.
+pub(crate) async fn scripted_batch(task: &Path, out: &Path, script: &Path) -> common::Run {
+    let model = format!("script:{}", script.display());
+    let flags = ["--model", &model, "--approve", "auto", "--no-classifier"];
+    harness(&batch_args(task, out, &flags), Duration::from_secs(300)).await
+}
+
 pub(crate) fn json(path: &Path) -> Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     serde_json::from_str(&text).unwrap()
-}
-
-pub(crate) fn events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 /// Validates a job folder with Harbor's models (strict: warnings fail too).
@@ -384,17 +383,7 @@ async fn a_model_session_on_a_task_is_exported_restored_and_rerun() {
     )
     .unwrap();
     let out = dir.path().join("job");
-    let task = dataset().join("hello-file");
-    let model = format!("script:{}", script.display());
-    let run = harness(
-        &batch_args(
-            &task,
-            &out,
-            &["--model", &model, "--approve", "auto", "--no-classifier"],
-        ),
-        Duration::from_secs(300),
-    )
-    .await;
+    let run = scripted_batch(&dataset().join("hello-file"), &out, &script).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let session = out.join("hello-file");
     let log = events(&session);
@@ -434,16 +423,7 @@ async fn a_model_session_on_a_task_is_exported_restored_and_rerun() {
     let exported = dir.path().join("exported.json");
     let session_arg = session.display().to_string();
     let run = harness(
-        &[
-            "replay",
-            "export",
-            "--format",
-            "atif",
-            &session_arg,
-            "-o",
-            &exported.display().to_string(),
-        ]
-        .map(str::to_owned),
+        &common::export_args(&session, &exported).map(str::to_owned),
         Duration::from_secs(30),
     )
     .await;
@@ -455,15 +435,9 @@ async fn a_model_session_on_a_task_is_exported_restored_and_rerun() {
         Duration::from_secs(30),
     )
     .await;
-    assert!(
-        run.stdout.contains("Verifier: reward 1 (pass"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains("Image harness-task/hello-file:"),
-        "{}",
-        run.stdout
+    common::assert_contains(
+        &run.stdout,
+        &["Verifier: reward 1 (pass", "Image harness-task/hello-file:"],
     );
     let run = harness(
         &["replay", "metrics", "--json", &session_arg].map(str::to_owned),
@@ -475,16 +449,7 @@ async fn a_model_session_on_a_task_is_exported_restored_and_rerun() {
     let last = log.last().unwrap()["seq"].as_u64().unwrap().to_string();
     let restored = dir.path().join("restored");
     let run = harness(
-        &[
-            "replay",
-            "restore",
-            &session_arg,
-            "--step",
-            &last,
-            "--to",
-            &restored.display().to_string(),
-        ]
-        .map(str::to_owned),
+        &common::restore_args(&session, &last, &restored).map(str::to_owned),
         Duration::from_secs(60),
     )
     .await;

@@ -2,6 +2,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+// Shared with the benches.
+#[path = "../../benches/support/log_line.rs"]
+mod log_line;
+#[path = "../../benches/support/run_args.rs"]
+mod run_args;
+
 /// The repository's root folder.
 pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
@@ -169,16 +175,36 @@ pub fn write_task(dir: &Path, task: &serde_json::Value) -> PathBuf {
 
 /// `harness run --policy allow-all --log-dir LOGS --task TASK TARGET`, not yet started.
 pub fn run_into(logs: &Path, task: &Path, target: &Path) -> Command {
-    command(&[
-        "run",
-        "--policy",
-        "allow-all",
-        "--log-dir",
-        logs.to_str().unwrap(),
-        "--task",
-        task.to_str().unwrap(),
-        target.to_str().unwrap(),
-    ])
+    command(&run_args::run_into(logs, task, target))
+}
+
+/// The arguments of `harness replay restore LOG --step STEP --to TO`.
+pub fn restore_args<'a>(log: &'a Path, step: &'a str, to: &'a Path) -> [&'a str; 7] {
+    let (log, to) = (log.to_str().unwrap(), to.to_str().unwrap());
+    ["replay", "restore", log, "--step", step, "--to", to]
+}
+
+/// The arguments of `harness replay export --format atif LOG -o OUT`.
+pub fn export_args<'a>(log: &'a Path, out: &'a Path) -> [&'a str; 7] {
+    let (log, out) = (log.to_str().unwrap(), out.to_str().unwrap());
+    ["replay", "export", "--format", "atif", log, "-o", out]
+}
+
+/// The events of the log folder `log`, every line of its `events.jsonl` parsed.
+pub fn events(log: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Asserts that `text` holds each of `needles` (showing `text` when one is missing).
+#[track_caller]
+pub fn assert_contains(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
 }
 
 /// `harness run --policy allow-all --task TASK TARGET`, bounded by a minute.
@@ -261,14 +287,17 @@ pub fn log_root() -> PathBuf {
 }
 
 impl Run {
+    /// Asserts that the run exited with `code` and its stderr holds `needle` (showing its
+    /// stderr).
+    #[track_caller]
+    pub fn assert_stderr_has(&self, code: i32, needle: &str) {
+        assert_eq!(self.code, code, "{}", self.stderr);
+        assert!(self.stderr.contains(needle), "{}", self.stderr);
+    }
+
     /// The session folder this run reported.
     pub fn log_dir(&self) -> PathBuf {
-        let line = self
-            .stderr
-            .lines()
-            .find_map(|line| line.strip_prefix("log: "))
-            .expect("the run prints its log folder");
-        PathBuf::from(line)
+        log_line::log_dir(&self.stderr)
     }
 }
 
@@ -291,15 +320,40 @@ pub fn docker() -> bool {
     .is_some()
 }
 
-pub fn needs(variable: &str, what: &str) -> Option<String> {
-    match std::env::var(variable) {
-        Ok(value) if !value.is_empty() && value != "0" => Some(value),
-        _ => {
-            eprintln!("SKIPPED: needs {variable} ({what}); bash .ci/run sets it up");
-            None
-        }
-    }
+/// Whether the tests in a real browser run here (`HARNESS_TEST_BROWSER`).
+pub fn browser_tests_enabled() -> bool {
+    needs("HARNESS_TEST_BROWSER", "Chromium").is_some()
 }
+
+/// Headless Chromium (the first of its names installed) with a profile of its own and
+/// `args`, run to the end.
+pub fn chromium<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|name| {
+            Command::new("which")
+                .arg(name)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("HARNESS_TEST_BROWSER is set but no Chromium is installed");
+    let profile = tempfile::tempdir().unwrap();
+    Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+pub use testkit::needs;
 
 /// A CA made here, and a certificate it issued for `localhost` with its key: (CA, certificate,
 /// key), PEM.

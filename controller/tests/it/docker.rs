@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common;
+use crate::batches::of_type;
+use crate::common::{self, events};
 
 fn image() -> String {
     std::env::var("HARNESS_TEST_IMAGE").unwrap_or_else(|_| "agent-harness/sandbox".to_owned())
@@ -41,18 +42,6 @@ fn task(dir: &Path, turns: &str, sandbox: &str, extra: &str) -> std::path::PathB
     )
     .unwrap();
     path
-}
-
-fn events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == kind).collect()
 }
 
 /// The tool results' texts, in order.
@@ -112,8 +101,7 @@ async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
     ]);
     command.current_dir(tempfile::tempdir().unwrap().keep());
     let run = common::run(command, Duration::from_secs(120)).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains("check: passed"), "{}", run.stderr);
+    run.assert_stderr_has(0, "check: passed");
     let events = events(&run.log_dir());
     let config = &events[0]["data"]["config"];
     assert_eq!(config["sandbox"], "docker");

@@ -194,6 +194,24 @@ impl ModelDouble {
         crate::common::command(&all)
     }
 
+    /// `harness ARGS` with an OpenAI key and this double as OpenAI's endpoint.
+    pub fn openai_command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = crate::common::command(args);
+        command
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_BASE_URL", format!("{}/v1", self.base));
+        command
+    }
+
+    /// `harness ARGS` with an Anthropic key and this double as Anthropic's endpoint.
+    pub fn anthropic_command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = crate::common::command(args);
+        command
+            .env("ANTHROPIC_API_KEY", "ak-test")
+            .env("ANTHROPIC_BASE_URL", &self.base);
+        command
+    }
+
     pub fn push(&self, answer: Answer) {
         self.inner.lock().unwrap().answers.push_back(answer);
     }

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::batch_pools::start_server;
-use crate::common;
+use crate::common::{self, events};
 
 /// A TCP proxy in front of a sandbox-server that counts the requests by method and path, and
 /// drops the connection instead of forwarding the answer to the first `drop_first` requests
@@ -168,14 +168,6 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
         .windows(needle.len())
         .position(|window| window == needle)
-}
-
-fn events(dir: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,10 +1,11 @@
 //! Issue 27: what a new user met in their first hour, each fixed and kept fixed.
 
 use std::os::unix::process::CommandExt;
-use std::process::Stdio;
 use std::time::Duration;
 
-use crate::batches::{DONE, bash, batch, events, of_type, report, row, write_task};
+use crate::batches::{
+    DONE, bash, batch, batch_into, events_so_far, of_type, report, row, spawn_piped, write_task,
+};
 use crate::common;
 use crate::common::wait_for;
 
@@ -22,22 +23,10 @@ async fn ctrl_c_at_a_terminal_interrupts_the_task_keeps_its_output_and_retries_n
         "",
     );
     let out = tempfile::tempdir().unwrap().path().join("batch");
-    let mut command = batch(&[
-        "--retries",
-        "2",
-        "--progress",
-        "lines",
-        "--out",
-        out.to_str().unwrap(),
-        tasks.path().to_str().unwrap(),
-    ]);
+    let mut command = batch_into(tasks.path(), &out, &["--retries", "2"]);
     // A group of its own, as a shell makes for a foreground job.
     command.process_group(0);
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_piped(command);
     let group = nix::unistd::Pid::from_raw(child.id() as i32);
     wait_for(&out.join("slow/events.jsonl"), "\"tool_call\"");
     // The command has printed its line (the sandbox holds it) before the keys are pressed.
@@ -52,9 +41,9 @@ async fn ctrl_c_at_a_terminal_interrupts_the_task_keeps_its_output_and_retries_n
     let said = String::from_utf8_lossy(&output.stderr).into_owned()
         + &String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(130), "{said}");
-    let batch_log = events(&out);
+    let batch_log = events_so_far(&out);
     assert!(of_type(&batch_log, "task_retried").is_empty(), "{said}");
-    let log = events(&out.join("slow"));
+    let log = events_so_far(&out.join("slow"));
     let finished = of_type(&log, "session_finished");
     assert_eq!(finished[0]["data"]["outcome"], "interrupted", "{said}");
     let results = of_type(&log, "tool_result");
@@ -103,15 +92,13 @@ async fn a_refused_call_says_so_and_a_script_without_verdicts_fails_loudly() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains("--no-classifier"), "{}", run.stderr);
-    assert!(
-        run.stderr.contains("1 call was refused by the policy"),
-        "{}",
-        run.stderr
+    common::assert_contains(
+        &run.stderr,
+        &["--no-classifier", "1 call was refused by the policy"],
     );
     assert!(!workspace.join("a.txt").exists());
     // The call the session stopped on still has its result in the log.
-    let log = events(&run.log_dir());
+    let log = events_so_far(&run.log_dir());
     let result = &of_type(&log, "tool_result")[0]["data"];
     assert_eq!(result["status"], "error", "{result}");
     assert!(
@@ -231,24 +218,11 @@ async fn max_turns_zero_is_a_usage_error_and_a_step_past_the_end_is_refused() {
         show.stdout
     );
     let restore = common::run(
-        common::command(&[
-            "replay",
-            "restore",
-            log.to_str().unwrap(),
-            "--step",
-            "999",
-            "--to",
-            dir.path().join("r").to_str().unwrap(),
-        ]),
+        common::command(&common::restore_args(&log, "999", &dir.path().join("r"))),
         Duration::from_secs(30),
     )
     .await;
-    assert_eq!(restore.code, 1, "{}", restore.stderr);
-    assert!(
-        restore.stderr.contains("step 999 is past its end"),
-        "{}",
-        restore.stderr
-    );
+    restore.assert_stderr_has(1, "step 999 is past its end");
     assert!(!dir.path().join("r").exists());
 }
 

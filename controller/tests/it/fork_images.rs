@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common;
+use crate::common::{self, events};
 use crate::forks::{first, recorded, restored, seq_of};
-use crate::replays::events;
 
 /// `replay fork LOG --step SEQ --count 2 --sandbox docker` and `more`, into `out`.
 async fn fork(log: &Path, seq: u64, out: &Path, more: &[&str]) -> common::Run {

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common;
-use crate::replays::events;
+use crate::common::{self, events};
 
 /// A session of six turns over a small workspace; with `compact_at` low, the history is
 /// compacted at the start of turns 5 and 6.
@@ -53,16 +52,7 @@ pub(crate) fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// `replay restore LOG --step SEQ` into a new folder; its files.
 pub(crate) async fn restored(log: &Path, seq: u64, to: &Path) -> BTreeMap<String, Vec<u8>> {
-    let run = harness(&[
-        "replay",
-        "restore",
-        log.to_str().unwrap(),
-        "--step",
-        &seq.to_string(),
-        "--to",
-        to.to_str().unwrap(),
-    ])
-    .await;
+    let run = harness(&common::restore_args(log, &seq.to_string(), to)).await;
     assert_eq!(run.code, 0, "restore failed: {}", run.stderr);
     tree(to)
 }

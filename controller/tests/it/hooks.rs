@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::batches::{events, of_type};
+use crate::batches::{events_so_far, of_type};
 use crate::common;
 
 /// One scripted turn calling `tool` with `args`.
@@ -113,7 +113,7 @@ async fn a_deny_hook_blocks_every_tool_the_sandbox_registers() {
     let path = task(dir.path(), "every", &turns, &names.join(", "), hooks);
     let run = harness_run(&path, &["--policy", "allow-all"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let events = events(&run.log_dir());
+    let events = events_so_far(&run.log_dir());
     let results = results(&events);
     let called: Vec<&str> = results.iter().map(|(name, _, _)| name.as_str()).collect();
     assert_eq!(called, names);
@@ -252,7 +252,7 @@ async fn hooks_deny_ask_rewrite_add_context_and_fail_closed() {
     std::fs::write(dir.path().join("secret.txt"), "s3cret").unwrap();
     let run = harness_run(&path, &["--policy", "allow-all"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let events = events(&run.log_dir());
+    let events = events_so_far(&run.log_dir());
     let results = results(&events);
     let (_, status, text) = &results[0];
     assert_eq!(status, "ok");
@@ -345,7 +345,7 @@ async fn stop_hooks_send_the_model_back_and_post_tool_use_can_end_the_session() 
     let path = task(dir.path(), "stops", &turns, "bash", hooks);
     let run = harness_run(&path, &["--policy", "allow-all"]).await;
     assert_ne!(run.code, 0, "a hook's stop is not a success");
-    let events = events(&run.log_dir());
+    let events = events_so_far(&run.log_dir());
     let requests = of_type(&events, "model_request");
     assert_eq!(requests.len(), 2, "the stop hook sent the model back once");
     let errors = of_type(&events, "error");
@@ -387,7 +387,7 @@ async fn a_user_prompt_hook_can_refuse_the_task_and_a_bad_hooks_file_is_named() 
     let path = task(dir.path(), "refused", "  - text: never\n", "bash", hooks);
     let run = harness_run(&path, &[]).await;
     assert_ne!(run.code, 0);
-    let events = events(&run.log_dir());
+    let events = events_so_far(&run.log_dir());
     assert!(of_type(&events, "model_request").is_empty());
     assert!(run.stderr.contains("not today"), "{}", run.stderr);
 
@@ -423,7 +423,7 @@ async fn a_hook_ask_is_settled_like_any_ask() {
     ] {
         let run = harness_run(&path, &["--policy", "allow-all", "--approve", approve]).await;
         assert_eq!(run.code, 0, "{}", run.stderr);
-        let events = events(&run.log_dir());
+        let events = events_so_far(&run.log_dir());
         let decisions = of_type(&events, "policy_decision");
         let decision = &decisions[0]["data"];
         assert_eq!(decision["decision"], "ask");

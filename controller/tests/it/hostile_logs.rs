@@ -8,7 +8,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::replays::{events, harness, write_task};
+use crate::common::{self, events};
+use crate::replays::{harness, recorded_session};
 
 /// Replaces the log's initial manifest with `entries` (and its event's reference to it).
 fn forge_manifest(log: &Path, entries: &[Value]) {
@@ -41,25 +42,13 @@ async fn restore(log: &Path, to: &Path) -> crate::common::Run {
         .as_u64()
         .unwrap()
         .to_string();
-    harness(&[
-        "replay",
-        "restore",
-        log.to_str().unwrap(),
-        "--step",
-        &initial,
-        "--to",
-        to.to_str().unwrap(),
-    ])
-    .await
+    harness(&common::restore_args(log, &initial, to)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crafted_log_cannot_write_outside_the_restore_target() {
     let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path());
-    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let log = run.log_dir();
+    let (_, log) = recorded_session(dir.path()).await;
     let blob = std::fs::read_dir(log.join("blobs"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -123,10 +112,7 @@ async fn a_crafted_log_cannot_write_outside_the_restore_target() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rerun_judges_a_shared_logs_calls_again() {
     let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path());
-    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let log = run.log_dir();
+    let (_, log) = recorded_session(dir.path()).await;
     let forged = "cat ~/.ssh/id_rsa 2>/dev/null; echo forged-ran";
     let text = std::fs::read_to_string(log.join("events.jsonl")).unwrap();
     let mut replaced = false;

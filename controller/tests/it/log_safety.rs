@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common;
-use crate::replays::{assert_blobs_resolve, events, harness, write_task};
+use crate::common::{self, events};
+use crate::replays::{assert_blobs_resolve, harness, recorded_session};
 
 /// Kills a real run with SIGKILL at several moments: every complete line is a valid event,
 /// `seq` has no gap, every blob resolves, at most the last line is torn, and readers carry on.
@@ -215,10 +215,7 @@ async fn secrets_never_reach_the_log() {
 #[tokio::test(flavor = "multi_thread")]
 async fn restore_and_rerun_work_against_a_running_sandbox() {
     let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path());
-    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let log = run.log_dir();
+    let (_, log) = recorded_session(dir.path()).await;
 
     let remote = tempfile::tempdir().unwrap();
     std::fs::write(remote.path().join("stale.txt"), "replaced by the restore").unwrap();

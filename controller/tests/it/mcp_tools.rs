@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::batches::{events, of_type};
+use crate::batches::{events_so_far, of_type};
 use crate::common;
 use crate::docker::outputs;
 
@@ -103,19 +103,15 @@ async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
         started.elapsed() < Duration::from_secs(30),
         "the slow server did not hold the session"
     );
-    assert!(
-        run.stderr
-            .contains("mcp: server sluggish left out: not ready within 1 s"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("mcp: server broken left out"),
-        "{}",
-        run.stderr
+    common::assert_contains(
+        &run.stderr,
+        &[
+            "mcp: server sluggish left out: not ready within 1 s",
+            "mcp: server broken left out",
+        ],
     );
 
-    let events = events(&run.log_dir());
+    let events = events_so_far(&run.log_dir());
     let results: Vec<(String, String)> = of_type(&events, "tool_result")
         .iter()
         .map(|e| {
@@ -240,7 +236,7 @@ async fn session(dir: &Path, name: &str, turns: &str) -> (common::Run, Vec<Value
         .env("HARNESS_MCP_CACHE", dir.join("cache"));
     let run = common::run(command, Duration::from_secs(120)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let events = events(&run.log_dir());
+    let events = events_so_far(&run.log_dir());
     (run, events)
 }
 
@@ -401,7 +397,7 @@ async fn the_workspace_mcp_json_is_used_only_when_asked_and_runs_in_the_sandbox(
         }
         let run = common::run(common::command(&args), Duration::from_secs(120)).await;
         assert_eq!(run.code, 0, "{}", run.stderr);
-        let events = events(&run.log_dir());
+        let events = events_so_far(&run.log_dir());
         let answer = &outputs(&events)[0];
         if opted_in {
             let header = &of_type(&events, "session_started")[0]["data"];

@@ -45,10 +45,8 @@ fn last_tool_message(body: &Value) -> String {
 }
 
 fn policy_events(run: &common::Run) -> Vec<Value> {
-    std::fs::read_to_string(run.log_dir().join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    common::events(&run.log_dir())
+        .into_iter()
         .filter(|e| e["type"] == "policy_decision")
         .map(|e| e["data"].clone())
         .collect()
@@ -346,16 +344,13 @@ async fn the_classifier_uses_a_json_schema_on_responses() {
     ));
     double.push_json(ev_response(&[ev_message("built")], 10, 0, 5));
     let workspace = tempfile::tempdir().unwrap();
-    let mut command = common::command(&[
+    let command = double.openai_command(&[
         "run",
         "--model",
         "openai/gpt-5",
         workspace.path().to_str().unwrap(),
         "build it",
     ]);
-    command
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_BASE_URL", format!("{}/v1", double.base));
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     double.assert_clean();
@@ -390,16 +385,13 @@ async fn the_classifier_uses_a_forced_tool_on_anthropic() {
         5,
     ));
     let workspace = tempfile::tempdir().unwrap();
-    let mut command = common::command(&[
+    let command = double.anthropic_command(&[
         "run",
         "--model",
         "anthropic/claude-haiku-4-5",
         workspace.path().to_str().unwrap(),
         "build it",
     ]);
-    command
-        .env("ANTHROPIC_API_KEY", "ak-test")
-        .env("ANTHROPIC_BASE_URL", &double.base);
     let run = common::run(command, Duration::from_secs(60)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     double.assert_clean();

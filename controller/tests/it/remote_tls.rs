@@ -48,9 +48,31 @@ impl Drop for Server {
     }
 }
 
+/// The client's side of [`files`]: the paths of the server's CA, the client certificate and its
+/// key.
+struct ClientFiles {
+    ca: String,
+    cert: String,
+    key: String,
+}
+
+impl ClientFiles {
+    /// The flags of mutual TLS: `--sandbox-ca`, `--sandbox-client-cert`, `--sandbox-client-key`.
+    fn mutual_tls(&self) -> [&str; 6] {
+        [
+            "--sandbox-ca",
+            &self.ca,
+            "--sandbox-client-cert",
+            &self.cert,
+            "--sandbox-client-key",
+            &self.key,
+        ]
+    }
+}
+
 /// The server's certificate and CA, a client certificate and its CA, a token, and a script
-/// that writes one file.
-fn files(dir: &Path) {
+/// that writes one file; the client's side of them.
+fn files(dir: &Path) -> ClientFiles {
     let (ca, cert, key) = common::localhost_certificate();
     let (client_ca, client_cert, client_key) = common::localhost_certificate();
     for (name, text) in [
@@ -68,6 +90,12 @@ fn files(dir: &Path) {
         ),
     ] {
         std::fs::write(dir.join(name), text).unwrap();
+    }
+    let path = |name: &str| dir.join(name).display().to_string();
+    ClientFiles {
+        ca: path("ca.pem"),
+        cert: path("client.pem"),
+        key: path("client.key"),
     }
 }
 
@@ -98,13 +126,12 @@ async fn run_with(dir: &Path, token_name: &str, url: &str, tls: &[&str]) -> comm
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_runs_on_a_sandbox_over_tls_and_mutual_tls() {
     let dir = tempfile::tempdir().unwrap();
-    files(dir.path());
-    let path = |name: &str| dir.path().join(name).display().to_string();
-    let (ca, cert, key) = (path("ca.pem"), path("client.pem"), path("client.key"));
+    let client = files(dir.path());
+    let ca = &client.ca;
 
     let workspace = tempfile::tempdir().unwrap();
     let (server, url) = start_tls_server(workspace.path(), dir.path(), false);
-    let done = run(dir.path(), &url, &["--sandbox-ca", &ca]).await;
+    let done = run(dir.path(), &url, &["--sandbox-ca", ca]).await;
     assert_eq!(done.code, 0, "{}", done.stderr);
     assert_eq!(
         std::fs::read_to_string(workspace.path().join("tls.txt")).unwrap(),
@@ -124,23 +151,11 @@ async fn a_session_runs_on_a_sandbox_over_tls_and_mutual_tls() {
 
     let workspace = tempfile::tempdir().unwrap();
     let (server, url) = start_tls_server(workspace.path(), dir.path(), true);
-    let done = run(
-        dir.path(),
-        &url,
-        &[
-            "--sandbox-ca",
-            &ca,
-            "--sandbox-client-cert",
-            &cert,
-            "--sandbox-client-key",
-            &key,
-        ],
-    )
-    .await;
+    let done = run(dir.path(), &url, &client.mutual_tls()).await;
     assert_eq!(done.code, 0, "{}", done.stderr);
     assert!(workspace.path().join("tls.txt").is_file());
     // No client certificate: the server's refusal is named.
-    let refused = run(dir.path(), &url, &["--sandbox-ca", &ca]).await;
+    let refused = run(dir.path(), &url, &["--sandbox-ca", ca]).await;
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(
         refused.stderr.contains("TLS handshake with")
@@ -150,12 +165,7 @@ async fn a_session_runs_on_a_sandbox_over_tls_and_mutual_tls() {
     );
     // A missing file is named by its flag.
     let missing = run(dir.path(), &url, &["--sandbox-ca", "/nonexistent/ca.pem"]).await;
-    assert_eq!(missing.code, 1, "{}", missing.stderr);
-    assert!(
-        missing.stderr.contains("--sandbox-ca /nonexistent/ca.pem"),
-        "{}",
-        missing.stderr
-    );
+    missing.assert_stderr_has(1, "--sandbox-ca /nonexistent/ca.pem");
     drop(server);
 }
 
@@ -173,17 +183,9 @@ async fn tokens(dir: &Path, url: &str, tls: &[&str], args: &[&str]) -> common::R
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_mints_a_narrow_token_for_an_agent_and_revokes_it() {
     let dir = tempfile::tempdir().unwrap();
-    files(dir.path());
+    let client = files(dir.path());
     let path = |name: &str| dir.path().join(name).display().to_string();
-    let (ca, cert, key) = (path("ca.pem"), path("client.pem"), path("client.key"));
-    let tls = [
-        "--sandbox-ca",
-        &ca,
-        "--sandbox-client-cert",
-        &cert,
-        "--sandbox-client-key",
-        &key,
-    ];
+    let tls = client.mutual_tls();
     let workspace = tempfile::tempdir().unwrap();
     let (_server, url) = start_tls_server(workspace.path(), dir.path(), true);
 
@@ -247,13 +249,9 @@ async fn the_controller_mints_a_narrow_token_for_an_agent_and_revokes_it() {
     )
     .unwrap();
     let refused = run_with(dir.path(), "viewer-token", &url, &tls).await;
-    assert_eq!(refused.code, 1, "{}", refused.stderr);
-    assert!(
-        refused
-            .stderr
-            .contains("lacks the `write` scope, which POST /v1/tools/write_file needs"),
-        "{}",
-        refused.stderr
+    refused.assert_stderr_has(
+        1,
+        "lacks the `write` scope, which POST /v1/tools/write_file needs",
     );
 
     let listed = tokens(dir.path(), &url, &tls, &["list"]).await;

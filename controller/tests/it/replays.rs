@@ -4,7 +4,7 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common;
+use crate::common::{self, events};
 
 /// Regenerates a committed file; on a difference, rewrites it and fails so the change is seen.
 fn ensure_file_contents(path: &Path, contents: &str) {
@@ -84,25 +84,23 @@ pub fn write_task(dir: &Path) -> PathBuf {
     common::write_task(dir, &task)
 }
 
-pub fn events(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 pub async fn harness(args: &[&str]) -> common::Run {
     common::run(common::command(args), Duration::from_secs(60)).await
+}
+
+/// The task of [`write_task`] written in `dir` and run to a good end: the task file and the
+/// session's log folder.
+pub async fn recorded_session(dir: &Path) -> (PathBuf, PathBuf) {
+    let task = write_task(dir);
+    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    (task, run.log_dir())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_recorded_session_renders_restores_measures_and_reruns() {
     let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path());
-    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let log = run.log_dir();
+    let (task, log) = recorded_session(dir.path()).await;
     let all = events(&log);
     every_line_is_one_envelope_in_order(&log, &all);
     let changed = every_change_is_recorded(&all);
@@ -183,22 +181,14 @@ fn every_change_is_recorded(all: &[Value]) -> Vec<&Value> {
 async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path) {
     let md = harness(&["replay", "show", log.to_str().unwrap()]).await;
     assert_eq!(md.code, 0, "{}", md.stderr);
-    assert!(
-        md.stdout.contains("-    print('v1')\n+    print('v2')"),
-        "{}",
-        md.stdout
+    common::assert_contains(
+        &md.stdout,
+        &["-    print('v1')\n+    print('v2')", "### Check passed"],
     );
-    assert!(md.stdout.contains("### Check passed"), "{}", md.stdout);
     // Titles read as sentences: no `(turn 1, turn)`, no `1 paths`.
-    assert!(
-        md.stdout.contains("Model request, turn 1: "),
-        "{}",
-        md.stdout
-    );
-    assert!(
-        md.stdout.contains("Workspace changed by call "),
-        "{}",
-        md.stdout
+    common::assert_contains(
+        &md.stdout,
+        &["Model request, turn 1: ", "Workspace changed by call "],
     );
     assert!(!md.stdout.contains(" 1 paths"), "{}", md.stdout);
     let html_path = dir.join("session.html");
@@ -216,14 +206,11 @@ async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_transcript_renders_in_a_real_browser() {
-    if common::needs("HARNESS_TEST_BROWSER", "Chromium").is_none() {
+    if !common::browser_tests_enabled() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path());
-    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let log = run.log_dir();
+    let (_, log) = recorded_session(dir.path()).await;
     let html_path = dir.path().join("session.html");
     let html = render_html(&log, &html_path).await;
     assert_eq!(html.code, 0, "{}", html.stderr);
@@ -250,16 +237,7 @@ async fn the_workspace_restores_at_several_steps(
         (last, "v2", false, true),
     ] {
         let to = dir.join(format!("restored-{step}"));
-        let restore = harness(&[
-            "replay",
-            "restore",
-            log.to_str().unwrap(),
-            "--step",
-            &step.to_string(),
-            "--to",
-            to.to_str().unwrap(),
-        ])
-        .await;
+        let restore = harness(&common::restore_args(log, &step.to_string(), &to)).await;
         assert_eq!(restore.code, 0, "{}", restore.stderr);
         assert!(
             restore
@@ -325,23 +303,11 @@ async fn the_recorded_replies_replay_the_session(log: &Path, task: &Path) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_changed_initial_state_diverges_at_the_right_step() {
     let dir = tempfile::tempdir().unwrap();
-    let task = write_task(dir.path());
-    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let log = run.log_dir();
+    let (_, log) = recorded_session(dir.path()).await;
     // Change data.csv in the recorded initial state: the first bash call counts its lines.
     overwrite_recorded_file(&log, "data.csv", "a,b\n1,2\n3,4\n");
     // Restore now refuses to pretend: the file no longer hashes as recorded.
-    let restore = harness(&[
-        "replay",
-        "restore",
-        log.to_str().unwrap(),
-        "--step",
-        "1",
-        "--to",
-        dir.path().join("r").to_str().unwrap(),
-    ])
-    .await;
+    let restore = harness(&common::restore_args(&log, "1", &dir.path().join("r"))).await;
     assert_eq!(restore.code, 1);
     assert!(
         restore.stderr.contains("mismatch: data.csv"),
@@ -472,30 +438,10 @@ async fn render_html(log: &Path, page: &Path) -> common::Run {
 
 /// Opens the page in a real headless Chromium and checks the rendered DOM.
 fn check_in_browser(page: &Path, n_events: usize) {
-    let browser = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|name| {
-            std::process::Command::new("which")
-                .arg(name)
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .expect("HARNESS_TEST_BROWSER is set but no Chromium is installed");
-    let profile = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
+    let output = common::chromium(&[
+        "--dump-dom".to_owned(),
+        format!("file://{}", page.display()),
+    ]);
     let dom = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::batches::{DONE, bash, batch, write_task};
+use crate::batches::{DONE, bash, batch_into, write_task};
 use crate::common;
 
 const CHECK_OK: &str = "check: \"test $(cat out.txt) = ok\"\n";
@@ -39,15 +39,7 @@ fn write_sides(a: &Path, b: &Path) {
 
 /// Runs the batch of `tasks` into `out`; one of its tasks fails, so it exits 9.
 async fn run_batch(tasks: &Path, out: &Path) {
-    let command = batch(&[
-        "--parallel",
-        "2",
-        "--progress",
-        "lines",
-        "--out",
-        out.to_str().unwrap(),
-        tasks.to_str().unwrap(),
-    ]);
+    let command = batch_into(tasks, out, &["--parallel", "2"]);
     let run = common::run(command, Duration::from_secs(180)).await;
     assert_eq!(
         run.code, 9,
@@ -244,7 +236,7 @@ fn each_report_has_its_charts_and_step_times(a: &Path, b: &Path) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_report_and_a_transcript_render_with_their_pictures_in_a_browser() {
-    if common::needs("HARNESS_TEST_BROWSER", "Chromium").is_none() {
+    if !common::browser_tests_enabled() {
         return;
     }
     let root = tempfile::tempdir().unwrap();
@@ -271,7 +263,8 @@ async fn the_report_and_a_transcript_render_with_their_pictures_in_a_browser() {
 fn photograph(page: &Path, png: &Path) -> String {
     let _ = std::fs::remove_file(png);
     let url = format!("file://{}", page.display());
-    let shot = chromium(&[
+    let shot = common::chromium(&[
+        "--hide-scrollbars".to_owned(),
         format!("--screenshot={}", png.display()),
         "--window-size=1280,2000".to_owned(),
         url.clone(),
@@ -297,38 +290,11 @@ fn photograph(page: &Path, png: &Path) -> String {
         bytes.len()
     );
     eprintln!("screenshot: {}", png.display());
-    let dump = chromium(&["--dump-dom".to_owned(), url]);
+    let dump = common::chromium(&["--hide-scrollbars".to_owned(), "--dump-dom".to_owned(), url]);
     assert!(
         dump.status.success(),
         "chromium: {}",
         String::from_utf8_lossy(&dump.stderr)
     );
     String::from_utf8_lossy(&dump.stdout).into_owned()
-}
-
-fn chromium(args: &[String]) -> std::process::Output {
-    let browser = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|name| {
-            std::process::Command::new("which")
-                .arg(name)
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .expect("HARNESS_TEST_BROWSER is set but no Chromium is installed");
-    let profile = tempfile::tempdir().unwrap();
-    std::process::Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .output()
-        .unwrap()
 }

@@ -7,7 +7,7 @@ use crate::common;
 use crate::double::{Answer, ModelDouble, ev_message, ev_response};
 
 fn responses_command(double: &ModelDouble, workspace: &std::path::Path) -> std::process::Command {
-    let mut command = common::command(&[
+    double.openai_command(&[
         "run",
         "--policy",
         "allow-all",
@@ -15,11 +15,7 @@ fn responses_command(double: &ModelDouble, workspace: &std::path::Path) -> std::
         "openai/gpt-5-mini",
         workspace.to_str().unwrap(),
         "hello",
-    ]);
-    command
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_BASE_URL", format!("{}/v1", double.base));
-    command
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -45,14 +45,14 @@ async fn the_quick_start_example_passes_its_check() {
         "the scripted model says so: {}",
         run.stderr
     );
-    assert!(
-        run.stderr
-            .contains("  > read_file\n  > search_replace\n  > bash\n"),
-        "{}",
-        run.stderr
+    common::assert_contains(
+        &run.stderr,
+        &[
+            "  > read_file\n  > search_replace\n  > bash\n",
+            "check: passed",
+            "cost=$0.0000",
+        ],
     );
-    assert!(run.stderr.contains("check: passed"), "{}", run.stderr);
-    assert!(run.stderr.contains("cost=$0.0000"), "{}", run.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -225,17 +225,14 @@ async fn task_files_seed_from_an_archive_and_run_setup_and_check() {
     let target = dir.path().join("ws");
     let run = common::run_task(&common::write_task(dir.path(), &task), &target).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("seeded the workspace: 2 files"),
-        "{}",
-        run.stderr
+    common::assert_contains(
+        &run.stderr,
+        &[
+            "seeded the workspace: 2 files",
+            "setup: echo prepared > setup.txt",
+            "check: passed",
+        ],
     );
-    assert!(
-        run.stderr.contains("setup: echo prepared > setup.txt"),
-        "{}",
-        run.stderr
-    );
-    assert!(run.stderr.contains("check: passed"), "{}", run.stderr);
     assert_eq!(
         std::fs::read_to_string(target.join("out.txt")).unwrap(),
         "hello\n"

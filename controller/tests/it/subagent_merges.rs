@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common;
-use crate::replays::events;
+use crate::common::{self, events};
 use crate::subagents::{agent, bash, of_type, result_of, run, write, write_task};
 
 /// A forked child whose copy of the workspace fails never starts: the call's result says why,

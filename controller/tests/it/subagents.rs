@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common;
+use crate::common::{self, events};
 use crate::forks::{restored, tree};
-use crate::replays::events;
 
 pub(crate) fn write(path: &str, content: &str) -> Value {
     json!({"name": "write_file", "arguments": {"path": path, "content": content}})
@@ -255,15 +254,7 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
     // model accepts it when a Python with Harbor is at hand (.ci/run makes one).
     let exported = dir.path().join("trajectory.json");
     let export = common::run(
-        common::command(&[
-            "replay",
-            "export",
-            "--format",
-            "atif",
-            log.to_str().unwrap(),
-            "-o",
-            exported.to_str().unwrap(),
-        ]),
+        common::command(&common::export_args(&log, &exported)),
         Duration::from_secs(60),
     )
     .await;
@@ -333,15 +324,7 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
     std::os::unix::fs::symlink("..", &shared_log).unwrap();
     for args in [
         vec!["replay", "rerun", log.to_str().unwrap()],
-        vec![
-            "replay",
-            "export",
-            "--format",
-            "atif",
-            log.to_str().unwrap(),
-            "-o",
-            exported.to_str().unwrap(),
-        ],
+        common::export_args(&log, &exported).to_vec(),
     ] {
         let refused = common::run(common::command(&args), Duration::from_secs(60)).await;
         assert_ne!(refused.code, 0, "{args:?}");
@@ -405,12 +388,7 @@ async fn agent_settings_without_the_tool_are_refused_and_a_spent_budget_refuses_
         &json!({"prompt": "p", "model": {"name": "script:script.yaml"}, "tools": ["bash"]}),
     );
     let refused = run(&task, &dir.path().join("t1"), &["--agent-depth", "2"]).await;
-    assert_eq!(refused.code, 1, "{}", refused.stderr);
-    assert!(
-        refused.stderr.contains("--tools …,agent"),
-        "{}",
-        refused.stderr
-    );
+    refused.assert_stderr_has(1, "--tools …,agent");
 
     // The parent's own first turn spends the budget: its agent call is refused, with why.
     let script = json!({"turns": [

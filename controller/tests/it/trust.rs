@@ -169,15 +169,9 @@ async fn issue_24_huge_workspace_files_are_capped_before_they_are_read() {
         .parse()
         .unwrap();
     assert!(rss < 100 * 1024, "harness or its sandbox held {rss} KiB");
-    assert!(
-        run.stderr.contains("AGENTS.md is 268435456 bytes"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains(".mcp.json is left out"),
-        "{}",
-        run.stderr
+    common::assert_contains(
+        &run.stderr,
+        &["AGENTS.md is 268435456 bytes", ".mcp.json is left out"],
     );
     let session = common::first_entry(&logs);
     let log_size: u64 = everything_in(&session)

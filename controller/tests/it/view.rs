@@ -236,15 +236,10 @@ fn two_batches(root: &Path) -> (PathBuf, PathBuf) {
 
 /// The workspace `harness replay restore` writes at `step`, as path → kind and content.
 fn restored(session: &Path, step: u64, into: &Path) -> serde_json::Map<String, Value> {
-    testkit::stdout_of(&mut common::command(&[
-        "replay",
-        "restore",
-        session.to_str().unwrap(),
-        "--step",
-        &step.to_string(),
-        "--to",
-        into.to_str().unwrap(),
-    ]));
+    let step = step.to_string();
+    testkit::stdout_of(&mut common::command(&common::restore_args(
+        session, &step, into,
+    )));
     let mut map = serde_json::Map::new();
     for path in common::files_under(into) {
         let full = into.join(&path);
@@ -261,7 +256,7 @@ fn restored(session: &Path, step: u64, into: &Path) -> serde_json::Map<String, V
 }
 
 fn workspace_steps(session: &Path) -> Vec<u64> {
-    batches::events(session)
+    batches::events_so_far(session)
         .iter()
         .filter(|e| e["type"] == "workspace_changed")
         .map(|e| e["seq"].as_u64().unwrap())

@@ -1,6 +1,7 @@
 //! Process facts for the integration tests of both programs, read from `/proc`: whether a
-//! process runs, and — for a test that ran out of time — where a process, its descendants and
-//! every one of their threads wait; and the output of a command that must succeed.
+//! process runs, its memory, and — for a test that ran out of time — where a process, its
+//! descendants and every one of their threads wait; the output of a command that must succeed;
+//! and whether a test that needs what a plain machine lacks runs here.
 
 use std::fmt::Write as _;
 use std::process::Command;
@@ -18,6 +19,29 @@ pub fn stdout_of(command: &mut Command) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A test that needs what a plain machine lacks runs when its variable is set (`.ci/run` sets
+/// every one) and gets its value; otherwise it says what it skipped on stderr.
+#[allow(clippy::print_stderr)] // the skip must be seen
+pub fn needs(variable: &str, what: &str) -> Option<String> {
+    match std::env::var(variable) {
+        Ok(value) if !value.is_empty() && value != "0" => Some(value),
+        _ => {
+            eprintln!("SKIPPED: needs {variable} ({what}); bash .ci/run sets it up");
+            None
+        }
+    }
+}
+
+/// A size in KiB that `/proc/PID/status` gives under `field` (`VmRSS`, `VmHWM`, …); `None`
+/// when the process or the field is not there.
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    read(&format!("/proc/{pid}/status"))
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
 }
 
 fn read(path: &str) -> String {

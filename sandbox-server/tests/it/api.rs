@@ -1,15 +1,11 @@
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{self, Options};
+use crate::common;
 
 #[tokio::test]
 async fn health_needs_no_token_and_info_describes_the_server() {
-    let server = common::start_with(Options {
-        token: true,
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_token().await;
     let health: Value = reqwest::get(format!("{}/healthz", server.base))
         .await
         .unwrap()
@@ -65,11 +61,7 @@ async fn health_needs_no_token_and_info_describes_the_server() {
 
 #[tokio::test]
 async fn tools_are_listed_in_registration_order_with_their_schemas() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--tools".into(), "search_replace,bash,read_file".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--tools", "search_replace,bash,read_file"]).await;
     let (status, tools) = server.get_json("/v1/tools").await;
     assert_eq!(status, 200);
     let names: Vec<&str> = tools
@@ -106,10 +98,7 @@ async fn tools_are_listed_in_registration_order_with_their_schemas() {
     assert_eq!(status, 404);
     assert_eq!(body["error"]["type"], "unknown_tool");
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not enabled"),
+        common::error_message(&body).contains("not enabled"),
         "{body}"
     );
 }

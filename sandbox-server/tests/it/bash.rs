@@ -1,10 +1,10 @@
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::common::{self, Options};
+use crate::common;
 
 #[tokio::test]
 async fn output_uses_the_seed_layout_and_runs_in_the_workspace_root() {
@@ -75,11 +75,7 @@ async fn timeout_kills_the_whole_tree_including_escaped_children() {
 
 #[tokio::test]
 async fn a_tree_that_ignores_sigterm_is_killed_after_the_grace_period() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--kill-grace-ms".into(), "300".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--kill-grace-ms", "300"]).await;
     let cmd = "trap '' TERM; bash -c \"trap '' TERM; echo \\$\\$ > inner.pid; while :; do sleep 0.05; done\" & \
                while :; do sleep 0.05; done";
     let start = Instant::now();
@@ -128,13 +124,8 @@ async fn background_children_do_not_hang_the_call_and_can_be_listed_and_ended() 
     assert!(processes[0]["started_at"].as_str().unwrap().ends_with('Z'));
 
     let host = server.host_pid(pid);
-    let response = server
-        .request(reqwest::Method::DELETE, &format!("/v1/processes/{pid}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let killed: serde_json::Value = response.json().await.unwrap();
+    let (status, killed) = server.delete(&format!("/v1/processes/{pid}")).await;
+    assert_eq!(status, 200);
     assert_eq!(
         killed,
         json!({"killed": [pid], "forced": false, "commands": ["sleep 100"]})
@@ -142,25 +133,16 @@ async fn background_children_do_not_hang_the_call_and_can_be_listed_and_ended() 
     assert!(common::gone_within(host, Duration::from_secs(2)).await);
 
     let response = server
-        .request(reqwest::Method::DELETE, &format!("/v1/processes/{pid}"))
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::DELETE, &format!("/v1/processes/{pid}"))
+        .await;
     assert_eq!(response.status(), 404);
     let response = server
-        .request(reqwest::Method::DELETE, "/v1/processes/1")
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::DELETE, "/v1/processes/1")
+        .await;
     assert_eq!(response.status(), 404, "pid 1 is not ours");
     // Not a pid: a process id, and there is none by that name.
-    let response = server
-        .request(reqwest::Method::DELETE, "/v1/processes/abc")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 404);
-    let body: Value = response.json().await.unwrap();
+    let (status, body) = server.delete("/v1/processes/abc").await;
+    assert_eq!(status, 404);
     assert_eq!(body["error"]["type"], "process_not_found");
 }
 
@@ -191,10 +173,8 @@ async fn long_output_is_cut_for_the_model_and_kept_whole_as_an_artifact() {
         hex::encode(Sha256::digest(expected.as_bytes()))
     );
     let body = server
-        .request(reqwest::Method::GET, &format!("/v1/artifacts/{id}"))
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::GET, &format!("/v1/artifacts/{id}"))
+        .await;
     assert_eq!(body.status(), 200);
     assert_eq!(body.text().await.unwrap(), expected);
 }
@@ -205,28 +185,13 @@ async fn artifacts_support_ranges() {
     let result = server.ok("bash", json!({"cmd": "printf 0123456789"})).await;
     let id = result["stdout_artifact"]["id"].as_str().unwrap().to_owned();
     let url = format!("/v1/artifacts/{id}");
-    let part = server
-        .request(reqwest::Method::GET, &url)
-        .header("Range", "bytes=2-5")
-        .send()
-        .await
-        .unwrap();
+    let part = server.get_with(&url, "Range", "bytes=2-5").await;
     assert_eq!(part.status(), 206);
     assert_eq!(part.headers()["content-range"], "bytes 2-5/10");
     assert_eq!(part.text().await.unwrap(), "2345");
-    let suffix = server
-        .request(reqwest::Method::GET, &url)
-        .header("Range", "bytes=-3")
-        .send()
-        .await
-        .unwrap();
+    let suffix = server.get_with(&url, "Range", "bytes=-3").await;
     assert_eq!(suffix.text().await.unwrap(), "789");
-    let outside = server
-        .request(reqwest::Method::GET, &url)
-        .header("Range", "bytes=100-")
-        .send()
-        .await
-        .unwrap();
+    let outside = server.get_with(&url, "Range", "bytes=100-").await;
     assert_eq!(outside.status(), 416);
     // A stream that printed nothing has an artifact too: empty, with the empty string's hash.
     let empty = &result["stderr_artifact"];
@@ -235,19 +200,10 @@ async fn artifacts_support_ranges() {
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     );
     let url = format!("/v1/artifacts/{}", empty["id"].as_str().unwrap());
-    let whole = server
-        .request(reqwest::Method::GET, &url)
-        .send()
-        .await
-        .unwrap();
+    let whole = server.send(reqwest::Method::GET, &url).await;
     assert_eq!(whole.status(), 200);
     assert_eq!(whole.bytes().await.unwrap().len(), 0);
-    let ranged = server
-        .request(reqwest::Method::GET, &url)
-        .header("Range", "bytes=0-")
-        .send()
-        .await
-        .unwrap();
+    let ranged = server.get_with(&url, "Range", "bytes=0-").await;
     assert_eq!(ranged.status(), 416);
 
     let (status, body) = server.get_json("/v1/artifacts/art_doesnotexist").await;

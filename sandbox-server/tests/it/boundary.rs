@@ -255,12 +255,7 @@ async fn in_a_task_container_the_file_tools_reach_the_whole_file_system() {
         "{info}"
     );
     let (_, tools) = server.get_json("/v1/tools").await;
-    let read_file = tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "read_file")
-        .unwrap();
+    let read_file = common::item(&tools, "name", "read_file");
     assert!(
         read_file["description"]
             .as_str()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{self, Options};
+use crate::common::{self, Answer};
 
 /// The series of `/metrics` whose name starts with `prefix`.
 fn series<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
@@ -21,20 +21,9 @@ async fn issue_24_invented_methods_add_no_metrics_series() {
     let server = common::start().await;
     for n in 0..200 {
         let method = reqwest::Method::from_bytes(format!("BREW{n}").as_bytes()).unwrap();
-        let _ = server
-            .request(method, &format!("/v1/nothing-{n}"))
-            .send()
-            .await
-            .unwrap();
+        let _ = server.send(method, &format!("/v1/nothing-{n}")).await;
     }
-    let text = server
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = server.get_text("/metrics").await;
     let requests = series(&text, "sandbox_http_requests_total");
     assert!(
         requests.iter().all(|line| !line.contains("BREW")),
@@ -68,11 +57,7 @@ async fn issue_24_a_reset_forgets_the_idempotency_keys() {
     assert_eq!(first.status(), 200);
     let replayed = keyed("echo first").await.unwrap();
     assert_eq!(replayed.headers()["idempotent-replayed"], "true");
-    let reset = server
-        .request(reqwest::Method::POST, "/v1/reset")
-        .send()
-        .await
-        .unwrap();
+    let reset = server.send(reqwest::Method::POST, "/v1/reset").await;
     assert_eq!(reset.status(), 200);
     let again = keyed("echo second").await.unwrap();
     assert_eq!(
@@ -89,11 +74,7 @@ async fn issue_24_a_reset_forgets_the_idempotency_keys() {
 /// gets 429 with Retry-After, and a follower that leaves gives its place back.
 #[tokio::test]
 async fn issue_24_followers_are_capped_and_give_their_place_back() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--max-followers".into(), "3".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--max-followers", "3"]).await;
     let started = server
         .request(reqwest::Method::POST, "/v1/processes")
         .json(&json!({"id": "quiet", "cmd": "sleep 60"}))
@@ -123,12 +104,7 @@ async fn issue_24_followers_are_capped_and_give_their_place_back() {
     assert_eq!(refused.headers()["retry-after"], "1");
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["type"], "overloaded", "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("--max-followers")
-    );
+    assert!(common::error_message(&body).contains("--max-followers"));
     // A long-poll that would wait is a follower too; one that does not wait is not.
     let (status, _) = server
         .get_json("/v1/processes/quiet/output?wait_ms=100")
@@ -156,21 +132,13 @@ async fn issue_24_followers_are_capped_and_give_their_place_back() {
 async fn issue_24_process_ids_that_paths_normalise_away_are_refused() {
     let server = common::start().await;
     for id in [".", ".."] {
-        let response = server
+        let (status, body) = server
             .request(reqwest::Method::POST, "/v1/processes")
             .json(&json!({"id": id, "cmd": "true"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 422, "{id}");
-        let body: Value = response.json().await.unwrap();
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("path step"),
-            "{body}"
-        );
+            .answer()
+            .await;
+        assert_eq!(status, 422, "{id}");
+        assert!(common::error_message(&body).contains("path step"), "{body}");
     }
     let fine = server
         .request(reqwest::Method::POST, "/v1/processes")

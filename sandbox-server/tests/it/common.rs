@@ -37,6 +37,32 @@ pub async fn start() -> Server {
     start_with(Options::default()).await
 }
 
+/// A server started with `args` after those of `serve`.
+pub async fn start_with_args<S: Into<String>>(args: impl IntoIterator<Item = S>) -> Server {
+    start_with(Options {
+        extra_args: args.into_iter().map(Into::into).collect(),
+        ..Options::default()
+    })
+    .await
+}
+
+/// A server that asks every `/v1` call for the bearer token `TOKEN`.
+pub async fn start_with_token() -> Server {
+    start_with_token_and_args(Vec::<String>::new()).await
+}
+
+/// A server that asks for the bearer token `TOKEN`, started with `args` after those of `serve`.
+pub async fn start_with_token_and_args<S: Into<String>>(
+    args: impl IntoIterator<Item = S>,
+) -> Server {
+    start_with(Options {
+        token: true,
+        extra_args: args.into_iter().map(Into::into).collect(),
+        ..Options::default()
+    })
+    .await
+}
+
 pub async fn start_with(options: Options) -> Server {
     let workspace = tempfile::tempdir().unwrap();
     start_in(workspace, options).await
@@ -131,16 +157,29 @@ impl Server {
         }
     }
 
+    /// Sends a request without a body; returns the response, whatever its status.
+    pub async fn send(&self, method: reqwest::Method, path: &str) -> reqwest::Response {
+        self.request(method, path).send().await.unwrap()
+    }
+
+    /// Sends a `DELETE`; returns the status and the JSON body.
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        self.request(reqwest::Method::DELETE, path).answer().await
+    }
+
+    /// Sends a `GET` with the header `name: value`; returns the response, whatever its status.
+    pub async fn get_with(&self, path: &str, name: &str, value: &str) -> reqwest::Response {
+        let request = self.request(reqwest::Method::GET, path).header(name, value);
+        request.send().await.unwrap()
+    }
+
     /// Calls a tool; returns the status and the JSON body.
     pub async fn call(&self, tool: &str, args: Value) -> (u16, Value) {
-        let response = self
-            .request(reqwest::Method::POST, &format!("/v1/tools/{tool}"))
+        let path = format!("/v1/tools/{tool}");
+        self.request(reqwest::Method::POST, &path)
             .json(&args)
-            .send()
+            .answer()
             .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap())
     }
 
     /// Calls a tool that must succeed.
@@ -152,18 +191,21 @@ impl Server {
 
     /// The body of a `GET`, whatever its status.
     pub async fn get_bytes(&self, path: &str) -> Vec<u8> {
-        let response = self.request(reqwest::Method::GET, path).send().await;
-        response.unwrap().bytes().await.unwrap().to_vec()
+        let response = self.send(reqwest::Method::GET, path).await;
+        response.bytes().await.unwrap().to_vec()
+    }
+
+    /// The body of a `GET` as text, whatever its status.
+    pub async fn get_text(&self, path: &str) -> String {
+        self.send(reqwest::Method::GET, path)
+            .await
+            .text()
+            .await
+            .unwrap()
     }
 
     pub async fn get_json(&self, path: &str) -> (u16, Value) {
-        let response = self
-            .request(reqwest::Method::GET, path)
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap())
+        self.request(reqwest::Method::GET, path).answer().await
     }
 
     /// The end of the server's log, and where it and every process below it wait: what a
@@ -202,6 +244,68 @@ impl Drop for Server {
     }
 }
 
+/// A request sent and its answer read, as the tests do it.
+pub trait Answer {
+    /// Sends the request; returns the status and the JSON body.
+    fn answer(self) -> impl std::future::Future<Output = (u16, Value)> + Send;
+
+    /// Sends the request; returns the JSON body, whatever the status.
+    fn json_body(self) -> impl std::future::Future<Output = Value> + Send;
+
+    /// Sends the request; returns the status.
+    fn status_code(self) -> impl std::future::Future<Output = u16> + Send;
+}
+
+impl Answer for reqwest::RequestBuilder {
+    async fn answer(self) -> (u16, Value) {
+        let response = self.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or_else(|err| {
+            panic!("status {status}, a body that is not JSON ({err}): {text}")
+        });
+        (status, body)
+    }
+
+    async fn json_body(self) -> Value {
+        self.send().await.unwrap().json().await.unwrap()
+    }
+
+    async fn status_code(self) -> u16 {
+        self.send().await.unwrap().status().as_u16()
+    }
+}
+
+/// The message of an error body (`{"error": {"type": …, "message": …}}`).
+pub fn error_message(body: &Value) -> &str {
+    body["error"]["message"].as_str().unwrap()
+}
+
+/// The strings under `a` and `b` of each object in the JSON array `array`.
+pub fn string_pairs<'a>(array: &'a Value, a: &str, b: &str) -> Vec<(&'a str, &'a str)> {
+    array
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|object| (object[a].as_str().unwrap(), object[b].as_str().unwrap()))
+        .collect()
+}
+
+/// The element of the JSON array `array` whose `key` is `value`.
+pub fn item<'a>(array: &'a Value, key: &str, value: &str) -> &'a Value {
+    array
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|element| element[key] == value)
+        .unwrap_or_else(|| panic!("no {key} {value} in {array}"))
+}
+
+/// The protection called `name` that `/v1/info` (or `/healthz`) lists.
+pub fn protection<'a>(info: &'a Value, name: &str) -> &'a Value {
+    item(&info["protections"], "name", name)
+}
+
 pub fn signal(pid: u32, name: &str) {
     Command::new("kill")
         .arg(format!("-{name}"))
@@ -237,13 +341,7 @@ pub async fn gone_within(pid: u32, limit: Duration) -> bool {
 
 /// Resident memory of a process in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .expect("VmRSS")
+    testkit::status_kib(pid, "VmRSS").expect("VmRSS")
 }
 
 pub fn read_pid_file(path: &Path) -> u32 {
@@ -256,16 +354,7 @@ pub fn read_pid_file(path: &Path) -> u32 {
 
 /// A test that needs what a plain machine lacks runs when its variable is set (`.ci/run` sets
 /// every one); otherwise it says what it skipped on stderr, and the build warns (build.rs).
-#[allow(clippy::print_stderr)] // the skip must be seen
-pub fn needs(variable: &str, what: &str) -> Option<String> {
-    match std::env::var(variable) {
-        Ok(value) if !value.is_empty() && value != "0" => Some(value),
-        _ => {
-            eprintln!("SKIPPED: needs {variable} ({what}); bash .ci/run sets it up");
-            None
-        }
-    }
-}
+pub use testkit::needs;
 
 /// Shows what a failing test needs seen (the test harness captures it with the test's output).
 #[allow(clippy::print_stderr)]

@@ -2,17 +2,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::{self, Options};
+use crate::common::{self, Answer, Options, protection};
 
-fn protection<'a>(info: &'a Value, name: &str) -> &'a Value {
-    info["protections"]
-        .as_array()
+/// Whether a command's answer says that something was refused to it.
+fn denied(result: &serde_json::Value) -> bool {
+    result["stderr"]
+        .as_str()
         .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no {name}"))
+        .contains("Permission denied")
 }
 
 /// Under `--network none` a command reaches Unix sockets beneath its workspace and its
@@ -74,13 +73,7 @@ async fn network_none_refuses_sockets_even_to_loopback() {
     assert_eq!(protection(&info, "network_none")["active"], true);
     let result = closed.ok("bash", json!({"cmd": cmd})).await;
     assert_ne!(result["exit_code"], 0, "{result}");
-    assert!(
-        result["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("Permission denied"),
-        "{result}"
-    );
+    assert!(denied(&result), "{result}");
     let address = closed.base.trim_start_matches("http://").to_owned();
     let (host, server_port) = address.split_once(':').unwrap();
     let to_server = closed
@@ -104,11 +97,7 @@ async fn network_none_refuses_sockets_even_to_loopback() {
         "Unix sockets still work: {unix}"
     );
 
-    let open = common::start_with(Options {
-        extra_args: vec!["--network".into(), "host".into()],
-        ..Options::default()
-    })
-    .await;
+    let open = common::start_with_args(["--network", "host"]).await;
     let result = open.ok("bash", json!({"cmd": cmd})).await;
     assert_eq!(
         result["stdout"], "connected\n",
@@ -134,16 +123,14 @@ async fn commands_see_a_clean_environment() {
         .unwrap();
     let address = common::read_address(&mut child);
     let client = reqwest::Client::new();
-    let result: Value = client
-        .post(format!("http://{address}/v1/tools/bash"))
-        .bearer_auth(common::TOKEN)
-        .json(&json!({"cmd": "env; cat /proc/self/environ | tr '\\\\0' '\\\\n' | wc -l"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let bash = |cmd: &str| {
+        let request = client
+            .post(format!("http://{address}/v1/tools/bash"))
+            .bearer_auth(common::TOKEN)
+            .json(&json!({ "cmd": cmd }));
+        request.json_body()
+    };
+    let result = bash("env; cat /proc/self/environ | tr '\\\\0' '\\\\n' | wc -l").await;
     let env = result["stdout"].as_str().unwrap();
     for leaked in [
         "SANDBOX_TOKEN_FILE",
@@ -158,23 +145,8 @@ async fn commands_see_a_clean_environment() {
         "{env}"
     );
     // The token file itself is hidden by Landlock: its name lists, its bytes do not read.
-    let read: Value = client
-        .post(format!("http://{address}/v1/tools/bash"))
-        .bearer_auth(common::TOKEN)
-        .json(&json!({"cmd": format!("cat {}", token_file.display())}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(
-        read["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("Permission denied"),
-        "{read}"
-    );
+    let read = bash(&format!("cat {}", token_file.display())).await;
+    assert!(denied(&read), "{read}");
     assert!(!read["stdout"].as_str().unwrap().contains(common::TOKEN));
     common::signal(child.id(), "TERM");
     common::wait_exit(&mut child, Duration::from_secs(15));
@@ -201,13 +173,7 @@ async fn landlock_confines_bash_writes_to_the_workspace_and_its_temp_folder() {
         result["stdout"].as_str().unwrap().contains("tmp\nstatus=1"),
         "{result}"
     );
-    assert!(
-        result["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("Permission denied"),
-        "{result}"
-    );
+    assert!(denied(&result), "{result}");
     assert!(!target.exists(), "bash wrote outside the workspace");
     assert_eq!(
         std::fs::read_to_string(server.path("inside.txt")).unwrap(),
@@ -226,15 +192,12 @@ async fn landlock_confines_bash_writes_to_the_workspace_and_its_temp_folder() {
 #[tokio::test]
 async fn a_memory_bomb_and_a_disk_filler_end_with_a_clear_report_while_other_calls_go_on() {
     let server = std::sync::Arc::new(
-        common::start_with(Options {
-            extra_args: vec![
-                "--limit-memory".into(),
-                (1u64 << 30).to_string(),
-                "--limit-file-size".into(),
-                (10u64 << 20).to_string(),
-            ],
-            ..Options::default()
-        })
+        common::start_with_args([
+            "--limit-memory".to_owned(),
+            (1u64 << 30).to_string(),
+            "--limit-file-size".to_owned(),
+            (10u64 << 20).to_string(),
+        ])
         .await,
     );
     std::fs::write(server.path("notes.txt"), "still here\n").unwrap();
@@ -326,6 +289,18 @@ fn fork_bomb(
     tokio::spawn(async move { server.ok("bash", bomb).await })
 }
 
+/// The answer of `fork_bomb`'s call: it timed out, and `limit` refused the bomb's forks.
+fn the_bomb_timed_out_bound_by(bomb: &serde_json::Value, limit: &str) {
+    assert_eq!(bomb["timed_out"], true, "{bomb}");
+    assert!(
+        bomb["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Resource temporarily unavailable"),
+        "{limit} bound: {bomb}"
+    );
+}
+
 async fn a_bomb_at_its_timeout_dies_with_its_call(server: &std::sync::Arc<common::Server>) {
     let start = Instant::now();
     let bomb = fork_bomb(server);
@@ -337,14 +312,7 @@ async fn a_bomb_at_its_timeout_dies_with_its_call(server: &std::sync::Arc<common
         "the server answers during the bomb"
     );
     let bomb = bomb.await.unwrap();
-    assert_eq!(bomb["timed_out"], true, "{bomb}");
-    assert!(
-        bomb["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("Resource temporarily unavailable"),
-        "the process limit bound: {bomb}"
-    );
+    the_bomb_timed_out_bound_by(&bomb, "the process limit");
     assert!(
         start.elapsed() < Duration::from_secs(30),
         "the call outlived its timeout by far ({:?}): {bomb}",
@@ -370,13 +338,8 @@ async fn a_background_bomb_is_cleared_by_delete_processes(server: &common::Serve
         !left["background_pids"].as_array().unwrap().is_empty(),
         "{left}"
     );
-    let response = server
-        .request(reqwest::Method::DELETE, "/v1/processes")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let killed: Value = response.json().await.unwrap();
+    let (status, killed) = server.delete("/v1/processes").await;
+    assert_eq!(status, 200);
     assert!(!killed["killed"].as_array().unwrap().is_empty());
     let (_, processes) = server.get_json("/v1/processes").await;
     assert_eq!(
@@ -394,16 +357,7 @@ async fn a_background_bomb_is_cleared_by_delete_processes(server: &common::Serve
 #[tokio::test]
 async fn a_fork_bomb_as_root_is_contained_by_the_commands_cgroup() {
     let server = std::sync::Arc::new(
-        common::start_with(Options {
-            extra_args: vec![
-                "--limit-processes".into(),
-                "100".into(),
-                "--kill-grace-ms".into(),
-                "200".into(),
-            ],
-            ..Options::default()
-        })
-        .await,
+        common::start_with_args(["--limit-processes", "100", "--kill-grace-ms", "200"]).await,
     );
     let (_, info) = server.get_json("/v1/info").await;
     let cgroup = protection(&info, "cgroup");
@@ -424,14 +378,7 @@ async fn a_fork_bomb_as_root_is_contained_by_the_commands_cgroup() {
     let (status, _) = server.get_json("/healthz").await;
     assert_eq!(status, 200, "the server answers during the bomb");
     let bomb = bomb.await.unwrap();
-    assert_eq!(bomb["timed_out"], true, "{bomb}");
-    assert!(
-        bomb["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("Resource temporarily unavailable"),
-        "pids.max bound: {bomb}"
-    );
+    the_bomb_timed_out_bound_by(&bomb, "pids.max");
     let (_, processes) = server.get_json("/v1/processes").await;
     assert_eq!(processes["processes"], json!([]));
 }
@@ -440,11 +387,7 @@ async fn a_fork_bomb_as_root_is_contained_by_the_commands_cgroup() {
 /// lives on is never handed to another call.
 #[tokio::test]
 async fn cgroups_are_reused_with_their_limits_but_never_while_busy() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--limit-processes".into(), "100".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--limit-processes", "100"]).await;
     let (_, info) = server.get_json("/v1/info").await;
     if protection(&info, "cgroup")["active"] != true {
         eprintln!("no writable cgroup here: nothing to reuse");
@@ -471,11 +414,7 @@ async fn cgroups_are_reused_with_their_limits_but_never_while_busy() {
     }
     assert_eq!(groups[1], groups[2], "an empty group is reused: {groups:?}");
     // A reset (what a pool does between two tasks) empties the busy group and keeps reusing.
-    let reset = server
-        .request(reqwest::Method::POST, "/v1/reset")
-        .send()
-        .await
-        .unwrap();
+    let reset = server.send(reqwest::Method::POST, "/v1/reset").await;
     assert_eq!(reset.status(), 200);
     let mut after = Vec::new();
     for _ in 0..3 {
@@ -496,11 +435,7 @@ async fn cgroups_are_reused_with_their_limits_but_never_while_busy() {
 /// a file it wrote) is not handed to the next command, whose limit the charge would eat.
 #[tokio::test]
 async fn a_cgroup_still_charged_with_memory_is_not_reused() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--limit-memory".into(), "1GiB".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--limit-memory", "1GiB"]).await;
     let (_, info) = server.get_json("/v1/info").await;
     let cgroup = protection(&info, "cgroup");
     if cgroup["active"] != true || !cgroup["detail"].as_str().unwrap().contains("memory under") {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{self, Options, TOKEN};
+use crate::common::{self, Answer, TOKEN};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -76,27 +76,13 @@ pub(crate) async fn run_bounded(
     }
 }
 
-async fn with_token() -> common::Server {
-    common::start_with(Options {
-        token: true,
-        ..Options::default()
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_nul_byte_in_a_command_is_422_not_a_spawn_failure() {
     let server = common::start().await;
     let (status, body) = server.call("bash", json!({"cmd": "echo a\u{0}b"})).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["type"], "invalid_arguments");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("cmd:"),
-        "{body}"
-    );
+    assert!(common::error_message(&body).starts_with("cmd:"), "{body}");
     let cmd = &document()["components"]["schemas"]["BashArgs"]["properties"]["cmd"];
     assert_eq!(cmd["minLength"], 1, "{cmd}");
     assert!(
@@ -114,9 +100,8 @@ async fn an_empty_archive_is_refused_and_the_workspace_kept() {
         if let Some(content_type) = content_type {
             request = request.header("content-type", content_type);
         }
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), 422, "{content_type:?}");
-        let body: Value = response.json().await.unwrap();
+        let (status, body) = request.answer().await;
+        assert_eq!(status, 422, "{content_type:?}");
         assert_eq!(body["error"]["type"], "invalid_arguments", "{body}");
         assert_eq!(
             std::fs::read_to_string(server.path("keep.txt")).unwrap(),
@@ -208,10 +193,8 @@ async fn env_names_are_what_the_document_says(doc: &Value, server: &common::Serv
         assert_eq!(status == 422, !valid, "{name}: {status}");
         if valid {
             server
-                .request(reqwest::Method::DELETE, &format!("/v1/processes/env-{i}"))
-                .send()
-                .await
-                .unwrap();
+                .send(reqwest::Method::DELETE, &format!("/v1/processes/env-{i}"))
+                .await;
         }
     }
 }
@@ -238,12 +221,7 @@ fn python_pattern(pattern: &str) -> impl Fn(&str) -> bool {
 async fn query_parameters_are_documented_as_the_server_reads_them() {
     let doc = document();
     let put = &doc["paths"]["/v1/files/{path}"]["put"];
-    let mode = put["parameters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "mode")
-        .unwrap();
+    let mode = common::item(&put["parameters"], "name", "mode");
     assert_eq!(mode["schema"]["pattern"], "^[0-7]{3,4}$", "{mode}");
     assert_eq!(
         put["requestBody"]["required"], false,
@@ -345,15 +323,12 @@ async fn the_archive_is_labelled_as_the_client_accepts() {
 #[tokio::test]
 async fn every_error_answer_is_the_json_error_body() {
     let server = common::start().await;
-    let response = server
+    let (status, body) = server
         .request(reqwest::Method::PUT, "/v1/files/a.txt?mode=0644&mode=0600")
         .body("x")
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
+        .answer()
+        .await;
     assert!((400..500).contains(&status), "{status}");
-    let body: Value = response.json().await.unwrap();
     assert!(body["error"]["message"].as_str().is_some(), "{body}");
 }
 
@@ -365,7 +340,7 @@ async fn schemathesis_finds_nothing() {
     ) else {
         return;
     };
-    let server = with_token().await;
+    let server = common::start_with_token().await;
     let reports = tempfile::tempdir().unwrap();
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemathesis");
     let mut command = tokio::process::Command::new(st);
@@ -422,14 +397,10 @@ async fn a_generated_client_drives_every_route() {
         );
     }
     // Every tool the document describes, the opt-in ones included.
-    let server = common::start_with(Options {
-        env: Vec::new(),
-        token: true,
-        extra_args: vec![
-            "--tools".into(),
-            "bash,read_file,write_file,search_replace,exec,write_stdin,shell".into(),
-        ],
-    })
+    let server = common::start_with_token_and_args([
+        "--tools",
+        "bash,read_file,write_file,search_replace,exec,write_stdin,shell",
+    ])
     .await;
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/client/drive.py");
     let mut command = tokio::process::Command::new(python);

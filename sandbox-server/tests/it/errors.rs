@@ -1,7 +1,7 @@
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{self, Options};
+use crate::common::{self, Answer};
 
 async fn error_of(response: reqwest::Response) -> (u16, String, String) {
     let status = response.status().as_u16();
@@ -16,11 +16,7 @@ async fn error_of(response: reqwest::Response) -> (u16, String, String) {
 
 #[tokio::test]
 async fn missing_or_wrong_token_is_401_on_every_v1_route() {
-    let server = common::start_with(Options {
-        token: true,
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_token().await;
     let client = reqwest::Client::new();
     for (method, path) in [
         (reqwest::Method::GET, "/v1/info"),
@@ -63,25 +59,18 @@ async fn unknown_tool_and_route_are_404_and_wrong_method_is_405() {
     let (status, body) = server.call("rm_rf", json!({})).await;
     assert_eq!(status, 404);
     assert_eq!(body["error"]["type"], "unknown_tool");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("enabled tools: bash, read_file")
-    );
+    assert!(common::error_message(&body).contains("enabled tools: bash, read_file"));
     // The missing tool is what is said, whatever else is wrong with the request.
-    let response = server
+    let (status, body) = server
         .request(
             reqwest::Method::POST,
             "/v1/tools/rm_rf?since=no-such-snapshot&x=1",
         )
         .header("content-type", "text/plain")
         .body("not json")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 404);
-    let body: serde_json::Value = response.json().await.unwrap();
+        .answer()
+        .await;
+    assert_eq!(status, 404);
     assert_eq!(body["error"]["type"], "unknown_tool", "{body}");
 
     let (status, body) = server.get_json("/v2/nothing").await;
@@ -90,22 +79,14 @@ async fn unknown_tool_and_route_are_404_and_wrong_method_is_405() {
         (404, "not_found")
     );
 
-    let response = server
-        .request(reqwest::Method::GET, "/v1/tools/bash")
-        .send()
-        .await
-        .unwrap();
+    let response = server.send(reqwest::Method::GET, "/v1/tools/bash").await;
     let (status, error_type, _) = error_of(response).await;
     assert_eq!((status, error_type.as_str()), (405, "method_not_allowed"));
 }
 
 #[tokio::test]
 async fn body_over_the_limit_is_413() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--max-body-bytes".into(), "1000".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--max-body-bytes", "1000"]).await;
     let content = "x".repeat(2000);
     let (status, body) = server
         .call("write_file", json!({"path": "big.txt", "content": content}))
@@ -197,11 +178,7 @@ async fn a_body_that_is_not_json_or_empty_is_422() {
     let (status, error_type, message) = error_of(response).await;
     assert_eq!((status, error_type.as_str()), (422, "invalid_arguments"));
     assert!(message.starts_with("body is not valid JSON"), "{message}");
-    let response = server
-        .request(reqwest::Method::POST, "/v1/tools/bash")
-        .send()
-        .await
-        .unwrap();
+    let response = server.send(reqwest::Method::POST, "/v1/tools/bash").await;
     let (status, _, message) = error_of(response).await;
     assert_eq!(status, 422);
     assert!(message.contains("request body is empty"), "{message}");
@@ -209,11 +186,7 @@ async fn a_body_that_is_not_json_or_empty_is_422() {
 
 #[tokio::test]
 async fn calls_over_the_concurrency_limit_get_429_with_retry_after() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--max-concurrent-calls".into(), "2".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--max-concurrent-calls", "2"]).await;
     let server = std::sync::Arc::new(server);
     let mut slow = Vec::new();
     for _ in 0..2 {

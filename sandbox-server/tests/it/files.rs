@@ -75,10 +75,7 @@ async fn read_file_refuses_binary_files_and_missing_ones() {
     assert_eq!(status, 422);
     assert_eq!(body["error"]["type"], "binary_file");
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("blob.bin: binary file (14 bytes"),
+        common::error_message(&body).starts_with("blob.bin: binary file (14 bytes"),
         "{body}"
     );
 
@@ -216,11 +213,7 @@ async fn seed_example_write_edit_read() {
 #[tokio::test]
 async fn durable_writes_are_a_choice_the_server_reports() {
     for (extra, durable) in [(vec![], false), (vec!["--durable-writes".to_owned()], true)] {
-        let server = common::start_with(common::Options {
-            extra_args: extra,
-            ..common::Options::default()
-        })
-        .await;
+        let server = common::start_with_args(extra).await;
         let (_, info) = server.get_json("/v1/info").await;
         assert_eq!(info["limits"]["durable_writes"], durable, "{info}");
         server

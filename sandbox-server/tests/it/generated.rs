@@ -1,7 +1,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{self, Options};
+use crate::common;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -38,11 +38,7 @@ fn committed_openapi_document_is_current() {
 /// with a token, and its output contains each `# => text` line the block promises.
 #[tokio::test]
 async fn curl_examples_work_against_a_live_server() {
-    let server = common::start_with(Options {
-        token: true,
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_token().await;
     let doc = std::fs::read_to_string(repo_root().join("proto-docs/curl.md")).unwrap();
     let mut blocks: Vec<String> = Vec::new();
     let mut current: Option<String> = None;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{self, Options};
+use crate::common::{self, Answer};
 
 /// What a page on another site can make a browser send to a tokenless loopback server.
 #[tokio::test]
@@ -69,24 +69,14 @@ async fn a_web_page_cannot_drive_a_server() {
 /// foreign Origin.
 #[tokio::test]
 async fn with_a_token_only_the_origin_is_checked() {
-    let server = common::start_with(Options {
-        token: true,
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_token().await;
     let by_name = server
-        .request(reqwest::Method::GET, "/v1/info")
-        .header("host", "sandbox-0.sandboxes.svc:8080")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/v1/info", "host", "sandbox-0.sandboxes.svc:8080")
+        .await;
     assert_eq!(by_name.status(), 200);
     let foreign = server
-        .request(reqwest::Method::GET, "/v1/info")
-        .header("origin", "https://attacker.example")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/v1/info", "origin", "https://attacker.example")
+        .await;
     assert_eq!(foreign.status(), 403);
 }
 
@@ -118,30 +108,20 @@ impl TakeExact for std::io::Repeat {
 /// and an empty body changes nothing.
 #[tokio::test]
 async fn archive_bombs_and_empty_bodies_change_nothing() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--archive-max-bytes".into(), (32u64 << 20).to_string()],
-        ..Options::default()
-    })
-    .await;
+    let server =
+        common::start_with_args(["--archive-max-bytes".to_owned(), (32u64 << 20).to_string()])
+            .await;
     std::fs::write(server.path("keep.txt"), "kept").unwrap();
     let bomb = gzip_of_zeros(512 << 20);
     assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
     let started = Instant::now();
-    let response = server
+    let (status, body) = server
         .request(reqwest::Method::PUT, "/v1/workspace/archive")
         .body(bomb)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let body: Value = response.json().await.unwrap();
+        .answer()
+        .await;
     assert_eq!(status, 413, "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("--archive-max-bytes")
-    );
+    assert!(common::error_message(&body).contains("--archive-max-bytes"));
     assert!(started.elapsed() < Duration::from_secs(30));
     for empty in [Vec::new(), b"not a tar archive".to_vec()] {
         let response = server
@@ -163,11 +143,7 @@ async fn archive_bombs_and_empty_bodies_change_nothing() {
 /// as it can while snapshots are taken: no snapshot follows the link, none blocks on the FIFO.
 #[tokio::test]
 async fn a_racing_swapper_cannot_steer_the_walks() {
-    let server = common::start_with(Options {
-        token: true,
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_token().await;
     let token_dir = server.token_file().parent().unwrap().to_owned();
     std::fs::create_dir(server.path("d")).unwrap();
     std::fs::write(server.path("d/t"), "plain").unwrap();
@@ -218,11 +194,7 @@ async fn a_racing_swapper_cannot_steer_the_walks() {
     }
     assert!(started.elapsed() < Duration::from_secs(120), "no walk hung");
     eprintln!("{n_skipped} paths reported as changed mid-walk over 40 snapshots");
-    server
-        .request(reqwest::Method::DELETE, "/v1/processes")
-        .send()
-        .await
-        .unwrap();
+    server.send(reqwest::Method::DELETE, "/v1/processes").await;
 }
 
 async fn archive_of(server: &common::Server) -> Vec<u8> {
@@ -230,12 +202,7 @@ async fn archive_of(server: &common::Server) -> Vec<u8> {
 }
 
 async fn post_json(server: &common::Server, path: &str) -> (u16, Value) {
-    let response = server
-        .request(reqwest::Method::POST, path)
-        .send()
-        .await
-        .unwrap();
-    (response.status().as_u16(), response.json().await.unwrap())
+    server.request(reqwest::Method::POST, path).answer().await
 }
 
 /// A tree deeper than `PATH_MAX` is snapshot and archived whole.
@@ -317,10 +284,8 @@ async fn odd_names_and_sockets() {
         .collect();
     assert_eq!(shown, ["sock", "x\\xfe", "x\\xff"]);
     let response = server
-        .request(reqwest::Method::GET, "/v1/workspace/archive")
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::GET, "/v1/workspace/archive")
+        .await;
     assert_eq!(response.status(), 200);
     let archive: Vec<u8> = response.bytes().await.unwrap().to_vec();
     let mut tar = tar::Archive::new(archive.as_slice());
@@ -343,11 +308,7 @@ async fn odd_names_and_sockets() {
 /// listener with no notification pending, which blocked its worker until the processes ended.)
 #[tokio::test]
 async fn a_mediated_connect_never_holds_the_server() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--worker-threads".into(), "1".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--worker-threads", "1"]).await;
     let connect = "python3 -c 'import socket; print(socket.socket(socket.AF_UNIX).connect_ex(\"/tmp/nothing\"))'";
     for round in 0..3 {
         let cmd = format!("{connect}; {connect}; sleep 30 &");

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{self, Options};
+use crate::common;
 
 /// Posts a tool call with an `Idempotency-Key`; the status, whether it was replayed, the body.
 async fn keyed(server: &common::Server, tool: &str, key: &str, args: Value) -> (u16, bool, Value) {
@@ -57,7 +57,7 @@ async fn a_repeat_while_the_first_runs_is_409_naming_its_call() {
     let (status, _, body) = keyed(&server, "bash", "k-running", args.clone()).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["type"], "idempotency_in_progress");
-    let message = body["error"]["message"].as_str().unwrap();
+    let message = common::error_message(&body);
     let call_id = message
         .split_whitespace()
         .find(|word| word.starts_with("call_"))
@@ -129,10 +129,7 @@ async fn bad_keys_are_refused_and_refusals_before_the_body_are_not_kept() {
         let (status, _, body) = keyed(&server, "bash", key, json!({"cmd": "true"})).await;
         assert_eq!(status, 422, "{key:?}: {body}");
         assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .starts_with("Idempotency-Key:"),
+            common::error_message(&body).starts_with("Idempotency-Key:"),
             "{body}"
         );
     }
@@ -150,11 +147,7 @@ async fn bad_keys_are_refused_and_refusals_before_the_body_are_not_kept() {
 
 #[tokio::test]
 async fn keys_expire_after_their_time() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--idempotency-ttl-secs".into(), "1".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--idempotency-ttl-secs", "1"]).await;
     let args = json!({"cmd": "echo ran >> runs.txt"});
     keyed(&server, "bash", "k-ttl", args.clone()).await;
     let (_, replayed, _) = keyed(&server, "bash", "k-ttl", args.clone()).await;

@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::{self, Options};
+use crate::common::{self, Options, protection};
 
 const SECRET: &str = "sk-issue24-the-servers-own-secret-0123456789";
 
@@ -24,15 +24,6 @@ fn skip_unless_root(test: &str) -> bool {
     }
     eprintln!("skipped {test}: it needs root, which makes the commands' namespaces");
     true
-}
-
-fn protection<'a>(info: &'a Value, name: &str) -> &'a Value {
-    info["protections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no protection {name}: {info}"))
 }
 
 async fn stdout(server: &common::Server, cmd: &str) -> String {
@@ -146,11 +137,7 @@ async fn issue_24_nothing_outlives_a_server_killed_after_its_janitor() {
 #[tokio::test]
 async fn issue_24_a_later_call_may_signal_an_earlier_calls_process() {
     for extra in [vec![], vec!["--no-pid-namespace".to_owned()]] {
-        let server = common::start_with(Options {
-            extra_args: extra.clone(),
-            ..Options::default()
-        })
-        .await;
+        let server = common::start_with_args(extra.clone()).await;
         let started = server
             .ok("bash", json!({"cmd": "sleep 300 & echo $!"}))
             .await;
@@ -186,11 +173,7 @@ async fn issue_24_commands_open_only_the_device_nodes_programs_need() {
         .map(|entry| format!("/dev/{}", entry.file_name().to_string_lossy()))
         .find(|path| std::path::Path::new(path).exists());
     for extra in [vec![], vec!["--no-pid-namespace".to_owned()]] {
-        let server = common::start_with(Options {
-            extra_args: extra.clone(),
-            ..Options::default()
-        })
-        .await;
+        let server = common::start_with_args(extra.clone()).await;
         let (_, info) = server.get_json("/v1/info").await;
         if protection(&info, "devices")["active"] != true {
             continue;
@@ -241,11 +224,7 @@ async fn issue_24_an_unprivileged_user_gets_the_workspace_as_its_own() {
     if skip_unless_root("issue_24_an_unprivileged_user_gets_the_workspace_as_its_own") {
         return;
     }
-    let server = common::start_with(Options {
-        extra_args: vec!["--run-as".to_owned(), "nobody".to_owned()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--run-as", "nobody"]).await;
     std::fs::write(server.path("given.txt"), "from root\n").unwrap();
     let answer = stdout(
         &server,

@@ -114,10 +114,8 @@ async fn commands_cannot_read_any_servers_state() {
         .await;
     assert_eq!(secret["stdout"], "other-secret-42\n");
     other
-        .request(reqwest::Method::POST, "/v1/workspace/snapshot")
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::POST, "/v1/workspace/snapshot")
+        .await;
     let server = common::start().await;
     let landlock = server.get_json("/v1/info").await.1["protections"]
         .as_array()

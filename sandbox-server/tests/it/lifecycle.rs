@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use crate::common::{self, Options};
+use crate::common;
 
 fn serve_fails(args: &[&str]) -> String {
     let workspace = tempfile::tempdir().unwrap();
@@ -123,16 +123,8 @@ async fn sigterm_lets_in_flight_calls_finish_then_kills_background_processes() {
 
 #[tokio::test]
 async fn calls_that_outlive_the_shutdown_grace_are_killed_and_the_exit_is_still_clean() {
-    let mut server = common::start_with(Options {
-        extra_args: vec![
-            "--shutdown-grace-secs".into(),
-            "1".into(),
-            "--kill-grace-ms".into(),
-            "200".into(),
-        ],
-        ..Options::default()
-    })
-    .await;
+    let mut server =
+        common::start_with_args(["--shutdown-grace-secs", "1", "--kill-grace-ms", "200"]).await;
     let request = server
         .request(reqwest::Method::POST, "/v1/tools/bash")
         .json(&json!({"cmd": "echo $$ > long.pid; sleep 120"}))

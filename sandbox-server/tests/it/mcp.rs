@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{self, Options, TOKEN};
+use crate::common::{self, TOKEN};
 use crate::contract::run_bounded;
 
 fn driver() -> std::path::PathBuf {
@@ -19,11 +19,7 @@ async fn a_third_party_mcp_client_drives_the_sandbox_over_http_and_stdio() {
     else {
         return;
     };
-    let server = common::start_with(Options {
-        token: true,
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_token().await;
     let mut http = tokio::process::Command::new(&python);
     http.arg(driver())
         .arg("http")
@@ -37,14 +33,7 @@ async fn a_third_party_mcp_client_drives_the_sandbox_over_http_and_stdio() {
         ran.stdout
     );
     // The calls went through the same path as /v1/tools: the metrics counted them.
-    let metrics = server
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.get_text("/metrics").await;
     assert!(
         metrics.contains(r#"sandbox_tool_calls_total{tool="bash",outcome="exit_nonzero"} 1"#),
         "{metrics}"

@@ -5,18 +5,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{self, Options};
+use crate::common;
 
 /// The peak resident size so far, in MiB.
 fn peak_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .expect("VmHWM");
-    kib / 1024
+    testkit::status_kib(pid, "VmHWM").expect("VmHWM") / 1024
 }
 
 /// Uploads stream to disk: 24 parallel 30 MiB `PUT /v1/files` (720 MiB in all) move the
@@ -76,13 +69,10 @@ async fn big_files_are_streamed_by_the_file_tools() {
 /// 64 MiB budget instead of all being held at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn buffered_bodies_share_a_budget() {
-    let server = common::start_with(Options {
-        extra_args: vec![
-            "--max-inflight-body-bytes".into(),
-            (64u64 << 20).to_string(),
-        ],
-        ..Options::default()
-    })
+    let server = common::start_with_args([
+        "--max-inflight-body-bytes".to_owned(),
+        (64u64 << 20).to_string(),
+    ])
     .await;
     server.ok("bash", json!({"cmd": "true"})).await;
     let before = peak_mib(server.pid());

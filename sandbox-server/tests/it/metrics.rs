@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{self, Options};
+use crate::common;
 
 /// The value of one series (`name{labels}` exactly as exposed), if present.
 fn sample(text: &str, series: &str) -> Option<f64> {
@@ -22,11 +22,7 @@ fn value(text: &str, series: &str) -> f64 {
 }
 
 async fn scrape(server: &common::Server) -> String {
-    let response = server
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap();
+    let response = server.send(reqwest::Method::GET, "/metrics").await;
     assert_eq!(response.status(), 200);
     let kind = response.headers()["content-type"]
         .to_str()
@@ -38,12 +34,7 @@ async fn scrape(server: &common::Server) -> String {
 
 #[tokio::test]
 async fn calls_are_counted_by_tool_and_outcome() {
-    let server = common::start_with(Options {
-        env: Vec::new(),
-        token: true,
-        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
-    })
-    .await;
+    let server = common::start_with_token_and_args(["--metrics-listen", "127.0.0.1:0"]).await;
     let before = scrape(&server).await;
     assert_eq!(
         value(
@@ -130,12 +121,7 @@ async fn calls_are_counted_by_tool_and_outcome() {
 
 #[tokio::test]
 async fn the_metrics_need_the_token_except_on_their_own_address() {
-    let server = common::start_with(Options {
-        env: Vec::new(),
-        token: true,
-        extra_args: vec!["--metrics-listen".into(), "127.0.0.1:0".into()],
-    })
-    .await;
+    let server = common::start_with_token_and_args(["--metrics-listen", "127.0.0.1:0"]).await;
     let plain = reqwest::Client::new();
     let refused = plain
         .get(format!("{}/metrics", server.base))
@@ -174,12 +160,7 @@ async fn the_metrics_need_the_token_except_on_their_own_address() {
 
 #[tokio::test]
 async fn busy_slots_processes_and_cancelled_calls_show() {
-    let server = common::start_with(Options {
-        env: Vec::new(),
-        token: false,
-        extra_args: vec!["--max-concurrent-calls".into(), "1".into()],
-    })
-    .await;
+    let server = common::start_with_args(["--max-concurrent-calls", "1"]).await;
     let (status, _) = server
         .request(reqwest::Method::POST, "/v1/processes")
         .json(&json!({"id": "sleeper", "cmd": "sleep 30"}))

@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{self, Options, Server};
+use crate::common::{self, Server};
 
 /// The stream views: Server-Sent Events and the terminal's WebSocket.
 mod streams;
@@ -93,12 +93,7 @@ async fn a_python_repl_is_driven_through_stdin() {
     assert_eq!(process["state"], "exited");
     assert_eq!(process["exit_code"], 0);
     // Its whole output is kept as artifacts once it has ended.
-    let stdout = process["artifacts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["stream"] == "stdout")
-        .unwrap();
+    let stdout = common::item(&process["artifacts"], "stream", "stdout");
     let id = stdout["artifact"]["id"].as_str().unwrap();
     let bytes = server.get_bytes(&format!("/v1/artifacts/{id}")).await;
     assert_eq!(&bytes[..], b"42\n");
@@ -130,24 +125,14 @@ async fn starting_an_id_again_is_idempotent_and_another_command_under_it_is_refu
     )
     .await;
     assert_eq!(status, 422, "{digits}");
-    assert!(
-        digits["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("only digits")
-    );
+    assert!(common::error_message(&digits).contains("only digits"));
     // It is listed; deleting it kills it and forgets it.
     let listed = get(&server, "/v1/processes").await;
     assert_eq!(listed["managed"][0]["id"], "srv");
     let pid = a["pid"].as_u64().unwrap() as u32;
     let host = server.host_pid(pid);
-    let deleted = server
-        .request(reqwest::Method::DELETE, "/v1/processes/srv")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 200);
-    let report: Value = deleted.json().await.unwrap();
+    let (status, report) = server.delete("/v1/processes/srv").await;
+    assert_eq!(status, 200);
     assert!(
         report["killed"].as_array().unwrap().contains(&json!(pid)),
         "{report}"
@@ -192,11 +177,7 @@ async fn a_quiet_process_outlives_its_readers_and_its_timeout_kills_its_tree() {
 
 #[tokio::test]
 async fn a_wrapped_buffer_tells_the_reader_exactly_what_it_missed() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--process-buffer".into(), "1KiB".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--process-buffer", "1KiB"]).await;
     // 200 lines of 100 bytes, in separate writes.
     let cmd = "for i in $(seq 1 200); do printf '%099d\\n' $i; sleep 0.01; done";
     let (status, _) = post(&server, "/v1/processes", json!({"id": "big", "cmd": cmd})).await;
@@ -410,18 +391,9 @@ async fn exec_and_write_stdin_drive_a_repl_across_calls() {
     let plain = common::start().await;
     let (status, refused) = plain.call("exec", json!({"cmd": "true"})).await;
     assert_eq!(status, 404, "opt-in: {refused}");
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not enabled")
-    );
+    assert!(common::error_message(&refused).contains("not enabled"));
 
-    let server = common::start_with(Options {
-        extra_args: vec!["--tools".into(), "bash,exec,write_stdin".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--tools", "bash,exec,write_stdin"]).await;
     let quick = server
         .ok("exec", json!({"cmd": "echo hi; echo oops >&2; exit 3"}))
         .await;

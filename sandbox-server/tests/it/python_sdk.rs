@@ -46,19 +46,16 @@ async fn the_sdk_drives_a_session_over_mutual_tls() {
     let (cert, key) = ca.issue(&["localhost", "127.0.0.1"], "sandbox", false);
     let (client_cert, client_key) = clients.issue(&[], "sdk-agent", false);
     let token = "sdk-test-root-token-0123456789";
-    let server = common::start_with(common::Options {
-        extra_args: vec![
-            "--tls-cert".into(),
-            write("server.pem", &cert),
-            "--tls-key".into(),
-            write("server.key", &key),
-            "--client-ca".into(),
-            write("clients.pem", &clients.pem()),
-            "--token-file".into(),
-            write("token", token),
-        ],
-        ..common::Options::default()
-    })
+    let server = common::start_with_args([
+        "--tls-cert".to_owned(),
+        write("server.pem", &cert),
+        "--tls-key".to_owned(),
+        write("server.key", &key),
+        "--client-ca".to_owned(),
+        write("clients.pem", &clients.pem()),
+        "--token-file".to_owned(),
+        write("token", token),
+    ])
     .await;
     let address = server.base.trim_start_matches("http://").to_owned();
     let (ca_path, cert_path, key_path) = (

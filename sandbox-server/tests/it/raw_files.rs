@@ -1,22 +1,20 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common;
+use crate::common::{self, Answer};
 
 #[tokio::test]
 async fn put_then_get_is_binary_safe_and_sets_modes() {
     let server = common::start().await;
     let bytes: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
-    let response = server
+    let (status, body) = server
         .request(reqwest::Method::PUT, "/v1/files/bin/tool.dat?mode=0755")
         .body(bytes.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let body: Value = response.json().await.unwrap();
+        .answer()
+        .await;
+    assert_eq!(status, 201);
     assert_eq!(
         body,
         json!({"path": "bin/tool.dat", "bytes_written": 70_000, "created": true})
@@ -28,10 +26,8 @@ async fn put_then_get_is_binary_safe_and_sets_modes() {
     assert_eq!(mode & 0o7777, 0o755);
 
     let response = server
-        .request(reqwest::Method::GET, "/v1/files/bin/tool.dat")
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::GET, "/v1/files/bin/tool.dat")
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-length"], "70000");
     assert_eq!(response.bytes().await.unwrap().to_vec(), bytes);
@@ -49,14 +45,12 @@ async fn put_then_get_is_binary_safe_and_sets_modes() {
         .mode();
     assert_eq!(mode & 0o7777, 0o755, "an existing file keeps its mode");
 
-    let response = server
+    let (status, body) = server
         .request(reqwest::Method::PUT, "/v1/files/x?mode=999")
         .body("x")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 422);
-    let body: Value = response.json().await.unwrap();
+        .answer()
+        .await;
+    assert_eq!(status, 422);
     assert_eq!(
         body["error"]["message"],
         "mode: expected octal permission bits such as 0644, got `999`"
@@ -76,14 +70,12 @@ async fn raw_files_keep_the_workspace_boundary() {
         (reqwest::Method::GET, "/v1/dirs/out"),
         (reqwest::Method::GET, "/v1/dirs/..%2F.."),
     ] {
-        let response = server
+        let (status, body) = server
             .request(method.clone(), path)
             .body("x")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 403, "{method} {path}");
-        let body: Value = response.json().await.unwrap();
+            .answer()
+            .await;
+        assert_eq!(status, 403, "{method} {path}");
         assert_eq!(
             body["error"]["type"], "outside_workspace",
             "{method} {path}"
@@ -91,10 +83,8 @@ async fn raw_files_keep_the_workspace_boundary() {
     }
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     let response = server
-        .request(reqwest::Method::GET, "/v1/files/missing.txt")
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::GET, "/v1/files/missing.txt")
+        .await;
     assert_eq!(response.status(), 404);
 }
 
@@ -107,27 +97,14 @@ async fn directories_are_listed_sorted_without_following_links() {
     symlink("/etc", server.path(".agents/skills/link")).unwrap();
     let (status, listing) = server.get_json("/v1/dirs/.agents/skills").await;
     assert_eq!(status, 200);
-    let entries: Vec<(String, String)> = listing["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["name"].as_str().unwrap().to_owned(),
-                e["kind"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let entries = common::string_pairs(&listing["entries"], "name", "kind");
     let expected = [
         ("a-skill", "dir"),
         ("b-skill", "dir"),
         ("link", "symlink"),
         ("notes.txt", "file"),
     ];
-    assert_eq!(
-        entries,
-        expected.map(|(n, k)| (n.to_owned(), k.to_owned())).to_vec()
-    );
+    assert_eq!(entries, expected);
 
     let (status, root) = server.get_json("/v1/dirs").await;
     assert_eq!(status, 200);

@@ -24,10 +24,8 @@ async fn a_tool_call_returns_its_step_on_request() {
     let server = common::start().await;
     let (_, snapshot) = {
         let response = server
-            .request(reqwest::Method::POST, "/v1/workspace/snapshot")
-            .send()
-            .await
-            .unwrap();
+            .send(reqwest::Method::POST, "/v1/workspace/snapshot")
+            .await;
         (200, response.json::<Value>().await.unwrap())
     };
     let since = snapshot["snapshot_id"].as_str().unwrap();

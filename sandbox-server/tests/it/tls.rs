@@ -10,7 +10,7 @@ use rcgen::{
 };
 use serde_json::{Value, json};
 
-use crate::common;
+use crate::common::{self, Answer};
 
 /// The audit log, over mutual TLS and by size.
 mod audit;
@@ -198,42 +198,25 @@ async fn https_serves_calls_and_plain_http_is_told_to_use_it() {
     assert_eq!(server.line["tls"], true, "{}", server.line);
     assert_eq!(server.line["mtls"], false, "{}", server.line);
     let client = client(&ca.pem(), None);
-    let health: Value = client
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = client.get(server.url("/healthz")).json_body().await;
     assert_eq!(
         (&health["tls"], &health["mtls"]),
         (&json!(true), &json!(false))
     );
-    let answer = client
-        .post(server.url("/v1/tools/bash"))
-        .json(&json!({"cmd": "echo over tls"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 200);
-    let result: Value = answer.json().await.unwrap();
+    let bash = |cmd: &str| {
+        client
+            .post(server.url("/v1/tools/bash"))
+            .json(&json!({ "cmd": cmd }))
+    };
+    let (status, result) = bash("echo over tls").answer().await;
+    assert_eq!(status, 200);
     assert!(
         result["output"].as_str().unwrap().contains("over tls"),
         "{result}"
     );
     // The server's private key is no command's to read.
     let key = files.dir.path().join("server.key");
-    let cat = format!("cat {}", key.display());
-    let result: Value = client
-        .post(server.url("/v1/tools/bash"))
-        .json(&json!({ "cmd": cat }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let result = bash(&format!("cat {}", key.display())).json_body().await;
     let output = result["output"].as_str().unwrap();
     assert!(
         !output.contains("PRIVATE KEY") && result["exit_code"] != 0,
@@ -245,21 +228,13 @@ async fn https_serves_calls_and_plain_http_is_told_to_use_it() {
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let answer = plain
+    let (status, body) = plain
         .get(format!("http://127.0.0.1:{}/healthz", server.port()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 400);
-    let body: Value = answer.json().await.unwrap();
+        .answer()
+        .await;
+    assert_eq!(status, 400);
     assert_eq!(body["error"]["type"], "bad_request", "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("https://"),
-        "{body}"
-    );
+    assert!(common::error_message(&body).contains("https://"), "{body}");
 }
 
 #[tokio::test]
@@ -296,14 +271,7 @@ async fn mutual_tls_takes_only_client_certificates_from_its_ca() {
     failure(&client(&ca.pem(), Some(&foreign)), &url).await;
 
     let agent = clients.issue(&[], "agent-7", false);
-    let health: Value = client(&ca.pem(), Some(&agent))
-        .get(&url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = client(&ca.pem(), Some(&agent)).get(&url).json_body().await;
     assert_eq!(
         (&health["tls"], &health["mtls"]),
         (&json!(true), &json!(true))

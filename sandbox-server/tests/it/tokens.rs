@@ -8,32 +8,20 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::{self, Options, Server, TOKEN};
+use crate::common::{self, Answer, Server, TOKEN};
 
 /// A request: method, path, JSON body.
 type Call<'a> = (Method, &'a str, Option<Value>);
 
-async fn with_token(extra_args: Vec<String>) -> Server {
-    common::start_with(Options {
-        token: true,
-        extra_args,
-        ..Options::default()
-    })
-    .await
-}
-
 /// Mints a token with `scopes` for `ttl_secs`, by `by`; the whole answer.
 async fn mint(server: &Server, by: &str, scopes: &[&str], ttl_secs: u64) -> (u16, Value) {
-    let answer = server
+    server
         .client
         .post(format!("{}/v1/tokens", server.base))
         .bearer_auth(by)
         .json(&json!({"name": format!("test-{}", scopes.join("-")), "scopes": scopes, "ttl_secs": ttl_secs}))
-        .send()
+        .answer()
         .await
-        .unwrap();
-    let status = answer.status().as_u16();
-    (status, answer.json().await.unwrap())
 }
 
 async fn minted(server: &Server, scopes: &[&str], ttl_secs: u64) -> (String, String) {
@@ -84,7 +72,7 @@ async fn send(
 
 #[tokio::test]
 async fn each_scope_opens_its_routes_and_no_others() {
-    let server = with_token(Vec::new()).await;
+    let server = common::start_with_token().await;
     server
         .ok("write_file", json!({"path": "a.txt", "content": "a\n"}))
         .await;
@@ -182,22 +170,21 @@ async fn each_scope_opens_its_routes_and_no_others() {
 
 /// `tools/list` and `tools/call` over `/mcp` with `token`.
 async fn mcp(server: &Server, token: &str, method: &str, params: Value) -> Value {
-    let answer = server
+    let (status, body) = server
         .client
         .post(format!("{}/mcp", server.base))
         .bearer_auth(token)
         .header("accept", "application/json, text/event-stream")
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 200);
-    answer.json().await.unwrap()
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    body
 }
 
 #[tokio::test]
 async fn the_mcp_endpoint_lists_and_runs_only_what_a_token_may() {
-    let server = with_token(Vec::new()).await;
+    let server = common::start_with_token().await;
     let (read, read_id) = minted(&server, &["read"], 600).await;
     let listed = mcp(&server, &read, "tools/list", json!({})).await;
     let names: Vec<&str> = listed["result"]["tools"]
@@ -239,7 +226,7 @@ async fn the_mcp_endpoint_lists_and_runs_only_what_a_token_may() {
 
 #[tokio::test]
 async fn expiry_and_revocation_take_effect_on_the_next_request() {
-    let server = with_token(Vec::new()).await;
+    let server = common::start_with_token().await;
     let info = (Method::GET, "/v1/info", None);
     let (short, short_id) = minted(&server, &["read"], 1).await;
     assert_eq!(send(&server, &short, &info).await.0, 200);
@@ -268,10 +255,8 @@ async fn expiry_and_revocation_take_effect_on_the_next_request() {
         "{body}"
     );
     let gone = server
-        .request(Method::DELETE, &format!("/v1/tokens/{revoked_id}"))
-        .send()
-        .await
-        .unwrap();
+        .send(Method::DELETE, &format!("/v1/tokens/{revoked_id}"))
+        .await;
     assert_eq!(gone.status(), 200);
     let answer = send(&server, &revoked, &info).await;
     assert_eq!(answer.0, 401, "{answer:?}");
@@ -279,20 +264,15 @@ async fn expiry_and_revocation_take_effect_on_the_next_request() {
     let (_, body) = server.get_json("/v1/tokens").await;
     assert!(!body.to_string().contains(&revoked_id), "{body}");
     let again = server
-        .request(Method::DELETE, &format!("/v1/tokens/{revoked_id}"))
-        .send()
-        .await
-        .unwrap();
+        .send(Method::DELETE, &format!("/v1/tokens/{revoked_id}"))
+        .await;
     assert_eq!(again.status(), 404);
 
     // A token mints nothing wider or longer-lived than itself.
     let (admin, _) = minted(&server, &["admin", "read"], 60).await;
     let (status, body) = mint(&server, &admin, &["run"], 30).await;
     assert_eq!(status, 422, "{body}");
-    assert!(
-        body["error"]["message"].as_str().unwrap().contains("`run`"),
-        "{body}"
-    );
+    assert!(common::error_message(&body).contains("`run`"), "{body}");
     let (status, body) = mint(&server, &admin, &["read"], 3600).await;
     assert_eq!(status, 422, "{body}");
     let (status, body) = mint(&server, &admin, &["read"], 30).await;
@@ -321,18 +301,13 @@ async fn expiry_and_revocation_take_effect_on_the_next_request() {
             "unknown variant",
         ),
     ] {
-        let answer = server
+        let (status, body) = server
             .request(Method::POST, "/v1/tokens")
             .json(&request)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 422, "{request}");
-        let body: Value = answer.json().await.unwrap();
-        assert!(
-            body["error"]["message"].as_str().unwrap().contains(field),
-            "{body}"
-        );
+            .answer()
+            .await;
+        assert_eq!(status, 422, "{request}");
+        assert!(common::error_message(&body).contains(field), "{body}");
     }
 }
 
@@ -343,7 +318,7 @@ async fn only_a_token_store_keeps_tokens_across_a_restart_and_no_command_reads_i
     let args = vec!["--token-store".to_owned(), store.display().to_string()];
     let info = (Method::GET, "/v1/info", None);
 
-    let mut server = with_token(args.clone()).await;
+    let mut server = common::start_with_token_and_args(args.clone()).await;
     let (kept, _) = minted(&server, &["read"], 600).await;
     let text = std::fs::read_to_string(&store).unwrap();
     assert!(!text.contains(&kept), "the secret reached the store");
@@ -354,15 +329,15 @@ async fn only_a_token_store_keeps_tokens_across_a_restart_and_no_command_reads_i
     assert!(!cat["output"].as_str().unwrap().contains("sha256"), "{cat}");
     server.stop();
 
-    let mut server = with_token(args.clone()).await;
+    let mut server = common::start_with_token_and_args(args.clone()).await;
     assert_eq!(send(&server, &kept, &info).await.0, 200);
     server.stop();
 
-    let server = with_token(Vec::new()).await;
+    let server = common::start_with_token().await;
     let (forgotten, _) = minted(&server, &["read"], 600).await;
     assert_eq!(send(&server, &forgotten, &info).await.0, 200);
     drop(server);
-    let server = with_token(Vec::new()).await;
+    let server = common::start_with_token().await;
     assert_eq!(send(&server, &forgotten, &info).await.0, 401);
 
     // A broken store stops the start, and is left as it was.
@@ -391,26 +366,21 @@ async fn only_a_token_store_keeps_tokens_across_a_restart_and_no_command_reads_i
 #[tokio::test]
 async fn a_server_without_a_token_mints_none() {
     let server = common::start().await;
-    let answer = server
+    let (status, body) = server
         .request(Method::POST, "/v1/tokens")
         .json(&json!({"name": "x", "scopes": ["read"], "ttl_secs": 60}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 400);
-    let body: Value = answer.json().await.unwrap();
+        .answer()
+        .await;
+    assert_eq!(status, 400);
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("--token-file"),
+        common::error_message(&body).contains("--token-file"),
         "{body}"
     );
 }
 
 #[tokio::test]
 async fn an_idempotency_key_is_each_token_s_own() {
-    let server = with_token(Vec::new()).await;
+    let server = common::start_with_token().await;
     let (other, _) = minted(&server, &["run"], 600).await;
     let call = |token: String| {
         server
@@ -442,7 +412,7 @@ async fn a_revoked_token_s_open_streams_end_with_it() {
     use futures::StreamExt as _;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
-    let server = with_token(Vec::new()).await;
+    let server = common::start_with_token().await;
     let (run, id) = minted(&server, &["run"], 600).await;
     let started = server
         .request(Method::POST, "/v1/processes")
@@ -475,10 +445,8 @@ async fn a_revoked_token_s_open_streams_end_with_it() {
     assert!(first.is_some(), "no output on the socket");
 
     let gone = server
-        .request(Method::DELETE, &format!("/v1/tokens/{id}"))
-        .send()
-        .await
-        .unwrap();
+        .send(Method::DELETE, &format!("/v1/tokens/{id}"))
+        .await;
     assert_eq!(gone.status(), 200);
 
     // The event stream says why and ends, the process running on.

@@ -3,24 +3,18 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{self, Options};
+use crate::common::{self, Answer, Options};
 
 async fn post_json(server: &common::Server, path: &str) -> Value {
-    let response = server
-        .request(reqwest::Method::POST, path)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
+    let (status, body) = server.request(reqwest::Method::POST, path).answer().await;
+    assert_eq!(status, 200);
+    body
 }
 
 async fn blob(server: &common::Server, sha256: &str) -> Vec<u8> {
     let response = server
-        .request(reqwest::Method::GET, &format!("/v1/blobs/{sha256}"))
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::GET, &format!("/v1/blobs/{sha256}"))
+        .await;
     assert_eq!(response.status(), 200, "blob {sha256}");
     response.bytes().await.unwrap().to_vec()
 }
@@ -72,27 +66,14 @@ async fn changes_name_each_path_once(server: &common::Server, since: &str) -> Va
         .get_json(&format!("/v1/workspace/changes?since={since}"))
         .await;
     assert_eq!(status, 200);
-    let summary: Vec<(String, String)> = changes["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["path"].as_str().unwrap().to_owned(),
-                c["change"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let summary = common::string_pairs(&changes["changes"], "path", "change");
     let expected = [
         ("edit.txt", "modified"),
         ("keep.txt", "mode_changed"),
         ("remove.txt", "deleted"),
         ("sub-new.txt", "added"),
     ];
-    assert_eq!(
-        summary,
-        expected.map(|(p, c)| (p.to_owned(), c.to_owned())).to_vec()
-    );
+    assert_eq!(summary, expected);
     changes
 }
 
@@ -164,24 +145,20 @@ async fn the_archive_round_trips_and_a_bad_one_changes_nothing() {
     .unwrap();
     std::os::unix::fs::symlink("src/deep/main.rs", server.path("main-link")).unwrap();
     let archive = server
-        .request(reqwest::Method::GET, "/v1/workspace/archive")
-        .send()
-        .await
-        .unwrap();
+        .send(reqwest::Method::GET, "/v1/workspace/archive")
+        .await;
     assert_eq!(archive.status(), 200);
     assert_eq!(archive.headers()["content-type"], "application/x-tar");
     let archive = archive.bytes().await.unwrap();
 
     let other = common::start().await;
     std::fs::write(other.path("stale.txt"), "stale").unwrap();
-    let response = other
+    let (status, body) = other
         .request(reqwest::Method::PUT, "/v1/workspace/archive")
         .body(archive.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.unwrap();
+        .answer()
+        .await;
+    assert_eq!(status, 200);
     assert_eq!(body, json!({"n_files": 2, "n_bytes": 23}));
     assert!(!other.path("stale.txt").exists());
     assert_eq!(
@@ -219,20 +196,17 @@ async fn the_fingerprint_shows_processes_listeners_and_watched_paths() {
     let watched = tempfile::tempdir().unwrap();
     let profile = watched.path().join("profile");
     std::fs::write(&profile, "export A=1\n").unwrap();
-    let server = common::start_with(Options {
-        extra_args: vec![
-            "--watch".into(),
-            format!(
-                "{},{}",
-                profile.display(),
-                watched.path().join("absent").display()
-            ),
-            // The listener below needs sockets: `--network none` would refuse them.
-            "--network".into(),
-            "host".into(),
-        ],
-        ..Options::default()
-    })
+    let server = common::start_with_args([
+        "--watch".to_owned(),
+        format!(
+            "{},{}",
+            profile.display(),
+            watched.path().join("absent").display()
+        ),
+        // The listener below needs sockets: `--network none` would refuse them.
+        "--network".to_owned(),
+        "host".to_owned(),
+    ])
     .await;
     let (status, before) = server.get_json("/v1/state/fingerprint").await;
     assert_eq!(status, 200);
@@ -326,13 +300,10 @@ async fn known_files_are_taken_unread_while_their_stat_is_unchanged() {
         .get_json(&format!("/v1/workspace/snapshots/{id}"))
         .await;
     let sha = |name: &str| {
-        manifest["entries"]
-            .as_array()
+        common::item(&manifest["entries"], "path", name)["sha256"]
+            .as_str()
             .unwrap()
-            .iter()
-            .find(|entry| entry["path"] == name)
-            .map(|entry| entry["sha256"].as_str().unwrap().to_owned())
-            .unwrap()
+            .to_owned()
     };
     assert_eq!(sha("known.txt"), claimed);
     assert_ne!(sha("stale.txt"), claimed);
@@ -352,13 +323,7 @@ async fn known_files_are_taken_unread_while_their_stat_is_unchanged() {
             second["snapshot_id"].as_str().unwrap()
         ))
         .await;
-    let entry = manifest["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|entry| entry["path"] == "known.txt")
-        .unwrap()
-        .clone();
+    let entry = common::item(&manifest["entries"], "path", "known.txt").clone();
     assert_eq!(
         blob(&server, entry["sha256"].as_str().unwrap()).await,
         b"changed"

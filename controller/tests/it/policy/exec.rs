@@ -72,15 +72,19 @@ async fn exec_and_input_to_a_shell_are_judged_as_the_commands_they_run() {
     );
     assert!(!workspace.path().join("sub/x").exists());
     // The re-run starts its sandbox with the session's tools, the opt-in ones included.
-    let log = run.log_dir();
+    reruns_without_divergence(&run, "4 calls re-executed").await;
+}
+
+/// `replay rerun` of `run`'s session ends well, says `executed` and finds no divergence.
+async fn reruns_without_divergence(run: &common::Run, executed: &str) {
     let rerun = common::run(
-        common::command(&["replay", "rerun", log.to_str().unwrap()]),
+        common::command(&["replay", "rerun", run.log_dir().to_str().unwrap()]),
         Duration::from_secs(60),
     )
     .await;
     assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
     assert!(
-        rerun.stderr.contains("4 calls re-executed") && rerun.stderr.contains("0 divergences"),
+        rerun.stderr.contains(executed) && rerun.stderr.contains("0 divergences"),
         "{}",
         rerun.stderr
     );
@@ -117,13 +121,16 @@ async fn session(
     (run, workspace)
 }
 
+/// A call's `tool_result` event in `run`'s log.
+fn tool_result(run: &common::Run, call_id: &str) -> Option<Value> {
+    common::events(&run.log_dir())
+        .into_iter()
+        .find(|e| e["type"] == "tool_result" && e["data"]["call_id"] == call_id)
+}
+
 /// The text a call's `tool_result` gave the model.
 fn tool_result_text(run: &common::Run, call_id: &str) -> String {
-    std::fs::read_to_string(run.log_dir().join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|e| e["type"] == "tool_result" && e["data"]["call_id"] == call_id)
+    tool_result(run, call_id)
         .map(|e| {
             e["data"]["output"]["text"]
                 .as_str()
@@ -160,23 +167,8 @@ async fn the_shell_tool_is_judged_as_bash_and_keeps_its_state() {
         third.starts_with("exit=3\n") && third.contains(&format!("  {}\n", sub.display())),
         "the shell kept its directory: {third}"
     );
-    let result = std::fs::read_to_string(run.log_dir().join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|e| e["type"] == "tool_result" && e["data"]["call_id"] == "s3")
-        .unwrap();
+    let result = tool_result(&run, "s3").unwrap();
     assert_eq!(result["data"]["exit_code"], 3, "{result}");
     assert_eq!(result["data"]["outputs"][0]["stream"], "stdout", "{result}");
-    let rerun = common::run(
-        common::command(&["replay", "rerun", run.log_dir().to_str().unwrap()]),
-        Duration::from_secs(60),
-    )
-    .await;
-    assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
-    assert!(
-        rerun.stderr.contains("2 calls re-executed") && rerun.stderr.contains("0 divergences"),
-        "{}",
-        rerun.stderr
-    );
+    reruns_without_divergence(&run, "2 calls re-executed").await;
 }

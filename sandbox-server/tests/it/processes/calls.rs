@@ -8,19 +8,16 @@ use serde_json::{Value, json};
 
 use super::get;
 use super::streams::sse;
-use crate::common::{self, Server};
+use crate::common::{self, Answer, Server};
 
 /// A `bash` call named `name`, answered as (status, body).
 async fn named_call(server: &Server, name: &str, cmd: &str) -> (u16, Value) {
-    let response = server
+    server
         .request(reqwest::Method::POST, "/v1/tools/bash")
         .header("Sandbox-Call-Id", name)
         .json(&json!({"cmd": cmd, "timeout": 60}))
-        .send()
+        .answer()
         .await
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap())
 }
 
 /// Waits (bounded) until `id` is a running process.
@@ -110,21 +107,12 @@ async fn a_call_name_is_one_process_and_a_bad_one_is_refused() {
     let (status, body) = named_call(&server, "step-7", "echo again").await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["type"], "process_conflict", "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("step-7"),
-        "{body}"
-    );
+    assert!(common::error_message(&body).contains("step-7"), "{body}");
     for bad in ["12", "a b", "x/y"] {
         let (status, body) = named_call(&server, bad, "echo no").await;
         assert_eq!(status, 422, "{bad}: {body}");
         assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .starts_with("Sandbox-Call-Id: "),
+            common::error_message(&body).starts_with("Sandbox-Call-Id: "),
             "{body}"
         );
     }
@@ -155,13 +143,8 @@ async fn deleting_a_running_call_ends_it_at_once() {
         })
     };
     until_running(&server, "stuck").await;
-    let response = server
-        .request(reqwest::Method::DELETE, "/v1/processes/stuck")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let killed: Value = response.json().await.unwrap();
+    let (status, killed) = server.delete("/v1/processes/stuck").await;
+    assert_eq!(status, 200);
     assert!(
         killed["killed"].as_array().unwrap().len() >= 3,
         "the shell and both sleeps: {killed}"
@@ -221,13 +204,8 @@ async fn deleting_an_ended_call_kills_the_children_it_left() {
         get(&server, "/v1/processes/left-1").await["state"],
         "exited"
     );
-    let response = server
-        .request(reqwest::Method::DELETE, "/v1/processes/left-1")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let killed: Value = response.json().await.unwrap();
+    let (status, killed) = server.delete("/v1/processes/left-1").await;
+    assert_eq!(status, 200);
     assert_eq!(killed["killed"], json!([child]), "{killed}");
     assert!(common::gone_within(host, Duration::from_secs(10)).await);
 }

@@ -7,7 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::get;
-use crate::common::{self, Options};
+use crate::common;
 
 /// Between a benchmark's agent and its verifier: `DELETE /v1/processes?include_running=true`
 /// ends everything a client started, a call still running included (it returns killed), and
@@ -16,13 +16,10 @@ use crate::common::{self, Options};
 #[tokio::test]
 async fn ending_the_agents_processes_keeps_the_images_entrypoint() {
     let server = std::sync::Arc::new(
-        common::start_with(Options {
-            extra_args: vec![
-                "--entrypoint-process".into(),
-                r#"["bash", "-c", "sleep 301 & sleep 302"]"#.into(),
-            ],
-            ..Options::default()
-        })
+        common::start_with_args([
+            "--entrypoint-process",
+            r#"["bash", "-c", "sleep 301 & sleep 302"]"#,
+        ])
         .await,
     );
     let background = server
@@ -60,23 +57,10 @@ async fn ending_the_agents_processes_keeps_the_images_entrypoint() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The plain kill: only the background sleep.
-    let response = server
-        .request(reqwest::Method::DELETE, "/v1/processes")
-        .send()
-        .await
-        .unwrap();
-    let plain: Value = response.json().await.unwrap();
+    let (_, plain) = server.delete("/v1/processes").await;
     assert_eq!(plain["commands"], json!(["sleep 303"]), "{plain}");
-    let response = server
-        .request(
-            reqwest::Method::DELETE,
-            "/v1/processes?include_running=true",
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let ended: Value = response.json().await.unwrap();
+    let (status, ended) = server.delete("/v1/processes?include_running=true").await;
+    assert_eq!(status, 200);
     let named: Vec<&str> = ended["commands"]
         .as_array()
         .unwrap()
@@ -108,13 +92,11 @@ async fn ending_the_agents_processes_keeps_the_images_entrypoint() {
     );
     // A bad parameter is named.
     let response = server
-        .request(
+        .send(
             reqwest::Method::DELETE,
             "/v1/processes?include_running=maybe",
         )
-        .send()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(response.status(), 422);
     assert!(response.text().await.unwrap().contains("include_running"));
 }

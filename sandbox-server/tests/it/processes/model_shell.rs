@@ -4,7 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::get;
-use crate::common::{self, Options, Server};
+use crate::common::{self, Server};
 
 async fn shell(server: &Server, cmd: &str) -> Value {
     let (status, body) = server
@@ -16,11 +16,7 @@ async fn shell(server: &Server, cmd: &str) -> Value {
 
 #[tokio::test]
 async fn the_shell_tool_keeps_state_across_calls_and_comes_back_after_exit() {
-    let server = common::start_with(Options {
-        extra_args: vec!["--tools".into(), "bash,shell".into()],
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_args(["--tools", "bash,shell"]).await;
     let (_, tools) = server.get_json("/v1/tools").await;
     let names: Vec<&str> = tools
         .as_array()

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::post;
-use crate::common::{self, Options, Server};
+use crate::common::{self, Server};
 
 /// Server-Sent Events, parsed: (event, id, data) until the stream ends or `stop` says so.
 pub(super) async fn sse(
@@ -159,11 +159,7 @@ async fn open_pty(
 /// screen, and its end.
 #[tokio::test]
 async fn a_tui_runs_through_the_pty_websocket() {
-    let server = common::start_with(Options {
-        token: true,
-        ..Options::default()
-    })
-    .await;
+    let server = common::start_with_token().await;
     // Reports its size at start and on every SIGWINCH, echoes each key, ends on `q`.
     let tui = r#"trap 'echo "size $(stty size)"' WINCH; echo "size $(stty size)"; while :; do if read -rsn1 k; then echo "key:$k"; [ "$k" = q ] && exit 0; fi; done"#;
     let (status, started) = post(

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{Ca, Files, client, mutual, start};
+use crate::common::Answer;
 
 /// The audit log's lines, once `count` of them are there (bounded: ten seconds).
 fn audit_lines(path: &Path, count: usize) -> Vec<Value> {
@@ -46,16 +47,11 @@ async fn the_audit_log_holds_every_request_by_certificate_and_token_and_no_secre
     let agent = clients.issue(&[], "agent-7", false);
     let client = client(&ca.pem(), Some(&agent));
 
-    let minted: Value = client
+    let mint = client
         .post(server.url("/v1/tokens"))
         .bearer_auth(token)
-        .json(&json!({"name": "reader", "scopes": ["read"], "ttl_secs": 60}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json(&json!({"name": "reader", "scopes": ["read"], "ttl_secs": 60}));
+    let minted = mint.json_body().await;
     let (reader, reader_id) = (
         minted["token"].as_str().unwrap(),
         minted["id"].as_str().unwrap(),
@@ -75,33 +71,29 @@ async fn the_audit_log_holds_every_request_by_certificate_and_token_and_no_secre
         .post(server.url("/v1/tools/bash"))
         .bearer_auth(reader)
         .json(&json!({"cmd": "true"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 403);
+        .status_code()
+        .await;
+    assert_eq!(refused, 403);
     let wrong = client
         .get(server.url("/v1/info"))
         .bearer_auth("not-the-token-at-all")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(wrong.status(), 401);
+        .status_code()
+        .await;
+    assert_eq!(wrong, 401);
     let revoke = client
         .delete(server.url(&format!("/v1/tokens/{reader_id}")))
         .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoke.status(), 200);
+        .status_code()
+        .await;
+    assert_eq!(revoke, 200);
     let revoked = client
         .get(server.url("/v1/info"))
         .bearer_auth(reader)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), 401);
-    let health = client.get(server.url("/healthz")).send().await.unwrap();
-    assert_eq!(health.status(), 200);
+        .status_code()
+        .await;
+    assert_eq!(revoked, 401);
+    let health = client.get(server.url("/healthz")).status_code().await;
+    assert_eq!(health, 200);
 
     let lines = audit_lines(&audit, 7);
     assert_eq!(lines.len(), 7, "{lines:#?}");
