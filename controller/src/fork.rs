@@ -90,6 +90,8 @@ pub async fn run_fork(
     let fork_id = format!("step-{}-{}", config.seq, event_log::new_session_id());
     // Before any folder is made: a fork refused for what its log says leaves nothing.
     let child_config = child_config(&point, &config.flags, display)?;
+    // Once, not per child: a model that cannot be built fails the fork before it starts.
+    child_model(&point, &child_config).context("the children's model")?;
     let out = match &config.out {
         Some(out) => out.clone(),
         None => forks_folder(&dir)?.join(&fork_id),
@@ -263,9 +265,13 @@ pub async fn run_fork(
         })
         .collect()
         .await;
-    // The image goes with the fork, unless kept for the next one or found from an earlier one.
-    if let Some(image) = image.as_ref().filter(|i| !config.keep_state && !i.reused) {
-        runtime::sandbox::docker::fork_image::remove(&image.tag).await;
+    // The image goes with the fork, unless kept for the next one or found from an earlier one
+    // (then this fork lets go of it).
+    if let Some(image) = image.as_ref() {
+        runtime::sandbox::docker::fork_image::release(image).await;
+        if !config.keep_state && !image.reused {
+            runtime::sandbox::docker::fork_image::remove(&image.tag).await;
+        }
     }
     if config.flags.keep_workspace {
         display.note(&format!(
@@ -429,7 +435,7 @@ impl Fork<'_> {
         // The parent's blobs, linked once the child is at work (it needs none of them); the
         // child prints nothing as it goes (its log has everything).
         let linked = linker::LinkWhenAtWork::new(&self.linker, &log_dir);
-        let model = self.model(&config)?;
+        let model = child_model(self.point, &config)?;
         let resume = Resume {
             messages: self.point.messages.clone(),
             turns: self.point.turns,
@@ -515,18 +521,18 @@ impl Fork<'_> {
             answer: summary.reason.unwrap_or(summary.answer),
         })
     }
+}
 
-    /// The child's model: its own instance (a scripted one has a position); the parent's script
-    /// goes on where the parent was.
-    fn model(&self, config: &RunConfig) -> anyhow::Result<Arc<dyn Model>> {
-        let parent = &self.point.header.config.model;
-        if config.model.name == *parent
-            && let Some(path) = parent.strip_prefix("script:")
-        {
-            let script = ScriptedModel::load(Path::new(path))?
-                .skipping(self.point.turn_replies, self.point.verdicts)?;
-            return Ok(Arc::new(script));
-        }
-        crate::launch::build_model(config, None)
+/// A child's model: its own instance (a scripted one has a position); the parent's script goes
+/// on where the parent was.
+fn child_model(point: &ForkPoint, config: &RunConfig) -> anyhow::Result<Arc<dyn Model>> {
+    let parent = &point.header.config.model;
+    if config.model.name == *parent
+        && let Some(path) = parent.strip_prefix("script:")
+    {
+        let script =
+            ScriptedModel::load(Path::new(path))?.skipping(point.turn_replies, point.verdicts)?;
+        return Ok(Arc::new(script));
     }
+    crate::launch::build_model(config, None)
 }

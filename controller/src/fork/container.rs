@@ -50,7 +50,7 @@ pub(super) async fn image(
         "agent-harness/fork-state:{}",
         name(&base.id, base.uid, base.gid, state)
     );
-    if let Some(image) = fork_image::existing(&tag).await? {
+    if let Some(image) = fork_image::existing(&tag, of.session_id).await? {
         return Ok(Some(image));
     }
     let archive = layers.join("at-step-image.tar");

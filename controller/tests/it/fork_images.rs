@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use runtime::sandbox::docker::fork_image;
 use serde_json::Value;
 
 use crate::common::{self, events};
@@ -224,7 +225,17 @@ async fn prune_removes_the_image_of_a_killed_fork_and_keeps_a_kept_one() {
         build_image(&dir.path().join(name), &dockerfile, &tag);
         tag
     };
-    let (left, kept) = (build("left", false), build("kept", true));
+    let (left, kept, held) = (
+        build("left", false),
+        build("kept", true),
+        build("held", false),
+    );
+    // A fork that found `held` (left by a killed fork) holds it while its children run.
+    let holding = fork_image::existing(&held, "s-held")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(holding.reused && holding.holder.is_some());
     let exists = |tag: &str| {
         Command::new("docker")
             .args(["image", "inspect", tag])
@@ -256,6 +267,24 @@ async fn prune_removes_the_image_of_a_killed_fork_and_keeps_a_kept_one() {
         first.stderr
     );
     assert!(exists(&kept), "prune removed the kept {kept}");
+    assert!(
+        exists(&held) && first.stderr.contains(&format!("kept image {held}")),
+        "prune removed the image a live fork holds: {}",
+        first.stderr
+    );
+    // Once the fork lets go, the next prune takes it.
+    fork_image::release(&holding).await;
+    let second = common::run(
+        common::command(&["sandboxes", "prune"]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(
+        second.stdout.contains(&format!("image {held}")),
+        "{}",
+        second.stdout
+    );
+    assert!(!exists(&held), "prune left {held}");
     // (`prune --all` would take it, and every other test's containers with it.)
     let _ = Command::new("docker").args(["rmi", &kept]).output();
 }

@@ -274,6 +274,17 @@ async fn a_fork_inside_a_turn_or_past_the_end_is_refused_with_the_steps_it_can_t
     assert!(run.stderr.contains("had ended by then"), "{}", run.stderr);
     let run = fork((last + 100).to_string()).await;
     assert!(run.stderr.contains("past its end"), "{}", run.stderr);
+    // A model the children cannot have is refused once, before any child starts.
+    let bad = [
+        "replay",
+        "fork",
+        log.to_str().unwrap(),
+        "--step",
+        &changed.to_string(),
+    ];
+    let run = harness(&[&bad[..], &["--model", "script:/nonexistent.yaml"]].concat()).await;
+    assert_ne!(run.code, 0);
+    common::assert_contains(&run.stderr, &["the children's model", "/nonexistent.yaml"]);
     assert!(!log.join("forks").exists(), "a refused fork leaves nothing");
 }
 

@@ -66,6 +66,10 @@ pub struct ForkImage {
     pub known_files: Option<String>,
     /// Whether it was already there (a kept fork's) rather than made now.
     pub reused: bool,
+    /// A reused image's holder: a container of it, created and never started, labelled as
+    /// this process's, so that neither `sandboxes prune` nor the fork that made the image
+    /// removes it while this fork needs it. [`release`] removes it.
+    pub holder: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,33 +131,60 @@ pub async fn base(image: &str) -> Result<BaseImage, ForkImageError> {
     })
 }
 
-/// The image `tag` when it is a fork's image the engine still has (a kept fork's).
-pub async fn existing(tag: &str) -> Result<Option<ForkImage>, Failure> {
+/// The image `tag` when it is a fork's image the engine still has (a kept fork's, or one a
+/// killed fork left), held for this process (see [`ForkImage::holder`]) by the fork `session`.
+pub async fn existing(tag: &str, session: &str) -> Result<Option<ForkImage>, Failure> {
     let docker = super::connect().await?;
-    match docker.inspect_image(tag).await {
-        Ok(inspect) => {
-            let labels = inspect
-                .config
-                .and_then(|config| config.labels)
-                .unwrap_or_default();
-            if !labels.contains_key(LABEL_FORK_STATE) {
-                return Ok(None);
-            }
-            let known = labels.get(KNOWN_LABEL).is_some_and(|n| n != "0");
-            Ok(Some(ForkImage {
-                tag: tag.to_owned(),
-                known_files: known.then(|| KNOWN_FILES.to_owned()),
-                reused: true,
-            }))
-        }
+    let labels = match docker.inspect_image(tag).await {
+        Ok(inspect) => inspect
+            .config
+            .and_then(|config| config.labels)
+            .unwrap_or_default(),
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
-        }) => Ok(None),
-        Err(err) => Err(IntoFailure::doing(
-            err,
-            format!("inspecting the image `{tag}`"),
-        )),
+        }) => return Ok(None),
+        Err(err) => {
+            return Err(IntoFailure::doing(
+                err,
+                format!("inspecting the image `{tag}`"),
+            ));
+        }
+    };
+    if !labels.contains_key(LABEL_FORK_STATE) {
+        return Ok(None);
     }
+    let holder =
+        match Container::create(&docker, tag, None, &super::labels_for(session, None)).await {
+            Ok(holder) => holder.id,
+            // Removed since it was inspected: made anew.
+            Err(Failure::Engine {
+                source:
+                    bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404, ..
+                    },
+                ..
+            }) => return Ok(None),
+            Err(failure) => return Err(failure.after("holding the fork's image")),
+        };
+    let known = labels.get(KNOWN_LABEL).is_some_and(|n| n != "0");
+    Ok(Some(ForkImage {
+        tag: tag.to_owned(),
+        known_files: known.then(|| KNOWN_FILES.to_owned()),
+        reused: true,
+        holder: Some(holder),
+    }))
+}
+
+/// Lets go of a reused image (removes its holder); nothing for an image made now.
+pub async fn release(image: &ForkImage) {
+    let (Some(holder), Ok(docker)) = (&image.holder, super::connect().await) else {
+        return;
+    };
+    let container = Container {
+        docker,
+        id: holder.clone(),
+    };
+    container.remove().await;
 }
 
 /// The longest `sandbox-server known-files` may take in the image.
@@ -232,6 +263,7 @@ pub async fn make(
             tag: tag.to_owned(),
             known_files: None,
             reused: false,
+            holder: None,
         });
     };
     // The list, made inside an image of the workspace, then committed over it; the first
@@ -293,6 +325,7 @@ pub async fn make(
         tag: tag.to_owned(),
         known_files: (named > 0).then(|| KNOWN_FILES.to_owned()),
         reused: false,
+        holder: None,
     })
 }
 
@@ -302,8 +335,17 @@ pub async fn remove(tag: &str) {
         return;
     };
     let options = RemoveImageOptionsBuilder::new().build();
-    if let Err(err) = docker.remove_image(tag, Some(options), None).await {
-        tracing::warn!("could not remove the fork's image {tag} ({err}): `docker rmi {tag}` will");
+    match docker.remove_image(tag, Some(options), None).await {
+        Ok(_) => {}
+        // Another fork of the same step holds it: that fork, or a later prune, removes it.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => tracing::debug!("the fork's image {tag} is held by another fork; left to it"),
+        Err(err) => {
+            tracing::warn!(
+                "could not remove the fork's image {tag} ({err}): `docker rmi {tag}` will"
+            )
+        }
     }
 }
 

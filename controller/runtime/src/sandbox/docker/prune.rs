@@ -161,11 +161,15 @@ async fn prune_fork_images(
             .await
         {
             Ok(_) => removed.push(entry(reason)),
-            // Gone already, or still the image of a container.
             Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404 | 409,
-                ..
+                status_code: 404, ..
             }) => {}
+            // A live fork that reused it holds it (or a child's container is left).
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => kept.push(entry(
+                "a container still uses it (a running fork's; a later prune removes it)".to_owned(),
+            )),
             Err(err) => {
                 return Err(Failure::Engine {
                     what: format!("removing image {name}"),
