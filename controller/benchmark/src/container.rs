@@ -265,15 +265,9 @@ impl TaskEnvironment {
             .unwrap_or_else(|| "root".to_owned());
         let body = self.main_body(spec, main, &config);
         let name = format!("harness-{}-main", spec.session_id);
-        let created = self
-            .docker
-            .create_container(
-                Some(CreateContainerOptionsBuilder::new().name(&name).build()),
-                body,
-            )
+        self.main_id = create_named(&self.docker, &name, body)
             .await
             .doing("creating the task's container")?;
-        self.main_id = created.id;
         self.docker
             .upload_to_container(
                 &self.main_id,
@@ -444,6 +438,16 @@ impl Drop for TaskEnvironment {
         });
         let _ = removal.join();
     }
+}
+
+/// Creates the container `name` from `body`; its id.
+async fn create_named(
+    docker: &Docker,
+    name: &str,
+    body: ContainerCreateBody,
+) -> Result<String, bollard::errors::Error> {
+    let options = CreateContainerOptionsBuilder::new().name(name).build();
+    Ok(docker.create_container(Some(options), body).await?.id)
 }
 
 /// A container's address on `network`.

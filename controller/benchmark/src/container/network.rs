@@ -16,7 +16,7 @@ use bollard::models::{
     ContainerCreateBody, EndpointSettings, HostConfig, NetworkConnectRequest,
     NetworkDisconnectRequest, NetworkingConfig,
 };
-use bollard::query_parameters::{BuildImageOptionsBuilder, CreateContainerOptionsBuilder};
+use bollard::query_parameters::BuildImageOptionsBuilder;
 use sandbox_protocol::egress::EgressPolicy;
 use sha2::{Digest, Sha256};
 
@@ -155,20 +155,15 @@ impl TaskEnvironment {
             ..Default::default()
         };
         let name = format!("harness-{session_id}-egress");
-        let created = self
-            .docker
-            .create_container(
-                Some(CreateContainerOptionsBuilder::new().name(&name).build()),
-                body,
-            )
+        let id = super::create_named(&self.docker, &name, body)
             .await
             .doing("creating the task's egress proxy")?;
-        self.sidecars.push(created.id.clone());
+        self.sidecars.push(id.clone());
         self.docker
             .connect_network(
                 &self.internet,
                 NetworkConnectRequest {
-                    container: created.id.clone(),
+                    container: id.clone(),
                     endpoint_config: None,
                 },
             )
@@ -180,12 +175,12 @@ impl TaskEnvironment {
                 )
             })?;
         self.docker
-            .start_container(&created.id, None)
+            .start_container(&id, None)
             .await
             .doing("starting the task's egress proxy")?;
-        let address = super::address_on(&self.docker, &created.id, &self.network).await?;
+        let address = super::address_on(&self.docker, &id, &self.network).await?;
         let egress = Egress {
-            id: created.id,
+            id,
             control: format!("http://{address}:{CONTROL_PORT}"),
             token,
             http: reqwest::Client::builder()

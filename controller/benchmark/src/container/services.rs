@@ -9,8 +9,7 @@ use crate::error::{Doing, Failed, failed, failure};
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HealthConfig, HealthStatusEnum, HostConfig};
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, InspectContainerOptions,
-    LogsOptionsBuilder,
+    CreateImageOptionsBuilder, InspectContainerOptions, LogsOptionsBuilder,
 };
 use futures::StreamExt;
 
@@ -297,15 +296,9 @@ async fn create_sidecar(
         ..Default::default()
     };
     let name = format!("harness-{session_id}-{}", service.name);
-    let created = environment
-        .docker
-        .create_container(
-            Some(CreateContainerOptionsBuilder::new().name(&name).build()),
-            body,
-        )
+    super::create_named(&environment.docker, &name, body)
         .await
-        .doing_with(|| format!("creating the service {}", service.name))?;
-    Ok(created.id)
+        .doing_with(|| format!("creating the service {}", service.name))
 }
 
 /// Waits until a service is started, healthy or exited 0, as `condition` asks.
