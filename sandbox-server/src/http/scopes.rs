@@ -31,8 +31,8 @@ pub(crate) fn of_tool(registry: &Registry, name: &str) -> Option<Scope> {
 
 /// What `method` on `path`, matched by route template `route`, needs; `None` for a route this
 /// table does not know (refused to every minted token; a test keeps every documented route in
-/// the table). A tool's route needs the tool's scope; an unknown tool's, any token (its answer
-/// is the 404).
+/// the table). A tool's route needs the tool's scope, by its decoded name; an unknown tool's,
+/// any token (its answer is the 404). The tool's handler checks the scope again.
 pub(crate) fn of_request(
     registry: &Registry,
     method: &Method,
@@ -60,8 +60,15 @@ pub(crate) fn of_request(
         route if route.starts_with("/v1/processes") || route.starts_with("/v1/shells") => {
             Needs::Scope(Run)
         }
-        "/v1/tools/{name}" => match path.strip_prefix("/v1/tools/") {
-            Some(name) => of_tool(registry, name).map_or(Needs::AnyToken, Needs::Scope),
+        // The name as the router gives it to the handler (percent-decoded): `b%61sh` is
+        // `bash`, and needs what `bash` needs.
+        "/v1/tools/{name}" => match path
+            .strip_prefix("/v1/tools/")
+            .map(|name| percent_encoding::percent_decode_str(name).decode_utf8())
+        {
+            Some(Ok(name)) => of_tool(registry, &name).map_or(Needs::AnyToken, Needs::Scope),
+            // Not a name the handler can read either: only the root token gets its 400.
+            Some(Err(_)) => Needs::Scope(Admin),
             None => Needs::AnyToken,
         },
         _ => return None,

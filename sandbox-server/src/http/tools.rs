@@ -97,7 +97,19 @@ impl FromRequestParts<AppState> for EnabledTool {
                 "tool `{name}` {why}; enabled tools: {enabled}"
             )));
         };
-        Ok(EnabledTool { name, tool })
+        // Again where the tool is chosen, whatever spelling of its name the path used.
+        let scope = tool.scope();
+        match parts.extensions.get::<crate::tokens::Caller>() {
+            Some(caller) if caller.holds(scope) => Ok(EnabledTool { name, tool }),
+            caller => Err(ApiError::MissingScope {
+                token: caller
+                    .and_then(|caller| caller.token_id())
+                    .unwrap_or_default()
+                    .to_owned(),
+                scope: Some(scope),
+                request: format!("POST /v1/tools/{name}"),
+            }),
+        }
     }
 }
 

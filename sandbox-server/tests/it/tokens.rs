@@ -113,6 +113,23 @@ async fn each_scope_opens_its_routes_and_no_others() {
             (Method::POST, "/v1/tools/bash", Some(json!({"cmd": "true"}))),
             "run",
         ),
+        // A tool's name spelt with percent escapes is the same tool, needing the same scope.
+        (
+            (
+                Method::POST,
+                "/v1/tools/b%61sh",
+                Some(json!({"cmd": "true"})),
+            ),
+            "run",
+        ),
+        (
+            (
+                Method::POST,
+                "/v1/tools/%77rite_file",
+                Some(json!({"path": "c.txt", "content": "c"})),
+            ),
+            "write",
+        ),
         ((Method::GET, "/v1/processes", None), "run"),
         (
             (
