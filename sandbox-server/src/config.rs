@@ -232,7 +232,8 @@ pub struct ServeArgs {
     /// children's servers the verified workspace's files this way.
     #[arg(long, env = "SANDBOX_KNOWN_FILES")]
     pub known_files: Option<PathBuf>,
-    /// Snapshots keep file versions up to this size for `GET /v1/blobs`; larger ones are hashed only.
+    /// Snapshots keep file versions up to this size for `GET /v1/blobs`; larger ones are hashed only, and a larger
+    /// sparse one is not read (a change to it is seen by its size, times and inode).
     #[arg(long, env = "SANDBOX_BLOB_MAX_FILE_BYTES", value_parser = size::parse_size, default_value = "64MiB")]
     pub blob_max_file_bytes: u64,
     /// `none`: commands may open only Unix sockets (seccomp; an empty network namespace too where

@@ -44,6 +44,7 @@ pub use mcp::McpServer;
 pub use observe::serve_metrics;
 pub use openapi::openapi;
 pub use serve::serve;
+pub(crate) use workspace::MAX_ARCHIVE_STREAMS;
 
 use crate::sandbox::blobs::BlobStore;
 use crate::sandbox::snapshot::{IgnoreList, Snapshots};
@@ -62,6 +63,9 @@ pub struct AppState {
     pub followers: Arc<Semaphore>,
     /// The bytes of request bodies buffered at once, in units of [`BUDGET_UNIT`].
     pub body_budget: Arc<Semaphore>,
+    /// One permit per workspace archive being written (each holds a blocking thread); none
+    /// left means 429.
+    pub archive_streams: Arc<Semaphore>,
     pub limits: Arc<Limits>,
     /// The OpenAPI document, serialized at its first request.
     pub openapi: Arc<std::sync::OnceLock<axum::body::Bytes>>,

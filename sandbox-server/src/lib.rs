@@ -118,6 +118,7 @@ pub fn state(
             usize::try_from(config.max_inflight_body_bytes.div_ceil(http::BUDGET_UNIT))
                 .unwrap_or(usize::MAX),
         )),
+        archive_streams: Arc::new(Semaphore::new(http::MAX_ARCHIVE_STREAMS)),
         limits: Arc::new(limits),
         state: Arc::new(http::WorkspaceState {
             dirs: dirs.clone(),

@@ -254,7 +254,10 @@ pub struct FileVersion {
     pub size: u64,
     /// Permission bits, e.g. 420 (0o644).
     pub mode: u32,
-    /// Hex sha256 of a file's content; its bytes are at `GET /v1/blobs/{sha256}`.
+    /// Hex sha256 of a file's content; its bytes are at `GET /v1/blobs/{sha256}`. A sparse file
+    /// (fewer bytes on disk than its size) over `--blob-max-file-bytes` is not read: this is
+    /// then a digest of its size, times and inode, which changes whenever the file does, and
+    /// which no blob has.
     pub sha256: Option<String>,
     /// A symlink's target.
     pub target: Option<String>,
@@ -299,7 +302,8 @@ pub struct SnapshotResponse {
     pub snapshot_id: String,
     pub n_files: u64,
     pub n_bytes: u64,
-    /// Files whose content was hashed for this snapshot (the rest were unchanged).
+    /// Files whose content was read and hashed for this snapshot (the rest were unchanged, or
+    /// sparse and over `--blob-max-file-bytes`, which are not read).
     pub n_hashed: u64,
     pub taken_at: String,
     /// Paths left out: changed while they were walked (a folder swapped for a symlink, a file

@@ -49,6 +49,11 @@ pub enum ApiError {
     /// As many clients follow process output as the server takes.
     #[error("{0} clients already follow process output (--max-followers); retry shortly")]
     TooManyFollowers(usize),
+    /// As many workspace archives are being written as the server writes at once.
+    #[error(
+        "{0} workspace archives are being written already (the most at once); retry when one ends"
+    )]
+    TooManyArchives(usize),
     /// The bytes of request bodies held at once are at their limit.
     #[error(
         "the server holds {0} bytes of request bodies already (--max-inflight-body-bytes); retry shortly"
@@ -135,6 +140,7 @@ impl ApiError {
             }
             ApiError::Overloaded(_)
             | ApiError::TooManyFollowers(_)
+            | ApiError::TooManyArchives(_)
             | ApiError::BodiesInFlight(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorType::Overloaded),
             ApiError::ForeignOrigin(_) => (StatusCode::FORBIDDEN, ErrorType::ForeignOrigin),
             ApiError::UnsupportedMediaType(_) => (
@@ -256,6 +262,7 @@ impl IntoResponse for ApiError {
         match self {
             ApiError::Overloaded(_)
             | ApiError::TooManyFollowers(_)
+            | ApiError::TooManyArchives(_)
             | ApiError::BodiesInFlight(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }

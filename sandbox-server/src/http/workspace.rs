@@ -1,5 +1,9 @@
 //! Workspace state: snapshots, changes, blobs, the archive, and the state fingerprint.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
@@ -10,6 +14,7 @@ use sandbox_protocol::{
     ManifestResponse, ResetResponse, SnapshotResponse,
 };
 use serde::Deserialize;
+use tokio::sync::mpsc::error::SendTimeoutError;
 use tower::ServiceExt;
 use tower_http::services::ServeFile;
 use utoipa::IntoParams;
@@ -196,40 +201,87 @@ pub(crate) async fn get_blob(
             (Vec<u8> = "application/x-tar"),
             (Vec<u8> = "application/octet-stream"),
         )),
+        (status = 429, description = "As many archives are being written as the server writes at once (16; `overloaded`, with Retry-After); a stream whose client reads nothing for 60 s is abandoned, and its place given back", body = ErrorResponse),
     ),
 )]
-pub(crate) async fn get_archive(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn get_archive(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    // Each stream holds a blocking thread while it is written: their number is capped.
+    let permit = state
+        .archive_streams
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::TooManyArchives(MAX_ARCHIVE_STREAMS))?;
     let label = archive_media_type(&headers);
     let workspace = state.ctx.workspace;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
+    // Held by the thread until it has said whether the archive is complete: the body ends
+    // only when every sender is gone, so never before that is known.
+    let held = sender.clone();
+    let writer = ChannelWriter {
+        sender,
+        buffer: Vec::with_capacity(CHUNK),
+        runtime: tokio::runtime::Handle::current(),
+        stall: STALL,
+    };
+    let complete = Arc::new(AtomicBool::new(false));
+    let finished = complete.clone();
     // Not awaited, so not `sandbox::blocking`: the writer feeds the response body while it
-    // streams, and reports its own failure into the stream.
+    // streams. It holds its permit until it returns, which a stalled client makes it do
+    // after `STALL`.
     tokio::task::spawn_blocking(move || {
-        let writer = ChannelWriter {
-            sender: sender.clone(),
-            buffer: Vec::with_capacity(CHUNK),
-        };
+        let _permit = permit;
         match archive::write_tar(workspace.root_fd(), writer) {
             Ok(skipped) => {
                 for left_out in skipped {
                     let path = String::from_utf8_lossy(&left_out.path);
                     tracing::warn!(%path, why = left_out.why, "left out of the workspace archive");
                 }
+                finished.store(true, Ordering::Release);
             }
-            Err(err) => {
-                tracing::warn!(cause = %err, "writing the workspace archive failed");
-                let _ = sender.blocking_send(Err(err));
-            }
+            Err(err) => tracing::warn!(cause = %err, "writing the workspace archive failed"),
         }
+        drop(held);
     });
-    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|item| (item, receiver))
-    });
-    let mut response = Response::new(Body::from_stream(stream));
+    let mut response = Response::new(Body::from_stream(archive_body(receiver, complete)));
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(label));
-    response
+    Ok(response)
+}
+
+/// How many archives are written at once; one more is answered 429 until one ends.
+pub(crate) const MAX_ARCHIVE_STREAMS: usize = 16;
+
+/// How long the archive writer waits for room for a chunk (a client that reads nothing)
+/// before it abandons the stream and gives its thread and its place back.
+const STALL: Duration = Duration::from_secs(60);
+
+/// The chunks the writer sends. When the writer stops without having finished (it failed, or
+/// its client stalled), the body ends with an error, so the client sees an aborted transfer
+/// and never a truncated archive that looks whole.
+fn archive_body(
+    receiver: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    complete: Arc<AtomicBool>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures::stream::unfold(Some(receiver), move |receiver| {
+        let complete = complete.clone();
+        async move {
+            let mut receiver = receiver?;
+            match receiver.recv().await {
+                Some(item) => Some((item, Some(receiver))),
+                None if complete.load(Ordering::Acquire) => None,
+                None => {
+                    let unfinished = std::io::Error::other(
+                        "the workspace archive was not finished (see the server log)",
+                    );
+                    Some((Err(unfinished), None))
+                }
+            }
+        }
+    })
 }
 
 /// `application/octet-stream` when the request's `Accept` names it and not `application/x-tar`
@@ -260,10 +312,14 @@ fn archive_media_type(headers: &HeaderMap) -> &'static str {
 
 const CHUNK: usize = 256 * 1024;
 
-/// A `Write` that sends what is written to a response body in chunks.
+/// A `Write` that sends what is written to a response body in chunks, each waiting at most
+/// `stall` for room: a client that reads nothing cannot hold the writing thread.
 struct ChannelWriter {
     sender: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
     buffer: Vec<u8>,
+    /// The runtime serving the response: the blocking thread waits for room through it.
+    runtime: tokio::runtime::Handle,
+    stall: Duration,
 }
 
 impl std::io::Write for ChannelWriter {
@@ -283,9 +339,23 @@ impl std::io::Write for ChannelWriter {
             &mut self.buffer,
             Vec::with_capacity(CHUNK),
         ));
-        self.sender.blocking_send(Ok(chunk)).map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away")
-        })
+        let sent = self
+            .runtime
+            .block_on(self.sender.send_timeout(Ok(chunk), self.stall));
+        match sent {
+            Ok(()) => Ok(()),
+            Err(SendTimeoutError::Timeout(_)) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the client read nothing for {} s; the archive was abandoned",
+                    self.stall.as_secs_f64()
+                ),
+            )),
+            Err(SendTimeoutError::Closed(_)) => Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the client went away",
+            )),
+        }
     }
 }
 
@@ -371,4 +441,35 @@ pub(crate) async fn reset(State(state): State<AppState>) -> Result<Json<ResetRes
         killed: report.killed,
         n_removed,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// A client that reads nothing: the writer gives up after `stall`, so its blocking thread
+    /// (and its place among the archive streams) is not held for as long as the client stays.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_client_that_reads_nothing_frees_the_writer() {
+        let (sender, _receiver) = tokio::sync::mpsc::channel(1);
+        let mut writer = ChannelWriter {
+            sender,
+            buffer: Vec::new(),
+            runtime: tokio::runtime::Handle::current(),
+            stall: Duration::from_millis(100),
+        };
+        let started = std::time::Instant::now();
+        let written = tokio::task::spawn_blocking(move || {
+            let chunk = vec![0u8; CHUNK];
+            writer.write_all(&chunk)?; // fills the channel
+            writer.write_all(&chunk) // finds no room
+        })
+        .await
+        .unwrap();
+        let err = written.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
 }

@@ -5,11 +5,20 @@
 use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use nix::dir::Dir;
+use nix::fcntl::{OFlag, openat, renameat};
+use nix::sys::stat::{Mode, mkdirat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
+
 use super::walk::{self, Node, Skipped};
+use place::Refused;
+
+mod guard;
+mod place;
 
 const STAGING_PREFIX: &str = ".sandbox-restore-";
 
@@ -123,50 +132,87 @@ pub struct Caps {
 
 /// Replaces everything under `root` with the archive `body` reads (tar, or tar.gz by its magic
 /// bytes). The archive is unpacked into a staging folder first; the workspace is touched only
-/// once that succeeded, so a bad, empty or oversized archive changes nothing.
+/// once that succeeded, so a bad, empty or oversized archive changes nothing. The staging folder
+/// is reached only through its descriptor ([`place`]), so a command that swaps it (or anything
+/// in it) for a symlink cannot make the server write or move files elsewhere.
 pub fn replace_from_tar(
     root: &Path,
     body: impl Read,
     caps: Caps,
 ) -> Result<Unpacked, ArchiveError> {
-    let staging = root.join(format!("{STAGING_PREFIX}{:016x}", rand::random::<u64>()));
-    fs::create_dir(&staging).map_err(ArchiveError::Io)?;
-    let unpacked = match unpack(&staging, body, caps) {
+    let root_fd = open_folder(root).map_err(ArchiveError::Io)?;
+    let name = format!("{STAGING_PREFIX}{:016x}", rand::random::<u64>());
+    mkdirat(&root_fd, name.as_str(), Mode::from_bits_truncate(0o700))
+        .map_err(|errno| ArchiveError::Io(errno.into()))?;
+    let staging = openat(
+        &root_fd,
+        name.as_str(),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| ArchiveError::Io(errno.into()))?;
+    let unpacked = match unpack(staging.as_fd(), body, caps) {
         Ok(unpacked) => unpacked,
         Err(err) => {
-            let _ = fs::remove_dir_all(&staging);
+            // Not through a link: `remove_dir_all` removes a symlink, not what it names.
+            let _ = fs::remove_dir_all(root.join(&name));
             return Err(err);
         }
     };
-    swap_in(root, &staging).map_err(ArchiveError::Io)?;
+    swap_in(root, root_fd.as_fd(), &name, &staging).map_err(ArchiveError::Io)?;
     Ok(unpacked)
 }
 
-/// Empties `root` but for `staging`, then moves what `staging` holds into `root`.
-fn swap_in(root: &Path, staging: &Path) -> io::Result<()> {
+fn open_folder(path: &Path) -> io::Result<OwnedFd> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    Ok(nix::fcntl::open(path, flags, Mode::empty())?)
+}
+
+/// Empties `root` but for the staging folder `name`, then moves what `staging` (its
+/// descriptor) holds into `root`, name by name beneath the two descriptors.
+fn swap_in(root: &Path, root_fd: BorrowedFd<'_>, name: &str, staging: &OwnedFd) -> io::Result<()> {
     for entry in fs::read_dir(root)? {
         let entry = entry?;
-        if entry.path() == staging {
+        if entry.file_name() == name {
             continue;
         }
+        // Neither follows a symlink a command put in the entry's place meanwhile.
         if entry.file_type()?.is_dir() {
             fs::remove_dir_all(entry.path())?;
         } else {
             fs::remove_file(entry.path())?;
         }
     }
-    for entry in fs::read_dir(staging)? {
-        let entry = entry?;
-        fs::rename(entry.path(), root.join(entry.file_name()))?;
+    let mut listing = Dir::from_fd(nix::unistd::dup(staging)?)?;
+    let names: Vec<Vec<u8>> = listing
+        .iter()
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_bytes().to_vec())
+        .filter(|entry| entry != b"." && entry != b"..")
+        .collect();
+    for entry in names {
+        let entry = OsStr::from_bytes(&entry);
+        renameat(staging, entry, root_fd, entry)?;
     }
-    fs::remove_dir(staging)
+    Ok(unlinkat(root_fd, name, UnlinkatFlags::RemoveDir)?)
 }
 
 fn invalid(why: impl Into<String>) -> ArchiveError {
     ArchiveError::Invalid(io::Error::new(io::ErrorKind::InvalidData, why.into()))
 }
 
-fn unpack(into: &Path, body: impl Read, caps: Caps) -> Result<Unpacked, ArchiveError> {
+/// An error of the stream: past its bound, or unreadable.
+fn stream_error(err: io::Error) -> ArchiveError {
+    if err.kind() == io::ErrorKind::FileTooLarge {
+        ArchiveError::TooLarge(format!(
+            "{err} (--archive-max-bytes and --archive-max-entries)"
+        ))
+    } else {
+        ArchiveError::Invalid(err)
+    }
+}
+
+fn unpack(into: BorrowedFd<'_>, body: impl Read, caps: Caps) -> Result<Unpacked, ArchiveError> {
     let mut body = io::BufReader::new(body);
     let head = io::BufRead::fill_buf(&mut body).map_err(ArchiveError::Invalid)?;
     if head.is_empty() {
@@ -177,16 +223,20 @@ fn unpack(into: &Path, body: impl Read, caps: Caps) -> Result<Unpacked, ArchiveE
     } else {
         Box::new(body)
     };
-    let mut archive = tar::Archive::new(reader);
-    archive.set_preserve_permissions(true);
-    archive.set_overwrite(true);
+    // The entries' bytes, and room for each entry's headers and padding.
+    let total = caps
+        .max_bytes
+        .saturating_add(caps.max_entries.saturating_mul(4096))
+        .saturating_add(guard::MAX_EXTENSION * 4);
+    let mut archive = tar::Archive::new(guard::Guard::new(reader, total));
     let mut unpacked = Unpacked {
         n_files: 0,
         n_bytes: 0,
     };
     let (mut n_entries, mut n_bytes) = (0u64, 0u64);
-    for entry in archive.entries().map_err(ArchiveError::Invalid)? {
-        let mut entry = entry.map_err(ArchiveError::Invalid)?;
+    let mut folders = Vec::new();
+    for entry in archive.entries().map_err(stream_error)? {
+        let mut entry = entry.map_err(stream_error)?;
         n_entries += 1;
         n_bytes = n_bytes.saturating_add(entry.size());
         if n_entries > caps.max_entries {
@@ -208,13 +258,21 @@ fn unpack(into: &Path, body: impl Read, caps: Caps) -> Result<Unpacked, ArchiveE
                 entry_path(&entry)
             )));
         }
-        // `unpack_in` refuses entries that would land outside `into` (`..`, absolute paths,
-        // or a path through a symlink the archive created).
-        if !entry.unpack_in(into).map_err(ArchiveError::Invalid)? {
-            return Err(invalid(format!(
-                "archive entry `{}` leads outside the workspace",
-                entry_path(&entry)
-            )));
+        match place::place(into, &mut entry) {
+            Ok(folder) => folders.extend(folder),
+            Err(Refused::Outside) => {
+                return Err(invalid(format!(
+                    "archive entry `{}` leads outside the workspace (an absolute path, `..`, or a way through a symlink)",
+                    entry_path(&entry)
+                )));
+            }
+            Err(Refused::Kind) => {
+                return Err(invalid(format!(
+                    "archive entry `{}` is of a kind ({kind:?}) a workspace does not hold",
+                    entry_path(&entry)
+                )));
+            }
+            Err(Refused::Io(err)) => return Err(stream_error(err)),
         }
         if kind.is_file() {
             unpacked.n_files += 1;
@@ -224,6 +282,10 @@ fn unpack(into: &Path, body: impl Read, caps: Caps) -> Result<Unpacked, ArchiveE
     if n_entries == 0 {
         return Err(invalid("the archive holds no entries"));
     }
+    place::finish(into, &folders).map_err(|refused| match refused {
+        Refused::Io(err) => ArchiveError::Io(err),
+        _ => invalid("a folder of the archive was replaced while it was unpacked"),
+    })?;
     Ok(unpacked)
 }
 
@@ -320,6 +382,87 @@ mod tests {
             1,
             "only keep.txt"
         );
+    }
+
+    /// A tar of `entries`: (path, symlink target or file content, is a symlink).
+    fn tar_with(entries: &[(&str, &str, bool)]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, data, link) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            if *link {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_size(0);
+                builder.append_link(&mut header, path, data).unwrap();
+            } else {
+                header.set_size(data.len() as u64);
+                builder
+                    .append_data(&mut header, path, data.as_bytes())
+                    .unwrap();
+            }
+        }
+        builder.into_inner().unwrap()
+    }
+
+    #[test]
+    fn an_entry_through_a_symlink_is_refused_and_writes_nothing_there() {
+        let outside = tempfile::tempdir().unwrap();
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("keep.txt"), "kept").unwrap();
+        let to = outside.path().to_str().unwrap();
+        let bytes = tar_with(&[("link", to, true), ("link/evil", "x", false)]);
+        let err = replace_from_tar(target.path(), bytes.as_slice(), CAPS).unwrap_err();
+        assert!(
+            err.to_string().contains("leads outside the workspace"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert_eq!(std::fs::read_dir(target.path()).unwrap().count(), 1);
+    }
+
+    /// What a command running alongside a restore can do: swap the staging folder for a
+    /// symlink to a folder outside, once the unpacking has begun.
+    struct SwapsStaging<'a> {
+        root: &'a Path,
+        outside: &'a Path,
+        body: &'a [u8],
+    }
+
+    impl Read for SwapsStaging<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            for entry in std::fs::read_dir(self.root)? {
+                let path = entry?.path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if name.starts_with(STAGING_PREFIX) && !path.is_symlink() {
+                    std::fs::rename(&path, self.root.join("moved"))?;
+                    std::os::unix::fs::symlink(self.outside, &path)?;
+                }
+            }
+            let n = self.body.len().min(buf.len()).min(512);
+            buf[..n].copy_from_slice(&self.body[..n]);
+            self.body = &self.body[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_staging_folder_swapped_for_a_symlink_leads_nothing_outside() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("precious"), "mine").unwrap();
+        let target = tempfile::tempdir().unwrap();
+        let bytes = tar_with(&[("cron.d/job", "* * * * * root evil", false)]);
+        let body = SwapsStaging {
+            root: target.path(),
+            outside: outside.path(),
+            body: &bytes,
+        };
+        // Whether the restore then fails or not, nothing was written, moved or taken outside.
+        let _ = replace_from_tar(target.path(), body, CAPS);
+        let names: Vec<_> = std::fs::read_dir(outside.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["precious"]);
     }
 
     #[test]

@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
 use std::path::Path;
+use std::sync::OnceLock;
 
+use nix::fcntl::OFlag;
+use nix::sys::stat::{Mode, SFlag, fstat};
 use sandbox_protocol::{
     FingerprintResponse, ListeningSocket, SocketProtocol, WatchedKind, WatchedPath,
 };
@@ -194,19 +197,7 @@ fn hash_path(path: &Path, depth: usize) -> (WatchedKind, Option<String>) {
         );
     }
     if file_type.is_file() {
-        let mut hasher = Sha256::new();
-        let Ok(mut file) = fs::File::open(path) else {
-            return (WatchedKind::File, None);
-        };
-        let mut buffer = vec![0u8; 64 * 1024];
-        loop {
-            match file.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(n) => hasher.update(&buffer[..n]),
-                Err(_) => return (WatchedKind::File, None),
-            }
-        }
-        return (WatchedKind::File, Some(hex::encode(hasher.finalize())));
+        return hash_file(path);
     }
     if file_type.is_dir() {
         let Ok(entries) = fs::read_dir(path) else {
@@ -231,6 +222,61 @@ fn hash_path(path: &Path, depth: usize) -> (WatchedKind, Option<String>) {
         return (WatchedKind::Dir, Some(hex::encode(hasher.finalize())));
     }
     (WatchedKind::Other, None)
+}
+
+/// Watched files larger than this stand for their stat (size, times, inode), unread: a watched
+/// path is outside the workspace but a command may write it, and a sparse file of terabytes
+/// would otherwise be read at every fingerprint.
+const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The hash of the regular file at `path`. Opened without following a symlink and without
+/// blocking (the path was a file when looked at, but a command may have swapped it for a FIFO,
+/// whose open would wait for a writer forever), then `fstat`ed: only a regular file is read,
+/// and only as far as its size then.
+fn hash_file(path: &Path) -> (WatchedKind, Option<String>) {
+    let flags = OFlag::O_RDONLY
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_NONBLOCK
+        | OFlag::O_CLOEXEC
+        | OFlag::O_NOCTTY;
+    let Ok(fd) = nix::fcntl::open(path, flags, Mode::empty()) else {
+        return (WatchedKind::File, None);
+    };
+    let Ok(stat) = fstat(&fd) else {
+        return (WatchedKind::File, None);
+    };
+    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return (WatchedKind::Other, None);
+    }
+    let size = stat.st_size as u64;
+    let mut hasher = Sha256::new();
+    if size > MAX_READ_BYTES {
+        // Salted, so no content a command writes can hash to it (and hide a change).
+        static SALT: OnceLock<[u8; 32]> = OnceLock::new();
+        hasher.update(b"a file too large to read, by its stat\0");
+        hasher.update(SALT.get_or_init(rand::random));
+        for field in [
+            stat.st_mtime,
+            stat.st_mtime_nsec,
+            stat.st_ctime,
+            stat.st_ctime_nsec,
+        ] {
+            hasher.update(field.to_le_bytes());
+        }
+        hasher.update(size.to_le_bytes());
+        hasher.update(stat.st_ino.to_le_bytes());
+        return (WatchedKind::File, Some(hex::encode(hasher.finalize())));
+    }
+    let mut file = fs::File::from(fd).take(size);
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buffer[..n]),
+            Err(_) => return (WatchedKind::File, None),
+        }
+    }
+    (WatchedKind::File, Some(hex::encode(hasher.finalize())))
 }
 
 #[cfg(test)]

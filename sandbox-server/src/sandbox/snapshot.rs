@@ -3,8 +3,11 @@
 //! A scan walks the workspace through directory descriptors (see [`super::walk`]). A file whose
 //! size, mtime, ctime and inode match the previous manifest keeps its hash; only the others are
 //! read (from the descriptor the walk opened), hashed and kept in the blob store, so finding
-//! one changed file among thousands costs one walk of `fstatat`s. Paths are bytes: names that
-//! are not UTF-8 stay distinct, and the API carries them in base64 beside a readable form.
+//! one changed file among thousands costs one walk of `fstatat`s. A file is read for exactly
+//! the size its `fstat` gave, and left out (reported as skipped) when it changed while read;
+//! a sparse file over the blob store's limit is never read: it stands for its stat
+//! ([`BlobStore::unread`]), so what a scan reads is bounded by what the files hold on disk. Paths are bytes: names
+//! that are not UTF-8 stay distinct, and the API carries them in base64 beside a readable form.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
@@ -13,12 +16,12 @@ use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
-use nix::sys::stat::FileStat;
+use nix::sys::stat::{FileStat, fstat};
 use sandbox_protocol::{
     ChangeKind, EntryKind, FileChange, FileVersion, ManifestEntry, SkippedPath,
 };
 
-use super::blobs::BlobStore;
+use super::blobs::{BlobStore, StatStamp};
 use super::walk::{self, Node};
 
 /// How many manifests are kept for `changes?since=`.
@@ -115,9 +118,10 @@ pub fn known(files: &[sandbox_protocol::KnownFile]) -> Manifest {
 #[derive(Debug)]
 pub struct Scanned {
     pub manifest: Manifest,
-    /// Files read and hashed (the others kept their previous hash).
+    /// Files read and hashed (the others kept their previous hash, or are over the blob
+    /// store's limit and stand for their stat, unread).
     pub n_hashed: u64,
-    /// Paths left out because they changed mid-walk or could not be read.
+    /// Paths left out because they changed mid-walk (or while read) or could not be read.
     pub skipped: Vec<walk::Skipped>,
 }
 
@@ -167,13 +171,7 @@ fn entry(
     old: Option<&Entry>,
     blobs: &BlobStore,
 ) -> Result<(Entry, bool), String> {
-    let stamp = (
-        stat.st_mtime,
-        stat.st_mtime_nsec,
-        stat.st_ctime,
-        stat.st_ctime_nsec,
-        stat.st_ino,
-    );
+    let stamp = stamp_of(stat);
     let size = stat.st_size as u64;
     let mut version = FileVersion {
         kind: EntryKind::Other,
@@ -200,18 +198,60 @@ fn entry(
             });
             version.sha256 = match unchanged {
                 Some(old) => old.version.sha256.clone(),
+                // Not read: its bytes would not be kept, and a sparse file's holes cost no
+                // disk, so what a scan would read is unbounded.
+                None if !blobs.keeps(size) && sparse(stat) => Some(blobs.unread(StatStamp {
+                    size,
+                    mtime: (stamp.0, stamp.1),
+                    ctime: (stamp.2, stamp.3),
+                    ino: stamp.4,
+                })),
                 None => {
                     hashed = true;
-                    let (sha256, _kept) = blobs
-                        .put_reader(File::from(fd), size)
-                        .map_err(|err| format!("could not be read ({err})"))?;
-                    Some(sha256)
+                    Some(hash_file(&File::from(fd), stat, blobs)?)
                 }
             };
         }
         Node::Special(_) => {}
     }
     Ok((Entry { version, stamp }, hashed))
+}
+
+/// Whether a file has fewer bytes on disk than its size (holes that read as zeros).
+fn sparse(stat: &FileStat) -> bool {
+    u64::try_from(stat.st_blocks)
+        .unwrap_or(0)
+        .saturating_mul(512)
+        < stat.st_size as u64
+}
+
+/// What decides whether a file must be read again: mtime, ctime (seconds, nanoseconds), inode.
+fn stamp_of(stat: &FileStat) -> (i64, i64, i64, i64, u64) {
+    (
+        stat.st_mtime,
+        stat.st_mtime_nsec,
+        stat.st_ctime,
+        stat.st_ctime_nsec,
+        stat.st_ino,
+    )
+}
+
+/// Reads, hashes and keeps the `st_size` bytes `stat` gave `file` (opened by the walk), then
+/// `fstat`s it again. A file whose size or times moved meanwhile was written while it was
+/// read: what was hashed may be no version the file ever had, so it is left out and reported,
+/// as the walk reports a path that changed under it (the next scan reads it again).
+fn hash_file(file: &File, stat: &FileStat, blobs: &BlobStore) -> Result<String, String> {
+    let size = stat.st_size as u64;
+    let hashed = blobs.put_reader(file, size);
+    let still = fstat(file)
+        .is_ok_and(|after| after.st_size == stat.st_size && stamp_of(&after) == stamp_of(stat));
+    match hashed {
+        _ if !still => Err(format!(
+            "changed while it was read (it had {size} bytes); left out until it is still"
+        )),
+        Ok((sha256, _kept)) => Ok(sha256),
+        Err(err) => Err(format!("could not be read ({err})")),
+    }
 }
 
 /// The changes from `before` to `after`, sorted by path.
@@ -303,7 +343,7 @@ pub fn skipped(skipped: &[walk::Skipped]) -> Vec<SkippedPath> {
 pub struct Taken {
     pub id: String,
     pub manifest: Arc<Manifest>,
-    /// Files read and hashed for it (the others kept their previous hash).
+    /// Files read and hashed for it (the others kept their previous hash, or were not read).
     pub n_hashed: u64,
     /// The manifest named by `since`, when one was.
     pub base: Option<Arc<Manifest>>,
@@ -468,5 +508,45 @@ mod tests {
             b"old",
             "the before version is kept"
         );
+    }
+
+    #[test]
+    fn sparse_files_over_the_blob_limit_are_not_read_and_still_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let store_dir = tempfile::tempdir().unwrap();
+        let blobs = BlobStore::new(store_dir.path(), 4).unwrap();
+        let big = dir.path().join("big");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+        std::fs::write(dir.path().join("dense"), "12345678").unwrap();
+        std::fs::write(dir.path().join("small"), "1234").unwrap();
+        let ignore = IgnoreList::default();
+        let open = || std::fs::File::open(dir.path()).unwrap();
+        let before = scan(open().as_fd(), &ignore, None, &blobs).unwrap();
+        assert_eq!(
+            before.n_hashed, 2,
+            "the sparse file over the limit is not read"
+        );
+        let version = &before.manifest[b"big".as_slice()].version;
+        assert_eq!(version.size, 1 << 20);
+        // A file over the limit that holds its bytes on disk is read and hashed (not kept).
+        let dense = &before.manifest[b"dense".as_slice()].version;
+        use sha2::Digest as _;
+        let expected = hex::encode(sha2::Sha256::digest(b"12345678"));
+        assert_eq!(dense.sha256.as_deref(), Some(expected.as_str()));
+        let stand_in = version.sha256.clone().unwrap();
+        assert!(blobs.path(&stand_in).is_none(), "not kept");
+        // The same size, another mtime: a change, though the content was never read.
+        let file = std::fs::File::options().write(true).open(&big).unwrap();
+        file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1000))
+            .unwrap();
+        let after = scan(open().as_fd(), &ignore, Some(&before.manifest), &blobs).unwrap();
+        let changes: Vec<(String, ChangeKind)> = diff(&before.manifest, &after.manifest)
+            .into_iter()
+            .map(|c| (c.path, c.change))
+            .collect();
+        assert_eq!(changes, [("big".to_owned(), ChangeKind::Modified)]);
     }
 }

@@ -200,7 +200,11 @@ class FileVersion(TypedDict):
     mode: int
     """Permission bits, e.g. 420 (0o644)."""
     sha256: NotRequired[str | None]
-    """Hex sha256 of a file's content; its bytes are at `GET /v1/blobs/{sha256}`."""
+    """Hex sha256 of a file's content; its bytes are at `GET /v1/blobs/{sha256}`. A sparse file
+    (fewer bytes on disk than its size) over `--blob-max-file-bytes` is not read: this is
+    then a digest of its size, times and inode, which changes whenever the file does, and
+    which no blob has.
+    """
     size: int
     target: NotRequired[str | None]
     """A symlink's target."""
@@ -582,7 +586,9 @@ class SnapshotResponse(TypedDict):
     n_bytes: int
     n_files: int
     n_hashed: int
-    """Files whose content was hashed for this snapshot (the rest were unchanged)."""
+    """Files whose content was read and hashed for this snapshot (the rest were unchanged, or
+    sparse and over `--blob-max-file-bytes`, which are not read).
+    """
     skipped: NotRequired[list["SkippedPath"]]
     """Paths left out: changed while they were walked (a folder swapped for a symlink, a file
     for a FIFO), or unreadable.

@@ -182,7 +182,9 @@ async fn restore_to(
         blocking(move || restore(&root, &manifest, &shared.blobs, &shared.dirs.state, caps))
             .await?
             .map_err(|err| match err {
-                RestoreError::NotKept(_) => ApiError::InvalidArguments(err.to_string()),
+                RestoreError::NotKept(_) | RestoreError::Mismatch { .. } => {
+                    ApiError::InvalidArguments(err.to_string())
+                }
                 RestoreError::Archive(err) => ApiError::from(err),
                 RestoreError::Io(err) => ApiError::Internal(format!("restoring: {err}")),
             })?;

@@ -42,9 +42,7 @@ impl SandboxClient {
     pub async fn copy_workspace_to(&self, to: &SandboxClient) -> Result<(), SandboxError> {
         let progress = Progress::default();
         let copy = async {
-            let response = self
-                .send(self.request(reqwest::Method::GET, "/v1/workspace/archive"))
-                .await?;
+            let response = self.archive_stream().await?;
             let body = reqwest::Body::wrap_stream(progress.count(response.bytes_stream()));
             to.send(
                 to.request(reqwest::Method::PUT, "/v1/workspace/archive")
@@ -56,6 +54,27 @@ impl SandboxClient {
         };
         let what = format!("copying the workspace from {}", self.url());
         progress.watch(to.url(), &what, STALL, copy).await
+    }
+
+    /// `GET /v1/workspace/archive`, its body not read yet; asked again (bounded) while the
+    /// server answers 429 (it streams a few archives at once).
+    async fn archive_stream(&self) -> Result<reqwest::Response, SandboxError> {
+        let mut overloaded = 0;
+        loop {
+            match self
+                .send(self.request(reqwest::Method::GET, "/v1/workspace/archive"))
+                .await
+            {
+                Err(SandboxError::Api { status: 429, .. })
+                    if overloaded < super::OVERLOAD_ATTEMPTS =>
+                {
+                    overloaded += 1;
+                    let wait = 250 * u64::from(overloaded.min(8));
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                }
+                answer => return answer,
+            }
+        }
     }
 
     /// `PUT /v1/workspace/archive`: replaces the workspace with a tar archive.
