@@ -111,6 +111,10 @@ pub struct BatchConfig {
     pub resume: bool,
     /// Of every task's session log (the batch's own is always durable).
     pub durability: Durability,
+    /// `--trust-tasks`: the task files of a dataset are taken as the operator's own (else a
+    /// dataset's git workspace is cloned with none of this machine's git settings or
+    /// credentials).
+    pub trust_tasks: bool,
 }
 
 /// The two steps of stopping.

@@ -131,8 +131,10 @@ pub(crate) struct BatchArgs {
     pub(crate) tasks: Vec<PathBuf>,
     /// Run task files found in dataset folders even when they name things of this machine
     /// (`model.base_url`, `hooks`, `mcp`, `sandbox.url`/`token_file`, a workspace outside the
-    /// dataset, `network: host`): by default a dataset is someone else's data, and such a task
-    /// is refused with the key named. Files named directly are trusted as your own.
+    /// dataset, a git workspace that is not a public https:// URL, `network: host`): by default
+    /// a dataset is someone else's data, and such a task is refused with the key named (and a
+    /// dataset's git workspace is cloned with none of this machine's git settings or
+    /// credentials). Files named directly are trusted as your own.
     #[arg(long)]
     pub(crate) trust_tasks: bool,
     /// Tasks at once [default: from the machine: 2 per core, capped by available memory at

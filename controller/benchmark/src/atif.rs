@@ -30,13 +30,24 @@ pub fn from_log(dir: &Path) -> Result<Value, ReplayError> {
 /// The trajectory of one step of a multi-step session (`step`), or of the whole session: a
 /// step's starts with the system prompt and its own instruction, and its totals are its own.
 pub fn from_log_step(dir: &Path, step: Option<&str>) -> Result<Value, ReplayError> {
-    trajectory(dir, step, 0)
+    trajectory(dir, step, 0, &mut 0)
 }
 
 /// How deep subagents' logs are followed (a crafted log could link one to itself).
 const DEEPEST: usize = 16;
 
-fn trajectory(dir: &Path, step: Option<&str>, depth: usize) -> Result<Value, ReplayError> {
+/// The most subagent trajectories one export embeds, at every depth together: a crafted log
+/// that names many children at each level would otherwise cost their product.
+pub const MOST_EMBEDDED: usize = 1000;
+
+/// The trajectory of the log in `dir`, `depth` below the exported one; `embedded` counts the
+/// subagent trajectories embedded so far in the whole export.
+fn trajectory(
+    dir: &Path,
+    step: Option<&str>,
+    depth: usize,
+    embedded: &mut usize,
+) -> Result<Value, ReplayError> {
     let mut builder = Builder {
         only: step.map(str::to_owned),
         ..Builder::default()
@@ -47,7 +58,7 @@ fn trajectory(dir: &Path, step: Option<&str>, depth: usize) -> Result<Value, Rep
     }
     let children = std::mem::take(&mut builder.children);
     let mut trajectory = builder.finish(dir)?;
-    let mut embedded = Vec::new();
+    let mut trajectories = Vec::new();
     for (log_dir, session_id) in children {
         if depth >= DEEPEST {
             return Err(ReplayError::Io(format!(
@@ -55,13 +66,20 @@ fn trajectory(dir: &Path, step: Option<&str>, depth: usize) -> Result<Value, Rep
                 dir.display()
             )));
         }
+        *embedded += 1;
+        if *embedded > MOST_EMBEDDED {
+            return Err(ReplayError::Io(format!(
+                "{}: more than {MOST_EMBEDDED} subagent trajectories to embed in one export (a crafted log?)",
+                dir.display()
+            )));
+        }
         let child_dir = replay::subagent_dir(dir, &log_dir)?;
-        let mut child = self::trajectory(&child_dir, None, depth + 1)?;
+        let mut child = self::trajectory(&child_dir, None, depth + 1, embedded)?;
         child["trajectory_id"] = json!(session_id);
-        embedded.push(child);
+        trajectories.push(child);
     }
-    if !embedded.is_empty() {
-        trajectory["subagent_trajectories"] = Value::Array(embedded);
+    if !trajectories.is_empty() {
+        trajectory["subagent_trajectories"] = Value::Array(trajectories);
     }
     Ok(trajectory)
 }
@@ -82,7 +100,8 @@ struct Builder {
     calls: BTreeMap<String, usize>,
     model: Option<String>,
     finished: Option<(LoggedUsage, f64)>,
-    /// Subagents, in the order they started: their folder and session id.
+    /// Subagents, in the order they started: their folder and session id; each folder once
+    /// (a crafted log could name one many times).
     children: Vec<(String, String)>,
     /// An `agent` call's child: its session id, folder and workspace.
     child_of_call: BTreeMap<String, (String, String, &'static str)>,
@@ -167,8 +186,10 @@ impl Builder {
                 }
             }
             Event::SubagentStarted(started) => {
-                self.children
-                    .push((started.log_dir.clone(), started.session_id.clone()));
+                if !self.children.iter().any(|(dir, _)| *dir == started.log_dir) {
+                    self.children
+                        .push((started.log_dir.clone(), started.session_id.clone()));
+                }
                 self.child_of_call.insert(
                     started.call_id.clone(),
                     (

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{Context, InputError, TaskResult, bail, refusal};
+use crate::paths::TaskRoot;
 use serde_norway::Value;
 
 /// How a service that another depends on must be before that one starts.
@@ -98,20 +99,22 @@ const SERVICE_KEYS: &[&str] = &[
 /// Reads a compose file of the task in `task_dir` with `vars` for interpolation (after the
 /// `.env` beside it, which they override).
 pub fn load(file: &Path, vars: &BTreeMap<String, String>, task_dir: &Path) -> TaskResult<Compose> {
+    // The file and its `.env` are the task's own, never a link out of its folder.
+    let task_root = TaskRoot::of(task_dir)?;
+    task_root.check(file)?;
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let base = file.parent().unwrap_or(Path::new("."));
-    let mut all = dot_env(&base.join(".env"))?;
+    let dot_env_file = base.join(".env");
+    task_root.check(&dot_env_file)?;
+    let mut all = dot_env(&dot_env_file)?;
     all.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
     let text = interpolate(&text, &all);
     let root: Value =
         serde_norway::from_str(&text).with_context(|| format!("{}: not YAML", file.display()))?;
-    let task_dir = task_dir
-        .canonicalize()
-        .with_context(|| format!("the task folder {}", task_dir.display()))?;
     let place = Place {
         base,
-        task_dir: &task_dir,
+        root: &task_root,
     };
     let in_file = |err: InputError| err.after(file.display().to_string());
     let mapping = root
@@ -159,25 +162,15 @@ pub fn load(file: &Path, vars: &BTreeMap<String, String>, task_dir: &Path) -> Ta
 /// Where a compose file's paths start, and the task folder they must stay inside.
 struct Place<'a> {
     base: &'a Path,
-    task_dir: &'a Path,
+    root: &'a TaskRoot,
 }
 
 impl Place<'_> {
     /// `path` (relative to the compose file's folder), resolved through every link, when it
     /// stays inside the task folder.
     fn inside(&self, path: &str, at: &str) -> TaskResult<PathBuf> {
-        let joined = self.base.join(path);
-        let resolved = joined
-            .canonicalize()
-            .with_context(|| format!("{at}: `{path}`: {} does not exist", joined.display()))?;
-        if !resolved.starts_with(self.task_dir) {
-            bail!(
-                "{at}: `{path}` leads to {}, outside the task's folder {} (a task may use only its own files)",
-                resolved.display(),
-                self.task_dir.display()
-            );
-        }
-        Ok(resolved)
+        self.root
+            .resolve(&self.base.join(path), &format!("{at}: `{path}`"))
     }
 }
 

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Context, InputError, TaskResult, bail, refusal};
+use crate::paths::{TaskRoot, check_task};
 use toml::Value;
 
 use super::{
@@ -69,9 +70,12 @@ const ENVIRONMENT_KEYS: &[&str] = &[
     "mcp_servers",
 ];
 
-/// Loads a Harbor task folder.
+/// Loads a Harbor task folder. Every file it reads or uploads must lie inside the folder,
+/// links followed ([`crate::paths`]).
 pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchTask> {
+    let root = TaskRoot::of(dir)?;
     let path = dir.join("task.toml");
+    root.check(&path)?;
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let config: toml::Table =
@@ -108,6 +112,7 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
     let network = steps::networks(&environment, &agent, &verifier).map_err(in_file)?;
     let defaults = TaskDefaults {
         dir,
+        root: &root,
         agent: &agent,
         verifier: &verifier,
         networks: &network,
@@ -129,7 +134,7 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
     // A multi-step task's prompt is its first step's; its root instruction.md is not used.
     let instruction = match steps.first() {
         Some(step) => step.instruction.clone(),
-        None => instruction(dir)?,
+        None => instruction_in(&dir.join("instruction.md"), &root)?,
     };
     // The oracle of a multi-step task needs a solution for every step.
     let solution = match steps.iter().all(|s| s.solution.is_some()) {
@@ -137,7 +142,7 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
         _ if steps.is_empty() => solution,
         _ => None,
     };
-    Ok(BenchTask {
+    let task = BenchTask {
         name: name.to_owned(),
         dir: dir.to_owned(),
         format: Format::Harbor,
@@ -181,7 +186,9 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
         warnings,
         steps,
         reward_strategy,
-    })
+    };
+    check_task(&task, &root)?;
+    Ok(task)
 }
 
 /// Features a task may ask for that this harness does not give it, as warnings.
@@ -258,14 +265,11 @@ fn unknown_keys(table: &toml::Table, known: &[&str], prefix: &str, warnings: &mu
     }
 }
 
-/// `instruction.md`, with leading canary lines (`<!-- … canary … -->`, `# … canary …`) and the
-/// blank lines after them removed, as Harbor does.
-fn instruction(dir: &Path) -> TaskResult<String> {
-    instruction_in(&dir.join("instruction.md"))
-}
-
-/// An instruction file, its canary lines removed.
-fn instruction_in(path: &Path) -> TaskResult<String> {
+/// An instruction file (`instruction.md`) of the task in `root`, with leading canary lines
+/// (`<!-- … canary … -->`, `# … canary …`) and the blank lines after them removed, as Harbor
+/// does. It becomes the prompt, so it must be the task's own file (not a link out of it).
+fn instruction_in(path: &Path, root: &TaskRoot) -> TaskResult<String> {
+    root.check(path)?;
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut lines = text.lines().peekable();

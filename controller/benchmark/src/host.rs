@@ -82,6 +82,14 @@ pub struct ApiHost {
     pub client: SandboxClient,
 }
 
+/// `name` when it is one plain path component (not empty, `.` or `..`, without `/` or NUL): a
+/// server's listing is the task's, and `../x` or `/x` joined to a folder here would write
+/// anywhere.
+fn plain_name(name: &str) -> Option<&str> {
+    let plain = !matches!(name, "" | "." | "..") && !name.contains(['/', '\0']);
+    plain.then_some(name)
+}
+
 /// The bash tool's longest timeout on a default server.
 const MAX_CALL: Duration = Duration::from_secs(3600);
 
@@ -124,11 +132,13 @@ impl TaskHost for ApiHost {
         to: &'a str,
     ) -> BoxFuture<'a, Failed<()>> {
         Box::pin(async move {
+            // The folder or file is not itself a link; links inside are not sent.
+            let source = crate::paths::upload_source(from, only)
+                .doing_with(|| format!("uploading {} to {to}", from.display()))?;
             let files = match only {
-                Some(name) => vec![(name.to_owned(), from.join(name))],
-                None => {
-                    super::files_of(from).doing_with(|| format!("reading {}", from.display()))?
-                }
+                Some(name) => vec![(name.to_owned(), source)],
+                None => super::files_of(&source)
+                    .doing_with(|| format!("reading {}", source.display()))?,
             };
             for (rel, path) in files {
                 let bytes =
@@ -158,8 +168,13 @@ impl TaskHost for ApiHost {
                 };
                 std::fs::create_dir_all(&local)?;
                 for entry in listing.entries {
-                    let (path, target) =
-                        (format!("{remote}/{}", entry.name), local.join(&entry.name));
+                    let Some(name) = plain_name(&entry.name) else {
+                        failed!(
+                            "{remote} in the task's container lists an entry named {:?}, which is not a plain file name",
+                            entry.name
+                        );
+                    };
+                    let (path, target) = (format!("{remote}/{name}"), local.join(name));
                     match entry.kind {
                         EntryKind::Dir => pending.push((path, target)),
                         EntryKind::File => {
@@ -237,7 +252,13 @@ impl TaskHost for ApiHost {
                             }
                         });
                         for entry in listing.entries {
-                            pending.push((format!("{rel}/{}", entry.name), entry.kind));
+                            let Some(name) = plain_name(&entry.name) else {
+                                failed!(
+                                    "{remote} in the task's container lists an entry named {:?}, which is not a plain file name",
+                                    entry.name
+                                );
+                            };
+                            pending.push((format!("{rel}/{name}"), entry.kind));
                         }
                     }
                     EntryKind::File => {

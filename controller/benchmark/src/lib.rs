@@ -16,6 +16,7 @@
 //!   overlay per task; [`rerun`]: a benchmark session re-run in its task's containers.
 //! - [`results`], [`atif`]: what Harbor's tools read.
 //! - [`error`]: the task folder's refusals and the engine's failures, typed.
+//! - [`paths`]: what the harness reads or uploads from a task folder stays inside it.
 //! - [`provider`]: the task as a session's provider (its containers) and grader (its
 //!   verifier, [`trial`]); [`run_session`]: a trial wraps a session, and writes Harbor's files
 //!   from its log after it.
@@ -39,6 +40,7 @@ pub mod harbor;
 pub mod host;
 pub mod image;
 pub mod isolate;
+pub mod paths;
 pub mod provider;
 pub mod publish;
 pub mod rerun;
@@ -505,10 +507,19 @@ pub fn digest(dir: &Path, format: Format) -> TaskResult<String> {
     });
     let mut hasher = Sha256::new();
     for (rel, path) in files {
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        hasher.update(format!("{rel}\0{}\n", hex::encode(Sha256::digest(&bytes))).as_bytes());
+        let file = file_digest(&path).with_context(|| format!("reading {}", path.display()))?;
+        hasher.update(format!("{rel}\0{}\n", hex::encode(file)).as_bytes());
     }
     Ok(format!("sha256:{}", hex::encode(hasher.finalize())))
+}
+
+/// The SHA-256 of a file, read a piece at a time (a task's data file may be larger than
+/// memory).
+fn file_digest(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hasher.finalize().to_vec())
 }
 
 /// The regular files under `root` (links not followed), as (path relative to it, path),

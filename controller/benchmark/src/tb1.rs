@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Context, TaskResult, bail, refusal};
+use crate::paths::{TaskRoot, check_task};
 use serde_norway::Value;
 
 use super::{BenchTask, Environment, Format, Resources, Solution, Verifier, digest, seconds};
@@ -86,9 +87,12 @@ fn solution(dir: &Path, warnings: &mut Vec<String>) -> Option<Solution> {
     None
 }
 
-/// Loads a TB1 task folder.
+/// Loads a TB1 task folder. Every file it reads or uploads must lie inside the folder, links
+/// followed ([`crate::paths`]).
 pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchTask> {
+    let root = TaskRoot::of(dir)?;
     let path = dir.join("task.yaml");
+    root.check(&path)?;
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let config: BTreeMap<String, Value> = serde_norway::from_str(&text)
@@ -127,7 +131,7 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
     }
     let tests = dir.join("tests");
     let solution = solution(dir, &mut warnings);
-    Ok(BenchTask {
+    let task = BenchTask {
         name: name.to_owned(),
         dir: dir.to_owned(),
         format: Format::TerminalBench1,
@@ -168,7 +172,9 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
         reward_strategy: super::RewardStrategy::Mean,
         healthcheck: None,
         collect: Vec::new(),
-    })
+    };
+    check_task(&task, &root)?;
+    Ok(task)
 }
 
 impl Parser {

@@ -46,11 +46,17 @@ pub struct Recording {
 
 /// Reads the calls of a session, in order.
 pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
-    load_at(dir, 0)
+    load_at(dir, 0, &mut 0)
 }
 
-/// [`load`] of a session `depth` subagents below the one rerun.
-fn load_at(dir: &std::path::Path, depth: usize) -> Result<Recording, ReplayError> {
+/// [`load`] of a session `depth` subagents below the one rerun; `loaded` counts the sessions
+/// read so far, over the whole tree (a crafted log naming the same child many times at every
+/// level would otherwise cost exponential work).
+fn load_at(
+    dir: &std::path::Path,
+    depth: usize,
+    loaded: &mut usize,
+) -> Result<Recording, ReplayError> {
     let mut recording = Recording {
         tools: Vec::new(),
         workspace_root: None,
@@ -122,9 +128,11 @@ fn load_at(dir: &std::path::Path, depth: usize) -> Result<Recording, ReplayError
                 }
             }
             Event::SubagentStarted(started) => {
-                if let Some(&idx) = by_id.get(&started.call_id) {
+                // A call starts one subagent: a repeated event for it is not read again.
+                let call = by_id.get(&started.call_id).copied();
+                if let Some(idx) = call.filter(|&idx| recording.calls[idx].child.is_none()) {
                     recording.calls[idx].child =
-                        Some(RecordedChild::load(dir, &started, depth + 1)?);
+                        Some(RecordedChild::load(dir, &started, depth + 1, loaded)?);
                 }
             }
             Event::SubagentFinished(finished) => {

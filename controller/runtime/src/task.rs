@@ -123,14 +123,9 @@ impl TaskFile {
                 }
             }
             if let Some(git) = &workspace.git
-                && !git.repo.contains("://")
-                && !git.repo.contains('@')
-                && outside(Path::new(&git.repo))
+                && let Err(why) = dataset_repo(&git.repo)
             {
-                keys.push(format!(
-                    "workspace.git.repo: `{}` is a repository of this machine outside the dataset",
-                    git.repo
-                ));
+                keys.push(format!("workspace.git.repo: `{}` {why}", git.repo));
             }
         }
         if self.network.as_deref() == Some("host") {
@@ -141,6 +136,29 @@ impl TaskFile {
         }
         keys
     }
+}
+
+/// Why a task of a dataset may not clone `repo`, if it may not. Only a public `https://` URL
+/// without credentials is someone else's to name: a local path, `file://`, `ssh://` or
+/// `git@host:` would clone this machine's repositories or with its keys, and a URL's `user@`
+/// carries a credential. (The clone itself runs with none of this machine's git settings or
+/// credentials: `sandbox::seed`.)
+fn dataset_repo(repo: &str) -> Result<(), &'static str> {
+    let Some(rest) = repo.strip_prefix("https://") else {
+        return Err(
+            "is not an https:// URL: a dataset's task may clone only a public https:// repository (a local path, file://, ssh:// or git@host: would reach this machine's repositories or keys)",
+        );
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err("names no host");
+    }
+    if authority.contains('@') {
+        return Err(
+            "carries credentials (`user@`): a dataset's task may clone only a public https:// repository",
+        );
+    }
+    Ok(())
 }
 
 /// `workspace:` as written: exactly one of `dir`, `archive` or `git`.
@@ -169,8 +187,14 @@ pub enum WorkspaceSource {
     Dir(PathBuf),
     /// A tar archive (`.tar`, `.tar.gz`, `.tgz`), unpacked in.
     Archive(PathBuf),
-    /// A git repository, cloned and checked out at a commit, `.git` included.
-    Git { repo: String, commit: String },
+    /// A git repository, cloned and checked out at a commit, `.git` included. `untrusted`: a
+    /// task of a dataset the operator did not vouch for, cloned with none of this machine's git
+    /// settings or credentials, over https only.
+    Git {
+        repo: String,
+        commit: String,
+        untrusted: bool,
+    },
     /// A tar archive the harness made (a fork's workspace at its step) that *replaces* the
     /// sandbox's workspace as it is: symlinks, modes and empty folders kept, the files already
     /// there (a task image's own) gone. Never named by a task file.
@@ -252,11 +276,28 @@ impl WorkspaceSection {
             (None, None, Some(git)) => Ok(WorkspaceSource::Git {
                 repo: git.repo.clone(),
                 commit: git.commit.clone(),
+                untrusted: false,
             }),
             (None, None, None) => {
                 Err("workspace: give one of `dir`, `archive` or `git`".to_owned())
             }
             _ => Err("workspace: give only one of `dir`, `archive` or `git`".to_owned()),
+        }
+    }
+}
+
+impl WorkspaceSource {
+    /// The same source for a task of a dataset the operator did not vouch for (no
+    /// `--trust-tasks`): a git repository is then cloned with none of this machine's git
+    /// settings or credentials.
+    pub fn untrusted(self) -> WorkspaceSource {
+        match self {
+            WorkspaceSource::Git { repo, commit, .. } => WorkspaceSource::Git {
+                repo,
+                commit,
+                untrusted: true,
+            },
+            other => other,
         }
     }
 }
@@ -332,6 +373,15 @@ impl TaskFile {
                 rebase(file);
             }
             if let Some(git) = &mut section.git {
+                // Whoever wrote it, git would read either as an option.
+                for (key, value) in [("repo", &git.repo), ("commit", &git.commit)] {
+                    if value.starts_with('-') {
+                        invalid!(
+                            "{}: workspace.git.{key}: `{value}` starts with `-`, which git would read as an option",
+                            path.display()
+                        );
+                    }
+                }
                 let local = base.join(&git.repo);
                 if !git.repo.contains("://") && !git.repo.contains('@') && local.exists() {
                     git.repo = local.display().to_string();

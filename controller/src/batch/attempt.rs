@@ -17,6 +17,7 @@ use runtime::run_loop::{Observer, Totals};
 use runtime::sandbox::docker::warm::WarmPool;
 use runtime::sandbox::pool::{Lease, LeaseError, Pool};
 use runtime::session::{Audience, SessionOptions, SessionOutcome, SessionSummary};
+use runtime::task::WorkspaceSource;
 
 /// What every task of a batch shares.
 pub(super) struct TaskContext<'a> {
@@ -237,7 +238,7 @@ impl TaskContext<'_> {
             .prefix(&format!("harness-batch-{}-", task.id))
             .tempdir()
             .map_err(|err| internal(err.into()))?;
-        let config = crate::launch::run_config(
+        let mut config = crate::launch::run_config(
             &task.source,
             &task.task,
             &self.config.flags,
@@ -245,6 +246,10 @@ impl TaskContext<'_> {
             lease.is_some(),
         )
         .map_err(|err| internal(err.into()))?;
+        // A dataset's task is someone else's unless the operator vouched for it.
+        if task.dataset.is_some() && !self.config.trust_tasks {
+            config.workspace = config.workspace.map(WorkspaceSource::untrusted);
+        }
         let model = crate::launch::build_model(&config, Some(self.gates)).map_err(internal)?;
         let options = SessionOptions {
             config,

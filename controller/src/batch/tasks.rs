@@ -29,6 +29,35 @@ impl TaskSpec {
     }
 }
 
+/// What a batch keeps in its folder beside its tasks' log folders (its log, Harbor's job files,
+/// the report, earlier attempts): a task's log folder may not take one of these names.
+const BATCH_FILES: &[&str] = &[
+    "events.jsonl",
+    "blobs",
+    "attempts",
+    "transcripts",
+    "report.json",
+    "report.html",
+    "config.json",
+    "lock.json",
+    "result.json",
+    "job.log",
+];
+
+/// Refuses a log folder name that is the batch's own (a task named `events.jsonl` would
+/// overwrite the batch's log, one named `attempts` be moved into itself), or that is no
+/// plain folder name.
+fn refuse_reserved(id: &str, task: &Path) -> anyhow::Result<()> {
+    if BATCH_FILES.contains(&id) || matches!(id, "" | "." | "..") {
+        anyhow::bail!(
+            "{}: the task's name `{id}` would name its log folder, but that name is the batch's own ({}); rename the task",
+            task.display(),
+            BATCH_FILES.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// The log folder of a task's trial.
 pub fn trial_id(task: &str, trial: u32) -> String {
     let folder = task.replace('/', "-");
@@ -76,6 +105,7 @@ pub fn collect_tasks(paths: &[PathBuf], attempts: u32) -> anyhow::Result<Vec<Tas
         for found in discover(std::slice::from_ref(path))? {
             for trial in 1..=attempts {
                 let id = trial_id(&found.name, trial);
+                refuse_reserved(&id, found.source.path())?;
                 if let Some(other) = tasks.iter().find(|t| t.id == id) {
                     let clash = if other.task == found.name {
                         format!("two tasks are named `{}`", found.name)

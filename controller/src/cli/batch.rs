@@ -157,6 +157,7 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
         out,
         resume: args.resume,
         durability: args.session.log_durability.into(),
+        trust_tasks: args.trust_tasks,
     })
 }
 

@@ -364,3 +364,28 @@ async fn bad_batches_are_refused_before_anything_runs() {
     .await;
     assert!(!out.exists(), "nothing was written");
 }
+
+/// A task named as one of the batch's own files or folders (its log, its report, Harbor's job
+/// files, the folder earlier attempts move to) would overwrite or move them: such a task is
+/// refused by name before anything runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_cannot_take_the_name_of_a_batch_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = [
+        "events.jsonl",
+        "report.json",
+        "result.json",
+        "attempts",
+        "blobs",
+    ];
+    for (i, name) in names.into_iter().enumerate() {
+        let dataset = dir.path().join(format!("dataset-{i}"));
+        std::fs::create_dir_all(dataset.join(name)).unwrap();
+        write_task(&dataset.join(name), "task", DONE, "");
+        let out = dir.path().join(format!("out-{i}"));
+        let (out_arg, dataset_arg) = (out.to_str().unwrap(), dataset.to_str().unwrap());
+        let why = format!("`{name}` would name its log folder, but that name is the batch's own");
+        refused(&["--out", out_arg, dataset_arg], &why).await;
+        assert!(!out.exists(), "{name}: nothing was written");
+    }
+}

@@ -1,6 +1,6 @@
 //! A shared log is untrusted input: a crafted one cannot make `replay restore` write outside
-//! its target, nor `replay rerun` run what the current policy denies; a log is its owner's
-//! alone on disk.
+//! its target, nor `replay rerun` run what the current policy denies, nor `replay export`'s
+//! ATIF embed its subagents without end; a log is its owner's alone on disk.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -147,5 +147,117 @@ async fn a_rerun_judges_a_shared_logs_calls_again() {
         "--trust-log runs it (and finds it diverges): {}\n{}",
         trusted.stdout,
         trusted.stderr
+    );
+}
+
+/// A `subagent_started` line naming the child folder `agents/<name>`.
+fn subagent_started(seq: usize, name: &str) -> String {
+    json!({
+        "seq": seq, "ts": "2026-01-01T00:00:00.000Z", "type": "subagent_started",
+        "data": {
+            "call_id": format!("call_{seq}"), "session_id": format!("child-{name}"),
+            "log_dir": format!("agents/{name}"), "depth": 1, "workspace": "shared",
+            "task": {"text": "t", "size": 1},
+        },
+    })
+    .to_string()
+}
+
+/// A log folder at `dir`: the recorded session's header (and its blobs, linked) then `lines`.
+fn crafted_log(dir: &Path, recorded: &Path, header: &str, lines: &[String]) {
+    std::fs::create_dir_all(dir.join("blobs")).unwrap();
+    for blob in std::fs::read_dir(recorded.join("blobs")).unwrap() {
+        let blob = blob.unwrap();
+        std::fs::hard_link(blob.path(), dir.join("blobs").join(blob.file_name())).unwrap();
+    }
+    let mut text = format!("{header}\n");
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    std::fs::write(dir.join("events.jsonl"), text).unwrap();
+}
+
+async fn export(log: &Path, out: &Path) -> common::Run {
+    harness(&common::export_args(log, out)).await
+}
+
+/// A log that names its one subagent four times at each of 16 levels would cost 4^16
+/// trajectories: the ATIF export embeds each child once, and refuses a log with more children
+/// than it embeds (1000), saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crafted_log_cannot_blow_up_the_atif_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, recorded) = recorded_session(dir.path()).await;
+    let events = std::fs::read_to_string(recorded.join("events.jsonl")).unwrap();
+    let header = events.lines().next().unwrap();
+    let chained = dir.path().join("chained");
+    let mut level = chained.clone();
+    for depth in 0..=16 {
+        let lines: Vec<String> = match depth {
+            16 => Vec::new(),
+            _ => (1..=4).map(|seq| subagent_started(seq, "x")).collect(),
+        };
+        crafted_log(&level, &recorded, header, &lines);
+        level = level.join("agents/x");
+    }
+    let out = dir.path().join("chained.json");
+    let run = export(&chained, &out).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut trajectory: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for depth in 0..16 {
+        let children = trajectory["subagent_trajectories"].as_array().unwrap();
+        assert_eq!(children.len(), 1, "depth {depth}: the child once");
+        trajectory = children[0].clone();
+    }
+    let wide = dir.path().join("wide");
+    let lines: Vec<String> = (1..=1001)
+        .map(|i| subagent_started(i, &format!("c{i}")))
+        .collect();
+    crafted_log(&wide, &recorded, header, &lines);
+    for i in 1..=1001 {
+        crafted_log(&wide.join(format!("agents/c{i}")), &recorded, header, &[]);
+    }
+    let run = export(&wide, &dir.path().join("wide.json")).await;
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    common::assert_contains(&run.stderr, &["more than 1000 subagent trajectories"]);
+}
+
+/// The rerun's side of the same log: four `agent` calls at each of 16 levels, each naming the
+/// one child folder, would read 4^16 logs; the rerun reads each call's child once and refuses
+/// past 1000 logs, saying so, at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crafted_log_cannot_blow_up_a_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, recorded) = recorded_session(dir.path()).await;
+    let events = std::fs::read_to_string(recorded.join("events.jsonl")).unwrap();
+    let header = events.lines().next().unwrap();
+    let chained = dir.path().join("chained");
+    let mut level = chained.clone();
+    for depth in 0..=16 {
+        let mut lines = Vec::new();
+        for call in 1..=4 {
+            if depth < 16 {
+                lines.push(
+                    json!({
+                        "seq": call * 2 - 1, "ts": "2026-01-01T00:00:00.000Z", "type": "tool_call",
+                        "data": {"call_id": format!("call_{}", call * 2), "name": "agent", "arguments": "{}"},
+                    })
+                    .to_string(),
+                );
+                lines.push(subagent_started(call * 2, "x"));
+            }
+        }
+        crafted_log(&level, &recorded, header, &lines);
+        level = level.join("agents/x");
+    }
+    let started = std::time::Instant::now();
+    let rerun = harness(&["replay", "rerun", chained.to_str().unwrap()]).await;
+    assert_ne!(rerun.code, 0, "{}", rerun.stderr);
+    common::assert_contains(&rerun.stderr, &["more than 1000 subagents' logs to rerun"]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
     );
 }

@@ -26,6 +26,8 @@ mod batch_pools;
 mod batch_stops;
 /// `harness batch`: parallel tasks, retries, the report, bad batches refused.
 mod batches;
+/// Issue 24 §3: a benchmark task folder's links, a task's server's names, big files (no Docker).
+mod bench_folders;
 /// `replay fork` of a benchmark session: children in the task's image, graded (Docker).
 mod bench_forks;
 /// Issue 25: scores you can trust: the agent cannot reach the reward, every trial counts,

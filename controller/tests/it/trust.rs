@@ -307,3 +307,88 @@ async fn issue_24_host_side_keys_of_a_dataset_are_refused_unless_trusted() {
     .await;
     assert_eq!(direct.code, 0, "{}", direct.stderr);
 }
+
+/// `git` in `repo`, as a test's commit author; its output.
+fn git(repo: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// A task of a dataset may clone only a public https:// repository, with none of this
+/// machine's git settings or credentials: a local path, `file://`, `ssh://`, `git@host:` or a
+/// URL with credentials is refused naming the key, an option-like value whoever wrote it, and
+/// an operator's `insteadOf` that turns the URL into a repository of this machine is not
+/// applied to it, unless `--trust-tasks`. (Loopback only: nothing listens on port 9.)
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_24_a_datasets_task_clones_no_repository_of_this_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let private = dir.path().join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    git(&private, &["init", "-q"]);
+    std::fs::write(private.join("secret.txt"), "the operator's own\n").unwrap();
+    git(&private, &["add", "."]);
+    git(&private, &["commit", "-q", "-m", "one"]);
+    let commit = git(&private, &["rev-parse", "HEAD"]);
+    let dataset = dir.path().join("dataset");
+    std::fs::create_dir_all(&dataset).unwrap();
+    std::fs::write(dataset.join("script.yaml"), "turns:\n  - text: done\n").unwrap();
+    let url = "https://127.0.0.1:9/org/private.git";
+    let config = dir.path().join("gitconfig");
+    let rewrite = format!(
+        "[url \"file://{}\"]\n\tinsteadOf = {url}\n",
+        private.display()
+    );
+    std::fs::write(&config, rewrite).unwrap();
+    let mut runs = 0;
+    let mut batch = |repo: &str, trust: bool| {
+        std::fs::write(
+            dataset.join("clone.yaml"),
+            format!(
+                "prompt: hi\nmodel: {{name: 'script:script.yaml'}}\ncheck: test -f secret.txt\nworkspace: {{git: {{repo: '{repo}', commit: '{commit}'}}}}\n"
+            ),
+        )
+        .unwrap();
+        runs += 1;
+        let out = dir.path().join(format!("out-{runs}"));
+        let mut args = vec!["batch", "--out", out.to_str().unwrap()];
+        if trust {
+            args.push("--trust-tasks");
+        }
+        args.push(dataset.to_str().unwrap());
+        let mut command = common::command(&args);
+        command.env("GIT_CONFIG_GLOBAL", &config);
+        common::run(command, Duration::from_secs(120))
+    };
+    let file_url = format!("file://{}", private.display());
+    for repo in [
+        file_url.as_str(),
+        private.to_str().unwrap(),
+        "ssh://git@127.0.0.1:9/org/private.git",
+        "git@127.0.0.1:org/private.git",
+        "https://op:token@127.0.0.1:9/org/private.git",
+    ] {
+        let run = batch(repo, false).await;
+        assert_eq!(run.code, 1, "{repo}: {}", run.stderr);
+        common::assert_contains(&run.stderr, &["clone.yaml", "workspace.git.repo", repo]);
+    }
+    let option = batch("--upload-pack=touch pwned", true).await;
+    option.assert_stderr_has(
+        1,
+        "workspace.git.repo: `--upload-pack=touch pwned` starts with `-`",
+    );
+    // The operator's own settings serve the operator's own tasks, not a dataset's.
+    let trusted = batch(url, true).await;
+    assert_eq!(trusted.code, 0, "{}\n{}", trusted.stdout, trusted.stderr);
+    let untrusted = batch(url, false).await;
+    assert_ne!(
+        untrusted.code, 0,
+        "cloned through the operator's git config: {}",
+        untrusted.stderr
+    );
+}

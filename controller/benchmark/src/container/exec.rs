@@ -92,8 +92,11 @@ impl TaskEnvironment {
     }
 
     /// Copies `from` (a folder, or only its file `only`) into `to` in the container, files
-    /// executable as they are, scripts made executable.
+    /// executable as they are, scripts made executable. The folder or file must not itself be
+    /// a link; links inside the folder are sent as links, never followed.
     pub async fn upload(&self, from: &Path, only: Option<&str>, to: &str) -> Failed<()> {
+        let source = crate::paths::upload_source(from, only)
+            .doing_with(|| format!("uploading {} to {to}", from.display()))?;
         let prefix = to.trim_matches('/');
         let mut builder = tar::Builder::new(Vec::new());
         let mut header = tar::Header::new_gnu();
@@ -103,8 +106,8 @@ impl TaskEnvironment {
         builder.append_data(&mut header, format!("{prefix}/"), std::io::empty())?;
         match only {
             Some(name) => {
-                let bytes = std::fs::read(from.join(name))
-                    .doing_with(|| format!("reading {}", from.join(name).display()))?;
+                let bytes = std::fs::read(&source)
+                    .doing_with(|| format!("reading {}", source.display()))?;
                 let mut header = tar::Header::new_gnu();
                 header.set_mode(0o755);
                 header.set_size(bytes.len() as u64);
@@ -113,8 +116,8 @@ impl TaskEnvironment {
             None => {
                 builder.follow_symlinks(false);
                 builder
-                    .append_dir_all(prefix, from)
-                    .doing_with(|| format!("packing {}", from.display()))?;
+                    .append_dir_all(prefix, &source)
+                    .doing_with(|| format!("packing {}", source.display()))?;
             }
         }
         let body = builder.into_inner()?;

@@ -250,6 +250,8 @@ fn min_reward(value: Option<&Value>, name: &str) -> TaskResult<Option<BTreeMap<S
 /// What the steps inherit from the task.
 pub(super) struct TaskDefaults<'a> {
     pub dir: &'a Path,
+    /// The task's folder resolved: what the steps' files must stay inside.
+    pub root: &'a crate::paths::TaskRoot,
     pub agent: &'a toml::Table,
     pub verifier: &'a toml::Table,
     pub networks: &'a Networks,
@@ -335,7 +337,7 @@ fn step(
     if !dir.is_dir() {
         bail!("steps: no folder steps/{name}/ for the step `{name}`");
     }
-    let instruction = instruction_in(&dir.join("instruction.md"))?;
+    let instruction = instruction_in(&dir.join("instruction.md"), defaults.root)?;
     let shared = defaults.dir.join("tests");
     let own = dir.join("tests");
     if !own.join("test.sh").is_file() && !shared.join("test.sh").is_file() {

@@ -19,6 +19,9 @@ use runtime::subagent::is_agent_tool;
 /// How deep subagents' logs are followed (a crafted log could link one to itself).
 const DEEPEST: usize = 16;
 
+/// How many subagents' logs one rerun reads at the most.
+const MOST_CHILDREN: usize = 1000;
+
 /// A child session as its parent's log names it.
 #[derive(Debug, Clone)]
 pub struct RecordedChild {
@@ -33,11 +36,13 @@ pub struct RecordedChild {
 }
 
 impl RecordedChild {
-    /// The child `started` names, `depth` subagents below the session rerun.
+    /// The child `started` names, `depth` subagents below the session rerun; `loaded` counts
+    /// the logs read over the whole tree.
     pub(super) fn load(
         dir: &Path,
         started: &SubagentStarted,
         depth: usize,
+        loaded: &mut usize,
     ) -> Result<RecordedChild, ReplayError> {
         let child_dir = crate::subagent_dir(dir, &started.log_dir)?;
         if depth > DEEPEST {
@@ -46,10 +51,17 @@ impl RecordedChild {
                 child_dir.display()
             )));
         }
+        *loaded += 1;
+        if *loaded > MOST_CHILDREN {
+            return Err(ReplayError::Io(format!(
+                "{}: more than {MOST_CHILDREN} subagents' logs to rerun",
+                child_dir.display()
+            )));
+        }
         Ok(RecordedChild {
             log_dir: started.log_dir.clone(),
             workspace: started.workspace,
-            recording: Box::new(super::load_at(&child_dir, depth)?),
+            recording: Box::new(super::load_at(&child_dir, depth, loaded)?),
             merge: None,
             parent_log: dir.to_owned(),
         })

@@ -50,37 +50,90 @@ pub async fn seed(sandbox: &SandboxClient, source: &WorkspaceSource) -> Result<S
                 skipped: Vec::new(),
             })
         }
-        WorkspaceSource::Git { repo, commit } => {
+        WorkspaceSource::Git {
+            repo,
+            commit,
+            untrusted,
+        } => {
             let checkout = tempfile::tempdir()
                 .map_err(|err| local("creating a folder for the git checkout", &err))?;
-            git(
-                &[
-                    "clone",
-                    "--quiet",
-                    "--no-checkout",
-                    repo,
-                    &checkout.path().display().to_string(),
-                ],
-                None,
-            )
-            .await?;
-            git(
-                &["checkout", "--quiet", "--detach", commit],
-                Some(checkout.path()),
-            )
-            .await
-            .step_with(|| format!("checking out {commit} of {repo}"))?;
+            clone_repo(repo, commit, checkout.path(), *untrusted).await?;
             upload_dir(sandbox, checkout.path()).await
         }
     }
 }
 
-async fn git(args: &[&str], cwd: Option<&Path>) -> Result<(), StepError> {
+/// `repo` cloned into `into` and checked out at `commit`. Neither may start with `-` (git
+/// would read it as an option; the repository also comes after `--`).
+async fn clone_repo(
+    repo: &str,
+    commit: &str,
+    into: &Path,
+    untrusted: bool,
+) -> Result<(), StepError> {
+    if let Some(value) = [repo, commit].into_iter().find(|v| v.starts_with('-')) {
+        return Err(StepError::harness(format!(
+            "workspace.git: `{value}` starts with `-`, which git would read as an option"
+        )));
+    }
+    let into_text = into.display().to_string();
+    let args = [
+        "clone",
+        "--quiet",
+        "--no-checkout",
+        "--",
+        repo,
+        into_text.as_str(),
+    ];
+    git(&args, None, untrusted).await?;
+    git(
+        &["checkout", "--quiet", "--detach", commit],
+        Some(into),
+        untrusted,
+    )
+    .await
+    .step_with(|| format!("checking out {commit} of {repo}"))
+}
+
+/// What an untrusted clone (a dataset's task's) runs with, before its subcommand: no
+/// credential helper, askpass program, SSH or extra HTTP header of this machine's, and https
+/// as its only protocol.
+const UNTRUSTED_CONFIG: &[&str] = &[
+    "-c",
+    "credential.helper=",
+    "-c",
+    "core.askPass=",
+    "-c",
+    "core.sshCommand=false",
+    "-c",
+    "http.extraHeader=",
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "protocol.https.allow=always",
+];
+
+/// `git` with `args` in `cwd`. It never prompts: nobody is there to answer. When `untrusted`
+/// (a dataset's task, someone else's), it also reads none of this machine's git config (an
+/// `insteadOf` could put a token in the URL, a helper answer for a private repository) and
+/// runs with [`UNTRUSTED_CONFIG`].
+async fn git(args: &[&str], cwd: Option<&Path>, untrusted: bool) -> Result<(), StepError> {
     #[allow(clippy::disallowed_methods)]
     // git, for a task's workspace; no other process is spawned here
     let mut command = tokio::process::Command::new("git");
+    if untrusted {
+        command
+            .args(UNTRUSTED_CONFIG)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_ALLOW_PROTOCOL", "https")
+            .env("GIT_SSH_COMMAND", "false")
+            .env_remove("GIT_ASKPASS")
+            .env_remove("SSH_ASKPASS");
+    }
     command
         .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
