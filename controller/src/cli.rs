@@ -210,6 +210,12 @@ pub(crate) struct RunArgs {
     /// recursively); its log folder is `<log-dir>/<task name>/`.
     #[arg(long, env = "JOB_COMPLETION_INDEX", value_name = "N")]
     pub(crate) task_index: Option<usize>,
+    /// With `--task DIR --task-index N`: run the picked task file even when it names things of
+    /// this machine, as `harness batch --trust-tasks` does (a dataset is someone else's data:
+    /// by default such a task is refused with the key named, and its git workspace is cloned
+    /// with none of this machine's git settings or credentials).
+    #[arg(long)]
+    pub(crate) trust_tasks: bool,
     /// The session folder's name under --log-dir [default: the session id, or the task's name
     /// with --task-index].
     #[arg(long, value_name = "NAME")]

@@ -8,7 +8,7 @@ use event_log::{self, Outcome};
 use runtime::config::{RunConfig, SessionFlags};
 use runtime::run_loop::Totals;
 use runtime::session::{Audience, SessionOptions};
-use runtime::task::{FoundTask, TaskSource};
+use runtime::task::{FoundTask, TaskSource, WorkspaceSource};
 use tokio_util::sync::CancellationToken;
 
 use super::terminal::Terminal;
@@ -40,6 +40,9 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
     };
     let indexed = args.task_index.is_some() && path.is_dir() && bench::detect(path).is_none();
     let config = match &found.source {
+        TaskSource::File(file) if indexed && !args.trust_tasks => {
+            distrusted(&args.words, file, path, &found, flags)?
+        }
         TaskSource::File(file) => RunConfig::for_run(&args.words, Some(file), flags)?,
         TaskSource::Bench(dir) => {
             if !args.words.is_empty() {
@@ -52,6 +55,29 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
         }
     };
     Ok((config, indexed.then(|| found.name.replace('/', "-"))))
+}
+
+/// The config of a task file picked out of the dataset folder `dataset`, someone else's as in
+/// `harness batch`: refused when it names things of this machine, its git workspace cloned
+/// with none of this machine's git settings.
+fn distrusted(
+    words: &[String],
+    file: &std::path::Path,
+    dataset: &std::path::Path,
+    found: &FoundTask,
+    flags: &SessionFlags,
+) -> anyhow::Result<RunConfig> {
+    let spec = controller::batch::TaskSpec {
+        id: found.name.replace('/', "-"),
+        task: found.name.clone(),
+        trial: 1,
+        source: found.source.clone(),
+        dataset: Some(dataset.to_owned()),
+    };
+    controller::batch::refuse_host_side_keys(std::slice::from_ref(&spec))?;
+    let mut config = RunConfig::for_run(words, Some(file), flags)?;
+    config.workspace = config.workspace.map(WorkspaceSource::untrusted);
+    Ok(config)
 }
 
 /// Whether a running command's output is shown as it comes.

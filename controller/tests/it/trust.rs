@@ -306,6 +306,25 @@ async fn issue_24_host_side_keys_of_a_dataset_are_refused_unless_trusted() {
     )
     .await;
     assert_eq!(direct.code, 0, "{}", direct.stderr);
+    // A task picked out of the dataset by index (a Kubernetes Indexed Job's pod) is the
+    // dataset's, as in a batch.
+    let indexed = |trust: bool| {
+        let dataset = dataset.to_str().unwrap().to_owned();
+        let log_dir = dir.path().join("indexed").to_str().unwrap().to_owned();
+        async move {
+            let mut args = vec!["run", "--task", &dataset, "--task-index", "1"];
+            args.extend(["--log-dir", &log_dir]);
+            if trust {
+                args.push("--trust-tasks");
+            }
+            common::run(common::command(&args), Duration::from_secs(60)).await
+        }
+    };
+    let refused = indexed(false).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    common::assert_contains(&refused.stderr, &["own.yaml", "hooks", "--trust-tasks"]);
+    let trusted = indexed(true).await;
+    assert_eq!(trusted.code, 0, "{}", trusted.stderr);
 }
 
 /// `git` in `repo`, as a test's commit author; its output.
