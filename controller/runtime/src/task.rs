@@ -146,7 +146,7 @@ impl TaskFile {
 fn dataset_repo(repo: &str) -> Result<(), &'static str> {
     let Some(rest) = repo.strip_prefix("https://") else {
         return Err(
-            "is not an https:// URL: a dataset's task may clone only a public https:// repository (a local path, file://, ssh:// or git@host: would reach this machine's repositories or keys)",
+            "is not an https:// URL: a dataset's task may clone only a public https:// repository (a local path, file://, ssh:// or git@host: would reach this machine's repositories or keys; a repository inside the dataset too, whose git files may point outside it: give its files as `workspace.dir` or `workspace.archive` instead)",
         );
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();

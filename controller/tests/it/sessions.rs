@@ -331,7 +331,11 @@ async fn a_job_pod_runs_the_task_at_its_completion_index_and_logs_under_its_name
     // The model's script is the dataset's own (a task picked by index is the dataset's, which
     // may name no file of this machine outside it).
     let script = tasks.path().join("script.yaml");
-    std::fs::copy(common::repo_root().join("examples/hello/script.yaml"), &script).unwrap();
+    std::fs::copy(
+        common::repo_root().join("examples/hello/script.yaml"),
+        &script,
+    )
+    .unwrap();
     for (name, word) in [
         ("a-first", "alpha"),
         ("b-second", "beta"),

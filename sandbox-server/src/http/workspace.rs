@@ -380,9 +380,10 @@ pub(crate) async fn put_archive(
         max_bytes: state.limits.archive_max_bytes,
     };
     let reader = super::body::stream(body, caps.max_bytes);
-    let root = state.ctx.workspace.root().to_owned();
+    let workspace = state.ctx.workspace.clone();
     let started = std::time::Instant::now();
-    let unpacked = blocking(move || archive::replace_from_tar(&root, reader, caps)).await??;
+    let unpacked =
+        blocking(move || archive::replace_from_tar(workspace.root_fd(), reader, caps)).await??;
     state.metrics.snapshot("restore", started.elapsed());
     Ok(Json(ArchivePutResponse {
         n_files: unpacked.n_files,

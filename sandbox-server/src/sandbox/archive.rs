@@ -5,9 +5,10 @@
 use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use nix::dir::Dir;
 use nix::fcntl::{OFlag, openat, renameat};
@@ -130,48 +131,50 @@ pub struct Caps {
     pub max_bytes: u64,
 }
 
-/// Replaces everything under `root` with the archive `body` reads (tar, or tar.gz by its magic
-/// bytes). The archive is unpacked into a staging folder first; the workspace is touched only
-/// once that succeeded, so a bad, empty or oversized archive changes nothing. The staging folder
-/// is reached only through its descriptor ([`place`]), so a command that swaps it (or anything
-/// in it) for a symlink cannot make the server write or move files elsewhere.
+/// Replaces everything beneath the folder `root` (the workspace's descriptor) with the archive
+/// `body` reads (tar, or tar.gz by its magic bytes). The archive is unpacked into a staging
+/// folder first; the workspace is touched only once that succeeded, so a bad, empty or
+/// oversized archive changes nothing. Neither the staging folder nor the workspace is reached
+/// by path ([`place`]), so a command that swaps either (or anything in them) for a symlink
+/// cannot make the server write, move or remove files elsewhere.
 pub fn replace_from_tar(
-    root: &Path,
+    root: BorrowedFd<'_>,
     body: impl Read,
     caps: Caps,
 ) -> Result<Unpacked, ArchiveError> {
-    let root_fd = open_folder(root).map_err(ArchiveError::Io)?;
     let name = format!("{STAGING_PREFIX}{:016x}", rand::random::<u64>());
-    mkdirat(&root_fd, name.as_str(), Mode::from_bits_truncate(0o700))
+    mkdirat(root, name.as_str(), Mode::from_bits_truncate(0o700))
         .map_err(|errno| ArchiveError::Io(errno.into()))?;
     let staging = openat(
-        &root_fd,
+        root,
         name.as_str(),
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
     .map_err(|errno| ArchiveError::Io(errno.into()))?;
-    let unpacked = match unpack(staging.as_fd(), body, caps) {
+    let (unpacked, top) = match unpack(staging.as_fd(), body, caps) {
         Ok(unpacked) => unpacked,
         Err(err) => {
-            // Not through a link: `remove_dir_all` removes a symlink, not what it names.
-            let _ = fs::remove_dir_all(root.join(&name));
+            // Beneath the root's descriptor; `remove_dir_all` removes a symlink, not what it
+            // names.
+            let _ = fs::remove_dir_all(beneath(root).join(&name));
             return Err(err);
         }
     };
-    swap_in(root, root_fd.as_fd(), &name, &staging).map_err(ArchiveError::Io)?;
+    swap_in(root, &name, &staging).map_err(ArchiveError::Io)?;
+    place::set_times(root, top).map_err(|refused| ArchiveError::Io(refused_io(refused)))?;
     Ok(unpacked)
 }
 
-fn open_folder(path: &Path) -> io::Result<OwnedFd> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    Ok(nix::fcntl::open(path, flags, Mode::empty())?)
+/// The folder `dir` as a path the kernel resolves through the descriptor, not by name.
+fn beneath(dir: BorrowedFd<'_>) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()))
 }
 
-/// Empties `root` but for the staging folder `name`, then moves what `staging` (its
-/// descriptor) holds into `root`, name by name beneath the two descriptors.
-fn swap_in(root: &Path, root_fd: BorrowedFd<'_>, name: &str, staging: &OwnedFd) -> io::Result<()> {
-    for entry in fs::read_dir(root)? {
+/// Empties `root` but for the staging folder `name`, then moves what `staging` holds into
+/// `root`, name by name beneath the two descriptors.
+fn swap_in(root: BorrowedFd<'_>, name: &str, staging: &OwnedFd) -> io::Result<()> {
+    for entry in fs::read_dir(beneath(root))? {
         let entry = entry?;
         if entry.file_name() == name {
             continue;
@@ -192,27 +195,39 @@ fn swap_in(root: &Path, root_fd: BorrowedFd<'_>, name: &str, staging: &OwnedFd) 
         .collect();
     for entry in names {
         let entry = OsStr::from_bytes(&entry);
-        renameat(staging, entry, root_fd, entry)?;
+        renameat(staging, entry, root, entry)?;
     }
-    Ok(unlinkat(root_fd, name, UnlinkatFlags::RemoveDir)?)
+    Ok(unlinkat(root, name, UnlinkatFlags::RemoveDir)?)
 }
 
 fn invalid(why: impl Into<String>) -> ArchiveError {
     ArchiveError::Invalid(io::Error::new(io::ErrorKind::InvalidData, why.into()))
 }
 
-/// An error of the stream: past its bound, or unreadable.
-fn stream_error(err: io::Error) -> ArchiveError {
-    if err.kind() == io::ErrorKind::FileTooLarge {
-        ArchiveError::TooLarge(format!(
-            "{err} (--archive-max-bytes and --archive-max-entries)"
-        ))
-    } else {
-        ArchiveError::Invalid(err)
+fn refused_io(refused: Refused) -> io::Error {
+    match refused {
+        Refused::Io(err) => err,
+        other => io::Error::other(format!("{other:?}")),
     }
 }
 
-fn unpack(into: BorrowedFd<'_>, body: impl Read, caps: Caps) -> Result<Unpacked, ArchiveError> {
+/// An error of the stream: past a bound of the guard's, or unreadable.
+fn stream_error(err: io::Error, budget: &guard::Budget) -> ArchiveError {
+    match budget.tripped() {
+        Some(_) => ArchiveError::TooLarge(format!(
+            "{err} (--archive-max-bytes and --archive-max-entries bound the stream)"
+        )),
+        None => ArchiveError::Invalid(err),
+    }
+}
+
+/// Unpacks `body` beneath `into`; what it brought in, and the top-level folders whose modes are
+/// set once they are in the workspace.
+fn unpack(
+    into: BorrowedFd<'_>,
+    body: impl Read,
+    caps: Caps,
+) -> Result<(Unpacked, Vec<place::FolderTimes>), ArchiveError> {
     let mut body = io::BufReader::new(body);
     let head = io::BufRead::fill_buf(&mut body).map_err(ArchiveError::Invalid)?;
     if head.is_empty() {
@@ -227,16 +242,24 @@ fn unpack(into: BorrowedFd<'_>, body: impl Read, caps: Caps) -> Result<Unpacked,
     let total = caps
         .max_bytes
         .saturating_add(caps.max_entries.saturating_mul(4096))
-        .saturating_add(guard::MAX_EXTENSION * 4);
-    let mut archive = tar::Archive::new(guard::Guard::new(reader, total));
+        .saturating_add(guard::PER_ENTRY);
+    let budget = Rc::new(guard::Budget::default());
+    let mut archive = tar::Archive::new(guard::Guard::new(reader, total, budget.clone()));
     let mut unpacked = Unpacked {
         n_files: 0,
         n_bytes: 0,
     };
     let (mut n_entries, mut n_bytes) = (0u64, 0u64);
-    let mut folders = Vec::new();
-    for entry in archive.entries().map_err(stream_error)? {
-        let mut entry = entry.map_err(stream_error)?;
+    let mut placer = place::Placer::new(into);
+    let mut entries = archive
+        .entries()
+        .map_err(|err| stream_error(err, &budget))?;
+    loop {
+        budget.finding();
+        let next = entries.next();
+        budget.found();
+        let Some(entry) = next else { break };
+        let mut entry = entry.map_err(|err| stream_error(err, &budget))?;
         n_entries += 1;
         n_bytes = n_bytes.saturating_add(entry.size());
         if n_entries > caps.max_entries {
@@ -258,22 +281,12 @@ fn unpack(into: BorrowedFd<'_>, body: impl Read, caps: Caps) -> Result<Unpacked,
                 entry_path(&entry)
             )));
         }
-        match place::place(into, &mut entry) {
-            Ok(folder) => folders.extend(folder),
-            Err(Refused::Outside) => {
-                return Err(invalid(format!(
-                    "archive entry `{}` leads outside the workspace (an absolute path, `..`, or a way through a symlink)",
-                    entry_path(&entry)
-                )));
-            }
-            Err(Refused::Kind) => {
-                return Err(invalid(format!(
-                    "archive entry `{}` is of a kind ({kind:?}) a workspace does not hold",
-                    entry_path(&entry)
-                )));
-            }
-            Err(Refused::Io(err)) => return Err(stream_error(err)),
+        if let Err(refused) = placer.place(&mut entry) {
+            return Err(refusal(refused, &entry_path(&entry), &budget));
         }
+        // What an entry carries beyond what was placed (a link's or a folder's data) is read
+        // here, not by the tar reader while it finds the next entry.
+        io::copy(&mut entry, &mut io::sink()).map_err(|err| stream_error(err, &budget))?;
         if kind.is_file() {
             unpacked.n_files += 1;
             unpacked.n_bytes += entry.size();
@@ -282,11 +295,27 @@ fn unpack(into: BorrowedFd<'_>, body: impl Read, caps: Caps) -> Result<Unpacked,
     if n_entries == 0 {
         return Err(invalid("the archive holds no entries"));
     }
-    place::finish(into, &folders).map_err(|refused| match refused {
-        Refused::Io(err) => ArchiveError::Io(err),
-        _ => invalid("a folder of the archive was replaced while it was unpacked"),
-    })?;
-    Ok(unpacked)
+    let top = placer
+        .finish()
+        .map_err(|refused| refusal(refused, "a folder's mode", &budget))?;
+    Ok((unpacked, top))
+}
+
+/// The error for an entry at `path` that was not placed.
+fn refusal(refused: Refused, path: &str, budget: &guard::Budget) -> ArchiveError {
+    match refused {
+        Refused::Outside => invalid(format!(
+            "archive entry `{path}` leads outside the workspace (`..`, or a way through a symlink)"
+        )),
+        Refused::NotAFolder => invalid(format!(
+            "archive entry `{path}`: a name on its way is a file, not a folder"
+        )),
+        Refused::Kind => invalid(format!("archive entry `{path}` is a link without a target")),
+        Refused::Io(err) => match stream_error(err, budget) {
+            ArchiveError::Invalid(err) => invalid(format!("archive entry `{path}`: {err}")),
+            other => other,
+        },
+    }
 }
 
 fn entry_path<R: Read>(entry: &tar::Entry<'_, R>) -> String {
@@ -307,6 +336,11 @@ mod tests {
         max_bytes: 1 << 20,
     };
 
+    fn replace(dir: &Path, body: impl Read, caps: Caps) -> Result<Unpacked, ArchiveError> {
+        let root = File::open(dir).unwrap();
+        replace_from_tar(root.as_fd(), body, caps)
+    }
+
     fn tar_of(dir: &Path) -> Vec<u8> {
         let mut bytes = Vec::new();
         let root = File::open(dir).unwrap();
@@ -324,7 +358,7 @@ mod tests {
 
         let target = tempfile::tempdir().unwrap();
         std::fs::write(target.path().join("old.txt"), "old").unwrap();
-        let unpacked = replace_from_tar(target.path(), tar_bytes.as_slice(), CAPS).unwrap();
+        let unpacked = replace(target.path(), tar_bytes.as_slice(), CAPS).unwrap();
         assert_eq!(
             unpacked,
             Unpacked {
@@ -345,7 +379,7 @@ mod tests {
         );
 
         for bad in [b"this is not a tar archive at all".as_slice(), b""] {
-            let err = replace_from_tar(target.path(), bad, CAPS).unwrap_err();
+            let err = replace(target.path(), bad, CAPS).unwrap_err();
             assert!(matches!(err, ArchiveError::Invalid(_)), "{err}");
         }
         assert_eq!(
@@ -367,15 +401,14 @@ mod tests {
         let bytes = tar_of(source.path());
         let target = tempfile::tempdir().unwrap();
         std::fs::write(target.path().join("keep.txt"), "kept").unwrap();
-        let err = replace_from_tar(target.path(), bytes.as_slice(), CAPS).unwrap_err();
+        let err = replace(target.path(), bytes.as_slice(), CAPS).unwrap_err();
         assert!(err.to_string().contains("--archive-max-bytes"), "{err}");
         let few = Caps {
             max_entries: 1,
             max_bytes: 1 << 30,
         };
         std::fs::create_dir(source.path().join("d")).unwrap();
-        let err =
-            replace_from_tar(target.path(), tar_of(source.path()).as_slice(), few).unwrap_err();
+        let err = replace(target.path(), tar_of(source.path()).as_slice(), few).unwrap_err();
         assert!(err.to_string().contains("--archive-max-entries"), "{err}");
         assert_eq!(
             std::fs::read_dir(target.path()).unwrap().count(),
@@ -411,7 +444,7 @@ mod tests {
         std::fs::write(target.path().join("keep.txt"), "kept").unwrap();
         let to = outside.path().to_str().unwrap();
         let bytes = tar_with(&[("link", to, true), ("link/evil", "x", false)]);
-        let err = replace_from_tar(target.path(), bytes.as_slice(), CAPS).unwrap_err();
+        let err = replace(target.path(), bytes.as_slice(), CAPS).unwrap_err();
         assert!(
             err.to_string().contains("leads outside the workspace"),
             "{err}"
@@ -457,12 +490,54 @@ mod tests {
             body: &bytes,
         };
         // Whether the restore then fails or not, nothing was written, moved or taken outside.
-        let _ = replace_from_tar(target.path(), body, CAPS);
+        let _ = replace(target.path(), body, CAPS);
         let names: Vec<_> = std::fs::read_dir(outside.path())
             .unwrap()
             .map(|entry| entry.unwrap().file_name())
             .collect();
         assert_eq!(names, ["precious"]);
+    }
+
+    /// An archive as `tar -C dir -cf - .` makes it: a first entry `./`, names under `./`, a
+    /// hard link, and a set-user-id mode, which a restore does not keep.
+    #[test]
+    fn a_tar_of_dot_with_a_hard_link_restores() {
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut entry = |name: &str, kind: tar::EntryType, data: &[u8], mode: u32| {
+            let mut header = tar::Header::new_gnu();
+            header.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name.as_bytes());
+            header.set_entry_type(kind);
+            header.set_mode(mode);
+            header.set_size(data.len() as u64);
+            if kind == tar::EntryType::Link {
+                header.set_link_name("./d/a.txt").unwrap();
+            }
+            header.set_cksum();
+            builder.append(&header, data).unwrap();
+        };
+        entry("./", tar::EntryType::Directory, b"", 0o755);
+        entry("./d/", tar::EntryType::Directory, b"", 0o555);
+        entry("./d/a.txt", tar::EntryType::Regular, b"a\n", 0o4755);
+        entry("./b.txt", tar::EntryType::Link, b"", 0o644);
+        let bytes = builder.into_inner().unwrap();
+        let target = tempfile::tempdir().unwrap();
+        let unpacked = replace(target.path(), bytes.as_slice(), CAPS).unwrap();
+        assert_eq!(unpacked.n_files, 1);
+        let a = std::fs::metadata(target.path().join("d/a.txt")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&a.permissions()) & 0o7777,
+            0o755
+        );
+        let b = std::fs::metadata(target.path().join("b.txt")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::ino(&b),
+            std::os::unix::fs::MetadataExt::ino(&a)
+        );
+        let d = std::fs::metadata(target.path().join("d")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&d.permissions()) & 0o777,
+            0o555
+        );
     }
 
     #[test]

@@ -121,15 +121,35 @@ async fn git(args: &[&str], cwd: Option<&Path>, untrusted: bool) -> Result<(), S
     #[allow(clippy::disallowed_methods)]
     // git, for a task's workspace; no other process is spawned here
     let mut command = tokio::process::Command::new("git");
-    if untrusted {
+    // An empty home: no `~/.netrc` (which curl reads for git's https), no `~/.gitconfig`.
+    let home = match untrusted {
+        true => {
+            Some(tempfile::tempdir().map_err(|err| local("making an empty home for git", &err))?)
+        }
+        false => None,
+    };
+    if let Some(home) = &home {
         command
             .args(UNTRUSTED_CONFIG)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path())
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_ALLOW_PROTOCOL", "https")
             .env("GIT_SSH_COMMAND", "false")
-            .env_remove("GIT_ASKPASS")
-            .env_remove("SSH_ASKPASS");
+            .env("NETRC", "/dev/null");
+        // Configuration and places passed down in the environment are this machine's too.
+        for (name, _) in std::env::vars_os() {
+            let text = name.to_string_lossy();
+            let passed = text.starts_with("GIT_CONFIG_")
+                || matches!(
+                    text.as_ref(),
+                    "GIT_DIR" | "GIT_WORK_TREE" | "GIT_ASKPASS" | "SSH_ASKPASS" | "GIT_COMMON_DIR"
+                );
+            if passed && text != "GIT_CONFIG_NOSYSTEM" && text != "GIT_CONFIG_GLOBAL" {
+                command.env_remove(&name);
+            }
+        }
     }
     command
         .args(args)

@@ -171,23 +171,25 @@ async fn restore_to(
         .snapshots
         .get(&id)
         .ok_or_else(|| ApiError::NotFound(format!("snapshot_id: no snapshot `{id}`")))?;
-    let root = state.ctx.workspace.root().to_owned();
+    let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
     let caps = Caps {
         max_entries: state.limits.archive_max_entries,
         max_bytes: state.limits.archive_max_bytes,
     };
     let started = std::time::Instant::now();
-    let restored =
-        blocking(move || restore(&root, &manifest, &shared.blobs, &shared.dirs.state, caps))
-            .await?
-            .map_err(|err| match err {
-                RestoreError::NotKept(_) | RestoreError::Mismatch { .. } => {
-                    ApiError::InvalidArguments(err.to_string())
-                }
-                RestoreError::Archive(err) => ApiError::from(err),
-                RestoreError::Io(err) => ApiError::Internal(format!("restoring: {err}")),
-            })?;
+    let restored = blocking(move || {
+        let root = workspace.root_fd();
+        restore(root, &manifest, &shared.blobs, &shared.dirs.state, caps)
+    })
+    .await?
+    .map_err(|err| match err {
+        RestoreError::NotKept(_) | RestoreError::Mismatch { .. } => {
+            ApiError::InvalidArguments(err.to_string())
+        }
+        RestoreError::Archive(err) => ApiError::from(err),
+        RestoreError::Io(err) => ApiError::Internal(format!("restoring: {err}")),
+    })?;
     state.metrics.snapshot("restore", started.elapsed());
     let output = format!(
         "restored snapshot {id}: {} files, {} bytes",

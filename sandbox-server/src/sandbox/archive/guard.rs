@@ -1,134 +1,104 @@
-//! A bound on what an archive's stream may make the unpacker hold or read. The tar reader keeps
-//! a PAX extended header or a GNU long name whole in memory, of whatever size its header says,
-//! before any entry's size is checked; and a gzip body unpacks to far more than it sends. This
-//! reader sits under the tar reader, follows the stream's headers as they pass, refuses an
-//! extended header over [`MAX_EXTENSION`], and stops the stream past its total.
+//! A bound on what an archive's stream may make the tar reader hold. The tar reader keeps a PAX
+//! extended header or a GNU long name or link whole in memory, of whatever size its header
+//! says, while it looks for the next entry; and a gzip body unpacks to far more than it sends.
+//! Rather than parse the stream a second time (a second parser disagrees with the first on some
+//! input, and an attacker picks that input), this reader counts: the bytes the tar reader takes
+//! while it finds one entry (its headers, extensions and padding; never an entry's data, which
+//! the unpacker reads itself) may not pass [`PER_ENTRY`], and the whole stream may not pass its
+//! total.
 
+use std::cell::Cell;
 use std::io::{self, Read};
+use std::rc::Rc;
 
-/// The largest PAX extended header or GNU long name or link an archive may carry.
-pub(super) const MAX_EXTENSION: u64 = 1 << 20;
+/// What the tar reader may read while it finds one entry: a PAX header and a GNU long name and
+/// long link of up to 1 MiB each, with their headers and padding.
+pub(super) const PER_ENTRY: u64 = 3 << 20;
 
-const BLOCK: usize = 512;
+/// Why the stream was cut, once it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tripped {
+    /// One entry's headers and extensions passed [`PER_ENTRY`].
+    Headers,
+    /// The whole stream passed its total.
+    Total(u64),
+}
 
-/// The stream `inner`, refused once it passes `total` bytes or carries an extension over
-/// [`MAX_EXTENSION`].
+/// What the unpacker and the reader share: the budget of the entry being found (`None` while
+/// the unpacker reads an entry's data), and why the stream was cut.
+#[derive(Debug, Default)]
+pub(super) struct Budget {
+    finding: Cell<Option<u64>>,
+    tripped: Cell<Option<Tripped>>,
+}
+
+impl Budget {
+    /// The tar reader is about to find the next entry.
+    pub(super) fn finding(&self) {
+        self.finding.set(Some(PER_ENTRY));
+    }
+
+    /// The entry is found; what is read now is its data.
+    pub(super) fn found(&self) {
+        self.finding.set(None);
+    }
+
+    pub(super) fn tripped(&self) -> Option<Tripped> {
+        self.tripped.get()
+    }
+}
+
+/// The stream `inner`, cut once it passes `total` bytes or an entry's [`PER_ENTRY`].
 pub(super) struct Guard<R> {
     inner: R,
+    left: u64,
     total: u64,
-    read: u64,
-    /// The header being read, and how much of it is in.
-    header: [u8; BLOCK],
-    filled: usize,
-    /// Bytes of the current entry's data (and padding) still to pass, then a header.
-    data_left: u64,
-    /// Old GNU sparse extension blocks that follow the header before its data.
-    sparse_blocks: bool,
+    budget: Rc<Budget>,
 }
 
 impl<R: Read> Guard<R> {
-    pub(super) fn new(inner: R, total: u64) -> Guard<R> {
+    pub(super) fn new(inner: R, total: u64, budget: Rc<Budget>) -> Guard<R> {
         Guard {
             inner,
+            left: total,
             total,
-            read: 0,
-            header: [0; BLOCK],
-            filled: 0,
-            data_left: 0,
-            sparse_blocks: false,
+            budget,
         }
     }
 
-    /// Follows the stream through `bytes`, header by header.
-    fn follow(&mut self, mut bytes: &[u8]) -> io::Result<()> {
-        while !bytes.is_empty() {
-            if self.data_left > 0 {
-                let n = bytes
-                    .len()
-                    .min(usize::try_from(self.data_left).unwrap_or(usize::MAX));
-                self.data_left -= n as u64;
-                bytes = &bytes[n..];
-                continue;
-            }
-            let n = bytes.len().min(BLOCK - self.filled);
-            self.header[self.filled..self.filled + n].copy_from_slice(&bytes[..n]);
-            self.filled += n;
-            bytes = &bytes[n..];
-            if self.filled == BLOCK {
-                self.filled = 0;
-                self.header_done()?;
-            }
-        }
-        Ok(())
+    fn cut(&self, why: Tripped) -> io::Error {
+        self.budget.tripped.set(Some(why));
+        let text = match why {
+            Tripped::Headers => format!(
+                "an entry's headers (PAX extensions, GNU long names) pass {PER_ENTRY} bytes"
+            ),
+            Tripped::Total(total) => format!("the archive's stream passed {total} bytes"),
+        };
+        io::Error::new(io::ErrorKind::InvalidData, text)
     }
-
-    /// A whole block where a header was due.
-    fn header_done(&mut self) -> io::Result<()> {
-        let block = &self.header;
-        if self.sparse_blocks {
-            // An old GNU sparse extension block: byte 504 says whether another follows.
-            self.sparse_blocks = block[504] != 0;
-            return Ok(());
-        }
-        if block.iter().all(|&b| b == 0) {
-            return Ok(());
-        }
-        let size = size_of(&block[124..136])?;
-        let kind = block[156];
-        if matches!(kind, b'x' | b'g' | b'L' | b'K') && size > MAX_EXTENSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "an extended header (type `{}`) of {size} bytes; at most {MAX_EXTENSION}",
-                    kind as char
-                ),
-            ));
-        }
-        // Old GNU sparse: the header's own flag at 482 says extension blocks follow.
-        self.sparse_blocks = kind == b'S' && block[482] != 0;
-        self.data_left = size.div_ceil(BLOCK as u64) * BLOCK as u64;
-        Ok(())
-    }
-}
-
-/// A header's size field: octal text, or base-256 when its first byte's top bit is set.
-fn size_of(field: &[u8]) -> io::Result<u64> {
-    if field[0] & 0x80 != 0 {
-        let mut value: u64 = 0;
-        for &byte in &field[field.len() - 8..] {
-            value = (value << 8) | u64::from(byte);
-        }
-        return Ok(value);
-    }
-    let text: Vec<u8> = field
-        .iter()
-        .copied()
-        .skip_while(|b| *b == b' ')
-        .take_while(|b| (b'0'..=b'7').contains(b))
-        .collect();
-    if text.is_empty() {
-        return Ok(0);
-    }
-    let text = String::from_utf8_lossy(&text);
-    u64::from_str_radix(&text, 8).map_err(|err| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("a header's size: {err}"),
-        )
-    })
 }
 
 impl<R: Read> Read for Guard<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read += n as u64;
-        if self.read > self.total {
-            return Err(io::Error::new(
-                io::ErrorKind::FileTooLarge,
-                format!("the archive's stream passed {} bytes", self.total),
-            ));
+        // Never more than what is left of either bound, so no read passes it.
+        let mut most = buf.len() as u64;
+        most = most.min(self.left.saturating_add(1));
+        if let Some(finding) = self.budget.finding.get() {
+            most = most.min(finding.saturating_add(1));
         }
-        self.follow(&buf[..n])?;
+        let most = usize::try_from(most).unwrap_or(buf.len()).min(buf.len());
+        let n = self.inner.read(&mut buf[..most])?;
+        let counted = n as u64;
+        if counted > self.left {
+            return Err(self.cut(Tripped::Total(self.total)));
+        }
+        self.left -= counted;
+        if let Some(finding) = self.budget.finding.get() {
+            if counted > finding {
+                return Err(self.cut(Tripped::Headers));
+            }
+            self.budget.finding.set(Some(finding - counted));
+        }
         Ok(n)
     }
 }
@@ -136,6 +106,14 @@ impl<R: Read> Read for Guard<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A PAX `comment` record of `size` bytes, its length included.
+    fn comment(size: usize) -> Vec<u8> {
+        let mut record = format!("{size} comment=").into_bytes();
+        record.resize(size - 1, b'a');
+        record.push(b'\n');
+        record
+    }
 
     /// A tar with one PAX header of `size` bytes of records, then a small file.
     fn with_extension(size: usize) -> Vec<u8> {
@@ -145,10 +123,7 @@ mod tests {
         header.set_entry_type(tar::EntryType::XHeader);
         header.set_size(size as u64);
         header.set_cksum();
-        let record = format!("{size} comment=");
-        let mut data = record.into_bytes();
-        data.resize(size - 1, b'a');
-        data.push(b'\n');
+        let data = comment(size);
         builder.append(&header, data.as_slice()).unwrap();
         let mut file = tar::Header::new_gnu();
         file.set_size(2);
@@ -159,36 +134,74 @@ mod tests {
         bytes
     }
 
-    fn read_all(bytes: &[u8]) -> io::Result<Vec<String>> {
-        let mut archive = tar::Archive::new(Guard::new(bytes, 1 << 30));
-        let mut names = Vec::new();
-        for entry in archive.entries()? {
-            names.push(entry?.path()?.display().to_string());
-        }
-        Ok(names)
+    /// The entries' names, the budget set as the unpacker sets it.
+    fn read_all(bytes: &[u8]) -> (io::Result<Vec<String>>, Option<Tripped>) {
+        let budget = Rc::new(Budget::default());
+        let mut archive = tar::Archive::new(Guard::new(bytes, 1 << 30, budget.clone()));
+        let names = (|| {
+            let mut entries = archive.entries()?;
+            let mut names = Vec::new();
+            loop {
+                budget.finding();
+                let Some(entry) = entries.next() else {
+                    return Ok(names);
+                };
+                budget.found();
+                let mut entry = entry?;
+                names.push(entry.path()?.display().to_string());
+                io::copy(&mut entry, &mut io::sink())?;
+            }
+        })();
+        (names, budget.tripped())
     }
 
     #[test]
-    fn a_small_extension_passes_and_a_large_one_is_refused_before_it_is_read() {
-        assert_eq!(read_all(&with_extension(4096)).unwrap(), ["f.txt"]);
-        let err = read_all(&with_extension(2 << 20)).unwrap_err();
-        assert!(err.to_string().contains("extended header"), "{err}");
+    fn a_small_extension_passes_and_a_large_one_is_cut_while_it_is_read() {
+        assert_eq!(read_all(&with_extension(4096)).0.unwrap(), ["f.txt"]);
+        let (names, tripped) = read_all(&with_extension(8 << 20));
+        assert!(names.is_err());
+        assert_eq!(tripped, Some(Tripped::Headers));
+    }
+
+    /// What a second parser of the stream could be led astray by: a PAX `size=0` over a
+    /// header that says 100 GiB, then a large extension where that parser would see data.
+    #[test]
+    fn an_extension_that_changes_the_next_entrys_size_is_still_bounded() {
+        let mut bytes = Vec::new();
+        let mut builder = tar::Builder::new(&mut bytes);
+        let pax = |size: usize, records: &str| {
+            let mut header = tar::Header::new_ustar();
+            header.set_entry_type(tar::EntryType::XHeader);
+            header.set_size(size as u64);
+            header.set_cksum();
+            let mut data = records.as_bytes().to_vec();
+            data.extend(comment(size - data.len()));
+            (header, data)
+        };
+        let (header, data) = pax(512, "9 size=0\n");
+        builder.append(&header, data.as_slice()).unwrap();
+        let mut file = tar::Header::new_gnu();
+        file.set_path("f.txt").unwrap();
+        file.set_size(100 << 30);
+        file.set_mode(0o644);
+        file.set_cksum();
+        builder.append(&file, io::empty()).unwrap();
+        let (header, data) = pax(8 << 20, "");
+        builder.append(&header, data.as_slice()).unwrap();
+        builder.finish().unwrap();
+        drop(builder);
+        let (names, tripped) = read_all(&bytes);
+        assert!(names.is_err(), "{names:?}");
+        assert_eq!(tripped, Some(Tripped::Headers));
     }
 
     #[test]
-    fn the_stream_stops_past_its_total() {
+    fn the_stream_stops_at_its_total() {
         let bytes = with_extension(4096);
-        let mut guard = Guard::new(bytes.as_slice(), 1024);
+        let budget = Rc::new(Budget::default());
+        let mut guard = Guard::new(bytes.as_slice(), 1024, budget.clone());
         let err = io::copy(&mut guard, &mut io::sink()).unwrap_err();
         assert!(err.to_string().contains("passed 1024 bytes"), "{err}");
-    }
-
-    #[test]
-    fn sizes_read_as_octal_or_base_256() {
-        assert_eq!(size_of(b"00000001750\0").unwrap(), 1000);
-        let mut big = [0u8; 12];
-        big[0] = 0x80;
-        big[4..].copy_from_slice(&(20u64 << 30).to_be_bytes());
-        assert_eq!(size_of(&big).unwrap(), 20 << 30);
+        assert_eq!(budget.tripped(), Some(Tripped::Total(1024)));
     }
 }

@@ -38,10 +38,10 @@ pub enum RestoreError {
     Archive(#[from] ArchiveError),
 }
 
-/// Replaces the workspace under `root` with the snapshot `manifest`, staging the archive in
+/// Replaces the workspace beneath the folder `root` (its descriptor) with the snapshot `manifest`, staging the archive in
 /// `scratch` (a folder of the server's, outside the workspace).
 pub fn restore(
-    root: &Path,
+    root: std::os::fd::BorrowedFd<'_>,
     manifest: &Manifest,
     blobs: &BlobStore,
     scratch: &Path,
@@ -54,7 +54,7 @@ pub fn restore(
 }
 
 fn build_and_unpack(
-    root: &Path,
+    root: std::os::fd::BorrowedFd<'_>,
     manifest: &Manifest,
     blobs: &BlobStore,
     staged: &Path,
@@ -192,7 +192,7 @@ mod tests {
             max_entries: 100,
             max_bytes: 1 << 20,
         };
-        let err = restore(workspace.path(), &manifest, &blobs, scratch.path(), caps).unwrap_err();
+        let err = restore(root.as_fd(), &manifest, &blobs, scratch.path(), caps).unwrap_err();
         assert!(
             matches!(err, RestoreError::Mismatch { ref path, recorded: 512, kept: 1024 } if path == "data"),
             "{err}"
