@@ -103,6 +103,8 @@ struct Builder {
     /// Subagents, in the order they started: their folder and session id; each folder once
     /// (a crafted log could name one many times).
     children: Vec<(String, String)>,
+    /// The folders in `children`.
+    seen: std::collections::HashSet<String>,
     /// An `agent` call's child: its session id, folder and workspace.
     child_of_call: BTreeMap<String, (String, String, &'static str)>,
 }
@@ -186,7 +188,9 @@ impl Builder {
                 }
             }
             Event::SubagentStarted(started) => {
-                if !self.children.iter().any(|(dir, _)| *dir == started.log_dir) {
+                // Past the most an export embeds the export fails anyway: no more are kept.
+                if self.children.len() <= MOST_EMBEDDED && self.seen.insert(started.log_dir.clone())
+                {
                     self.children
                         .push((started.log_dir.clone(), started.session_id.clone()));
                 }

@@ -201,7 +201,7 @@ pub(crate) async fn get_blob(
             (Vec<u8> = "application/x-tar"),
             (Vec<u8> = "application/octet-stream"),
         )),
-        (status = 429, description = "As many archives are being written as the server writes at once (16; `overloaded`, with Retry-After); a stream whose client reads nothing for 60 s is abandoned, and its place given back", body = ErrorResponse),
+        (status = 429, description = "As many archives are being written as the server writes at once (16; `overloaded`, with Retry-After); a stream whose client reads nothing for 60 s, or under 16 KiB/s on average past its first minute, is abandoned, and its place given back", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn get_archive(
@@ -225,6 +225,9 @@ pub(crate) async fn get_archive(
         buffer: Vec::with_capacity(CHUNK),
         runtime: tokio::runtime::Handle::current(),
         stall: STALL,
+        min_rate: MIN_RATE,
+        started: std::time::Instant::now(),
+        sent: 0,
     };
     let complete = Arc::new(AtomicBool::new(false));
     let finished = complete.clone();
@@ -254,6 +257,9 @@ pub(crate) async fn get_archive(
 
 /// How many archives are written at once; one more is answered 429 until one ends.
 pub(crate) const MAX_ARCHIVE_STREAMS: usize = 16;
+
+/// The slowest a client may read an archive, on average past its first [`STALL`]: 16 KiB/s.
+const MIN_RATE: u64 = 16 << 10;
 
 /// How long the archive writer waits for room for a chunk (a client that reads nothing)
 /// before it abandons the stream and gives its thread and its place back.
@@ -320,6 +326,11 @@ struct ChannelWriter {
     /// The runtime serving the response: the blocking thread waits for room through it.
     runtime: tokio::runtime::Handle,
     stall: Duration,
+    /// Past its first `stall`, a client that reads less than this (bytes a second, on
+    /// average) is abandoned too: a chunk now and then would hold the stream for ever.
+    min_rate: u64,
+    started: std::time::Instant,
+    sent: u64,
 }
 
 impl std::io::Write for ChannelWriter {
@@ -343,7 +354,24 @@ impl std::io::Write for ChannelWriter {
             .runtime
             .block_on(self.sender.send_timeout(Ok(chunk), self.stall));
         match sent {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.sent += CHUNK as u64;
+                let elapsed = self.started.elapsed();
+                if elapsed > self.stall
+                    && (self.sent as f64 / elapsed.as_secs_f64()) < self.min_rate as f64
+                {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "the client read {} bytes in {:.0} s, under {} bytes a second; the archive was abandoned",
+                            self.sent,
+                            elapsed.as_secs_f64(),
+                            self.min_rate
+                        ),
+                    ));
+                }
+                Ok(())
+            }
             Err(SendTimeoutError::Timeout(_)) => Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
@@ -460,6 +488,9 @@ mod tests {
             buffer: Vec::new(),
             runtime: tokio::runtime::Handle::current(),
             stall: Duration::from_millis(100),
+            min_rate: 0,
+            started: std::time::Instant::now(),
+            sent: 0,
         };
         let started = std::time::Instant::now();
         let written = tokio::task::spawn_blocking(move || {
@@ -472,5 +503,39 @@ mod tests {
         let err = written.unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    /// A client that reads a chunk now and then, never stalling for the whole `stall`, is
+    /// abandoned once its average rate is under the least.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_reads_a_trickle_is_abandoned() {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(1);
+        let mut writer = ChannelWriter {
+            sender,
+            buffer: Vec::new(),
+            runtime: tokio::runtime::Handle::current(),
+            stall: Duration::from_millis(100),
+            min_rate: (CHUNK as u64) * 100,
+            started: std::time::Instant::now(),
+            sent: 0,
+        };
+        let reader = tokio::spawn(async move {
+            while receiver.recv().await.is_some() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        let written = tokio::task::spawn_blocking(move || {
+            let chunk = vec![0u8; CHUNK];
+            for _ in 0..100 {
+                writer.write_all(&chunk)?;
+            }
+            Ok::<_, std::io::Error>(())
+        })
+        .await
+        .unwrap();
+        let err = written.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+        assert!(err.to_string().contains("bytes a second"), "{err}");
+        reader.abort();
     }
 }
