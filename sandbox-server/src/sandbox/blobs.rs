@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone)]
 pub struct BlobStore {
     dir: PathBuf,
-    /// Files larger than this are neither kept nor read (see [`BlobStore::unread`]).
+    /// Files larger than this are not kept (and, when sparse, not read: [`BlobStore::unread`]).
     max_file_bytes: u64,
     /// Mixed into [`BlobStore::unread`]'s digests, so no content can be made to hash to one.
     salt: Salt,

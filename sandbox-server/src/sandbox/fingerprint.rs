@@ -224,9 +224,10 @@ fn hash_path(path: &Path, depth: usize) -> (WatchedKind, Option<String>) {
     (WatchedKind::Other, None)
 }
 
-/// Watched files larger than this stand for their stat (size, times, inode), unread: a watched
-/// path is outside the workspace but a command may write it, and a sparse file of terabytes
-/// would otherwise be read at every fingerprint.
+/// Sparse watched files larger than this stand for their stat (size, times, inode), unread: a
+/// watched path is outside the workspace but a command may write it, and a sparse file of
+/// terabytes would otherwise be read at every fingerprint. (A dense one is read: its bytes are
+/// bounded by the disk, and its hash is the same in every run.)
 const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The hash of the regular file at `path`. Opened without following a symlink and without
@@ -250,7 +251,10 @@ fn hash_file(path: &Path) -> (WatchedKind, Option<String>) {
     }
     let size = stat.st_size as u64;
     let mut hasher = Sha256::new();
-    if size > MAX_READ_BYTES {
+    let on_disk = u64::try_from(stat.st_blocks)
+        .unwrap_or(0)
+        .saturating_mul(512);
+    if size > MAX_READ_BYTES && on_disk < size {
         // Salted, so no content a command writes can hash to it (and hide a change).
         static SALT: OnceLock<[u8; 32]> = OnceLock::new();
         hasher.update(b"a file too large to read, by its stat\0");

@@ -218,6 +218,49 @@ async fn a_watched_file_swapped_for_a_fifo_never_holds_the_fingerprint() {
     assert!(n_answers > 0 && n_swaps.load(Ordering::Relaxed) > 0);
 }
 
+/// A watched file swapped for a sparse giant is not read (a fingerprint answers at once) and a
+/// change to it is still seen; a dense watched file's hash is its content's, the same in every
+/// server.
+#[tokio::test]
+async fn a_sparse_giant_watched_file_is_not_read_and_a_dense_one_hashes_alike() {
+    let watched = tempfile::tempdir().unwrap();
+    let (giant, dense) = (watched.path().join("giant"), watched.path().join("dense"));
+    std::fs::File::create(&giant)
+        .unwrap()
+        .set_len(256 << 30)
+        .unwrap();
+    std::fs::write(&dense, vec![7u8; 20 << 20]).unwrap();
+    let args = |path: &std::path::Path| ["--watch".to_owned(), path.display().to_string()];
+    let server = common::start_with_args(args(&giant)).await;
+    let fingerprint = || async {
+        let answer = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.get_json("/v1/state/fingerprint"),
+        );
+        let (status, body) = answer.await.expect("a fingerprint within 20 s");
+        assert_eq!(status, 200, "{body}");
+        body["watched"].to_string()
+    };
+    let before = fingerprint().await;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&giant)
+        .unwrap()
+        .set_len(128 << 30)
+        .unwrap();
+    assert_ne!(fingerprint().await, before, "the change is seen");
+    let hashes = futures::future::join_all((0..2).map(|_| async {
+        let server = common::start_with_args(args(&dense)).await;
+        let (_, body) = server.get_json("/v1/state/fingerprint").await;
+        body["watched"].to_string()
+    }))
+    .await;
+    assert_eq!(
+        hashes[0], hashes[1],
+        "two servers hash the dense file alike"
+    );
+}
+
 /// Clients that ask for the archive and read nothing hold at most 16 writers; the next is told
 /// to retry, and once they leave, their places are given back.
 #[tokio::test]
