@@ -3,7 +3,7 @@
 //! ATIF embed its subagents without end; a log is its owner's alone on disk.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -182,25 +182,30 @@ async fn export(log: &Path, out: &Path) -> common::Run {
     harness(&common::export_args(log, out)).await
 }
 
+/// A recorded session's log (its folder) and first line, and beneath `dir/chained` a log of
+/// 16 levels, each holding `lines` and its child in `agents/x`, the 17th empty.
+async fn chained_log(dir: &Path, lines: &[String]) -> (PathBuf, PathBuf, String) {
+    let (_, recorded) = recorded_session(dir).await;
+    let events = std::fs::read_to_string(recorded.join("events.jsonl")).unwrap();
+    let header = events.lines().next().unwrap().to_owned();
+    let chained = dir.join("chained");
+    let mut level = chained.clone();
+    for depth in 0..=16 {
+        let here = if depth < 16 { lines } else { &[] };
+        crafted_log(&level, &recorded, &header, here);
+        level = level.join("agents/x");
+    }
+    (chained, recorded, header)
+}
+
 /// A log that names its one subagent four times at each of 16 levels would cost 4^16
 /// trajectories: the ATIF export embeds each child once, and refuses a log with more children
 /// than it embeds (1000), saying so.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crafted_log_cannot_blow_up_the_atif_export() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, recorded) = recorded_session(dir.path()).await;
-    let events = std::fs::read_to_string(recorded.join("events.jsonl")).unwrap();
-    let header = events.lines().next().unwrap();
-    let chained = dir.path().join("chained");
-    let mut level = chained.clone();
-    for depth in 0..=16 {
-        let lines: Vec<String> = match depth {
-            16 => Vec::new(),
-            _ => (1..=4).map(|seq| subagent_started(seq, "x")).collect(),
-        };
-        crafted_log(&level, &recorded, header, &lines);
-        level = level.join("agents/x");
-    }
+    let lines: Vec<String> = (1..=4).map(|seq| subagent_started(seq, "x")).collect();
+    let (chained, recorded, header) = chained_log(dir.path(), &lines).await;
     let out = dir.path().join("chained.json");
     let run = export(&chained, &out).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -214,9 +219,9 @@ async fn a_crafted_log_cannot_blow_up_the_atif_export() {
     let lines: Vec<String> = (1..=1001)
         .map(|i| subagent_started(i, &format!("c{i}")))
         .collect();
-    crafted_log(&wide, &recorded, header, &lines);
+    crafted_log(&wide, &recorded, &header, &lines);
     for i in 1..=1001 {
-        crafted_log(&wide.join(format!("agents/c{i}")), &recorded, header, &[]);
+        crafted_log(&wide.join(format!("agents/c{i}")), &recorded, &header, &[]);
     }
     let run = export(&wide, &dir.path().join("wide.json")).await;
     assert_ne!(run.code, 0, "{}", run.stderr);
@@ -229,28 +234,18 @@ async fn a_crafted_log_cannot_blow_up_the_atif_export() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crafted_log_cannot_blow_up_a_rerun() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, recorded) = recorded_session(dir.path()).await;
-    let events = std::fs::read_to_string(recorded.join("events.jsonl")).unwrap();
-    let header = events.lines().next().unwrap();
-    let chained = dir.path().join("chained");
-    let mut level = chained.clone();
-    for depth in 0..=16 {
-        let mut lines = Vec::new();
-        for call in 1..=4 {
-            if depth < 16 {
-                lines.push(
-                    json!({
-                        "seq": call * 2 - 1, "ts": "2026-01-01T00:00:00.000Z", "type": "tool_call",
-                        "data": {"call_id": format!("call_{}", call * 2), "name": "agent", "arguments": "{}"},
-                    })
-                    .to_string(),
-                );
-                lines.push(subagent_started(call * 2, "x"));
-            }
-        }
-        crafted_log(&level, &recorded, header, &lines);
-        level = level.join("agents/x");
+    let mut lines = Vec::new();
+    for call in 1..=4 {
+        lines.push(
+            json!({
+                "seq": call * 2 - 1, "ts": "2026-01-01T00:00:00.000Z", "type": "tool_call",
+                "data": {"call_id": format!("call_{}", call * 2), "name": "agent", "arguments": "{}"},
+            })
+            .to_string(),
+        );
+        lines.push(subagent_started(call * 2, "x"));
     }
+    let (chained, _, _) = chained_log(dir.path(), &lines).await;
     let started = std::time::Instant::now();
     let rerun = harness(&["replay", "rerun", chained.to_str().unwrap()]).await;
     assert_ne!(rerun.code, 0, "{}", rerun.stderr);
