@@ -181,6 +181,11 @@ pub struct ServeArgs {
     /// `PUT /v1/workspace/archive`: the most entries an archive may hold.
     #[arg(long, env = "SANDBOX_ARCHIVE_MAX_ENTRIES", default_value_t = 1_000_000)]
     pub archive_max_entries: u64,
+    /// The most paths one walk of the workspace may find: a snapshot, the changes since one
+    /// and `GET /v1/workspace/archive` past it stop (413; the archive stream ends unfinished),
+    /// as does a listing of one folder of more entries. Bounds the memory each manifest holds.
+    #[arg(long, env = "SANDBOX_SCAN_MAX_ENTRIES", default_value_t = 1_000_000)]
+    pub scan_max_entries: u64,
     /// Tool calls that may run at once; one more gets 429 with Retry-After.
     #[arg(long, env = "SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 64)]
     pub max_concurrent_calls: usize,
@@ -331,6 +336,7 @@ pub struct Config {
     pub max_inflight_body_bytes: u64,
     pub archive_max_bytes: u64,
     pub archive_max_entries: u64,
+    pub scan_max_entries: u64,
     pub max_concurrent_calls: usize,
     pub max_followers: usize,
     pub process_buffer: u64,
@@ -439,6 +445,7 @@ impl ServeArgs {
             max_inflight_body_bytes: self.max_inflight_body_bytes,
             archive_max_bytes: self.archive_max_bytes,
             archive_max_entries: self.archive_max_entries,
+            scan_max_entries: self.scan_max_entries,
             max_concurrent_calls: self.max_concurrent_calls,
             max_followers: self.max_followers,
             process_buffer: self.process_buffer,
@@ -512,6 +519,7 @@ impl ServeArgs {
         positive("artifact-cap", self.artifact_cap)?;
         positive("archive-max-bytes", self.archive_max_bytes)?;
         positive("archive-max-entries", self.archive_max_entries)?;
+        positive("scan-max-entries", self.scan_max_entries)?;
         if self.max_inflight_body_bytes < self.max_body_bytes {
             return Err(ConfigError::Range {
                 flag: "max-inflight-body-bytes",

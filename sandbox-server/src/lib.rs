@@ -164,6 +164,7 @@ fn limits(config: &Config, tool_limits: &ToolLimits) -> Limits {
         max_inflight_body_bytes: config.max_inflight_body_bytes,
         archive_max_bytes: config.archive_max_bytes,
         archive_max_entries: config.archive_max_entries,
+        scan_max_entries: config.scan_max_entries,
         read_file_page_bytes: sandbox::tools::read_file::page_bytes(config.output_limit) as u64,
         max_concurrent_calls: config.max_concurrent_calls as u64,
         max_followers: config.max_followers as u64,

@@ -57,7 +57,8 @@ pub enum ErrorType {
     ForeignOrigin,
     /// 415: a JSON route called without `Content-Type: application/json`.
     UnsupportedMediaType,
-    /// 413: the body is over the limit.
+    /// 413: the body is over the limit, or the workspace (or one folder) holds more paths than
+    /// a scan may (`--scan-max-entries`).
     PayloadTooLarge,
     /// 422: the arguments do not fit the tool's schema or its checks; the message names the field.
     InvalidArguments,

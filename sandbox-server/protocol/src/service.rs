@@ -124,6 +124,10 @@ pub struct Limits {
     /// The most entries such an archive may hold.
     #[serde(default)]
     pub archive_max_entries: u64,
+    /// The most paths a snapshot, a change list or `GET /v1/workspace/archive` may find in the
+    /// workspace, and the most entries one folder's listing may hold; past it they stop (413).
+    #[serde(default)]
+    pub scan_max_entries: u64,
     /// The most bytes of lines `read_file` gathers for one page (the rest are counted only).
     #[serde(default)]
     pub read_file_page_bytes: u64,

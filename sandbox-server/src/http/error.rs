@@ -155,6 +155,10 @@ impl ApiError {
             ApiError::Snapshot(SnapshotError::Unknown(_)) => {
                 (StatusCode::NOT_FOUND, ErrorType::NotFound)
             }
+            // Past `--scan-max-entries`: a 4xx, so the message (limit, flag, count) is shown.
+            ApiError::Snapshot(SnapshotError::TooManyPaths(_)) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
+            }
             ApiError::Snapshot(SnapshotError::Io(_)) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::IoError)
             }
@@ -216,6 +220,9 @@ fn workspace_status(err: &WorkspaceError) -> (StatusCode, ErrorType) {
             (StatusCode::FORBIDDEN, ErrorType::NotARegularFile)
         }
         WorkspaceError::NotADirectory { .. } => (StatusCode::FORBIDDEN, ErrorType::NotADirectory),
+        WorkspaceError::TooManyEntries { .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
+        }
         WorkspaceError::PermissionDenied { .. } => {
             (StatusCode::FORBIDDEN, ErrorType::PermissionDenied)
         }

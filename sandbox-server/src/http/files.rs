@@ -110,6 +110,7 @@ pub(crate) async fn put_file(
     get, path = "/v1/dirs", tag = "files",
     responses(
         (status = 200, body = DirListing),
+        (status = 413, description = "The folder holds more entries than a listing may (`--scan-max-entries`; `payload_too_large`)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn list_root(state: State<AppState>) -> Result<Json<DirListing>, ApiError> {
@@ -124,6 +125,7 @@ pub(crate) async fn list_root(state: State<AppState>) -> Result<Json<DirListing>
         (status = 200, body = DirListing),
         (status = 403, description = "Outside the workspace, or not a directory", body = ErrorResponse),
         (status = 404, description = "No such directory", body = ErrorResponse),
+        (status = 413, description = "The folder holds more entries than a listing may (`--scan-max-entries`; `payload_too_large`)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn list_dir(
@@ -132,6 +134,7 @@ pub(crate) async fn list_dir(
 ) -> Result<Json<DirListing>, ApiError> {
     let workspace = state.ctx.workspace.clone();
     let target = path.clone();
-    let entries = blocking(move || workspace.list_dir(&target)).await??;
+    let max_entries = state.limits.scan_max_entries;
+    let entries = blocking(move || workspace.list_dir(&target, max_entries)).await??;
     Ok(Json(DirListing { path, entries }))
 }

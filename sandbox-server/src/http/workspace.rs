@@ -31,6 +31,7 @@ use crate::time;
     post, path = "/v1/workspace/snapshot", tag = "workspace",
     responses(
         (status = 200, body = SnapshotResponse),
+        (status = 413, description = "The workspace holds more paths than a scan may (`--scan-max-entries`; `payload_too_large`); nothing is recorded", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn take_snapshot(
@@ -44,6 +45,7 @@ pub(crate) async fn take_snapshot(
 pub(crate) async fn snapshot_now(state: &AppState) -> Result<SnapshotResponse, ApiError> {
     let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
+    let max_paths = state.limits.scan_max_entries;
     let (started, parent) = (std::time::Instant::now(), tracing::Span::current());
     let snapshot::Taken {
         id,
@@ -53,9 +55,13 @@ pub(crate) async fn snapshot_now(state: &AppState) -> Result<SnapshotResponse, A
         ..
     } = blocking(move || {
         let _span = tracing::info_span!(parent: &parent, "snapshot").entered();
-        shared
-            .snapshots
-            .take(workspace.root_fd(), &shared.ignore, &shared.blobs, None)
+        shared.snapshots.take(
+            workspace.root_fd(),
+            &shared.ignore,
+            &shared.blobs,
+            None,
+            max_paths,
+        )
     })
     .await??;
     state.metrics.snapshot("snapshot", started.elapsed());
@@ -81,7 +87,7 @@ pub(crate) async fn snapshot_now(state: &AppState) -> Result<SnapshotResponse, A
     params(("id" = String, Path, description = "A snapshot id")),
     responses(
         (status = 200, body = ManifestResponse),
-        (status = 404, description = "Unknown, or older than the last 32 snapshots", body = ErrorResponse),
+        (status = 404, description = "Unknown, or no longer kept (older than the last 32 snapshots, or than those that hold 4,000,000 paths together)", body = ErrorResponse),
     ),
 )]
 pub(crate) async fn get_snapshot(
@@ -115,6 +121,7 @@ pub(crate) struct ChangesQuery {
     responses(
         (status = 200, body = ChangesResponse),
         (status = 404, description = "Unknown snapshot", body = ErrorResponse),
+        (status = 413, description = "The workspace holds more paths than a scan may (`--scan-max-entries`; `payload_too_large`); no new snapshot is recorded", body = ErrorResponse),
         (status = 422, description = "`since` is missing", body = ErrorResponse),
     ),
 )]
@@ -138,6 +145,7 @@ pub(crate) async fn changes_since(
     let workspace = state.ctx.workspace.clone();
     let shared = state.state.clone();
     let base_id = since.clone();
+    let max_paths = state.limits.scan_max_entries;
     let (started, parent) = (std::time::Instant::now(), tracing::Span::current());
     let snapshot::Taken {
         id,
@@ -152,6 +160,7 @@ pub(crate) async fn changes_since(
             &shared.ignore,
             &shared.blobs,
             Some(&base_id),
+            max_paths,
         )
     })
     .await??;
@@ -193,7 +202,9 @@ pub(crate) async fn get_blob(
 
 /// The workspace as a tar stream; symlinks stay symlinks. FIFOs, sockets and devices are left
 /// out (the server logs each). Labelled `application/x-tar`, or `application/octet-stream`
-/// for a client that accepts only that.
+/// for a client that accepts only that. A workspace of more paths than a scan may
+/// (`--scan-max-entries`) ends the stream unfinished (an aborted transfer), and the server
+/// logs why.
 #[utoipa::path(
     get, path = "/v1/workspace/archive", tag = "workspace",
     responses(
@@ -216,6 +227,7 @@ pub(crate) async fn get_archive(
         .map_err(|_| ApiError::TooManyArchives(MAX_ARCHIVE_STREAMS))?;
     let label = archive_media_type(&headers);
     let workspace = state.ctx.workspace;
+    let max_paths = state.limits.scan_max_entries;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
     // Held by the thread until it has said whether the archive is complete: the body ends
     // only when every sender is gone, so never before that is known.
@@ -236,7 +248,7 @@ pub(crate) async fn get_archive(
     // after `STALL`.
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        match archive::write_tar(workspace.root_fd(), writer) {
+        match archive::write_tar(workspace.root_fd(), writer, max_paths) {
             Ok(skipped) => {
                 for left_out in skipped {
                     let path = String::from_utf8_lossy(&left_out.path);

@@ -24,14 +24,20 @@ mod place;
 const STAGING_PREFIX: &str = ".sandbox-restore-";
 
 /// Writes the workspace beneath `root` as a tar stream to `out`. FIFOs, sockets and devices
-/// are left out, and returned with what changed mid-walk.
-pub fn write_tar(root: BorrowedFd<'_>, out: impl Write) -> io::Result<Vec<Skipped>> {
+/// are left out, and returned with what changed mid-walk. Past `max_paths` paths
+/// (`--scan-max-entries`) the stream stops, unfinished, with an error that
+/// [`walk::TooManyPaths::of`] recognises.
+pub fn write_tar(
+    root: BorrowedFd<'_>,
+    out: impl Write,
+    max_paths: u64,
+) -> io::Result<Vec<Skipped>> {
     let mut builder = tar::Builder::new(out);
     let mut left_out = Vec::new();
     let staging = |path: &[u8], name: &[u8]| {
         !path.contains(&b'/') && name.starts_with(STAGING_PREFIX.as_bytes())
     };
-    let mut skipped = walk::walk(root, staging, |found| {
+    let mut skipped = walk::walk(root, max_paths, staging, |found| {
         let path = Path::new(OsStr::from_bytes(found.path));
         let mut header = tar::Header::new_gnu();
         header.set_mode(found.stat.st_mode & 0o7777);
@@ -344,7 +350,7 @@ mod tests {
     fn tar_of(dir: &Path) -> Vec<u8> {
         let mut bytes = Vec::new();
         let root = File::open(dir).unwrap();
-        write_tar(root.as_fd(), &mut bytes).unwrap();
+        write_tar(root.as_fd(), &mut bytes, u64::MAX).unwrap();
         bytes
     }
 
@@ -552,7 +558,7 @@ mod tests {
         .unwrap();
         let mut bytes = Vec::new();
         let root = File::open(source.path()).unwrap();
-        let skipped = write_tar(root.as_fd(), &mut bytes).unwrap();
+        let skipped = write_tar(root.as_fd(), &mut bytes, u64::MAX).unwrap();
         let names: Vec<String> = skipped
             .iter()
             .map(|s| String::from_utf8_lossy(&s.path).into_owned())
@@ -565,5 +571,19 @@ mod tests {
             .map(|e| e.unwrap().path().unwrap().display().to_string())
             .collect();
         assert_eq!(paths, ["f"]);
+    }
+
+    #[test]
+    fn an_archive_of_more_paths_than_the_scan_limit_stops() {
+        let source = tempfile::tempdir().unwrap();
+        for i in 0..10 {
+            std::fs::write(source.path().join(format!("f{i}")), "x").unwrap();
+        }
+        let root = File::open(source.path()).unwrap();
+        let err = write_tar(root.as_fd(), io::sink(), 5).unwrap_err();
+        let stopped = walk::TooManyPaths::of(&err).expect("the scan limit");
+        assert_eq!((stopped.limit, stopped.reached), (5, 6));
+        assert!(err.to_string().contains("--scan-max-entries"), "{err}");
+        assert!(write_tar(root.as_fd(), io::sink(), 10).unwrap().is_empty());
     }
 }

@@ -169,7 +169,8 @@ pub fn watched(paths: &[String]) -> Vec<WatchedPath> {
     paths
         .iter()
         .map(|path| {
-            let (kind, sha256) = hash_path(Path::new(path), 0);
+            let mut names_left = MAX_NAMES;
+            let (kind, sha256) = hash_path(Path::new(path), 0, &mut names_left);
             WatchedPath {
                 path: path.clone(),
                 kind,
@@ -182,7 +183,13 @@ pub fn watched(paths: &[String]) -> Vec<WatchedPath> {
 /// Folders deeper than this are hashed by their names only.
 const MAX_DEPTH: usize = 8;
 
-fn hash_path(path: &Path, depth: usize) -> (WatchedKind, Option<String>) {
+/// Names the folders of one watched path may list in all, so that watching a huge tree costs
+/// bounded memory at every fingerprint: a folder of more names than are left is hashed by its
+/// number of names alone (counted, never held), and so is every later non-empty folder once
+/// none are left. Folders are listed sorted, so the same tree always gives the same hash.
+const MAX_NAMES: usize = 100_000;
+
+fn hash_path(path: &Path, depth: usize, names_left: &mut usize) -> (WatchedKind, Option<String>) {
     let Ok(meta) = fs::symlink_metadata(path) else {
         return (WatchedKind::Missing, None);
     };
@@ -200,28 +207,43 @@ fn hash_path(path: &Path, depth: usize) -> (WatchedKind, Option<String>) {
         return hash_file(path);
     }
     if file_type.is_dir() {
-        let Ok(entries) = fs::read_dir(path) else {
-            return (WatchedKind::Dir, None);
-        };
-        let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
-        names.sort();
-        let mut hasher = Sha256::new();
-        for name in names {
-            let child = if depth < MAX_DEPTH {
-                hash_path(&path.join(&name), depth + 1)
-                    .1
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            };
-            hasher.update(name.as_encoded_bytes());
-            hasher.update([0]);
-            hasher.update(child.as_bytes());
-            hasher.update([b'\n']);
-        }
-        return (WatchedKind::Dir, Some(hex::encode(hasher.finalize())));
+        return (WatchedKind::Dir, hash_dir(path, depth, names_left));
     }
     (WatchedKind::Other, None)
+}
+
+/// A folder's hash: its sorted names, each with its own hash (see [`MAX_NAMES`]).
+fn hash_dir(path: &Path, depth: usize, names_left: &mut usize) -> Option<String> {
+    let entries = fs::read_dir(path).ok()?;
+    let mut names = Vec::new();
+    let mut count = 0usize;
+    for entry in entries.flatten() {
+        count += 1;
+        if count <= *names_left {
+            names.push(entry.file_name());
+        }
+    }
+    if count > *names_left {
+        let stand_in = format!("a folder of {count} names, not listed");
+        return Some(hex::encode(Sha256::digest(stand_in.as_bytes())));
+    }
+    *names_left -= count;
+    names.sort();
+    let mut hasher = Sha256::new();
+    for name in names {
+        let child = if depth < MAX_DEPTH {
+            hash_path(&path.join(&name), depth + 1, names_left)
+                .1
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        hasher.update(name.as_encoded_bytes());
+        hasher.update([0]);
+        hasher.update(child.as_bytes());
+        hasher.update([b'\n']);
+    }
+    Some(hex::encode(hasher.finalize()))
 }
 
 /// Sparse watched files larger than this stand for their stat (size, times, inode), unread: a
@@ -291,6 +313,42 @@ mod tests {
     fn addresses_decode() {
         assert_eq!(decode_address("0100007F"), "127.0.0.1");
         assert_eq!(decode_address("00000000000000000000000001000000"), "::1");
+    }
+
+    #[test]
+    fn a_watched_tree_lists_a_bounded_number_of_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let (small, big) = (dir.path().join("small"), dir.path().join("big"));
+        std::fs::create_dir_all(&small).unwrap();
+        std::fs::create_dir_all(big.join("inner")).unwrap();
+        for i in 0..MAX_NAMES {
+            std::fs::write(big.join(format!("{i}")), "").unwrap();
+        }
+        std::fs::write(big.join("inner/f"), "a").unwrap();
+        let paths = vec![big.display().to_string()];
+        let first = watched(&paths);
+        assert_eq!(first[0].kind, WatchedKind::Dir);
+        std::fs::write(big.join("inner/f"), "b").unwrap();
+        assert_eq!(
+            watched(&paths)[0].sha256,
+            first[0].sha256,
+            "past the names a watch lists, a folder stands for its number of names"
+        );
+        std::fs::write(big.join("one-more"), "").unwrap();
+        assert_ne!(
+            watched(&paths)[0].sha256,
+            first[0].sha256,
+            "its count is hashed"
+        );
+        std::fs::write(small.join("f"), "a").unwrap();
+        let small_paths = vec![small.display().to_string()];
+        let before = watched(&small_paths);
+        std::fs::write(small.join("f"), "b").unwrap();
+        assert_ne!(
+            watched(&small_paths)[0].sha256,
+            before[0].sha256,
+            "a small folder is still hashed by content"
+        );
     }
 
     #[test]

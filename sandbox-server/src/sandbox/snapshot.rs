@@ -24,8 +24,11 @@ use sandbox_protocol::{
 use super::blobs::{BlobStore, StatStamp};
 use super::walk::{self, Node};
 
-/// How many manifests are kept for `changes?since=`.
+/// How many manifests are kept for `changes?since=`…
 const KEPT_SNAPSHOTS: usize = 32;
+/// …and how many paths they may hold together: past it the oldest go first (the newest is
+/// always kept), so 32 manifests of a huge workspace cannot each hold their million paths.
+const KEPT_PATHS: usize = 4_000_000;
 
 /// One path in a manifest, with what decides whether it must be hashed again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,18 +129,21 @@ pub struct Scanned {
 }
 
 /// Scans the workspace beneath `root` into a manifest, reusing `previous` hashes where
-/// nothing changed.
+/// nothing changed. Past `max_paths` paths (`--scan-max-entries`) the scan stops with an error
+/// that [`walk::TooManyPaths::of`] recognises, before the manifest holds them all.
 pub fn scan(
     root: BorrowedFd<'_>,
     ignore: &IgnoreList,
     previous: Option<&Manifest>,
     blobs: &BlobStore,
+    max_paths: u64,
 ) -> io::Result<Scanned> {
     let mut manifest = Manifest::new();
     let mut n_hashed = 0;
     let mut skipped_files = Vec::new();
     let skipped = walk::walk(
         root,
+        max_paths,
         |path, name| ignore.ignores(path, name),
         |found| {
             let old = previous.and_then(|m| m.get(found.path));
@@ -353,9 +359,17 @@ pub struct Taken {
 
 /// The recent manifests by id. The lock is held only to read and record manifests, never
 /// across the walk: a slow or stuck file cannot hold up other snapshots.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Snapshots {
     inner: Mutex<SnapshotsInner>,
+    /// The most paths the kept manifests may hold together (`KEPT_PATHS`).
+    budget: usize,
+}
+
+impl Default for Snapshots {
+    fn default() -> Self {
+        Self::keeping(KEPT_PATHS)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -366,19 +380,36 @@ struct SnapshotsInner {
     latest: Option<Arc<Manifest>>,
 }
 
+impl SnapshotsInner {
+    /// The paths the kept manifests hold together.
+    fn kept_paths(&self) -> usize {
+        self.manifests.values().map(|manifest| manifest.len()).sum()
+    }
+}
+
 impl Snapshots {
+    /// No snapshot yet; the kept manifests may hold `budget` paths together.
+    fn keeping(budget: usize) -> Self {
+        Snapshots {
+            inner: Mutex::default(),
+            budget,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, SnapshotsInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Scans and records a manifest; `since` names the one to diff against. Ids are given as
-    /// scans finish.
+    /// scans finish. A workspace of more than `max_paths` paths is refused
+    /// ([`SnapshotError::TooManyPaths`]), and nothing is recorded.
     pub fn take(
         &self,
         root: BorrowedFd<'_>,
         ignore: &IgnoreList,
         blobs: &BlobStore,
         since: Option<&str>,
+        max_paths: u64,
     ) -> Result<Taken, SnapshotError> {
         let (base, reuse) = {
             let inner = self.lock();
@@ -395,7 +426,8 @@ impl Snapshots {
             let reuse = base.clone().or_else(|| inner.latest.clone());
             (base, reuse)
         };
-        let scanned = scan(root, ignore, reuse.as_deref(), blobs).map_err(SnapshotError::Io)?;
+        let scanned =
+            scan(root, ignore, reuse.as_deref(), blobs, max_paths).map_err(SnapshotError::from)?;
         let manifest = Arc::new(scanned.manifest);
         let mut inner = self.lock();
         inner.next_id += 1;
@@ -403,7 +435,9 @@ impl Snapshots {
         inner.order.push_back(id.clone());
         inner.manifests.insert(id.clone(), manifest.clone());
         inner.latest = Some(manifest.clone());
-        while inner.order.len() > KEPT_SNAPSHOTS {
+        while inner.order.len() > 1
+            && (inner.order.len() > KEPT_SNAPSHOTS || inner.kept_paths() > self.budget)
+        {
             if let Some(old) = inner.order.pop_front() {
                 inner.manifests.remove(&old);
             }
@@ -436,117 +470,30 @@ impl Snapshots {
 /// Why a snapshot could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    /// The `since` id was never issued, or is older than the last 32 snapshots.
-    #[error("no snapshot `{0}` (unknown, or older than the last 32): take a new one")]
+    /// The `since` id was never issued, or is no longer kept (older than the last 32
+    /// snapshots, or than those that fit in `KEPT_PATHS`).
+    #[error(
+        "no snapshot `{0}` (unknown, or no longer kept: the last 32 are, fewer when they hold over 4000000 paths together): take a new one"
+    )]
     Unknown(String),
+    /// The workspace holds more paths than a scan may (`--scan-max-entries`); the scan stopped.
+    #[error(transparent)]
+    TooManyPaths(walk::TooManyPaths),
     /// Reading the workspace failed.
     #[error("scanning the workspace: {0}")]
     Io(io::Error),
 }
 
+impl From<io::Error> for SnapshotError {
+    fn from(err: io::Error) -> SnapshotError {
+        match walk::TooManyPaths::of(&err) {
+            Some(too_many) => SnapshotError::TooManyPaths(too_many.clone()),
+            None => SnapshotError::Io(err),
+        }
+    }
+}
+
 pub mod restore;
 
 #[cfg(test)]
-mod tests {
-    use std::os::fd::AsFd;
-
-    use super::*;
-
-    #[test]
-    fn diff_names_every_kind_of_change() {
-        let dir = tempfile::tempdir().unwrap();
-        let store_dir = tempfile::tempdir().unwrap();
-        let blobs = BlobStore::new(store_dir.path(), 1 << 20).unwrap();
-        let root = dir.path();
-        std::fs::write(root.join("same.txt"), "same").unwrap();
-        std::fs::write(root.join("edit.txt"), "old").unwrap();
-        std::fs::write(root.join("gone.txt"), "bye").unwrap();
-        std::fs::write(root.join("mode.sh"), "#!/bin/sh").unwrap();
-        std::fs::create_dir(root.join(".git")).unwrap();
-        std::fs::create_dir(root.join(".git/objects")).unwrap();
-        std::fs::write(root.join(".git/objects/x"), "blob").unwrap();
-        let ignore = IgnoreList::new(&[".git/objects".to_owned()]);
-        let open = || std::fs::File::open(root).unwrap();
-        let scanned = scan(open().as_fd(), &ignore, None, &blobs).unwrap();
-        let (before, hashed) = (scanned.manifest, scanned.n_hashed);
-        assert_eq!(hashed, 4);
-        assert!(
-            !before.contains_key(b".git/objects/x".as_slice())
-                && before.contains_key(b".git".as_slice())
-        );
-
-        std::fs::write(root.join("edit.txt"), "new!").unwrap();
-        std::fs::remove_file(root.join("gone.txt")).unwrap();
-        std::fs::write(root.join("new.txt"), "hi").unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(root.join("mode.sh"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
-        let scanned = scan(open().as_fd(), &ignore, Some(&before), &blobs).unwrap();
-        let (after, hashed) = (scanned.manifest, scanned.n_hashed);
-        let changes: Vec<(String, ChangeKind)> = diff(&before, &after)
-            .into_iter()
-            .map(|c| (c.path, c.change))
-            .collect();
-        let expected = [
-            ("edit.txt", ChangeKind::Modified),
-            ("gone.txt", ChangeKind::Deleted),
-            ("mode.sh", ChangeKind::ModeChanged),
-            ("new.txt", ChangeKind::Added),
-        ];
-        assert_eq!(changes, expected.map(|(p, c)| (p.to_owned(), c)).to_vec());
-        assert_eq!(
-            hashed, 3,
-            "edit.txt, new.txt and mode.sh (its ctime changed); same.txt reused"
-        );
-        let old = before[b"edit.txt".as_slice()]
-            .version
-            .sha256
-            .clone()
-            .unwrap();
-        assert_eq!(
-            std::fs::read(blobs.path(&old).unwrap()).unwrap(),
-            b"old",
-            "the before version is kept"
-        );
-    }
-
-    #[test]
-    fn sparse_files_over_the_blob_limit_are_not_read_and_still_change() {
-        let dir = tempfile::tempdir().unwrap();
-        let store_dir = tempfile::tempdir().unwrap();
-        let blobs = BlobStore::new(store_dir.path(), 4).unwrap();
-        let big = dir.path().join("big");
-        std::fs::File::create(&big)
-            .unwrap()
-            .set_len(1 << 20)
-            .unwrap();
-        std::fs::write(dir.path().join("dense"), "12345678").unwrap();
-        std::fs::write(dir.path().join("small"), "1234").unwrap();
-        let ignore = IgnoreList::default();
-        let open = || std::fs::File::open(dir.path()).unwrap();
-        let before = scan(open().as_fd(), &ignore, None, &blobs).unwrap();
-        assert_eq!(
-            before.n_hashed, 2,
-            "the sparse file over the limit is not read"
-        );
-        let version = &before.manifest[b"big".as_slice()].version;
-        assert_eq!(version.size, 1 << 20);
-        // A file over the limit that holds its bytes on disk is read and hashed (not kept).
-        let dense = &before.manifest[b"dense".as_slice()].version;
-        use sha2::Digest as _;
-        let expected = hex::encode(sha2::Sha256::digest(b"12345678"));
-        assert_eq!(dense.sha256.as_deref(), Some(expected.as_str()));
-        let stand_in = version.sha256.clone().unwrap();
-        assert!(blobs.path(&stand_in).is_none(), "not kept");
-        // The same size, another mtime: a change, though the content was never read.
-        let file = std::fs::File::options().write(true).open(&big).unwrap();
-        file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1000))
-            .unwrap();
-        let after = scan(open().as_fd(), &ignore, Some(&before.manifest), &blobs).unwrap();
-        let changes: Vec<(String, ChangeKind)> = diff(&before.manifest, &after.manifest)
-            .into_iter()
-            .map(|c| (c.path, c.change))
-            .collect();
-        assert_eq!(changes, [("big".to_owned(), ChangeKind::Modified)]);
-    }
-}
+mod tests;

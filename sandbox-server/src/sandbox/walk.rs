@@ -54,32 +54,66 @@ struct Level {
     names: Vec<Vec<u8>>,
 }
 
+/// More paths than one walk may find (`--scan-max-entries`): the walk stopped there, before
+/// it held them all. Carried in the `io::Error` the walk returns; see [`TooManyPaths::of`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the workspace holds more than {limit} paths (--scan-max-entries): the walk stopped at path {reached}, in `{folder}`; remove some and retry"
+)]
+pub struct TooManyPaths {
+    /// The most paths a walk may find.
+    pub limit: u64,
+    /// How many it had found when it stopped.
+    pub reached: u64,
+    /// The folder it was listing then (`.`: the root), readable.
+    pub folder: String,
+}
+
+impl TooManyPaths {
+    /// The limit a walk stopped at, when that is what `err` is.
+    pub fn of(err: &io::Error) -> Option<&TooManyPaths> {
+        err.get_ref()?.downcast_ref::<TooManyPaths>()
+    }
+}
+
+/// What a walk keeps beside its folders: the paths left out, and how many it has found (each
+/// name listed counts, whether then kept or not) against the most it may.
+struct Tally {
+    skipped: Vec<Skipped>,
+    limit: u64,
+    found: u64,
+}
+
 /// Walks everything beneath `root` (a directory descriptor), depth first; `skip(path, name)`
 /// leaves a path and all beneath it out. `visit` sees every path kept; the paths left out
-/// because they changed mid-walk or could not be read are returned.
+/// because they changed mid-walk or could not be read are returned. Past `limit` paths found
+/// (counted as their folders are listed, so a folder of millions of names is never held
+/// whole) the walk stops with an error that [`TooManyPaths::of`] recognises.
 pub fn walk(
     root: BorrowedFd<'_>,
+    limit: u64,
     skip: impl Fn(&[u8], &[u8]) -> bool,
     mut visit: impl FnMut(Found<'_>) -> io::Result<()>,
 ) -> io::Result<Vec<Skipped>> {
     let root = openat(root, ".", dir_flags(), Mode::empty()).map_err(io::Error::from)?;
     let stat = fstat(&root).map_err(io::Error::from)?;
-    let mut skipped = Vec::new();
+    let mut tally = Tally {
+        skipped: Vec::new(),
+        limit,
+        found: 0,
+    };
     let mut levels = vec![Level {
         path: Vec::new(),
-        names: list(&root)?,
+        names: list(&root, b"", &skip, &mut tally)?,
         id: identity(&stat),
         fd: Some(root),
     }];
     while let Some(top) = levels.last_mut() {
         let Some(name) = top.names.pop() else {
-            ascend(&mut levels, &mut skipped)?;
+            ascend(&mut levels, &mut tally.skipped)?;
             continue;
         };
         let path = join(&top.path, &name);
-        if skip(&path, &name) {
-            continue;
-        }
         let parent = top.fd.as_ref().expect("the deepest folder is open");
         match entry(parent.as_fd(), &name) {
             Ok(Some((node, stat, opened))) => {
@@ -90,14 +124,14 @@ pub fn walk(
                     stat,
                 })?;
                 if let (true, Some(fd)) = (is_dir, opened) {
-                    descend(&mut levels, path, fd, &stat, &mut skipped);
+                    descend(&mut levels, path, fd, &stat, &skip, &mut tally)?;
                 }
             }
             Ok(None) => {}
-            Err(why) => skipped.push(Skipped { path, why }),
+            Err(why) => tally.skipped.push(Skipped { path, why }),
         }
     }
-    Ok(skipped)
+    Ok(tally.skipped)
 }
 
 fn dir_flags() -> OFlag {
@@ -117,16 +151,36 @@ fn join(folder: &[u8], name: &[u8]) -> Vec<u8> {
     path
 }
 
-/// A folder's names (not `.` and `..`), in reverse order so that popping visits them sorted.
-fn list(fd: &OwnedFd) -> io::Result<Vec<Vec<u8>>> {
+/// A folder's names (not `.` and `..`, nor those `skip` leaves out), in reverse order so that
+/// popping visits them sorted. Each counts in `tally`; one past its limit ends the listing
+/// (and the walk) with [`TooManyPaths`].
+fn list(
+    fd: &OwnedFd,
+    folder: &[u8],
+    skip: &impl Fn(&[u8], &[u8]) -> bool,
+    tally: &mut Tally,
+) -> io::Result<Vec<Vec<u8>>> {
     let mut dir = Dir::from_fd(fd.try_clone()?).map_err(io::Error::from)?;
     let mut names = Vec::new();
     for entry in dir.iter() {
         let entry = entry.map_err(io::Error::from)?;
         let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(name.to_vec());
+        if name == b"." || name == b".." || skip(join(folder, name).as_slice(), name) {
+            continue;
         }
+        tally.found += 1;
+        if tally.found > tally.limit {
+            return Err(io::Error::other(TooManyPaths {
+                limit: tally.limit,
+                reached: tally.found,
+                folder: if folder.is_empty() {
+                    ".".to_owned()
+                } else {
+                    String::from_utf8_lossy(folder).into_owned()
+                },
+            }));
+        }
+        names.push(name.to_vec());
     }
     names.sort_unstable_by(|a, b| b.cmp(a));
     Ok(names)
@@ -207,22 +261,25 @@ fn entry(
 }
 
 /// Enters a folder just opened; past `MAX_OPEN` levels the oldest open one (not the root) is
-/// closed, to be reopened on the way back.
+/// closed, to be reopened on the way back. A folder that cannot be listed is left out; one
+/// whose names pass the walk's limit ends the walk.
 fn descend(
     levels: &mut Vec<Level>,
     path: Vec<u8>,
     fd: OwnedFd,
     stat: &FileStat,
-    skipped: &mut Vec<Skipped>,
-) {
-    let names = match list(&fd) {
+    skip: &impl Fn(&[u8], &[u8]) -> bool,
+    tally: &mut Tally,
+) -> io::Result<()> {
+    let names = match list(&fd, &path, skip, tally) {
         Ok(names) => names,
+        Err(err) if TooManyPaths::of(&err).is_some() => return Err(err),
         Err(err) => {
-            skipped.push(Skipped {
+            tally.skipped.push(Skipped {
                 path,
                 why: format!("could not be listed ({err})"),
             });
-            return;
+            return Ok(());
         }
     };
     levels.push(Level {
@@ -237,6 +294,7 @@ fn descend(
     {
         oldest.fd = None;
     }
+    Ok(())
 }
 
 /// Leaves the deepest folder. When its parent was closed, it is reopened through `..` and
@@ -282,6 +340,7 @@ mod tests {
         let mut seen = Vec::new();
         let skipped = walk(
             dir.as_fd(),
+            u64::MAX,
             |_, _| false,
             |found| {
                 let kind = match found.node {
@@ -367,6 +426,7 @@ mod tests {
         let mut names = Vec::new();
         walk(
             root.as_fd(),
+            u64::MAX,
             |_, _| false,
             |found| {
                 names.push(found.path.to_vec());
@@ -375,5 +435,52 @@ mod tests {
         )
         .unwrap();
         assert_eq!(names, [b"x\xfe".to_vec(), b"x\xff".to_vec()]);
+    }
+
+    /// How many paths a walk of `root` with `limit` finds, or the limit it stopped at; names
+    /// `skip`ped count for nothing.
+    fn count(root: &std::path::Path, limit: u64) -> Result<usize, TooManyPaths> {
+        let dir = std::fs::File::open(root).unwrap();
+        let mut n = 0;
+        let walked = walk(
+            dir.as_fd(),
+            limit,
+            |_, name| name == b"ignored",
+            |_| {
+                n += 1;
+                Ok(())
+            },
+        );
+        match walked {
+            Ok(_) => Ok(n),
+            Err(err) => Err(TooManyPaths::of(&err).cloned().expect("the limit")),
+        }
+    }
+
+    #[test]
+    fn a_walk_stops_past_its_limit_of_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::create_dir(dir.path().join("ignored")).unwrap();
+        for i in 0..4 {
+            std::fs::write(dir.path().join(format!("d/f{i}")), "").unwrap();
+            std::fs::write(dir.path().join(format!("ignored/f{i}")), "").unwrap();
+        }
+        assert_eq!(count(dir.path(), 5), Ok(5), "d and its 4 files");
+        let stopped = count(dir.path(), 4).unwrap_err();
+        assert_eq!(
+            (stopped.limit, stopped.reached, stopped.folder.as_str()),
+            (4, 5, "d")
+        );
+        let message = stopped.to_string();
+        assert!(
+            message.contains("more than 4 paths (--scan-max-entries)"),
+            "{message}"
+        );
+        for i in 0..6 {
+            std::fs::write(dir.path().join(format!("top{i}")), "").unwrap();
+        }
+        let stopped = count(dir.path(), 5).unwrap_err();
+        assert_eq!((stopped.reached, stopped.folder.as_str()), (6, "."));
     }
 }

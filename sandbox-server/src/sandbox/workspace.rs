@@ -45,6 +45,16 @@ pub enum WorkspaceError {
     /// A directory was expected.
     #[error("{path}: not a directory (it is a {kind})")]
     NotADirectory { path: String, kind: &'static str },
+    /// A folder holds more entries than a listing may (`--scan-max-entries`); the listing
+    /// stopped at the first past it.
+    #[error(
+        "{path}: the folder holds more than {limit} entries (--scan-max-entries): the listing stopped at entry {reached}; remove some and retry"
+    )]
+    TooManyEntries {
+        path: String,
+        limit: u64,
+        reached: u64,
+    },
     /// Any other I/O failure.
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },

@@ -1,6 +1,6 @@
 //! Hostile inputs to the workspace-state routes: a file that grows while snapshots read it, a
 //! sparse file of hundreds of gibibytes, a watched path swapped for a FIFO, archive clients
-//! that read nothing.
+//! that read nothing, a workspace of more paths than a scan may hold.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -325,5 +325,60 @@ async fn every_finished_archive_download_is_whole() {
         let mut archive = tar::Archive::new(bytes.as_ref());
         let entries = archive.entries().unwrap().count();
         assert_eq!(entries, 4, "download {round}: d, d/a, b and p");
+    }
+}
+
+/// A workspace of more paths than `--scan-max-entries`: a snapshot, the changes since one and
+/// a listing of the folder are refused (413, naming the flag) rather than held whole in memory;
+/// the archive, whose status is sent before the walk, ends unfinished; a small folder still lists.
+#[tokio::test]
+async fn a_workspace_past_the_scan_limit_is_refused_by_name() {
+    let server = common::start_with_args(["--scan-max-entries", "20"]).await;
+    let (_, info) = server.get_json("/v1/info").await;
+    assert_eq!(info["limits"]["scan_max_entries"], 20, "{info}");
+    server
+        .ok("bash", json!({"cmd": "mkdir few && touch few/a few/b"}))
+        .await;
+    let before = post_json(&server, "/v1/workspace/snapshot").await;
+    let since = before["snapshot_id"].as_str().unwrap().to_owned();
+    server
+        .ok(
+            "bash",
+            json!({"cmd": "for i in $(seq 30); do echo $i > f$i; done"}),
+        )
+        .await;
+    let refused = |(status, body): (u16, Value)| {
+        assert_eq!(status, 413, "{body}");
+        assert_eq!(body["error"]["type"], "payload_too_large", "{body}");
+        let message = common::error_message(&body).to_owned();
+        assert!(message.contains("--scan-max-entries"), "{message}");
+        message
+    };
+    let snapshot = server
+        .request(reqwest::Method::POST, "/v1/workspace/snapshot")
+        .answer()
+        .await;
+    let message = refused(snapshot);
+    assert!(
+        message.contains("more than 20 paths") && message.contains("stopped at path 21"),
+        "{message}"
+    );
+    let changes = format!("/v1/workspace/changes?since={since}");
+    refused(server.get_json(&changes).await);
+    let message = refused(server.get_json("/v1/dirs").await);
+    assert!(message.contains("more than 20 entries"), "{message}");
+    let (status, listing) = server.get_json("/v1/dirs/few").await;
+    assert_eq!(status, 200, "{listing}");
+    assert_eq!(listing["entries"].as_array().map(Vec::len), Some(2));
+
+    let archive = server
+        .request(reqwest::Method::GET, "/v1/workspace/archive")
+        .send()
+        .await;
+    if let Ok(response) = archive {
+        assert!(
+            response.bytes().await.is_err(),
+            "an archive past the limit never reads as whole"
+        );
     }
 }

@@ -32,7 +32,8 @@ mod generated;
 /// Hostile inputs: browsers, racing swappers, bombs, deep trees, odd names, sockets.
 mod hostile;
 /// Hostile workspace files and clients of the state routes: a file growing while snapshotted,
-/// a sparse giant, a watched path swapped for a FIFO, archive clients that read nothing.
+/// a sparse giant, a watched path swapped for a FIFO, archive clients that read nothing, more
+/// paths than a scan may hold.
 mod hostile_state;
 /// `Idempotency-Key`: replays, the in-flight 409, reuse 422, expiry.
 mod idempotency;

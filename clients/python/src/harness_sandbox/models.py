@@ -282,6 +282,10 @@ class Limits(TypedDict):
     """Model-facing text (`output`, `stdout`, `stderr`) is cut to this many characters."""
     read_file_page_bytes: NotRequired[int]
     """The most bytes of lines `read_file` gathers for one page (the rest are counted only)."""
+    scan_max_entries: NotRequired[int]
+    """The most paths a snapshot, a change list or `GET /v1/workspace/archive` may find in the
+    workspace, and the most entries one folder's listing may hold; past it they stop (413).
+    """
 
 
 class ListeningSocket(TypedDict):

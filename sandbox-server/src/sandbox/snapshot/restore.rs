@@ -184,7 +184,7 @@ mod tests {
         content.extend_from_slice(injected.as_bytes());
         std::fs::write(workspace.path().join("data"), &content).unwrap();
         let root = File::open(workspace.path()).unwrap();
-        let mut manifest = scan(root.as_fd(), &IgnoreList::default(), None, &blobs)
+        let mut manifest = scan(root.as_fd(), &IgnoreList::default(), None, &blobs, u64::MAX)
             .unwrap()
             .manifest;
         manifest.get_mut(b"data".as_slice()).unwrap().version.size = 512;

@@ -12,8 +12,11 @@ use sandbox_protocol::{DirEntry, EntryKind};
 use super::{Workspace, WorkspaceError, io_error, irregular_kind, open_error};
 
 impl Workspace {
-    /// The entries of a directory, sorted by name; `.` or an empty path is the root.
-    pub fn list_dir(&self, path: &str) -> Result<Vec<DirEntry>, WorkspaceError> {
+    /// The entries of a directory, sorted by name; `.` or an empty path is the root. A folder
+    /// of more than `max_entries` entries (`--scan-max-entries`) is refused
+    /// ([`WorkspaceError::TooManyEntries`]) as soon as the listing finds one more, before it
+    /// holds them all.
+    pub fn list_dir(&self, path: &str, max_entries: u64) -> Result<Vec<DirEntry>, WorkspaceError> {
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let is_root = Path::new(path)
             .components()
@@ -56,6 +59,13 @@ impl Workspace {
             let name = entry.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
+            }
+            if entries.len() as u64 >= max_entries {
+                return Err(WorkspaceError::TooManyEntries {
+                    path: path.to_owned(),
+                    limit: max_entries,
+                    reached: entries.len() as u64 + 1,
+                });
             }
             let name = OsStr::from_bytes(name);
             let Ok(stat) = fstatat(&stat_fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
@@ -103,5 +113,42 @@ impl Workspace {
             path: path.to_owned(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_past_the_scan_limit_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("big")).unwrap();
+        for i in 0..5 {
+            std::fs::write(dir.path().join(format!("big/f{i}")), "x").unwrap();
+        }
+        let workspace = Workspace::open(dir.path()).unwrap();
+        assert_eq!(workspace.list_dir("big", 5).unwrap().len(), 5);
+        for i in 5..10 {
+            std::fs::write(dir.path().join(format!("big/f{i}")), "x").unwrap();
+        }
+        let err = workspace.list_dir("big", 5).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WorkspaceError::TooManyEntries {
+                    limit: 5,
+                    reached: 6,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.starts_with("big: the folder holds more than 5 entries (--scan-max-entries)"),
+            "{message}"
+        );
+        assert_eq!(workspace.list_dir(".", 5).unwrap().len(), 1, "the root");
     }
 }
