@@ -69,7 +69,9 @@ def blob(sha256: str) -> Call:
 
 
 def archive() -> Call:
-    return Call("GET", "/v1/workspace/archive", answer="bytes")
+    # The server writes a few archives at once and answers 429 past them: a download changes
+    # nothing, so it is asked again (`Retry`).
+    return Call("GET", "/v1/workspace/archive", answer="bytes", retry_busy=True)
 
 
 def restore(tar: bytes) -> Call:

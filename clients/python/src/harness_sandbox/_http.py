@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from .errors import SandboxApiError
@@ -58,27 +61,30 @@ class Call:
     missing_is_none: bool = False
     #: The longest a call may take, when longer than the connection's (a tool's timeout).
     timeout: float | None = None
+    #: A 429 answer (the server busy) is asked again, a bounded number of times (`Retry`): only
+    #: for a call that is safe to repeat (the archive's download), never for a tool call.
+    retry_busy: bool = False
 
     def query(self) -> dict[str, Any]:
         return {k: ("true" if v is True else "false" if v is False else v) for k, v in self.params.items() if v is not None}
 
 
-def raise_for(status: int, body: bytes) -> None:
-    """The typed exception of an error answer."""
+def raise_for(status: int, body: bytes, note: str = "") -> None:
+    """The typed exception of an error answer; `note` is added to its message."""
     try:
         error = json.loads(body)["error"]
         kind, message = error["type"], error["message"]
     except (ValueError, KeyError, TypeError):
-        raise SandboxApiError(status, body[:300].decode(errors="replace"), "unknown") from None
-    raise ERRORS.get(kind, SandboxApiError)(status, message, kind)
+        raise SandboxApiError(status, body[:300].decode(errors="replace") + note, "unknown") from None
+    raise ERRORS.get(kind, SandboxApiError)(status, message + note, kind)
 
 
-def read(call: Call, status: int, body: bytes) -> Any:
+def read(call: Call, status: int, body: bytes, note: str = "") -> Any:
     """The value of an answer: its JSON, bytes or text; `None` for a missing one when asked."""
     if status == 404 and call.missing_is_none:
         return None
     if status >= 400:
-        raise_for(status, body)
+        raise_for(status, body, note)
     if call.answer == "json":
         return json.loads(body) if body else None
     if call.answer == "bytes":
@@ -86,6 +92,59 @@ def read(call: Call, status: int, body: bytes) -> Any:
     if call.answer == "text":
         return body.decode()
     return None
+
+
+#: At most this many attempts of a call the server refuses with 429 (`Call.retry_busy`)…
+BUSY_ATTEMPTS = 5
+#: …and at most this many seconds of waiting between them, all told.
+BUSY_WAIT = 30.0
+
+
+class Retry:
+    """When to ask again: the one policy of both clients, which send the call, then, for each
+    answer, sleep for `after(...)` seconds and send it again, or, on `None`, `read(...)` it.
+
+    A call marked `retry_busy` that is answered 429 is asked again after the answer's
+    `Retry-After` (seconds, or a date), or a short backoff (0.5, 1, 2, 4 s) without one, at most
+    `BUSY_ATTEMPTS` times and `BUSY_WAIT` seconds of waiting in all; then the 429 is raised, its
+    message saying how many attempts were refused. Any other call is sent once.
+    """
+
+    def __init__(self, call: Call):
+        self.call = call
+        self.attempts = 0
+        self.waited = 0.0
+
+    def after(self, status: int, headers: Mapping[str, str]) -> float | None:
+        """Seconds to wait before the next attempt, or `None`: this answer is the last."""
+        self.attempts += 1
+        left = BUSY_WAIT - self.waited
+        if status != 429 or not self.call.retry_busy or self.attempts >= BUSY_ATTEMPTS or left <= 0:
+            return None
+        asked = retry_after(headers.get("retry-after"))
+        wait = min(asked if asked is not None else 0.5 * 2 ** (self.attempts - 1), left)
+        self.waited += wait
+        return wait
+
+    def read(self, status: int, body: bytes) -> Any:
+        """The last answer's value (`read`); a 429 after retries says how many were refused."""
+        refused = status == 429 and self.call.retry_busy
+        note = f" (refused with 429 after {self.attempts} attempts)" if refused else ""
+        return read(self.call, status, body, note)
+
+
+def retry_after(value: str | None) -> float | None:
+    """A `Retry-After` header's wait in seconds (never negative); `None` without a usable one."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def tool_timeout(args: dict[str, Any], connection: Connection) -> float:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from . import _calls as calls
-from ._http import FINAL, Call, Connection, EventParser, drop_none, raise_for, read, tool_timeout
+from ._http import FINAL, Call, Connection, EventParser, Retry, drop_none, raise_for, tool_timeout
 from .errors import SandboxApiError, SandboxConnectionError
 from .models import (
     ArchivePutResponse,
@@ -73,13 +73,18 @@ class AsyncSandbox:
         await self._http.aclose()
 
     async def _run(self, call: Call) -> Any:
-        try:
-            response = await self._http.request(call.method, call.path, json=call.json, content=call.content,
-                                          params=call.query(), headers=call.headers,
-                                          timeout=call.timeout or self.connection.timeout)
-        except httpx.TransportError as err:
-            raise SandboxConnectionError(f"{call.method} {self.connection.url}{call.path}: {err!r}") from err
-        return read(call, response.status_code, response.content)
+        retry = Retry(call)
+        while True:
+            try:
+                response = await self._http.request(call.method, call.path, json=call.json, content=call.content,
+                                                    params=call.query(), headers=call.headers,
+                                                    timeout=call.timeout or self.connection.timeout)
+            except httpx.TransportError as err:
+                raise SandboxConnectionError(f"{call.method} {self.connection.url}{call.path}: {err!r}") from err
+            wait = retry.after(response.status_code, response.headers)
+            if wait is None:
+                return retry.read(response.status_code, response.content)
+            await asyncio.sleep(wait)
 
     # Service.
     async def health(self) -> HealthResponse:
