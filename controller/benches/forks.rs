@@ -27,6 +27,10 @@ mod log_line;
 /// The arguments of the `harness` commands that the integration tests run too.
 #[path = "support/run_args.rs"]
 mod run_args;
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::median;
 
 const FILES: usize = 10_000;
 const FILE_BYTES: usize = 10_000;
@@ -90,11 +94,6 @@ fn harness(args: &[&str]) -> (String, String) {
     (stdout, stderr)
 }
 
-fn median(mut values: Vec<u128>) -> u128 {
-    values.sort_unstable();
-    values[values.len() / 2]
-}
-
 fn main() {
     let scratch = tempfile::tempdir().unwrap();
     let task = write_task(scratch.path());
@@ -136,6 +135,7 @@ fn main() {
             &count,
             "--out",
             out,
+            "--trust-log",
         ];
         args.extend_from_slice(more);
         harness(&args);

@@ -29,6 +29,10 @@ use std::time::{Duration, Instant};
 mod clock;
 #[path = "support/log_line.rs"]
 mod log_line;
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::median;
 
 const FIRST_CALL_RUNS: usize = 10;
 const PARALLEL: usize = 4;
@@ -81,11 +85,6 @@ fn batch_first_calls(out: &Path) -> Vec<u128> {
             to_first_call(&dir, clock::ms_of(&event))
         })
         .collect()
-}
-
-fn median(mut values: Vec<u128>) -> u128 {
-    values.sort_unstable();
-    values[values.len() / 2]
 }
 
 fn docker_ready() -> bool {

@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 
 #[path = "support/log_line.rs"]
 mod log_line;
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::median;
 
 const RUNS: usize = 5;
 const SHORT: usize = 10;
@@ -95,11 +99,6 @@ fn session(task: &Path, logs: &Path) -> Run {
         requests,
         command_ms,
     }
-}
-
-fn median<T: Copy + Ord>(mut values: Vec<T>) -> T {
-    values.sort_unstable();
-    values[values.len() / 2]
 }
 
 fn main() {

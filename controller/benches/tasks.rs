@@ -22,6 +22,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::median;
+
 const REPEATS: usize = 2;
 const INJECTIONS: usize = 20;
 
@@ -99,11 +104,6 @@ fn trials(out: &Path) -> Vec<[u64; 4]> {
         ]);
     }
     rows
-}
-
-fn median(mut values: Vec<u64>) -> u64 {
-    values.sort_unstable();
-    values[values.len() / 2]
 }
 
 fn docker(args: &[&str]) -> String {

@@ -33,6 +33,10 @@ use serde_json::{Value, json};
 
 #[path = "support/clock.rs"]
 mod clock;
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::median;
 
 const SIZES: &[usize] = &[100, 1_000, 10_000];
 const ROUNDS: usize = 3;
@@ -279,11 +283,6 @@ with sync_playwright() as p:
         .parse()
         .ok()?;
     Some(Duration::from_millis(ms))
-}
-
-fn median(mut values: Vec<Duration>) -> Duration {
-    values.sort_unstable();
-    values[values.len() / 2]
 }
 
 /// Follows `id`'s log through the viewer until its last line; each event's latency in ms.

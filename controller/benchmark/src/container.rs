@@ -25,7 +25,6 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder,
-    UploadToContainerOptionsBuilder,
 };
 
 pub use exec::Exec;
@@ -34,7 +33,7 @@ pub use services::build_images;
 
 use super::image::{BuildSettings, Built};
 use super::{BenchTask, Environment, MainImage};
-use runtime::sandbox::docker::{connect, labels_for};
+use runtime::sandbox::docker::{connect, labels_for, unpack};
 use runtime::sandbox::{SandboxClient, StartError};
 
 /// Where the injected server and its token live in the container.
@@ -268,12 +267,8 @@ impl TaskEnvironment {
         self.main_id = create_named(&self.docker, &name, body)
             .await
             .doing("creating the task's container")?;
-        self.docker
-            .upload_to_container(
-                &self.main_id,
-                Some(UploadToContainerOptionsBuilder::new().path("/").build()),
-                bollard::body_full(inject::injection(spec.server_binary, spec.token)?.into()),
-            )
+        let injection = inject::injection(spec.server_binary, spec.token)?;
+        unpack(&self.docker, &self.main_id, "/", injection)
             .await
             .doing("uploading sandbox-server into the task's container")?;
         self.docker

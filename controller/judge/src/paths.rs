@@ -67,6 +67,21 @@ enum Token {
     Any,
 }
 
+impl Token {
+    /// The character, when the token is a plain one (no wildcard, set or unknown).
+    fn as_char(&self) -> Option<char> {
+        match self {
+            Token::Char(c) => Some(*c),
+            _ => None,
+        }
+    }
+}
+
+/// The text `tokens` spell when every one is a plain character; `None` for a pattern.
+fn literal(tokens: &[Token]) -> Option<String> {
+    tokens.iter().map(Token::as_char).collect()
+}
+
 /// The credential location a shell word (as written, quotes and all) could reach, if any.
 pub fn credential_reached(raw: &str) -> Option<String> {
     let homes = homes();
@@ -133,14 +148,7 @@ pub fn device_reached(raw: &str) -> Option<String> {
     let home = homes().remove(0);
     word_alternatives(raw).iter().find_map(|alternative| {
         let tokens = lex(alternative, &home);
-        let literal: Option<String> = tokens
-            .iter()
-            .map(|t| match t {
-                Token::Char(c) => Some(*c),
-                _ => None,
-            })
-            .collect();
-        match literal {
+        match literal(&tokens) {
             Some(text) => stores::device_path(&normalize(&proc_links(&text))),
             None => stores::device(&tokens),
         }

@@ -239,17 +239,25 @@ pub fn bars(chart: &Chart<'_>, bars: &[Bar], scale: Option<f64>) -> String {
     out
 }
 
+/// A chart's two axis lines, meeting at (`left`, `bottom`): along the bottom to `right`, and up
+/// the left side to `top`.
+fn axis_lines(out: &mut String, left: f64, top: f64, right: f64, bottom: f64) {
+    let _ = write!(
+        out,
+        "<line x1=\"{left}\" y1=\"{bottom}\" x2=\"{right}\" y2=\"{bottom}\" stroke=\"#8e8e93\"/>\
+         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{bottom}\" stroke=\"#8e8e93\"/>"
+    );
+}
+
 /// The value axis under a horizontal chart: a line from 0 to `scale`, and the unit.
 fn axis(out: &mut String, chart: &Chart<'_>, y: f64, scale: f64) {
     let end = BARS_AT + BARS_WIDTH;
+    axis_lines(out, BARS_AT, TOP - 4.0, end, y);
     let _ = write!(
         out,
-        "<line x1=\"{BARS_AT}\" y1=\"{y}\" x2=\"{end}\" y2=\"{y}\" stroke=\"#8e8e93\"/>\
-         <line x1=\"{BARS_AT}\" y1=\"{top}\" x2=\"{BARS_AT}\" y2=\"{y}\" stroke=\"#8e8e93\"/>\
-         <text x=\"{BARS_AT}\" y=\"{ty}\" text-anchor=\"middle\" font-size=\"10\">0</text>\
+        "<text x=\"{BARS_AT}\" y=\"{ty}\" text-anchor=\"middle\" font-size=\"10\">0</text>\
          <text x=\"{end}\" y=\"{ty}\" text-anchor=\"middle\" font-size=\"10\">{max}</text>\
          <text x=\"{mid}\" y=\"{uy}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#6e6e73\">{unit}</text>",
-        top = TOP - 4.0,
         ty = y + 12.0,
         max = number(scale),
         mid = BARS_AT + BARS_WIDTH / 2.0,
@@ -313,15 +321,13 @@ pub fn histogram(chart: &Chart<'_>, values: &[f64]) -> String {
             );
         }
     }
+    axis_lines(&mut out, left, top, left + plot_w, bottom);
     let _ = write!(
         out,
-        "<line x1=\"{left}\" y1=\"{bottom}\" x2=\"{right}\" y2=\"{bottom}\" stroke=\"#8e8e93\"/>\
-         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{bottom}\" stroke=\"#8e8e93\"/>\
-         <text x=\"{tx}\" y=\"{bottom}\" text-anchor=\"end\" font-size=\"10\">0</text>\
+        "<text x=\"{tx}\" y=\"{bottom}\" text-anchor=\"end\" font-size=\"10\">0</text>\
          <text x=\"{tx}\" y=\"{top_y}\" text-anchor=\"end\" font-size=\"10\">{most}</text>\
          <text x=\"{tx}\" y=\"{mid_y}\" text-anchor=\"end\" font-size=\"11\" fill=\"#6e6e73\">tasks</text>\
          <text x=\"{ux}\" y=\"{uy}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#6e6e73\">{unit}</text>",
-        right = left + plot_w,
         tx = left - 4.0,
         top_y = top + 8.0,
         mid_y = top + plot_h / 2.0,

@@ -58,19 +58,13 @@ impl StepError {
     }
 
     /// The same failure inside a step that was doing `outer`.
-    fn within(self, outer: &str) -> StepError {
-        let join = |what: String| joined(outer, &what);
-        match self {
-            StepError::Sandbox { what, source } => StepError::Sandbox {
-                what: join(what),
-                source,
-            },
-            StepError::Log { what, source } => StepError::Log {
-                what: join(what),
-                source,
-            },
-            StepError::Harness(message) => StepError::Harness(join(message)),
+    fn within(mut self, outer: &str) -> StepError {
+        match &mut self {
+            StepError::Sandbox { what, .. }
+            | StepError::Log { what, .. }
+            | StepError::Harness(what) => *what = joined(outer, what),
         }
+        self
     }
 }
 

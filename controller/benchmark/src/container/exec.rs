@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Doing, Failed, IntoFailure, failed};
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::query_parameters::{
-    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
-};
+use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt;
+use runtime::sandbox::docker::unpack;
 
 use super::TaskEnvironment;
 
@@ -121,12 +120,7 @@ impl TaskEnvironment {
             }
         }
         let body = builder.into_inner()?;
-        self.docker
-            .upload_to_container(
-                &self.main_id,
-                Some(UploadToContainerOptionsBuilder::new().path("/").build()),
-                bollard::body_full(body.into()),
-            )
+        unpack(&self.docker, &self.main_id, "/", body)
             .await
             .doing_with(|| {
                 format!(
@@ -207,12 +201,7 @@ impl TaskEnvironment {
 
     /// Unpacks `tar` into the container's folder `parent`, owners and modes as they are in it.
     pub async fn restore(&self, parent: &str, tar: Vec<u8>) -> Failed<()> {
-        self.docker
-            .upload_to_container(
-                &self.main_id,
-                Some(UploadToContainerOptionsBuilder::new().path(parent).build()),
-                bollard::body_full(tar.into()),
-            )
+        unpack(&self.docker, &self.main_id, parent, tar)
             .await
             .doing_with(|| format!("restoring {parent} in the task's container"))
     }

@@ -159,21 +159,12 @@ impl TaskEnvironment {
             .await
             .doing("creating the task's egress proxy")?;
         self.sidecars.push(id.clone());
-        self.docker
-            .connect_network(
-                &self.internet,
-                NetworkConnectRequest {
-                    container: id.clone(),
-                    endpoint_config: None,
-                },
+        self.join_internet(&id).await.doing_with(|| {
+            format!(
+                "joining the egress proxy to the internet's network `{}`",
+                self.internet
             )
-            .await
-            .doing_with(|| {
-                format!(
-                    "joining the egress proxy to the internet's network `{}`",
-                    self.internet
-                )
-            })?;
+        })?;
         self.docker
             .start_container(&id, None)
             .await
@@ -210,6 +201,15 @@ impl TaskEnvironment {
         Ok(())
     }
 
+    /// Joins the container `id` to the internet's network.
+    async fn join_internet(&self, id: &str) -> Result<(), bollard::errors::Error> {
+        let request = NetworkConnectRequest {
+            container: id.to_owned(),
+            endpoint_config: None,
+        };
+        self.docker.connect_network(&self.internet, request).await
+    }
+
     /// The containers of the task that a phase's network applies to: the main one and its
     /// services (not the proxy).
     fn task_containers(&self) -> Vec<String> {
@@ -226,18 +226,9 @@ impl TaskEnvironment {
         for id in self.task_containers() {
             let joined = self.joined(&id).await?;
             if public && !joined {
-                self.docker
-                    .connect_network(
-                        &self.internet,
-                        NetworkConnectRequest {
-                            container: id.clone(),
-                            endpoint_config: None,
-                        },
-                    )
-                    .await
-                    .doing_with(|| {
-                        format!("joining the task to the internet (`{}`)", self.internet)
-                    })?;
+                self.join_internet(&id).await.doing_with(|| {
+                    format!("joining the task to the internet (`{}`)", self.internet)
+                })?;
             } else if !public && joined {
                 self.docker
                     .disconnect_network(

@@ -3,7 +3,7 @@
 //! another process's memory, environment, command line, descriptors and root under `/proc`,
 //! and raw devices and kernel images.
 
-use super::{Token, matches};
+use super::{Token, literal, matches};
 
 /// A place that holds credentials; `~` stands for each home.
 struct Store {
@@ -244,13 +244,7 @@ pub(super) fn reach(tokens: &[Token], homes: &[String]) -> Option<String> {
 
 /// A key or token file by its name, in a home or the system's folders.
 fn secret_file(tokens: &[Token], name: &[Token]) -> Option<String> {
-    let prefix: String = tokens
-        .iter()
-        .map_while(|t| match t {
-            Token::Char(c) => Some(*c),
-            _ => None,
-        })
-        .collect();
+    let prefix: String = tokens.iter().map_while(Token::as_char).collect();
     let in_root = SECRET_ROOTS.iter().any(|root| prefix.starts_with(root))
         && !PUBLIC_CERTIFICATES
             .iter()
@@ -258,14 +252,7 @@ fn secret_file(tokens: &[Token], name: &[Token]) -> Option<String> {
     if !in_root {
         return None;
     }
-    let literal: Option<String> = name
-        .iter()
-        .map(|t| match t {
-            Token::Char(c) => Some(*c),
-            _ => None,
-        })
-        .collect();
-    let secret = match literal {
+    let secret = match literal(name) {
         Some(text) => secret_file_name(&text),
         None => SECRET_FILE_PROBES.iter().any(|probe| matches(name, probe)),
     };
@@ -378,14 +365,7 @@ const KERNEL_IMAGE_PROBES: &[&str] = &[
 /// A raw device, kernel memory or a kernel image the tokens reach: anything under `/dev` that
 /// is not one of the nodes programs need, `/proc/kcore`, `/boot/vmlinuz*`, `/boot/initrd*`.
 pub(super) fn device(tokens: &[Token]) -> Option<String> {
-    let literal: Option<String> = tokens
-        .iter()
-        .map(|t| match t {
-            Token::Char(c) => Some(*c),
-            _ => None,
-        })
-        .collect();
-    if let Some(path) = literal {
+    if let Some(path) = literal(tokens) {
         return device_path(&path);
     }
     // A pattern names a device only from a literal root (`/dev/sd?`, `/dev/*`); `$X` or

@@ -238,6 +238,19 @@ fn token_archive(token: &str) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
+/// Unpacks the tar `archive` into the folder `path` of the container `id`.
+pub async fn unpack(
+    docker: &Docker,
+    id: &str,
+    path: &str,
+    archive: Vec<u8>,
+) -> Result<(), bollard::errors::Error> {
+    let options = UploadToContainerOptionsBuilder::new().path(path).build();
+    docker
+        .upload_to_container(id, Some(options), bollard::body_full(archive.into()))
+        .await
+}
+
 impl DockerSandbox {
     /// Creates, fills and starts a container, and waits until its server is healthy. On any
     /// failure the container is removed before the error returns.
@@ -300,12 +313,7 @@ impl DockerSandbox {
 
     async fn boot(&self, token: &str) -> Result<SandboxClient, Failure> {
         let archive = token_archive(token).doing("packing the sandbox token")?;
-        self.docker
-            .upload_to_container(
-                &self.id,
-                Some(UploadToContainerOptionsBuilder::new().path("/").build()),
-                bollard::body_full(archive.into()),
-            )
+        unpack(&self.docker, &self.id, "/", archive)
             .await
             .doing("uploading the sandbox token into the container")?;
         self.docker

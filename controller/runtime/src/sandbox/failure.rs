@@ -38,27 +38,15 @@ pub enum Failure {
 
 impl Failure {
     /// The same failure, said after `outer` (what the caller was doing, or what it saw).
-    pub fn after(self, outer: &str) -> Failure {
-        let join = |what: String| joined(outer, &what);
-        match self {
-            Failure::Engine { what, source } => Failure::Engine {
-                what: join(what),
-                source,
-            },
-            Failure::Io { what, source } => Failure::Io {
-                what: join(what),
-                source,
-            },
-            Failure::Sandbox { what, source } => Failure::Sandbox {
-                what: join(what),
-                source,
-            },
-            Failure::Http { what, source } => Failure::Http {
-                what: join(what),
-                source,
-            },
-            Failure::Server(message) => Failure::Server(join(message)),
+    pub fn after(mut self, outer: &str) -> Failure {
+        match &mut self {
+            Failure::Engine { what, .. }
+            | Failure::Io { what, .. }
+            | Failure::Sandbox { what, .. }
+            | Failure::Http { what, .. }
+            | Failure::Server(what) => *what = joined(outer, what),
         }
+        self
     }
 }
 

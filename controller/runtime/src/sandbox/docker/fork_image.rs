@@ -296,12 +296,7 @@ pub async fn make(
     let listed = async {
         let input =
             hashes_archive(&hashes, base.uid, base.gid).doing("packing the workspace's hashes")?;
-        docker
-            .upload_to_container(
-                &stamper.id,
-                Some(UploadToContainerOptionsBuilder::new().path("/").build()),
-                bollard::body_full(input.into()),
-            )
+        super::unpack(&docker, &stamper.id, "/", input)
             .await
             .doing("uploading the workspace's hashes")?;
         docker
