@@ -177,6 +177,10 @@ pub(crate) struct BatchArgs {
     #[arg(long, requires = "fork_at", default_value_t = 1, value_name = "K",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub(crate) count: u32,
+    /// With --fork-at: take each log's check, model, `allow-all`, web search and limits as they
+    /// are, as `replay fork --trust-log` does. By default a log is untrusted input.
+    #[arg(long, requires = "fork_at")]
+    pub(crate) trust_log: bool,
     /// `bar` (a live bar and a line per running task), `lines` (a line per event), or `auto`:
     /// the bar when stdout is a terminal.
     #[arg(long, value_enum, default_value = "auto")]

@@ -25,6 +25,7 @@ mod at_step;
 mod benchmark;
 mod child_config;
 mod container;
+mod from_log;
 mod kept;
 mod linker;
 mod workspace;
@@ -64,6 +65,8 @@ pub struct ForkConfig {
     /// Keep the verified workspace at the step in `<run>/forks/.state-SEQ/` and start from it
     /// when it is still as verified (`--keep-state`).
     pub keep_state: bool,
+    /// Take the log's check, model, policy, web search and limits as they are (`--trust-log`).
+    pub trust_log: bool,
 }
 
 /// Whoever shows a fork as it goes.
@@ -89,7 +92,7 @@ pub async fn run_fork(
     let header = &point.header;
     let fork_id = format!("step-{}-{}", config.seq, event_log::new_session_id());
     // Before any folder is made: a fork refused for what its log says leaves nothing.
-    let child_config = child_config(&point, &config.flags, display)?;
+    let child_config = child_config(&point, &config.flags, config.trust_log, display)?;
     // Once, not per child: a model that cannot be built fails the fork before it starts.
     child_model(&point, &child_config).context("the children's model")?;
     let out = match &config.out {

@@ -16,7 +16,7 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use event_log::{Event, LoggedUsage, Purpose, SessionStarted};
-use replay::{self, ReplayError};
+use replay::{self, BlobBudget, ReplayError};
 
 pub const SCHEMA_VERSION: &str = "ATIF-v1.8";
 /// The agent's name in trajectories and results.
@@ -29,8 +29,11 @@ pub fn from_log(dir: &Path) -> Result<Value, ReplayError> {
 
 /// The trajectory of one step of a multi-step session (`step`), or of the whole session: a
 /// step's starts with the system prompt and its own instruction, and its totals are its own.
+///
+/// Every text is read through one [`BlobBudget`] for the whole export, subagents included: a
+/// crafted log naming one big blob many times fails, saying so, instead of holding each copy.
 pub fn from_log_step(dir: &Path, step: Option<&str>) -> Result<Value, ReplayError> {
-    trajectory(dir, step, 0, &mut 0)
+    trajectory(dir, step, 0, &mut 0, &mut BlobBudget::default())
 }
 
 /// How deep subagents' logs are followed (a crafted log could link one to itself).
@@ -41,12 +44,13 @@ const DEEPEST: usize = 16;
 pub const MOST_EMBEDDED: usize = 1000;
 
 /// The trajectory of the log in `dir`, `depth` below the exported one; `embedded` counts the
-/// subagent trajectories embedded so far in the whole export.
+/// subagent trajectories embedded so far in the whole export, `budget` the blob bytes read.
 fn trajectory(
     dir: &Path,
     step: Option<&str>,
     depth: usize,
     embedded: &mut usize,
+    budget: &mut BlobBudget,
 ) -> Result<Value, ReplayError> {
     let mut builder = Builder {
         only: step.map(str::to_owned),
@@ -54,10 +58,10 @@ fn trajectory(
     };
     for envelope in replay::events(dir, |_| {})? {
         let envelope = envelope?;
-        builder.event(dir, &envelope.ts, &envelope.event)?;
+        builder.event(dir, budget, &envelope.ts, &envelope.event)?;
     }
     let children = std::mem::take(&mut builder.children);
-    let mut trajectory = builder.finish(dir)?;
+    let mut trajectory = builder.finish(dir, budget)?;
     let mut trajectories = Vec::new();
     for (log_dir, session_id) in children {
         if depth >= DEEPEST {
@@ -74,7 +78,7 @@ fn trajectory(
             )));
         }
         let child_dir = replay::subagent_dir(dir, &log_dir)?;
-        let mut child = self::trajectory(&child_dir, None, depth + 1, embedded)?;
+        let mut child = self::trajectory(&child_dir, None, depth + 1, embedded, budget)?;
         child["trajectory_id"] = json!(session_id);
         trajectories.push(child);
     }
@@ -110,12 +114,18 @@ struct Builder {
 }
 
 impl Builder {
-    fn event(&mut self, dir: &Path, ts: &str, event: &Event) -> Result<(), ReplayError> {
+    fn event(
+        &mut self,
+        dir: &Path,
+        budget: &mut BlobBudget,
+        ts: &str,
+        event: &Event,
+    ) -> Result<(), ReplayError> {
         if let Event::StepStarted(step) = event {
             self.current = Some(step.name.clone());
-            let instruction = replay::text(dir, &step.instruction)?;
+            let instruction = budget.text(dir, &step.instruction)?;
             if self.only.as_deref() == Some(step.name.as_str()) {
-                self.system_prompt(dir, ts)?;
+                self.system_prompt(dir, budget, ts)?;
                 self.push(ts, "user", &instruction);
             } else if self.only.is_none() && step.index > 1 {
                 // The first step's instruction is the session's task, already the first user step.
@@ -133,7 +143,7 @@ impl Builder {
                 self.header_ts = ts.to_owned();
                 self.model = Some(header.config.model.clone());
                 if self.only.is_none() {
-                    self.system_prompt(dir, ts)?;
+                    self.system_prompt(dir, budget, ts)?;
                     self.push(ts, "user", &header.task);
                 }
             }
@@ -143,7 +153,7 @@ impl Builder {
                 self.step_usage.cache_write_tokens += response.usage.cache_write_tokens;
                 self.step_usage.output_tokens += response.usage.output_tokens;
                 self.step_cost += response.cost.unwrap_or(0.0);
-                let mut step = self.step(ts, "agent", &replay::text(dir, &response.text)?);
+                let mut step = self.step(ts, "agent", &budget.text(dir, &response.text)?);
                 step.insert("model_name".into(), json!(self.model));
                 let calls: Vec<Value> = response
                     .tool_calls
@@ -167,7 +177,7 @@ impl Builder {
                 self.steps.push(step);
             }
             Event::ToolResult(result) => {
-                let content = replay::text(dir, &result.output)?;
+                let content = budget.text(dir, &result.output)?;
                 if let Some(&at) = self.calls.get(&result.call_id) {
                     let mut entry = json!({"source_call_id": result.call_id, "content": content});
                     if let Some((session_id, log_dir, workspace)) =
@@ -204,7 +214,7 @@ impl Builder {
                 );
             }
             Event::Compaction(compaction) => {
-                let summary = replay::text(dir, &compaction.summary)?;
+                let summary = budget.text(dir, &compaction.summary)?;
                 let mut step = self.step(ts, "system", &summary);
                 step.insert(
                     "extra".into(),
@@ -223,10 +233,15 @@ impl Builder {
         Ok(())
     }
 
-    fn system_prompt(&mut self, dir: &Path, ts: &str) -> Result<(), ReplayError> {
+    fn system_prompt(
+        &mut self,
+        dir: &Path,
+        budget: &mut BlobBudget,
+        ts: &str,
+    ) -> Result<(), ReplayError> {
         let prompt = self.header.as_ref().and_then(|h| h.system_prompt.clone());
         if let Some(prompt) = prompt {
-            self.push(ts, "system", &replay::text(dir, &prompt)?);
+            self.push(ts, "system", &budget.text(dir, &prompt)?);
         }
         Ok(())
     }
@@ -245,7 +260,7 @@ impl Builder {
         self.steps.push(step);
     }
 
-    fn finish(self, dir: &Path) -> Result<Value, ReplayError> {
+    fn finish(self, dir: &Path, budget: &mut BlobBudget) -> Result<Value, ReplayError> {
         let header = self.header.ok_or_else(|| {
             ReplayError::Io(format!("{}: the log has no session_started", dir.display()))
         })?;
@@ -256,7 +271,7 @@ impl Builder {
         });
         if let Some(tools) = &header.tools {
             let specs: Vec<sandbox_protocol::ToolSpec> =
-                serde_json::from_slice(&replay::blob(dir, tools)?).unwrap_or_default();
+                serde_json::from_slice(&budget.blob(dir, tools)?).unwrap_or_default();
             let definitions: Vec<Value> = specs
                 .iter()
                 .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
@@ -304,4 +319,67 @@ fn metrics(usage: &LoggedUsage, cost: Option<f64>) -> Value {
         metrics["cost_usd"] = json!(cost);
     }
     metrics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use event_log::{BlobRef, Envelope, Text, ToolResult, ToolStatus};
+    use sha2::Digest as _;
+
+    /// A log of `n` tool results whose outputs are all the one blob of `size` bytes.
+    fn one_blob_named_many_times(n: u64, size: usize) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("blobs")).unwrap();
+        let bytes = vec![b'z'; size];
+        let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+        std::fs::write(dir.path().join("blobs").join(&sha256), &bytes).unwrap();
+        let output = Text {
+            text: None,
+            blob: Some(BlobRef {
+                sha256,
+                size: size as u64,
+            }),
+            preview: None,
+            size: size as u64,
+        };
+        let mut lines = String::new();
+        for seq in 0..n {
+            let event = Event::ToolResult(ToolResult {
+                call_id: format!("call_{seq}"),
+                name: "bash".to_owned(),
+                status: ToolStatus::Ok,
+                output: output.clone(),
+                exit_code: Some(0),
+                timed_out: None,
+                duration_ms: 1,
+                outputs: Vec::new(),
+            });
+            let ts = "2026-01-01T00:00:00.000Z".to_owned();
+            let envelope = Envelope { seq, ts, event };
+            lines.push_str(&serde_json::to_string(&envelope).unwrap());
+            lines.push('\n');
+        }
+        std::fs::write(dir.path().join("events.jsonl"), lines).unwrap();
+        dir
+    }
+
+    /// Sixty results naming one blob cost sixty times its size: past the export's budget the
+    /// export fails and says why, instead of holding every copy.
+    #[test]
+    fn one_blob_named_many_times_spends_the_exports_budget() {
+        let log = one_blob_named_many_times(60, 1000);
+        let mut small = BlobBudget::new(10_000, 1000);
+        let err = trajectory(log.path(), None, 0, &mut 0, &mut small)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("resolve to more than 10000 bytes"), "{err}");
+        // Within its budget the export reads every text, on to the missing header.
+        let mut enough = BlobBudget::new(60_000, 1000);
+        let err = trajectory(log.path(), None, 0, &mut 0, &mut enough)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no session_started"), "{err}");
+        assert_eq!(enough.left(), 0);
+    }
 }

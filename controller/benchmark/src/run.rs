@@ -14,6 +14,10 @@ use runtime::input::InputError;
 use runtime::sandbox::NetworkMode;
 use runtime::task::TaskFile;
 
+/// The turn and cost limits of a benchmark task's session whose flags set none.
+pub const DEFAULT_MAX_TURNS: u32 = 100;
+pub const DEFAULT_MAX_COST: f64 = 10.0;
+
 /// A benchmark task's run: the task, where its container is, the pass threshold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchRun {
@@ -95,8 +99,8 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunCon
     let mut as_task = TaskFile::from_prompt(&task.instruction);
     as_task.tools = flags.tools.clone();
     let mut flags = flags.clone();
-    flags.max_turns = flags.max_turns.or(Some(100));
-    flags.max_cost = flags.max_cost.or(Some(10.0));
+    flags.max_turns = flags.max_turns.or(Some(DEFAULT_MAX_TURNS));
+    flags.max_cost = flags.max_cost.or(Some(DEFAULT_MAX_COST));
     if agent != AgentKind::Model {
         // The task's own script (or nothing): the rules still judge it, no model is asked.
         flags.no_classifier = true;

@@ -11,8 +11,10 @@
 //! never depends on the benchmark adapter: what a report shows of a benchmark trial's own files
 //! it is given through [`report::TrialFiles`], which the adapter implements.
 
+pub mod budget;
 pub mod charts;
 pub mod compare;
+pub mod folder;
 pub mod fork;
 pub mod metrics;
 pub mod model;
@@ -23,6 +25,7 @@ pub mod restore;
 
 use std::path::{Path, PathBuf};
 
+pub use budget::BlobBudget;
 use event_log::reader::{self, LineError};
 use event_log::{BlobRef, Envelope, Text};
 
@@ -89,13 +92,21 @@ pub fn blob(dir: &Path, blob: &BlobRef) -> Result<Vec<u8>, ReplayError> {
     })
 }
 
-/// The whole of a `Text`, reading its blob when it has one.
+/// The whole of a `Text`, reading its blob when it has one. A reader that resolves many texts
+/// of a log (an export, a rerun) reads them through a [`BlobBudget`] instead.
 pub fn text(dir: &Path, text: &Text) -> Result<String, ReplayError> {
     match (&text.text, &text.blob) {
         (Some(inline), _) => Ok(inline.clone()),
         (None, Some(reference)) => Ok(String::from_utf8_lossy(&blob(dir, reference)?).into_owned()),
         (None, None) => Ok(String::new()),
     }
+}
+
+/// Whether `name` is one plain name in a folder: not empty, not `.` or `..`, without `/` (or
+/// NUL). A name a log gives for a file or folder beside it must be one, or it could name a
+/// place anywhere (`../x`, `/home/…`).
+pub fn plain_name(name: &str) -> bool {
+    !matches!(name, "" | "." | "..") && !name.contains(['/', '\0'])
 }
 
 /// The folder of the subagent whose log a parent in `dir` names `log_dir`

@@ -50,8 +50,24 @@ struct Section {
     full: Option<PathBuf>,
 }
 
-/// Renders the session in `dir` to `out`. Returns the number of events rendered.
+/// Renders the session in `dir` to `out`. Returns the number of events rendered. Markdown is
+/// text to read on a terminal (or in a file shown on one later): the log's control characters
+/// are shown as `\u001b` there, never written raw ([`event_log::text::terminal_safe`]); the
+/// HTML page escapes what it shows as HTML.
 pub fn render(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, ReplayError> {
+    match format {
+        Format::Md => {
+            let mut safe = event_log::text::TerminalSafe::new(out);
+            let n = render_into(dir, format, &mut safe)?;
+            safe.flush()
+                .map_err(|err| ReplayError::Io(format!("writing the transcript: {err}")))?;
+            Ok(n)
+        }
+        Format::Html => render_into(dir, format, out),
+    }
+}
+
+fn render_into(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, ReplayError> {
     let io = |err: std::io::Error| ReplayError::Io(format!("writing the transcript: {err}"));
     let mut torn = Vec::new();
     let mut n_events = 0;

@@ -7,7 +7,7 @@ mod bench;
 mod pictures;
 mod write;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -17,7 +17,8 @@ pub use write::{write_html, write_text};
 
 use super::metrics::{self, Latency, RunOutcome, Unfinished};
 use super::{ReplayError, events};
-use event_log::{Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
+use event_log::reader;
+use event_log::{BatchStarted, Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
 
 /// What a benchmark trial's own files say beyond its log: which task files are benchmark
 /// folders, and a trial's named rewards, error class and reward validity as its `result.json`
@@ -195,15 +196,22 @@ pub struct BatchReport {
     pub benchmark: Option<BenchSummary>,
 }
 
-/// Whether `dir` is a batch folder: its log starts with `batch_started`.
+/// Whether `dir` is a batch folder: its log starts with `batch_started`. A shared folder may be
+/// hostile: only a regular file is read (not a link to `/dev/zero`, not a FIFO), and only its
+/// first line, at most [`reader::MAX_LINE`] bytes of it.
 pub fn is_batch(dir: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(dir.join("events.jsonl")) else {
+    use std::io::Read as _;
+    let Ok((file, _)) = reader::open_regular(&dir.join("events.jsonl")) else {
         return false;
     };
-    let mut first = String::new();
-    let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut first);
+    let mut head = std::io::BufReader::new(file.take(reader::MAX_LINE as u64 + 1));
+    let mut first = Vec::new();
+    let read = reader::read_line(&mut head, &mut first, reader::MAX_LINE);
+    if !matches!(read, Ok((n, _)) if n > 0) || first.len() > reader::MAX_LINE {
+        return false;
+    }
     matches!(
-        serde_json::from_str::<event_log::Envelope>(&first),
+        serde_json::from_slice::<event_log::Envelope>(&first),
         Ok(envelope) if matches!(envelope.event, Event::BatchStarted(_))
     )
 }
@@ -212,13 +220,18 @@ pub fn is_batch(dir: &Path) -> bool {
 #[derive(Debug, Default)]
 struct BatchLog {
     batch_id: String,
+    /// Each once, in the batch's order.
     task_ids: Vec<String>,
+    /// The same, to look an error's task up by.
+    id_set: HashSet<String>,
+    /// The lengths of the ids (an error's prefix of another length is no id).
+    id_lengths: BTreeSet<usize>,
     /// The task's name per log folder, where they differ.
     names: BTreeMap<String, String>,
     /// Trials per task.
     trials: u32,
     /// The log folders of benchmark tasks.
-    bench_ids: std::collections::BTreeSet<String>,
+    bench_ids: BTreeSet<String>,
     attempts: BTreeMap<String, u32>,
     retries: u32,
     wall_ms: u64,
@@ -269,21 +282,7 @@ fn read_batch_log(dir: &Path, files: &dyn TrialFiles) -> Result<BatchLog, Replay
     let mut log = BatchLog::default();
     for envelope in events(dir, |_| {})? {
         match envelope?.event {
-            Event::BatchStarted(started) => {
-                log.batch_id = started.batch_id;
-                log.trials = started.attempts.unwrap_or(1);
-                for task in &started.tasks {
-                    if files.is_benchmark(Path::new(&task.file)) {
-                        log.bench_ids.insert(task.id.clone());
-                    }
-                    if let Some(name) = &task.task {
-                        log.names.insert(task.id.clone(), name.clone());
-                    }
-                }
-                log.task_ids = started.tasks.into_iter().map(|t| t.id).collect();
-                log.interrupted = false;
-                log.not_runnable.clear();
-            }
+            Event::BatchStarted(started) => log.started(dir, started, files)?,
             Event::TaskStarted(started) => *log.attempts.entry(started.task).or_default() += 1,
             Event::TaskNotRunnable(task) => log.not_runnable.push(bench::NotRunnable {
                 task: task.task,
@@ -291,14 +290,9 @@ fn read_batch_log(dir: &Path, files: &dyn TrialFiles) -> Result<BatchLog, Replay
             }),
             // An attempt that could not start its session files its reason as `{task}: …`.
             Event::Error(error) => {
-                let task = log
-                    .task_ids
-                    .iter()
-                    .filter(|id| error.message.starts_with(&format!("{id}: ")))
-                    .max_by_key(|id| id.len());
-                if let Some(task) = task {
+                if let Some(task) = log.task_of(&error.message) {
                     let reason = error.message[task.len() + 2..].to_owned();
-                    log.unstarted.insert(task.clone(), reason);
+                    log.unstarted.insert(task.to_owned(), reason);
                 }
             }
             Event::TaskRetried(_) => log.retries += 1,
@@ -336,6 +330,65 @@ fn read_batch_log(dir: &Path, files: &dyn TrialFiles) -> Result<BatchLog, Replay
     Ok(log)
 }
 
+impl BatchLog {
+    /// A run of the batch begins (a resumed batch has one per run). Each task's id names its
+    /// log folder beside the batch's log, so it must be one plain name: a shared batch's log
+    /// could name `../x` or `/home/…` and have another session read and rendered into it.
+    fn started(
+        &mut self,
+        dir: &Path,
+        started: BatchStarted,
+        files: &dyn TrialFiles,
+    ) -> Result<(), ReplayError> {
+        if let Some(bad) = started.tasks.iter().find(|t| !crate::plain_name(&t.id)) {
+            return Err(ReplayError::Io(format!(
+                "{}: the batch log names a task {:?}, which is not one plain folder name (no `/`, not `.` or `..`): refused",
+                dir.display(),
+                bad.id
+            )));
+        }
+        self.batch_id = started.batch_id;
+        self.trials = started.attempts.unwrap_or(1);
+        for task in &started.tasks {
+            if files.is_benchmark(Path::new(&task.file)) {
+                self.bench_ids.insert(task.id.clone());
+            }
+            if let Some(name) = &task.task {
+                self.names.insert(task.id.clone(), name.clone());
+            }
+        }
+        // A repeated id is one task (one row, measured once).
+        let mut seen = HashSet::new();
+        self.task_ids = started
+            .tasks
+            .into_iter()
+            .map(|t| t.id)
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
+        self.id_lengths = seen.iter().map(String::len).collect();
+        self.id_set = seen;
+        self.interrupted = false;
+        self.not_runnable.clear();
+        Ok(())
+    }
+
+    /// The task an error message `{task}: …` is about: the longest id followed by `": "` that
+    /// begins it. Each `": "` of the message is a candidate end, looked up by its length first
+    /// and then in the set, so a batch of many tasks with many errors is not read tasks × errors
+    /// times.
+    fn task_of<'m>(&self, message: &'m str) -> Option<&'m str> {
+        let longest = self.id_lengths.last().copied().unwrap_or(0);
+        message
+            .match_indices(": ")
+            .map(|(at, _)| at)
+            .take_while(|at| *at <= longest)
+            .filter(|at| self.id_lengths.contains(at))
+            .map(|at| &message[..at])
+            .filter(|prefix| self.id_set.contains(*prefix))
+            .last()
+    }
+}
+
 /// A task's row from its session log; a task without one never ran. Its tool call durations
 /// go to `samples`.
 fn task_row(
@@ -346,6 +399,14 @@ fn task_row(
     files: &dyn TrialFiles,
 ) -> Result<TaskRow, ReplayError> {
     let folder = dir.join(id);
+    // A link would have another session on this machine read (and its transcript written into
+    // the batch folder): a batch's task folders are its own.
+    if std::fs::symlink_metadata(&folder).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return Err(ReplayError::Io(format!(
+            "{}: the task's log folder is a link: refused (a batch's task folders are its own)",
+            folder.display()
+        )));
+    }
     if !folder.join("events.jsonl").is_file() {
         return Ok(TaskRow::not_run(id, attempts.unwrap_or(0)));
     }
@@ -463,5 +524,68 @@ mod tests {
         assert_eq!(ab.failure, Some(FailureClass::Error));
         assert_eq!(ab.reason.as_deref(), Some("OPENAI_API_KEY is not set"));
         assert_eq!((report.totals.failed, report.totals.not_run), (1, 1));
+    }
+
+    /// A run of a batch of tasks `ids`.
+    fn started(ids: &[&str]) -> BatchStarted {
+        let tasks: Vec<serde_json::Value> = ids
+            .iter()
+            .map(|id| serde_json::json!({"id": id, "file": "t.yaml"}))
+            .collect();
+        let started = serde_json::json!({"format_version": 1, "batch_id": "b",
+            "harness_version": "0", "tasks": tasks, "parallel": 1, "parallel_reason": "1",
+            "sandbox": "local", "retries": 0, "resumed": false});
+        serde_json::from_value(started).unwrap()
+    }
+
+    /// An error is its task's when it begins `{task}: `; of ids that are prefixes of one
+    /// another the longest wins, as a scan of every id would have it. A repeated id is one task.
+    #[test]
+    fn an_errors_task_is_the_longest_id_it_begins_with() {
+        let mut log = BatchLog::default();
+        let run = started(&["a", "a: b", "ab", "a: b: c", "ab"]);
+        log.started(Path::new("batch"), run, &NoTrialFiles).unwrap();
+        assert_eq!(log.task_ids, ["a", "a: b", "ab", "a: b: c"]);
+        assert_eq!(log.task_of("a: b: c: no key"), Some("a: b: c"));
+        assert_eq!(log.task_of("a: b: cd: no key"), Some("a: b"));
+        assert_eq!(log.task_of("a: no key"), Some("a"));
+        assert_eq!(log.task_of("ab: no key"), Some("ab"));
+        assert_eq!(log.task_of("abc: no key"), None);
+        assert_eq!(log.task_of("a:no key"), None);
+        assert_eq!(log.task_of(""), None);
+    }
+
+    /// A task id names a folder beside the batch's log: one that leaves it is refused, by name.
+    #[test]
+    fn a_task_id_that_is_not_a_plain_name_is_refused() {
+        for bad in ["../x", "/etc", "a/b", ".", "..", "", "a\0b"] {
+            let mut log = BatchLog::default();
+            let run = started(&["ok", bad]);
+            let err = log
+                .started(Path::new("batch"), run, &NoTrialFiles)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+    }
+
+    /// A shared folder's log that is a link to an endless device, or a FIFO, is no batch, and
+    /// is found not to be one at once.
+    #[test]
+    fn a_log_that_is_a_device_or_a_fifo_is_not_a_batch() {
+        let root = tempfile::tempdir().unwrap();
+        let (zero, fifo) = (root.path().join("zero"), root.path().join("fifo"));
+        std::fs::create_dir_all(&zero).unwrap();
+        std::fs::create_dir_all(&fifo).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", zero.join("events.jsonl")).unwrap();
+        nix::unistd::mkfifo(
+            fifo.join("events.jsonl").as_path(),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let begun = std::time::Instant::now();
+        assert!(!is_batch(&zero));
+        assert!(!is_batch(&fifo));
+        assert!(begun.elapsed() < std::time::Duration::from_secs(5));
     }
 }

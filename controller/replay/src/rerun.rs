@@ -12,7 +12,7 @@ mod subagents;
 
 pub use subagents::{ForkedSandbox, Forker, RecordedChild};
 
-use super::{ReplayError, blob, events, text};
+use super::{BlobBudget, ReplayError, events};
 use event_log::{ChangeRecord, Event, ToolStatus};
 use llm::ToolCall;
 use runtime::run_loop::{CallOutcome, parse_call, run_on_sandbox};
@@ -44,18 +44,21 @@ pub struct Recording {
     pub calls: Vec<RecordedCall>,
 }
 
-/// Reads the calls of a session, in order.
+/// Reads the calls of a session, in order. Their outputs, subagents' included, are read
+/// through one [`BlobBudget`]: a crafted log naming one big blob for every call fails, saying
+/// so, instead of holding a copy per call.
 pub fn load(dir: &std::path::Path) -> Result<Recording, ReplayError> {
-    load_at(dir, 0, &mut 0)
+    load_at(dir, 0, &mut 0, &mut BlobBudget::default())
 }
 
 /// [`load`] of a session `depth` subagents below the one rerun; `loaded` counts the sessions
 /// read so far, over the whole tree (a crafted log naming the same child many times at every
-/// level would otherwise cost exponential work).
+/// level would otherwise cost exponential work), `budget` the blob bytes read.
 fn load_at(
     dir: &std::path::Path,
     depth: usize,
     loaded: &mut usize,
+    budget: &mut BlobBudget,
 ) -> Result<Recording, ReplayError> {
     let mut recording = Recording {
         tools: Vec::new(),
@@ -73,7 +76,7 @@ fn load_at(
                 recording.workspace_root = header.config.workspace_root.clone();
                 if let Some(tools) = &header.tools {
                     recording.tools =
-                        serde_json::from_slice(&blob(dir, tools)?).map_err(|err| {
+                        serde_json::from_slice(&budget.blob(dir, tools)?).map_err(|err| {
                             ReplayError::Io(format!("the tool list of the log: {err}"))
                         })?;
                 }
@@ -115,7 +118,7 @@ fn load_at(
                 if let Some(&idx) = by_id.get(&result.call_id) {
                     let call = &mut recording.calls[idx];
                     call.status = Some(result.status);
-                    let output = text(dir, &result.output)?;
+                    let output = budget.text(dir, &result.output)?;
                     let added = runtime::run_loop::with_context(
                         String::new(),
                         &context.remove(&idx).unwrap_or_default(),
@@ -131,8 +134,13 @@ fn load_at(
                 // A call starts one subagent: a repeated event for it is not read again.
                 let call = by_id.get(&started.call_id).copied();
                 if let Some(idx) = call.filter(|&idx| recording.calls[idx].child.is_none()) {
-                    recording.calls[idx].child =
-                        Some(RecordedChild::load(dir, &started, depth + 1, loaded)?);
+                    recording.calls[idx].child = Some(RecordedChild::load(
+                        dir,
+                        &started,
+                        depth + 1,
+                        loaded,
+                        budget,
+                    )?);
                 }
             }
             Event::SubagentFinished(finished) => {
@@ -492,3 +500,6 @@ pub fn describe(divergence: &Divergence) -> String {
         divergence.seq, divergence.call_id, divergence.tool, divergence.field
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,21 +1,38 @@
 //! State replay: the workspace exactly as it was after any event, verified file by file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::Path;
 
 use sandbox_protocol::EntryKind;
 use sha2::{Digest, Sha256};
 
-use super::{ReplayError, blob, events};
+use super::{ReplayError, events};
 
 mod beneath;
+mod manifest;
 
 use beneath::Beneath;
-use event_log::{BlobRef, Event, VersionRecord, reader};
+use event_log::{Event, VersionRecord, reader};
 
 /// A workspace as the log knows it at one step: path to version.
 pub type State = BTreeMap<String, VersionRecord>;
+
+/// The most entries a log's initial manifest may hold: five times the sandbox's default
+/// `--scan-max-entries` (1,000,000, the most paths one walk of a workspace finds), so a server
+/// run with a higher one still restores, while a crafted manifest cannot make every reader
+/// (the viewer reads one per request) hold tens of millions of paths.
+pub const MAX_MANIFEST_ENTRIES: usize = 5_000_000;
+
+/// The most bytes one restore writes, every file counted: a crafted log can name one big blob
+/// for many files, and each is a copy on disk. A real workspace's files (each at most the
+/// sandbox's `--blob-max-file-bytes`, 64 MiB by default) are far fewer bytes.
+pub const MAX_RESTORE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
+
+/// The mode bits a restore sets: permissions only. The setuid, setgid and sticky bits of a
+/// shared log are never set (a setuid file restored by root would be the log's author's
+/// setuid-root program); a file or folder that had them is a problem of the restore.
+const PERMISSION_BITS: u32 = 0o777;
 
 /// The recorded workspace after event `step` (the initial snapshot when `step` precedes every
 /// change). Also returns the seq of the initial snapshot.
@@ -33,7 +50,11 @@ pub fn state_at(dir: &Path, step: u64) -> Result<(State, u64), ReplayError> {
         match envelope.event {
             Event::WorkspaceSnapshot(snapshot) => {
                 base_seq = envelope.seq;
-                state = Some(manifest(dir, &snapshot.manifest)?);
+                state = Some(manifest::read(
+                    dir,
+                    &snapshot.manifest,
+                    MAX_MANIFEST_ENTRIES,
+                )?);
             }
             Event::WorkspaceChanged(changed) => {
                 let Some(current) = state.as_mut() else {
@@ -79,32 +100,17 @@ pub fn state_at(dir: &Path, step: u64) -> Result<(State, u64), ReplayError> {
     Ok((state, base_seq))
 }
 
-fn manifest(dir: &Path, reference: &BlobRef) -> Result<State, ReplayError> {
-    let bytes = blob(dir, reference)?;
-    let entries: Vec<serde_json::Value> = serde_json::from_slice(&bytes)
-        .map_err(|err| ReplayError::Io(format!("the workspace manifest: {err}")))?;
-    let mut state = State::new();
-    for mut entry in entries {
-        let path = entry
-            .as_object_mut()
-            .and_then(|object| object.remove("path"))
-            .and_then(|p| p.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let version: VersionRecord = serde_json::from_value(entry)
-            .map_err(|err| ReplayError::Io(format!("a manifest entry: {err}")))?;
-        state.insert(path, version);
-    }
-    Ok(state)
-}
-
 /// What a restore wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Restored {
     pub n_files: u64,
     pub n_dirs: u64,
     pub n_symlinks: u64,
-    /// Files whose content could not be written or does not hash as recorded.
+    /// Files whose content could not be written or does not hash as recorded, links not made.
     pub problems: Vec<String>,
+    /// Files and folders restored without the setuid, setgid or sticky bits the log gave them
+    /// (a log is someone else's: those bits are never set on this host).
+    pub notes: Vec<String>,
 }
 
 /// Checks that a log's state can be written without leaving the target: every path made of
@@ -137,9 +143,22 @@ pub fn check_state(state: &State) -> Result<(), ReplayError> {
 
 /// Writes `state` into `to` (which must be empty or absent), then verifies every file's hash.
 /// Every write goes through descriptors beneath `to` with `O_NOFOLLOW`, and symlinks are made
-/// last, so a crafted log cannot write outside `to`, not even through a link it creates.
+/// last, so a crafted log cannot write outside `to`, not even through a link it creates. A
+/// state whose files come to more than [`MAX_RESTORE_BYTES`] is refused before anything is
+/// written.
 pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, ReplayError> {
+    write_state_within(dir, state, to, MAX_RESTORE_BYTES)
+}
+
+/// [`write_state`], refusing a state whose files come to more than `max_bytes`.
+pub fn write_state_within(
+    dir: &Path,
+    state: &State,
+    to: &Path,
+    max_bytes: u64,
+) -> Result<Restored, ReplayError> {
     check_state(state)?;
+    check_size(dir, state, max_bytes)?;
     let io = |what: &str, err: std::io::Error| ReplayError::Io(format!("{what}: {err}"));
     std::fs::create_dir_all(to).map_err(|err| io(&to.display().to_string(), err))?;
     if std::fs::read_dir(to)
@@ -154,14 +173,19 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
     }
     let target = Beneath::open(to).map_err(|err| io(&to.display().to_string(), err))?;
     let mut restored = Restored::default();
+    let mut left = max_bytes;
     for (path, version) in state {
         match version.kind {
             EntryKind::Dir => {
                 target.dir(path).map_err(|err| io(path, err))?;
                 restored.n_dirs += 1;
+                special_bits(path, version, &mut restored.notes);
             }
-            EntryKind::File => match write_file(dir, &target, path, version) {
-                Ok(()) => restored.n_files += 1,
+            EntryKind::File => match write_file(dir, &target, path, version, &mut left) {
+                Ok(()) => {
+                    restored.n_files += 1;
+                    special_bits(path, version, &mut restored.notes);
+                }
                 Err(problem) => restored.problems.push(problem),
             },
             EntryKind::Symlink | EntryKind::Other => {}
@@ -180,12 +204,49 @@ pub fn write_state(dir: &Path, state: &State, to: &Path) -> Result<Restored, Rep
     Ok(restored)
 }
 
-/// One file from the log's blobs; a problem (not an error) when its content is missing.
+/// Refuses a state whose files come to more than `max` bytes, each file counted at the real
+/// size of its blob on disk (a crafted log can name one blob for many files, or claim small
+/// sizes); a blob that cannot be opened counts nothing (its file is a problem of the restore).
+fn check_size(dir: &Path, state: &State, max: u64) -> Result<(), ReplayError> {
+    let mut sizes: HashMap<&str, u64> = HashMap::new();
+    let mut total = 0u64;
+    for version in state.values().filter(|v| v.kind == EntryKind::File) {
+        let Some(sha256) = version.sha256.as_deref() else {
+            continue;
+        };
+        let size = *sizes
+            .entry(sha256)
+            .or_insert_with(|| reader::open_blob(dir, sha256).map_or(0, |(_, size)| size));
+        total = total.saturating_add(size);
+    }
+    if total > max {
+        return Err(ReplayError::Io(format!(
+            "{}: the workspace's files come to {total} bytes, more than a restore writes ({max} bytes): refusing (a crafted log can name one large blob for many files)",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A note when `version` had the setuid, setgid or sticky bit, which are never restored.
+fn special_bits(path: &str, version: &VersionRecord, notes: &mut Vec<String>) {
+    if version.mode & 0o7000 != 0 {
+        notes.push(format!(
+            "{path}: restored with mode {:o}, without the setuid, setgid or sticky bits of its recorded mode {:o}",
+            version.mode & PERMISSION_BITS,
+            version.mode & 0o7777
+        ));
+    }
+}
+
+/// One file from the log's blobs, streamed; a problem (not an error) when its content is
+/// missing. `left` is what the restore may still write (counted by [`check_size`]).
 fn write_file(
     dir: &Path,
     target: &Beneath,
     path: &str,
     version: &VersionRecord,
+    left: &mut u64,
 ) -> Result<(), String> {
     let Some(sha256) = &version.sha256 else {
         return Err(format!(
@@ -195,13 +256,8 @@ fn write_file(
     // Only a regular file of the log's own blobs: a shared log's blob that links out of it (to
     // a secret of this machine, a device, a FIFO) never reaches the target. Content that does
     // not hash to its name is written and then reported by `verify`, as a changed state is.
-    let read = |(file, _): (std::fs::File, u64)| -> std::io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        file.take(reader::MAX_BLOB).read_to_end(&mut bytes)?;
-        Ok(bytes)
-    };
-    let bytes = match reader::open_blob(dir, sha256).and_then(read) {
-        Ok(bytes) => bytes,
+    let (file, size) = match reader::open_blob(dir, sha256) {
+        Ok(opened) => opened,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!(
                 "{path}: content {sha256} is not in the log (over the sandbox's blob size limit, or redacted)"
@@ -209,8 +265,15 @@ fn write_file(
         }
         Err(err) => return Err(format!("{path}: {err}")),
     };
+    // Never more than was counted: a blob that grew since is not written.
+    if size > *left {
+        return Err(format!(
+            "{path}: content {sha256} is {size} bytes, past what the restore may still write"
+        ));
+    }
+    *left -= size;
     target
-        .file(path, &bytes, version.mode)
+        .file(path, &mut file.take(size), version.mode & PERMISSION_BITS)
         .map_err(|err| format!("{path}: {err}"))
 }
 
@@ -220,7 +283,7 @@ fn write_file(
 fn set_modes(state: &State, target: &Beneath) {
     for (path, version) in state.iter().rev() {
         if version.kind == EntryKind::Dir {
-            let _ = target.chmod(path, version.mode);
+            let _ = target.chmod(path, version.mode & PERMISSION_BITS);
         }
     }
 }
@@ -282,3 +345,6 @@ pub fn tar_folder(from: &Path) -> std::io::Result<Vec<u8>> {
     }
     builder.into_inner()
 }
+
+#[cfg(test)]
+mod tests;

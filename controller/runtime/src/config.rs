@@ -24,6 +24,9 @@ use policy::{Approve, PolicySettings};
 
 pub const DEFAULT_MODEL: &str = "openai/gpt-6-luna";
 pub const DEFAULT_WORKING_DIR: &str = "agent-harness-working";
+/// The turn and cost limits of a session whose flags and task file set none.
+pub const DEFAULT_MAX_TURNS: u32 = 30;
+pub const DEFAULT_MAX_COST: f64 = 1.00;
 
 /// The flags every session takes, as given: values not yet checked against each other or a
 /// task file.
@@ -284,11 +287,11 @@ pub fn limits(task: &TaskFile, flags: &SessionFlags) -> Result<Limits, InputErro
         max_turns: flags
             .max_turns
             .or_else(|| task_limits.and_then(|l| l.max_turns))
-            .unwrap_or(30),
+            .unwrap_or(DEFAULT_MAX_TURNS),
         max_cost: flags
             .max_cost
             .or_else(|| task_limits.and_then(|l| l.max_cost))
-            .unwrap_or(1.00),
+            .unwrap_or(DEFAULT_MAX_COST),
         compact_at: flags
             .compact_at
             .or_else(|| task_limits.and_then(|l| l.compact_at))

@@ -200,11 +200,11 @@ fn write_report(out: &std::path::Path) -> anyhow::Result<report::BatchReport> {
     let report = report::load(out, &bench::results::HarborFiles)
         .context("reading the batch back for its report")?;
     let json = serde_json::to_vec_pretty(&report).context("writing the report")?;
-    std::fs::write(out.join("report.json"), json)
+    // In place of what is there, as `report.html`: never through a link planted in the folder.
+    replay::folder::write_replacing(&out.join("report.json"), &json)
         .with_context(|| format!("writing {}", out.join("report.json").display()))?;
     let html = report::write_html(out, &report)?;
-    let stdout = std::io::stdout();
-    let mut lock = stdout.lock();
+    let mut lock = super::terminal::safe_stdout();
     report::write_text(&report, &mut lock).context("writing the report")?;
     writeln!(
         lock,
@@ -212,6 +212,7 @@ fn write_report(out: &std::path::Path) -> anyhow::Result<report::BatchReport> {
         html.display(),
         out.display()
     )
+    .and_then(|()| lock.flush())
     .context("writing the report")?;
     Ok(report)
 }
@@ -227,6 +228,11 @@ struct Display {
 
 impl Display {
     fn line(&self, text: String) {
+        // Task names and errors are a dataset's words: their control characters are shown.
+        let text = match event_log::text::terminal_safe(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(safe) => safe,
+        };
         if self.bar {
             self.pending
                 .lock()
@@ -316,6 +322,7 @@ impl Display {
             .unwrap_or(100)
             .max(20);
         for line in &lines {
+            let line = event_log::text::terminal_safe(line);
             println!("{}", line.chars().take(columns - 1).collect::<String>());
         }
         *self.drawn.lock().unwrap_or_else(|p| p.into_inner()) = lines.len();

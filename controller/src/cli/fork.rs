@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use event_log::text::terminal_safe;
 use runtime::exit_code;
 
 /// `harness replay fork`'s flags.
@@ -34,9 +35,15 @@ pub(crate) struct ForkArgs {
     /// disk; saves rebuilding and deleting it.
     #[arg(long)]
     keep_state: bool,
+    /// Take the log's check, model, `allow-all`, web search and limits as they are. By default
+    /// a log is untrusted input: its check is not run, a scripted or replayed model, `allow-all`
+    /// and web search are not taken, and what was left of its turn and cost limits is capped at
+    /// a run's defaults; each is said when it applies.
+    #[arg(long)]
+    trust_log: bool,
     /// The run flags; what they leave unset is the parent's (its model, tools and check, and
-    /// what was left of its turn and cost limits). A scripted parent's children play its
-    /// script on from where the parent was.
+    /// what was left of its turn and cost limits, as --trust-log says). A scripted parent's
+    /// children play its script on from where the parent was.
     #[command(flatten)]
     session: super::SessionArgs,
 }
@@ -57,6 +64,7 @@ pub(crate) async fn fork_cmd(args: &ForkArgs) -> anyhow::Result<i32> {
         flags: args.session.flags(),
         durability: args.session.log_durability.into(),
         keep_state: args.keep_state,
+        trust_log: args.trust_log,
     };
     let json = args.json;
     let (cancel, on_interrupt) = cancel_on_interrupt()?;
@@ -66,10 +74,13 @@ pub(crate) async fn fork_cmd(args: &ForkArgs) -> anyhow::Result<i32> {
     let summary = controller::fork::run_fork(config, cancel, &display).await;
     on_interrupt.abort();
     let summary = summary?;
+    // What the logs say, on a terminal: control characters shown, not sent (the JSON keeps
+    // its value).
     if json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        let text = serde_json::to_string_pretty(&summary)?;
+        println!("{}", terminal_safe(&text));
     } else {
-        print!("{}", replay::fork::table(&summary));
+        print!("{}", terminal_safe(&replay::fork::table(&summary)));
     }
     let outcomes = || summary.children.iter().map(|child| child.outcome);
     Ok(
@@ -90,7 +101,7 @@ struct ForkLines {
 
 impl controller::fork::ForkDisplay for ForkLines {
     fn note(&self, text: &str) {
-        eprintln!("{text}");
+        eprintln!("{}", event_log::text::terminal_safe(text));
     }
 
     fn child(&self, child: &replay::fork::ForkChild, count: u32) {
@@ -159,12 +170,14 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
             durability: args.session.log_durability.into(),
             // Each session is forked once here: nothing would reuse a kept workspace.
             keep_state: false,
+            trust_log: args.trust_log,
         };
         display.done.store(0, std::sync::atomic::Ordering::Relaxed);
         match controller::fork::run_fork(config, cancel.clone(), &display).await {
             Ok(summary) => rows.push(serde_json::json!({"session": session, "fork": summary})),
             Err(err) => {
-                eprintln!("{}: not forked: {err:#}", session.display());
+                let why = format!("{}: not forked: {err:#}", session.display());
+                eprintln!("{}", terminal_safe(&why));
                 rows.push(serde_json::json!({"session": session, "error": format!("{err:#}")}));
             }
         }
@@ -173,7 +186,8 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
     let interrupted = cancel.is_cancelled();
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let json = serde_json::to_string_pretty(&serde_json::json!({"step": seq, "sessions": rows}))?;
-    std::fs::write(out.join("forks.json"), json + "\n")
+    // In place of what is there: never through a link planted in a shared `--out`.
+    replay::folder::write_replacing(&out.join("forks.json"), (json + "\n").as_bytes())
         .with_context(|| format!("writing {}", out.join("forks.json").display()))?;
     println!(
         "{:<40} {:>8} {:>7} {:>8} {:>10}",
@@ -182,9 +196,10 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
     let mut values = Vec::new();
     for row in &rows {
         let session = row["session"].as_str().unwrap_or_default();
+        // A shared folder's names and a log's errors may hold escape sequences.
         let name = Path::new(session)
             .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
+            .map(|n| terminal_safe(&n.to_string_lossy()).into_owned())
             .unwrap_or_default();
         match row.get("fork") {
             Some(fork) => {
@@ -200,7 +215,7 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
             }
             None => println!(
                 "{name:<40} not forked: {}",
-                row["error"].as_str().unwrap_or_default()
+                terminal_safe(row["error"].as_str().unwrap_or_default())
             ),
         }
     }

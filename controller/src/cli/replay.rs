@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Subcommand;
 use event_log::reader;
+use event_log::text::terminal_safe;
 use replay::{self, compare, metrics, render, report, rerun, restore};
 use runtime::exit_code;
 use runtime::sandbox::SandboxClient;
@@ -215,8 +216,8 @@ fn show(run: &Path, format: render::Format, output: Option<&Path>) -> anyhow::Re
             n
         }
         None => {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
+            // On a terminal, whatever the format: the log's escape sequences are shown.
+            let mut out = std::io::BufWriter::new(super::terminal::safe_stdout());
             let n = render::render(&dir, format, &mut out)?;
             out.flush().context("writing the transcript")?;
             n
@@ -261,7 +262,10 @@ async fn restore_cmd(
     };
     let restored = restore::write_state(&dir, &state, &target)?;
     for problem in &restored.problems {
-        eprintln!("mismatch: {problem}");
+        eprintln!("mismatch: {}", terminal_safe(problem));
+    }
+    for note in &restored.notes {
+        eprintln!("note: {}", terminal_safe(note));
     }
     eprintln!(
         "restored seq {step}: {} files, {} folders, {} symlinks; {} verified against the recorded hashes",
@@ -299,14 +303,14 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
     {
         let report = report::load(dir, &bench::results::HarborFiles)
             .with_context(|| format!("reading the batch {}", dir.display()))?;
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
+        let mut out = super::terminal::safe_stdout();
         if json {
             serde_json::to_writer_pretty(&mut out, &report).context("writing JSON")?;
             writeln!(out).context("writing JSON")?;
         } else {
             report::write_text(&report, &mut out).context("writing the report")?;
         }
+        out.flush().context("writing the report")?;
         if html {
             let path = report::write_html(dir, &report)?;
             eprintln!("wrote {}", path.display());
@@ -321,28 +325,28 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
     for dir in &dirs {
         all.push(metrics::measure(dir).with_context(|| format!("reading {}", dir.display()))?);
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = super::terminal::safe_stdout();
     if json {
         serde_json::to_writer_pretty(&mut out, &all).context("writing JSON")?;
         writeln!(out).context("writing JSON")?;
     } else {
         metrics::write_table(&all, &mut out).context("writing the table")?;
     }
+    out.flush().context("writing the table")?;
     Ok(exit_code::COMPLETED)
 }
 
 /// `replay compare A B`: the table or JSON to stdout, and the page to `html`.
 fn compare_cmd(a: &Path, b: &Path, json: bool, html: Option<&Path>) -> anyhow::Result<i32> {
     let comparison = compare::load(a, b, &bench::results::HarborFiles)?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = super::terminal::safe_stdout();
     if json {
         serde_json::to_writer_pretty(&mut out, &comparison).context("writing JSON")?;
         writeln!(out).context("writing JSON")?;
     } else {
         compare::write_text(&comparison, &mut out).context("writing the comparison")?;
     }
+    out.flush().context("writing the comparison")?;
     if let Some(path) = html {
         let file =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
@@ -390,7 +394,7 @@ async fn rerun_cmd(
     let restored = restore::write_state(&dir, &state, &workspace)?;
     if !restored.problems.is_empty() {
         for problem in &restored.problems {
-            eprintln!("mismatch: {problem}");
+            eprintln!("mismatch: {}", terminal_safe(problem));
         }
         anyhow::bail!("the recorded initial workspace could not be rebuilt exactly");
     }
@@ -417,7 +421,7 @@ async fn rerun_cmd(
             let (servers, _, notes) =
                 runtime::mcp::McpTools::start(config, scratch.path(), &client).await;
             for note in notes {
-                eprintln!("{note}");
+                eprintln!("{}", event_log::text::terminal_safe(&note));
             }
             Some(servers)
         }
@@ -457,8 +461,9 @@ fn reported(report: &rerun::RerunReport) -> i32 {
         report.refused.len(),
         report.divergences.len()
     );
+    // What a log says, shown on a terminal: its escape sequences are shown, not run.
     for refused in &report.refused {
-        println!("refused by the current policy: {refused}");
+        println!("refused by the current policy: {}", terminal_safe(refused));
     }
     if !report.refused.is_empty() {
         return exit_code::DIVERGED;
@@ -466,7 +471,7 @@ fn reported(report: &rerun::RerunReport) -> i32 {
     match report.divergences.first() {
         None => exit_code::COMPLETED,
         Some(first) => {
-            println!("{}", rerun::describe(first));
+            println!("{}", terminal_safe(&rerun::describe(first)));
             exit_code::DIVERGED
         }
     }
@@ -563,7 +568,9 @@ fn export_atif(run: &Path, output: Option<&Path>) -> anyhow::Result<i32> {
         Some(path) => {
             std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?
         }
-        None => print!("{text}"),
+        // The JSON's value is kept: only DEL and C1 are left raw by JSON, and their escapes are
+        // JSON's own.
+        None => print!("{}", terminal_safe(&text)),
     }
     Ok(runtime::exit_code::COMPLETED)
 }

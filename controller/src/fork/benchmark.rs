@@ -9,16 +9,24 @@ use anyhow::Context;
 use event_log::{BenchmarkRecord, Event, RunSettings};
 use runtime::config::{RunConfig, SessionFlags};
 
+use super::ForkDisplay;
+
 /// The children's run config for the benchmark task `bench` of the session `parent` under
-/// `flags` (already the parent's where the fork's own say nothing).
+/// `flags` (already the parent's where the fork's own say nothing); the agent's network is the
+/// log's only when no wider than the task's own, unless `trust_log`.
 pub(super) fn config(
     bench: &BenchmarkRecord,
     parent: &RunSettings,
     flags: &SessionFlags,
+    trust_log: bool,
+    display: &dyn ForkDisplay,
 ) -> anyhow::Result<RunConfig> {
     let dir = Path::new(&bench.dir);
     if let Some(agent) = parent.agent.as_deref().filter(|agent| *agent != "model")
-        && flags.model.as_deref() == Some(parent.model.as_str())
+        && flags
+            .model
+            .as_deref()
+            .is_none_or(|model| model == parent.model)
     {
         anyhow::bail!(
             "the session's agent was the task's {agent}, not a model: a fork continues a model's conversation; give the children one with --model"
@@ -53,10 +61,18 @@ pub(super) fn config(
         );
     }
     let mut flags = flags.clone();
-    // The agent's network as the session had it (`--network` may have set it then).
-    flags.network = flags
-        .network
-        .or_else(|| Some(if bench.online { "host" } else { "none" }.to_owned()));
+    // The agent's network as the session had it (`--network` may have set it then); from a log
+    // not trusted, no wider than the task's own.
+    if flags.network.is_none() {
+        let wider = bench.online && task.network.agent != bench::NetworkPolicy::Public;
+        if wider && !trust_log {
+            display.note(
+                "the log's `online` is not taken: the agent's network is the task's own (a log is someone else's; --trust-log or --network host to take it)",
+            );
+        } else {
+            flags.network = Some(if bench.online { "host" } else { "none" }.to_owned());
+        }
+    }
     Ok(bench::run::run_config(dir, &bench.name, &flags)?)
 }
 

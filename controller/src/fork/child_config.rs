@@ -1,16 +1,19 @@
-//! The children's run config: the flags given, and where they say nothing, the parent's.
+//! The children's run config: the flags given, and where they say nothing, the parent's (what
+//! of it a log not trusted may give: [`from_log`]).
 
 use event_log::SandboxKind;
 use replay::fork::ForkPoint;
 use runtime::config::{RunConfig, SessionFlags};
 
-use super::{ForkDisplay, benchmark};
+use super::{ForkDisplay, benchmark, from_log};
 
 /// The children's run config: the flags given, and where they say nothing, the parent's model,
-/// tools, check and what was left of its limits.
+/// tools, check and what was left of its limits (all of them under `trust_log`; otherwise only
+/// what [`from_log`] lets a log give).
 pub(super) fn child_config(
     point: &ForkPoint,
     flags: &SessionFlags,
+    trust_log: bool,
     display: &dyn ForkDisplay,
 ) -> anyhow::Result<RunConfig> {
     let parent = &point.header.config;
@@ -34,36 +37,8 @@ pub(super) fn child_config(
             "warning: hooks ran in the session before the fork; the children run none unless --hooks FILE names them",
         );
     }
-    // The turns the parent itself took (a parent that is a fork numbers its turns after its
-    // own parent's, and its limit is its own).
-    let own_turns = point.turns.saturating_sub(
-        point
-            .header
-            .forked_from
-            .as_ref()
-            .map_or(0, |from| from.turns),
-    );
     let mut flags = flags.clone();
-    // A parent that ran unchecked has unchecked children; any other policy is the flags' (a
-    // rules file is not in the log: give it with --policy again).
-    if flags.policy.is_none() && parent.policy == event_log::DecisionSource::AllowAll.as_str() {
-        flags.policy = Some("allow-all".to_owned());
-    }
-    flags.model = flags.model.or_else(|| Some(parent.model.clone()));
-    flags.reasoning_effort = flags
-        .reasoning_effort
-        .or_else(|| parent.reasoning_effort.clone());
-    flags.web_search |= parent.web_search;
-    flags.max_turns = Some(
-        flags
-            .max_turns
-            .unwrap_or_else(|| parent.max_turns.saturating_sub(own_turns).max(1)),
-    );
-    flags.max_cost = Some(
-        flags
-            .max_cost
-            .unwrap_or_else(|| (parent.max_cost - point.cost).max(0.0)),
-    );
+    from_log::settings(point, &mut flags, trust_log, display);
     flags.compact_at = flags.compact_at.or(Some(parent.compact_at as usize));
     flags.tools = flags.tools.or_else(|| {
         Some(
@@ -100,11 +75,11 @@ pub(super) fn child_config(
     }
     flags.sandbox = Some(sandbox);
     if let Some(task) = &parent.benchmark {
-        return benchmark::config(task, parent, &flags);
+        return benchmark::config(task, parent, &flags, trust_log, display);
     }
     let mut config = RunConfig::for_run(std::slice::from_ref(&point.header.task), None, &flags)?;
     config.setup.clear();
-    config.check = parent.check.clone();
+    config.check = from_log::check(parent, trust_log, display);
     config.workspace = None;
     config.working_dir = None;
     Ok(config)

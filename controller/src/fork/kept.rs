@@ -271,7 +271,8 @@ fn same(
         return Err(format!("{path}: another owner"));
     }
     let kind = meta.file_type();
-    let mode_differs = meta.permissions().mode() & 0o7777 != version.mode & 0o7777;
+    // Permission bits only: a workspace is restored without setuid, setgid or sticky bits.
+    let mode_differs = meta.permissions().mode() & 0o777 != version.mode & 0o777;
     match version.kind {
         EntryKind::File => {
             let stamp = stamps

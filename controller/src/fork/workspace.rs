@@ -195,10 +195,9 @@ impl Owner {
         if self.uid == 0 && self.gid == 0 {
             return Ok(());
         }
-        // A chown clears the set-user and set-group bits: given back, on the entry (never a
-        // link), so the workspace keeps the modes it was verified with.
+        // A chown clears the set-user and set-group bits, and they stay cleared: a workspace
+        // on this host never holds them (a restore does not set them either).
         let chown = |path: &Path| {
-            let meta = std::fs::symlink_metadata(path)?;
             nix::unistd::fchownat(
                 nix::fcntl::AT_FDCWD,
                 path,
@@ -207,10 +206,6 @@ impl Owner {
                 nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
             )
             .map_err(std::io::Error::from)?;
-            let mode = meta.permissions().mode();
-            if !meta.file_type().is_symlink() && mode & 0o6000 != 0 {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-            }
             Ok::<(), std::io::Error>(())
         };
         chown(dir)?;

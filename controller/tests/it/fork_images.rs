@@ -14,7 +14,8 @@ use serde_json::Value;
 use crate::common::{self, events};
 use crate::forks::{first, recorded, restored, seq_of};
 
-/// `replay fork LOG --step SEQ --count 2 --sandbox docker` and `more`, into `out`.
+/// `replay fork LOG --step SEQ --count 2 --sandbox docker --trust-log` (the log is the test's
+/// own) and `more`, into `out`.
 async fn fork(log: &Path, seq: u64, out: &Path, more: &[&str]) -> common::Run {
     let seq = seq.to_string();
     let mut args = vec![
@@ -29,6 +30,7 @@ async fn fork(log: &Path, seq: u64, out: &Path, more: &[&str]) -> common::Run {
         "docker",
         "--out",
         out.to_str().unwrap(),
+        "--trust-log",
     ];
     args.extend_from_slice(more);
     let run = common::run(common::command(&args), Duration::from_secs(240)).await;

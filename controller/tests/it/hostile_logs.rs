@@ -1,6 +1,6 @@
 //! A shared log is untrusted input: a crafted one cannot make `replay restore` write outside
-//! its target, nor `replay rerun` run what the current policy denies, nor `replay export`'s
-//! ATIF embed its subagents without end; a log is its owner's alone on disk.
+//! its target or set a setuid bit, nor `replay rerun` run what the current policy denies, nor
+//! `replay export`'s ATIF embed its subagents without end; a log is its owner's alone on disk.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -49,11 +49,7 @@ async fn restore(log: &Path, to: &Path) -> crate::common::Run {
 async fn a_crafted_log_cannot_write_outside_the_restore_target() {
     let dir = tempfile::tempdir().unwrap();
     let (_, log) = recorded_session(dir.path()).await;
-    let blob = std::fs::read_dir(log.join("blobs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .find(|name| name.len() == 64)
-        .unwrap();
+    let blob = any_blob(&log);
     let outside = dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     // Paths that leave the target, and a blob id that is a path.
@@ -105,6 +101,40 @@ async fn a_crafted_log_cannot_write_outside_the_restore_target() {
     assert_eq!(mode(&log.join("blobs")), 0o700);
     assert_eq!(mode(&log.join("events.jsonl")), 0o600);
     assert_eq!(mode(&log.join("blobs").join(&blob)), 0o600);
+}
+
+/// A shared log's setuid file and setgid, sticky folder (restored by root, the file would be
+/// a setuid-root program of the log's author): restored with their permission bits only, and
+/// the restore notes what it left out (the workspace is otherwise whole: no failure).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_never_sets_a_logs_setuid_setgid_or_sticky_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, log) = recorded_session(dir.path()).await;
+    let blob = any_blob(&log);
+    forge_manifest(
+        &log,
+        &[
+            json!({"path": "copy1", "kind": "file", "size": 3, "mode": 0o4755, "sha256": blob, "target": null}),
+            json!({"path": "shared", "kind": "dir", "size": 0, "mode": 0o3777, "sha256": null, "target": null}),
+        ],
+    );
+    let to = dir.path().join("target");
+    let restored = restore(&log, &to).await;
+    assert_eq!(
+        restored.code, 0,
+        "a note, not a mismatch: {}",
+        restored.stderr
+    );
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&to.join("copy1")), 0o755);
+    assert_eq!(mode(&to.join("shared")), 0o777);
+    common::assert_contains(
+        &restored.stderr,
+        &[
+            "note: copy1: restored with mode 755, without the setuid, setgid or sticky bits of its recorded mode 4755",
+            "note: shared: restored with mode 777, without the setuid, setgid or sticky bits of its recorded mode 3777",
+        ],
+    );
 }
 
 /// A log that says a denied call was allowed: the rerun judges it again and does not run it,
@@ -255,4 +285,13 @@ async fn a_crafted_log_cannot_blow_up_a_rerun() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// The name of one of the log's blobs.
+fn any_blob(log: &Path) -> String {
+    std::fs::read_dir(log.join("blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|name| name.len() == 64)
+        .unwrap()
 }

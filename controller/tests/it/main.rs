@@ -47,6 +47,9 @@ mod dropped;
 mod first_hour;
 /// `replay fork --sandbox docker`: children from one image of the workspace at the step.
 mod fork_images;
+/// `replay fork` of a shared log: its check, `allow-all`, model and budget not taken unless
+/// `--trust-log`.
+mod fork_trust;
 /// `replay fork`: children from a recorded session's conversation and workspace at a step.
 mod forks;
 /// Hooks: command and HTTP handlers, every event, every tool denied, fail-closed, rerun.
@@ -73,6 +76,9 @@ mod reports;
 mod retries;
 /// The local sandbox's lifecycle, task files and the quick-start example.
 mod sessions;
+/// A shared batch or log folder is hostile: no write through its links, no task outside it, no
+/// endless read, no escape sequence from a log sent to the terminal.
+mod shared_folders;
 /// Subagents: the `agent` tool's children, shared and forked, linked, limited, rerun.
 mod subagent_merges;
 mod subagents;

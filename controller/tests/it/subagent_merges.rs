@@ -135,6 +135,7 @@ async fn a_fork_after_a_subagent_counts_its_cost_against_the_budget() {
         "1",
         "--policy",
         "allow-all",
+        "--trust-log",
     ]);
     let forked = common::run(fork, Duration::from_secs(120)).await;
     assert_eq!(forked.code, 0, "{}\n{}", forked.stdout, forked.stderr);

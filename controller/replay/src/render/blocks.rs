@@ -6,9 +6,9 @@ use std::path::Path;
 use sandbox_protocol::EntryKind;
 
 use super::{Block, DIFF_MAX_BYTES, Section, bench, blob_path, folded, plain};
-use crate::{ReplayError, blob, text};
+use crate::{ReplayError, text};
 use event_log::{
-    BatchFinished, BatchStarted, BlobRef, ChangeRecord, CheckResult, Compaction, ErrorEvent, Event,
+    BatchFinished, BatchStarted, ChangeRecord, CheckResult, Compaction, ErrorEvent, Event,
     ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished, SessionStarted,
     StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, ToolCallEvent,
     ToolResult, VersionRecord, WorkspaceChanged, WorkspaceSnapshot,
@@ -459,14 +459,11 @@ fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
         if version.kind != EntryKind::File || version.size > DIFF_MAX_BYTES {
             return None;
         }
-        let bytes = blob(
-            dir,
-            &BlobRef {
-                sha256: version.sha256.clone()?,
-                size: version.size,
-            },
-        )
-        .ok()?;
+        // The size the log claims may lie: the blob's own decides (a larger one is not read).
+        let sha256 = version.sha256.as_deref()?;
+        let bytes = crate::budget::blob_at_most(dir, sha256, DIFF_MAX_BYTES)
+            .ok()
+            .flatten()?;
         if bytes.contains(&0) {
             return None;
         }
@@ -511,5 +508,44 @@ fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
         ),
         lang: "text",
         full: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest as _;
+
+    /// A change whose new version the log claims is small: the blob's real size decides
+    /// whether it is read for a diff.
+    fn added(dir: &Path, bytes: &[u8]) -> Section {
+        std::fs::create_dir_all(dir.join("blobs")).unwrap();
+        let sha256 = hex::encode(sha2::Sha256::digest(bytes));
+        std::fs::write(dir.join("blobs").join(&sha256), bytes).unwrap();
+        let after = VersionRecord {
+            kind: EntryKind::File,
+            size: 2,
+            mode: 0o644,
+            sha256: Some(sha256),
+            target: None,
+        };
+        let change = ChangeRecord {
+            path: "f.txt".to_owned(),
+            change: sandbox_protocol::ChangeKind::Added,
+            before: None,
+            after: Some(after),
+        };
+        change_section(dir, &change)
+    }
+
+    #[test]
+    fn a_diff_is_read_only_from_a_blob_really_under_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = added(dir.path(), b"hi\n");
+        assert_eq!(small.lang, "diff");
+        assert!(small.body.contains("+hi"), "{}", small.body);
+        let large = vec![b'a'; usize::try_from(DIFF_MAX_BYTES).unwrap() + 1];
+        let large = added(dir.path(), &large);
+        assert_eq!(large.lang, "text", "{}", large.body);
     }
 }

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::{BatchReport, TaskRow};
+use crate::folder::Folder;
 use crate::{ReplayError, render};
 use event_log::text::escape;
 
@@ -138,18 +139,25 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
 }
 
 /// Writes `transcripts/<task>.html` for every task that ran, then `report.html` linking them;
-/// returns the report's path.
+/// returns the report's path. The batch folder may be shared: each file replaces what is at
+/// its name (a planted link is replaced, not written through), and a `transcripts` that is not
+/// a real folder is refused ([`crate::folder`]).
 pub fn write_html(dir: &Path, report: &BatchReport) -> Result<std::path::PathBuf, ReplayError> {
-    let io = |err: std::io::Error| ReplayError::Io(format!("writing the report: {err}"));
-    let transcripts = dir.join("transcripts");
-    std::fs::create_dir_all(&transcripts).map_err(io)?;
+    let io = |err: std::io::Error| {
+        ReplayError::Io(format!("writing the report in {}: {err}", dir.display()))
+    };
+    let folder = Folder::open(dir).map_err(io)?;
+    let transcripts = folder.subfolder("transcripts").map_err(io)?;
     for row in &report.tasks {
         if let Some(log) = &row.log {
-            let file = std::fs::File::create(transcripts.join(format!("{}.html", row.task)))
+            let mut file = transcripts
+                .create(&format!("{}.html", row.task))
                 .map_err(io)?;
-            let mut out = std::io::BufWriter::new(file);
+            let mut out = std::io::BufWriter::new(&mut file);
             render::render(&dir.join(log), render::Format::Html, &mut out)?;
             out.flush().map_err(io)?;
+            drop(out);
+            file.finish().map_err(io)?;
         }
     }
     let mut page = html_head(report);
@@ -157,9 +165,8 @@ pub fn write_html(dir: &Path, report: &BatchReport) -> Result<std::path::PathBuf
         page.push_str(&html_row(row));
     }
     page.push_str(&html_foot(report));
-    let path = dir.join("report.html");
-    std::fs::write(&path, page).map_err(io)?;
-    Ok(path)
+    folder.write("report.html", page.as_bytes()).map_err(io)?;
+    Ok(dir.join("report.html"))
 }
 
 fn html_head(report: &BatchReport) -> String {

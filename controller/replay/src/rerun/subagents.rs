@@ -37,12 +37,13 @@ pub struct RecordedChild {
 
 impl RecordedChild {
     /// The child `started` names, `depth` subagents below the session rerun; `loaded` counts
-    /// the logs read over the whole tree.
+    /// the logs read over the whole tree, `budget` their blob bytes.
     pub(super) fn load(
         dir: &Path,
         started: &SubagentStarted,
         depth: usize,
         loaded: &mut usize,
+        budget: &mut crate::BlobBudget,
     ) -> Result<RecordedChild, ReplayError> {
         let child_dir = crate::subagent_dir(dir, &started.log_dir)?;
         if depth > DEEPEST {
@@ -61,7 +62,7 @@ impl RecordedChild {
         Ok(RecordedChild {
             log_dir: started.log_dir.clone(),
             workspace: started.workspace,
-            recording: Box::new(super::load_at(&child_dir, depth, loaded)?),
+            recording: Box::new(super::load_at(&child_dir, depth, loaded, budget)?),
             merge: None,
             parent_log: dir.to_owned(),
         })

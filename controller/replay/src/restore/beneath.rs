@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
@@ -13,6 +13,8 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{Mode, fchmod, mkdirat};
 use nix::unistd::symlinkat;
+
+use super::PERMISSION_BITS;
 
 /// A folder written beneath.
 pub(super) struct Beneath {
@@ -72,16 +74,20 @@ impl Beneath {
         }
     }
 
-    /// A new file (never an existing one, never through a link) with `bytes` and `mode` (set
-    /// on the written descriptor, so a read-only mode does not stop the write).
-    pub(super) fn file(&self, path: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+    /// A new file (never an existing one, never through a link) with what `content` holds and
+    /// `mode`'s permission bits (set on the written descriptor, so a read-only mode does not
+    /// stop the write; never setuid, setgid or sticky).
+    pub(super) fn file(&self, path: &str, content: &mut impl Read, mode: u32) -> io::Result<()> {
         let (parent, name) = self.parent(path, true)?;
         let flags =
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = openat(parent.as_fd(), name, flags, Mode::from_bits_truncate(0o600))?;
         let mut file = File::from(fd);
-        file.write_all(bytes)?;
-        fchmod(file.as_fd(), Mode::from_bits_truncate(mode & 0o7777))?;
+        io::copy(content, &mut file)?;
+        fchmod(
+            file.as_fd(),
+            Mode::from_bits_truncate(mode & PERMISSION_BITS),
+        )?;
         Ok(())
     }
 
@@ -101,9 +107,10 @@ impl Beneath {
         )?)
     }
 
+    /// Sets `mode`'s permission bits (never setuid, setgid or sticky).
     pub(super) fn chmod(&self, path: &str, mode: u32) -> io::Result<()> {
         let fd = self.node(path, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
-        fchmod(fd.as_fd(), Mode::from_bits_truncate(mode & 0o7777))?;
+        fchmod(fd.as_fd(), Mode::from_bits_truncate(mode & PERMISSION_BITS))?;
         Ok(())
     }
 

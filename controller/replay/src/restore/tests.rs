@@ -1,0 +1,127 @@
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{State, manifest, state_at, write_state, write_state_within};
+use event_log::{BlobRef, Envelope, Event, WorkspaceSnapshot};
+
+/// Stores `bytes` as a blob of the log in `dir`; its reference.
+fn put_blob(dir: &Path, bytes: &[u8]) -> BlobRef {
+    std::fs::create_dir_all(dir.join("blobs")).unwrap();
+    let sha256 = hex::encode(Sha256::digest(bytes));
+    std::fs::write(dir.join("blobs").join(&sha256), bytes).unwrap();
+    BlobRef {
+        sha256,
+        size: bytes.len() as u64,
+    }
+}
+
+/// A log in `dir` whose only event is an initial snapshot with the manifest `entries`.
+fn crafted_log(dir: &Path, entries: &[Value]) {
+    let manifest = put_blob(dir, &serde_json::to_vec(entries).unwrap());
+    let event = Event::WorkspaceSnapshot(WorkspaceSnapshot {
+        snapshot_id: "snap".to_owned(),
+        manifest,
+        n_files: 0,
+        n_bytes: 0,
+    });
+    let ts = "2026-01-01T00:00:00.000Z".to_owned();
+    let line = serde_json::to_string(&Envelope { seq: 0, ts, event }).unwrap();
+    std::fs::write(dir.join("events.jsonl"), line + "\n").unwrap();
+}
+
+fn file(path: &str, blob: &BlobRef, mode: u32) -> Value {
+    json!({"path": path, "kind": "file", "size": blob.size, "mode": mode, "sha256": blob.sha256, "target": null})
+}
+
+fn folder(path: &str, mode: u32) -> Value {
+    json!({"path": path, "kind": "dir", "size": 0, "mode": mode, "sha256": null, "target": null})
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// A shared log's setuid file and setgid, sticky folder are restored with their permissions
+/// only, and the restore says what it left out.
+#[test]
+fn setuid_setgid_and_sticky_bits_are_never_restored() {
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    let blob = put_blob(&log, b"#!/bin/sh\nid\n");
+    crafted_log(
+        &log,
+        &[
+            file("copy1", &blob, 0o4755),
+            folder("shared", 0o3777),
+            file("shared/plain", &blob, 0o644),
+        ],
+    );
+    let (state, _) = state_at(&log, 0).unwrap();
+    let to = root.path().join("out");
+    let restored = write_state(&log, &state, &to).unwrap();
+    assert_eq!((restored.n_files, restored.n_dirs), (2, 1));
+    assert_eq!(mode(&to.join("copy1")), 0o755);
+    assert_eq!(mode(&to.join("shared")), 0o777);
+    assert_eq!(mode(&to.join("shared/plain")), 0o644);
+    assert_eq!(restored.notes.len(), 2, "{:?}", restored.notes);
+    for (problem, said) in restored.notes.iter().zip(["copy1: ", "shared: "]) {
+        assert!(problem.starts_with(said), "{problem}");
+        assert!(
+            problem.contains("without the setuid, setgid or sticky bits"),
+            "{problem}"
+        );
+    }
+    assert!(restored.notes[0].contains("recorded mode 4755"));
+    assert!(restored.notes[1].contains("recorded mode 3777"));
+}
+
+/// Many files naming one blob are each a copy on disk: past the restore's limit, counted at the
+/// blob's real size (not the size the log claims), nothing is written.
+#[test]
+fn a_restore_past_its_limit_is_refused_before_anything_is_written() {
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    let mut blob = put_blob(&log, &[b'b'; 100]);
+    blob.size = 1;
+    let entries: Vec<Value> = (0..5)
+        .map(|i| file(&format!("copy{i}"), &blob, 0o644))
+        .collect();
+    crafted_log(&log, &entries);
+    let (state, _) = state_at(&log, 0).unwrap();
+    let to = root.path().join("out");
+    let err = write_state_within(&log, &state, &to, 499)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("come to 500 bytes"), "{err}");
+    assert!(err.contains("(499 bytes)"), "{err}");
+    assert!(!to.exists(), "nothing written");
+    let restored = write_state_within(&log, &state, &to, 500).unwrap();
+    assert_eq!(restored.n_files, 5);
+}
+
+/// A manifest is read as typed entries, no more of them than the limit.
+#[test]
+fn a_manifest_past_its_entry_limit_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let blob = put_blob(root.path(), b"x");
+    let entries: Vec<Value> = (0..3)
+        .map(|i| file(&format!("f{i}"), &blob, 0o644))
+        .collect();
+    let reference = put_blob(root.path(), &serde_json::to_vec(&entries).unwrap());
+    let state: State = manifest::read(root.path(), &reference, 3).unwrap();
+    assert_eq!(state.len(), 3);
+    assert_eq!(state["f1"].mode, 0o644);
+    let err = manifest::read(root.path(), &reference, 2)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("more than 2 entries"), "{err}");
+    let not_utf8 = json!([{"path": "a\\xff", "path_b64": "Yf8=", "kind": "dir", "size": 0, "mode": 493, "sha256": null, "target": null}]);
+    let reference = put_blob(root.path(), &serde_json::to_vec(&not_utf8).unwrap());
+    let err = manifest::read(root.path(), &reference, 3)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is not UTF-8"), "{err}");
+}

@@ -1,0 +1,157 @@
+//! What a fork's children take from the parent's log header. A log is someone else's (a shared
+//! one may be crafted): by default the children take from it only what runs nothing of this
+//! machine's and spends no more than `harness run` would, and each key not taken is said once;
+//! `--trust-log` takes them all as the log has them.
+
+use event_log::RunSettings;
+use replay::fork::ForkPoint;
+use runtime::config::SessionFlags;
+
+use super::ForkDisplay;
+
+/// How a hosted model's name begins (`PROVIDER/NAME`, reached over HTTP); `script:FILE` and
+/// `replay:DIR` name files of this machine.
+const HOSTED: [&str; 3] = ["openai/", "openai-compat/", "anthropic/"];
+
+/// Fills what `flags` leave unset from the log's header: the model and its reasoning effort,
+/// web search, `allow-all`, and what was left of the turn and cost limits at the step.
+pub(super) fn settings(
+    point: &ForkPoint,
+    flags: &mut SessionFlags,
+    trust_log: bool,
+    display: &dyn ForkDisplay,
+) {
+    let parent = &point.header.config;
+    model(parent, flags, trust_log, display);
+    flags.reasoning_effort = flags
+        .reasoning_effort
+        .take()
+        .or_else(|| parent.reasoning_effort.clone());
+    // A parent that ran unchecked has unchecked children under --trust-log; any other policy
+    // is the flags' (a rules file is not in the log: give it with --policy again).
+    if flags.policy.is_none() && parent.policy == event_log::DecisionSource::AllowAll.as_str() {
+        if trust_log {
+            flags.policy = Some("allow-all".to_owned());
+        } else {
+            not_taken(
+                display,
+                "policy",
+                "(allow_all) is not taken: the children's calls are judged by the built-in rules",
+                "--trust-log or --policy allow-all to take it",
+            );
+        }
+    }
+    if parent.web_search && !flags.web_search {
+        if trust_log {
+            flags.web_search = true;
+        } else {
+            not_taken(
+                display,
+                "web_search",
+                "is not taken",
+                "--trust-log or --web-search to take it",
+            );
+        }
+    }
+    limits(point, flags, trust_log, display);
+}
+
+/// The check the children run: the log's only under `--trust-log` (it is a shell command).
+pub(super) fn check(
+    parent: &RunSettings,
+    trust_log: bool,
+    display: &dyn ForkDisplay,
+) -> Option<String> {
+    if parent.check.is_some() && !trust_log {
+        not_taken(display, "check", "is not run", "--trust-log to run it");
+        return None;
+    }
+    parent.check.clone()
+}
+
+/// The log's model when the flags name none: a hosted one, or any under `--trust-log` (a
+/// scripted or replayed model is a file of this machine the log would choose).
+fn model(
+    parent: &RunSettings,
+    flags: &mut SessionFlags,
+    trust_log: bool,
+    display: &dyn ForkDisplay,
+) {
+    if flags.model.is_some() {
+        return;
+    }
+    if trust_log || HOSTED.iter().any(|prefix| parent.model.starts_with(prefix)) {
+        flags.model = Some(parent.model.clone());
+    } else {
+        not_taken(
+            display,
+            "model",
+            &format!(
+                "({:?}) is not used: it names a file of this machine; the children's model is the default",
+                parent.model
+            ),
+            "--trust-log to use it, or --model",
+        );
+    }
+}
+
+/// What was left of the parent's turn and cost limits at the step, when the flags give none:
+/// no more than a run without those flags gets, unless `--trust-log`.
+fn limits(point: &ForkPoint, flags: &mut SessionFlags, trust_log: bool, display: &dyn ForkDisplay) {
+    let parent = &point.header.config;
+    let (most_turns, most_cost) = match parent.benchmark {
+        Some(_) => (bench::run::DEFAULT_MAX_TURNS, bench::run::DEFAULT_MAX_COST),
+        None => (
+            runtime::config::DEFAULT_MAX_TURNS,
+            runtime::config::DEFAULT_MAX_COST,
+        ),
+    };
+    // The turns the parent itself took (a parent that is a fork numbers its turns after its
+    // own parent's, and its limit is its own).
+    let own_turns = point.turns.saturating_sub(
+        point
+            .header
+            .forked_from
+            .as_ref()
+            .map_or(0, |from| from.turns),
+    );
+    if flags.max_turns.is_none() {
+        let left = parent.max_turns.saturating_sub(own_turns).max(1);
+        flags.max_turns = Some(if trust_log || left <= most_turns {
+            left
+        } else {
+            not_taken(
+                display,
+                "max_turns",
+                &format!(
+                    "leaves the children {left} turns: they get {most_turns}, as a run without --max-turns"
+                ),
+                "--trust-log or --max-turns to give more",
+            );
+            most_turns
+        });
+    }
+    if flags.max_cost.is_none() {
+        let left = (parent.max_cost - point.cost).max(0.0);
+        flags.max_cost = Some(if trust_log || left <= most_cost {
+            left
+        } else {
+            not_taken(
+                display,
+                "max_cost",
+                &format!(
+                    "leaves the children ${left:.2}: they get ${most_cost:.2}, as a run without --max-cost"
+                ),
+                "--trust-log or --max-cost to give more",
+            );
+            most_cost
+        });
+    }
+}
+
+/// Says once that the log's `key` is not taken as it is, and how to take it.
+fn not_taken(display: &dyn ForkDisplay, key: &str, what: &str, how: &str) {
+    display.note(&format!(
+        "the log's `{key}` {what} (a log is someone else's; {how})"
+    ));
+}
