@@ -160,7 +160,7 @@ impl TaskHost for ApiHost {
         max_bytes: u64,
     ) -> BoxFuture<'a, Failed<u64>> {
         Box::pin(async move {
-            let mut written = 0;
+            let mut written: u64 = 0;
             let mut pending = vec![(from.trim_end_matches('/').to_owned(), to.to_owned())];
             while let Some((remote, local)) = pending.pop() {
                 let Some(listing) = self.client.list_dir(&remote).await? else {
@@ -178,7 +178,8 @@ impl TaskHost for ApiHost {
                     match entry.kind {
                         EntryKind::Dir => pending.push((path, target)),
                         EntryKind::File => {
-                            if written + entry.size > max_bytes {
+                            // The size is the container's word: added without overflow.
+                            if written.saturating_add(entry.size) > max_bytes {
                                 failed!("{from} in the task's container is over {max_bytes} bytes");
                             }
                             let room = (max_bytes - written) as usize;

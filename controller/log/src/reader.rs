@@ -150,11 +150,7 @@ pub fn read_blob(dir: &Path, sha256: &str) -> std::io::Result<Vec<u8>> {
 /// `blobs/` entry that links to a secret, a device or a FIFO is refused, also when it is
 /// swapped in between the check and the open (the opened file must be the one checked).
 pub fn open_blob(dir: &Path, sha256: &str) -> std::io::Result<(File, u64)> {
-    let hex = sha256.len() == 64
-        && sha256
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !hex {
+    if !crate::blobs::is_sha256(sha256) {
         return Err(invalid(format!("{sha256:?} is not a sha256 blob name")));
     }
     let folder = dir.join("blobs");

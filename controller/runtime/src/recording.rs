@@ -142,8 +142,12 @@ impl Recorder {
     }
 
     /// Copies a file version from the sandbox into the log's blobs: from `inline` when the
-    /// call's answer brought it, else with a request.
+    /// call's answer brought it, else with a request. Its name is the sandbox's word, joined
+    /// to folders here only when it is a sha256 (see [`invalid_blob`]).
     async fn copy_blob(&self, sha256: &str, inline: Option<&Inline>) -> Result<(), RecordError> {
+        if !event_log::blobs::is_sha256(sha256) {
+            return Err(invalid_blob(self.sandbox.url(), sha256).into());
+        }
         let kept = self.log.dir().join("blobs").join(sha256);
         if kept.exists() {
             return Ok(());
@@ -266,6 +270,19 @@ impl Recorder {
     }
 }
 
+/// A sandbox's manifest or change list that names a file version by something other than a
+/// sha256 (`../../.env`): joined to a log's `blobs/` folder, it would link or copy a host file
+/// into the log. Refused as the sandbox's failure.
+pub(crate) fn invalid_blob(url: &str, sha256: &str) -> SandboxError {
+    SandboxError::BadResponse {
+        url: url.to_owned(),
+        message: format!(
+            "it named a file version {:?}, which is not a sha256 (64 lowercase hex digits): refused as a blob name (a hostile or broken server?)",
+            event_log::text::head(sha256, 200)
+        ),
+    }
+}
+
 /// Bytes a call's answer brought inline (base64), by sha256.
 #[derive(Debug, Default)]
 pub struct Inline(BTreeMap<String, String>);
@@ -335,5 +352,32 @@ fn fingerprint_record(fingerprint: FingerprintResponse, call_id: Option<&str>) -
                 sha256: w.sha256,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sandbox's manifest that names a file version `../../host.env` gets an error, and no
+    /// file of the host is linked into the log from beside the blob source.
+    #[tokio::test]
+    async fn a_blob_name_that_is_not_a_sha256_is_refused_before_any_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("parent/blobs");
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(dir.path().join("host.env"), "KEY=secret").unwrap();
+        let log_dir = dir.path().join("logs/run");
+        let log = EventLog::create(&log_dir, event_log::Durability::Relaxed, &[]).unwrap();
+        // Nothing listens there: the name is refused before any request.
+        let sandbox = SandboxClient::new("http://127.0.0.1:9", None);
+        let recorder = Recorder::new(log, sandbox, "s").with_blob_source(Some(source));
+        for name in ["../../host.env", "/etc/passwd", ""] {
+            let err = recorder.copy_blob(name, None).await.unwrap_err();
+            assert!(matches!(err, RecordError::Sandbox(_)), "{err}");
+            assert!(err.to_string().contains("not a sha256"), "{err}");
+        }
+        assert!(!dir.path().join("logs/host.env").exists());
+        recorder.log.close().await.unwrap();
     }
 }

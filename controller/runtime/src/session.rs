@@ -15,6 +15,7 @@
 
 pub mod check;
 mod header;
+mod host_paths;
 pub mod outcome;
 mod prepare;
 pub mod provider;
@@ -290,6 +291,7 @@ fn open(
 ) -> Result<(String, Box<dyn Policy>, EventLog), OpenError> {
     let config = &options.config;
     let token = sandbox::token(config)?;
+    host_paths::check(config, &options.log_dir)?;
     let policy = (options.build_policy)(
         &config.policy,
         &config.model,

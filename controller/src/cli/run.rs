@@ -156,7 +156,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         summary.outcome.logged(),
         Outcome::Error | Outcome::Interrupted
     ) {
-        println!("{}", summary.answer);
+        println!("{}", event_log::text::terminal_safe(&summary.answer));
     }
     let spent = summary.totals;
     if spent.model_calls > 0 {

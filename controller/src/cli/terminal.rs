@@ -4,6 +4,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
 
+use event_log::text::terminal_safe;
 use futures::future::BoxFuture;
 use llm::ToolCall;
 use policy::Asker;
@@ -14,6 +15,9 @@ use serde_json::Value;
 
 /// The most lines of one call's output shown live; the log has the rest.
 const LIVE_LINES: usize = 500;
+/// An unfinished line longer than this is shown as it is, so that output without newlines is
+/// never gathered without bound.
+const LONGEST_LINE: usize = 4096;
 
 /// Prints each tool call as it starts, as the seed, and (when asked) a running command's
 /// output under it, dimmed; asks at the terminal.
@@ -59,7 +63,10 @@ impl Terminal {
         self.dim(&format!("    {mark} {}", line.trim_end_matches('\r')));
     }
 
+    /// Prints `text` dimmed; its control characters (what a command or a model wrote) are
+    /// shown, never sent to the terminal.
     fn dim(&self, text: &str) {
+        let text = terminal_safe(text);
         if self.colour {
             eprintln!("\x1b[2m{text}\x1b[0m");
         } else {
@@ -70,7 +77,7 @@ impl Terminal {
 
 impl Observer for Terminal {
     fn tool_call(&self, call: &ToolCall) {
-        eprintln!("  > {}", call.name);
+        eprintln!("  > {}", terminal_safe(&call.name));
     }
 
     fn live_output(&self) -> bool {
@@ -84,12 +91,18 @@ impl Observer for Terminal {
                 let stderr = *stream == OutputStream::Stderr;
                 let partial = &mut shown.partial[usize::from(stderr)];
                 partial.push_str(text);
-                let Some(end) = partial.rfind('\n') else {
-                    return;
-                };
-                let done: String = partial.drain(..=end).collect();
-                for line in done.lines() {
-                    self.print_line(&mut shown, stderr, line);
+                match partial.rfind('\n') {
+                    Some(end) => {
+                        let done: String = partial.drain(..=end).collect();
+                        for line in done.lines() {
+                            self.print_line(&mut shown, stderr, line);
+                        }
+                    }
+                    None if partial.len() > LONGEST_LINE => {
+                        let line = std::mem::take(partial);
+                        self.print_line(&mut shown, stderr, &line);
+                    }
+                    None => {}
                 }
             }
             LiveOutput::Dropped(bytes) => {
@@ -112,7 +125,7 @@ impl Observer for Terminal {
     fn tool_refused(&self, _call: &ToolCall, reason: &str) {
         self.refused
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let line = format!("    refused: {reason}");
+        let line = format!("    refused: {}", terminal_safe(reason));
         if self.colour {
             eprintln!("\x1b[33m{line}\x1b[0m");
         } else {
@@ -125,7 +138,7 @@ impl Observer for Terminal {
     }
 
     fn note(&self, text: &str) {
-        eprintln!("{text}");
+        eprintln!("{}", terminal_safe(text));
     }
 }
 
@@ -147,7 +160,10 @@ fn ask_user(tool: &str, args: &Value, reason: &str) -> Option<bool> {
         return None;
     }
     let mut stderr = std::io::stderr();
-    if write!(stderr, "\nAllow {tool} {args}? ({reason}) [y/N] ")
+    // The reason quotes the call (the model's words): its control characters could otherwise
+    // redraw this very question.
+    let question = format!("\nAllow {tool} {args}? ({reason}) [y/N] ");
+    if write!(stderr, "{}", terminal_safe(&question))
         .and_then(|()| stderr.flush())
         .is_err()
     {
@@ -164,4 +180,10 @@ fn ask_user(tool: &str, args: &Value, reason: &str) -> Option<bool> {
 /// redirected to a file or a pipe holds no escape codes.
 pub(crate) fn colour_on_stderr() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Stdout for what a log says (its text is untrusted): control characters shown as `\u001b`,
+/// not sent to the terminal ([`event_log::text::terminal_safe`]). Flush it when done.
+pub(crate) fn safe_stdout() -> event_log::text::TerminalSafe<std::io::StdoutLock<'static>> {
+    event_log::text::TerminalSafe::new(std::io::stdout().lock())
 }

@@ -269,3 +269,52 @@ async fn restore_and_rerun_work_against_a_running_sandbox() {
     );
     drop(server);
 }
+
+/// A folder the harness writes or runs programs from may not lie where the agent's commands
+/// can write (the served workspace, a `--writable` path): a command could swap the log's
+/// `blobs/` for a link, and the harness would write through it. Refused before anything starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_or_hooks_folder_the_agent_can_write_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    let extra = dir.path().join("extra");
+    std::fs::create_dir_all(workspace.join("hooks")).unwrap();
+    std::fs::create_dir_all(&extra).unwrap();
+    let hooks = workspace.join("hooks/hooks.yaml");
+    let hook = "hooks:\n  - event: pre_tool_use\n    command: 'true'\n";
+    std::fs::write(&hooks, hook).unwrap();
+    let ws = workspace.display().to_string();
+    let inside = workspace.join("runs").display().to_string();
+    let under_writable = extra.join("logs").display().to_string();
+    let outside = dir.path().join("logs").display().to_string();
+    let extra_arg = extra.display().to_string();
+    let hooks_arg = hooks.display().to_string();
+    let script = dir.path().join("script.yaml");
+    std::fs::write(&script, "turns:\n  - text: hello\n").unwrap();
+    let model = format!("script:{}", script.display());
+    let cases: [(&[&str], &str); 3] = [
+        (&["--log-dir", &inside], "the log folder (--log-dir)"),
+        (
+            &["--log-dir", &under_writable, "--writable", &extra_arg],
+            "the log folder (--log-dir)",
+        ),
+        (
+            &["--log-dir", &outside, "--hooks", &hooks_arg],
+            "the hooks file's folder",
+        ),
+    ];
+    for (flags, what) in cases {
+        let mut args = vec!["run", "--model", &model];
+        args.extend_from_slice(flags);
+        args.extend([ws.as_str(), "say hello"]);
+        let run = common::run(common::command(&args), Duration::from_secs(60)).await;
+        assert_ne!(run.code, 0, "{flags:?} ran: {}", run.stderr);
+        common::assert_contains(&run.stderr, &[what, "which the agent's commands can write"]);
+    }
+    assert!(!workspace.join("runs").exists(), "nothing was written");
+    assert!(!extra.join("logs").exists());
+    assert!(
+        !dir.path().join("logs").exists()
+            || common::files_under(&dir.path().join("logs")).is_empty()
+    );
+}

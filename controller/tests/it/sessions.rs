@@ -102,14 +102,12 @@ async fn ctrl_c_stops_the_sandbox_and_the_command_it_was_running() {
     let mut child = command.spawn().unwrap();
     let pid_file = workspace.path().join("shell.pid");
     let start = Instant::now();
-    while !pid_file.exists() && start.elapsed() < Duration::from_secs(30) {
+    // The shell makes the file, then writes it: read it once its line is whole.
+    let written = || std::fs::read_to_string(&pid_file).unwrap_or_default();
+    while !written().ends_with('\n') && start.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let shell_pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let shell_pid: u32 = written().trim().parse().unwrap();
     let servers = sandboxes_serving(workspace.path());
     assert_eq!(servers.len(), 1);
     // The pid the command wrote is its own namespace's; the host's is needed once it is gone.

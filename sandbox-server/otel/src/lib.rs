@@ -68,11 +68,18 @@ pub fn active() -> bool {
 /// container reaches).
 pub fn forwarded_environment() -> Vec<String> {
     std::env::vars()
-        // Headers carry the collector's credentials: they are the operator's, and a task's
-        // container (its entrypoint, its verifier) would see them.
-        .filter(|(name, _)| name.starts_with("OTEL_") && !name.contains("HEADERS"))
+        .filter(|(name, _)| forwarded_variable(name))
         .map(|(name, value)| format!("{name}={value}"))
         .collect()
+}
+
+/// Whether a sandbox-server this process starts (in a container, or on the host) gets this
+/// variable: the `OTEL_*` settings but the exporter's headers (`OTEL_EXPORTER_OTLP_HEADERS`,
+/// `…_TRACES_HEADERS`), which carry the collector's credentials: they are the operator's, and
+/// a task's container (its entrypoint, its verifier) or a command that reads its server's
+/// environment would see them.
+pub fn forwarded_variable(name: &str) -> bool {
+    name.starts_with("OTEL_") && !name.contains("HEADERS")
 }
 
 /// Whether an OTLP endpoint is configured.
@@ -214,6 +221,19 @@ mod tests {
         let mut out = http::HeaderMap::new();
         TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(&mut out));
         assert_eq!(out.get("traceparent"), headers.get("traceparent"));
+    }
+
+    #[test]
+    fn the_exporters_headers_are_not_forwarded() {
+        assert!(forwarded_variable("OTEL_EXPORTER_OTLP_ENDPOINT"));
+        assert!(forwarded_variable("OTEL_SERVICE_NAME"));
+        for name in [
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "OPENAI_API_KEY",
+        ] {
+            assert!(!forwarded_variable(name), "{name}");
+        }
     }
 
     #[test]

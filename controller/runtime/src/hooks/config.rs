@@ -124,6 +124,11 @@ impl Hooks {
         self.hooks.is_empty()
     }
 
+    /// Where command hooks run: the hooks file's folder.
+    pub fn folder(&self) -> &Path {
+        &self.folder
+    }
+
     /// The hooks of `event` that apply to `tool` (every hook of an event without a tool).
     pub fn matching(&self, event: HookEvent, tool: Option<&str>) -> Vec<&HookSpec> {
         self.hooks

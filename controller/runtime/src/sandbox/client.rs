@@ -9,7 +9,6 @@ use sandbox_protocol::{
     ToolStep, WriteFileResult,
 };
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::tls::{ClientTls, TlsFileError};
 use calls::Timeout;
@@ -110,20 +109,6 @@ impl SandboxClient {
         self.token.as_deref()
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let mut builder = self.http.request(method, format!("{}{path}", self.base));
-        if otel::active() {
-            // The sandbox's spans join the caller's trace (W3C `traceparent`).
-            let mut headers = reqwest::header::HeaderMap::new();
-            otel::inject(&tracing::Span::current(), &mut headers);
-            builder = builder.headers(headers);
-        }
-        match &self.token {
-            Some(token) => builder.bearer_auth(token),
-            None => builder,
-        }
-    }
-
     fn unreachable(&self, err: &reqwest::Error) -> SandboxError {
         if let Some(message) = llm::refused_certificate(err) {
             return SandboxError::Certificate {
@@ -162,10 +147,8 @@ impl SandboxClient {
             return Ok(response);
         }
         let status = response.status().as_u16();
-        let text = response
-            .text()
-            .await
-            .map_err(|err| self.unreachable(&err))?;
+        let bytes = self.read_capped(response, capped::ERROR_CAP).await?;
+        let text = String::from_utf8_lossy(&bytes);
         match serde_json::from_str::<ErrorResponse>(&text) {
             Ok(body) => Err(SandboxError::Api {
                 status,
@@ -180,19 +163,6 @@ impl SandboxClient {
                 ),
             }),
         }
-    }
-
-    async fn json<T: DeserializeOwned>(
-        &self,
-        response: reqwest::Response,
-    ) -> Result<T, SandboxError> {
-        response
-            .json()
-            .await
-            .map_err(|err| SandboxError::BadResponse {
-                url: self.base.clone(),
-                message: err.to_string(),
-            })
     }
 
     /// `GET /healthz`.
@@ -213,7 +183,8 @@ impl SandboxClient {
 
     /// How long a call may go unanswered before the sandbox counts as stuck: its timeout (a
     /// command's own, or the server's default; the longest for other tools) and the kill
-    /// grace, plus a margin. `None` when the server's limits cannot be read.
+    /// grace, plus a margin. `None` when the server's limits cannot be read. The limits are the
+    /// server's word: added without overflow (`u64::MAX` seconds is a wait without end).
     async fn call_bound(&self, timeout: Timeout) -> Option<Duration> {
         if self.limits.get().is_none() {
             let _ = self.info().await;
@@ -227,8 +198,8 @@ impl SandboxClient {
         };
         Some(
             Duration::from_secs(timeout)
-                + Duration::from_millis(limits.kill_grace_ms)
-                + self.stuck_margin,
+                .saturating_add(Duration::from_millis(limits.kill_grace_ms))
+                .saturating_add(self.stuck_margin),
         )
     }
 
@@ -260,34 +231,25 @@ impl SandboxClient {
         let body = self
             .post_tool(call.name(), &call.to_value(), timeout, options)
             .await?;
-        let mut value: Value = self.decode_bytes(&body)?;
-        let step = match value
-            .as_object_mut()
-            .and_then(|fields| fields.remove("step"))
-        {
-            Some(step) => Some(self.decode(step)?),
-            None => None,
-        };
+        // Decoded straight into the types, twice (the step, then the result, each skipping the
+        // other's fields): never into a `serde_json::Value`, which holds a hostile answer's
+        // `[0,0,…]` in 16 times its size.
+        let step = self.decode_bytes::<Stepped>(&body)?.step;
         let reply = match call.built_in() {
             // A `shell` run answers as `bash` does, with the shell's part besides.
-            Some(tool) if tool.answers_as_bash() => ToolReply::Bash(Box::new(self.decode(value)?)),
-            Some(BuiltIn::ReadFile) => ToolReply::ReadFile(self.decode(value)?),
-            Some(BuiltIn::WriteFile) => ToolReply::WriteFile(self.decode(value)?),
-            Some(BuiltIn::SearchReplace) => ToolReply::SearchReplace(self.decode(value)?),
-            _ => ToolReply::Other(self.decode(value)?),
+            Some(tool) if tool.answers_as_bash() => {
+                ToolReply::Bash(Box::new(self.decode_bytes(&body)?))
+            }
+            Some(BuiltIn::ReadFile) => ToolReply::ReadFile(self.decode_bytes(&body)?),
+            Some(BuiltIn::WriteFile) => ToolReply::WriteFile(self.decode_bytes(&body)?),
+            Some(BuiltIn::SearchReplace) => ToolReply::SearchReplace(self.decode_bytes(&body)?),
+            _ => ToolReply::Other(self.decode_bytes(&body)?),
         };
         Ok((reply, step))
     }
 
     fn decode_bytes<T: DeserializeOwned>(&self, body: &[u8]) -> Result<T, SandboxError> {
         serde_json::from_slice(body).map_err(|err| SandboxError::BadResponse {
-            url: self.base.clone(),
-            message: err.to_string(),
-        })
-    }
-
-    fn decode<T: DeserializeOwned>(&self, value: Value) -> Result<T, SandboxError> {
-        serde_json::from_value(value).map_err(|err| SandboxError::BadResponse {
             url: self.base.clone(),
             message: err.to_string(),
         })
@@ -317,10 +279,15 @@ impl SandboxClient {
     ) -> Result<Vec<u8>, SandboxError> {
         let path = format!("/v1/tools/{}{}", encode_segment(name), options.query());
         let bound = self.call_bound(timeout).await;
+        let cap = if options.since.is_some() || options.fingerprint {
+            capped::STEP_CAP
+        } else {
+            capped::TOOL_CAP
+        };
         let started = std::time::Instant::now();
         let (mut overloaded, mut dropped) = (0, 0);
         loop {
-            let mut request = self.request(reqwest::Method::POST, &path).json(args);
+            let mut request = self.unbounded(reqwest::Method::POST, &path).json(args);
             if let Some(key) = options.key {
                 request = request.header("Idempotency-Key", key);
             }
@@ -328,13 +295,7 @@ impl SandboxClient {
                 request = request.header("Sandbox-Call-Id", name);
             }
             let keyed = options.key.is_some();
-            let attempt = async {
-                let response = self.send(request).await?;
-                let bytes = response.bytes().await;
-                bytes
-                    .map(|bytes| bytes.to_vec())
-                    .map_err(|err| self.unreachable(&err))
-            };
+            let attempt = async { self.read_capped(self.send(request).await?, cap).await };
             let answer = match bound {
                 Some(bound) => tokio::time::timeout(bound, attempt)
                     .await
@@ -376,7 +337,7 @@ impl SandboxClient {
     /// any byte of it is taken, and no more than `cap` bytes are ever read (the connection is
     /// dropped past them).
     pub async fn get_file(&self, path: &str, cap: usize) -> Result<Option<FileHead>, SandboxError> {
-        let request = self.request(
+        let request = self.long_request(
             reqwest::Method::GET,
             &format!("/v1/files/{}", encode_path(path)),
         );
@@ -415,14 +376,14 @@ impl SandboxClient {
         if let Some(mode) = mode {
             url.push_str(&format!("?mode={:04o}", mode & 0o7777));
         }
-        self.send(self.request(reqwest::Method::PUT, &url).body(bytes))
+        self.send(self.long_request(reqwest::Method::PUT, &url).body(bytes))
             .await
             .map(drop)
     }
 
     /// A directory listing; `None` when it does not exist.
     pub async fn list_dir(&self, path: &str) -> Result<Option<DirListing>, SandboxError> {
-        let request = self.request(
+        let request = self.long_request(
             reqwest::Method::GET,
             &format!("/v1/dirs/{}", encode_path(path)),
         );
@@ -433,35 +394,23 @@ impl SandboxClient {
         }
     }
 
-    /// `GET /v1/blobs/{sha256}`; `None` when the sandbox did not keep it.
+    /// `GET /v1/blobs/{sha256}`; `None` when the sandbox did not keep it. At most
+    /// [`MAX_BLOB`](event_log::reader::MAX_BLOB) bytes are read, the most a log reads back.
     pub async fn blob(&self, sha256: &str) -> Result<Option<Vec<u8>>, SandboxError> {
-        self.bytes_or_none(&format!("/v1/blobs/{}", encode_segment(sha256)))
-            .await
+        let path = format!("/v1/blobs/{}", encode_segment(sha256));
+        self.bytes_or_none(&path, capped::BLOB_CAP).await
     }
 
-    /// `GET /v1/artifacts/{id}`; `None` when it was evicted.
+    /// `GET /v1/artifacts/{id}`; `None` when it was evicted. At most the server's artifact cap
+    /// is read.
     pub async fn artifact(&self, id: &str) -> Result<Option<Vec<u8>>, SandboxError> {
-        self.bytes_or_none(&format!("/v1/artifacts/{}", encode_segment(id)))
-            .await
-    }
-
-    async fn bytes_or_none(&self, path: &str) -> Result<Option<Vec<u8>>, SandboxError> {
-        match self.send(self.request(reqwest::Method::GET, path)).await {
-            Ok(response) => Ok(Some(
-                response
-                    .bytes()
-                    .await
-                    .map_err(|err| self.unreachable(&err))?
-                    .to_vec(),
-            )),
-            Err(SandboxError::Api { status: 404, .. }) => Ok(None),
-            Err(err) => Err(err),
-        }
+        let path = format!("/v1/artifacts/{}", encode_segment(id));
+        self.bytes_or_none(&path, self.artifact_cap()).await
     }
 
     /// `DELETE /v1/processes`: ends every background process a command left.
     pub async fn kill_background(&self) -> Result<(), SandboxError> {
-        self.send(self.request(reqwest::Method::DELETE, "/v1/processes"))
+        self.send(self.long_request(reqwest::Method::DELETE, "/v1/processes"))
             .await
             .map(drop)
     }
@@ -470,7 +419,7 @@ impl SandboxClient {
     /// of running calls too, but the image's own entrypoint; says which, with their commands.
     pub async fn end_processes(&self) -> Result<ProcessKillResponse, SandboxError> {
         let response = self
-            .send(self.request(
+            .send(self.long_request(
                 reqwest::Method::DELETE,
                 "/v1/processes?include_running=true",
             ))
@@ -482,7 +431,7 @@ impl SandboxClient {
     /// the commands' temporary folder emptied.
     pub async fn reset(&self) -> Result<sandbox_protocol::ResetResponse, SandboxError> {
         let response = self
-            .send(self.request(reqwest::Method::POST, "/v1/reset"))
+            .send(self.long_request(reqwest::Method::POST, "/v1/reset"))
             .await?;
         self.json(response).await
     }
@@ -517,6 +466,13 @@ impl SandboxClient {
             }
         }
     }
+}
+
+/// The step a tool's answer brings besides its result (the result's fields are skipped).
+#[derive(serde::Deserialize)]
+struct Stepped {
+    #[serde(default)]
+    step: Option<ToolStep>,
 }
 
 /// The first bytes of a file, as [`SandboxClient::get_file`] read them, and its whole size.
@@ -555,6 +511,7 @@ fn encode_segment(segment: &str) -> String {
 
 mod calls;
 pub(crate) use calls::chunk_text;
+mod capped;
 mod error;
 mod processes;
 mod snapshots;

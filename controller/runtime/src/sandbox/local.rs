@@ -306,8 +306,9 @@ fn server_command(
 
 /// Whether the local server inherits a variable of the harness: the commands' base set
 /// (`PATH`, `HOME`, locale, terminal, user), its own settings (`SANDBOX_*`), its log and trace
-/// settings. Nothing else: a model key, a hook's token or a header of the OTLP exporter that
-/// is not the server's stays with the harness.
+/// settings as a container's server gets them ([`otel::forwarded_variable`]: the OTLP
+/// exporter's headers, the collector's credentials, are not). Nothing else: a model key, a
+/// hook's token or the exporter's headers stay with the harness.
 fn server_variable(name: &std::ffi::OsStr) -> bool {
     let Some(name) = name.to_str() else {
         return false;
@@ -329,7 +330,7 @@ fn server_variable(name: &std::ffi::OsStr) -> bool {
     EXACT.contains(&name)
         || name.starts_with("LC_")
         || (name.starts_with("SANDBOX_") && !name.contains("TOKEN"))
-        || name.starts_with("OTEL_")
+        || otel::forwarded_variable(name)
 }
 
 /// The address from the one line the server prints once it is bound.

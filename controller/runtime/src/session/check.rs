@@ -13,7 +13,7 @@ use crate::recording::Recorder;
 use crate::run_loop::Observer;
 use crate::sandbox::SandboxClient;
 use crate::step::{Step, StepError};
-use event_log::{CheckResult, Event};
+use event_log::{CheckResult, ErrorClass, ErrorEvent, Event};
 
 /// The agent once on the task's prompt; then the state fingerprint and the check, whose
 /// failure fails a completed session.
@@ -70,6 +70,7 @@ async fn run_check(
     let Some(check) = &config.check else {
         return Ok(None);
     };
+    end_agent_processes(client, recorder, observer).await?;
     let started = Instant::now();
     let result = client
         .bash(&command_args(check, config.check_timeout))
@@ -92,4 +93,40 @@ async fn run_check(
         observer.note(&result.output);
     }
     Ok(Some(passed))
+}
+
+/// Ends what the agent left running (every process a client started, a call still running
+/// too, but an image's own entrypoint) before the check, as a benchmark's verifier does: a
+/// background process could change the check's files while it runs. The state fingerprint
+/// recorded just before lists them. When the sandbox cannot end them, that is recorded as an
+/// error, and the check runs anyway (its result is still worth having).
+async fn end_agent_processes(
+    client: &SandboxClient,
+    recorder: &Recorder,
+    observer: &dyn Observer,
+) -> Result<(), StepError> {
+    match client.end_processes().await {
+        Ok(ended) => {
+            if !ended.killed.is_empty() {
+                observer.note(&format!(
+                    "ended {} processes the agent left before the check",
+                    ended.killed.len()
+                ));
+            }
+            Ok(())
+        }
+        Err(err) => {
+            let message = format!(
+                "ending the agent's processes before the check failed: {err}; the check runs with them alive"
+            );
+            observer.note(&message);
+            let event = ErrorEvent {
+                class: ErrorClass::Sandbox,
+                message,
+                call_id: None,
+            };
+            recorder.log.record(Event::Error(event)).await?;
+            Ok(())
+        }
+    }
 }

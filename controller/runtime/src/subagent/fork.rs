@@ -133,6 +133,10 @@ impl Forked {
             .iter()
             .filter_map(|c| c.after.as_ref()?.sha256.as_deref())
         {
+            // The child's sandbox names them: joined to folders here only when sha256s.
+            if !event_log::blobs::is_sha256(sha256) {
+                return Err(crate::recording::invalid_blob(client.url(), sha256).to_string());
+            }
             let kept = parent_log.dir().join("blobs").join(sha256);
             let source = child_log.join("blobs").join(sha256);
             if event_log::blobs::link_or_copy(&source, &kept).is_ok() {

@@ -5,6 +5,7 @@ use base64::Engine;
 use futures::StreamExt;
 use sandbox_protocol::{DroppedOutput, Encoding, OutputChunk, OutputStream};
 
+use super::capped::{EVENT_CAP, size};
 use super::{SandboxClient, SandboxError, encode_segment, is_not_found};
 
 /// How to send one tool call.
@@ -61,7 +62,8 @@ impl SandboxClient {
     ) -> Result<(), SandboxError> {
         let path = format!("/v1/processes/{}/events", encode_segment(id));
         let response = loop {
-            match self.send(self.request(reqwest::Method::GET, &path)).await {
+            // No time bound of its own: the stream lasts as long as the process.
+            match self.send(self.unbounded(reqwest::Method::GET, &path)).await {
                 Ok(response) => break response,
                 Err(err) if is_not_found(&err) => {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -70,14 +72,22 @@ impl SandboxClient {
             }
         };
         let mut body = response.bytes_stream();
-        let mut buffer: Vec<u8> = Vec::new();
+        let mut events = EventBuffer::default();
         while let Some(bytes) = body.next().await {
-            buffer.extend_from_slice(&bytes.map_err(|err| self.unreachable(&err))?);
-            while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-                let block: Vec<u8> = buffer.drain(..end + 2).collect();
-                if self.event(&String::from_utf8_lossy(&block), each)? {
+            events.push(&bytes.map_err(|err| self.unreachable(&err))?);
+            while let Some(block) = events.next_event() {
+                if self.event(&String::from_utf8_lossy(block), each)? {
                     return Ok(());
                 }
+            }
+            if events.pending() > EVENT_CAP {
+                return Err(SandboxError::BadResponse {
+                    url: self.url().to_owned(),
+                    message: format!(
+                        "its event stream {path} sent more than {} without ending an event: a sandbox answer is capped (a hostile or broken server?)",
+                        size(EVENT_CAP as u64)
+                    ),
+                });
             }
         }
         Ok(())
@@ -125,6 +135,50 @@ pub(crate) fn chunk_text(chunk: OutputChunk) -> String {
             .decode(&chunk.data)
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
             .unwrap_or_default(),
+    }
+}
+
+/// A Server-Sent Events stream as it arrives, cut into events (blocks ending in a blank
+/// line). Each byte is scanned once, however the stream is split into chunks, and the bytes of
+/// events handed out are dropped once per chunk, not once per event.
+#[derive(Debug, Default)]
+pub(super) struct EventBuffer {
+    buffer: Vec<u8>,
+    /// Where the events not handed out yet start.
+    start: usize,
+    /// Where the next scan for an event's end starts: bytes before it hold none.
+    scanned: usize,
+}
+
+impl EventBuffer {
+    /// Adds a chunk of the stream.
+    pub(super) fn push(&mut self, bytes: &[u8]) {
+        self.buffer.drain(..self.start);
+        self.scanned -= self.start;
+        self.start = 0;
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    /// The next whole event, its blank line included.
+    pub(super) fn next_event(&mut self) -> Option<&[u8]> {
+        let from = self.scanned.max(self.start);
+        match self.buffer[from..].windows(2).position(|w| w == b"\n\n") {
+            Some(at) => {
+                let (start, end) = (self.start, from + at + 2);
+                (self.start, self.scanned) = (end, end);
+                Some(&self.buffer[start..end])
+            }
+            None => {
+                // The last byte may be the first `\n` of the next chunk's end.
+                self.scanned = self.buffer.len().saturating_sub(1).max(self.start);
+                None
+            }
+        }
+    }
+
+    /// Bytes held of an event not ended yet.
+    pub(super) fn pending(&self) -> usize {
+        self.buffer.len() - self.start
     }
 }
 

@@ -54,7 +54,7 @@ impl SandboxClient {
     /// `DELETE /v1/processes/{id}`: kills the process and everything it started.
     pub async fn delete_process(&self, id: &str) -> Result<(), SandboxError> {
         let path = format!("/v1/processes/{}", encode_segment(id));
-        self.send(self.request(reqwest::Method::DELETE, &path))
+        self.send(self.long_request(reqwest::Method::DELETE, &path))
             .await
             .map(drop)
     }

@@ -10,7 +10,7 @@ impl SandboxClient {
     /// `POST /v1/workspace/snapshot`.
     pub async fn snapshot(&self) -> Result<SnapshotResponse, SandboxError> {
         let response = self
-            .send(self.request(reqwest::Method::POST, "/v1/workspace/snapshot"))
+            .send(self.long_request(reqwest::Method::POST, "/v1/workspace/snapshot"))
             .await?;
         self.json(response).await
     }
@@ -18,21 +18,25 @@ impl SandboxClient {
     /// `GET /v1/workspace/snapshots/{id}`.
     pub async fn manifest(&self, id: &str) -> Result<ManifestResponse, SandboxError> {
         let path = format!("/v1/workspace/snapshots/{}", encode_segment(id));
-        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
+        let response = self
+            .send(self.long_request(reqwest::Method::GET, &path))
+            .await?;
         self.json(response).await
     }
 
     /// `GET /v1/workspace/changes?since=ID`.
     pub async fn changes(&self, since: &str) -> Result<ChangesResponse, SandboxError> {
         let path = format!("/v1/workspace/changes?since={}", encode_segment(since));
-        let response = self.send(self.request(reqwest::Method::GET, &path)).await?;
+        let response = self
+            .send(self.long_request(reqwest::Method::GET, &path))
+            .await?;
         self.json(response).await
     }
 
     /// `GET /v1/state/fingerprint`.
     pub async fn fingerprint(&self) -> Result<FingerprintResponse, SandboxError> {
         let response = self
-            .send(self.request(reqwest::Method::GET, "/v1/state/fingerprint"))
+            .send(self.long_request(reqwest::Method::GET, "/v1/state/fingerprint"))
             .await?;
         self.json(response).await
     }
@@ -45,7 +49,7 @@ impl SandboxClient {
             let response = self.archive_stream().await?;
             let body = reqwest::Body::wrap_stream(progress.count(response.bytes_stream()));
             to.send(
-                to.request(reqwest::Method::PUT, "/v1/workspace/archive")
+                to.unbounded(reqwest::Method::PUT, "/v1/workspace/archive")
                     .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
                     .body(body),
             )
@@ -62,7 +66,7 @@ impl SandboxClient {
         let mut overloaded = 0;
         loop {
             match self
-                .send(self.request(reqwest::Method::GET, "/v1/workspace/archive"))
+                .send(self.unbounded(reqwest::Method::GET, "/v1/workspace/archive"))
                 .await
             {
                 Err(SandboxError::Api { status: 429, .. })
@@ -87,7 +91,7 @@ impl SandboxClient {
         let progress = Progress::default();
         let body = reqwest::Body::wrap_stream(progress.count(futures::stream::iter(chunks)));
         let put = self.send(
-            self.request(reqwest::Method::PUT, "/v1/workspace/archive")
+            self.unbounded(reqwest::Method::PUT, "/v1/workspace/archive")
                 .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
                 .body(body),
         );
@@ -117,7 +121,7 @@ impl SandboxClient {
         let put = async {
             let response = self
                 .send(
-                    self.request(reqwest::Method::PUT, "/v1/workspace/archive")
+                    self.unbounded(reqwest::Method::PUT, "/v1/workspace/archive")
                         .header(reqwest::header::CONTENT_TYPE, "application/x-tar")
                         .body(reqwest::Body::wrap_stream(stream)),
                 )
