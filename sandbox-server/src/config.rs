@@ -183,7 +183,9 @@ pub struct ServeArgs {
     pub archive_max_entries: u64,
     /// The most paths one walk of the workspace may find: a snapshot, the changes since one
     /// and `GET /v1/workspace/archive` past it stop (413; the archive stream ends unfinished),
-    /// as does a listing of one folder of more entries. Bounds the memory each manifest holds.
+    /// as does a listing of one folder of more entries; a tool call asking for its step gets
+    /// its result without one. Bounds the memory each manifest holds (about 200 bytes a path):
+    /// raise it for a workspace of more files (a dataset of millions of images).
     #[arg(long, env = "SANDBOX_SCAN_MAX_ENTRIES", default_value_t = 1_000_000)]
     pub scan_max_entries: u64,
     /// Tool calls that may run at once; one more gets 429 with Retry-After.

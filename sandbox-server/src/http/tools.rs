@@ -148,12 +148,20 @@ pub(crate) async fn call_tool(
     });
     let mut result = result?;
     if step_query.wanted() {
-        let step = super::step::record(&state, step_query, &result).await?;
-        if let serde_json::Value::Object(fields) = &mut result {
-            fields.insert(
-                "step".to_owned(),
-                serde_json::to_value(step).map_err(|err| ApiError::Internal(err.to_string()))?,
-            );
+        match super::step::record(&state, step_query, &result).await {
+            Ok(step) => {
+                if let serde_json::Value::Object(fields) = &mut result {
+                    let step = serde_json::to_value(step)
+                        .map_err(|err| ApiError::Internal(err.to_string()))?;
+                    fields.insert("step".to_owned(), step);
+                }
+            }
+            // The call ran: its result stands. The workspace has passed --scan-max-entries, so
+            // its step is left out, and asking for the changes says why (413).
+            Err(ApiError::Snapshot(crate::sandbox::snapshot::SnapshotError::TooManyPaths(_))) => {
+                tracing::warn!(tool = %name, "the call's step was left out: the workspace is past --scan-max-entries");
+            }
+            Err(err) => return Err(err),
         }
     }
     Ok(Json(result))

@@ -329,7 +329,8 @@ async fn every_finished_archive_download_is_whole() {
 }
 
 /// A workspace of more paths than `--scan-max-entries`: a snapshot, the changes since one and
-/// a listing of the folder are refused (413, naming the flag) rather than held whole in memory;
+/// a listing of the folder are refused (413, naming the flag) rather than held whole in memory
+/// (a tool call asking for its step gets its result without one);
 /// the archive, whose status is sent before the walk, ends unfinished; a small folder still lists.
 #[tokio::test]
 async fn a_workspace_past_the_scan_limit_is_refused_by_name() {
@@ -365,6 +366,16 @@ async fn a_workspace_past_the_scan_limit_is_refused_by_name() {
     );
     let changes = format!("/v1/workspace/changes?since={since}");
     refused(server.get_json(&changes).await);
+    // A call that asks for its step still ran: its result stands, without the step.
+    let (status, result) = server
+        .call(&format!("bash?since={since}"), json!({"cmd": "echo ran"}))
+        .await;
+    assert_eq!(status, 200, "{result}");
+    assert!(
+        result["output"].as_str().unwrap().contains("ran"),
+        "{result}"
+    );
+    assert!(result.get("step").is_none(), "{result}");
     let message = refused(server.get_json("/v1/dirs").await);
     assert!(message.contains("more than 20 entries"), "{message}");
     let (status, listing) = server.get_json("/v1/dirs/few").await;
