@@ -349,7 +349,9 @@ pub(crate) struct SessionArgs {
     /// nothing; only for disposable sandboxes).
     #[arg(long, value_enum, default_value = "ask")]
     pub(crate) approve: ApproveArg,
-    /// Where session logs go: each session is a folder `<log-dir>/<session-id>/`.
+    /// Where session logs go: each session is a folder `<log-dir>/<session-id>/`. It may not
+    /// lie inside a local sandbox's workspace or a --writable path (the agent's commands could
+    /// replace what the harness writes there): such a session is refused, named.
     #[arg(long, env = "CONTROLLER_LOG_DIR", default_value = "runs")]
     pub(crate) log_dir: PathBuf,
     /// `durable` syncs every event to disk before the step goes on; `relaxed` leaves it to the OS

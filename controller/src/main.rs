@@ -36,7 +36,9 @@ fn main() {
         Ok(code) => code,
         Err(err) => {
             // The whole chain of causes, each said once.
-            eprintln!("error: {}", runtime::step::describe(&*err));
+            // A sandbox's or a log's words may be in it: control characters shown, not sent.
+            let said = runtime::step::describe(&*err);
+            eprintln!("error: {}", event_log::text::terminal_safe(&said));
             exit_code::ERROR
         }
     };

@@ -36,14 +36,16 @@ pub(crate) struct ForkArgs {
     #[arg(long)]
     keep_state: bool,
     /// Take the log's check, model, `allow-all`, web search and limits as they are. By default
-    /// a log is untrusted input: its check is not run, a scripted or replayed model, `allow-all`
-    /// and web search are not taken, and what was left of its turn and cost limits is capped at
-    /// a run's defaults; each is said when it applies.
+    /// a log is untrusted input: its check is not run, a scripted or replayed model is refused
+    /// (name one with --model), `allow-all` and web search are not taken, and what was left of
+    /// its turn, cost and subagent limits is capped at a run's defaults; each is said when it
+    /// applies.
     #[arg(long)]
     trust_log: bool,
     /// The run flags; what they leave unset is the parent's (its model, tools and check, and
     /// what was left of its turn and cost limits, as --trust-log says). A scripted parent's
-    /// children play its script on from where the parent was.
+    /// children play its script on from where the parent was (with --trust-log, or --model
+    /// naming the same script).
     #[command(flatten)]
     session: super::SessionArgs,
 }

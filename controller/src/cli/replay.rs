@@ -516,7 +516,7 @@ async fn rerun_sandbox(
     match place.sandbox {
         Some("task") => {
             let settings = bench::run::build_settings(build)?;
-            let note = |line: &str| eprintln!("{line}");
+            let note = |line: &str| eprintln!("{}", terminal_safe(line));
             let environment =
                 bench::rerun::start(header, &settings, place.trust_log, &note).await?;
             let client = environment.client.clone();

@@ -156,7 +156,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         summary.outcome.logged(),
         Outcome::Error | Outcome::Interrupted
     ) {
-        println!("{}", event_log::text::terminal_safe(&summary.answer));
+        // On a terminal, the answer's control characters are shown, not sent; piped, it is
+        // the model's text as it is.
+        if std::io::stdout().is_terminal() {
+            println!("{}", event_log::text::terminal_safe(&summary.answer));
+        } else {
+            println!("{}", summary.answer);
+        }
     }
     let spent = summary.totals;
     if spent.model_calls > 0 {

@@ -60,7 +60,11 @@ impl Terminal {
             return;
         }
         let mark = if stderr { '!' } else { '|' };
-        self.dim(&format!("    {mark} {}", line.trim_end_matches('\r')));
+        // A progress bar redraws its line after each `\r`: shown as a terminal would, its
+        // last state.
+        let line = line.trim_end_matches('\r');
+        let line = line.rsplit('\r').next().unwrap_or(line);
+        self.dim(&format!("    {mark} {line}"));
     }
 
     /// Prints `text` dimmed; its control characters (what a command or a model wrote) are

@@ -38,7 +38,7 @@ pub(super) fn child_config(
         );
     }
     let mut flags = flags.clone();
-    from_log::settings(point, &mut flags, trust_log, display);
+    from_log::settings(point, &mut flags, trust_log, display)?;
     flags.compact_at = flags.compact_at.or(Some(parent.compact_at as usize));
     flags.tools = flags.tools.or_else(|| {
         Some(
@@ -50,16 +50,12 @@ pub(super) fn child_config(
                 .collect(),
         )
     });
-    // The `agent` tool keeps the limits it had (a flag given for the fork wins).
+    // The `agent` tool keeps the limits it had, within a run's unless trusted (a flag given
+    // for the fork wins).
     if let Some(limits) = parent.subagents
         && flags.agents == runtime::subagent::AgentFlags::default()
     {
-        flags.agents = runtime::subagent::AgentFlags {
-            max_depth: Some(limits.max_depth),
-            max_parallel: Some(limits.max_parallel),
-            max_total: Some(limits.max_total),
-            workspace: Some(limits.workspace.as_str().to_owned()),
-        };
+        flags.agents = from_log::agent_limits(limits, trust_log, display);
     }
     let sandbox = flags
         .sandbox

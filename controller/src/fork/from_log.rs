@@ -20,9 +20,9 @@ pub(super) fn settings(
     flags: &mut SessionFlags,
     trust_log: bool,
     display: &dyn ForkDisplay,
-) {
+) -> anyhow::Result<()> {
     let parent = &point.header.config;
-    model(parent, flags, trust_log, display);
+    model(parent, flags, trust_log)?;
     flags.reasoning_effort = flags
         .reasoning_effort
         .take()
@@ -54,6 +54,7 @@ pub(super) fn settings(
         }
     }
     limits(point, flags, trust_log, display);
+    Ok(())
 }
 
 /// The check the children run: the log's only under `--trust-log` (it is a shell command).
@@ -69,29 +70,55 @@ pub(super) fn check(
     parent.check.clone()
 }
 
-/// The log's model when the flags name none: a hosted one, or any under `--trust-log` (a
-/// scripted or replayed model is a file of this machine the log would choose).
-fn model(
-    parent: &RunSettings,
-    flags: &mut SessionFlags,
-    trust_log: bool,
-    display: &dyn ForkDisplay,
-) {
+/// The log's model when the flags name none: a hosted one, or any under `--trust-log`. A
+/// scripted or replayed model is a file of this machine the log would choose: refused, rather
+/// than the children going on with another (maybe paid) model than the log's.
+fn model(parent: &RunSettings, flags: &mut SessionFlags, trust_log: bool) -> anyhow::Result<()> {
     if flags.model.is_some() {
-        return;
+        return Ok(());
     }
     if trust_log || HOSTED.iter().any(|prefix| parent.model.starts_with(prefix)) {
         flags.model = Some(parent.model.clone());
+        return Ok(());
+    }
+    anyhow::bail!(
+        "the log's `model` ({:?}) names a file of this machine, which a log is not trusted to choose (a log is someone else's): give the children's model with --model, or --trust-log for a log of your own",
+        parent.model
+    )
+}
+
+/// The `agent` tool's limits the children take from the log: as recorded under `--trust-log`,
+/// else no more than a run's defaults (depth 1, 4 at once, 10 in all), so a header cannot
+/// start thousands of sandboxes.
+pub(super) fn agent_limits(
+    limits: event_log::SubagentLimits,
+    trust_log: bool,
+    display: &dyn ForkDisplay,
+) -> runtime::subagent::AgentFlags {
+    let defaults = (1, 4, 10);
+    let (depth, parallel, total) = if trust_log {
+        (limits.max_depth, limits.max_parallel, limits.max_total)
     } else {
-        not_taken(
-            display,
-            "model",
-            &format!(
-                "({:?}) is not used: it names a file of this machine; the children's model is the default",
-                parent.model
-            ),
-            "--trust-log to use it, or --model",
+        let capped = (
+            limits.max_depth.min(defaults.0),
+            limits.max_parallel.min(defaults.1),
+            limits.max_total.min(defaults.2),
         );
+        if capped != (limits.max_depth, limits.max_parallel, limits.max_total) {
+            not_taken(
+                display,
+                "subagents",
+                "limits are capped at a run's defaults (depth 1, 4 at once, 10 in all)",
+                "--trust-log or --agent-depth/--agent-parallel/--agent-max to give more",
+            );
+        }
+        capped
+    };
+    runtime::subagent::AgentFlags {
+        max_depth: Some(depth),
+        max_parallel: Some(parallel),
+        max_total: Some(total),
+        workspace: Some(limits.workspace.as_str().to_owned()),
     }
 }
 
@@ -154,4 +181,56 @@ fn not_taken(display: &dyn ForkDisplay, key: &str, what: &str, how: &str) {
     display.note(&format!(
         "the log's `{key}` {what} (a log is someone else's; {how})"
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Notes(Mutex<Vec<String>>);
+
+    impl ForkDisplay for Notes {
+        fn note(&self, text: &str) {
+            self.0.lock().unwrap().push(text.to_owned());
+        }
+        fn child(&self, _child: &replay::fork::ForkChild, _count: u32) {}
+    }
+
+    /// A header asking for thousands of subagents gets a run's defaults unless trusted, and
+    /// says so once; limits within the defaults are taken as they are, silently.
+    #[test]
+    fn a_logs_subagent_limits_are_capped_unless_trusted() {
+        let huge = event_log::SubagentLimits {
+            max_depth: 50,
+            max_parallel: u32::MAX,
+            max_total: 100_000,
+            workspace: event_log::WorkspaceMode::Fork,
+        };
+        let notes = Notes::default();
+        let capped = agent_limits(huge, false, &notes);
+        let limits = (capped.max_depth, capped.max_parallel, capped.max_total);
+        assert_eq!(limits, (Some(1), Some(4), Some(10)));
+        assert_eq!(capped.workspace.as_deref(), Some("fork"));
+        let said = notes.0.lock().unwrap().clone();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains("the log's `subagents` limits are capped"),
+            "{said:?}"
+        );
+
+        let trusted = agent_limits(huge, true, &notes);
+        assert_eq!(trusted.max_parallel, Some(u32::MAX));
+        let small = event_log::SubagentLimits {
+            max_depth: 1,
+            max_parallel: 2,
+            max_total: 3,
+            workspace: event_log::WorkspaceMode::Shared,
+        };
+        let taken = agent_limits(small, false, &notes);
+        let limits = (taken.max_depth, taken.max_parallel, taken.max_total);
+        assert_eq!(limits, (Some(1), Some(2), Some(3)));
+        assert_eq!(notes.0.lock().unwrap().len(), 1, "nothing more was said");
+    }
 }

@@ -162,7 +162,7 @@ async fn a_benchmark_session_forked_at_a_step_runs_in_its_task_image_and_is_grad
         "echo 1 > /logs/verifier/reward.txt\n",
     )
     .unwrap();
-    let run = fork(&parent, seq, &[]).await;
+    let run = fork(&parent, seq, &["--model", &child_model]).await;
     run.assert_stderr_has(1, "the task's files are not those the session ran");
 }
 
@@ -204,7 +204,8 @@ async fn a_benchmark_log_that_cannot_be_forked_is_refused_before_any_container_s
     };
     let refusal = |name: &str, edit: &dyn Fn(&mut Value)| {
         let copy = rewritten(&log, &dir.path().join(name), edit);
-        async move { fork(&copy, step, &[]).await }
+        // The log is this test's own: trusted, so its scripted model is the one refused or not.
+        async move { fork(&copy, step, &["--trust-log"]).await }
     };
     let run = refusal("oracle", &as_benchmark("0", "/app", Some("oracle"))).await;
     assert!(

@@ -58,14 +58,19 @@ async fn a_fork_of_a_shared_log_takes_no_check_policy_or_budget_from_it_unless_t
     });
     let step = seq_of(sixth) - 1;
 
-    // The log's scripted model is a file the log chose: not used (the default model then has
-    // no key here), and nothing is written.
+    // The log's scripted model is a file the log chose: refused by name (never replaced by
+    // another model), and nothing is written.
     let run = fork(&log, step, &[]).await;
     assert_ne!(run.code, 0, "{}", run.stdout);
     common::assert_contains(
         &run.stderr,
-        &["the log's `model`", "is not used", "--trust-log"],
+        &[
+            "the log's `model`",
+            "names a file of this machine",
+            "give the children's model with --model, or --trust-log",
+        ],
     );
+    assert!(!run.stderr.contains("OPENAI_API_KEY"), "{}", run.stderr);
     assert!(!log.join("forks").exists(), "a refused fork leaves nothing");
 
     // The operator names the model: the rest of the header is still not taken.

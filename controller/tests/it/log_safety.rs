@@ -292,7 +292,13 @@ async fn a_log_or_hooks_folder_the_agent_can_write_is_refused() {
     let script = dir.path().join("script.yaml");
     std::fs::write(&script, "turns:\n  - text: hello\n").unwrap();
     let model = format!("script:{}", script.display());
-    let cases: [(&[&str], &str); 3] = [
+    // A link in the workspace to a folder outside it: the log would be reached through a link
+    // a command can point elsewhere.
+    std::fs::create_dir_all(dir.path().join("big-disk")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("big-disk"), workspace.join("linked")).unwrap();
+    let through_link = workspace.join("linked/runs").display().to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--log-dir", &through_link], "is reached through the link"),
         (&["--log-dir", &inside], "the log folder (--log-dir)"),
         (
             &["--log-dir", &under_writable, "--writable", &extra_arg],
@@ -313,6 +319,7 @@ async fn a_log_or_hooks_folder_the_agent_can_write_is_refused() {
     }
     assert!(!workspace.join("runs").exists(), "nothing was written");
     assert!(!extra.join("logs").exists());
+    assert!(!dir.path().join("big-disk/runs").exists());
     assert!(
         !dir.path().join("logs").exists()
             || common::files_under(&dir.path().join("logs")).is_empty()

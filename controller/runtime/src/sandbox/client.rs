@@ -60,6 +60,10 @@ pub struct SandboxClient {
     stuck_margin: Duration,
 }
 
+/// How long a tool call may take when the server does not say its limits (and the call names
+/// no timeout), before the kill grace and margin.
+const UNKNOWN_LIMITS_SECS: u64 = 3600;
+
 /// How long past a tool call's own bound (its timeout, then the kill grace) the client waits
 /// before it calls the sandbox stuck.
 const STUCK_MARGIN: Duration = Duration::from_secs(60);
@@ -185,22 +189,28 @@ impl SandboxClient {
     /// command's own, or the server's default; the longest for other tools) and the kill
     /// grace, plus a margin. `None` when the server's limits cannot be read. The limits are the
     /// server's word: added without overflow (`u64::MAX` seconds is a wait without end).
-    async fn call_bound(&self, timeout: Timeout) -> Option<Duration> {
+    async fn call_bound(&self, timeout: Timeout) -> Duration {
         if self.limits.get().is_none() {
             let _ = self.info().await;
         }
-        let limits = self.limits.get()?;
+        let Some(limits) = self.limits.get() else {
+            // The server did not say its limits: the call's own timeout, or an hour, bounds
+            // it (a server that fails `/v1/info` cannot make a call wait forever).
+            let asked = match timeout {
+                Timeout::Command(Some(asked)) => u64::from(asked),
+                Timeout::Command(None) | Timeout::Longest => UNKNOWN_LIMITS_SECS,
+            };
+            return Duration::from_secs(asked).saturating_add(self.stuck_margin);
+        };
         let timeout = match timeout {
             Timeout::Command(asked) => asked
                 .map_or(limits.default_timeout_secs, u64::from)
                 .min(limits.max_timeout_secs),
             Timeout::Longest => limits.max_timeout_secs,
         };
-        Some(
-            Duration::from_secs(timeout)
-                .saturating_add(Duration::from_millis(limits.kill_grace_ms))
-                .saturating_add(self.stuck_margin),
-        )
+        Duration::from_secs(timeout)
+            .saturating_add(Duration::from_millis(limits.kill_grace_ms))
+            .saturating_add(self.stuck_margin)
     }
 
     pub async fn tools(&self) -> Result<Vec<ToolSpec>, SandboxError> {
@@ -296,18 +306,15 @@ impl SandboxClient {
             }
             let keyed = options.key.is_some();
             let attempt = async { self.read_capped(self.send(request).await?, cap).await };
-            let answer = match bound {
-                Some(bound) => tokio::time::timeout(bound, attempt)
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(SandboxError::Stuck {
-                            url: self.base.clone(),
-                            tool: name.to_owned(),
-                            waited: bound,
-                        })
-                    }),
-                None => attempt.await,
-            };
+            let answer = tokio::time::timeout(bound, attempt)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(SandboxError::Stuck {
+                        url: self.base.clone(),
+                        tool: name.to_owned(),
+                        waited: bound,
+                    })
+                });
             match answer {
                 Err(SandboxError::Api { status: 429, .. }) if overloaded < OVERLOAD_ATTEMPTS => {
                     overloaded += 1;
@@ -376,7 +383,8 @@ impl SandboxClient {
         if let Some(mode) = mode {
             url.push_str(&format!("?mode={:04o}", mode & 0o7777));
         }
-        self.send(self.long_request(reqwest::Method::PUT, &url).body(bytes))
+        // No time bound: the file is the caller's, of any size (see `LONG_ANSWER_WAIT`).
+        self.send(self.unbounded(reqwest::Method::PUT, &url).body(bytes))
             .await
             .map(drop)
     }
@@ -398,7 +406,23 @@ impl SandboxClient {
     /// [`MAX_BLOB`](event_log::reader::MAX_BLOB) bytes are read, the most a log reads back.
     pub async fn blob(&self, sha256: &str) -> Result<Option<Vec<u8>>, SandboxError> {
         let path = format!("/v1/blobs/{}", encode_segment(sha256));
-        self.bytes_or_none(&path, capped::BLOB_CAP).await
+        match self
+            .send(self.long_request(reqwest::Method::GET, &path))
+            .await
+        {
+            // Larger than a log keeps: not kept, as one over the server's own limit (a server
+            // whose --blob-max-file-bytes passes it is not an error of the session's).
+            Ok(response)
+                if response
+                    .content_length()
+                    .is_some_and(|length| length > capped::BLOB_CAP) =>
+            {
+                Ok(None)
+            }
+            Ok(response) => self.read_capped(response, capped::BLOB_CAP).await.map(Some),
+            Err(SandboxError::Api { status: 404, .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// `GET /v1/artifacts/{id}`; `None` when it was evicted. At most the server's artifact cap

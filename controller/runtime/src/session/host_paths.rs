@@ -5,6 +5,8 @@
 //! file's folder or an MCP server's working folder inside one would let a command change a
 //! program the harness runs with its own environment.
 
+use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::{RunConfig, SandboxTarget};
@@ -31,11 +33,22 @@ pub(super) fn check(config: &RunConfig, log_dir: &Path) -> Result<(), InputError
         }
     }
     for (path, what) in ours {
-        let resolved = resolve(&path);
-        if let Some((_, inside)) = writable.iter().find(|(dir, _)| resolved.starts_with(dir)) {
+        let (resolved, links) = resolve(&path);
+        let inside = |place: &Path| writable.iter().find(|(dir, _)| place.starts_with(dir));
+        if let Some((_, folder)) = inside(&resolved) {
             return Err(InputError(format!(
-                "{what} {} lies inside {inside}, which the agent's commands can write: a command could replace what the harness writes or runs there; give a folder outside it",
+                "{what} {} lies inside {folder}, which the agent's commands can write: a command could replace what the harness writes or runs there; give a folder outside it",
                 path.display()
+            )));
+        }
+        if let Some((link, (_, folder))) = links
+            .iter()
+            .find_map(|link| inside(link).map(|found| (link, found)))
+        {
+            return Err(InputError(format!(
+                "{what} {} is reached through the link {}, which lies inside {folder}, which the agent's commands can write: a command could point it elsewhere; give a path without it",
+                path.display(),
+                link.display()
             )));
         }
     }
@@ -57,40 +70,70 @@ fn agent_writable(config: &RunConfig) -> Vec<(PathBuf, String)> {
     };
     if let Some(dir) = served {
         let named = format!("the workspace {}", dir.display());
-        writable.push((resolve(&dir), named));
+        writable.push((resolve(&dir).0, named));
     }
     for path in &config.writable {
         let named = format!("the --writable path {}", path.display());
-        writable.push((resolve(path), named));
+        writable.push((resolve(path).0, named));
     }
     writable
 }
 
-/// `path` made absolute through every link of the part that exists, component by component
-/// as the kernel would (`..` after a link is the parent of where it leads); the rest (not made
-/// yet) is added by name.
-fn resolve(path: &Path) -> PathBuf {
+/// Where `path` leads, resolved as the kernel would, link by link (`..` after a link is the
+/// parent of where it leads; the part not made yet is added by name), and the place of every
+/// link on the way: a link inside a folder the agent writes can be pointed elsewhere later,
+/// so the path is only as safe as the folders its links lie in.
+fn resolve(path: &Path) -> (PathBuf, Vec<PathBuf>) {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
-    let mut resolved = PathBuf::new();
+    let mut pending: VecDeque<OsString> = parts(&absolute);
+    let mut resolved = PathBuf::from("/");
+    let mut links = Vec::new();
     let mut exists = true;
-    for part in absolute.components() {
-        match part {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                resolved.pop();
-            }
-            other => {
-                resolved.push(other);
-                if exists {
-                    match resolved.canonicalize() {
-                        Ok(real) => resolved = real,
-                        Err(_) => exists = false,
-                    }
+    while let Some(part) = pending.pop_front() {
+        if part == ".." {
+            resolved.pop();
+            continue;
+        }
+        let next = resolved.join(&part);
+        let link = exists
+            .then(|| std::fs::symlink_metadata(&next))
+            .and_then(|meta| match meta {
+                Ok(meta) => Some(meta.file_type().is_symlink()),
+                Err(_) => None,
+            });
+        match link {
+            Some(true) if links.len() < MAX_LINKS => {
+                let target = std::fs::read_link(&next).unwrap_or_default();
+                links.push(next);
+                if target.is_absolute() {
+                    resolved = PathBuf::from("/");
                 }
+                for part in parts(&target).into_iter().rev() {
+                    pending.push_front(part);
+                }
+            }
+            Some(_) => resolved = next,
+            None => {
+                exists = false;
+                resolved = next;
             }
         }
     }
-    resolved
+    (resolved, links)
+}
+
+/// Links followed at the most (the kernel's own limit is 40).
+const MAX_LINKS: usize = 40;
+
+/// A path's names, `..` kept, `.` and the root left out.
+fn parts(path: &Path) -> VecDeque<OsString> {
+    path.components()
+        .filter_map(|part| match part {
+            Component::Normal(name) => Some(name.to_owned()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -98,16 +141,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_path_not_made_yet_resolves_through_the_part_that_exists() {
+    fn a_path_resolves_link_by_link_and_names_its_links() {
         let dir = tempfile::tempdir().unwrap();
         let real = dir.path().canonicalize().unwrap();
-        std::fs::create_dir(real.join("work")).unwrap();
+        std::fs::create_dir_all(real.join("work/sub")).unwrap();
         std::os::unix::fs::symlink(real.join("work"), real.join("link")).unwrap();
-        assert_eq!(resolve(&real.join("link/runs/a")), real.join("work/runs/a"));
+        std::os::unix::fs::symlink("../elsewhere", real.join("work/up")).unwrap();
+        let (to, links) = resolve(&real.join("link/runs/a"));
+        assert_eq!(to, real.join("work/runs/a"));
+        assert_eq!(links, [real.join("link")]);
+        let (to, _) = resolve(&real.join("link/new/../runs"));
         assert_eq!(
-            resolve(&real.join("link/new/../runs")),
-            real.join("work/runs")
+            to,
+            real.join("work/runs"),
+            "`..` of a folder not made yet, by name"
         );
-        assert_eq!(resolve(&real.join("work")), real.join("work"));
+        let (to, _) = resolve(&real.join("link/sub/../runs"));
+        assert_eq!(to, real.join("work/runs"));
+        let (to, links) = resolve(&real.join("link/up/x"));
+        assert_eq!(
+            to,
+            real.join("elsewhere/x"),
+            "a relative link, from its own folder"
+        );
+        assert_eq!(links, [real.join("link"), real.join("work/up")]);
+        assert_eq!(resolve(&real.join("work")), (real.join("work"), Vec::new()));
     }
 }

@@ -42,9 +42,11 @@ pub(super) const EVENT_CAP: usize = 1024 * 1024;
 /// How long a small answer may take (info, tools, tokens, processes by id).
 pub(super) const ANSWER_WAIT: Duration = Duration::from_secs(60);
 /// How long an answer whose work or size grows with the workspace may take: a snapshot hashes
-/// every file, a change list every changed one, a reset empties the workspace, a blob or a file
-/// may be large, and ending processes waits their kill grace, maybe more than once.
-pub(super) const LONG_ANSWER_WAIT: Duration = Duration::from_secs(10 * 60);
+/// every file (the first one of a workspace holding a large dataset, all of it), a change list
+/// every changed one, a reset empties the workspace, a blob may be large, and ending processes
+/// waits their kill grace, maybe more than once. An upload of a file has no bound of its own:
+/// the operator's file, as large as it is, on a link as slow as it is.
+pub(super) const LONG_ANSWER_WAIT: Duration = Duration::from_secs(60 * 60);
 
 impl SandboxClient {
     /// A request with no time bound of its own: for a tool call (bounded by the call's own
