@@ -201,13 +201,13 @@ impl Drop for CallTimer {
             .tool_duration
             .get_or_create(&labels)
             .observe(self.started.elapsed().as_secs_f64());
+        // Counted before it leaves the in-flight gauge: a scrape that sees the call gone sees
+        // it counted.
+        inner.tool_calls.get_or_create(&labels).inc();
         inner
             .in_flight
-            .get_or_create(&ToolLabel {
-                tool: labels.tool.clone(),
-            })
+            .get_or_create(&ToolLabel { tool: labels.tool })
             .dec();
-        inner.tool_calls.get_or_create(&labels).inc();
     }
 }
 
