@@ -1,6 +1,7 @@
 //! Command-line flags (each also an env var `SANDBOX_*`) and their validated form.
 
 mod access;
+mod confine;
 mod egress;
 mod known;
 pub use known::KnownFilesArgs;
@@ -21,7 +22,7 @@ pub use access::Token;
 
 mod size;
 
-use crate::process::confine::{ConfineRequest, Rlimits};
+use crate::process::confine::ConfineRequest;
 use crate::sandbox::Registry;
 
 /// One isolated workspace behind an HTTP API: bash and file tools with hard timeouts,
@@ -76,6 +77,18 @@ pub struct PidInitArgs {
     /// A folder whose files owned by root look like the commands' user's to commands.
     #[arg(long)]
     pub map: Vec<PathBuf>,
+    /// Make a user namespace of its own (the server is not root), and no PID namespace.
+    #[arg(long)]
+    pub own_user: bool,
+    /// A path commands do not see (an empty folder or file in its place).
+    #[arg(long)]
+    pub hide: Vec<PathBuf>,
+    /// A path shown again, read-write, inside a hidden one.
+    #[arg(long)]
+    pub keep: Vec<PathBuf>,
+    /// A path shown again, read-only, inside a hidden one.
+    #[arg(long)]
+    pub read_only: Vec<PathBuf>,
 }
 
 impl PidInitArgs {
@@ -83,6 +96,10 @@ impl PidInitArgs {
         Ok(crate::process::confine::namespaces::init::InitSpec {
             run_as: self.run_as.as_deref().map(parse_user).transpose()?,
             map: self.map.clone(),
+            own_user: self.own_user,
+            hide: self.hide.clone(),
+            keep: self.keep.clone(),
+            read_only: self.read_only.clone(),
         })
     }
 }
@@ -258,10 +275,20 @@ pub struct ServeArgs {
     /// More paths commands may write beneath, comma-separated.
     #[arg(long, env = "SANDBOX_WRITABLE", value_delimiter = ',')]
     pub writable: Vec<PathBuf>,
-    /// Paths whose files commands may not read, comma-separated (the token file and the TLS
-    /// key always are).
+    /// More paths commands may not see, comma-separated, besides the homes and the server's own
+    /// files (the token file, token store, audit log, TLS key and client CA always are).
     #[arg(long, env = "SANDBOX_HIDDEN", value_delimiter = ',')]
     pub hidden: Vec<PathBuf>,
+    /// Paths inside hidden folders that commands may read but not write, comma-separated:
+    /// toolchains the commands need besides those found in the homes (`~/.cargo`, `~/.rustup`,
+    /// `~/.pyenv`, `~/.local/bin`, `~/.nvm`, …, which are shown read-only by default).
+    #[arg(long, env = "SANDBOX_READ_ONLY", value_delimiter = ',')]
+    pub read_only: Vec<PathBuf>,
+    /// Let commands see the homes (`/root`, `/home`, the server's own), the host's temporary
+    /// folders and engine sockets: by default they are hidden. `--files-anywhere` implies it (a
+    /// task's container, whose homes are the image's).
+    #[arg(long, env = "SANDBOX_SHOW_HOMES")]
+    pub show_homes: bool,
     /// File tools reach the whole file system, not just the workspace (which stays where
     /// relative paths and commands start, and what snapshots record): for a task's own
     /// container, which is then the boundary.
@@ -405,6 +432,7 @@ impl ServeArgs {
 
     pub fn validate(self) -> Result<Config, ConfigError> {
         let workspace = self.workspace()?;
+        self.check_own_files(&workspace)?;
         let token = self.token()?;
         if token.is_none() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::NoToken(self.listen));
@@ -552,41 +580,5 @@ impl ServeArgs {
 
     fn run_as(&self) -> Result<Option<(u32, u32)>, ConfigError> {
         self.run_as.as_deref().map(parse_user).transpose()
-    }
-
-    fn confine_request(&self) -> Result<ConfineRequest, ConfigError> {
-        Ok(ConfineRequest {
-            rlimits: Rlimits {
-                cpu_secs: self.limit_cpu_secs,
-                memory_bytes: self.limit_memory,
-                file_size_bytes: self.limit_file_size,
-                processes: self.limit_processes,
-                open_files: self.limit_open_files,
-            },
-            landlock: !self.no_landlock,
-            writable: self.writable.clone(),
-            hidden: self
-                .hidden
-                .iter()
-                .cloned()
-                .chain(self.token_file.clone())
-                .chain(self.token_store.clone())
-                .chain(self.audit_log.clone())
-                .chain(self.tls.tls_key.clone())
-                .collect(),
-            network_none: self.network == Network::None,
-            network_detail: match self.network {
-                Network::Container => Some(format!(
-                    "the container's network is the boundary: {}",
-                    self.network_detail
-                        .as_deref()
-                        .unwrap_or("as its engine set it up")
-                )),
-                _ => None,
-            },
-            run_as: self.run_as()?,
-            env_allow: self.env_allow.clone(),
-            namespaces: !self.no_pid_namespace,
-        })
     }
 }

@@ -149,6 +149,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/dirs", axum::routing::get(files::list_root))
         .route("/v1/dirs/{*path}", axum::routing::get(files::list_dir))
+        .route("/v1/paths/{*path}", axum::routing::get(files::trace_path))
         // Inside authentication: no request without the token reaches the key store.
         .layer(middleware::from_fn_with_state(
             state.clone(),

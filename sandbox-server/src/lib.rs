@@ -400,9 +400,15 @@ fn confine(
 ) -> anyhow::Result<process::confine::Confinement> {
     let mut request = config.confine.clone();
     request.hidden.extend(dirs.hidden());
-    let confinement =
-        process::confine::Confinement::prepare(&request, &config.workspace, &dirs.tmp)
-            .map_err(|why| anyhow::anyhow!("preparing the containment of commands: {why}"))?;
+    let confinement = process::confine::Confinement::prepare(
+        &request,
+        &config.workspace,
+        process::confine::Private {
+            tmp: &dirs.tmp,
+            home: &dirs.home,
+        },
+    )
+    .map_err(|why| anyhow::anyhow!("preparing the containment of commands: {why}"))?;
     for protection in &confinement.protections {
         let name = protection.name.as_str();
         if protection.active {

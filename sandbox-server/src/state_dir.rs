@@ -3,9 +3,10 @@
 //! Every server on a host keeps its folders under one shared parent, `$TMPDIR/sandbox-server`
 //! (mode 1733: anyone may add a folder, nobody may list or remove another's). A server's
 //! folder is named by its identity, `<pid>-<start ticks>`, and holds `state/` (artifacts and
-//! blobs, 0700) and `tmp/` (the commands' `TMPDIR`, 0700, owned by the commands' user). Landlock
-//! hides the whole parent from commands, except their own `tmp/`: no command reads its server's
-//! state, nor any other server's state or `TMPDIR`. At start, the folders of servers that are
+//! blobs, 0700), `tmp/` (the commands' `TMPDIR`) and `home/` (their `HOME` when the homes are
+//! hidden from them, or when they run as another user), both 0700 and owned by the commands'
+//! user. The commands' view hides the whole parent, except their own `tmp/` and `home/`: no
+//! command reads its server's state, nor any other server's state, `TMPDIR` or home. At start, the folders of servers that are
 //! gone are removed.
 
 use std::fs;
@@ -26,6 +27,8 @@ pub struct StateDirs {
     pub state: PathBuf,
     /// The commands' `TMPDIR`.
     pub tmp: PathBuf,
+    /// The commands' `HOME`, when it is not the server's.
+    pub home: PathBuf,
     /// Whether the server made `own` and removes it at exit (not a `--state-dir` it was given).
     pub owned: bool,
 }
@@ -57,19 +60,23 @@ impl StateDirs {
         let state = own.join("state");
         make(&state, 0o700)?;
         let tmp = own.join("tmp");
-        make(&tmp, 0o700)?;
-        if let Some((uid, gid)) = run_as {
-            nix::unistd::chown(
-                &tmp,
-                Some(nix::unistd::Uid::from_raw(uid)),
-                Some(nix::unistd::Gid::from_raw(gid)),
-            )?;
+        let home = own.join("home");
+        for private in [&tmp, &home] {
+            make(private, 0o700)?;
+            if let Some((uid, gid)) = run_as {
+                nix::unistd::chown(
+                    private,
+                    Some(nix::unistd::Uid::from_raw(uid)),
+                    Some(nix::unistd::Gid::from_raw(gid)),
+                )?;
+            }
         }
         Ok(StateDirs {
             parent,
             own,
             state,
             tmp,
+            home,
             owned,
         })
     }
@@ -83,9 +90,10 @@ impl StateDirs {
         hidden
     }
 
-    /// Empties `tmp/` (a reset), keeping the folder.
+    /// Empties `tmp/` and `home/` (a reset), keeping the folders.
     pub fn clear_tmp(&self) -> io::Result<()> {
-        empty(&self.tmp)
+        empty(&self.tmp)?;
+        empty(&self.home)
     }
 
     /// Removes this server's folder if it made it; else empties its `tmp/`.

@@ -350,6 +350,15 @@ impl Tokens {
         let info = info(&stored, created);
         let mut minted = self.lock();
         prune(&mut minted, created);
+        // Checked under the lock that revocations take: a minter revoked since its request
+        // passed the door mints nothing.
+        if let Caller::Minted { id, .. } = caller
+            && !minted.tokens.contains_key(id)
+        {
+            return Err(TokenError::Invalid(format!(
+                "the token minting it ({id}) was revoked or has expired"
+            )));
+        }
         if minted.tokens.len() >= MAX_TOKENS {
             return Err(TokenError::Invalid(format!(
                 "this server holds {MAX_TOKENS} tokens, its most: revoke some, or let them expire"
@@ -380,31 +389,32 @@ impl Tokens {
         tokens
     }
 
-    /// Revokes token `id`: its next request is refused.
-    pub fn revoke(&self, id: &str) -> Result<(), TokenError> {
+    /// Revokes token `id` and every token it minted, directly or not (a token is valid only
+    /// while its minter is): their next requests are refused. Returns the descendants revoked.
+    pub fn revoke(&self, id: &str) -> Result<Vec<String>, TokenError> {
         let mut minted = self.lock();
-        let Some(token) = minted.tokens.remove(id) else {
+        if !minted.tokens.contains_key(id) {
             return Err(TokenError::Unknown(id.to_owned()));
-        };
-        // Bounded too: past the most, the id that expires first is forgotten (its token is
-        // refused as unknown rather than as revoked).
-        if minted.revoked.len() >= MAX_TOKENS
-            && let Some(oldest) = minted
-                .revoked
-                .iter()
-                .min_by_key(|(_, expires)| **expires)
-                .map(|(id, _)| id.clone())
-        {
-            minted.revoked.remove(&oldest);
         }
-        minted.revoked.insert(token.id.clone(), token.expires);
+        let family = descendants(&minted.tokens, id);
+        let removed: Vec<Stored> = std::iter::once(id)
+            .chain(family.iter().map(String::as_str))
+            .filter_map(|id| minted.tokens.remove(id))
+            .collect();
+        let forgotten: Vec<(String, u64)> = removed
+            .iter()
+            .filter_map(|token| remember_revoked(&mut minted, token))
+            .collect();
         if let Err(err) = self.persist(&minted) {
-            minted.revoked.remove(&token.id);
-            minted.tokens.insert(token.id.clone(), token);
+            for token in removed {
+                minted.revoked.remove(&token.id);
+                minted.tokens.insert(token.id.clone(), token);
+            }
+            minted.revoked.extend(forgotten);
             return Err(err);
         }
         self.revocations.send_modify(|n| *n += 1);
-        Ok(())
+        Ok(family)
     }
 
     /// Resolves when `caller`'s token stops being valid (revoked or expired), with why; never
@@ -477,6 +487,43 @@ impl Tokens {
 }
 
 /// Forgets tokens expired for more than a day and revoked ids past their expiry.
+/// The ids of the tokens `id` minted, and those they minted, in the order found.
+fn descendants(tokens: &BTreeMap<String, Stored>, id: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut next = 0;
+    let mut parents = vec![id.to_owned()];
+    // Bounded: each token is found at most once, and there are at most MAX_TOKENS.
+    while let Some(parent) = parents.get(next).cloned() {
+        next += 1;
+        for child in tokens.values().filter(|t| t.minted_by == parent) {
+            if !found.contains(&child.id) && child.id != id {
+                found.push(child.id.clone());
+                parents.push(child.id.clone());
+            }
+        }
+    }
+    found
+}
+
+/// Keeps `token`'s id as revoked until it would have expired. Bounded too: past the most, the
+/// id that expires first is forgotten (its token is refused as unknown rather than as
+/// revoked); that one is returned, for an undo.
+fn remember_revoked(minted: &mut Minted, token: &Stored) -> Option<(String, u64)> {
+    let mut forgotten = None;
+    if minted.revoked.len() >= MAX_TOKENS
+        && let Some(oldest) = minted
+            .revoked
+            .iter()
+            .min_by_key(|(_, expires)| **expires)
+            .map(|(id, expires)| (id.clone(), *expires))
+    {
+        minted.revoked.remove(&oldest.0);
+        forgotten = Some(oldest);
+    }
+    minted.revoked.insert(token.id.clone(), token.expires);
+    forgotten
+}
+
 fn prune(minted: &mut Minted, now: u64) {
     minted
         .tokens

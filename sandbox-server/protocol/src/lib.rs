@@ -38,9 +38,9 @@ pub use process::{
 pub use service::{
     ArchivePutResponse, ChangeKind, ChangesResponse, DirEntry, DirListing, EntryKind, FileChange,
     FilePutResponse, FileVersion, FingerprintResponse, HealthResponse, InfoResponse, KnownFile,
-    Limits, ListeningSocket, ManifestEntry, ManifestResponse, ProcessInfo, ProcessKillResponse,
-    ProcessListResponse, Protection, ProtectionName, ResetResponse, SkippedPath, SnapshotResponse,
-    SocketProtocol, ToolSpec, ToolStep, WatchedKind, WatchedPath,
+    Limits, ListeningSocket, ManifestEntry, ManifestResponse, PathInfo, ProcessInfo,
+    ProcessKillResponse, ProcessListResponse, Protection, ProtectionName, ResetResponse,
+    SkippedPath, SnapshotResponse, SocketProtocol, ToolSpec, ToolStep, WatchedKind, WatchedPath,
 };
 pub use tokens::{MintedToken, Scope, TokenInfo, TokenList, TokenRequest, TokenRevoked};
 pub use tools::{

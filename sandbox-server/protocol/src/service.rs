@@ -59,6 +59,14 @@ pub enum ProtectionName {
     /// The server and its helper processes are not dumpable: no command reads their memory or
     /// environment through `/proc` or `ptrace`.
     NotDumpable,
+    /// Commands do not see the homes (`/root`, `/home`, the server's own), the host's temporary
+    /// folders, container secrets and engine sockets: their mount namespace shows them empty,
+    /// Landlock refuses reading them, or both; the workspace, their private home and the
+    /// toolchains of the homes (read-only) are shown again.
+    HiddenHome,
+    /// Commands make no set-user-id or set-group-id file: the seccomp filter refuses the bits,
+    /// and the workspace is mounted so as not to honour them.
+    NoSetId,
     /// A name this client does not know (a newer server).
     #[serde(other, skip_serializing)]
     Unknown,
@@ -80,6 +88,8 @@ impl ProtectionName {
             ProtectionName::Devices => "devices",
             ProtectionName::SignalScope => "signal_scope",
             ProtectionName::NotDumpable => "not_dumpable",
+            ProtectionName::HiddenHome => "hidden_home",
+            ProtectionName::NoSetId => "no_set_id",
             ProtectionName::Unknown => "unknown",
         }
     }
@@ -218,6 +228,23 @@ pub struct DirListing {
     pub entries: Vec<DirEntry>,
 }
 
+/// The answer of `GET /v1/paths/{path}`: where a path leads, its symlinks followed as the file
+/// tools follow them. A command that reads the path reads what is there: the policy asks
+/// before it lets `cat notes.txt` read a link to a home.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PathInfo {
+    /// The path as given.
+    pub path: String,
+    /// What is there once the links are followed; absent when nothing is (or the path leads
+    /// out of the workspace).
+    #[serde(default)]
+    pub kind: Option<EntryKind>,
+    /// Where the path, or a symlink on its way, leads out of the workspace: an absolute path,
+    /// `..` resolved by name. Absent when it stays inside.
+    #[serde(default)]
+    pub leads_to: Option<String>,
+}
+
 /// The answer of `PUT /v1/files/{path}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FilePutResponse {
@@ -225,6 +252,10 @@ pub struct FilePutResponse {
     pub bytes_written: u64,
     /// Whether the file did not exist before (the status is then 201).
     pub created: bool,
+    /// What the server did otherwise than asked: set-user-id and set-group-id bits of `mode`
+    /// are never set (no file where commands run is set-id).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// What a path is. Symlinks are never followed.

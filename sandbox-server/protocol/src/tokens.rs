@@ -122,4 +122,8 @@ pub struct TokenRevoked {
     pub id: String,
     /// Always true: the next request with the token is refused.
     pub revoked: bool,
+    /// The tokens it minted, and those they minted, revoked with it: a token is valid only
+    /// while the one that minted it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub with_it: Vec<String>,
 }

@@ -232,12 +232,11 @@ pub(crate) async fn audit(State(state): State<AppState>, request: Request, next:
     let started = Instant::now();
     let time = crate::time::now_rfc3339();
     let method = request.method().to_string();
-    let tool = request
-        .uri()
-        .path()
-        .strip_prefix("/v1/tools/")
+    // The name as the handler reads it: `POST /v1/tools/b%61sh` runs `bash` and says so.
+    let tool = super::scopes::tool_in_path(request.uri().path())
+        .and_then(Result::ok)
         .filter(|name| state.registry.get(name).is_some())
-        .map(str::to_owned);
+        .map(std::borrow::Cow::into_owned);
     // The caller's name for the call, when it is a valid one (a bad one is refused, and not
     // copied into the log).
     let call_id = super::tools::chosen_call_id(request.headers())

@@ -6,7 +6,7 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sandbox_protocol::{DirListing, ErrorResponse, FilePutResponse};
+use sandbox_protocol::{DirListing, ErrorResponse, FilePutResponse, PathInfo};
 use serde::Deserialize;
 use tokio_util::io::ReaderStream;
 use utoipa::IntoParams;
@@ -41,11 +41,15 @@ pub(crate) async fn get_file(
     Ok(response)
 }
 
+/// The set-user-id and set-group-id bits, never set by an upload.
+const SET_ID: u32 = 0o6000;
+
 /// Query of `PUT /v1/files/{path}`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct PutQuery {
     /// Permission bits in octal, for example `0755`; an existing file keeps its own when absent.
+    /// Set-user-id and set-group-id bits are left out (the answer's `notes` says so).
     #[param(pattern = "^[0-7]{3,4}$")]
     mode: Option<String>,
 }
@@ -86,6 +90,16 @@ pub(crate) async fn put_file(
                 })?,
         ),
     };
+    let mut notes = Vec::new();
+    let mode = mode.map(|bits| {
+        if bits & SET_ID != 0 {
+            notes.push(format!(
+                "mode {bits:04o}: the set-user-id and set-group-id bits were left out (set {:04o}): no file where commands run is set-id",
+                bits & !SET_ID
+            ));
+        }
+        bits & !SET_ID
+    });
     // Streamed to a temporary file beside the target: the body is never held whole.
     let reader = super::body::stream(body, state.limits.max_body_bytes);
     let workspace = state.ctx.workspace.clone();
@@ -101,6 +115,7 @@ pub(crate) async fn put_file(
         path,
         bytes_written: n_bytes,
         created: outcome.created,
+        notes,
     };
     Ok((status, Json(answer)).into_response())
 }
@@ -137,4 +152,28 @@ pub(crate) async fn list_dir(
     let max_entries = state.limits.scan_max_entries;
     let entries = blocking(move || workspace.list_dir(&target, max_entries)).await??;
     Ok(Json(DirListing { path, entries }))
+}
+
+/// Where a path leads, its symlinks followed as the file tools follow them: told, not refused,
+/// when one leads out of the workspace (what a command reading the path would read).
+#[utoipa::path(
+    get, path = "/v1/paths/{path}", tag = "files",
+    params(("path" = String, Path, description = "Path relative to the workspace root; may contain `/`")),
+    responses(
+        (status = 200, body = PathInfo),
+        (status = 422, description = "A bad path (empty, or a NUL byte)", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn trace_path(
+    State(state): State<AppState>,
+    Path(path): Path<String>,
+) -> Result<Json<PathInfo>, ApiError> {
+    let workspace = state.ctx.workspace.clone();
+    let target = path.clone();
+    let traced = blocking(move || workspace.trace(&target)).await??;
+    Ok(Json(PathInfo {
+        path,
+        kind: traced.kind,
+        leads_to: traced.leads_to,
+    }))
 }

@@ -44,7 +44,8 @@ struct ApiDoc;
     super::files::get_file,
     super::files::put_file,
     super::files::list_root,
-    super::files::list_dir
+    super::files::list_dir,
+    super::files::trace_path
 ))]
 struct FilesDoc;
 

@@ -51,6 +51,7 @@ pub(crate) fn of_request(
         }
         "/v1/dirs"
         | "/v1/dirs/{*path}"
+        | "/v1/paths/{*path}"
         | "/v1/artifacts/{id}"
         | "/v1/blobs/{sha256}"
         | "/v1/state/fingerprint"
@@ -62,10 +63,7 @@ pub(crate) fn of_request(
         }
         // The name as the router gives it to the handler (percent-decoded): `b%61sh` is
         // `bash`, and needs what `bash` needs.
-        "/v1/tools/{name}" => match path
-            .strip_prefix("/v1/tools/")
-            .map(|name| percent_encoding::percent_decode_str(name).decode_utf8())
-        {
+        "/v1/tools/{name}" => match tool_in_path(path) {
             Some(Ok(name)) => of_tool(registry, &name).map_or(Needs::AnyToken, Needs::Scope),
             // Not a name the handler can read either: only the root token gets its 400.
             Some(Err(_)) => Needs::Scope(Admin),
@@ -85,6 +83,15 @@ pub(crate) fn of_documented(registry: &Registry, method: &Method, path: &str) ->
         path.replace("{path}", "{*path}")
     };
     of_request(registry, method, &route, path)
+}
+
+/// The tool a `/v1/tools/{name}` path names, percent-decoded as the router gives it to the
+/// handler (`b%61sh` is `bash`); an error for a name that is not UTF-8 once decoded.
+pub(crate) fn tool_in_path(
+    path: &str,
+) -> Option<Result<std::borrow::Cow<'_, str>, std::str::Utf8Error>> {
+    path.strip_prefix("/v1/tools/")
+        .map(|name| percent_encoding::percent_decode_str(name).decode_utf8())
 }
 
 #[cfg(test)]

@@ -57,7 +57,8 @@ pub(crate) async fn list_tokens(State(state): State<AppState>) -> Json<TokenList
     })
 }
 
-/// Revokes a token: its next request is refused (401, naming it revoked).
+/// Revokes a token, and every token it minted, directly or not: their next requests are
+/// refused (401, naming them revoked).
 #[utoipa::path(
     delete, path = "/v1/tokens/{id}", tag = "tokens",
     params(("id" = String, Path, description = "The token's id, `tok_` and 16 hexadecimal digits")),
@@ -77,7 +78,11 @@ pub(crate) async fn revoke_token(
     }
     let tokens = state.tokens.clone();
     let revoked = id.clone();
-    blocking(move || tokens.revoke(&revoked)).await??;
-    tracing::info!(%id, "revoked a token");
-    Ok(Json(TokenRevoked { id, revoked: true }))
+    let with_it = blocking(move || tokens.revoke(&revoked)).await??;
+    tracing::info!(%id, with_it = with_it.len(), "revoked a token and those it minted");
+    Ok(Json(TokenRevoked {
+        id,
+        revoked: true,
+        with_it,
+    }))
 }

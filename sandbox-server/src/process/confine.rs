@@ -21,6 +21,7 @@ pub mod rlimits;
 pub mod seccomp;
 pub mod threads;
 pub mod user;
+pub mod view;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
@@ -47,6 +48,12 @@ pub struct ConfineRequest {
     pub env_allow: Vec<String>,
     /// A PID and a mount namespace for commands, where the host allows them.
     pub namespaces: bool,
+    /// Paths inside hidden folders shown read-only (`--read-only`).
+    pub read_only: Vec<PathBuf>,
+    /// Whether homes, temporary folders and engine sockets are hidden from commands.
+    pub hide_homes: bool,
+    /// Whether commands may not make set-user-id or set-group-id files.
+    pub refuse_set_id: bool,
 }
 
 /// The prepared containment, shared by every spawn.
@@ -55,7 +62,7 @@ pub struct Confinement {
     pub env: Vec<(String, String)>,
     rlimits: Rlimits,
     landlock_fd: Option<std::sync::Arc<OwnedFd>>,
-    seccomp: Option<Vec<libc::sock_filter>>,
+    seccomp: Option<seccomp::Filter>,
     /// The commands' network namespace, entered with `setns`.
     netns: Option<OwnedFd>,
     run_as: Option<(u32, u32)>,
@@ -84,6 +91,15 @@ pub(crate) fn protection(
     }
 }
 
+/// The commands' own folders, out of every other command's and server's reach.
+#[derive(Debug, Clone, Copy)]
+pub struct Private<'a> {
+    /// Their `TMPDIR`.
+    pub tmp: &'a Path,
+    /// Their `HOME`, when it is not the server's.
+    pub home: &'a Path,
+}
+
 impl Confinement {
     /// Probes and prepares each requested protection; what cannot be applied is reported, never
     /// faked. An error is a protection that was asked for and would leave commands unable to
@@ -91,7 +107,7 @@ impl Confinement {
     pub fn prepare(
         request: &ConfineRequest,
         workspace: &Path,
-        private_tmp: &Path,
+        private: Private<'_>,
     ) -> Result<Confinement, String> {
         let mut protections = vec![protection(
             ProtectionName::ProcessGroup,
@@ -99,27 +115,20 @@ impl Confinement {
             "each command runs in its own session; timeouts kill the whole tree",
         )];
         let (run_as, unprivileged) = user::prepare(request.run_as);
-        let (env, clean_env) = environment::prepare(&request.env_allow, private_tmp, run_as);
+        let view = view_of(request, workspace, private, run_as);
+        let own_home = request.hide_homes
+            || run_as.is_some_and(|(uid, _)| uid != nix::unistd::geteuid().as_raw());
+        let (env, clean_env) = environment::prepare(
+            &request.env_allow,
+            private.tmp,
+            own_home.then_some(private.home),
+            &view.toolchain_env,
+        );
         protections.push(clean_env);
         protections.push(rlimits::describe(request.rlimits));
         protections.push(unprivileged);
         protections.push(not_dumpable());
-        let (namespaces, pid_namespace) = if request.namespaces {
-            let mapping = namespaces::Mapping {
-                run_as,
-                paths: mapped_paths(run_as, workspace, &request.writable),
-            };
-            namespaces::prepare(&mapping)?
-        } else {
-            (
-                None,
-                protection(
-                    ProtectionName::PidNamespace,
-                    false,
-                    "turned off (--no-pid-namespace): commands see every process of the host in /proc",
-                ),
-            )
-        };
+        let (namespaces, pid_namespace) = make_namespaces(request, workspace, run_as, &view)?;
         protections.push(pid_namespace);
         if let Some((uid, gid)) = run_as {
             let mapped = namespaces.as_ref().is_some_and(|ns| {
@@ -128,55 +137,46 @@ impl Confinement {
                     .unwrap_or_else(|_| workspace.to_owned());
                 ns.mapped.contains(&workspace)
             });
-            user::check_reach(workspace, uid, gid, mapped)?;
+            // In the commands' mount namespace the folders on the way are open to them.
+            let reachable = namespaces.is_some();
+            user::check_reach(workspace, uid, gid, mapped, reachable)?;
         }
-        let ns_root = namespaces.as_ref().map(|ns| ns.root.clone());
-        let landlock = landlock::prepare(request, workspace, private_tmp, ns_root.as_deref());
+        let ns_root = namespaces.as_ref().and_then(|ns| ns.root.clone());
+        let landlock = landlock::prepare(request, workspace, private, &view, ns_root.as_deref());
         protections.push(landlock.protection);
         protections.push(landlock.scope);
-        protections.push(devices(namespaces.is_some(), landlock.fd.is_some()));
-        let (seccomp, netns) = if request.network_none {
-            let (filter, network_none) = seccomp::prepare();
+        protections.push(devices(ns_root.is_some(), landlock.fd.is_some()));
+        protections.push(hidden_home(
+            request,
+            &view,
+            namespaces.is_some(),
+            landlock.fd.is_some(),
+        ));
+        let (seccomp, seccomp_protections) = seccomp::prepare(request);
+        protections.extend(seccomp_protections);
+        let netns = if request.network_none {
             let (netns, namespace) = netns::prepare();
-            protections.extend([network_none, namespace]);
-            (filter, netns)
+            protections.push(namespace);
+            netns
         } else {
-            let detail = request
-                .network_detail
-                .clone()
-                .unwrap_or_else(|| "--network host: commands may use the network".to_owned());
-            protections.push(protection(ProtectionName::NetworkNone, false, detail));
-            (None, None)
+            None
         };
         let landlock_fd = landlock.fd.map(std::sync::Arc::new);
-        let restrict = landlock_fd.clone().map(|ruleset| -> threads::Restrict {
-            Box::new(move || {
-                // SAFETY: prctl with integer arguments only; it applies to this thread.
-                check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
-                landlock::restrict_self(ruleset.as_raw_fd())
-            })
-        });
-        let pid_ns = match &namespaces {
-            Some(ns) => {
-                Some(std::sync::Arc::new(ns.pid.try_clone().map_err(|err| {
-                    format!("keeping the PID namespace: {err}")
-                })?))
-            }
-            None => None,
-        };
-        let factory = threads::Factory::new(restrict, pid_ns)
-            .map_err(|err| format!("starting the commands' Landlock domain: {err}"))?;
+        let factory = spawner_factory(landlock_fd.clone(), namespaces.as_ref())?;
         let spawner = threads::Spawner::start(&factory, &[])
             .map_err(|err| format!("starting the thread that clones commands: {err}"))?;
         let landlock_inherited = factory.in_domain();
         let (cgroups, cgroup) = cgroups::prepare(request.rlimits, factory);
         protections.push(cgroup);
-        let connect_allowed = seccomp.as_ref().and_then(|_| {
-            super::mediate::Allowed::new(&[workspace, private_tmp], netns.is_some())
-                .map(std::sync::Arc::new)
-                .map_err(|err| tracing::error!(cause = %err, "preparing the connect checks"))
-                .ok()
-        });
+        let connect_allowed = seccomp
+            .as_ref()
+            .filter(|filter| filter.notifies_connect())
+            .and_then(|_| {
+                super::mediate::Allowed::new(&[workspace, private.tmp], netns.is_some())
+                    .map(std::sync::Arc::new)
+                    .map_err(|err| tracing::error!(cause = %err, "preparing the connect checks"))
+                    .ok()
+            });
         Ok(Confinement {
             env,
             rlimits: request.rlimits,
@@ -198,9 +198,16 @@ impl Confinement {
         self.namespaces.as_ref().map(|ns| ns.init_pid)
     }
 
+    /// Whether commands run in a PID namespace of their own (whose numbering the API speaks).
+    pub fn pid_namespace(&self) -> bool {
+        self.namespaces.as_ref().is_some_and(|ns| ns.pid.is_some())
+    }
+
     /// Whether commands' `connect` calls come to the server for an answer (`--network none`).
     pub fn mediates_connect(&self) -> bool {
-        self.seccomp.is_some()
+        self.seccomp
+            .as_ref()
+            .is_some_and(seccomp::Filter::notifies_connect)
     }
 
     /// Where commands may connect, when `connect` is mediated.
@@ -239,13 +246,13 @@ impl Confinement {
             .as_ref()
             .filter(|_| !landlock_inherited && !self.landlock_inherited)
             .map(|fd| fd.as_raw_fd());
-        let seccomp = self.seccomp.as_deref().map(seccomp::Program::of);
+        let seccomp = self.seccomp.as_ref().map(seccomp::Filter::program);
         let netns = self.netns.as_ref().map(AsRawFd::as_raw_fd);
-        let mounts = self.namespaces.as_ref().map(namespaces::Namespaces::mnt_fd);
+        let mounts = self.namespaces.as_ref().map(namespaces::Namespaces::fds);
         let run_as = self.run_as;
         move || {
-            if let Some(namespace) = mounts {
-                namespaces::enter_mounts_in_child(namespace)?;
+            if let Some((user, mnt)) = mounts {
+                namespaces::enter_in_child(user, mnt)?;
             }
             if let Some(namespace) = netns {
                 netns::enter_in_child(namespace)?;
@@ -262,13 +269,137 @@ impl Confinement {
                 landlock::restrict_self(fd)?;
             }
             if let Some(program) = seccomp {
-                // No channel for the listener: refuse to run rather than run unfiltered.
-                let channel = listener_channel
-                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-                program.install_in_child(channel)?;
+                program.install_in_child(listener_channel)?;
             }
             Ok(())
         }
+    }
+}
+
+/// The commands' view of the files (see [`view`]).
+fn view_of(
+    request: &ConfineRequest,
+    workspace: &Path,
+    private: Private<'_>,
+    run_as: Option<(u32, u32)>,
+) -> view::View {
+    view::View::compute(&view::Request {
+        hide_homes: request.hide_homes,
+        workspace,
+        writable: &request.writable,
+        private: &[private.tmp.to_owned(), private.home.to_owned()],
+        hidden: &request.hidden,
+        read_only: &request.read_only,
+        run_as,
+    })
+}
+
+/// The commands' namespaces, where asked for and the host allows them, and the PID
+/// namespace's protection.
+fn make_namespaces(
+    request: &ConfineRequest,
+    workspace: &Path,
+    run_as: Option<(u32, u32)>,
+    view: &view::View,
+) -> Result<(Option<namespaces::Namespaces>, Protection), String> {
+    if !request.namespaces {
+        return Ok((
+            None,
+            protection(
+                ProtectionName::PidNamespace,
+                false,
+                "turned off (--no-pid-namespace): commands see every process of the host in /proc, and the files as the server does",
+            ),
+        ));
+    }
+    let mapping = namespaces::Mapping {
+        run_as,
+        paths: mapped_paths(run_as, workspace, &request.writable),
+        view: view.clone(),
+    };
+    namespaces::prepare(&mapping)
+}
+
+/// The factory of the threads that clone commands: in the commands' Landlock domain, and
+/// setting their children's PID namespace when there is one.
+fn spawner_factory(
+    landlock: Option<std::sync::Arc<OwnedFd>>,
+    namespaces: Option<&namespaces::Namespaces>,
+) -> Result<threads::Factory, String> {
+    let restrict = landlock.map(|ruleset| -> threads::Restrict {
+        Box::new(move || {
+            // SAFETY: prctl with integer arguments only; it applies to this thread.
+            check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+            landlock::restrict_self(ruleset.as_raw_fd())
+        })
+    });
+    let pid_ns = match namespaces.and_then(|ns| ns.pid.as_ref()) {
+        Some(pid) => {
+            Some(std::sync::Arc::new(pid.try_clone().map_err(|err| {
+                format!("keeping the PID namespace: {err}")
+            })?))
+        }
+        None => None,
+    };
+    threads::Factory::new(restrict, pid_ns)
+        .map_err(|err| format!("starting the commands' Landlock domain: {err}"))
+}
+
+/// What commands see of the operator's files: the homes, temporary folders, secrets and engine
+/// sockets hidden by the mount namespace, by Landlock, or both.
+fn hidden_home(
+    request: &ConfineRequest,
+    view: &view::View,
+    mounts: bool,
+    landlock: bool,
+) -> Protection {
+    let name = ProtectionName::HiddenHome;
+    if !request.hide_homes {
+        return protection(
+            name,
+            false,
+            "turned off (--show-homes or --files-anywhere: a task's container, whose homes are the image's): commands read every file their user may",
+        );
+    }
+    let shown: Vec<String> = view
+        .read_only
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let shown = if shown.is_empty() {
+        "no toolchain".to_owned()
+    } else {
+        format!("read-only: {}", shown.join(", "))
+    };
+    let hidden: Vec<String> = view.hide.iter().map(|p| p.display().to_string()).collect();
+    let hidden = hidden.join(", ");
+    match (mounts, landlock) {
+        (true, true) => protection(
+            name,
+            true,
+            format!(
+                "hidden from commands by their mount namespace (empty folders) and by Landlock (unreadable): {hidden}; shown again: the workspace, --writable paths, their private home and temporary folder, {shown}"
+            ),
+        ),
+        (true, false) => protection(
+            name,
+            true,
+            format!(
+                "hidden from commands by their mount namespace (empty folders): {hidden}; shown again: the workspace, --writable paths, their private home and temporary folder, {shown}"
+            ),
+        ),
+        (false, true) => protection(
+            name,
+            true,
+            format!(
+                "unreadable to commands by Landlock (no mount namespace here; names stay listable): {hidden}; readable again: the workspace, --writable paths, their private home and temporary folder, {shown}"
+            ),
+        ),
+        (false, false) => protection(
+            name,
+            false,
+            "neither a mount namespace nor Landlock here: commands read every file their user may, the operator's home included",
+        ),
     }
 }
 

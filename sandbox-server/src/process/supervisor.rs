@@ -326,7 +326,7 @@ impl Supervisor {
             .confinement
             .child_setup(listener_channel, landlock_inherited);
         // The parent as the child sees it: none (0) from inside the commands' PID namespace.
-        let server_pid = if self.inner.confinement.namespace_init().is_some() {
+        let server_pid = if self.inner.confinement.pid_namespace() {
             nix::unistd::Pid::from_raw(0)
         } else {
             nix::unistd::Pid::from_raw(self.inner.self_pid as i32)

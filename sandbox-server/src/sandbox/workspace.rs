@@ -7,6 +7,9 @@
 //! fail instead of escaping. `bash` is not confined by this module.
 
 mod dirs;
+mod trace;
+
+pub use trace::Traced;
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -220,7 +223,9 @@ impl Workspace {
         let result = (|| {
             let keep = existing.as_ref().map(|stat| stat.st_mode & 0o7777);
             if let Some(bits) = mode.or(keep) {
-                fchmod(&fd, Mode::from_bits_truncate(bits & 0o7777))?;
+                // Never set-id: a rewritten set-id file loses the bits, as a write by anyone
+                // but root would have cleared them.
+                fchmod(&fd, Mode::from_bits_truncate(bits & 0o1777))?;
             }
             let mut file = File::from(fd);
             let written = io::copy(&mut content, &mut file)?;

@@ -101,6 +101,46 @@ fn a_revoked_token_is_named_as_such() {
     ));
 }
 
+/// Issue 55: revoking a token revoked the token only; the tokens it minted stayed valid and
+/// minted more. Now the whole family goes, and a sibling minted by root stays.
+#[test]
+fn revoking_a_token_revokes_every_token_it_minted() {
+    let tokens = Tokens::new(root());
+    let parent = tokens
+        .mint(&Caller::Root, &request(&[Scope::Admin, Scope::Read], 100))
+        .unwrap();
+    let parent_caller = tokens.authenticate(Some(&bearer(&parent.token))).unwrap();
+    let child = tokens
+        .mint(&parent_caller, &request(&[Scope::Admin, Scope::Read], 50))
+        .unwrap();
+    let child_caller = tokens.authenticate(Some(&bearer(&child.token))).unwrap();
+    let grandchild = tokens
+        .mint(&child_caller, &request(&[Scope::Read], 40))
+        .unwrap();
+    let sibling = tokens
+        .mint(&Caller::Root, &request(&[Scope::Read], 100))
+        .unwrap();
+    let with_it = tokens.revoke(&parent.info.id).unwrap();
+    assert_eq!(
+        with_it,
+        vec![child.info.id.clone(), grandchild.info.id.clone()]
+    );
+    for token in [&parent, &child, &grandchild] {
+        assert_eq!(
+            tokens.authenticate(Some(&bearer(&token.token))),
+            Err(Refused::Revoked {
+                id: token.info.id.clone()
+            })
+        );
+    }
+    assert!(tokens.authenticate(Some(&bearer(&sibling.token))).is_ok());
+    // A request that passed the door before the revocation mints nothing after it.
+    let late = tokens
+        .mint(&child_caller, &request(&[Scope::Read], 10))
+        .unwrap_err();
+    assert!(late.to_string().contains("revoked"), "{late}");
+}
+
 #[test]
 fn the_store_keeps_hashes_across_a_restart_and_refuses_a_broken_file() {
     let dir = tempfile::tempdir().unwrap();

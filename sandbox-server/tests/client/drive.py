@@ -164,6 +164,8 @@ def files_routes():
     data = parsed(call("files", "list_dir", 200, path="data"), models.DirListing)
     assert sorted(entry.name for entry in data.entries) == ["blob.bin", "empty"], data
     parsed(call("files", "put_file", 422, path="data/x", body=types.File(payload=io.BytesIO(b"x")), mode="9"), models.ErrorResponse)
+    traced = parsed(call("files", "trace_path", 200, path="data/blob.bin"), models.PathInfo)
+    assert traced.leads_to is None and traced.kind == models.EntryKind.FILE, traced
 
 
 def _tar(files):

@@ -31,7 +31,9 @@ async fn health_needs_no_token_and_info_describes_the_server() {
             "landlock",
             "signal_scope",
             "devices",
+            "hidden_home",
             "network_none",
+            "no_set_id",
             "network_namespace",
             "cgroup"
         ]

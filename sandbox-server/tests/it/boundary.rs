@@ -213,6 +213,7 @@ async fn in_a_task_container_the_file_tools_reach_the_whole_file_system() {
     let options = common::Options {
         env: Vec::new(),
         token: false,
+        user: None,
         extra_args: [
             "--files-anywhere",
             "--network",

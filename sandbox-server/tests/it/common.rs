@@ -27,6 +27,9 @@ pub struct Options {
     pub extra_args: Vec<String>,
     /// Variables the server runs with, besides the test's own.
     pub env: Vec<(String, String)>,
+    /// Run the server as this user and group (a root test's ordinary user), the workspace and
+    /// the token folder given to it.
+    pub user: Option<u32>,
 }
 
 pub fn binary() -> PathBuf {
@@ -71,6 +74,14 @@ pub async fn start_with(options: Options) -> Server {
 pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server {
     let token_dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(binary());
+    if let Some(user) = options.user {
+        use std::os::unix::process::CommandExt;
+        for folder in [workspace.path(), token_dir.path()] {
+            std::os::unix::fs::chown(folder, Some(user), Some(user)).unwrap();
+        }
+        // std drops the supplementary groups of a root parent when it sets the user.
+        command.uid(user).gid(user);
+    }
     command
         .arg("serve")
         .arg("--workspace")
@@ -83,9 +94,15 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
         .stdout(Stdio::piped());
     let log = token_dir.path().join("server.log");
     command.stderr(std::fs::File::create(&log).expect("create the server's log"));
+    if let Some(user) = options.user {
+        std::os::unix::fs::chown(&log, Some(user), Some(user)).unwrap();
+    }
     let token = options.token.then(|| {
         let path = token_dir.path().join("token");
         std::fs::write(&path, format!("{TOKEN}\n")).unwrap();
+        if let Some(user) = options.user {
+            std::os::unix::fs::chown(&path, Some(user), Some(user)).unwrap();
+        }
         command.arg("--token-file").arg(&path);
         TOKEN.to_owned()
     });

@@ -139,6 +139,40 @@ async fn archive_bombs_and_empty_bodies_change_nothing() {
     assert_eq!(names, ["keep.txt"], "untouched, no staging folder left");
 }
 
+/// Issue 55: the archive of an empty workspace (an end marker of zeros) was refused when sent
+/// back, so a forked subagent of an empty workspace could not start. It is an empty workspace
+/// now, round trip; zeros past a few records, or any other byte, are still no archive.
+#[tokio::test]
+async fn the_archive_of_an_empty_workspace_round_trips() {
+    let server = common::start().await;
+    let empty = server.get_bytes("/v1/workspace/archive").await;
+    assert!(!empty.is_empty());
+    std::fs::write(server.path("left.txt"), "to go").unwrap();
+    let (status, body) = server
+        .request(reqwest::Method::PUT, "/v1/workspace/archive")
+        .body(empty)
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        std::fs::read_dir(server.workspace.path()).unwrap().count(),
+        0
+    );
+    for junk in [
+        vec![0u8; 1 << 20],
+        [vec![0u8; 1024], b"trailing".to_vec()].concat(),
+    ] {
+        std::fs::write(server.path("keep.txt"), "kept").unwrap();
+        let (status, body) = server
+            .request(reqwest::Method::PUT, "/v1/workspace/archive")
+            .body(junk)
+            .answer()
+            .await;
+        assert_eq!(status, 422, "{body}");
+        assert!(server.path("keep.txt").exists());
+    }
+}
+
 /// A command swaps a folder for a symlink to the token's folder, and a file for a FIFO, as fast
 /// as it can while snapshots are taken: no snapshot follows the link, none blocks on the FIFO.
 #[tokio::test]

@@ -230,7 +230,7 @@ async fn issue_24_an_unprivileged_user_gets_the_workspace_as_its_own() {
         &server,
         "id -u; stat -c %u given.txt; echo more >> given.txt && echo made > new.txt && \
          mkdir -p d/e && touch d/e/f && echo wrote; touch \"$HOME/.rc\" && echo home; \
-         cat /root/.bashrc 2>&1 | head -c 0; ls /root 2>&1 | grep -c denied",
+         test -r /root/.bashrc || echo 1",
     )
     .await;
     assert_eq!(answer, "65534\n65534\nwrote\nhome\n1\n");

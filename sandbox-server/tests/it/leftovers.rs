@@ -140,7 +140,9 @@ async fn commands_cannot_read_any_servers_state() {
                 json!({"cmd": format!("stat -c %a {mode_of} | sort -u")}),
             )
             .await;
-        assert_eq!(stat["stdout"], "700\n", "{mode_of}");
+        // Absent from the commands' view (issue 55), or there and private.
+        let mode = stat["stdout"].as_str().unwrap();
+        assert!(mode.is_empty() || mode == "700\n", "{mode_of}: {stat}");
     }
 }
 

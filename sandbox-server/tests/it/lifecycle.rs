@@ -30,6 +30,76 @@ fn refuses_a_non_loopback_address_without_a_token() {
     );
 }
 
+/// Issue 55: the server's own files are refused at start where commands write (a command
+/// emptied the audit log and swapped the client CA, after which a rogue certificate passed).
+#[test]
+fn the_servers_own_files_are_refused_where_commands_write() {
+    let workspace = tempfile::tempdir().unwrap();
+    let writable = tempfile::tempdir().unwrap();
+    let inside = workspace.path().join("sub");
+    std::fs::create_dir(&inside).unwrap();
+    std::fs::write(inside.join("token"), "a-token-of-sixteen-chars\n").unwrap();
+    std::fs::write(writable.path().join("ca.pem"), "not read").unwrap();
+    let cases = [
+        (
+            vec![
+                "--token-file".to_owned(),
+                inside.join("token").display().to_string(),
+            ],
+            "--token-file",
+        ),
+        // A file not made yet is judged by its folder.
+        (
+            vec![
+                "--audit-log".to_owned(),
+                inside.join("audit.jsonl").display().to_string(),
+            ],
+            "--audit-log",
+        ),
+        (
+            vec![
+                "--token-store".to_owned(),
+                inside.join("tokens.json").display().to_string(),
+            ],
+            "--token-store",
+        ),
+        (
+            vec![
+                "--writable".to_owned(),
+                writable.path().display().to_string(),
+                "--tls-cert".to_owned(),
+                writable.path().join("cert.pem").display().to_string(),
+                "--tls-key".to_owned(),
+                writable.path().join("key.pem").display().to_string(),
+                "--client-ca".to_owned(),
+                writable.path().join("ca.pem").display().to_string(),
+            ],
+            "--tls-cert",
+        ),
+    ];
+    for (args, flag) in cases {
+        let output = Command::new(common::binary())
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace.path())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?} should fail");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert!(
+            stderr.contains(flag) && stderr.contains("where commands write"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert!(
+        !inside.join("audit.jsonl").exists() && !inside.join("tokens.json").exists(),
+        "a refused start writes nothing"
+    );
+}
+
 #[test]
 fn bad_flags_are_named() {
     let stderr = serve_fails(&["--listen", "127.0.0.1:0", "--tools", "bash,rm"]);

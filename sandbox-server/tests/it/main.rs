@@ -29,6 +29,8 @@ mod errors;
 mod files;
 /// Generated and documented artefacts stay true: `proto-docs/openapi.json`, `proto-docs/curl.md`.
 mod generated;
+/// Issue 55: no command reads the homes, by any route; toolchains read-only; no set-id file.
+mod hidden;
 /// Hostile inputs: browsers, racing swappers, bombs, deep trees, odd names, sockets.
 mod hostile;
 /// Hostile workspace files and clients of the state routes: a file growing while snapshotted,

@@ -27,7 +27,8 @@ class Connection:
     """
 
     url: str
-    token: str | None = None
+    # Never in a repr: a logged or printed connection must not carry its bearer token.
+    token: str | None = field(default=None, repr=False)
     ca: str | None = None
     cert: str | None = None
     key: str | None = None

@@ -63,6 +63,9 @@ class AsyncSandbox:
         self.shells = Shells(self)
         self.tokens = Tokens(self)
 
+    def __repr__(self) -> str:
+        return f"AsyncSandbox({self.connection.url!r})"
+
     async def __aenter__(self) -> AsyncSandbox:
         return self
 

@@ -63,6 +63,9 @@ class Sandbox:
         self.shells = Shells(self)
         self.tokens = Tokens(self)
 
+    def __repr__(self) -> str:
+        return f"Sandbox({self.connection.url!r})"
+
     def __enter__(self) -> Sandbox:
         return self
 

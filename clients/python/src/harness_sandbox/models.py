@@ -191,6 +191,10 @@ class FilePutResponse(TypedDict):
     bytes_written: int
     created: bool
     """Whether the file did not exist before (the status is then 201)."""
+    notes: NotRequired[list[str]]
+    """What the server did otherwise than asked: set-user-id and set-group-id bits of `mode`
+    are never set (no file where commands run is set-id).
+    """
     path: str
 
 
@@ -393,6 +397,20 @@ OutputStream = Literal["stdout", "stderr", "pty"]
 """The stream a chunk of output came from."""
 
 
+class PathInfo(TypedDict):
+    """The answer of `GET /v1/paths/{path}`: where a path leads, its symlinks followed as the file
+    tools follow them. A command that reads the path reads what is there: the policy asks
+    before it lets `cat notes.txt` read a link to a home.
+    """
+    kind: NotRequired[dict[str, Any] | "EntryKind"]
+    leads_to: NotRequired[str | None]
+    """Where the path, or a symlink on its way, leads out of the workspace: an absolute path,
+    `..` resolved by name. Absent when it stays inside.
+    """
+    path: str
+    """The path as given."""
+
+
 class ProcessInfo(TypedDict):
     """A live process that the server started, directly or as a descendant of a command."""
     call_id: NotRequired[str | None]
@@ -459,7 +477,7 @@ class Protection(TypedDict):
     name: "ProtectionName"
 
 
-ProtectionName = Literal["process_group", "clean_environment", "resource_limits", "unprivileged_user", "landlock", "network_none", "network_namespace", "cgroup", "pid_namespace", "devices", "signal_scope", "not_dumpable"]
+ProtectionName = Literal["process_group", "clean_environment", "resource_limits", "unprivileged_user", "landlock", "network_none", "network_namespace", "cgroup", "pid_namespace", "devices", "signal_scope", "not_dumpable", "hidden_home", "no_set_id"]
 """The layers of containment a server reports."""
 
 
@@ -695,6 +713,10 @@ class TokenRevoked(TypedDict):
     id: str
     revoked: bool
     """Always true: the next request with the token is refused."""
+    with_it: NotRequired[list[str]]
+    """The tokens it minted, and those they minted, revoked with it: a token is valid only
+    while the one that minted it is.
+    """
 
 
 class ToolSpec(TypedDict):

@@ -12,14 +12,16 @@ pub const BASE_ENV: &[&str] = &[
     "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME", "SHELL",
 ];
 
-/// The environment every command gets, and its protection. Commands that run as another user
-/// (`run_as`) get the private temporary folder as their `HOME` too: the server's is not theirs.
+/// The environment every command gets, and its protection. Commands get a private `HOME`
+/// (`own_home`) when the server's is hidden from them or is not theirs (they run as another
+/// user); the toolchains of the hidden homes are then named by their variables (`toolchains`,
+/// `CARGO_HOME`, `RUSTUP_HOME`, …) unless the operator's environment names them already.
 pub fn prepare(
     allow: &[String],
     private_tmp: &Path,
-    run_as: Option<(u32, u32)>,
+    own_home: Option<&Path>,
+    toolchains: &[(String, String)],
 ) -> (Vec<(String, String)>, Protection) {
-    let own_home = run_as.is_some_and(|(uid, _)| uid != nix::unistd::geteuid().as_raw());
     if allow.iter().any(|name| name == "*") {
         return inherited(private_tmp, own_home);
     }
@@ -27,12 +29,17 @@ pub fn prepare(
         .iter()
         .map(|name| (*name).to_owned())
         .chain(allow.iter().cloned())
-        .filter(|name| !(own_home && name == "HOME"))
+        .filter(|name| !(own_home.is_some() && name == "HOME"))
         .filter_map(|name| std::env::var(&name).ok().map(|value| (name, value)))
         .collect();
     env.push(("TMPDIR".to_owned(), private_tmp.display().to_string()));
-    if own_home {
-        env.push(("HOME".to_owned(), private_tmp.display().to_string()));
+    if let Some(home) = own_home {
+        env.push(("HOME".to_owned(), home.display().to_string()));
+        for (name, value) in toolchains {
+            if !env.iter().any(|(set, _)| set == name) {
+                env.push((name.clone(), value.clone()));
+            }
+        }
     }
     let names: Vec<&str> = BASE_ENV
         .iter()
@@ -49,16 +56,18 @@ pub fn prepare(
 /// `--env-allow '*'` (a task's container, where the container is the boundary and its
 /// variables are the image's and the task's): every variable of the server's but its own
 /// settings (`SANDBOX_*`, `OTEL_*`, `RUST_LOG`).
-fn inherited(private_tmp: &Path, own_home: bool) -> (Vec<(String, String)>, Protection) {
+fn inherited(private_tmp: &Path, own_home: Option<&Path>) -> (Vec<(String, String)>, Protection) {
     let own = |name: &str| {
         name.starts_with("SANDBOX_") || name.starts_with("OTEL_") || name == "RUST_LOG"
     };
     let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(name, _)| !own(name) && name != "TMPDIR" && !(own_home && name == "HOME"))
+        .filter(|(name, _)| {
+            !own(name) && name != "TMPDIR" && !(own_home.is_some() && name == "HOME")
+        })
         .collect();
     env.push(("TMPDIR".to_owned(), private_tmp.display().to_string()));
-    if own_home {
-        env.push(("HOME".to_owned(), private_tmp.display().to_string()));
+    if let Some(home) = own_home {
+        env.push(("HOME".to_owned(), home.display().to_string()));
     }
     (
         env,

@@ -1,7 +1,9 @@
-//! Landlock: commands may write only beneath the workspace, the private temporary folder and
-//! `--writable` paths (and to the device nodes programs need), may not read the files of hidden
-//! paths nor any device node but those, and (ABI 6) may signal no process and connect to no
-//! abstract Unix socket outside their own domain. Executing is not handled, so it stays allowed.
+//! Landlock: commands may write only beneath the workspace, their private temporary folder and
+//! home, and `--writable` paths (and to the device nodes programs need), may not read the files
+//! of the paths their [`View`] hides (the homes, the server's own files, …) but those it shows
+//! again (the workspace, the toolchains, without their credential files), nor any device node
+//! but those, and (ABI 6) may signal no process and connect to no abstract Unix socket outside
+//! their own domain. Executing is not handled, so it stays allowed.
 
 #![allow(unsafe_code)] // the Landlock system calls have no safe wrapper in nix
 
@@ -12,7 +14,8 @@ use std::path::{Path, PathBuf};
 use nix::libc;
 use sandbox_protocol::{Protection, ProtectionName};
 
-use super::{ConfineRequest, check, protection};
+use super::view::View;
+use super::{ConfineRequest, Private, check, protection};
 
 /// The device nodes commands may open, beneath `/dev` (the folders `pts` and `shm` whole).
 pub const DEVICE_NODES: &[&str] = &[
@@ -34,7 +37,8 @@ pub struct Prepared {
 pub fn prepare(
     request: &ConfineRequest,
     workspace: &Path,
-    private_tmp: &Path,
+    private: Private<'_>,
+    view: &View,
     ns_root: Option<&Path>,
 ) -> Prepared {
     let name = ProtectionName::Landlock;
@@ -50,15 +54,19 @@ pub fn prepare(
     if !request.landlock {
         return off("turned off (--no-landlock)");
     }
-    let mut writable = vec![workspace.to_owned(), private_tmp.to_owned()];
+    let mut writable = vec![
+        workspace.to_owned(),
+        private.tmp.to_owned(),
+        private.home.to_owned(),
+    ];
     writable.extend(request.writable.iter().cloned());
-    let hidden: Vec<PathBuf> = request
-        .hidden
-        .iter()
-        .filter_map(|p| p.canonicalize().ok())
-        .collect();
-    // The private temporary folder lives inside the hidden state folders; it is read again.
-    let reread: Vec<PathBuf> = private_tmp.canonicalize().into_iter().collect();
+    let mut hidden: Vec<PathBuf> = view.all_hidden();
+    hidden.extend(view.blank.iter().cloned());
+    // What the view shows inside hidden folders is read again (the private folders live inside
+    // the hidden state folders; the workspace may be in a hidden home), but for the credential
+    // files of a shown toolchain.
+    let mut reread: Vec<PathBuf> = view.keep.clone();
+    reread.extend(punch(view.read_only.clone(), &view.blank));
     let devices = Devices::find(ns_root);
     match ruleset(&writable, &hidden, &reread, &devices) {
         Ok((fd, abi)) => Prepared {
@@ -181,7 +189,12 @@ const ACCESS_FS_READ_FILE: u64 = 1 << 2;
 /// starting from `/`, each ancestor of a hidden path is replaced by its other entries. (Entries
 /// created later inside such an ancestor are not readable; the hidden paths themselves never.)
 fn readable_roots(hidden: &[PathBuf]) -> Vec<PathBuf> {
-    let mut roots = vec![PathBuf::from("/")];
+    punch(vec![PathBuf::from("/")], hidden)
+}
+
+/// `roots` with every path of `hidden` punched out: a root that holds one is replaced by its
+/// other entries, down to the hidden path.
+fn punch(mut roots: Vec<PathBuf>, hidden: &[PathBuf]) -> Vec<PathBuf> {
     for target in hidden {
         let mut next = Vec::new();
         for root in roots {
@@ -197,8 +210,12 @@ fn readable_roots(hidden: &[PathBuf]) -> Vec<PathBuf> {
             for component in target.strip_prefix(&dir).expect("an ancestor").components() {
                 let child = dir.join(component);
                 if let Ok(entries) = std::fs::read_dir(&dir) {
+                    // A symlink is never a root: a rule is opened through it and would grant
+                    // its target whole (`/var/run` is `/run`, where a hidden path may lie);
+                    // the target has its own rule, or none, where it really is.
                     for entry in entries.flatten() {
-                        if entry.path() != child {
+                        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+                        if entry.path() != child && !link {
                             next.push(entry.path());
                         }
                     }
@@ -360,4 +377,33 @@ fn add_rule(ruleset: &OwnedFd, path: &Path, access: u64) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A symlink among the entries beside a hidden path would be opened, as a rule, through
+    /// its target: `/var/run` granted `/run`, and with it a hidden `/run/secrets`.
+    #[test]
+    fn a_symlink_beside_a_hidden_path_is_never_a_readable_root() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(root.join("run/secrets")).expect("mkdir");
+        std::fs::create_dir_all(root.join("var/lib")).expect("mkdir");
+        std::fs::create_dir_all(root.join("var/tmp")).expect("mkdir");
+        std::os::unix::fs::symlink(root.join("run"), root.join("var/run")).expect("link");
+        let roots = punch(
+            vec![root.clone()],
+            &[root.join("var/tmp"), root.join("run/secrets")],
+        );
+        assert!(roots.contains(&root.join("var/lib")), "{roots:?}");
+        assert!(!roots.contains(&root.join("var/run")), "{roots:?}");
+        assert!(
+            !roots
+                .iter()
+                .any(|r| r.starts_with(root.join("run/secrets"))),
+            "{roots:?}"
+        );
+    }
 }

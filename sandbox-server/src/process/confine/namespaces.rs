@@ -1,13 +1,21 @@
-//! A PID namespace and a mount namespace for the sandbox's commands, made once at start.
+//! The commands' namespaces, made once at start: a mount namespace with the commands' view of
+//! the files ([`super::view`]: homes hidden, the workspace shown, set-id bits not honoured), and,
+//! for a root server, a PID namespace.
 //!
-//! The server clones one helper, `sandbox-server pid-init`, with `CLONE_NEWPID | CLONE_NEWNS`:
-//! it is PID 1 of the new namespaces. In its mount namespace it mounts a `/proc` of that PID
-//! namespace (so commands list and read only the sandbox's own processes), a `/dev` that holds
-//! only the device nodes programs need, masks the kernel's memory and debug files, and, when
-//! commands run as another user, maps the server's files in the workspace to that user
-//! (`init`). Then it only reaps the orphans that come to it, and dies with the server
-//! (`PR_SET_PDEATHSIG`): when it dies, the kernel kills every process of the namespace, so no
-//! command outlives its server, whatever it did to its environment or its group.
+//! A root server clones one helper, `sandbox-server pid-init`, with `CLONE_NEWPID |
+//! CLONE_NEWNS`: it is PID 1 of the new namespaces. In its mount namespace it builds the view,
+//! mounts a `/proc` of that PID namespace (so commands list and read only the sandbox's own
+//! processes), a `/dev` that holds only the device nodes programs need, masks the kernel's
+//! memory and debug files, and, when commands run as another user, maps the server's files in
+//! the workspace to that user (`init`). Then it only reaps the orphans that come to it, and dies
+//! with the server (`PR_SET_PDEATHSIG`): when it dies, the kernel kills every process of the
+//! namespace, so no command outlives its server, whatever it did to its environment or its
+//! group.
+//!
+//! A server that is not root may make no PID namespace its spawner threads could enter; its
+//! init makes a user namespace of its own (the server's user mapped to itself) and the mount
+//! namespace in it, and sends both back over a socket. Commands then join the user namespace,
+//! then the mount namespace; they hold no capability there once they execute.
 //!
 //! Commands enter the namespaces without a new one each: the threads that clone them set their
 //! children's PID namespace once (`setns(CLONE_NEWPID)` changes only what the thread clones
@@ -20,7 +28,7 @@
 pub mod init;
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use nix::libc;
@@ -33,25 +41,31 @@ use super::{check, protection};
 pub struct Namespaces {
     /// The init: a child of the server, never a command's.
     pub init_pid: u32,
-    /// `/proc/<init>/ns/pid`, which the spawner threads set for their children.
-    pub pid: OwnedFd,
+    /// `/proc/<init>/ns/pid`, which the spawner threads set for their children (a root
+    /// server's only).
+    pub pid: Option<OwnedFd>,
+    /// The init's own user namespace, which each command joins first (a server that is not
+    /// root).
+    user: Option<OwnedFd>,
     /// `/proc/<init>/ns/mnt`, which each command enters.
     mnt: OwnedFd,
     /// The root of the commands' mount namespace, as the server reaches it
-    /// (`/proc/<init>/root`): where the commands' own `/proc` and `/dev/shm` are opened.
-    pub root: PathBuf,
+    /// (`/proc/<init>/root`): where the commands' own `/proc` and `/dev/shm` are opened (with a
+    /// PID namespace only: otherwise they are the host's).
+    pub root: Option<PathBuf>,
     /// The paths mapped so that the server's files there are the commands' user's.
     pub mapped: Vec<PathBuf>,
     /// The init's standard streams, held open for the server's whole life.
     _streams: (OwnedFd, OwnedFd),
 }
 
-/// What the commands' mount namespace should map: the commands' user, and the paths where the
-/// server's own files should look like that user's.
+/// What the commands' mount namespace should hold: the commands' user, the paths where the
+/// server's own files should look like that user's, and the view of the files.
 #[derive(Debug, Clone, Default)]
 pub struct Mapping {
     pub run_as: Option<(u32, u32)>,
     pub paths: Vec<PathBuf>,
+    pub view: super::view::View,
 }
 
 /// Makes the namespaces, or says why not. A failure to map a path that needs it is an error
@@ -59,6 +73,20 @@ pub struct Mapping {
 /// protection not in force.
 pub fn prepare(mapping: &Mapping) -> Result<(Option<Namespaces>, Protection), String> {
     let name = ProtectionName::PidNamespace;
+    if !nix::unistd::geteuid().is_root() {
+        return match start_own_user(mapping) {
+            Ok(namespaces) => Ok((
+                Some(namespaces),
+                protection(
+                    name,
+                    false,
+                    "the server is not root: commands have a user and a mount namespace of its own, but no PID namespace (they see the host's processes in /proc; Landlock keeps them from tracing or signalling any outside the sandbox)",
+                ),
+            )),
+            Err(Failure::Refused(why)) => Ok((None, protection(name, false, why))),
+            Err(Failure::Mapping(why)) => Err(why),
+        };
+    }
     match start(mapping) {
         Ok(namespaces) => {
             let detail = format!(
@@ -79,18 +107,34 @@ enum Failure {
     Mapping(String),
 }
 
+/// The init's command line.
+fn init_args(mapping: &Mapping, own_user: bool) -> Vec<String> {
+    let mut args = vec!["pid-init".to_owned()];
+    let mut push = |flag: &str, paths: &[PathBuf]| {
+        for path in paths {
+            args.push(format!("--{flag}"));
+            args.push(path.display().to_string());
+        }
+    };
+    push("hide", &mapping.view.all_hidden());
+    push("keep", &mapping.view.keep);
+    push("read-only", &mapping.view.read_only);
+    push("hide", &mapping.view.blank);
+    if let Some((uid, gid)) = mapping.run_as {
+        push("map", &mapping.paths);
+        args.push("--run-as".to_owned());
+        args.push(format!("{uid}:{gid}"));
+    }
+    if own_user {
+        args.push("--own-user".to_owned());
+    }
+    args
+}
+
 fn start(mapping: &Mapping) -> Result<Namespaces, Failure> {
     let refused = |what: &str, err: std::io::Error| Failure::Refused(format!("{what}: {err}"));
     let program = c"/proc/self/exe";
-    let mut args = vec!["pid-init".to_owned()];
-    if let Some((uid, gid)) = mapping.run_as {
-        args.push("--run-as".to_owned());
-        args.push(format!("{uid}:{gid}"));
-        for path in &mapping.paths {
-            args.push("--map".to_owned());
-            args.push(path.display().to_string());
-        }
-    }
+    let args = init_args(mapping, false);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let command = super::super::spawn::Command::new(program, &args, [], Path::new("/"))
         .map_err(|err| refused("preparing the namespaces' init", err))?;
@@ -142,15 +186,100 @@ fn start(mapping: &Mapping) -> Result<Namespaces, Failure> {
     };
     Ok(Namespaces {
         init_pid: pid,
-        pid: pid_ns,
+        pid: Some(pid_ns),
+        user: None,
         mnt: mnt_ns,
-        root: PathBuf::from(format!("/proc/{pid}/root")),
+        root: Some(PathBuf::from(format!("/proc/{pid}/root"))),
         mapped: mapping
             .run_as
             .map(|_| mapping.paths.clone())
             .unwrap_or_default(),
         _streams: (stdout, stderr),
     })
+}
+
+/// A server that is not root: the init, started plainly, makes its own user namespace and the
+/// mount namespace in it, and sends them back over its standard input, a Unix socket.
+fn start_own_user(mapping: &Mapping) -> Result<Namespaces, Failure> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    let refused = |what: &str, err: std::io::Error| Failure::Refused(format!("{what}: {err}"));
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|err| refused("a socket for the namespaces' init", err.into()))?;
+    let args = init_args(mapping, true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let command = super::super::spawn::Command::new(c"/proc/self/exe", &args, [], Path::new("/"))
+        .map_err(|err| refused("preparing the namespaces' init", err))?;
+    let stdio = super::super::spawn::Stdio::Pipes {
+        stdin: theirs.as_raw_fd(),
+    };
+    let child = super::super::spawn::spawn_with(&command, stdio, &mut || Ok(()), 0)
+        .map_err(|err| refused("starting the namespaces' init", err))?;
+    drop(theirs);
+    let pid = child.pid;
+    let (stdout, stderr) = child
+        .output
+        .ok_or_else(|| Failure::Refused("the init has no pipes".to_owned()))?;
+    if let Err(why) = read_status(&stdout) {
+        reap(pid);
+        return Err(if why.starts_with(init::MAPPING_ERROR) {
+            Failure::Mapping(why)
+        } else {
+            Failure::Refused(format!(
+                "no user namespace for commands could be made ({why}); the host may forbid unprivileged user namespaces (user.max_user_namespaces, kernel.unprivileged_userns_clone, kernel.apparmor_restrict_unprivileged_userns), or a container's seccomp profile refuses them"
+            ))
+        });
+    }
+    let (user, mnt) = match receive_namespaces(&ours) {
+        Ok(pair) => pair,
+        Err(err) => {
+            kill(pid);
+            return Err(refused("receiving the init's namespaces", err));
+        }
+    };
+    Ok(Namespaces {
+        init_pid: pid,
+        pid: None,
+        user: Some(user),
+        mnt,
+        root: None,
+        mapped: Vec::new(),
+        _streams: (stdout, stderr),
+    })
+}
+
+/// The user and the mount namespace the init sent, in that order.
+fn receive_namespaces(socket: &OwnedFd) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+    let message = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for control in message.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(received) = control {
+            // SAFETY: the kernel just gave these descriptors to this process.
+            fds.extend(
+                received
+                    .into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    let mut fds = fds.into_iter();
+    match (fds.next(), fds.next()) {
+        (Some(user), Some(mnt)) => Ok((user, mnt)),
+        _ => Err(std::io::Error::other("the init sent no namespaces")),
+    }
 }
 
 /// The init's first line: `ready`, or why it could not set the namespaces up.
@@ -189,14 +318,12 @@ fn reap(pid: u32) {
 }
 
 impl Namespaces {
-    /// The mount namespace's descriptor, for the child to enter.
-    pub fn mnt_fd(&self) -> RawFd {
-        self.mnt.as_raw_fd()
-    }
-
-    /// A path of the commands' view, as the server reaches it.
-    pub fn inside(&self, path: &Path) -> PathBuf {
-        self.root.join(path.strip_prefix("/").unwrap_or(path))
+    /// The namespaces' descriptors, for the child to enter: the user namespace (if any) first.
+    pub fn fds(&self) -> (Option<RawFd>, RawFd) {
+        (
+            self.user.as_ref().map(AsRawFd::as_raw_fd),
+            self.mnt.as_raw_fd(),
+        )
     }
 }
 
@@ -208,9 +335,15 @@ pub fn set_children_namespace(pid_ns: RawFd) -> std::io::Result<()> {
     check(unsafe { libc::setns(pid_ns, libc::CLONE_NEWPID) })
 }
 
-/// In the child: enters the commands' mount namespace (which moves the working directory to its
-/// root; the child enters its folder again afterwards).
-pub fn enter_mounts_in_child(mnt_ns: RawFd) -> std::io::Result<()> {
+/// In the child: joins the init's user namespace, if any (the child is single-threaded and has
+/// a file-system context of its own, as the kernel requires), then enters the commands' mount
+/// namespace (which moves the working directory to its root; the child enters its folder
+/// again afterwards).
+pub fn enter_in_child(user_ns: Option<RawFd>, mnt_ns: RawFd) -> std::io::Result<()> {
+    if let Some(user_ns) = user_ns {
+        // SAFETY: setns with a descriptor prepared before the clone; async-signal-safe.
+        check(unsafe { libc::setns(user_ns, libc::CLONE_NEWUSER) })?;
+    }
     // SAFETY: setns with a descriptor prepared before the clone; async-signal-safe.
     check(unsafe { libc::setns(mnt_ns, libc::CLONE_NEWNS) })
 }

@@ -43,20 +43,18 @@ pub fn prepare(run_as: Option<(u32, u32)>) -> (Option<(u32, u32)>, Protection) {
 }
 
 /// Whether commands that run as `uid`:`gid` (no supplementary group) can work in `workspace`:
-/// enter every folder on the way to it, and write in it unless it is `mapped` to them. An
-/// answer that names the folder that stops them otherwise.
-pub fn check_reach(workspace: &Path, uid: u32, gid: u32, mapped: bool) -> Result<(), String> {
+/// enter every folder on the way to it (unless their mount namespace made it `reachable`), and
+/// write in it unless it is `mapped` to them. An answer that names the folder that stops them
+/// otherwise.
+pub fn check_reach(
+    workspace: &Path,
+    uid: u32,
+    gid: u32,
+    mapped: bool,
+    reachable: bool,
+) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
-    let allowed = |meta: &std::fs::Metadata, bit: u32| {
-        let mode = meta.mode();
-        if meta.uid() == uid {
-            mode & (bit << 6) != 0
-        } else if meta.gid() == gid {
-            mode & (bit << 3) != 0
-        } else {
-            mode & bit != 0
-        }
-    };
+    let allowed = |meta: &std::fs::Metadata, bit: u32| super::view::allowed(meta, uid, gid, bit);
     let workspace = workspace
         .canonicalize()
         .map_err(|err| format!("the workspace {}: {err}", workspace.display()))?;
@@ -69,7 +67,7 @@ pub fn check_reach(workspace: &Path, uid: u32, gid: u32, mapped: bool) -> Result
             meta.gid()
         )
     };
-    for folder in workspace.ancestors() {
+    for folder in workspace.ancestors().filter(|_| !reachable) {
         let meta =
             std::fs::metadata(folder).map_err(|err| format!("{}: {err}", folder.display()))?;
         if !allowed(&meta, 0o1) {

@@ -23,7 +23,7 @@ impl Supervisor {
     /// outside it, such as the server), or `host` itself when they have no namespace of their
     /// own. Every pid the API shows is in this numbering. Blocking: reads `/proc`.
     pub fn public_pid(&self, host: u32) -> u32 {
-        if self.inner.confinement.namespace_init().is_none() {
+        if !self.inner.confinement.pid_namespace() {
             return host;
         }
         match proc_fs::innermost_pid(host) {
@@ -35,7 +35,7 @@ impl Supervisor {
     /// The host pid of the live process of this server's tree that commands see as `public`.
     /// Blocking: reads `/proc`.
     pub fn host_pid(&self, public: u32) -> Option<u32> {
-        if self.inner.confinement.namespace_init().is_none() {
+        if !self.inner.confinement.pid_namespace() {
             return Some(public);
         }
         self.commands_tree()

@@ -30,6 +30,10 @@ pub(super) enum Tripped {
 pub(super) struct Budget {
     finding: Cell<Option<u64>>,
     tripped: Cell<Option<Tripped>>,
+    /// Bytes read so far, and whether any of them was not zero: an archive of no entries is an
+    /// empty one (a tar end marker, zeros) only when nothing else was read.
+    read: Cell<u64>,
+    not_zero: Cell<bool>,
 }
 
 impl Budget {
@@ -45,6 +49,11 @@ impl Budget {
 
     pub(super) fn tripped(&self) -> Option<Tripped> {
         self.tripped.get()
+    }
+
+    /// Whether every byte read so far was zero, and how many there were.
+    pub(super) fn zeros(&self) -> Option<u64> {
+        (!self.not_zero.get()).then(|| self.read.get())
     }
 }
 
@@ -89,6 +98,12 @@ impl<R: Read> Read for Guard<R> {
         let most = usize::try_from(most).unwrap_or(buf.len()).min(buf.len());
         let n = self.inner.read(&mut buf[..most])?;
         let counted = n as u64;
+        self.budget
+            .read
+            .set(self.budget.read.get().saturating_add(counted));
+        if !self.budget.not_zero.get() && buf[..n].iter().any(|b| *b != 0) {
+            self.budget.not_zero.set(true);
+        }
         if counted > self.left {
             return Err(self.cut(Tripped::Total(self.total)));
         }

@@ -57,8 +57,9 @@ async fn the_audit_log_holds_every_request_by_certificate_and_token_and_no_secre
         minted["id"].as_str().unwrap(),
     );
     let secret_command = "echo the-secret-argument";
+    // The tool's name percent-encoded: the line names the tool that ran all the same.
     let ran = client
-        .post(server.url("/v1/tools/bash"))
+        .post(server.url("/v1/tools/b%61sh"))
         .bearer_auth(token)
         .header("sandbox-call-id", "call-audit-1")
         .json(&json!({ "cmd": secret_command }))

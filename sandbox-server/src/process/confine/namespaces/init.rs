@@ -1,21 +1,34 @@
-//! `sandbox-server pid-init`: PID 1 of the commands' namespaces.
+//! `sandbox-server pid-init`: the init of the commands' namespaces.
 //!
-//! It runs as a fresh, single-threaded program (the server clones it into the new namespaces
-//! and it executes this binary), so it may allocate and call anything. In order: die with the
-//! server, become undumpable, keep the host's mounts from leaking either way, map the server's
-//! files under the given paths to the commands' user, mount a `/proc` of this PID namespace
-//! with the kernel's memory and debug files masked, mount a `/dev` with only the nodes programs
-//! need, say `ready`, and reap orphans until it is killed. The first line on standard output is
-//! the server's answer: `ready`, or what failed.
+//! It runs as a fresh, single-threaded program (the server clones it and it executes this
+//! binary), so it may allocate and call anything. A root server clones it into a new PID and
+//! mount namespace; a server that is not root starts it plainly, and it makes a user namespace
+//! of its own (its user mapped to itself, so commands that join it hold no privilege there) and
+//! a mount namespace in it. In order: die with the server, become undumpable, keep the host's
+//! mounts from leaking either way, take copies of what commands see again (the workspace, with
+//! the server's files mapped to the commands' user where asked, never honouring set-id bits;
+//! the toolchains, read-only), hide the homes and the rest of the [`View`](super::super::view)
+//! under empty read-only file systems, put the copies back at their own paths, then (in a PID
+//! namespace) mount a `/proc` of it with the kernel's memory and debug files masked and a `/dev`
+//! with only the nodes programs need, say `ready`, and reap orphans until it is killed. The
+//! first line on standard output is the server's answer: `ready`, or what failed. A server that
+//! is not root cannot open this process's namespaces through `/proc` (it is not dumpable), so
+//! they are sent over standard input, a Unix socket, before `ready`.
 
 #![allow(unsafe_code)] // mount API system calls without a wrapper, prctl, sigtimedwait
 
-use std::ffi::CString;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::libc;
+
+mod mounts;
+
+use mounts::{
+    MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, attach, copy_tree, mount, open_path,
+};
 
 /// The line that says the namespaces are ready.
 pub const READY: &str = "ready";
@@ -28,6 +41,15 @@ pub struct InitSpec {
     /// The commands' user: the server's files (uid and gid 0) under `map` become this user's.
     pub run_as: Option<(u32, u32)>,
     pub map: Vec<PathBuf>,
+    /// The server is not root: make a user namespace of its own first, and no PID namespace
+    /// (`/proc` and `/dev` stay the host's).
+    pub own_user: bool,
+    /// Hidden paths: a folder under an empty read-only tmpfs, a file under an empty file.
+    pub hide: Vec<PathBuf>,
+    /// Shown again read-write at their own path, set-id bits not honoured.
+    pub keep: Vec<PathBuf>,
+    /// Shown again read-only at their own path.
+    pub read_only: Vec<PathBuf>,
 }
 
 /// The device nodes commands may open, bound from the host's `/dev`.
@@ -58,11 +80,19 @@ const PROC_READ_ONLY: &[&str] = &["sys", "irq", "bus", "fs"];
 pub fn run(spec: &InitSpec) -> i32 {
     let mut stdout = std::io::stdout().lock();
     // SAFETY: prctl with integer arguments.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    if !spec.own_user {
+        // A process that is not dumpable cannot write its own uid map (its /proc files become
+        // root's): a server that is not root has the init do this once the map is written.
+        not_dumpable();
     }
-    if let Err(why) = set_up(spec) {
+    if let Err(why) = set_up(spec).and_then(|()| {
+        if spec.own_user {
+            send_namespaces().map_err(|err| format!("sending the namespaces to the server: {err}"))
+        } else {
+            Ok(())
+        }
+    }) {
         let _ = writeln!(stdout, "{why}");
         return 1;
     }
@@ -79,8 +109,12 @@ pub fn run(spec: &InitSpec) -> i32 {
 }
 
 fn set_up(spec: &InitSpec) -> Result<(), String> {
-    mount(None, "/", None, libc::MS_REC | libc::MS_SLAVE, None)
+    if spec.own_user {
+        own_user_namespace().map_err(|err| format!("making a user namespace: {err}"))?;
+    }
+    mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|err| format!("making the mounts private: {err}"))?;
+    let null = open_path(Path::new("/dev/null")).map_err(|err| format!("/dev/null: {err}"))?;
     // The host's device nodes, reached before a new /dev hides them.
     let devices: Vec<(&str, OwnedFd)> = DEVICES
         .iter()
@@ -91,19 +125,54 @@ fn set_up(spec: &InitSpec) -> Result<(), String> {
         })
         .collect();
     let pts = open_path(Path::new("/dev/pts")).ok();
-    // First: the mapping child's pid below is this namespace's, which only this /proc knows.
-    mount_proc().map_err(|err| format!("mounting /proc: {err}"))?;
-    if let Some((uid, gid)) = spec.run_as {
-        let userns = mapping_namespace(uid, gid)
-            .map_err(|err| format!("{MAPPING_ERROR}: making the uid map for {uid}:{gid}: {err}"))?;
-        for path in &spec.map {
-            map_path(path, &userns).map_err(|err| {
-                format!(
-                    "{MAPPING_ERROR} {}: the server's files there cannot be made uid {uid}'s (an idmapped mount: {err}); run commands as the workspace's owner (--run-as), or put the workspace on a file system that supports idmapped mounts",
-                    path.display()
-                )
-            })?;
+    if !spec.own_user {
+        // First: the mapping child's pid below is this namespace's, which only this /proc knows.
+        mount_proc().map_err(|err| format!("mounting /proc: {err}"))?;
+    }
+    let userns = match spec.run_as {
+        Some((uid, gid)) => Some(mapping_namespace(uid, gid).map_err(|err| {
+            format!("{MAPPING_ERROR}: making the uid map for {uid}:{gid}: {err}")
+        })?),
+        None => None,
+    };
+    let shown = copies(spec, userns.as_ref())?;
+    let mut steps: Vec<Step<'_>> = spec.hide.iter().map(|path| Step::Hide(path)).collect();
+    steps.extend(shown.iter().map(|(path, tree)| Step::Show(path, tree)));
+    // Outer paths first: a shown path inside a hidden one appears after it is hidden, and a
+    // hidden path inside a shown one is hidden in the copy put back.
+    steps.sort_by_key(Step::order);
+    let mut hiders = Vec::new();
+    for step in &steps {
+        match step {
+            Step::Hide(path) => {
+                if let Some(tmpfs) =
+                    hide(path, &null).map_err(|err| format!("hiding {}: {err}", path.display()))?
+                {
+                    hiders.push(tmpfs);
+                }
+            }
+            Step::Show(path, tree) => show(path, tree)
+                .map_err(|err| format!("showing {} again: {err}", path.display()))?,
         }
+    }
+    for folder in &hiders {
+        // Read-only once the folders to put the shown paths in were made.
+        mount(
+            None,
+            &folder.to_string_lossy(),
+            None,
+            libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC,
+            None,
+        )
+        .map_err(|err| format!("making {} read-only: {err}", folder.display()))?;
+    }
+    if spec.own_user {
+        return Ok(());
     }
     mount_dev(&devices, pts.as_ref()).map_err(|err| format!("mounting /dev: {err}"))?;
     for dir in MASKED_DIRS {
@@ -119,6 +188,145 @@ fn set_up(spec: &InitSpec) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// One change to the commands' view of the files.
+enum Step<'a> {
+    Hide(&'a Path),
+    Show(&'a Path, &'a OwnedFd),
+}
+
+impl Step<'_> {
+    /// Shallower paths first; at the same path, hiding before showing.
+    fn order(&self) -> (usize, u8) {
+        match self {
+            Step::Hide(path) => (path.components().count(), 0),
+            Step::Show(path, _) => (path.components().count(), 1),
+        }
+    }
+}
+
+/// A user namespace in which this process's user and group are mapped to themselves, then a
+/// mount namespace in it: this process holds every capability there (until it would execute
+/// another program, which it never does); commands that join hold none, as their user is not
+/// the namespace's root.
+fn own_user_namespace() -> std::io::Result<()> {
+    let (uid, gid) = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    // SAFETY: unshare with flags only.
+    super::super::check(unsafe { libc::unshare(libc::CLONE_NEWUSER) })?;
+    std::fs::write("/proc/self/setgroups", "deny")?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    not_dumpable();
+    // SAFETY: unshare with flags only.
+    super::super::check(unsafe { libc::unshare(libc::CLONE_NEWNS) })
+}
+
+fn not_dumpable() {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+}
+
+/// Sends this process's user and mount namespaces over standard input (a Unix socket the
+/// server holds the other end of), since the server may not open them through `/proc`.
+fn send_namespaces() -> std::io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let user = std::fs::File::open("/proc/self/ns/user")?;
+    let mnt = std::fs::File::open("/proc/self/ns/mnt")?;
+    let fds = [user.as_raw_fd(), mnt.as_raw_fd()];
+    let iov = [std::io::IoSlice::new(b"n")];
+    sendmsg::<()>(
+        0,
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    Ok(())
+}
+
+/// Detached copies of the paths shown again, taken before anything is hidden: read-write ones
+/// never honour set-id bits or device nodes, and are mapped to the commands' user where the
+/// server asked; read-only ones are read-only.
+fn copies(spec: &InitSpec, userns: Option<&OwnedFd>) -> Result<Vec<(PathBuf, OwnedFd)>, String> {
+    let mut copies = Vec::new();
+    for path in &spec.keep {
+        let mapped = spec.map.contains(path);
+        let idmap = userns.filter(|_| mapped);
+        let tree = copy_tree(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, idmap).map_err(|err| {
+            if mapped {
+                format!(
+                    "{MAPPING_ERROR} {}: the server's files there cannot be made the commands' user's (an idmapped mount: {err}); run commands as the workspace's owner (--run-as), or put the workspace on a file system that supports idmapped mounts",
+                    path.display()
+                )
+            } else {
+                format!("copying the mount of {}: {err}", path.display())
+            }
+        })?;
+        copies.push((path.clone(), tree));
+    }
+    for path in &spec.read_only {
+        let tree = copy_tree(
+            path,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            None,
+        )
+        .map_err(|err| format!("copying the mount of {}: {err}", path.display()))?;
+        copies.push((path.clone(), tree));
+    }
+    Ok(copies)
+}
+
+/// Hides `path`: a folder under an empty tmpfs (returned, to be made read-only later), a file
+/// or socket under the empty `/dev/null`. A path no longer in the view (inside a folder hidden
+/// before) is left.
+fn hide(path: &Path, null: &OwnedFd) -> std::io::Result<Option<PathBuf>> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(None);
+    };
+    let target = path.to_string_lossy();
+    if meta.is_dir() {
+        mount(
+            Some("tmpfs"),
+            &target,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some("mode=755,size=1m,nr_inodes=4096"),
+        )?;
+        Ok(Some(path.to_owned()))
+    } else {
+        let source = format!("/proc/self/fd/{}", null.as_raw_fd());
+        mount(Some(&source), &target, None, libc::MS_BIND, None)?;
+        Ok(None)
+    }
+}
+
+/// Puts a copy back at `path`, making the folders on the way (inside a hidden tmpfs) first.
+fn show(path: &Path, tree: &OwnedFd) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_err() {
+        let is_dir = {
+            // SAFETY: a zeroed stat buffer is valid; fstat fills it.
+            let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: a descriptor of ours and a valid buffer.
+            super::super::check(unsafe { libc::fstat(tree.as_raw_fd(), &mut stat) })?;
+            stat.st_mode & libc::S_IFMT == libc::S_IFDIR
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(parent)?;
+        }
+        if is_dir {
+            std::fs::DirBuilder::new().mode(0o755).create(path)?;
+        } else {
+            std::fs::File::create(path)?;
+        }
+    }
+    attach(tree, path)
 }
 
 /// A `/proc` of this PID namespace, its memory and debug files masked, its tunables read-only.
@@ -262,130 +470,6 @@ fn mapping_namespace(uid: u32, gid: u32) -> std::io::Result<OwnedFd> {
         return finish(Err(err));
     }
     finish(std::fs::File::open(format!("/proc/{child}/ns/user")).map(OwnedFd::from))
-}
-
-// The new mount API (include/uapi/linux/mount.h).
-const OPEN_TREE_CLONE: libc::c_uint = 1;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
-const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-/// Replaces `path` in this mount namespace by an idmapped copy of itself.
-fn map_path(path: &Path, userns: &OwnedFd) -> std::io::Result<()> {
-    let c_path = c_path(path)?;
-    // SAFETY: a NUL-terminated path; the flags are the documented ones.
-    let tree = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            c_path.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE,
-        )
-    };
-    if tree < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor.
-    let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_IDMAP,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: userns.as_raw_fd() as u64,
-    };
-    // SAFETY: a valid attribute struct of the size passed, on the descriptor above.
-    let set = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if set < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: moves the detached tree above onto `path`.
-    let moved = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_FDCWD,
-            c_path.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    };
-    if moved < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn open_path(path: &Path) -> std::io::Result<OwnedFd> {
-    let c_path = c_path(path)?;
-    // SAFETY: a NUL-terminated path.
-    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: just opened.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn c_path(path: &Path) -> std::io::Result<CString> {
-    CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL in a path"))
-}
-
-fn mount(
-    source: Option<&str>,
-    target: &str,
-    fstype: Option<&str>,
-    flags: libc::c_ulong,
-    data: Option<&str>,
-) -> std::io::Result<()> {
-    let to_c = |text: &str| {
-        CString::new(text).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "a NUL in a mount argument",
-            )
-        })
-    };
-    let source = source.map(to_c).transpose()?;
-    let target = to_c(target)?;
-    let fstype = fstype.map(to_c).transpose()?;
-    let data = data.map(to_c).transpose()?;
-    let ptr = |value: &Option<CString>| value.as_ref().map_or(std::ptr::null(), |v| v.as_ptr());
-    // SAFETY: NUL-terminated strings or null pointers, as mount(2) takes them.
-    let mounted = unsafe {
-        libc::mount(
-            ptr(&source),
-            target.as_ptr(),
-            ptr(&fstype),
-            flags,
-            ptr(&data).cast(),
-        )
-    };
-    if mounted < 0 {
-        let err = std::io::Error::last_os_error();
-        return Err(std::io::Error::new(
-            err.kind(),
-            format!("{}: {err}", target.to_string_lossy()),
-        ));
-    }
-    Ok(())
 }
 
 /// PID 1's work: reap whatever ends, until the server's death ends this process (and with it,
