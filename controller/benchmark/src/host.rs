@@ -15,6 +15,9 @@ use sandbox_protocol::{BashArgs, EntryKind};
 use super::container::Exec;
 use runtime::sandbox::SandboxClient;
 
+/// A container's files changed against its image: each path, and how.
+pub type ContainerChanges = Vec<(String, sandbox_protocol::ChangeKind)>;
+
 /// The author-side operations on a task's main container.
 pub trait TaskHost: Send + Sync {
     /// Runs `bash -c script` from the working folder with `env` (as `user` where the host can
@@ -60,6 +63,9 @@ pub trait TaskHost: Send + Sync {
     /// What the task's egress proxy judged under the policy in force, by host (none without a
     /// proxy).
     fn egress_decisions(&self) -> BoxFuture<'_, Vec<event_log::EgressRecord>>;
+    /// The main container's files changed against its image, as its engine lists them; `None`
+    /// where no engine can be asked (a pod reached through its server).
+    fn changes(&self) -> BoxFuture<'_, Failed<Option<crate::host::ContainerChanges>>>;
 }
 
 /// `DELETE /v1/processes?include_running=true` on a task's server, as (pid, command) pairs.
@@ -333,6 +339,10 @@ impl TaskHost for ApiHost {
 
     fn egress_decisions(&self) -> BoxFuture<'_, Vec<event_log::EgressRecord>> {
         Box::pin(async { Vec::new() })
+    }
+
+    fn changes(&self) -> BoxFuture<'_, Failed<Option<crate::host::ContainerChanges>>> {
+        Box::pin(async { Ok(None) })
     }
 }
 

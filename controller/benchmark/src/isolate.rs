@@ -43,6 +43,9 @@ pub struct Baseline {
     saved: Vec<(&'static str, Option<Vec<u8>>)>,
     /// Paths that could not be saved, with why.
     unguarded: Vec<String>,
+    /// The container's changes against its image before the agent ran, `None` where they
+    /// cannot be listed (see [`crate::runtime_changes`]).
+    changes: Option<Vec<(String, ChangeKind)>>,
 }
 
 /// One entry of a guarded path.
@@ -68,6 +71,13 @@ impl Baseline {
                     .unguarded
                     .push(format!("{path}: {}", describe(&err))),
             }
+        }
+        match host.changes().await {
+            Ok(changes) => baseline.changes = changes,
+            Err(err) => baseline.unguarded.push(format!(
+                "what runs the tests (the container's changes): {}",
+                describe(&err)
+            )),
         }
         baseline
     }
@@ -302,17 +312,45 @@ pub async fn isolate(
     }
     let calls = calls_naming_guarded_paths(log_dir);
     let egress = host.egress_decisions().await;
+    let runtime = runtime_changes(host, baseline, &mut unguarded).await;
     Ok(VerifierIsolated {
         egress,
         step: step.map(str::to_owned),
         processes_ended,
-        tampered: !changes.is_empty() || calls.iter().any(|c| c.write),
+        tampered: !changes.is_empty() || !runtime.is_empty() || calls.iter().any(|c| c.write),
+        runtime,
         changes,
         calls,
         restored,
         unguarded,
         duration_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// What the agent's phase changed in what runs the tests, outside the guarded paths; what
+/// could not be compared is said in `unguarded`.
+async fn runtime_changes(
+    host: &dyn TaskHost,
+    baseline: &Baseline,
+    unguarded: &mut Vec<String>,
+) -> Vec<GuardedChange> {
+    let Some(before) = &baseline.changes else {
+        unguarded.push(
+            "what runs the tests (programs on PATH, site-packages, the dynamic linker, libraries): not compared, as this host cannot list the container's changes".to_owned(),
+        );
+        return Vec::new();
+    };
+    match host.changes().await {
+        Ok(Some(after)) => crate::runtime_changes::found(before, &after),
+        Ok(None) => Vec::new(),
+        Err(err) => {
+            unguarded.push(format!(
+                "what runs the tests (the container's changes): {}",
+                describe(&err)
+            ));
+            Vec::new()
+        }
+    }
 }
 
 /// Puts the guarded paths back as the image had them, with no evidence taken: between a

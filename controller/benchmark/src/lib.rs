@@ -9,7 +9,8 @@
 //! - [`container`]: a task's containers with `sandbox-server` injected; [`host`]: the
 //!   author-side steps, there or through a server already in the task's image.
 //! - [`isolate`]: between the agent and the verifier, its processes ended and the verifier's
-//!   folders put back, with the evidence of tampering; [`verify`]: the verifier, its reward
+//!   folders put back, with the evidence of tampering ([`runtime_changes`]: what the agent
+//!   changed in what runs the tests); [`verify`]: the verifier, its reward
 //!   files and Terminal-Bench 1's parsers.
 //! - [`agents`]: the oracle and the nop agent, played as models.
 //! - [`publish`]: `harness images build`: images ahead of a run, pushed, with a Kubernetes
@@ -46,6 +47,7 @@ pub mod publish;
 pub mod rerun;
 pub mod results;
 pub mod run;
+pub mod runtime_changes;
 pub mod tb1;
 mod trial;
 pub mod verify;

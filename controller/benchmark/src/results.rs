@@ -535,13 +535,20 @@ fn trial_log(read: &Read, trial_name: &str) -> String {
     }
     for isolated in read.isolated.iter().filter(|i| i.tampered) {
         lines.push(format!(
-            "tampering{}: {} paths changed, {} calls named the verifier's folders",
+            "tampering{}: {} paths changed, {} calls named the verifier's folders, {} changes to what runs the tests{}",
             isolated
                 .step
                 .as_ref()
                 .map_or_else(String::new, |s| format!(" (step {s})")),
             isolated.changes.len(),
-            isolated.calls.len()
+            isolated.calls.len(),
+            isolated.runtime.len(),
+            if isolated.runtime.is_empty() {
+                String::new()
+            } else {
+                let paths: Vec<&str> = isolated.runtime.iter().take(5).map(|c| c.path.as_str()).collect();
+                format!(" ({})", paths.join(", "))
+            }
         ));
     }
     if let Some((ts, finished)) = &read.finished {

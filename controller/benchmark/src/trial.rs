@@ -317,7 +317,14 @@ impl Rounds<'_> {
                 isolated.processes_ended.len()
             ));
         }
-        if isolated.tampered {
+        if !isolated.runtime.is_empty() {
+            let paths: Vec<&str> = isolated.runtime.iter().map(|c| c.path.as_str()).collect();
+            observer.note(&format!(
+                "warning: the agent changed what runs the tests ({}): the verifier runs over them, and the trial is marked tampered",
+                paths.join(", ")
+            ));
+        }
+        if isolated.tampered && (!isolated.changes.is_empty() || isolated.runtime.is_empty()) {
             let paths: Vec<&str> = isolated.changes.iter().map(|c| c.path.as_str()).collect();
             observer.note(&format!(
                 "warning: the agent tampered with the verifier's folders ({}): put back as the image had them",

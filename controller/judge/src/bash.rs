@@ -17,7 +17,8 @@ pub mod readonly;
 use std::collections::HashMap;
 
 pub use danger::{Finding, findings, plants_download_and_run, repository_metadata};
-pub use git::{repo_config_runs_programs, start_folder};
+pub use git::{repo_config_runs_programs, repo_config_runs_programs_at, start_folder};
+pub(crate) use options::{operands, pattern_positions};
 pub use readonly::{ReadOnly, default_read_only};
 
 use super::paths::normalize;

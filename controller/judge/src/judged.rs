@@ -166,6 +166,10 @@ mod tests {
             Box::pin(async { GitDir::Missing })
         }
 
+        fn leads_out<'a>(&'a self, _path: &'a str) -> BoxFuture<'a, Option<String>> {
+            Box::pin(async { None })
+        }
+
         fn process<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<ProcessView>> {
             Box::pin(async move {
                 let (cmd, cwd) = match id {

@@ -60,6 +60,14 @@ impl Policy for Pipeline {
                     }
                     _ => ruling,
                 };
+                let ruling = match call.workspace {
+                    Some(workspace)
+                        if ruling.verdict == Verdict::Allow && !ruling.operands.is_empty() =>
+                    {
+                        link_check(ruling, workspace).await
+                    }
+                    _ => ruling,
+                };
                 let reason = ruling.provenance.clone();
                 let decision = match ruling.verdict {
                     Verdict::Deny => Decision::Deny(reason),
@@ -96,12 +104,37 @@ impl Policy for Pipeline {
 async fn repository_check(ruling: Ruling, workspace: &dyn Workspace) -> Ruling {
     for folder in &ruling.repositories {
         if let Some(why) = repository_runs_programs(workspace, folder).await {
-            return Ruling {
-                verdict: Verdict::Ask,
-                provenance: format!("built-in: {why}"),
-                repositories: Vec::new(),
-            };
+            return Ruling::new(Verdict::Ask, format!("built-in: {why}"));
         }
+    }
+    ruling
+}
+
+/// An allowed command stays allowed only when none of the workspace paths it reads leads out
+/// of the workspace through a symlink (`notes.txt -> ~/.ssh/id_rsa`): the sandbox says where
+/// each leads; out to a credential is denied, out anywhere else is for a person.
+async fn link_check(ruling: Ruling, workspace: &dyn Workspace) -> Ruling {
+    for operand in &ruling.operands {
+        let Some(target) = workspace.leads_out(operand).await else {
+            continue;
+        };
+        let provenance = match paths::credential_path(&target)
+            .or_else(|| paths::credential_ancestor(&target))
+        {
+            Some(place) => (
+                Verdict::Deny,
+                format!(
+                    "built-in: reads a credential location ({place}) through a link: {operand} leads to {target}"
+                ),
+            ),
+            None => (
+                Verdict::Ask,
+                format!(
+                    "built-in: reads through a link out of the workspace: {operand} leads to {target}"
+                ),
+            ),
+        };
+        return Ruling::new(provenance.0, provenance.1);
     }
     ruling
 }
@@ -116,9 +149,28 @@ async fn repository_runs_programs(workspace: &dyn Workspace, folder: &str) -> Op
             format!("{folder}/")
         };
         match workspace.git_dir(&folder).await {
-            GitDir::Folder(config) => {
-                return bash::repo_config_runs_programs(&config).map(|key| {
-                    format!("the repository's config ({place}.git/config) has {key}, which could run a program")
+            GitDir::Folder { config, more } => {
+                // How deep each git folder lies below the workspace root, for the relative
+                // `core.worktree` of a submodule.
+                let depth = |path: &str| {
+                    let base = if folder == "." {
+                        0
+                    } else {
+                        folder.split('/').count()
+                    };
+                    base + 1 + path.split('/').count().saturating_sub(1)
+                };
+                if let Some(key) = bash::repo_config_runs_programs_at(&config, depth("config")) {
+                    return Some(format!(
+                        "the repository's config ({place}.git/config) has {key}, which could run a program or read outside the workspace"
+                    ));
+                }
+                // A submodule's or a worktree's config is read by the same commands
+                // (`git status` recurses into submodules).
+                return more.iter().find_map(|(path, text)| {
+                    bash::repo_config_runs_programs_at(text, depth(path)).map(|key| {
+                        format!("{place}.git/{path} has {key}, which could run a program or read outside the workspace")
+                    })
                 });
             }
             GitDir::File => return Some(format!("{place}.git is a file pointing elsewhere")),

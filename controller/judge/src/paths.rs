@@ -189,12 +189,23 @@ pub fn credential_ancestor(raw: &str) -> Option<String> {
         if !expanded.starts_with('/') || expanded.contains(['$', '`', '*', '?', '[', '{']) {
             return None;
         }
-        let folder = normalize(&expanded);
+        let folder = any_home_folder(&normalize(&expanded));
         if let Some(store) = stores::below(&folder, &home) {
             return Some(store.to_owned());
         }
     }
     None
+}
+
+/// `/home/NAME/…` as `/home/user/…`: every home is a home.
+fn any_home_folder(folder: &str) -> String {
+    match folder.strip_prefix("/home/") {
+        Some(rest) if !rest.is_empty() => match rest.split_once('/') {
+            Some((_, below)) => format!("/home/user/{below}"),
+            None => "/home/user".to_owned(),
+        },
+        _ => folder.to_owned(),
+    }
 }
 
 /// `{a,b}` alternatives, outermost first (nested braces expand in turn).

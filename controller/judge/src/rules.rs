@@ -80,6 +80,10 @@ pub struct Ruling {
     /// An allow that holds only if the git repositories found from these folders (relative to
     /// the workspace root) run no programs from their config: read-only git commands.
     pub repositories: Vec<String>,
+    /// An allow that holds only if none of these workspace paths (relative to its root), which
+    /// the allowed commands read, leads out of the workspace through a symlink: the sandbox is
+    /// asked where each leads, as the file tools' `read_file` already resolves.
+    pub operands: Vec<String>,
 }
 
 impl Ruling {
@@ -88,6 +92,7 @@ impl Ruling {
             verdict,
             provenance: provenance.into(),
             repositories: Vec::new(),
+            operands: Vec::new(),
         }
     }
 }

@@ -439,7 +439,12 @@ impl Walker<'_> {
                 if !extra.is_empty() {
                     self.unknown(node, "words after a compound command's redirect");
                 }
-                self.analysis.compound_redirects.extend(redirects);
+                self.analysis
+                    .compound_redirects
+                    .extend(redirects.iter().cloned());
+                // Judged as a command of its own too (`while …; done < ~/.ssh/id_rsa` reads
+                // the key; `{ …; } > /dev/sda` writes the disk), in the folder it runs in.
+                self.push(Vec::new(), Vec::new(), redirects);
                 self.statement(body, depth + 1);
             }
             // `> f` alone truncates f.

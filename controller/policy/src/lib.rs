@@ -111,8 +111,13 @@ pub enum GitDir {
     Missing,
     /// `.git` is a file (`gitdir: …` points elsewhere).
     File,
-    /// A folder; its `config`'s text (empty when it has none).
-    Folder(String),
+    /// A folder; its `config`'s text (empty when it has none), and the other configs git reads
+    /// from there (`modules/*/config` of submodules, `worktrees/*/config.worktree`,
+    /// `config.worktree`), each with its path.
+    Folder {
+        config: String,
+        more: Vec<(String, String)>,
+    },
     /// The folder itself is a bare repository (`HEAD`, `objects/` or `refs/`, as git finds
     /// one); its `config`'s text.
     Bare(String),
@@ -129,6 +134,11 @@ pub trait Workspace: Send + Sync {
 
     /// A process started by id (`exec`, the `shell` tool's shell), when there is one.
     fn process<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<ProcessView>>;
+
+    /// Where a workspace path (relative to its root) leads out of the workspace, when it or a
+    /// symlink on its way does (an absolute path); `None` when it stays inside, or when the
+    /// sandbox cannot say.
+    fn leads_out<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Option<String>>;
 }
 
 /// What the policy knows of a process started by id.

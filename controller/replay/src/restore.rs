@@ -192,7 +192,15 @@ pub fn write_state_within(
         }
     }
     for (path, version) in state.iter().filter(|(_, v)| v.kind == EntryKind::Symlink) {
-        match target.symlink(path, version.target.as_deref().unwrap_or("")) {
+        let link = version.target.as_deref().unwrap_or("");
+        if leads_out(path, link) {
+            // A link out of the folder would let whatever writes there later write elsewhere.
+            restored.notes.push(format!(
+                "{path}: the symlink to {link:?} was left out: it leads out of the restored folder"
+            ));
+            continue;
+        }
+        match target.symlink(path, link) {
             Ok(()) => restored.n_symlinks += 1,
             Err(err) => restored
                 .problems
@@ -202,6 +210,33 @@ pub fn write_state_within(
     set_modes(state, &target);
     verify(state, &target, &mut restored);
     Ok(restored)
+}
+
+/// Whether a symlink at `path` (relative to the restored folder) to `link` leads out of it: an
+/// absolute target, or one whose `..` climb above the folder, read from the link's own folder.
+/// (Links through other links are judged by name: each of those is judged the same way.)
+pub fn leads_out(path: &str, link: &str) -> bool {
+    if link.starts_with('/') || link.is_empty() {
+        return true;
+    }
+    let mut depth = path
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .count()
+        .saturating_sub(1) as i64;
+    for component in link.split('/') {
+        match component {
+            "" | "." => {}
+            ".." => {
+                depth -= 1;
+                if depth < 0 {
+                    return true;
+                }
+            }
+            _ => depth += 1,
+        }
+    }
+    false
 }
 
 /// Refuses a state whose files come to more than `max` bytes, each file counted at the real

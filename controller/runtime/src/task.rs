@@ -342,7 +342,11 @@ impl TaskFile {
         if task.prompt.trim().is_empty() {
             invalid!("{}: prompt: must not be empty", path.display());
         }
-        let base = path.parent().unwrap_or(Path::new("."));
+        // Absolute, so that a relative path already rebased here is never joined to the
+        // file's folder a second time (a dataset named by a relative path).
+        let parent = path.parent().unwrap_or(Path::new("."));
+        let base = std::path::absolute(parent).unwrap_or_else(|_| parent.to_owned());
+        let base = base.as_path();
         let rebase = |p: &mut PathBuf| {
             if p.is_relative() {
                 *p = base.join(&*p);

@@ -69,6 +69,9 @@ impl AtStep {
         }
         let template = layers.join("at-step");
         let restored = restore::write_state(dir, state, &template)?;
+        for note in &restored.notes {
+            display.note(note);
+        }
         if !restored.problems.is_empty() {
             anyhow::bail!(
                 "the workspace at step {} cannot be rebuilt exactly: {}",

@@ -271,9 +271,37 @@ async fn rules_decide_before_the_classifier_with_their_provenance() {
 
 /// A read-only git command is allowed only while the repository's own config runs nothing:
 /// a planted `core.fsmonitor` turns `git status` into an ask, which nobody is here to answer.
+/// Issue 55: so does a `core.worktree` that leads out of the workspace (`git diff` of a home),
+/// and a program in a submodule's config, which `git status` reads too.
 #[tokio::test(flavor = "multi_thread")]
 async fn git_is_allowed_only_in_a_repository_whose_config_runs_nothing() {
-    for planted in [false, true] {
+    // (name, the config planted: its file and text, the decision's rule)
+    type Case<'a> = (&'a str, Option<(&'a str, &'a str)>, &'a str);
+    let cases: [Case<'_>; 4] = [
+        ("clean", None, "read-only git status"),
+        (
+            "fsmonitor",
+            Some((
+                ".git/config",
+                "[core]\n\tfsmonitor = \"touch MARKER; false\"\n",
+            )),
+            "built-in: the repository's config (.git/config) has core.fsmonitor, which could run a program or read outside the workspace",
+        ),
+        (
+            "worktree",
+            Some((".git/config", "[core]\n\tworktree = /root\n")),
+            "built-in: the repository's config (.git/config) has core.worktree = /root, which could run a program or read outside the workspace",
+        ),
+        (
+            "submodule",
+            Some((
+                ".git/modules/lib/sub/config",
+                "[core]\n\tfsmonitor = \"touch MARKER; false\"\n",
+            )),
+            "built-in: .git/modules/lib/sub/config has core.fsmonitor, which could run a program or read outside the workspace",
+        ),
+    ];
+    for (name, planted, rule) in cases {
         let double = ModelDouble::start().await;
         double.push_json(ev_chat(
             None,
@@ -290,34 +318,91 @@ async fn git_is_allowed_only_in_a_repository_whose_config_runs_nothing() {
             .unwrap();
         assert!(init.success());
         let marker = workspace.path().join("fsmonitor-ran");
-        if planted {
-            let config = workspace.path().join(".git/config");
-            let mut text = std::fs::read_to_string(&config).unwrap();
-            text.push_str(&format!(
-                "[core]\n\tfsmonitor = \"touch {}; false\"\n",
-                marker.display()
-            ));
-            std::fs::write(&config, text).unwrap();
+        if let Some((file, text)) = planted {
+            let path = workspace.path().join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let mut config = std::fs::read_to_string(&path).unwrap_or_default();
+            config.push_str(&text.replace("MARKER", &marker.display().to_string()));
+            std::fs::write(&path, config).unwrap();
         }
         let run = common::run(
             chat_run(&double, workspace.path(), &["--no-classifier"]),
             Duration::from_secs(60),
         )
         .await;
-        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
         let decision = &policy_events(&run)[0];
-        if planted {
-            assert_eq!(decision["decision"], "ask", "{decision}");
-            assert_eq!(
-                decision["rule"],
-                "built-in: the repository's config (.git/config) has core.fsmonitor, which could run a program"
-            );
-        } else {
-            assert_eq!(decision["decision"], "allow", "{decision}");
-            assert_eq!(decision["rule"], "read-only git status");
-        }
-        assert!(!marker.exists(), "git never ran the planted program");
+        let expected = if planted.is_some() { "ask" } else { "allow" };
+        assert_eq!(decision["decision"], expected, "{name}: {decision}");
+        assert_eq!(decision["rule"], rule, "{name}");
+        assert!(
+            !marker.exists(),
+            "{name}: git never ran the planted program"
+        );
     }
+}
+
+/// Issue 55: a workspace link to a credential was read by an allowed command while
+/// `read_file` of the same path was refused; the policy now asks the sandbox where each path
+/// an allowed command reads leads.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowed_command_reading_through_a_link_out_of_the_workspace_is_judged_by_its_target() {
+    let double = ModelDouble::start().await;
+    double.push_json(ev_chat(
+        None,
+        &[
+            ("c1", "bash", r#"{"cmd": "cat notes.txt"}"#),
+            ("c2", "bash", r#"{"cmd": "grep -r . docs/keys/"}"#),
+            ("c3", "bash", r#"{"cmd": "cat shared/data.csv"}"#),
+            ("c4", "bash", r#"{"cmd": "cat README.md"}"#),
+        ],
+        10,
+        10,
+    ));
+    double.push_json(ev_chat(Some("done"), &[], 10, 10));
+    let workspace = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("data.csv"), "a,b\n").unwrap();
+    std::fs::write(workspace.path().join("README.md"), "hello\n").unwrap();
+    std::os::unix::fs::symlink("/root/.ssh/id_rsa", workspace.path().join("notes.txt")).unwrap();
+    std::fs::create_dir(workspace.path().join("docs")).unwrap();
+    std::os::unix::fs::symlink("/root/.ssh", workspace.path().join("docs/keys")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), workspace.path().join("shared")).unwrap();
+    let run = common::run(
+        chat_run(&double, workspace.path(), &["--no-classifier"]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let decisions = policy_events(&run);
+    let verdicts: Vec<(String, String)> = decisions
+        .iter()
+        .map(|d| {
+            (
+                d["decision"].as_str().unwrap_or_default().to_owned(),
+                d["rule"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(verdicts.len(), 4, "{verdicts:?}");
+    assert_eq!(verdicts[0].0, "deny", "{verdicts:?}");
+    assert!(
+        verdicts[0]
+            .1
+            .contains("notes.txt leads to /root/.ssh/id_rsa"),
+        "{verdicts:?}"
+    );
+    assert_eq!(verdicts[1].0, "deny", "{verdicts:?}");
+    assert!(
+        verdicts[1].1.contains("docs/keys leads to /root/.ssh"),
+        "{verdicts:?}"
+    );
+    assert_eq!(verdicts[2].0, "ask", "{verdicts:?}");
+    assert!(
+        verdicts[2].1.contains("link out of the workspace"),
+        "{verdicts:?}"
+    );
+    assert_eq!(verdicts[3].0, "allow", "{verdicts:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

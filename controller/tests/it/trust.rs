@@ -327,6 +327,31 @@ async fn issue_24_host_side_keys_of_a_dataset_are_refused_unless_trusted() {
     assert_eq!(trusted.code, 0, "{}", trusted.stderr);
 }
 
+/// Issue 55: a dataset named by a relative path refused its own files: the task file's
+/// relative `workspace.dir` was joined to the file's folder twice, so it seemed to lie outside.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dataset_named_by_a_relative_path_uses_its_own_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = dir.path().join("ds");
+    std::fs::create_dir_all(dataset.join("work")).unwrap();
+    std::fs::write(dataset.join("work/given.txt"), "given\n").unwrap();
+    std::fs::write(dataset.join("script.yaml"), "turns:\n  - text: done\n").unwrap();
+    std::fs::write(
+        dataset.join("t.yaml"),
+        "prompt: hi\nmodel: {name: 'script:script.yaml'}\nworkspace: {dir: work}\ncheck: test -f given.txt\n",
+    )
+    .unwrap();
+    let mut command = common::command(&["batch", "--out", "out", "ds"]);
+    command.current_dir(dir.path());
+    let run = common::run(command, Duration::from_secs(60)).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        !run.stderr.contains("outside the dataset"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// `git` in `repo`, as a test's commit author; its output.
 fn git(repo: &Path, args: &[&str]) -> String {
     let output = std::process::Command::new("git")

@@ -266,4 +266,32 @@ impl crate::host::TaskHost for TaskEnvironment {
     fn egress_decisions(&self) -> futures::future::BoxFuture<'_, Vec<event_log::EgressRecord>> {
         Box::pin(self.egress_in_force())
     }
+
+    fn changes(
+        &self,
+    ) -> futures::future::BoxFuture<'_, Failed<Option<crate::host::ContainerChanges>>> {
+        Box::pin(async move {
+            use bollard::models::ChangeType;
+            use sandbox_protocol::ChangeKind;
+            let changes = self
+                .docker
+                .container_changes(&self.main_id)
+                .await
+                .doing("listing the task container's changes")?
+                .unwrap_or_default();
+            Ok(Some(
+                changes
+                    .into_iter()
+                    .map(|change| {
+                        let kind = match change.kind {
+                            ChangeType::_0 => ChangeKind::Modified,
+                            ChangeType::_1 => ChangeKind::Added,
+                            ChangeType::_2 => ChangeKind::Deleted,
+                        };
+                        (change.path, kind)
+                    })
+                    .collect(),
+            ))
+        })
+    }
 }

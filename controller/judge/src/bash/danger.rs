@@ -192,13 +192,21 @@ fn credentials(command: &Command, out: &mut Findings) {
             } else {
                 out.deny(format!("reads a credential location ({place})"));
             }
-        } else if let Some(place) = recursive_reach(command, index, word) {
-            if metadata {
-                out.ask(format!("lists a folder that holds credentials ({place})"));
-            } else {
-                out.deny(format!("reads a folder that holds credentials ({place})"));
-            }
+        } else if let Some(walked) = recursive_reach(command, index, word) {
+            walked.judge(metadata, out);
         }
+    }
+    // A walker given no folder walks the one it runs in (`cd ~ && rg -uu KEY`).
+    if !command
+        .argv
+        .iter()
+        .enumerate()
+        .any(|(i, w)| operand(command, &patterns, i, w))
+        && let Some(walked) = walks(command)
+            .then(|| walked_store(".", &command.cwd))
+            .flatten()
+    {
+        walked.judge(metadata, out);
     }
     for (_, value) in &command.assignments {
         if let Some(place) = reaches(value, &command.cwd) {
@@ -219,33 +227,104 @@ fn credentials(command: &Command, out: &mut Findings) {
     }
 }
 
-/// A folder holding credentials given to a command that walks folders (`grep -r KEY ~`).
-fn recursive_reach(command: &Command, index: usize, word: &Word) -> Option<String> {
-    if index == 0 || word.text().starts_with('-') {
-        return None;
+/// A folder holding credentials that a command which walks folders is given (`grep -r KEY ~`,
+/// or `.` after `cd ~`): surely (deny), or maybe, from a folder the rules do not know (ask).
+enum Walked {
+    Surely(String),
+    Maybe(String),
+}
+
+impl Walked {
+    fn judge(self, metadata: bool, out: &mut Findings) {
+        match (self, metadata) {
+            (Walked::Surely(place), true) => {
+                out.ask(format!("lists a folder that holds credentials ({place})"));
+            }
+            (Walked::Surely(place), false) => {
+                out.deny(format!("reads a folder that holds credentials ({place})"));
+            }
+            (Walked::Maybe(place), _) => out.ask(format!(
+                "walks a folder the rules cannot place, which may hold credentials ({place}, if it is a home)"
+            )),
+        }
     }
+}
+
+/// Whether the command walks the folders it is given.
+fn walks(command: &Command) -> bool {
     let args = command.args();
-    let walks = match command.program()? {
-        "grep" | "egrep" | "fgrep" => {
+    match command.program() {
+        Some("grep" | "egrep" | "fgrep") => {
             has_short(args, 'r', "efmABCdD")
                 || has_short(args, 'R', "efmABCdD")
                 || has_long(args, "--recursive")
         }
-        "cp" | "scp" => {
+        Some("cp" | "scp") => {
             has_short(args, 'r', "")
                 || has_short(args, 'R', "")
                 || has_short(args, 'a', "")
                 || has_long(args, "--recursive")
         }
-        "ls" => has_short(args, 'R', "") || has_long(args, "--recursive"),
-        "rg" | "ag" | "ack" | "tar" | "zip" | "7z" | "rsync" | "find" | "du" | "tree"
-        | "rclone" | "ln" | "fd" | "fdfind" => true,
+        Some("ls") => has_short(args, 'R', "") || has_long(args, "--recursive"),
+        Some(
+            "rg" | "ag" | "ack" | "tar" | "zip" | "7z" | "rsync" | "find" | "du" | "tree"
+            | "rclone" | "ln" | "fd" | "fdfind",
+        ) => true,
         _ => false,
-    };
-    if !walks {
+    }
+}
+
+/// Whether the word at `index` is a path the command is given: not the program, an option, a
+/// pattern, nor an option's value.
+fn operand(command: &Command, patterns: &[usize], index: usize, word: &Word) -> bool {
+    if index == 0 || patterns.contains(&index) || word.text().starts_with('-') {
+        return false;
+    }
+    let previous = command.argv[index - 1].text();
+    let valued = [
+        "-m", "-A", "-B", "-C", "-d", "-D", "-g", "-t", "-T", "-j", "-M", "-E", "-f",
+    ];
+    !valued.contains(&previous)
+}
+
+/// A folder holding credentials given to a command that walks folders.
+fn recursive_reach(command: &Command, index: usize, word: &Word) -> Option<Walked> {
+    if index == 0 || word.text().starts_with('-') || !walks(command) {
         return None;
     }
-    paths::credential_ancestor(word.text())
+    walked_store(word.text(), &command.cwd)
+}
+
+/// The credential store a walk from `operand` reaches, the operand joined to the command's
+/// folder as the shell would: known (`cd ~ && grep -r . .`), inside the workspace (its own
+/// files), or from a folder the rules do not know (then as from a home, and from the root).
+fn walked_store(operand: &str, cwd: &Cwd) -> Option<Walked> {
+    let text = operand.trim_matches(['"', '\'']);
+    let relative = !text.is_empty() && !text.starts_with(['/', '~', '$', '`']);
+    if !relative {
+        return paths::credential_ancestor(operand).map(Walked::Surely);
+    }
+    let unknown_from = |path: &str| {
+        let rest = path.trim_start_matches("../").trim_start_matches("..");
+        [format!("~/{rest}"), format!("/{rest}")]
+            .iter()
+            .find_map(|candidate| paths::credential_ancestor(candidate))
+            .map(Walked::Maybe)
+    };
+    match cwd {
+        Cwd::Inside(folder) => {
+            let joined = normalize(&format!("{folder}/{text}"));
+            if joined == ".." || joined.starts_with("../") {
+                unknown_from(&joined)
+            } else {
+                None
+            }
+        }
+        Cwd::At(folder) => {
+            paths::credential_ancestor(&normalize(&format!("{folder}/{text}"))).map(Walked::Surely)
+        }
+        Cwd::Elsewhere | Cwd::Unknown => unknown_from(&normalize(text)),
+    }
 }
 
 /// `$API_KEY`, `${GITHUB_TOKEN}` and the like, anywhere in the command.

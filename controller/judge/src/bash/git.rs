@@ -427,6 +427,13 @@ fn canonical_header(header: &str) -> bool {
 /// What a repository's config (`.git/config`'s text) has that could make a read-only git
 /// command run a program or read more config; `None` when there is nothing.
 pub fn repo_config_runs_programs(text: &str) -> Option<String> {
+    repo_config_runs_programs_at(text, usize::MAX)
+}
+
+/// As [`repo_config_runs_programs`], for a config in a git folder `depth` folders below the
+/// workspace root: a relative `core.worktree` that climbs no higher than the root stays in the
+/// workspace (a submodule's `worktree = ../../../sub`).
+pub fn repo_config_runs_programs_at(text: &str, depth: usize) -> Option<String> {
     if let Some(why) = not_canonical(text) {
         return Some(why);
     }
@@ -464,13 +471,60 @@ pub fn repo_config_runs_programs(text: &str) -> Option<String> {
         if is_program_key(&key) || key.eq_ignore_ascii_case("extensions.worktreeconfig") {
             return Some(key);
         }
+        // `core.worktree` moves the work tree git reads (`git diff` of a home): anything but a
+        // plain folder below the repository's is for a person.
+        if key.eq_ignore_ascii_case("core.worktree") {
+            let value = line
+                .split_once('=')
+                .map_or("", |(_, v)| v.trim().trim_matches('"'));
+            if worktree_leaves(value, depth) {
+                return Some(format!("core.worktree = {value}"));
+            }
+        }
     }
     None
+}
+
+/// Whether a `core.worktree` value, read from a git folder `depth` folders below the workspace
+/// root, names a folder outside the workspace (or one the rules cannot place).
+fn worktree_leaves(value: &str, depth: usize) -> bool {
+    if value.is_empty() || value.starts_with(['/', '~', '$', '`']) || value.contains('\\') {
+        return true;
+    }
+    let mut depth = depth as i128;
+    for component in value.split('/') {
+        match component {
+            "" | "." => {}
+            ".." => {
+                depth -= 1;
+                if depth < 0 {
+                    return true;
+                }
+            }
+            _ => depth += 1,
+        }
+    }
+    false
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 55: `core.worktree` pointed the allowed `git diff` at the home; a submodule's own
+    /// worktree, which climbs to its folder in the workspace, stays allowed.
+    #[test]
+    fn a_worktree_outside_the_workspace_is_named() {
+        let main = "[core]\n\tworktree = /home/op\n";
+        assert_eq!(
+            repo_config_runs_programs(main).as_deref(),
+            Some("core.worktree = /home/op")
+        );
+        let sub = "[core]\n\tworktree = ../../../lib/sub\n";
+        assert_eq!(repo_config_runs_programs_at(sub, 3), None);
+        assert!(repo_config_runs_programs_at(sub, 2).is_some());
+        assert!(repo_config_runs_programs_at("[core]\nworktree = ../../..\n", 1).is_some());
+    }
 
     #[test]
     fn keys_match_with_subsections() {

@@ -361,38 +361,43 @@ fn carried_code(command: &Command, code: &mut Vec<(String, String)>, unknown: &m
     }
 }
 
-/// `find … -exec CMD ARGS ;` (and `-execdir`, `-ok`, `-okdir`): the commands it runs.
-/// `{}` stands for each file found, judged as the first starting point (the folder, at worst).
+/// `find … -exec CMD ARGS ;` (and `-execdir`, `-ok`, `-okdir`): the commands it runs, once for
+/// each starting point: `{}` stands for what find finds there (its folder joined to the name it
+/// looks for, or the folder itself, at worst), so `find build ~ -exec rm -rf {} +` is judged as
+/// removing the home too.
 fn find_exec(args: &[Word], code: &mut Vec<(String, String)>) {
-    // `{}` is what find found: its folder joined to the name it looks for, or the folder.
-    let root = super::expand::found_paths(args)
-        .into_iter()
-        .next()
-        .or_else(|| options::find_roots(args).first().map(|w| (*w).clone()))
-        .unwrap_or_else(|| Word::Static(".".to_owned()));
-    let args: Vec<Word> = args
-        .iter()
-        .map(|w| {
-            if w.text() == "{}" {
-                root.clone()
-            } else {
-                w.clone()
+    let mut found = super::expand::found_paths(args);
+    if found.is_empty() {
+        found = options::find_roots(args).into_iter().cloned().collect();
+    }
+    if found.is_empty() {
+        found.push(Word::Static(".".to_owned()));
+    }
+    // Bounded: a command line names few starting points; past these, the rest are alike.
+    for root in found.iter().take(16) {
+        let args: Vec<Word> = args
+            .iter()
+            .map(|w| {
+                if w.text() == "{}" {
+                    root.clone()
+                } else {
+                    w.clone()
+                }
+            })
+            .collect();
+        let mut at = 0;
+        while at < args.len() {
+            let text = args[at].text();
+            if matches!(text, "-exec" | "-execdir" | "-ok" | "-okdir") {
+                let end = args[at + 1..]
+                    .iter()
+                    .position(|w| matches!(w.text(), ";" | "+"))
+                    .map_or(args.len(), |p| at + 1 + p);
+                code.push((format!("find {text}"), join_words(&args[at + 1..end])));
+                at = end;
             }
-        })
-        .collect();
-    let args = args.as_slice();
-    let mut at = 0;
-    while at < args.len() {
-        let text = args[at].text();
-        if matches!(text, "-exec" | "-execdir" | "-ok" | "-okdir") {
-            let end = args[at + 1..]
-                .iter()
-                .position(|w| matches!(w.text(), ";" | "+"))
-                .map_or(args.len(), |p| at + 1 + p);
-            code.push((format!("find {text}"), join_words(&args[at + 1..end])));
-            at = end;
+            at += 1;
         }
-        at += 1;
     }
 }
 

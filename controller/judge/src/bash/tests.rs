@@ -29,7 +29,8 @@ fn every_separator_and_nesting_yields_its_commands() {
         commands("echo $(id) `whoami` <(uname)"),
         ["id", "whoami", "uname", "echo $(id) `whoami` <(uname)"]
     );
-    assert_eq!(commands("{ a; } > out; (b)"), ["a", "b"]);
+    // A compound command's redirect is a command of its own too (issue 55).
+    assert_eq!(commands("{ a; } > out; (b)"), ["> out", "a", "b"]);
     assert_eq!(
         commands("if x; then y; elif z; then w; else v; fi"),
         ["x", "y", "z", "w", "v"]
@@ -219,5 +220,60 @@ fn uploads_and_downloads() {
         "scp host:/x .",
     ] {
         assert!(!denied(source), "{source}");
+    }
+}
+
+/// Issue 55 §1: the routes the review found around the rules, each now denied or asked: a
+/// recursive search after a `cd` (with the folder named, or implied), a compound command's
+/// redirect, the credential classes, deleting a home through `find -exec`.
+#[test]
+fn the_review_routes_to_credentials_are_judged() {
+    let asked = |source: &str| {
+        verdicts(source)
+            .iter()
+            .any(|(v, _)| matches!(v, Verdict::Ask | Verdict::Deny))
+    };
+    for line in [
+        "cd ~ && grep -r PRIVATE .",
+        "cd / && grep -r PRIVATE root",
+        "cd ~/.config && grep -r token .",
+        "cd ~ && rg -uu PRIVATE",
+        "cd ~ && grep -r PRIVATE",
+        "cd ~ && tar czf /tmp/h.tgz .",
+        "cd /home && rg token op",
+        "while read l; do echo \"$l\"; done < ~/.ssh/id_rsa",
+        "{ cat; } < ~/.aws/credentials",
+        "cat ~/.bash_history",
+        "cat ~/.zsh_history",
+        "cat ~/.local/share/fish/fish_history",
+        "cat ~/.netrc.bak",
+        "cat ~/.codex/auth.json",
+        "cat ~/.config/github-copilot/hosts.json",
+        "cat ~/.config/pip/pip.conf",
+        "cat ~/.mozilla/firefox/x.default/logins.json",
+        "cp ~/.config/google-chrome/Default/Cookies .",
+        "find build ~ -exec rm -rf {} +",
+        "find ~ -type f -exec rm {} +",
+    ] {
+        assert!(denied(line), "{line}: {:?}", verdicts(line));
+    }
+    // From a folder the rules cannot place, a walk of it is for a person.
+    for line in [
+        "cd \"$dir\" && grep -r KEY .",
+        "cd .. && rg KEY",
+        // find lists names; a person decides.
+        "cd ~ && find . -name '*.pem'",
+    ] {
+        assert!(asked(line), "{line}: {:?}", verdicts(line));
+    }
+    // The workspace's own folders stay the workspace's.
+    for line in [
+        "cd src && grep -r x .",
+        "grep -r TODO",
+        "rg -n fn src",
+        "find . -name '*.pyc' -delete",
+        "find . -type f -name '*.o' -exec rm {} +",
+    ] {
+        assert!(!denied(line), "{line}: {:?}", verdicts(line));
     }
 }

@@ -59,6 +59,30 @@ const STORES: &[Store] = &[
     folder("~/.config/glab-cli"),
     file("~/.git-credentials"),
     file("~/.config/git/credentials"),
+    // Agents' and model providers' tokens.
+    folder("~/.codex"),
+    folder("~/.claude"),
+    file("~/.claude.json"),
+    folder("~/.config/github-copilot"),
+    folder("~/.config/openai"),
+    folder("~/.config/anthropic"),
+    folder("~/.gemini"),
+    folder("~/.huggingface"),
+    file("~/.cache/huggingface/token"),
+    // Browser profiles: saved passwords, cookies, session tokens.
+    folder("~/.mozilla"),
+    folder("~/.config/google-chrome"),
+    folder("~/.config/chromium"),
+    folder("~/.config/BraveSoftware"),
+    folder("~/.config/microsoft-edge"),
+    folder("~/.config/vivaldi"),
+    folder("~/.config/opera"),
+    folder("~/snap/firefox"),
+    folder("~/snap/chromium"),
+    folder("~/.var/app"),
+    // Desktop sessions and agents' sockets.
+    file("~/.Xauthority"),
+    folder("/run/user"),
     // The netrc family.
     file("~/.netrc"),
     file("~/.netrc.gpg"),
@@ -68,7 +92,13 @@ const STORES: &[Store] = &[
     // Package registries.
     file("~/.npmrc"),
     file("~/.yarnrc.yml"),
+    file("~/.yarnrc"),
     file("~/.pypirc"),
+    folder("~/.config/pip"),
+    file("~/.pip/pip.conf"),
+    file("~/.bundle/config"),
+    folder("~/.config/configstore"),
+    file("~/.local/share/containers/auth.json"),
     file("~/.cargo/credentials"),
     file("~/.cargo/credentials.toml"),
     file("~/.gem/credentials"),
@@ -126,7 +156,25 @@ const NAMES: &[&str] = &[
     ".password-store",
     ".terraformrc",
     ".databrickscfg",
+    ".codex",
+    ".claude",
+    ".mozilla",
+    "github-copilot",
 ];
+
+/// Whether a file's or folder's name puts it in a class of stores wherever it is: the netrc
+/// family and its copies (`.netrc.bak`, `.netrc~`), and the histories of shells and programs,
+/// which hold the secrets typed into them.
+fn store_class(name: &str) -> Option<&'static str> {
+    if name.starts_with(".netrc") || name.starts_with("_netrc") {
+        return Some("the netrc family (.netrc*)");
+    }
+    let histories = [".histfile", ".lesshst", ".viminfo", "fish_history"];
+    if name.ends_with("_history") || name.ends_with("-history") || histories.contains(&name) {
+        return Some("a shell or program history");
+    }
+    None
+}
 
 /// Key files are credentials wherever they are.
 const KEY_NAMES: &[&str] = &["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"];
@@ -159,10 +207,25 @@ fn secret_file_name(name: &str) -> bool {
             .iter()
             .any(|suffix| lower.ends_with(suffix))
         || lower.contains("credentials")
+        || BROWSER_AND_AGENT_FILES.contains(&lower.as_str())
         || lower.ends_with("token")
         || lower.contains("token_cache")
         || (lower.contains("tokens") && lower.ends_with(".json"))
 }
+
+/// Files of browsers (saved passwords, cookies, their keys) and of agents and package managers
+/// (tokens), by name, lowercase.
+const BROWSER_AND_AGENT_FILES: &[&str] = &[
+    "login data",
+    "cookies",
+    "logins.json",
+    "key4.db",
+    "key3.db",
+    "cookies.sqlite",
+    "auth.json",
+    "hosts.json",
+    "pip.conf",
+];
 
 /// Folders under which a key or token file by its name is a secret.
 const SECRET_ROOTS: &[&str] = &[
@@ -232,6 +295,9 @@ pub(super) fn reach(tokens: &[Token], homes: &[String]) -> Option<String> {
         }
         if let Some(name) = NAMES.iter().find(|name| matches(component, name)) {
             return Some((*name).to_owned());
+        }
+        if let Some(class) = super::literal(component).as_deref().and_then(store_class) {
+            return Some(class.to_owned());
         }
         if index == last
             && let Some(name) = KEY_NAMES.iter().find(|name| matches(component, name))

@@ -81,10 +81,16 @@ impl RuleSet {
     fn allowed(&self, line: &Line) -> Option<Ruling> {
         let mut names: Vec<String> = Vec::new();
         let mut repositories: Vec<String> = Vec::new();
+        let mut operands: Vec<String> = Vec::new();
         let mut open = None;
         for command in line.running() {
             match self.allow_one(command) {
                 Ok((name, git)) => {
+                    for operand in read_operands(command) {
+                        if !operands.contains(&operand) && operands.len() < MAX_OPERANDS {
+                            operands.push(operand);
+                        }
+                    }
                     repositories.extend(git.filter(|f| !repositories.contains(f)));
                     if !names.contains(&name) {
                         names.push(name);
@@ -109,6 +115,7 @@ impl RuleSet {
             verdict: Verdict::Allow,
             provenance: names.join(", "),
             repositories,
+            operands,
         })
     }
 
@@ -246,4 +253,43 @@ fn system_path(path: &str) -> bool {
         path.strip_prefix(top)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     }) && !path.starts_with("/var/tmp/")
+}
+
+/// The most workspace paths of one line the sandbox is asked about.
+const MAX_OPERANDS: usize = 32;
+
+/// Programs whose words are no files they read.
+const NOT_READING: &[&str] = &[
+    "echo", "printf", "true", "false", "pwd", "cd", "which", "type", "command", "date", "whoami",
+    "id", "uname", "env", "printenv", "sleep", "seq", "basename", "dirname", "hostname", "test",
+    "[", "expr", "git",
+];
+
+/// The workspace paths (relative to its root) an allowed command is given to read: its
+/// static operands but patterns, joined to its folder inside the workspace. Globs and
+/// expansions are left to the sandbox's own view of the files.
+fn read_operands(command: &Command) -> Vec<String> {
+    let (Some(program), bash::Cwd::Inside(folder)) = (command.program(), &command.cwd) else {
+        return Vec::new();
+    };
+    if NOT_READING.contains(&program) {
+        return Vec::new();
+    }
+    let patterns = bash::pattern_positions(&command.argv);
+    // Values of the options that take one are no paths (`head -n 5 f`, `grep -m 1 x f`).
+    let valued = [
+        "-n", "-c", "-m", "-A", "-B", "-C", "-e", "-f", "-d", "-t", "-k", "-s", "-w",
+    ];
+    bash::operands(command.args(), &valued)
+        .into_iter()
+        .filter(|(at, _)| !patterns.contains(&(at + 1)))
+        .filter_map(|(_, word)| word.as_static())
+        .filter(|text| {
+            !text.is_empty()
+                && !text.starts_with(['/', '~'])
+                && !text.contains(['*', '?', '[', '='])
+        })
+        .map(|text| normalize(&format!("{folder}/{text}")))
+        .filter(|path| !path.is_empty() && path != ".." && !path.starts_with("../"))
+        .collect()
 }

@@ -135,6 +135,12 @@ pub struct VerifierIsolated {
     /// during the agent's phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<EgressRecord>,
+    /// What the agent's phase changed, outside the guarded paths, in what runs the tests in
+    /// this container (programs on `PATH`, Python's start-up files and installed modules, the
+    /// dynamic linker's configuration, shared libraries), as the engine lists the container's
+    /// changes. Not put back; any of them makes the trial `tampered`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtime: Vec<GuardedChange>,
     pub duration_ms: u64,
 }
 

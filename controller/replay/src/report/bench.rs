@@ -375,7 +375,7 @@ pub(super) fn write_text(
     if summary.tampered > 0 {
         writeln!(
             out,
-            "TAMPERING: the agent wrote to the verifier's folders in {} trials (put back before the verifier; see verifier_isolated in their logs)",
+            "TAMPERING in {} trials: the agent wrote to the verifier's folders (put back before the verifier) or changed what runs the tests (programs, Python's start-up files, libraries: their rewards may be forged); see verifier_isolated in their logs",
             summary.tampered
         )?;
     }

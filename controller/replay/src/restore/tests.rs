@@ -125,3 +125,41 @@ fn a_manifest_past_its_entry_limit_is_refused() {
         .to_string();
     assert!(err.contains("is not UTF-8"), "{err}");
 }
+
+/// Issue 55: a crafted log's links that lead out of the target were made; they are left out
+/// now, each named, and the links that stay inside are made.
+#[test]
+fn links_that_lead_out_of_the_target_are_never_made() {
+    let root = tempfile::tempdir().unwrap();
+    let log = root.path().join("log");
+    let blob = put_blob(&log, b"x\n");
+    let link = |path: &str, target: &str| json!({"path": path, "kind": "symlink", "size": 0, "mode": 0o777, "sha256": null, "target": target});
+    crafted_log(
+        &log,
+        &[
+            folder("d", 0o755),
+            file("d/f", &blob, 0o644),
+            link("d/inside", "f"),
+            link("d/up", "../d/f"),
+            link("keys", "/root/.ssh"),
+            link("d/climb", "../../etc/cron.d"),
+            link("d/deep", "a/../../../x"),
+        ],
+    );
+    let (state, _) = state_at(&log, 0).unwrap();
+    let to = root.path().join("out");
+    let restored = write_state(&log, &state, &to).unwrap();
+    assert_eq!(restored.n_symlinks, 2, "{:?}", restored.notes);
+    for gone in ["keys", "d/climb", "d/deep"] {
+        assert!(std::fs::symlink_metadata(to.join(gone)).is_err(), "{gone}");
+        assert!(
+            restored
+                .notes
+                .iter()
+                .any(|n| n.starts_with(&format!("{gone}: ")) && n.contains("leads out")),
+            "{gone}: {:?}",
+            restored.notes
+        );
+    }
+    assert_eq!(std::fs::read_to_string(to.join("d/up")).unwrap(), "x\n");
+}

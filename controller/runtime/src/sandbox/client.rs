@@ -372,7 +372,8 @@ impl SandboxClient {
         Ok(Some(FileHead { bytes, size }))
     }
 
-    /// Writes a workspace file, creating folders; `mode` sets its permission bits.
+    /// Writes a workspace file, creating folders; `mode` sets its permission bits (never a
+    /// set-user-id or set-group-id bit: the server leaves them out too).
     pub async fn put_file(
         &self,
         path: &str,
@@ -381,7 +382,7 @@ impl SandboxClient {
     ) -> Result<(), SandboxError> {
         let mut url = format!("/v1/files/{}", encode_path(path));
         if let Some(mode) = mode {
-            url.push_str(&format!("?mode={:04o}", mode & 0o7777));
+            url.push_str(&format!("?mode={:04o}", mode & 0o1777));
         }
         // No time bound: the file is the caller's, of any size (see `LONG_ANSWER_WAIT`).
         self.send(self.unbounded(reqwest::Method::PUT, &url).body(bytes))

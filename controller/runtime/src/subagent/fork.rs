@@ -166,6 +166,8 @@ pub struct Merged {
     error: Option<String>,
     /// The unified diff of the text files, for the model.
     diff: String,
+    /// What was applied otherwise than the child left it (set-id bits left out).
+    notes: Vec<String>,
 }
 
 impl Merged {
@@ -183,6 +185,9 @@ impl Merged {
         };
         for change in &self.record.changes {
             let _ = write!(text, "\n  {} {}", change.change.as_str(), change.path);
+        }
+        for note in &self.notes {
+            let _ = write!(text, "\n  note: {note}");
         }
         if !self.diff.is_empty() {
             text.push('\n');
@@ -203,7 +208,10 @@ impl Changes {
         match self.clashes(parent).await {
             Ok(clashes) if !clashes.is_empty() => merged.record.conflicts = clashes,
             Ok(_) => match apply(&self.changes, parent, log.dir()).await {
-                Ok(()) => merged.record.applied = true,
+                Ok(notes) => {
+                    merged.record.applied = true;
+                    merged.notes = notes;
+                }
                 Err(err) => {
                     merged.error = Some(format!(
                         "applying failed, and your workspace may hold part of them: {err}"
@@ -227,6 +235,7 @@ impl Changes {
             },
             error: self.error.clone().or_else(|| why.map(str::to_owned)),
             diff,
+            notes: Vec::new(),
         }
     }
 
@@ -295,67 +304,106 @@ fn quote(text: &str) -> String {
 /// Applies `changes` (in path order) to `parent`: deletions and folders, then files, then
 /// symlinks and modes; new files' bytes are the blobs of the log in `log_dir`, each checked
 /// against its name. A change with a path that is not plain (see [`safe_path`]) is refused.
+/// Set-user-id and set-group-id bits are never applied: each one left out is a note returned.
 pub async fn apply(
     changes: &[ChangeRecord],
     parent: &SandboxClient,
     log_dir: &Path,
-) -> Result<(), String> {
-    if let Some(bad) = changes.iter().find(|c| !safe_path(&c.path)) {
-        return Err(format!("{}: not a plain relative path", bad.path));
-    }
-    let mut before = String::new();
-    let mut after = String::new();
-    let mut files = Vec::new();
-    // The last path removed whole: what lies under it goes with it (changes are in path
-    // order), so deleting a tree of thousands of files is one line.
-    let mut removed: Option<&str> = None;
-    for change in changes {
-        let path = quote(&change.path);
-        let replaced = matches!(change.change, ChangeKind::Deleted | ChangeKind::TypeChanged);
-        let under_removed = removed.is_some_and(|gone| {
-            change.path.len() > gone.len()
-                && change.path.starts_with(gone)
-                && change.path.as_bytes()[gone.len()] == b'/'
-        });
-        if replaced && !under_removed {
-            let _ = writeln!(before, "rm -rf -- {path}");
-            removed = Some(&change.path);
-        }
-        let Some(new) = &change.after else { continue };
-        let mode = format!("{:o}", new.mode & 0o7777);
-        match (new.kind, change.change) {
-            (EntryKind::Dir, ChangeKind::ModeChanged)
-            | (EntryKind::File, ChangeKind::ModeChanged) => {
-                let _ = writeln!(after, "chmod {mode} -- {path}");
-            }
-            (EntryKind::Dir, _) => {
-                let _ = writeln!(before, "mkdir -p -- {path} && chmod {mode} -- {path}");
-            }
-            (EntryKind::File, _) => files.push((change.path.as_str(), new)),
-            (EntryKind::Symlink, _) => {
-                let target = new.target.as_deref().unwrap_or_default();
-                let _ = writeln!(after, "ln -sfn -- {} {path}", quote(target));
-            }
-            (EntryKind::Other, _) => {}
-        }
-    }
+) -> Result<Vec<String>, String> {
+    let plan = Plan::of(changes)?;
     // Every new file's bytes must be in the log before anything changes, so a missing blob
     // (a file over the sandbox's blob limit) refuses the merge instead of leaving half of it.
-    for (path, version) in &files {
+    for (path, version) in &plan.files {
         let sha256 = version.sha256.as_deref().unwrap_or_default();
         event_log::reader::open_blob(log_dir, sha256)
             .map_err(|err| format!("{path}: its content {sha256} is not in the log: {err}"))?;
     }
-    run_script(parent, &before).await?;
-    for (path, version) in files {
+    run_script(parent, &plan.before).await?;
+    for (path, version) in plan.files {
         let bytes = blob_bytes(log_dir, version)?;
         parent
-            .put_file(path, bytes, Some(version.mode))
+            .put_file(path, bytes, Some(version.mode & KEPT_MODE))
             .await
             .map_err(|err| format!("{path}: {err}"))?;
     }
-    run_script(parent, &after).await
+    run_script(parent, &plan.after).await?;
+    Ok(plan.notes)
 }
+
+/// A merge as the parent's commands and uploads: a script run before the files are written
+/// (deletions, folders), the files, a script after (modes, symlinks), and what was left out.
+struct Plan<'a> {
+    before: String,
+    files: Vec<(&'a str, &'a VersionRecord)>,
+    after: String,
+    notes: Vec<String>,
+}
+
+impl<'a> Plan<'a> {
+    fn of(changes: &'a [ChangeRecord]) -> Result<Plan<'a>, String> {
+        if let Some(bad) = changes.iter().find(|c| !safe_path(&c.path)) {
+            return Err(format!("{}: not a plain relative path", bad.path));
+        }
+        let mut plan = Plan {
+            before: String::new(),
+            files: Vec::new(),
+            after: String::new(),
+            notes: Vec::new(),
+        };
+        // The last path removed whole: what lies under it goes with it (changes are in path
+        // order), so deleting a tree of thousands of files is one line.
+        let mut removed: Option<&str> = None;
+        for change in changes {
+            let path = quote(&change.path);
+            let replaced = matches!(change.change, ChangeKind::Deleted | ChangeKind::TypeChanged);
+            let under_removed = removed.is_some_and(|gone| {
+                change.path.len() > gone.len()
+                    && change.path.starts_with(gone)
+                    && change.path.as_bytes()[gone.len()] == b'/'
+            });
+            if replaced && !under_removed {
+                let _ = writeln!(plan.before, "rm -rf -- {path}");
+                removed = Some(&change.path);
+            }
+            let Some(new) = &change.after else { continue };
+            plan.add(change, new, &path);
+        }
+        Ok(plan)
+    }
+
+    /// What makes `change`'s new version, `new`, at `path` (quoted).
+    fn add(&mut self, change: &'a ChangeRecord, new: &'a VersionRecord, path: &str) {
+        if new.mode & SET_ID != 0 {
+            self.notes.push(format!(
+                "{}: mode {:04o} applied as {:04o} (set-user-id and set-group-id bits are never set)",
+                change.path,
+                new.mode & 0o7777,
+                new.mode & KEPT_MODE
+            ));
+        }
+        let mode = format!("{:o}", new.mode & KEPT_MODE);
+        match (new.kind, change.change) {
+            (EntryKind::Dir, ChangeKind::ModeChanged)
+            | (EntryKind::File, ChangeKind::ModeChanged) => {
+                let _ = writeln!(self.after, "chmod {mode} -- {path}");
+            }
+            (EntryKind::Dir, _) => {
+                let _ = writeln!(self.before, "mkdir -p -- {path} && chmod {mode} -- {path}");
+            }
+            (EntryKind::File, _) => self.files.push((change.path.as_str(), new)),
+            (EntryKind::Symlink, _) => {
+                let target = new.target.as_deref().unwrap_or_default();
+                let _ = writeln!(self.after, "ln -sfn -- {} {path}", quote(target));
+            }
+            (EntryKind::Other, _) => {}
+        }
+    }
+}
+
+/// The set-user-id and set-group-id bits, which a merge never sets.
+const SET_ID: u32 = 0o6000;
+/// The mode bits a merge sets.
+const KEPT_MODE: u32 = 0o1777;
 
 /// The most of a script one `bash` call takes: Linux caps one argument of a command at 128 KiB,
 /// so a long script runs as several, each of whole lines, in order.
@@ -459,5 +507,48 @@ mod tests {
             assert!(!safe_path(bad), "{bad}");
         }
         assert_eq!(quote("it's $(x)"), r"'it'\''s $(x)'");
+    }
+
+    /// Issue 55: a forked child's merge replayed its modes, set-id bits included, as the
+    /// parent's commands; they are left out now, and each is named.
+    #[test]
+    fn a_merge_never_sets_a_set_id_bit_and_says_so() {
+        let version = |kind, mode| VersionRecord {
+            kind,
+            size: 1,
+            mode,
+            sha256: Some("00".repeat(32)),
+            target: None,
+        };
+        let change = |path: &str, change, after| ChangeRecord {
+            path: path.to_owned(),
+            change,
+            before: None,
+            after: Some(after),
+        };
+        let changes = vec![
+            change("d", ChangeKind::Added, version(EntryKind::Dir, 0o2777)),
+            change(
+                "tool",
+                ChangeKind::ModeChanged,
+                version(EntryKind::File, 0o104755),
+            ),
+            change("new", ChangeKind::Added, version(EntryKind::File, 0o6755)),
+            change(
+                "plain",
+                ChangeKind::ModeChanged,
+                version(EntryKind::File, 0o100644),
+            ),
+        ];
+        let plan = Plan::of(&changes).unwrap();
+        assert_eq!(plan.before, "mkdir -p -- 'd' && chmod 777 -- 'd'\n");
+        assert_eq!(plan.after, "chmod 755 -- 'tool'\nchmod 644 -- 'plain'\n");
+        assert_eq!(plan.files.len(), 1);
+        assert_eq!(plan.notes.len(), 3, "{:?}", plan.notes);
+        assert!(
+            plan.notes[1].contains("tool: mode 4755 applied as 0755"),
+            "{:?}",
+            plan.notes
+        );
     }
 }

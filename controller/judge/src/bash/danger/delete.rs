@@ -141,7 +141,8 @@ pub(super) fn check(command: &Command, out: &mut Findings) {
                 );
             }
         }
-        "find" if args.iter().any(|w| w.text() == "-delete") => {
+        // `-exec rm {} +` deletes what find walks, as `-delete` does: judged the same way.
+        "find" if args.iter().any(|w| w.text() == "-delete") || find_execs_a_delete(args) => {
             // `find . -name '*.o' -delete` deletes some of the workspace, not all of it.
             let filtered = args.iter().any(|w| FIND_FILTERS.contains(&w.text()));
             for root in find_roots(args) {
@@ -187,6 +188,18 @@ fn judge(target: Target, recursive: bool, verb: &str, out: &mut Findings) {
         (Target::Outside(what), false) => out.ask(format!("{verb} outside the workspace ({what})")),
         (Target::Inside, _) => {}
     }
+}
+
+/// Whether `find` runs a program that deletes what it finds (`-exec rm {} +`, `-execdir
+/// unlink {} ;`, `-ok shred …`).
+fn find_execs_a_delete(args: &[Word]) -> bool {
+    args.windows(2).any(|pair| {
+        matches!(pair[0].text(), "-exec" | "-execdir" | "-ok" | "-okdir")
+            && matches!(
+                pair[1].text().rsplit('/').next().unwrap_or_default(),
+                "rm" | "unlink" | "shred" | "srm" | "wipe"
+            )
+    })
 }
 
 /// `find`'s starting points: the operands before the first expression word.
