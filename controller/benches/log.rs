@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use event_log::{
+use harness_log::{
     Durability, Event, EventLog, LoggedCall, LoggedUsage, ModelResponse, Purpose, Text,
     ToolCallEvent, ToolResult, ToolStatus,
 };
@@ -104,18 +104,20 @@ fn child(job: &str, dir: &Path) {
     let mut sink = std::io::sink();
     match job {
         "read" => {
-            let n = replay::events(dir, |_| {}).unwrap().count();
+            let n = harness_replay::events(dir, |_| {}).unwrap().count();
             assert_eq!(n as u64, BIG_LOG + 1);
         }
         "metrics" => {
-            let metrics = replay::metrics::measure(dir).unwrap();
+            let metrics = harness_replay::metrics::measure(dir).unwrap();
             assert_eq!(metrics.events, BIG_LOG + 1);
         }
         "md" => {
-            replay::render::render(dir, replay::render::Format::Md, &mut sink).unwrap();
+            harness_replay::render::render(dir, harness_replay::render::Format::Md, &mut sink)
+                .unwrap();
         }
         "html" => {
-            replay::render::render(dir, replay::render::Format::Html, &mut sink).unwrap();
+            harness_replay::render::render(dir, harness_replay::render::Format::Html, &mut sink)
+                .unwrap();
         }
         other => panic!("unknown job {other}"),
     }

@@ -148,7 +148,7 @@ fn run_batch(sandbox: &str, parallel: usize, tasks: &Path, out: &Path) -> (Durat
     );
     let harness: Vec<u64> = (0..BATCH_TASKS)
         .map(|i| {
-            replay::metrics::measure(&out.join(format!("t{i:02}")))
+            harness_replay::metrics::measure(&out.join(format!("t{i:02}")))
                 .unwrap()
                 .harness_ms
         })

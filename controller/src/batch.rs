@@ -2,14 +2,14 @@
 //! one batch folder that also holds the batch's own log (`events.jsonl`, one writer).
 //!
 //! - At most `parallel` tasks run at once; model requests pass one rate gate per endpoint,
-//!   shared by every task ([`llm::gate`]).
+//!   shared by every task ([`harness_models::gate`]).
 //! - Only infrastructure failures are retried, on a fresh sandbox; the failed attempt's log is
 //!   kept under `attempts/`, and `task_retried` says why ([`attempt`]).
 //! - Stopping is in two steps: `new_tasks` starts no more tasks and lets the running ones
 //!   finish; `running` interrupts them too (their sandboxes are removed, their logs finished).
 //! - `resume` runs only the tasks without a finished log.
 //! - [`tasks`]: finding and naming tasks, and the default parallelism; [`progress`]: the
-//!   batch as it goes, for a display. The report is `replay::report`: it reads the logs.
+//!   batch as it goes, for a display. The report is `harness_replay::report`: it reads the logs.
 
 mod attempt;
 mod job;
@@ -28,15 +28,15 @@ pub use progress::{Progress, ProgressState, Running};
 pub use tasks::{TaskSpec, collect_tasks, default_parallel, refuse_host_side_keys};
 
 use attempt::TaskContext;
-use event_log::{
+use harness_log::{
     self, BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, GateRecord, Outcome,
     TaskNotRunnable, TaskSkipped, WarmPoolRecord,
 };
-use llm::gate::Gates;
-use runtime::config::{ConfigError, RunConfig, SessionFlags};
-use runtime::sandbox::docker::warm::WarmPool;
-use runtime::sandbox::pool::Pool;
-use runtime::session::SessionSummary;
+use harness_models::gate::Gates;
+use harness_runtime::config::{ConfigError, RunConfig, SessionFlags};
+use harness_runtime::sandbox::docker::warm::WarmPool;
+use harness_runtime::sandbox::pool::Pool;
+use harness_runtime::session::SessionSummary;
 
 /// Where the batch's sandboxes come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,7 +156,7 @@ pub async fn run_batch(
     stopping: Stopping,
 ) -> anyhow::Result<BatchOutcome> {
     let started = Instant::now();
-    let log_started = event_log::now();
+    let log_started = harness_log::now();
     let checked = check_tasks(config)?;
     for warning in &checked.warnings {
         observer.note(warning);
@@ -340,7 +340,7 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
 /// missing credential or an unknown provider fails.
 fn credentials(run: &RunConfig) -> anyhow::Result<()> {
     let model = crate::launch::build_model(run, None)?;
-    judge::build_policy(&run.policy, &run.model, &model, None)?;
+    harness_judge::build_policy(&run.policy, &run.model, &model, None)?;
     Ok(())
 }
 
@@ -349,7 +349,7 @@ fn credentials(run: &RunConfig) -> anyhow::Result<()> {
 fn prepare_out(config: &BatchConfig) -> anyhow::Result<bool> {
     let out = &config.out;
     let log_exists = out.join("events.jsonl").is_file();
-    if log_exists && !replay::report::is_batch(out) {
+    if log_exists && !harness_replay::report::is_batch(out) {
         anyhow::bail!(
             "{} holds a log that is not a batch's (a session's?): choose another --out",
             out.display()
@@ -385,7 +385,7 @@ async fn open_log(
     resumed: bool,
     not_runnable: &[TaskNotRunnable],
 ) -> anyhow::Result<EventLog> {
-    let secrets = event_log::secrets::values(&[]);
+    let secrets = harness_log::secrets::values(&[]);
     let log = if resumed {
         EventLog::reopen(&config.out, Durability::Durable, &secrets)
     } else {
@@ -393,7 +393,7 @@ async fn open_log(
     }
     .with_context(|| format!("opening the batch log in {}", config.out.display()))?;
     log.record(Event::BatchStarted(BatchStarted {
-        format_version: event_log::FORMAT_VERSION,
+        format_version: harness_log::FORMAT_VERSION,
         batch_id: config.batch_id.clone(),
         harness_version: env!("CARGO_PKG_VERSION").to_owned(),
         tasks: config
@@ -431,7 +431,7 @@ async fn tasks_to_run(
         let done = match (finished(&dir), &task.source) {
             // A benchmark trial is done once it has its score (a reward, or the verifier's
             // own failure); one cut short or failed on the sandbox runs again.
-            (Some(_), runtime::task::TaskSource::Bench(_)) => {
+            (Some(_), harness_runtime::task::TaskSource::Bench(_)) => {
                 job::scored(&dir).then(|| "its trial has its score already".to_owned())
             }
             (Some(outcome), _) => Some(format!("its log finished already ({})", outcome.as_str())),
@@ -464,7 +464,7 @@ fn finished(dir: &Path) -> Option<Outcome> {
     let last = text
         .lines()
         .rev()
-        .find_map(|line| serde_json::from_str::<event_log::Envelope>(line).ok())?;
+        .find_map(|line| serde_json::from_str::<harness_log::Envelope>(line).ok())?;
     match last.event {
         Event::SessionFinished(finished) if finished.outcome != Outcome::Interrupted => {
             Some(finished.outcome)

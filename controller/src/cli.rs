@@ -22,8 +22,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use harness_runtime::config::SessionFlags;
 use metrics::MetricsArgs;
-use runtime::config::SessionFlags;
 
 /// The agent harness: runs a model in a loop against a sandbox's tools.
 #[derive(Debug, Parser)]
@@ -417,8 +417,8 @@ pub(crate) struct BuildArgs {
 
 impl BuildArgs {
     /// The build flags alone, as the library takes them.
-    pub(crate) fn flags(&self) -> runtime::config::BenchFlags {
-        runtime::config::BenchFlags {
+    pub(crate) fn flags(&self) -> harness_runtime::config::BenchFlags {
+        harness_runtime::config::BenchFlags {
             image_map: self.image_map.clone(),
             image_map_file: self.image_map_file.clone(),
             build_ca: self.build_ca.clone(),
@@ -428,8 +428,8 @@ impl BuildArgs {
 }
 
 impl BenchArgs {
-    pub(crate) fn flags(&self) -> runtime::config::BenchFlags {
-        runtime::config::BenchFlags {
+    pub(crate) fn flags(&self) -> harness_runtime::config::BenchFlags {
+        harness_runtime::config::BenchFlags {
             agent: self.agent.clone(),
             pass_threshold: self.pass_threshold,
             image_map: self.build.image_map.clone(),
@@ -479,30 +479,30 @@ pub(crate) enum DurabilityArg {
     Relaxed,
 }
 
-impl From<FormatArg> for ::replay::render::Format {
+impl From<FormatArg> for harness_replay::render::Format {
     fn from(arg: FormatArg) -> Self {
         match arg {
-            FormatArg::Md => ::replay::render::Format::Md,
-            FormatArg::Html => ::replay::render::Format::Html,
+            FormatArg::Md => harness_replay::render::Format::Md,
+            FormatArg::Html => harness_replay::render::Format::Html,
         }
     }
 }
 
-impl From<ApproveArg> for ::policy::Approve {
+impl From<ApproveArg> for harness_policy::Approve {
     fn from(arg: ApproveArg) -> Self {
         match arg {
-            ApproveArg::Never => ::policy::Approve::Never,
-            ApproveArg::Ask => ::policy::Approve::Ask,
-            ApproveArg::Auto => ::policy::Approve::Auto,
+            ApproveArg::Never => harness_policy::Approve::Never,
+            ApproveArg::Ask => harness_policy::Approve::Ask,
+            ApproveArg::Auto => harness_policy::Approve::Auto,
         }
     }
 }
 
-impl From<DurabilityArg> for event_log::Durability {
+impl From<DurabilityArg> for harness_log::Durability {
     fn from(arg: DurabilityArg) -> Self {
         match arg {
-            DurabilityArg::Durable => event_log::Durability::Durable,
-            DurabilityArg::Relaxed => event_log::Durability::Relaxed,
+            DurabilityArg::Durable => harness_log::Durability::Durable,
+            DurabilityArg::Relaxed => harness_log::Durability::Relaxed,
         }
     }
 }
@@ -578,8 +578,8 @@ pub(crate) struct SandboxTlsArgs {
 }
 
 impl SandboxTlsArgs {
-    pub(crate) fn client_tls(&self) -> runtime::sandbox::ClientTls {
-        runtime::sandbox::ClientTls {
+    pub(crate) fn client_tls(&self) -> harness_runtime::sandbox::ClientTls {
+        harness_runtime::sandbox::ClientTls {
             ca: self.sandbox_ca.clone(),
             client_cert: self.sandbox_client_cert.clone(),
             client_key: self.sandbox_client_key.clone(),

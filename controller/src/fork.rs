@@ -34,18 +34,18 @@ use at_step::{AtStep, forks_folder};
 use child_config::child_config;
 use workspace::ChildWorkspace;
 
-use event_log::{
+use harness_log::{
     BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, ForkedFrom, Outcome,
     TaskFinished, TaskStarted,
 };
-use llm::{Model, ScriptedModel};
-use policy::Nobody;
-use replay::fork::{ForkChild, ForkParent, ForkPoint, ForkSummary};
-use replay::{report, restore};
-use runtime::config::{RunConfig, SessionFlags};
-use runtime::run_loop::{Resume, Totals};
-use runtime::session::{Audience, SessionOptions};
-use runtime::task::WorkspaceSource;
+use harness_models::{Model, ScriptedModel};
+use harness_policy::Nobody;
+use harness_replay::fork::{ForkChild, ForkParent, ForkPoint, ForkSummary};
+use harness_replay::{report, restore};
+use harness_runtime::config::{RunConfig, SessionFlags};
+use harness_runtime::run_loop::{Resume, Totals};
+use harness_runtime::session::{Audience, SessionOptions};
+use harness_runtime::task::WorkspaceSource;
 
 /// What a fork runs.
 #[derive(Debug)]
@@ -84,13 +84,13 @@ pub async fn run_fork(
     display: &dyn ForkDisplay,
 ) -> anyhow::Result<ForkSummary> {
     // Absolute and without a trailing `/`: the children's headers name it.
-    let dir: PathBuf = std::path::absolute(event_log::reader::session_dir(&config.run))
+    let dir: PathBuf = std::path::absolute(harness_log::reader::session_dir(&config.run))
         .context("the session's folder")?
         .components()
         .collect();
     let point = ForkPoint::read(&dir, config.seq)?;
     let header = &point.header;
-    let fork_id = format!("step-{}-{}", config.seq, event_log::new_session_id());
+    let fork_id = format!("step-{}-{}", config.seq, harness_log::new_session_id());
     // Before any folder is made: a fork refused for what its log says leaves nothing.
     let child_config = child_config(&point, &config.flags, config.trust_log, display)?;
     // Once, not per child: a model that cannot be built fails the fork before it starts.
@@ -121,7 +121,7 @@ pub async fn run_fork(
     );
     let parallel = config.parallel.max(1);
     log.record(Event::BatchStarted(BatchStarted {
-        format_version: event_log::FORMAT_VERSION,
+        format_version: harness_log::FORMAT_VERSION,
         batch_id: fork_id.clone(),
         harness_version: env!("CARGO_PKG_VERSION").to_owned(),
         tasks: (1..=config.count)
@@ -158,7 +158,7 @@ pub async fn run_fork(
     // Children on overlays of it when this process can mount them: the workspace is then
     // their commands' user's (an overlay cannot be idmapped).
     let overlay = match child_config.sandbox {
-        runtime::config::SandboxTarget::Local => child_config
+        harness_runtime::config::SandboxTarget::Local => child_config
             .run_as
             .server_flag()
             .ok()
@@ -193,7 +193,9 @@ pub async fn run_fork(
     let template = at_step.template.clone();
     // Containers start from one image of the workspace where theirs can take it.
     let image = match &child_config.sandbox {
-        runtime::config::SandboxTarget::Docker(spec) if header.config.benchmark.is_none() => {
+        harness_runtime::config::SandboxTarget::Docker(spec)
+            if header.config.benchmark.is_none() =>
+        {
             let note = |text: &str| display.note(text);
             let of = container::ForkOf {
                 session_id: &header.session_id,
@@ -206,7 +208,7 @@ pub async fn run_fork(
     };
     // Other containers get the workspace as one archive, made once.
     let archive = match child_config.sandbox {
-        runtime::config::SandboxTarget::Local => None,
+        harness_runtime::config::SandboxTarget::Local => None,
         _ if image.is_some() => None,
         _ => {
             let (from, to) = (template.clone(), layers.join("at-step.tar"));
@@ -271,9 +273,9 @@ pub async fn run_fork(
     // The image goes with the fork, unless kept for the next one or found from an earlier one
     // (then this fork lets go of it).
     if let Some(image) = image.as_ref() {
-        runtime::sandbox::docker::fork_image::release(image).await;
+        harness_runtime::sandbox::docker::fork_image::release(image).await;
         if !config.keep_state && !image.reused {
-            runtime::sandbox::docker::fork_image::remove(&image.tag).await;
+            harness_runtime::sandbox::docker::fork_image::remove(&image.tag).await;
         }
     }
     if config.flags.keep_workspace {
@@ -311,7 +313,7 @@ pub async fn run_fork(
     let json = serde_json::to_string_pretty(&summary).context("writing forks.json")? + "\n";
     std::fs::write(out.join("forks.json"), json)
         .with_context(|| format!("writing {}", out.join("forks.json").display()))?;
-    let report = report::load(&out, &bench::results::HarborFiles)
+    let report = report::load(&out, &harness_benchmark::results::HarborFiles)
         .context("reading the fork back for its report")?;
     let page = report::write_html(&out, &report)?;
     display.note(&format!("report: {}", page.display()));
@@ -337,7 +339,7 @@ struct Fork<'a> {
     /// Those blobs' names, which the children's initial snapshots leave to it.
     provided: Arc<std::collections::BTreeSet<String>>,
     /// Or an image that holds it, for children in containers of `--sandbox docker`.
-    image: Option<&'a runtime::sandbox::docker::fork_image::ForkImage>,
+    image: Option<&'a harness_runtime::sandbox::docker::fork_image::ForkImage>,
     /// Where the children's workspaces are made.
     workspaces: &'a Path,
     /// What only this process may enter (inside `workspaces`): overlays' layers, lists of
@@ -373,7 +375,7 @@ impl Fork<'_> {
         // Held for the session's length: an overlay is unmounted, a copy removed, on drop.
         let mut held = None;
         match config.sandbox {
-            runtime::config::SandboxTarget::Local => {
+            harness_runtime::config::SandboxTarget::Local => {
                 let (from, to) = (self.template.to_owned(), workspace.clone());
                 let layers = self.layers.join(format!("child-{child}"));
                 let own_list = self.layers.join(format!("known-{child}.jsonl"));
@@ -408,7 +410,9 @@ impl Fork<'_> {
                 held = Some(made);
             }
             // A container of the fork's image has the workspace already.
-            runtime::config::SandboxTarget::Docker(ref mut spec) if self.image.is_some() => {
+            harness_runtime::config::SandboxTarget::Docker(ref mut spec)
+                if self.image.is_some() =>
+            {
                 let image = self.image.context("no fork image")?;
                 spec.image = image.tag.clone();
                 spec.known_files = image.known_files.clone();
@@ -456,14 +460,14 @@ impl Fork<'_> {
         let has_check = config.check.is_some();
         let options = SessionOptions {
             config,
-            session_id: event_log::new_session_id(),
+            session_id: harness_log::new_session_id(),
             log_dir: log_dir.clone(),
             durability: self.durability,
             sandbox_log_in_folder: true,
             gates: None,
             lease: None,
             warm: None,
-            build_policy: judge::build_policy,
+            build_policy: harness_judge::build_policy,
             resume: Some(Arc::new(resume)),
             subagent: None,
         };
@@ -482,9 +486,14 @@ impl Fork<'_> {
             }))
             .await?;
         let started = Instant::now();
-        let summary =
-            runtime::session::run_session(options, model, audience, &totals, self.cancel.clone())
-                .await;
+        let summary = harness_runtime::session::run_session(
+            options,
+            model,
+            audience,
+            &totals,
+            self.cancel.clone(),
+        )
+        .await;
         // Its log is whole once the links are made: only then is the child said to be done.
         linked
             .done()

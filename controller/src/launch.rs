@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use event_log::reader;
-use llm::{self, Model, RetryPolicy, gate::Gates};
-use replay::model::ReplayModel;
-use runtime::config::{AgentKind, ConfigError, RunConfig, SessionFlags};
-use runtime::input::InputError;
-use runtime::task::TaskSource;
+use harness_log::reader;
+use harness_models::{self, Model, RetryPolicy, gate::Gates};
+use harness_replay::model::ReplayModel;
+use harness_runtime::config::{AgentKind, ConfigError, RunConfig, SessionFlags};
+use harness_runtime::input::InputError;
+use harness_runtime::task::TaskSource;
 
 /// Builds the model; its requests pass the gate of its endpoint from `gates`.
 pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<Arc<dyn Model>> {
@@ -28,7 +28,11 @@ pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<
         let dir = reader::session_dir(std::path::Path::new(path));
         return Ok(Arc::new(ReplayModel::load(&dir)?));
     }
-    Ok(llm::build_gated(spec, RetryPolicy::default(), gates)?)
+    Ok(harness_models::build_gated(
+        spec,
+        RetryPolicy::default(),
+        gates,
+    )?)
 }
 
 /// A task of a dataset, whatever its kind: a YAML task file (with a working directory
@@ -47,6 +51,6 @@ pub fn run_config(
             "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker",
         )
         .into()),
-        TaskSource::Bench(dir) => bench::run::run_config(dir, name, flags),
+        TaskSource::Bench(dir) => harness_benchmark::run::run_config(dir, name, flags),
     }
 }

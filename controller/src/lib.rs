@@ -6,8 +6,8 @@
 //! From the bottom: `harness-log` (the session log) and `harness-telemetry` (metrics);
 //! `harness-models` (model adapters); `harness-policy` (the policy's contract) and
 //! `harness-judge` (the rules and the classifier, which only this crate depends on: it hands
-//! the runtime `judge::build_policy`); `harness-runtime` (the run loop, a session, sandboxes,
-//! hooks, MCP); `harness-replay` (the log toolkit); `harness-bench` (the benchmark adapter);
+//! the runtime `harness_judge::build_policy`); `harness-runtime` (the run loop, a session, sandboxes,
+//! hooks, MCP); `harness-replay` (the log toolkit); `harness-benchmark` (the benchmark adapter);
 //! and this one, which may depend on all of them and on which none depends. ARCHITECTURE.md draws the graph and says what each may not depend on.
 //!
 //! # Layout
@@ -19,4 +19,4 @@ pub mod batch;
 pub mod fork;
 pub mod launch;
 
-pub use runtime::exit_code;
+pub use harness_runtime::exit_code;

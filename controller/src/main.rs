@@ -8,7 +8,7 @@
 mod cli;
 
 use clap::Parser;
-use runtime::exit_code;
+use harness_runtime::exit_code;
 
 fn main() {
     // The harness holds model keys and tokens: no other process of its user (a command of a
@@ -20,7 +20,7 @@ fn main() {
     let cli = cli::Cli::parse();
     // The log on stderr (warnings unless RUST_LOG says otherwise), and spans over OTLP when
     // OTEL_EXPORTER_OTLP_ENDPOINT is set.
-    let telemetry = otel::init(otel::Options {
+    let telemetry = harness_otel::init(harness_otel::Options {
         service: "harness",
         version: env!("CARGO_PKG_VERSION"),
         json: false,
@@ -37,8 +37,8 @@ fn main() {
         Err(err) => {
             // The whole chain of causes, each said once.
             // A sandbox's or a log's words may be in it: control characters shown, not sent.
-            let said = runtime::step::describe(&*err);
-            eprintln!("error: {}", event_log::text::terminal_safe(&said));
+            let said = harness_runtime::step::describe(&*err);
+            eprintln!("error: {}", harness_log::text::terminal_safe(&said));
             exit_code::ERROR
         }
     };

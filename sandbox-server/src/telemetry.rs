@@ -6,8 +6,8 @@ use crate::config::LogFormat;
 
 /// Installs the log and, when configured, the span exporter; call `shutdown` on what it
 /// returns once the server has stopped.
-pub fn init(format: LogFormat) -> otel::Telemetry {
-    otel::init(otel::Options {
+pub fn init(format: LogFormat) -> harness_otel::Telemetry {
+    harness_otel::init(harness_otel::Options {
         service: "sandbox-server",
         version: env!("CARGO_PKG_VERSION"),
         json: matches!(format, LogFormat::Json),

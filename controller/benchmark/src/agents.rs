@@ -16,8 +16,10 @@ use sandbox_protocol::{BashArgs, ToolInput, ToolSpec};
 use serde_json::json;
 
 use super::{BenchTask, Format};
-use llm::offline::{self, Offline};
-use llm::{Ask, AssistantMessage, Message, ModelError, ModelReply, Request, ToolCall, Usage};
+use harness_models::offline::{self, Offline};
+use harness_models::{
+    Ask, AssistantMessage, Message, ModelError, ModelReply, Request, ToolCall, Usage,
+};
 
 /// The bash tool's longest timeout on a default server.
 const MAX_CALL_SECS: u64 = 3600;

@@ -15,8 +15,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use event_log::{Event, LoggedUsage, Purpose, SessionStarted};
-use replay::{self, BlobBudget, ReplayError};
+use harness_log::{Event, LoggedUsage, Purpose, SessionStarted};
+use harness_replay::{self, BlobBudget, ReplayError};
 
 pub const SCHEMA_VERSION: &str = "ATIF-v1.8";
 /// The agent's name in trajectories and results.
@@ -56,7 +56,7 @@ fn trajectory(
         only: step.map(str::to_owned),
         ..Builder::default()
     };
-    for envelope in replay::events(dir, |_| {})? {
+    for envelope in harness_replay::events(dir, |_| {})? {
         let envelope = envelope?;
         builder.event(dir, budget, &envelope.ts, &envelope.event)?;
     }
@@ -77,7 +77,7 @@ fn trajectory(
                 dir.display()
             )));
         }
-        let child_dir = replay::subagent_dir(dir, &log_dir)?;
+        let child_dir = harness_replay::subagent_dir(dir, &log_dir)?;
         let mut child = self::trajectory(&child_dir, None, depth + 1, embedded, budget)?;
         child["trajectory_id"] = json!(session_id);
         trajectories.push(child);
@@ -324,7 +324,7 @@ fn metrics(usage: &LoggedUsage, cost: Option<f64>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use event_log::{BlobRef, Envelope, Text, ToolResult, ToolStatus};
+    use harness_log::{BlobRef, Envelope, Text, ToolResult, ToolStatus};
     use sha2::Digest as _;
 
     /// A log of `n` tool results whose outputs are all the one blob of `size` bytes.

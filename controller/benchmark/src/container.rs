@@ -33,8 +33,8 @@ pub use services::build_images;
 
 use super::image::{BuildSettings, Built};
 use super::{BenchTask, Environment, MainImage};
-use runtime::sandbox::docker::{connect, labels_for, unpack};
-use runtime::sandbox::{SandboxClient, StartError};
+use harness_runtime::sandbox::docker::{connect, labels_for, unpack};
+use harness_runtime::sandbox::{SandboxClient, StartError};
 
 /// Where the injected server and its token live in the container.
 const HARNESS_DIR: &str = ".harness";
@@ -295,7 +295,7 @@ impl TaskEnvironment {
         }
         env.extend(self.proxy_environment());
         // The injected server's spans go to the controller's collector.
-        env.extend(otel::forwarded_environment());
+        env.extend(harness_otel::forwarded_environment());
         let mut server: Vec<String> = inject::server_command(spec, &self.workdir);
         // The task's own entrypoint (the compose service's, else the image's), with its
         // command, runs once the server is up and the token gone.
@@ -377,7 +377,7 @@ impl TaskEnvironment {
     }
 
     /// The main container's state.
-    pub async fn state(&self) -> Failed<runtime::sandbox::docker::ContainerState> {
+    pub async fn state(&self) -> Failed<harness_runtime::sandbox::docker::ContainerState> {
         services::state(&self.docker, &self.main_id).await
     }
 

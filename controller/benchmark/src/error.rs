@@ -4,12 +4,12 @@
 //! ([`Failure`]: the engine, a file, the task's sandbox; said with what was being done).
 //! [`Context`] and [`bail!`] say the first, as `anyhow` would; [`Doing`] and [`failed!`] the
 //! second. A refusal met while starting containers becomes a [`Failure`] through
-//! [`runtime::sandbox::failure::IntoFailure`], with what was being done said before it.
+//! [`harness_runtime::sandbox::failure::IntoFailure`], with what was being done said before it.
 
 use std::fmt::Display;
 
-pub use runtime::input::InputError;
-pub use runtime::sandbox::failure::{Doing, Failure, IntoFailure};
+pub use harness_runtime::input::InputError;
+pub use harness_runtime::sandbox::failure::{Doing, Failure, IntoFailure};
 
 /// What loading a task folder gives: its value, or what in it cannot be used.
 pub type TaskResult<T> = Result<T, InputError>;

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use sandbox_protocol::{BashArgs, EntryKind};
 
 use super::container::Exec;
-use runtime::sandbox::SandboxClient;
+use harness_runtime::sandbox::SandboxClient;
 
 /// A container's files changed against its image: each path, and how.
 pub type ContainerChanges = Vec<(String, sandbox_protocol::ChangeKind)>;
@@ -62,7 +62,7 @@ pub trait TaskHost: Send + Sync {
     fn end_processes(&self) -> BoxFuture<'_, Failed<Vec<(u32, String)>>>;
     /// What the task's egress proxy judged under the policy in force, by host (none without a
     /// proxy).
-    fn egress_decisions(&self) -> BoxFuture<'_, Vec<event_log::EgressRecord>>;
+    fn egress_decisions(&self) -> BoxFuture<'_, Vec<harness_log::EgressRecord>>;
     /// The main container's files changed against its image, as its engine lists them; `None`
     /// where no engine can be asked (a pod reached through its server).
     fn changes(&self) -> BoxFuture<'_, Failed<Option<crate::host::ContainerChanges>>>;
@@ -337,7 +337,7 @@ impl TaskHost for ApiHost {
         Box::pin(end_processes(&self.client))
     }
 
-    fn egress_decisions(&self) -> BoxFuture<'_, Vec<event_log::EgressRecord>> {
+    fn egress_decisions(&self) -> BoxFuture<'_, Vec<harness_log::EgressRecord>> {
         Box::pin(async { Vec::new() })
     }
 

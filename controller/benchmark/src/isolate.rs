@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 
 use super::host::TaskHost;
 use crate::error::{Failed, failed};
-use event_log::{EndedProcess, Event, GuardedCall, GuardedChange, VerifierIsolated};
-use runtime::step::describe;
+use harness_log::{EndedProcess, Event, GuardedCall, GuardedChange, VerifierIsolated};
+use harness_runtime::step::describe;
 
 /// The paths the verifier's verdict depends on and the agent must not touch. pytest looks for
 /// `conftest.py` and its configuration in the folders above its tests: an agent's
@@ -213,7 +213,7 @@ fn strings_of(value: &serde_json::Value) -> Vec<&str> {
 
 /// The calls of the session logged in `dir` that named a guarded path.
 pub fn calls_naming_guarded_paths(dir: &Path) -> Vec<GuardedCall> {
-    let Ok(events) = replay::events(dir, |_| {}) else {
+    let Ok(events) = harness_replay::events(dir, |_| {}) else {
         return Vec::new();
     };
     let mut found = Vec::new();

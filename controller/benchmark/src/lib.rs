@@ -22,7 +22,7 @@
 //!   verifier, [`trial`]); [`run_session`]: a trial wraps a session, and writes Harbor's files
 //!   from its log after it.
 //!
-//! # This crate (`harness-bench`)
+//! # This crate (`harness-benchmark`)
 //! Benchmark tasks on top of the runtime: a trial wraps a session, whose sandbox the task
 //! provides and whose verifier grades ([`provider`]). It may depend on every library crate
 //! (the runtime, the log toolkit for ATIF and reruns, the log, models, policy, telemetry);
@@ -30,7 +30,7 @@
 //! task folder's refusal, the engine's part, [`results::ResultsError`]); it does not use `anyhow`.
 
 // What a benchmark folder looks like, which discovering tasks needs too.
-pub use runtime::task::{Format, detect};
+pub use harness_runtime::task::{Format, detect};
 
 pub mod agents;
 pub mod atif;
@@ -55,20 +55,21 @@ pub mod verify;
 /// A session, and when it is a benchmark trial (`trial` names its job and dataset) the files
 /// Harbor's tools read, written from its finished log.
 pub async fn run_session(
-    options: runtime::session::SessionOptions,
+    options: harness_runtime::session::SessionOptions,
     trial: Option<&results::TrialLink>,
-    model: std::sync::Arc<dyn llm::Model>,
-    audience: runtime::session::Audience<'_>,
-    totals: &std::sync::Mutex<runtime::run_loop::Totals>,
+    model: std::sync::Arc<dyn harness_models::Model>,
+    audience: harness_runtime::session::Audience<'_>,
+    totals: &std::sync::Mutex<harness_runtime::run_loop::Totals>,
     cancel: tokio_util::sync::CancellationToken,
-) -> runtime::session::SessionSummary {
-    let summary = runtime::session::run_session(options, model, audience, totals, cancel).await;
+) -> harness_runtime::session::SessionSummary {
+    let summary =
+        harness_runtime::session::run_session(options, model, audience, totals, cancel).await;
     if let Some(link) = trial
         && let Err(err) = results::write_trial(&summary.log_dir, link)
     {
         audience.observer.note(&format!(
             "warning: writing the trial's result files: {}",
-            runtime::step::describe(&err)
+            harness_runtime::step::describe(&err)
         ));
     }
     summary

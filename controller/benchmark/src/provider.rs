@@ -12,16 +12,18 @@ use super::container::{StartSpec, TaskEnvironment};
 use super::host::{ApiHost, TaskHost};
 use super::run::{BenchRun, TaskPlace};
 use super::trial::{Rounds, record_images};
-use event_log::{BenchmarkRecord, ContainerRecord, EventLog, NetworkRecord, SandboxKind};
-use llm::Model;
-use runtime::config::{AgentKind, RunConfig};
-use runtime::input::InputError;
-use runtime::sandbox::{Doing, SandboxClient, StartError};
-use runtime::session::provider::{Grader, Grading, Liveness, Provided, Provider, ProviderContext};
-use runtime::session::sandbox::{read_token, short};
-use runtime::session::{SessionOutcome, Stop};
-use runtime::step::describe;
-use runtime::step::{Step, StepError};
+use harness_log::{BenchmarkRecord, ContainerRecord, EventLog, NetworkRecord, SandboxKind};
+use harness_models::Model;
+use harness_runtime::config::{AgentKind, RunConfig};
+use harness_runtime::input::InputError;
+use harness_runtime::sandbox::{Doing, SandboxClient, StartError};
+use harness_runtime::session::provider::{
+    Grader, Grading, Liveness, Provided, Provider, ProviderContext,
+};
+use harness_runtime::session::sandbox::{read_token, short};
+use harness_runtime::session::{SessionOutcome, Stop};
+use harness_runtime::step::describe;
+use harness_runtime::step::{Step, StepError};
 
 /// A benchmark task's run, as the provider of its session's sandbox.
 #[derive(Debug)]
@@ -144,7 +146,7 @@ impl TaskProvider {
             observer.note(&format!("warning: {}: {warning}", run.task.name));
         }
         let note = |text: &str| observer.note(text);
-        let tools = runtime::subagent::server_tools(config.tools.as_deref());
+        let tools = harness_runtime::subagent::server_tools(config.tools.as_deref());
         let spec = StartSpec {
             task: &run.task,
             session_id,

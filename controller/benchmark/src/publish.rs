@@ -48,7 +48,7 @@ pub async fn build_and_push(
 
 /// Tags `image` as `<registry>/<its repository>:<its tag>` and pushes it.
 async fn push(image: &str, registry: &str, note: &(dyn Fn(&str) + Sync)) -> Failed<String> {
-    let docker = runtime::sandbox::docker::connect().await?;
+    let docker = harness_runtime::sandbox::docker::connect().await?;
     let (repository, tag) = match image.rsplit_once(':').filter(|(_, t)| !t.contains('/')) {
         Some((repository, tag)) => (repository, tag),
         None => (image, "latest"),

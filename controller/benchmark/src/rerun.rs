@@ -10,14 +10,14 @@ use crate::error::{Doing, Failed, failed, failure};
 
 use super::container::{StartSpec, TaskEnvironment, static_server};
 use super::image::BuildSettings;
-use event_log::{Event, SessionStarted};
-use replay;
-use runtime::step::describe;
+use harness_log::{Event, SessionStarted};
+use harness_replay;
+use harness_runtime::step::describe;
 
 /// The header of a session log.
 pub fn header(dir: &Path) -> Failed<SessionStarted> {
-    let unreadable = |err: replay::ReplayError| failure!("{err}");
-    for envelope in replay::events(dir, |_| {}).map_err(unreadable)? {
+    let unreadable = |err: harness_replay::ReplayError| failure!("{err}");
+    for envelope in harness_replay::events(dir, |_| {}).map_err(unreadable)? {
         if let Event::SessionStarted(header) = envelope.map_err(unreadable)?.event {
             return Ok(*header);
         }
@@ -65,7 +65,7 @@ pub async fn start(
         ));
     }
     note(&format!("task: {} ({})", bench.dir, task.digest));
-    let docker = runtime::sandbox::docker::connect().await?;
+    let docker = harness_runtime::sandbox::docker::connect().await?;
     // The log's image could be any image of the engine: only under --trust-log.
     let recorded =
         (trust_log && !bench.image.is_empty() && docker.inspect_image(&bench.image).await.is_ok())

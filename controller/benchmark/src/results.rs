@@ -18,11 +18,11 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use super::atif::AGENT_NAME;
-use event_log::{
+use harness_log::{
     ErrorClass, Event, FailureClass, Outcome, SessionFinished, SessionStarted, StepsFinished,
     VerifierFinished, VerifierIsolated,
 };
-use replay;
+use harness_replay;
 
 use files::write;
 pub use files::{ResultsError, write_json};
@@ -79,13 +79,13 @@ struct StepRead {
     /// When its agent's phase ended (its verifier isolated).
     isolated: Option<String>,
     verifier: Option<(String, VerifierFinished)>,
-    usage: event_log::LoggedUsage,
+    usage: harness_log::LoggedUsage,
     cost: f64,
 }
 
 fn read(dir: &Path) -> Result<Read, ResultsError> {
     let mut read = Read::default();
-    for envelope in replay::events(dir, |_| {})? {
+    for envelope in harness_replay::events(dir, |_| {})? {
         let envelope = envelope?;
         match envelope.event {
             Event::SessionStarted(header) => {
@@ -324,14 +324,14 @@ impl TrialRecord {
 /// Harbor's files as the batch report reads them.
 pub struct HarborFiles;
 
-impl replay::report::TrialFiles for HarborFiles {
+impl harness_replay::report::TrialFiles for HarborFiles {
     fn is_benchmark(&self, file: &Path) -> bool {
         super::detect(file).is_some()
     }
 
-    fn trial(&self, folder: &Path) -> Option<replay::report::TrialFacts> {
+    fn trial(&self, folder: &Path) -> Option<harness_replay::report::TrialFacts> {
         let record = read_record(folder).ok()?;
-        Some(replay::report::TrialFacts {
+        Some(harness_replay::report::TrialFacts {
             error: record.exception().map(str::to_owned),
             rewards: record.rewards,
             reward_valid: record.reward_valid,

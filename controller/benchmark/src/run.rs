@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 
 use super::BenchTask;
 use super::image::{BuildSettings, parse_mapping};
-use policy::Approve;
-use runtime::config::{
+use harness_policy::Approve;
+use harness_runtime::config::{
     self, AgentKind, BenchFlags, ConfigError, NotRunnable, RunConfig, SandboxTarget, SessionFlags,
 };
-use runtime::input::InputError;
-use runtime::sandbox::NetworkMode;
-use runtime::task::TaskFile;
+use harness_runtime::input::InputError;
+use harness_runtime::sandbox::NetworkMode;
+use harness_runtime::task::TaskFile;
 
 /// The turn and cost limits of a benchmark task's session whose flags set none.
 pub const DEFAULT_MAX_TURNS: u32 = 100;
@@ -42,7 +42,7 @@ pub enum TaskPlace {
     Remote {
         url: String,
         token_file: Option<PathBuf>,
-        tls: runtime::sandbox::ClientTls,
+        tls: harness_runtime::sandbox::ClientTls,
     },
 }
 
@@ -132,12 +132,16 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunCon
             NetworkMode::None
         },
         writable: Vec::new(),
-        run_as: runtime::sandbox::local::RunAs::Own,
+        run_as: harness_runtime::sandbox::local::RunAs::Own,
         known_files: None,
         keep_workspace: flags.keep_workspace,
         lifetime: flags.lifetime,
         tools: flags.tools.clone(),
-        subagents: runtime::subagent::settings(flags.tools.as_deref(), None, &flags.agents)?,
+        subagents: harness_runtime::subagent::settings(
+            flags.tools.as_deref(),
+            None,
+            &flags.agents,
+        )?,
         policy: config::policy_settings(&flags),
         hooks: config::hooks(None, &flags)?,
         mcp: config::mcp_servers(None, &flags)?,
@@ -218,7 +222,7 @@ fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> Result<(), Input
         task.resources.cpus = Some(cpus);
     }
     if let Some(text) = &flags.memory {
-        let bytes = event_log::text::parse_size(text)
+        let bytes = harness_log::text::parse_size(text)
             .map_err(|why| InputError(format!("--memory: {why}")))?;
         task.resources.memory_mb = Some((bytes.max(0) as u64).div_ceil(1 << 20));
     }

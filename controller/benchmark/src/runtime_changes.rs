@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use event_log::GuardedChange;
+use harness_log::GuardedChange;
 use sandbox_protocol::ChangeKind;
 
 /// Programs a verifier's script commonly runs: one added to a folder on `PATH` (where the image

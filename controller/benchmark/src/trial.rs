@@ -15,15 +15,15 @@ use crate::error::{Failed, Failure};
 use crate::host::{self, TaskHost};
 use crate::isolate::{self, Baseline};
 use crate::verify::{self, Verdict};
-use event_log::{
+use harness_log::{
     ErrorClass, ErrorEvent, Event, EventLog, ImageBuilt, VerifierFailure, VerifierFinished,
     VerifierIsolated,
 };
-use runtime::config::AgentKind;
-use runtime::run_loop::{Agent, Totals};
-use runtime::session::provider::Grading;
-use runtime::session::{SessionOutcome, Stop};
-use runtime::step::{Step, describe};
+use harness_runtime::config::AgentKind;
+use harness_runtime::run_loop::{Agent, Totals};
+use harness_runtime::session::provider::Grading;
+use harness_runtime::session::{SessionOutcome, Stop};
+use harness_runtime::step::{Step, describe};
 
 mod steps;
 
@@ -34,7 +34,7 @@ const AGENT_LOGS_CAP: u64 = 256 << 20;
 pub(super) async fn record_images(
     log: &EventLog,
     environment: &TaskEnvironment,
-) -> Result<(), event_log::EventLogError> {
+) -> Result<(), harness_log::EventLogError> {
     for (service, built) in &environment.built {
         let output = if built.output.is_empty() {
             None
@@ -407,7 +407,7 @@ impl Rounds<'_> {
     ) -> Result<(), Stop> {
         let observer = self.g.observer;
         let log = &self.g.recorder.log;
-        let record = |err: event_log::EventLogError| Stop::preparing(&err.into());
+        let record = |err: harness_log::EventLogError| Stop::preparing(&err.into());
         let ctrf = match &verdict.ctrf {
             Some(bytes) => Some(log.blob(bytes).map_err(record)?),
             None => None,

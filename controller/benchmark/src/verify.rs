@@ -19,7 +19,7 @@ use std::time::Duration;
 use super::host::TaskHost;
 use super::{BenchTask, Phase, Verifier};
 use crate::error::Failed;
-use event_log::VerifierFailure;
+use harness_log::VerifierFailure;
 
 /// At most this much of `/logs/verifier` is copied out.
 const VERIFIER_LOGS_CAP: u64 = 64 << 20;

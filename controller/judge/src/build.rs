@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{AllowAll, Classifier, Pipeline, Policy, PolicyError, PolicySettings, load_rules};
-use llm::{self, Model, ModelSpec, RetryPolicy};
+use harness_models::{self, Model, ModelSpec, RetryPolicy};
 
 /// Builds the policy; `model` and `spec` are the run's, which the classifier shares unless it
 /// has its own, whose requests then pass `gates` too.
@@ -12,7 +12,7 @@ pub fn build_policy(
     settings: &PolicySettings,
     spec: &ModelSpec,
     model: &Arc<dyn Model>,
-    gates: Option<&llm::gate::Gates>,
+    gates: Option<&harness_models::gate::Gates>,
 ) -> Result<Box<dyn Policy>, PolicyError> {
     if settings.allow_all {
         return Ok(Box::new(AllowAll));
@@ -28,7 +28,7 @@ pub fn build_policy(
                     name: name.clone(),
                     ..spec.clone()
                 };
-                let built = llm::build_gated(&spec, RetryPolicy::default(), gates)?;
+                let built = harness_models::build_gated(&spec, RetryPolicy::default(), gates)?;
                 (name.clone(), built)
             }
             None => (spec.name.clone(), model.clone()),

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Decision, Judgement};
-use event_log::DecisionSource;
-use llm::{Model, ModelError};
+use harness_log::DecisionSource;
+use harness_models::{Model, ModelError};
 
 /// The seed's four levels, scored 0 (low) to 3 (critical).
 pub const RISK_LEVELS: [(&str, &str); 4] = [
@@ -143,7 +143,7 @@ enum Failure {
 }
 
 /// The risk and authorisation in a classifier's reply.
-fn read_verdict(reply: &llm::ModelReply) -> Result<(f64, f64), String> {
+fn read_verdict(reply: &harness_models::ModelReply) -> Result<(f64, f64), String> {
     let answer = match reply.message.tool_calls.first() {
         Some(call) => call.arguments.clone(),
         None => reply.message.content.clone(),

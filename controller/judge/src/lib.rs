@@ -7,7 +7,7 @@
 //! Implements `harness-policy`'s [`Policy`]. It depends on `harness-policy` (the contract),
 //! `harness-log`, `harness-models` (the classifier's model) and `sandbox-protocol`, never on
 //! the runtime, a sandbox client or hooks. Only the binary depends on it: the runtime receives
-//! [`build_policy`] as a [`policy::BuildPolicy`] and the log toolkit's rerun a built
+//! [`build_policy`] as a [`harness_policy::BuildPolicy`] and the log toolkit's rerun a built
 //! [`Policy`], so a change to the rules rebuilds this crate and the binary, nothing between.
 //! Its failures are [`PolicyError`]; it does not use `anyhow`.
 
@@ -26,14 +26,14 @@ use serde::Deserialize;
 
 pub use build::build_policy;
 pub use classifier::Classifier;
-pub use judged::{Judged, What};
-pub use policy::{
+pub use harness_policy::{
     AllowAll, BuiltIn, Call, Decision, GitDir, Judgement, Policy, PolicyError, PolicySettings,
     ProcessView, ToolInput, Workspace,
 };
+pub use judged::{Judged, What};
 pub use rules::{RuleSet, Ruling};
 
-use event_log::{DecisionSource, Verdict};
+use harness_log::{DecisionSource, Verdict};
 
 /// Rules, then the read-only shortcut, then the classifier (when there is one).
 pub struct Pipeline {

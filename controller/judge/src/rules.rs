@@ -13,7 +13,7 @@
 //! every command in it is allowed: by a `read_only` entry (every option listed) or an allow
 //! pattern, with no variable, assignment or writing redirect.
 
-pub use event_log::Verdict;
+pub use harness_log::Verdict;
 
 use super::bash::{ReadOnly, default_read_only};
 use super::judged::{Judged, What};
@@ -58,7 +58,7 @@ impl Rule {
     /// The tool part is a name, or a glob with `*` (`mcp__git__*`, `*`).
     pub(super) fn tool_matches(&self, tool: &str) -> bool {
         self.tool == tool
-            || (self.tool.contains('*') && event_log::text::glob_matches(&self.tool, tool))
+            || (self.tool.contains('*') && harness_log::text::glob_matches(&self.tool, tool))
     }
 
     /// Whether the rule matches a call of `tool` whose subject is `text`.

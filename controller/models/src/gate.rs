@@ -140,7 +140,7 @@ impl RateGate {
                 if start <= now {
                     state.requests += 1;
                     state.waited += now - asked;
-                    telemetry::metrics().gate_waited(&self.endpoint, now - asked);
+                    harness_telemetry::metrics().gate_waited(&self.endpoint, now - asked);
                     return Pass { _slot: slot };
                 }
                 start

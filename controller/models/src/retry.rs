@@ -58,7 +58,7 @@ pub(crate) async fn post_json(
         let result = send_once(client, provider, url, headers, body).await;
         drop(pass);
         if let Err(ModelError::Status { status: 429, .. }) = &result {
-            telemetry::metrics().model_throttled(url);
+            harness_telemetry::metrics().model_throttled(url);
         }
         match result {
             Ok(value) => return Ok(value),

@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 use sandbox_protocol::ToolInput;
 
 use super::{Decision, Judgement};
-use event_log::SettledBy;
+use harness_log::SettledBy;
 
 /// What happens to an `ask` decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

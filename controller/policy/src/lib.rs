@@ -24,8 +24,8 @@ use futures::future::BoxFuture;
 pub use approval::{Approval, Approve, Asker, Nobody, Settled};
 pub use sandbox_protocol::{BuiltIn, ToolInput};
 
-use event_log::{DecisionSource, Verdict};
-use llm::{Model, ModelSpec};
+use harness_log::{DecisionSource, Verdict};
+use harness_models::{Model, ModelSpec};
 
 /// What to do with a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,7 +185,7 @@ pub type BuildPolicy = fn(
     &PolicySettings,
     &ModelSpec,
     &Arc<dyn Model>,
-    Option<&llm::gate::Gates>,
+    Option<&harness_models::gate::Gates>,
 ) -> Result<Box<dyn Policy>, PolicyError>;
 
 /// Why a run's policy could not be built: its rules file, or the classifier's model.
@@ -203,7 +203,7 @@ pub enum PolicyError {
         message: String,
     },
     #[error(transparent)]
-    Classifier(#[from] llm::BuildError),
+    Classifier(#[from] harness_models::BuildError),
 }
 
 /// The message a refused call returns to the model, as the seed words it.

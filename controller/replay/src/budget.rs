@@ -8,8 +8,8 @@ use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 
-use event_log::reader;
-use event_log::{BlobRef, Text};
+use harness_log::reader;
+use harness_log::{BlobRef, Text};
 use sha2::{Digest, Sha256};
 
 use crate::ReplayError;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use event_log::text::escape;
+use harness_log::text::escape;
 
 /// A chart's name and labels.
 #[derive(Debug, Clone, Copy)]

@@ -170,7 +170,7 @@ fn temp_name(name: &str) -> String {
         .map_or(0, |since| since.subsec_nanos());
     format!(
         ".{}.{}-{n}-{nanos:x}.tmp",
-        event_log::text::head(name, 100),
+        harness_log::text::head(name, 100),
         std::process::id()
     )
 }

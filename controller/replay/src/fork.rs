@@ -13,7 +13,7 @@ use std::path::Path;
 
 use super::restore::{self, State};
 use super::{ReplayError, events, text};
-use event_log::{
+use harness_log::{
     Event, HookDecision, HookEvent, HookRunEvent, ModelResponse, Purpose, SessionStarted,
 };
 mod files;
@@ -22,8 +22,8 @@ mod summary;
 pub use files::{clone_workspace, link_blobs};
 pub use summary::{ForkChild, ForkParent, ForkSummary, forks_of, line, table};
 
-use llm::{AssistantMessage, Message, estimate_tokens};
-use runtime::run_loop::{compacted, compaction_split, with_context};
+use harness_models::{AssistantMessage, Message, estimate_tokens};
+use harness_runtime::run_loop::{compacted, compaction_split, with_context};
 
 /// A recorded session's state after event `seq`.
 #[derive(Debug, Clone)]
@@ -104,7 +104,7 @@ impl Rebuild {
 
     /// A forked session began with its parent's conversation at the step it names: read from
     /// the parent's log, which must be the session the header names.
-    fn inherit(&mut self, from: &event_log::ForkedFrom, depth: u32) -> Result<(), ReplayError> {
+    fn inherit(&mut self, from: &harness_log::ForkedFrom, depth: u32) -> Result<(), ReplayError> {
         const DEEPEST: u32 = 16;
         if depth >= DEEPEST {
             return Err(ReplayError::Io(format!(
@@ -226,7 +226,7 @@ impl Rebuild {
         &mut self,
         dir: &Path,
         seq: u64,
-        compaction: &event_log::Compaction,
+        compaction: &harness_log::Compaction,
     ) -> Result<(), ReplayError> {
         let summary = text(dir, &compaction.summary)?;
         let messages = self.messages();
@@ -250,7 +250,7 @@ impl Rebuild {
     fn check(
         &mut self,
         seq: u64,
-        request: &event_log::ModelRequest,
+        request: &harness_log::ModelRequest,
         tokens: bool,
     ) -> Result<(), ReplayError> {
         let messages = self.messages();
@@ -289,11 +289,11 @@ impl ForkPoint {
             // followed by its call's changes, nor by another `stop` hook of the same reply.
             match &envelope.event {
                 Event::WorkspaceChanged(_)
-                | Event::StateFingerprint(event_log::StateFingerprint {
+                | Event::StateFingerprint(harness_log::StateFingerprint {
                     call_id: Some(_), ..
                 }) => tentative.clear(),
                 Event::HookRun(run) if run.event == HookEvent::Stop => tentative.clear(),
-                Event::Error(event_log::ErrorEvent {
+                Event::Error(harness_log::ErrorEvent {
                     call_id: Some(_), ..
                 }) => {}
                 _ => boundaries.valid.extend(tentative.drain(..)),

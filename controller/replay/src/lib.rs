@@ -26,8 +26,8 @@ pub mod restore;
 use std::path::{Path, PathBuf};
 
 pub use budget::BlobBudget;
-use event_log::reader::{self, LineError};
-use event_log::{BlobRef, Envelope, Text};
+use harness_log::reader::{self, LineError};
+use harness_log::{BlobRef, Envelope, Text};
 
 /// What a replay could not do.
 #[derive(Debug, thiserror::Error)]
@@ -137,11 +137,11 @@ pub fn subagent_dir(dir: &Path, log_dir: &str) -> Result<PathBuf, ReplayError> {
 }
 
 /// A recorded reply's tool calls, as the loop had them.
-fn tool_calls(response: &event_log::ModelResponse) -> Vec<llm::ToolCall> {
+fn tool_calls(response: &harness_log::ModelResponse) -> Vec<harness_models::ToolCall> {
     response
         .tool_calls
         .iter()
-        .map(|call| llm::ToolCall {
+        .map(|call| harness_models::ToolCall {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments.clone(),
@@ -211,7 +211,7 @@ mod tests {
         std::fs::write(&secret, "key=hunter2\n").unwrap();
         let sha256 = hex::encode(sha2::Sha256::digest(b"key=hunter2\n"));
         std::os::unix::fs::symlink(&secret, log.join("blobs").join(&sha256)).unwrap();
-        let version = event_log::VersionRecord {
+        let version = harness_log::VersionRecord {
             kind: EntryKind::File,
             size: 12,
             mode: 0o644,

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{ReplayError, events};
-use event_log::{Event, FailureClass, Outcome};
+use harness_log::{Event, FailureClass, Outcome};
 
 /// How a run ended, as reports show it: its session's outcome, or why it has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,7 +66,7 @@ pub struct RunMetrics {
     /// to handle): why a session that stopped early stopped.
     pub last_error: Option<String>,
     pub tool_latency_ms: BTreeMap<String, Latency>,
-    pub errors: BTreeMap<event_log::ErrorClass, u64>,
+    pub errors: BTreeMap<harness_log::ErrorClass, u64>,
     /// The seq of the first `workspace_changed`, and the turn it came in.
     pub first_modification_seq: Option<u64>,
     pub first_modification_turn: Option<u32>,
@@ -179,7 +179,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             first_ts = millis(&envelope.ts);
         }
         last_ts = millis(&envelope.ts).or(last_ts);
-        let agent_result = matches!(&envelope.event, Event::ToolResult(r) if runtime::subagent::is_agent_tool(&r.name));
+        let agent_result = matches!(&envelope.event, Event::ToolResult(r) if harness_runtime::subagent::is_agent_tool(&r.name));
         if !agent_result
             && matches!(
                 envelope.event,
@@ -208,7 +208,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             }
             Event::ToolResult(result) => {
                 *metrics.tool_calls.entry(result.name.clone()).or_default() += 1;
-                if result.status == event_log::ToolStatus::Blocked {
+                if result.status == harness_log::ToolStatus::Blocked {
                     metrics.refused += 1;
                 }
                 samples
@@ -223,7 +223,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             }
             Event::Error(error) => {
                 *metrics.errors.entry(error.class).or_default() += 1;
-                if error.class != event_log::ErrorClass::Tool {
+                if error.class != harness_log::ErrorClass::Tool {
                     metrics.last_error = Some(error.message);
                 }
             }

@@ -8,9 +8,9 @@ use std::sync::Mutex;
 use serde_json::{Value, json};
 
 use super::ReplayError;
-use event_log::{Event, ModelResponse, Purpose};
-use llm::offline::Offline;
-use llm::{Ask, AssistantMessage, Model, ModelError, ModelReply, Usage};
+use harness_log::{Event, ModelResponse, Purpose};
+use harness_models::offline::Offline;
+use harness_models::{Ask, AssistantMessage, Model, ModelError, ModelReply, Usage};
 
 pub struct ReplayModel {
     dir: std::path::PathBuf,

@@ -14,8 +14,8 @@ mod subagents;
 mod write;
 
 use super::{ReplayError, events, text};
-use event_log::text::escape;
-use event_log::{BlobRef, Event, Text};
+use harness_log::text::escape;
+use harness_log::{BlobRef, Event, Text};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -52,12 +52,12 @@ struct Section {
 
 /// Renders the session in `dir` to `out`. Returns the number of events rendered. Markdown is
 /// text to read on a terminal (or in a file shown on one later): the log's control characters
-/// are shown as `\u001b` there, never written raw ([`event_log::text::terminal_safe`]); the
+/// are shown as `\u001b` there, never written raw ([`harness_log::text::terminal_safe`]); the
 /// HTML page escapes what it shows as HTML.
 pub fn render(dir: &Path, format: Format, out: &mut dyn Write) -> Result<u64, ReplayError> {
     match format {
         Format::Md => {
-            let mut safe = event_log::text::TerminalSafe::new(out);
+            let mut safe = harness_log::text::TerminalSafe::new(out);
             let n = render_into(dir, format, &mut safe)?;
             safe.flush()
                 .map_err(|err| ReplayError::Io(format!("writing the transcript: {err}")))?;
@@ -157,8 +157,8 @@ fn outcome_line(dir: &Path) -> String {
     format!(
         "Outcome: {}{failure} · {} · {} · {cost} · {:.1} s",
         f.outcome.as_str(),
-        event_log::text::plural(f.turns, "turn"),
-        event_log::text::plural(f.tool_calls, "tool call"),
+        harness_log::text::plural(f.turns, "turn"),
+        harness_log::text::plural(f.tool_calls, "tool call"),
         f.duration_ms as f64 / 1000.0
     )
 }

@@ -17,8 +17,8 @@ pub use write::{write_html, write_text};
 
 use super::metrics::{self, Latency, RunOutcome, Unfinished};
 use super::{ReplayError, events};
-use event_log::reader;
-use event_log::{BatchStarted, Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
+use harness_log::reader;
+use harness_log::{BatchStarted, Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
 
 /// What a benchmark trial's own files say beyond its log: which task files are benchmark
 /// folders, and a trial's named rewards, error class and reward validity as its `result.json`
@@ -211,7 +211,7 @@ pub fn is_batch(dir: &Path) -> bool {
         return false;
     }
     matches!(
-        serde_json::from_slice::<event_log::Envelope>(&first),
+        serde_json::from_slice::<harness_log::Envelope>(&first),
         Ok(envelope) if matches!(envelope.event, Event::BatchStarted(_))
     )
 }

@@ -13,11 +13,11 @@ mod subagents;
 pub use subagents::{ForkedSandbox, Forker, RecordedChild};
 
 use super::{BlobBudget, ReplayError, events};
-use event_log::{ChangeRecord, Event, ToolStatus};
-use llm::ToolCall;
-use runtime::run_loop::{CallOutcome, parse_call, run_on_sandbox};
-use runtime::sandbox::CallOptions;
-use runtime::sandbox::{SandboxClient, SandboxError, ToolReply};
+use harness_log::{ChangeRecord, Event, ToolStatus};
+use harness_models::ToolCall;
+use harness_runtime::run_loop::{CallOutcome, parse_call, run_on_sandbox};
+use harness_runtime::sandbox::CallOptions;
+use harness_runtime::sandbox::{SandboxClient, SandboxError, ToolReply};
 
 /// One recorded call with what it led to.
 #[derive(Debug, Clone)]
@@ -119,7 +119,7 @@ fn load_at(
                     let call = &mut recording.calls[idx];
                     call.status = Some(result.status);
                     let output = budget.text(dir, &result.output)?;
-                    let added = runtime::run_loop::with_context(
+                    let added = harness_runtime::run_loop::with_context(
                         String::new(),
                         &context.remove(&idx).unwrap_or_default(),
                     );
@@ -164,7 +164,7 @@ fn load_at(
 
 /// What a hook's run changes in a recorded call: the arguments it rewrote, the context it
 /// added to the result.
-fn hooked(call: &mut RecordedCall, run: event_log::HookRunEvent, context: &mut Vec<String>) {
+fn hooked(call: &mut RecordedCall, run: harness_log::HookRunEvent, context: &mut Vec<String>) {
     if let Some(input) = run.updated_input {
         call.call.arguments = input.to_string();
     }
@@ -258,13 +258,13 @@ pub struct RerunReport {
 /// How a rerun judges the calls of a log it does not trust: a policy the caller built (the
 /// binary's: the rules, no classifier, nobody to ask).
 pub struct Check {
-    policy: Box<dyn policy::Policy>,
+    policy: Box<dyn harness_policy::Policy>,
     /// Refuse what the policy would ask about, too.
     refuse_asks: bool,
 }
 
 impl Check {
-    pub fn new(policy: Box<dyn policy::Policy>, refuse_asks: bool) -> Check {
+    pub fn new(policy: Box<dyn harness_policy::Policy>, refuse_asks: bool) -> Check {
         Check {
             policy,
             refuse_asks,
@@ -273,7 +273,7 @@ impl Check {
 
     /// Why the call must not run, if it must not.
     async fn refuses(&self, input: &ToolInput, sandbox: &SandboxClient) -> Option<String> {
-        use policy::{Call, Decision};
+        use harness_policy::{Call, Decision};
         let judgement = self
             .policy
             .decide(Call {
@@ -295,7 +295,7 @@ impl Check {
 pub struct Rerun<'a> {
     pub normalizer: &'a Normalizer,
     pub check: Option<&'a Check>,
-    pub mcp: Option<&'a runtime::mcp::McpTools>,
+    pub mcp: Option<&'a harness_runtime::mcp::McpTools>,
     /// Copies of the sandbox for forked subagents; without it, a log with one diverges there.
     pub forker: Option<&'a dyn Forker>,
 }
@@ -332,7 +332,7 @@ pub async fn rerun(
             continue;
         }
         let servers = mcp.filter(|m| m.owns(&recorded.call.name));
-        if recorded.call.name.starts_with(runtime::mcp::PREFIX) && servers.is_none() {
+        if recorded.call.name.starts_with(harness_runtime::mcp::PREFIX) && servers.is_none() {
             report.n_from_log += 1;
             continue;
         }
@@ -489,8 +489,12 @@ fn hash(text: &str) -> String {
 
 /// A divergence for a person: where, what, and a diff of recorded against rerun.
 pub fn describe(divergence: &Divergence) -> String {
-    let diff =
-        event_log::text::unified_diff(&divergence.recorded, &divergence.rerun, "recorded", "rerun");
+    let diff = harness_log::text::unified_diff(
+        &divergence.recorded,
+        &divergence.rerun,
+        "recorded",
+        "rerun",
+    );
     let place = match divergence.log.as_str() {
         "" => String::new(),
         log => format!(" of the subagent {log}"),

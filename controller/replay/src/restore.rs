@@ -13,7 +13,7 @@ mod beneath;
 mod manifest;
 
 use beneath::Beneath;
-use event_log::{Event, VersionRecord, reader};
+use harness_log::{Event, VersionRecord, reader};
 
 /// A workspace as the log knows it at one step: path to version.
 pub type State = BTreeMap<String, VersionRecord>;

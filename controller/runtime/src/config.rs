@@ -19,8 +19,8 @@ use crate::input::{InputError, invalid};
 use crate::run_loop::Limits;
 use crate::sandbox::NetworkMode;
 use crate::task::{TaskFile, WorkspaceSource};
-use llm::{ModelSpec, Price};
-use policy::{Approve, PolicySettings};
+use harness_models::{ModelSpec, Price};
+use harness_policy::{Approve, PolicySettings};
 
 pub const DEFAULT_MODEL: &str = "openai/gpt-6-luna";
 pub const DEFAULT_WORKING_DIR: &str = "agent-harness-working";

@@ -26,7 +26,7 @@ pub use config::{HookSpec, Hooks, HooksFile};
 pub use input::{About, HookInput, ToolOutcome, schema};
 pub use run::{HookRun, RunOutcome};
 // The schema of the log names them (`hook_run`), so they live with it.
-pub use event_log::{HookDecision, HookEvent};
+pub use harness_log::{HookDecision, HookEvent};
 
 /// What a hook may answer (every field optional; an empty answer has no opinion).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
@@ -115,7 +115,7 @@ impl Combined {
     }
 }
 
-pub use event_log::text::glob_matches;
+pub use harness_log::text::glob_matches;
 
 /// The default time a hook may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

@@ -5,7 +5,7 @@
 //! never on the log toolkit, the benchmark adapter or the binary: whatever a session is part
 //! of reaches it through [`session::provider`] (who starts the sandbox, who grades). It never
 //! talks to a person: it notes through an [`run_loop::Observer`] and asks through a
-//! [`policy::Asker`].
+//! [`harness_policy::Asker`].
 //!
 //! # Layout
 //! - [`config`]: a run's settings, resolved from flags and a task file; [`task`]: task files

@@ -4,7 +4,7 @@
 use sandbox_protocol::EntryKind;
 
 use crate::sandbox::{SandboxClient, SandboxError};
-use event_log::text::escape;
+use harness_log::text::escape;
 
 /// The seed's base prompt.
 pub const BASE_PROMPT: &str = "You are a coding agent. Use the tools to complete the user's task in the \

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
 use crate::sandbox::{SandboxClient, SandboxError};
-use event_log::{
+use harness_log::{
     ChangeRecord, Event, EventLog, EventLogError, ListenerRecord, ProcessRecord, StateFingerprint,
     VersionRecord, WatchedRecord, WorkspaceChanged, WorkspaceSnapshot,
 };
@@ -145,7 +145,7 @@ impl Recorder {
     /// call's answer brought it, else with a request. Its name is the sandbox's word, joined
     /// to folders here only when it is a sha256 (see [`invalid_blob`]).
     async fn copy_blob(&self, sha256: &str, inline: Option<&Inline>) -> Result<(), RecordError> {
-        if !event_log::blobs::is_sha256(sha256) {
+        if !harness_log::blobs::is_sha256(sha256) {
             return Err(invalid_blob(self.sandbox.url(), sha256).into());
         }
         let kept = self.log.dir().join("blobs").join(sha256);
@@ -153,7 +153,7 @@ impl Recorder {
             return Ok(());
         }
         if let Some(source) = &self.blob_source
-            && event_log::blobs::link_or_copy(&source.join(sha256), &kept).is_ok()
+            && harness_log::blobs::link_or_copy(&source.join(sha256), &kept).is_ok()
         {
             return Ok(());
         }
@@ -278,7 +278,7 @@ pub(crate) fn invalid_blob(url: &str, sha256: &str) -> SandboxError {
         url: url.to_owned(),
         message: format!(
             "it named a file version {:?}, which is not a sha256 (64 lowercase hex digits): refused as a blob name (a hostile or broken server?)",
-            event_log::text::head(sha256, 200)
+            harness_log::text::head(sha256, 200)
         ),
     }
 }
@@ -368,7 +368,7 @@ mod tests {
         std::fs::create_dir_all(&source).unwrap();
         std::fs::write(dir.path().join("host.env"), "KEY=secret").unwrap();
         let log_dir = dir.path().join("logs/run");
-        let log = EventLog::create(&log_dir, event_log::Durability::Relaxed, &[]).unwrap();
+        let log = EventLog::create(&log_dir, harness_log::Durability::Relaxed, &[]).unwrap();
         // Nothing listens there: the name is refused before any request.
         let sandbox = SandboxClient::new("http://127.0.0.1:9", None);
         let recorder = Recorder::new(log, sandbox, "s").with_blob_source(Some(source));

@@ -24,10 +24,10 @@ pub use tool_call::{CallOutcome, parse_call, run_on_sandbox};
 use crate::hooks::{About, HookDecision, Hooks};
 use crate::recording::{RecordError, Recorder};
 use crate::sandbox::{LiveOutput, SandboxClient, SandboxError};
-use event_log::{self, ErrorClass, ErrorEvent, Event, LoggedUsage, Purpose};
+use harness_log::{self, ErrorClass, ErrorEvent, Event, LoggedUsage, Purpose};
+use harness_models::{Message, Model, ModelError, ToolCall, estimate_tokens};
+use harness_policy::{Approval, Policy};
 pub use hooked::with_context;
-use llm::{Message, Model, ModelError, ToolCall, estimate_tokens};
-use policy::{Approval, Policy};
 
 /// The loop's limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,7 +71,7 @@ pub struct Totals {
     pub n_compactions: u32,
     pub usage: LoggedUsage,
     /// What the session's subagents spent (not in the figures above).
-    pub subagents: event_log::SubagentTotals,
+    pub subagents: harness_log::SubagentTotals,
 }
 
 impl Totals {
@@ -101,7 +101,7 @@ pub struct Resume {
     /// `--max-turns` counts its own.
     pub turns: u32,
     /// What the log's header says of the parent.
-    pub forked_from: event_log::ForkedFrom,
+    pub forked_from: harness_log::ForkedFrom,
     /// The blobs of the workspace the session starts from that the caller puts into its log's
     /// `blobs/` itself, while the session runs (a fork links the parent's, after its children
     /// are started): the initial snapshot neither copies nor fetches them.
@@ -136,8 +136,8 @@ impl SessionError {
     }
 }
 
-impl From<event_log::EventLogError> for SessionError {
-    fn from(err: event_log::EventLogError) -> Self {
+impl From<harness_log::EventLogError> for SessionError {
+    fn from(err: harness_log::EventLogError) -> Self {
         SessionError::Log(RecordError::Log(err))
     }
 }
@@ -326,7 +326,7 @@ impl Agent<'_> {
         // The seed's words ("Stopped: hit N turns."), in the singular for one.
         let answer = format!(
             "Stopped: hit {}.",
-            event_log::text::plural(self.limits.max_turns, "turn")
+            harness_log::text::plural(self.limits.max_turns, "turn")
         );
         Ok(self.report(LoopEnd::TurnLimit, answer, totals, messages))
     }

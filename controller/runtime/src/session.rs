@@ -39,10 +39,10 @@ use crate::run_loop::{Agent, Observer, Resume, Totals};
 use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::Lease;
 use crate::step::{self, Step, StepError};
-use event_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
+use harness_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
+use harness_models::{self, Model};
+use harness_policy::{Approval, Asker, BuildPolicy, Policy};
 use header::{Header, finish};
-use llm::{self, Model};
-use policy::{Approval, Asker, BuildPolicy, Policy};
 use prepare::{Prepared, prepare};
 use sandbox::{Sandbox, StartContext};
 
@@ -53,7 +53,7 @@ const MCP_FILE_MAX: usize = 1 << 20;
 #[derive(Debug)]
 pub struct SessionOptions {
     pub config: RunConfig,
-    /// From [`event_log::new_session_id`].
+    /// From [`harness_log::new_session_id`].
     pub session_id: String,
     /// The session's own folder; `<log-dir>/<session-id>` for `harness run`.
     pub log_dir: PathBuf,
@@ -62,7 +62,7 @@ pub struct SessionOptions {
     /// (a batch, whose display they would break).
     pub sandbox_log_in_folder: bool,
     /// The rate gates a classifier model's requests pass too (a batch's, shared by all tasks).
-    pub gates: Option<Arc<llm::gate::Gates>>,
+    pub gates: Option<Arc<harness_models::gate::Gates>>,
     /// The pool member the batch leased, for a `SandboxTarget::Pool`.
     pub lease: Option<Lease>,
     /// Docker containers started ahead of need, for a `SandboxTarget::Docker` (a batch's).
@@ -278,9 +278,9 @@ enum OpenError {
     #[error(transparent)]
     Token(#[from] InputError),
     #[error(transparent)]
-    Policy(#[from] policy::PolicyError),
+    Policy(#[from] harness_policy::PolicyError),
     #[error(transparent)]
-    Log(#[from] event_log::EventLogError),
+    Log(#[from] harness_log::EventLogError),
 }
 
 /// The sandbox token, the policy and the log: what a session needs before anything starts.
@@ -310,7 +310,7 @@ fn open(
     }
     known.extend(config.mcp.secret_values());
     known.extend(config.hooks.secret_values());
-    let secrets = event_log::secrets::values(&known);
+    let secrets = harness_log::secrets::values(&known);
     let log = EventLog::create(&options.log_dir, options.durability, &secrets)?;
     observer.note(&format!("log: {}", options.log_dir.display()));
     Ok((token, policy, log))
@@ -339,7 +339,7 @@ async fn start_sandbox(
     let sandbox = Sandbox::start(&options.config, context)
         .instrument(span)
         .await;
-    telemetry::metrics().sandbox_started(provider, started.elapsed(), sandbox.is_ok());
+    harness_telemetry::metrics().sandbox_started(provider, started.elapsed(), sandbox.is_ok());
     sandbox.map_err(|err| Stop::start(&err))
 }
 

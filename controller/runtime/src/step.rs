@@ -3,7 +3,7 @@
 //! is: a request to the sandbox, the session's log, or the harness's own input and files. A
 //! session's stop is classified from it by a `match` ([`StepError::is_sandboxes`]).
 
-use event_log::EventLogError;
+use harness_log::EventLogError;
 
 use crate::recording::RecordError;
 use crate::sandbox::SandboxError;
@@ -164,7 +164,7 @@ mod tests {
             source: io,
         };
         assert_eq!(describe(&log), "session log /tmp/l: disk full");
-        let policy = policy::PolicyError::Read {
+        let policy = harness_policy::PolicyError::Read {
             path: "rules.yaml".into(),
             source: std::io::Error::other("no such file"),
         };

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::input::InputError;
-pub use event_log::{SubagentLimits, WorkspaceMode};
+pub use harness_log::{SubagentLimits, WorkspaceMode};
 
 /// The tool's name; spelled only here.
 pub const AGENT_TOOL: &str = "agent";

@@ -6,18 +6,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{BatchConfig, BatchObserver, Progress, Running, Stopping, TaskSpec};
-use bench::results::{TrialLink, uuid_of};
-use event_log::{
+use harness_benchmark::results::{TrialLink, uuid_of};
+use harness_log::{
     self, ErrorClass, ErrorEvent, Event, EventLog, FailureClass, TaskFinished, TaskRetried,
     TaskStarted,
 };
-use llm::gate::Gates;
-use policy::Nobody;
-use runtime::run_loop::{Observer, Totals};
-use runtime::sandbox::docker::warm::WarmPool;
-use runtime::sandbox::pool::{Lease, LeaseError, Pool};
-use runtime::session::{Audience, SessionOptions, SessionOutcome, SessionSummary};
-use runtime::task::WorkspaceSource;
+use harness_models::gate::Gates;
+use harness_policy::Nobody;
+use harness_runtime::run_loop::{Observer, Totals};
+use harness_runtime::sandbox::docker::warm::WarmPool;
+use harness_runtime::sandbox::pool::{Lease, LeaseError, Pool};
+use harness_runtime::session::{Audience, SessionOptions, SessionOutcome, SessionSummary};
+use harness_runtime::task::WorkspaceSource;
 
 /// What every task of a batch shares.
 pub(super) struct TaskContext<'a> {
@@ -39,11 +39,11 @@ struct Watched {
 }
 
 impl Observer for Watched {
-    fn tool_call(&self, call: &llm::ToolCall) {
+    fn tool_call(&self, call: &harness_models::ToolCall) {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(call_summary(call));
     }
 
-    fn tool_finished(&self, _call: &llm::ToolCall) {
+    fn tool_finished(&self, _call: &harness_models::ToolCall) {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
@@ -52,7 +52,7 @@ impl Observer for Watched {
 
 /// A call in a few words, for a progress line: a `bash` call's command (its first line), a
 /// file tool's path, or the tool's name.
-pub(crate) fn call_summary(call: &llm::ToolCall) -> String {
+pub(crate) fn call_summary(call: &harness_models::ToolCall) -> String {
     let args = serde_json::from_str(&call.arguments).unwrap_or_default();
     let input = sandbox_protocol::ToolInput::parse(&call.name, args).ok();
     let detail = match input
@@ -88,7 +88,7 @@ impl TaskContext<'_> {
         loop {
             let summary = self.attempt(task, attempt).await;
             let outcome = summary.outcome;
-            telemetry::metrics().attempt(outcome.logged().as_str());
+            harness_telemetry::metrics().attempt(outcome.logged().as_str());
             let _ = self
                 .log
                 .record(Event::TaskFinished(TaskFinished {
@@ -115,7 +115,7 @@ impl TaskContext<'_> {
 
     fn done(&self, task: &TaskSpec, summary: &SessionSummary) {
         let passed = summary.outcome.passed();
-        telemetry::metrics().task_finished(summary.outcome.logged().as_str());
+        harness_telemetry::metrics().task_finished(summary.outcome.logged().as_str());
         self.progress.update(|p| {
             p.running.remove(&task.id);
             p.done += 1;
@@ -134,7 +134,7 @@ impl TaskContext<'_> {
         let out = &self.config.out;
         let reason =
             "infrastructure failure: the sandbox died, could not start or stopped answering";
-        let moved = event_log::set_aside(out, &task.id)
+        let moved = harness_log::set_aside(out, &task.id)
             .ok()
             .flatten()
             .map(|p| relative(&p, out))
@@ -156,7 +156,7 @@ impl TaskContext<'_> {
     async fn attempt(&self, task: &TaskSpec, attempt: u32) -> SessionSummary {
         let log_dir = self.config.out.join(&task.id);
         // An earlier run's unfinished log (a resumed batch) is kept, out of the way.
-        if let Err(err) = event_log::set_aside(&self.config.out, &task.id) {
+        if let Err(err) = harness_log::set_aside(&self.config.out, &task.id) {
             self.observer
                 .note(&format!("{}: moving an earlier log aside: {err}", task.id));
         }
@@ -199,7 +199,8 @@ impl TaskContext<'_> {
                 job_id: Some(uuid_of(&self.config.batch_id)),
                 source: task.dataset_name(),
             });
-        bench::run_session(options, trial.as_ref(), model, audience, &totals, cancel).await
+        harness_benchmark::run_session(options, trial.as_ref(), model, audience, &totals, cancel)
+            .await
     }
 
     /// A pool member for the attempt, when the batch has a pool.
@@ -231,8 +232,14 @@ impl TaskContext<'_> {
         task: &TaskSpec,
         log_dir: &Path,
         lease: Option<Lease>,
-    ) -> Result<(SessionOptions, Arc<dyn llm::Model>, tempfile::TempDir), (ErrorClass, anyhow::Error)>
-    {
+    ) -> Result<
+        (
+            SessionOptions,
+            Arc<dyn harness_models::Model>,
+            tempfile::TempDir,
+        ),
+        (ErrorClass, anyhow::Error),
+    > {
         let internal = |err: anyhow::Error| (ErrorClass::Internal, err);
         let workspace = tempfile::Builder::new()
             .prefix(&format!("harness-batch-{}-", task.id))
@@ -253,14 +260,14 @@ impl TaskContext<'_> {
         let model = crate::launch::build_model(&config, Some(self.gates)).map_err(internal)?;
         let options = SessionOptions {
             config,
-            session_id: event_log::new_session_id(),
+            session_id: harness_log::new_session_id(),
             log_dir: log_dir.to_owned(),
             durability: self.config.durability,
             sandbox_log_in_folder: true,
             gates: Some(self.gates.clone()),
             lease,
             warm: self.warm.cloned(),
-            build_policy: judge::build_policy,
+            build_policy: harness_judge::build_policy,
             resume: None,
             subagent: None,
         };
@@ -318,7 +325,7 @@ impl TaskContext<'_> {
 #[cfg(test)]
 mod tests {
     use super::call_summary;
-    use llm::ToolCall;
+    use harness_models::ToolCall;
 
     fn call(name: &str, arguments: &str) -> ToolCall {
         ToolCall {

@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use super::BatchConfig;
-use bench::results::job::{JobInfo, write_job};
-use bench::results::{TrialRecord, read_record, uuid_of};
-use runtime::config::AgentKind;
-use runtime::task::TaskSource;
+use harness_benchmark::results::job::{JobInfo, write_job};
+use harness_benchmark::results::{TrialRecord, read_record, uuid_of};
+use harness_runtime::config::AgentKind;
+use harness_runtime::task::TaskSource;
 
 /// Whether a benchmark trial's folder holds a result with its score ([`TrialRecord::scored`]).
 pub(super) fn scored(dir: &Path) -> bool {
@@ -50,18 +50,19 @@ pub(super) fn write(
             .flags
             .model
             .clone()
-            .unwrap_or_else(|| runtime::config::DEFAULT_MODEL.to_owned()),
+            .unwrap_or_else(|| harness_runtime::config::DEFAULT_MODEL.to_owned()),
         Ok(agent) => agent.as_str().to_owned(),
     };
     // Over every run of the batch, as its report counts them.
-    let n_retries = replay::report::load(&config.out, &bench::results::HarborFiles)
-        .map(|report| report.totals.retries)
-        .unwrap_or(0);
+    let n_retries =
+        harness_replay::report::load(&config.out, &harness_benchmark::results::HarborFiles)
+            .map(|report| report.totals.retries)
+            .unwrap_or(0);
     let info = JobInfo {
         n_retries,
         job_id: uuid_of(&config.batch_id),
         started_at: started_at.to_owned(),
-        finished_at: Some(event_log::now()),
+        finished_at: Some(harness_log::now()),
         n_attempts: config.attempts,
         parallel: config.parallel,
         retries: config.retries,

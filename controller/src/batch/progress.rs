@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use runtime::run_loop::Totals;
+use harness_runtime::run_loop::Totals;
 
 /// A task while it runs.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ impl Progress {
         let mut state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut state);
         let running = state.running.len();
-        telemetry::metrics().tasks(telemetry::TaskCounts {
+        harness_telemetry::metrics().tasks(harness_telemetry::TaskCounts {
             pending: state
                 .total
                 .saturating_sub(state.skipped + state.done + running),

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use runtime::task::{TaskSource, discover};
+use harness_runtime::task::{TaskSource, discover};
 
 /// One trial of one task of a batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,7 +80,7 @@ pub fn refuse_host_side_keys(tasks: &[TaskSpec]) -> anyhow::Result<()> {
         if !seen.insert(file.clone()) {
             continue;
         }
-        let parsed = runtime::task::TaskFile::load(file)?;
+        let parsed = harness_runtime::task::TaskFile::load(file)?;
         for key in parsed.host_side_keys(file, dataset) {
             refused.push(format!("  {}: {key}", file.display()));
         }
@@ -136,7 +136,7 @@ pub fn collect_tasks(paths: &[PathBuf], attempts: u32) -> anyhow::Result<Vec<Tas
 
 /// A folder given that is not itself a task is a dataset.
 fn dataset_of(path: &Path) -> Option<PathBuf> {
-    let is_dataset = path.is_dir() && bench::detect(path).is_none();
+    let is_dataset = path.is_dir() && harness_benchmark::detect(path).is_none();
     is_dataset.then(|| std::path::absolute(path).ok()).flatten()
 }
 

@@ -1,6 +1,6 @@
 //! The `agent` tool's flags (`--tools …,agent`): its limits, enforced by the harness.
 
-use runtime::subagent::AgentFlags;
+use harness_runtime::subagent::AgentFlags;
 
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Subagents (the `agent` tool, with --tools …,agent)")]

@@ -9,11 +9,11 @@ use anyhow::Context;
 use controller::batch::{
     self, BatchConfig, BatchObserver, Progress, ProgressState, SandboxSource, Stopping,
 };
-use llm::gate::Gates;
-use policy::Approve;
-use replay::report;
-use runtime::exit_code;
-use runtime::session::SessionSummary;
+use harness_models::gate::Gates;
+use harness_policy::Approve;
+use harness_replay::report;
+use harness_runtime::exit_code;
+use harness_runtime::session::SessionSummary;
 
 use super::{BatchArgs, ProgressMode};
 
@@ -39,7 +39,7 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     let benchmark = config
         .tasks
         .iter()
-        .filter(|t| matches!(t.source, runtime::task::TaskSource::Bench(_)))
+        .filter(|t| matches!(t.source, harness_runtime::task::TaskSource::Bench(_)))
         .count();
     let sandboxes = match (benchmark, config.tasks.len()) {
         (0, _) => format!(
@@ -59,7 +59,7 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     };
     eprintln!(
         "batch: {}{trials}, {}, {sandboxes}, log {}",
-        event_log::text::plural(config.tasks.len() / args.attempts.max(1) as usize, "task"),
+        harness_log::text::plural(config.tasks.len() / args.attempts.max(1) as usize, "task"),
         config.parallel_reason,
         config.out.display()
     );
@@ -115,10 +115,10 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
     }
     let benchmark = tasks
         .iter()
-        .any(|t| matches!(t.source, runtime::task::TaskSource::Bench(_)));
+        .any(|t| matches!(t.source, harness_runtime::task::TaskSource::Bench(_)));
     let per_task = match (&sandbox, &flags.memory) {
         (_, None) if benchmark => 2 << 30,
-        (SandboxSource::Docker, Some(text)) => event_log::text::parse_size(text)
+        (SandboxSource::Docker, Some(text)) => harness_log::text::parse_size(text)
             .map_err(|why| anyhow::anyhow!("--memory {why}"))?
             as u64,
         (SandboxSource::Docker, None) => 1 << 30,
@@ -138,7 +138,7 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "batch".to_owned()),
-        _ => format!("batch-{}", event_log::new_session_id()),
+        _ => format!("batch-{}", harness_log::new_session_id()),
     };
     let out = args
         .out
@@ -197,11 +197,11 @@ fn paint_every_quarter_second(
 
 /// `report.json`, `report.html` and the table on stdout, all read back from the logs.
 fn write_report(out: &std::path::Path) -> anyhow::Result<report::BatchReport> {
-    let report = report::load(out, &bench::results::HarborFiles)
+    let report = report::load(out, &harness_benchmark::results::HarborFiles)
         .context("reading the batch back for its report")?;
     let json = serde_json::to_vec_pretty(&report).context("writing the report")?;
     // In place of what is there, as `report.html`: never through a link planted in the folder.
-    replay::folder::write_replacing(&out.join("report.json"), &json)
+    harness_replay::folder::write_replacing(&out.join("report.json"), &json)
         .with_context(|| format!("writing {}", out.join("report.json").display()))?;
     let html = report::write_html(out, &report)?;
     let mut lock = super::terminal::safe_stdout();
@@ -229,7 +229,7 @@ struct Display {
 impl Display {
     fn line(&self, text: String) {
         // Task names and errors are a dataset's words: their control characters are shown.
-        let text = match event_log::text::terminal_safe(&text) {
+        let text = match harness_log::text::terminal_safe(&text) {
             std::borrow::Cow::Borrowed(_) => text,
             std::borrow::Cow::Owned(safe) => safe,
         };
@@ -322,7 +322,7 @@ impl Display {
             .unwrap_or(100)
             .max(20);
         for line in &lines {
-            let line = event_log::text::terminal_safe(line);
+            let line = harness_log::text::terminal_safe(line);
             println!("{}", line.chars().take(columns - 1).collect::<String>());
         }
         *self.drawn.lock().unwrap_or_else(|p| p.into_inner()) = lines.len();
@@ -360,8 +360,8 @@ impl BatchObserver for Display {
         self.line(format!(
             "{verdict:<8} {task}: {}{why}, {}, {}, ${:.4}, {:.1} s",
             summary.outcome.logged().as_str(),
-            event_log::text::plural(summary.totals.turns, "turn"),
-            event_log::text::plural(summary.totals.tool_calls, "tool call"),
+            harness_log::text::plural(summary.totals.turns, "turn"),
+            harness_log::text::plural(summary.totals.tool_calls, "tool call"),
             summary.totals.cost_with_subagents(),
             summary.duration.as_secs_f64()
         ));

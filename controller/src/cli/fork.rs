@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use event_log::text::terminal_safe;
-use runtime::exit_code;
+use harness_log::text::terminal_safe;
+use harness_runtime::exit_code;
 
 /// `harness replay fork`'s flags.
 #[derive(Debug, clap::Args)]
@@ -82,13 +82,13 @@ pub(crate) async fn fork_cmd(args: &ForkArgs) -> anyhow::Result<i32> {
         let text = serde_json::to_string_pretty(&summary)?;
         println!("{}", terminal_safe(&text));
     } else {
-        print!("{}", terminal_safe(&replay::fork::table(&summary)));
+        print!("{}", terminal_safe(&harness_replay::fork::table(&summary)));
     }
     let outcomes = || summary.children.iter().map(|child| child.outcome);
     Ok(
-        if outcomes().any(|o| o == event_log::Outcome::Interrupted) {
+        if outcomes().any(|o| o == harness_log::Outcome::Interrupted) {
             exit_code::INTERRUPTED
-        } else if outcomes().any(|o| o == event_log::Outcome::Error) {
+        } else if outcomes().any(|o| o == harness_log::Outcome::Error) {
             exit_code::ERROR
         } else {
             exit_code::COMPLETED
@@ -103,10 +103,10 @@ struct ForkLines {
 
 impl controller::fork::ForkDisplay for ForkLines {
     fn note(&self, text: &str) {
-        eprintln!("{}", event_log::text::terminal_safe(text));
+        eprintln!("{}", harness_log::text::terminal_safe(text));
     }
 
-    fn child(&self, child: &replay::fork::ForkChild, count: u32) {
+    fn child(&self, child: &harness_replay::fork::ForkChild, count: u32) {
         let n = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         eprintln!(
             "[{n}/{count}] child {}: {} in {} turns, ${:.4} -> {}",
@@ -127,11 +127,11 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
             "--fork-at takes --count for the children, not --attempts, --resume or --pool-size"
         );
     }
-    let sessions = replay::session_dirs(&args.tasks)?;
+    let sessions = harness_replay::session_dirs(&args.tasks)?;
     let out = args.out.clone().unwrap_or_else(|| {
         args.session
             .log_dir
-            .join(format!("forks-{}", event_log::new_session_id()))
+            .join(format!("forks-{}", harness_log::new_session_id()))
     });
     if out.exists() {
         anyhow::bail!("{}: already exists; give --out a new folder", out.display());
@@ -189,7 +189,7 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let json = serde_json::to_string_pretty(&serde_json::json!({"step": seq, "sessions": rows}))?;
     // In place of what is there: never through a link planted in a shared `--out`.
-    replay::folder::write_replacing(&out.join("forks.json"), (json + "\n").as_bytes())
+    harness_replay::folder::write_replacing(&out.join("forks.json"), (json + "\n").as_bytes())
         .with_context(|| format!("writing {}", out.join("forks.json").display()))?;
     println!(
         "{:<40} {:>8} {:>7} {:>8} {:>10}",

@@ -1,11 +1,11 @@
-//! `harness images build`: the edge of `bench::publish`.
+//! `harness images build`: the edge of `harness_benchmark::publish`.
 
 use std::path::Path;
 
-use bench::publish::{self, Overlay};
-use runtime::config::AgentKind;
-use runtime::exit_code;
-use runtime::task::{TaskSource, discover};
+use harness_benchmark::publish::{self, Overlay};
+use harness_runtime::config::AgentKind;
+use harness_runtime::exit_code;
+use harness_runtime::task::{TaskSource, discover};
 
 use super::ImagesCommand;
 
@@ -29,7 +29,7 @@ pub(crate) async fn run(command: ImagesCommand) -> anyhow::Result<i32> {
             kustomize_base.display()
         );
     }
-    let settings = bench::run::build_settings(&build.flags())?;
+    let settings = harness_benchmark::run::build_settings(&build.flags())?;
     let note = |line: &str| eprintln!("{line}");
     let mut failed = 0;
     for dataset in &datasets {
@@ -37,7 +37,8 @@ pub(crate) async fn run(command: ImagesCommand) -> anyhow::Result<i32> {
             let TaskSource::Bench(dir) = &found.source else {
                 continue;
             };
-            let task = bench::load(dir, &found.name, &bench::HostVars::none())?;
+            let task =
+                harness_benchmark::load(dir, &found.name, &harness_benchmark::HostVars::none())?;
             let images =
                 match publish::build_and_push(&task, &settings, push.as_deref(), &note).await {
                     Ok(images) => images,

@@ -24,11 +24,11 @@ pub(crate) struct MetricsArgs {
 
 impl MetricsArgs {
     /// Starts the endpoint, when asked for.
-    pub(crate) async fn start(&self) -> anyhow::Result<Option<telemetry::MetricsServer>> {
+    pub(crate) async fn start(&self) -> anyhow::Result<Option<harness_telemetry::MetricsServer>> {
         let Some(address) = self.metrics_listen else {
             return Ok(None);
         };
-        let server = telemetry::serve(address)
+        let server = harness_telemetry::serve(address)
             .await
             .with_context(|| format!("--metrics-listen {address}: binding"))?;
         eprintln!("metrics: http://{}/metrics", server.address);
@@ -36,7 +36,7 @@ impl MetricsArgs {
     }
 
     /// After the work: serves on for --metrics-linger, or until Ctrl-C.
-    pub(crate) async fn linger(&self, server: Option<telemetry::MetricsServer>) {
+    pub(crate) async fn linger(&self, server: Option<harness_telemetry::MetricsServer>) {
         let Some(server) = server else {
             return;
         };

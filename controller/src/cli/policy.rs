@@ -5,10 +5,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use event_log::Verdict;
-use judge::{self, Classifier, Decision, Pipeline, Policy};
-use llm::{self, ModelSpec, RetryPolicy};
-use runtime::exit_code;
+use harness_judge::{self, Classifier, Decision, Pipeline, Policy};
+use harness_log::Verdict;
+use harness_models::{self, ModelSpec, RetryPolicy};
+use harness_runtime::exit_code;
 use sandbox_protocol::ToolInput;
 use serde::Deserialize;
 use serde_json::Value;
@@ -64,14 +64,14 @@ async fn eval(
         }
     };
     let pipeline = Pipeline {
-        rules: judge::load_rules(policy_file)?,
+        rules: harness_judge::load_rules(policy_file)?,
         classifier,
         description: String::new(),
     };
     let mut by_category: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (example, input, expected) in &examples {
         let judgement = pipeline
-            .decide(judge::Call {
+            .decide(harness_judge::Call {
                 request: &example.request,
                 input,
                 workspace: None,
@@ -132,7 +132,7 @@ fn classifier(name: &str, base_url: Option<String>, timeout: u64) -> anyhow::Res
         thinking_budget: None,
     };
     Ok(Classifier {
-        model: llm::build(&spec, RetryPolicy::default())?,
+        model: harness_models::build(&spec, RetryPolicy::default())?,
         model_name: name.to_owned(),
         timeout: Duration::from_secs(timeout.max(1)),
     })
@@ -148,7 +148,7 @@ fn subject(input: &ToolInput) -> String {
     format!("{} {}", input.name(), path.unwrap_or_default())
 }
 
-fn reason(judgement: &judge::Judgement) -> String {
+fn reason(judgement: &harness_judge::Judgement) -> String {
     match &judgement.decision {
         Decision::Allow => judgement
             .rule

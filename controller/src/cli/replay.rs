@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Subcommand;
-use event_log::reader;
-use event_log::text::terminal_safe;
-use replay::{self, compare, metrics, render, report, rerun, restore};
-use runtime::exit_code;
-use runtime::sandbox::SandboxClient;
-use runtime::sandbox::local::LocalSandbox;
+use harness_log::reader;
+use harness_log::text::terminal_safe;
+use harness_replay::{self, compare, metrics, render, report, rerun, restore};
+use harness_runtime::exit_code;
+use harness_runtime::sandbox::SandboxClient;
+use harness_runtime::sandbox::local::LocalSandbox;
 
 use super::{BuildArgs, ExportFormatArg, FormatArg};
 
@@ -178,8 +178,8 @@ pub(crate) async fn run(command: ReplayCommand) -> anyhow::Result<i32> {
             let check = if trust_log {
                 None
             } else {
-                let rules = judge::load_rules(policy.as_deref())?;
-                let policy = judge::Pipeline {
+                let rules = harness_judge::load_rules(policy.as_deref())?;
+                let policy = harness_judge::Pipeline {
                     rules,
                     classifier: None,
                     description: String::new(),
@@ -244,7 +244,7 @@ async fn restore_cmd(
     to: Option<&Path>,
     sandbox: Option<&str>,
     token_file: Option<&Path>,
-    tls: &runtime::sandbox::ClientTls,
+    tls: &harness_runtime::sandbox::ClientTls,
 ) -> anyhow::Result<i32> {
     let dir = reader::session_dir(run);
     let (state, base_seq) = restore::state_at(&dir, step)?;
@@ -301,7 +301,7 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
     if let [dir] = runs
         && report::is_batch(dir)
     {
-        let report = report::load(dir, &bench::results::HarborFiles)
+        let report = report::load(dir, &harness_benchmark::results::HarborFiles)
             .with_context(|| format!("reading the batch {}", dir.display()))?;
         let mut out = super::terminal::safe_stdout();
         if json {
@@ -320,7 +320,7 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
     if html {
         anyhow::bail!("--html is for a batch folder (one with a batch log)");
     }
-    let dirs = replay::session_dirs(runs)?;
+    let dirs = harness_replay::session_dirs(runs)?;
     let mut all = Vec::new();
     for dir in &dirs {
         all.push(metrics::measure(dir).with_context(|| format!("reading {}", dir.display()))?);
@@ -338,7 +338,7 @@ fn metrics_cmd(runs: &[PathBuf], json: bool, html: bool) -> anyhow::Result<i32> 
 
 /// `replay compare A B`: the table or JSON to stdout, and the page to `html`.
 fn compare_cmd(a: &Path, b: &Path, json: bool, html: Option<&Path>) -> anyhow::Result<i32> {
-    let comparison = compare::load(a, b, &bench::results::HarborFiles)?;
+    let comparison = compare::load(a, b, &harness_benchmark::results::HarborFiles)?;
     let mut out = super::terminal::safe_stdout();
     if json {
         serde_json::to_writer_pretty(&mut out, &comparison).context("writing JSON")?;
@@ -363,7 +363,7 @@ fn compare_cmd(a: &Path, b: &Path, json: bool, html: Option<&Path>) -> anyhow::R
 struct SandboxFlags<'a> {
     sandbox: Option<&'a str>,
     token_file: Option<&'a Path>,
-    tls: runtime::sandbox::ClientTls,
+    tls: harness_runtime::sandbox::ClientTls,
 }
 
 async fn rerun_cmd(
@@ -371,12 +371,12 @@ async fn rerun_cmd(
     flags: SandboxFlags<'_>,
     normalize: &[String],
     check: Option<&rerun::Check>,
-    build: &runtime::config::BenchFlags,
+    build: &harness_runtime::config::BenchFlags,
     mcp: Option<&Path>,
 ) -> anyhow::Result<i32> {
-    let mcp = mcp.map(runtime::mcp::McpConfig::load).transpose()?;
+    let mcp = mcp.map(harness_runtime::mcp::McpConfig::load).transpose()?;
     let dir = reader::session_dir(run);
-    let header = bench::rerun::header(&dir)?;
+    let header = harness_benchmark::rerun::header(&dir)?;
     let SandboxFlags {
         sandbox,
         token_file,
@@ -404,8 +404,8 @@ async fn rerun_cmd(
         .tools
         .iter()
         .map(|t| t.name.clone())
-        .filter(|name| !name.starts_with(runtime::mcp::PREFIX))
-        .filter(|name| !runtime::subagent::is_agent_tool(name))
+        .filter(|name| !name.starts_with(harness_runtime::mcp::PREFIX))
+        .filter(|name| !harness_runtime::subagent::is_agent_tool(name))
         .collect();
     let place = RerunPlace {
         sandbox,
@@ -419,9 +419,9 @@ async fn rerun_cmd(
     let servers = match &mcp {
         Some(config) => {
             let (servers, _, notes) =
-                runtime::mcp::McpTools::start(config, scratch.path(), &client).await;
+                harness_runtime::mcp::McpTools::start(config, scratch.path(), &client).await;
             for note in notes {
-                eprintln!("{}", event_log::text::terminal_safe(&note));
+                eprintln!("{}", harness_log::text::terminal_safe(&note));
             }
             Some(servers)
         }
@@ -481,7 +481,7 @@ fn reported(report: &rerun::RerunReport) -> i32 {
 /// own containers, or a running server whose workspace is replaced.
 enum RerunSandbox {
     Local(Box<LocalSandbox>),
-    Task(Box<bench::container::TaskEnvironment>),
+    Task(Box<harness_benchmark::container::TaskEnvironment>),
     Remote,
 }
 
@@ -500,7 +500,7 @@ struct RerunPlace<'a> {
     sandbox: Option<&'a str>,
     workspace: &'a Path,
     token_file: Option<&'a Path>,
-    tls: &'a runtime::sandbox::ClientTls,
+    tls: &'a harness_runtime::sandbox::ClientTls,
     /// The recorded session's tools (none recorded: the server's defaults).
     tools: &'a [String],
     /// `--trust-log`: the task folder and image the log names are taken as they are.
@@ -509,16 +509,16 @@ struct RerunPlace<'a> {
 
 async fn rerun_sandbox(
     place: &RerunPlace<'_>,
-    header: &event_log::SessionStarted,
-    build: &runtime::config::BenchFlags,
+    header: &harness_log::SessionStarted,
+    build: &harness_runtime::config::BenchFlags,
 ) -> anyhow::Result<(RerunSandbox, SandboxClient)> {
     let (workspace, token_file) = (place.workspace, place.token_file);
     match place.sandbox {
         Some("task") => {
-            let settings = bench::run::build_settings(build)?;
+            let settings = harness_benchmark::run::build_settings(build)?;
             let note = |line: &str| eprintln!("{}", terminal_safe(line));
             let environment =
-                bench::rerun::start(header, &settings, place.trust_log, &note).await?;
+                harness_benchmark::rerun::start(header, &settings, place.trust_log, &note).await?;
             let client = environment.client.clone();
             let target = RerunSandbox::Task(Box::new(environment));
             // The image holds the working folder as it was; recorded files are put back.
@@ -530,9 +530,9 @@ async fn rerun_sandbox(
         None | Some("local") => {
             let token = format!("{:032x}", rand::random::<u128>());
             let tools = (!place.tools.is_empty()).then_some(place.tools);
-            let options = runtime::sandbox::local::LocalOptions {
+            let options = harness_runtime::sandbox::local::LocalOptions {
                 tools,
-                ..runtime::sandbox::local::LocalOptions::plain()
+                ..harness_runtime::sandbox::local::LocalOptions::plain()
             };
             let local = LocalSandbox::start(workspace, &token, options).await?;
             let client = local.client.clone();
@@ -561,8 +561,8 @@ async fn seed(client: &SandboxClient, workspace: &Path) -> anyhow::Result<()> {
 
 /// `replay export --format atif`: the trajectory as JSON, to stdout or a file.
 fn export_atif(run: &Path, output: Option<&Path>) -> anyhow::Result<i32> {
-    let dir = event_log::reader::session_dir(run);
-    let trajectory = bench::atif::from_log(&dir)?;
+    let dir = harness_log::reader::session_dir(run);
+    let trajectory = harness_benchmark::atif::from_log(&dir)?;
     let text = serde_json::to_string_pretty(&trajectory)? + "\n";
     match output {
         Some(path) => {
@@ -572,5 +572,5 @@ fn export_atif(run: &Path, output: Option<&Path>) -> anyhow::Result<i32> {
         // JSON's own.
         None => print!("{}", terminal_safe(&text)),
     }
-    Ok(runtime::exit_code::COMPLETED)
+    Ok(harness_runtime::exit_code::COMPLETED)
 }

@@ -2,9 +2,9 @@
 //! over a temporary folder with the same tools, the workspace streamed in.
 
 use futures::future::BoxFuture;
-use replay::rerun::{ForkedSandbox, Forker};
-use runtime::sandbox::SandboxClient;
-use runtime::sandbox::local::{LocalOptions, LocalSandbox};
+use harness_replay::rerun::{ForkedSandbox, Forker};
+use harness_runtime::sandbox::SandboxClient;
+use harness_runtime::sandbox::local::{LocalOptions, LocalSandbox};
 
 /// Starts each copy as the rerun's own local sandbox was started.
 pub(super) struct LocalForker {

@@ -4,11 +4,11 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use anyhow::Context;
-use event_log::{self, Outcome};
-use runtime::config::{RunConfig, SessionFlags};
-use runtime::run_loop::Totals;
-use runtime::session::{Audience, SessionOptions};
-use runtime::task::{FoundTask, TaskSource, WorkspaceSource};
+use harness_log::{self, Outcome};
+use harness_runtime::config::{RunConfig, SessionFlags};
+use harness_runtime::run_loop::Totals;
+use harness_runtime::session::{Audience, SessionOptions};
+use harness_runtime::task::{FoundTask, TaskSource, WorkspaceSource};
 use tokio_util::sync::CancellationToken;
 
 use super::terminal::Terminal;
@@ -21,8 +21,8 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
         return Ok((RunConfig::for_run(&args.words, None, flags)?, None));
     };
     let found = match path {
-        dir if dir.is_dir() && bench::detect(dir).is_none() => {
-            runtime::task::pick_indexed(dir, args.task_index)?
+        dir if dir.is_dir() && harness_benchmark::detect(dir).is_none() => {
+            harness_runtime::task::pick_indexed(dir, args.task_index)?
         }
         _ => {
             let name = path
@@ -31,14 +31,15 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
                 .unwrap_or_default();
             FoundTask {
                 name,
-                source: match bench::detect(path) {
+                source: match harness_benchmark::detect(path) {
                     Some(_) => TaskSource::Bench(path.clone()),
                     None => TaskSource::File(path.clone()),
                 },
             }
         }
     };
-    let indexed = args.task_index.is_some() && path.is_dir() && bench::detect(path).is_none();
+    let indexed =
+        args.task_index.is_some() && path.is_dir() && harness_benchmark::detect(path).is_none();
     let config = match &found.source {
         TaskSource::File(file) if indexed && !args.trust_tasks => {
             distrusted(&args.words, file, path, &found, flags)?
@@ -51,7 +52,7 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
                     dir.display()
                 );
             }
-            bench::run::run_config(dir, &found.name, flags)?
+            harness_benchmark::run::run_config(dir, &found.name, flags)?
         }
     };
     Ok((config, indexed.then(|| found.name.replace('/', "-"))))
@@ -99,7 +100,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let is_trial = config.sandbox.provider().is_some();
     let model = controller::launch::build_model(&config, None)?;
     eprintln!("model: {}", model.describe());
-    let session_id = event_log::new_session_id();
+    let session_id = harness_log::new_session_id();
     let log_name = args
         .log_name
         .clone()
@@ -107,12 +108,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| session_id.clone());
     if args.log_name.is_some() || task_id.is_some() {
         // A retried Job pod runs its task again under the same name; the old log is kept.
-        let aside = event_log::set_aside(&args.session.log_dir, &log_name).with_context(|| {
-            format!(
-                "moving the earlier log {} aside",
-                args.session.log_dir.join(&log_name).display()
-            )
-        })?;
+        let aside =
+            harness_log::set_aside(&args.session.log_dir, &log_name).with_context(|| {
+                format!(
+                    "moving the earlier log {} aside",
+                    args.session.log_dir.join(&log_name).display()
+                )
+            })?;
         if let Some(moved) = aside {
             eprintln!("an earlier attempt's log moved to {}", moved.display());
         }
@@ -126,7 +128,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         gates: None,
         lease: None,
         warm: None,
-        build_policy: judge::build_policy,
+        build_policy: harness_judge::build_policy,
         resume: None,
         subagent: None,
     };
@@ -148,9 +150,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         asker: &terminal,
     };
     // A benchmark task is a trial: Harbor's files are written beside its log.
-    let trial = is_trial.then(bench::results::TrialLink::default);
+    let trial = is_trial.then(harness_benchmark::results::TrialLink::default);
     let summary =
-        bench::run_session(options, trial.as_ref(), model, audience, &totals, cancel).await;
+        harness_benchmark::run_session(options, trial.as_ref(), model, audience, &totals, cancel)
+            .await;
     on_interrupt.abort();
     if !matches!(
         summary.outcome.logged(),
@@ -159,7 +162,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         // On a terminal, the answer's control characters are shown, not sent; piped, it is
         // the model's text as it is.
         if std::io::stdout().is_terminal() {
-            println!("{}", event_log::text::terminal_safe(&summary.answer));
+            println!("{}", harness_log::text::terminal_safe(&summary.answer));
         } else {
             println!("{}", summary.answer);
         }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use runtime::exit_code;
-use runtime::sandbox::{SandboxClient, docker};
+use harness_runtime::exit_code;
+use harness_runtime::sandbox::{SandboxClient, docker};
 use sandbox_protocol::{Scope, TokenRequest};
 
 use super::{SandboxTlsArgs, SandboxesCommand};
@@ -86,7 +86,7 @@ async fn prune(all: bool) -> anyhow::Result<i32> {
 }
 
 fn client(sandbox: &TokenSandbox) -> anyhow::Result<SandboxClient> {
-    let token = runtime::session::sandbox::read_token(&sandbox.sandbox_token_file)?;
+    let token = harness_runtime::session::sandbox::read_token(&sandbox.sandbox_token_file)?;
     Ok(SandboxClient::with_tls(
         &sandbox.sandbox,
         Some(token),

@@ -4,12 +4,12 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
 
-use event_log::text::terminal_safe;
 use futures::future::BoxFuture;
-use llm::ToolCall;
-use policy::Asker;
-use runtime::run_loop::Observer;
-use runtime::sandbox::LiveOutput;
+use harness_log::text::terminal_safe;
+use harness_models::ToolCall;
+use harness_policy::Asker;
+use harness_runtime::run_loop::Observer;
+use harness_runtime::sandbox::LiveOutput;
 use sandbox_protocol::{OutputStream, ToolInput};
 use serde_json::Value;
 
@@ -187,7 +187,7 @@ pub(crate) fn colour_on_stderr() -> bool {
 }
 
 /// Stdout for what a log says (its text is untrusted): control characters shown as `\u001b`,
-/// not sent to the terminal ([`event_log::text::terminal_safe`]). Flush it when done.
-pub(crate) fn safe_stdout() -> event_log::text::TerminalSafe<std::io::StdoutLock<'static>> {
-    event_log::text::TerminalSafe::new(std::io::stdout().lock())
+/// not sent to the terminal ([`harness_log::text::terminal_safe`]). Flush it when done.
+pub(crate) fn safe_stdout() -> harness_log::text::TerminalSafe<std::io::StdoutLock<'static>> {
+    harness_log::text::TerminalSafe::new(std::io::stdout().lock())
 }

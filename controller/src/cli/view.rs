@@ -34,7 +34,7 @@ pub(crate) async fn run(args: ViewArgs) -> anyhow::Result<i32> {
     } else {
         args.dirs
     };
-    let viewer = view::Viewer::bind(view::Config {
+    let viewer = harness_view::Viewer::bind(harness_view::Config {
         dirs,
         listen: args.listen,
         token: token.clone(),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use replay::restore;
+use harness_replay::restore;
 use tokio_util::sync::CancellationToken;
 
 use super::{ForkConfig, ForkDisplay, kept, workspace};

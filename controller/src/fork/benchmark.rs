@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use anyhow::Context;
-use event_log::{BenchmarkRecord, Event, RunSettings};
-use runtime::config::{RunConfig, SessionFlags};
+use harness_log::{BenchmarkRecord, Event, RunSettings};
+use harness_runtime::config::{RunConfig, SessionFlags};
 
 use super::ForkDisplay;
 
@@ -39,10 +39,10 @@ pub(super) fn config(
             bench.dir
         );
     }
-    let task = bench::load(
+    let task = harness_benchmark::load(
         dir,
         &bench.name,
-        &bench::HostVars::named(&flags.bench.task_env),
+        &harness_benchmark::HostVars::named(&flags.bench.task_env),
     )
     .with_context(|| format!("loading the task the session ran ({})", bench.dir))?;
     // A log is someone else's: its children run the files it ran, or none.
@@ -64,7 +64,7 @@ pub(super) fn config(
     // The agent's network as the session had it (`--network` may have set it then); from a log
     // not trusted, no wider than the task's own.
     if flags.network.is_none() {
-        let wider = bench.online && task.network.agent != bench::NetworkPolicy::Public;
+        let wider = bench.online && task.network.agent != harness_benchmark::NetworkPolicy::Public;
         if wider && !trust_log {
             display.note(
                 "the log's `online` is not taken: the agent's network is the task's own (a log is someone else's; --trust-log or --network host to take it)",
@@ -73,12 +73,16 @@ pub(super) fn config(
             flags.network = Some(if bench.online { "host" } else { "none" }.to_owned());
         }
     }
-    Ok(bench::run::run_config(dir, &bench.name, &flags)?)
+    Ok(harness_benchmark::run::run_config(
+        dir,
+        &bench.name,
+        &flags,
+    )?)
 }
 
 /// The reward of the child's verifier (the last one, for a task of steps), from its log.
 pub(super) fn reward(log_dir: &Path) -> Option<f64> {
-    let events = replay::events(log_dir, |_| {}).ok()?;
+    let events = harness_replay::events(log_dir, |_| {}).ok()?;
     events
         .filter_map(Result::ok)
         .filter_map(|envelope| match envelope.event {

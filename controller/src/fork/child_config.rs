@@ -1,9 +1,9 @@
 //! The children's run config: the flags given, and where they say nothing, the parent's (what
 //! of it a log not trusted may give: [`from_log`]).
 
-use event_log::SandboxKind;
-use replay::fork::ForkPoint;
-use runtime::config::{RunConfig, SessionFlags};
+use harness_log::SandboxKind;
+use harness_replay::fork::ForkPoint;
+use harness_runtime::config::{RunConfig, SessionFlags};
 
 use super::{ForkDisplay, benchmark, from_log};
 
@@ -20,7 +20,7 @@ pub(super) fn child_config(
     let mcp_tools: Vec<&String> = parent
         .tool_names
         .iter()
-        .filter(|name| name.starts_with(runtime::mcp::PREFIX))
+        .filter(|name| name.starts_with(harness_runtime::mcp::PREFIX))
         .collect();
     if !mcp_tools.is_empty() && flags.mcp.is_none() {
         anyhow::bail!(
@@ -45,7 +45,7 @@ pub(super) fn child_config(
             parent
                 .tool_names
                 .iter()
-                .filter(|name| !name.starts_with(runtime::mcp::PREFIX))
+                .filter(|name| !name.starts_with(harness_runtime::mcp::PREFIX))
                 .cloned()
                 .collect(),
         )
@@ -53,7 +53,7 @@ pub(super) fn child_config(
     // The `agent` tool keeps the limits it had, within a run's unless trusted (a flag given
     // for the fork wins).
     if let Some(limits) = parent.subagents
-        && flags.agents == runtime::subagent::AgentFlags::default()
+        && flags.agents == harness_runtime::subagent::AgentFlags::default()
     {
         flags.agents = from_log::agent_limits(limits, trust_log, display);
     }

@@ -1,7 +1,7 @@
 //! Container children from one image of the workspace at the step (`--sandbox docker`).
 //!
 //! The workspace is committed once into a layer over the children's image
-//! ([`runtime::sandbox::docker::fork_image`]); every child is a container of that image, whose
+//! ([`harness_runtime::sandbox::docker::fork_image`]); every child is a container of that image, whose
 //! files it shares copy-on-write, and whose server knows every file's verified hash. Without
 //! this each child unpacked the whole archive into its own layer and hashed every file again.
 //!
@@ -14,11 +14,11 @@
 use std::path::Path;
 
 use anyhow::Context;
-use runtime::sandbox::docker::DockerSpec;
-use runtime::sandbox::docker::fork_image::{self, ForkImage, ForkImageError};
+use harness_runtime::sandbox::docker::DockerSpec;
+use harness_runtime::sandbox::docker::fork_image::{self, ForkImage, ForkImageError};
 use sha2::Digest;
 
-use replay::restore::State;
+use harness_replay::restore::State;
 
 /// Which fork an image is for: the parent session, the step, and whether the fork is kept.
 pub(super) struct ForkOf<'a> {

@@ -3,9 +3,9 @@
 //! machine's and spends no more than `harness run` would, and each key not taken is said once;
 //! `--trust-log` takes them all as the log has them.
 
-use event_log::RunSettings;
-use replay::fork::ForkPoint;
-use runtime::config::SessionFlags;
+use harness_log::RunSettings;
+use harness_replay::fork::ForkPoint;
+use harness_runtime::config::SessionFlags;
 
 use super::ForkDisplay;
 
@@ -29,7 +29,7 @@ pub(super) fn settings(
         .or_else(|| parent.reasoning_effort.clone());
     // A parent that ran unchecked has unchecked children under --trust-log; any other policy
     // is the flags' (a rules file is not in the log: give it with --policy again).
-    if flags.policy.is_none() && parent.policy == event_log::DecisionSource::AllowAll.as_str() {
+    if flags.policy.is_none() && parent.policy == harness_log::DecisionSource::AllowAll.as_str() {
         if trust_log {
             flags.policy = Some("allow-all".to_owned());
         } else {
@@ -91,10 +91,10 @@ fn model(parent: &RunSettings, flags: &mut SessionFlags, trust_log: bool) -> any
 /// else no more than a run's defaults (depth 1, 4 at once, 10 in all), so a header cannot
 /// start thousands of sandboxes.
 pub(super) fn agent_limits(
-    limits: event_log::SubagentLimits,
+    limits: harness_log::SubagentLimits,
     trust_log: bool,
     display: &dyn ForkDisplay,
-) -> runtime::subagent::AgentFlags {
+) -> harness_runtime::subagent::AgentFlags {
     let defaults = (1, 4, 10);
     let (depth, parallel, total) = if trust_log {
         (limits.max_depth, limits.max_parallel, limits.max_total)
@@ -114,7 +114,7 @@ pub(super) fn agent_limits(
         }
         capped
     };
-    runtime::subagent::AgentFlags {
+    harness_runtime::subagent::AgentFlags {
         max_depth: Some(depth),
         max_parallel: Some(parallel),
         max_total: Some(total),
@@ -127,10 +127,13 @@ pub(super) fn agent_limits(
 fn limits(point: &ForkPoint, flags: &mut SessionFlags, trust_log: bool, display: &dyn ForkDisplay) {
     let parent = &point.header.config;
     let (most_turns, most_cost) = match parent.benchmark {
-        Some(_) => (bench::run::DEFAULT_MAX_TURNS, bench::run::DEFAULT_MAX_COST),
+        Some(_) => (
+            harness_benchmark::run::DEFAULT_MAX_TURNS,
+            harness_benchmark::run::DEFAULT_MAX_COST,
+        ),
         None => (
-            runtime::config::DEFAULT_MAX_TURNS,
-            runtime::config::DEFAULT_MAX_COST,
+            harness_runtime::config::DEFAULT_MAX_TURNS,
+            harness_runtime::config::DEFAULT_MAX_COST,
         ),
     };
     // The turns the parent itself took (a parent that is a fork numbers its turns after its
@@ -195,18 +198,18 @@ mod tests {
         fn note(&self, text: &str) {
             self.0.lock().unwrap().push(text.to_owned());
         }
-        fn child(&self, _child: &replay::fork::ForkChild, _count: u32) {}
+        fn child(&self, _child: &harness_replay::fork::ForkChild, _count: u32) {}
     }
 
     /// A header asking for thousands of subagents gets a run's defaults unless trusted, and
     /// says so once; limits within the defaults are taken as they are, silently.
     #[test]
     fn a_logs_subagent_limits_are_capped_unless_trusted() {
-        let huge = event_log::SubagentLimits {
+        let huge = harness_log::SubagentLimits {
             max_depth: 50,
             max_parallel: u32::MAX,
             max_total: 100_000,
-            workspace: event_log::WorkspaceMode::Fork,
+            workspace: harness_log::WorkspaceMode::Fork,
         };
         let notes = Notes::default();
         let capped = agent_limits(huge, false, &notes);
@@ -222,11 +225,11 @@ mod tests {
 
         let trusted = agent_limits(huge, true, &notes);
         assert_eq!(trusted.max_parallel, Some(u32::MAX));
-        let small = event_log::SubagentLimits {
+        let small = harness_log::SubagentLimits {
             max_depth: 1,
             max_parallel: 2,
             max_total: 3,
-            workspace: event_log::WorkspaceMode::Shared,
+            workspace: harness_log::WorkspaceMode::Shared,
         };
         let taken = agent_limits(small, false, &notes);
         let limits = (taken.max_depth, taken.max_parallel, taken.max_total);

@@ -18,7 +18,7 @@ use nix::fcntl::{Flock, FlockArg};
 use sandbox_protocol::{EntryKind, KnownFile};
 use tokio_util::sync::CancellationToken;
 
-use replay::restore::{self, State};
+use harness_replay::restore::{self, State};
 
 use super::workspace::{self, Owner};
 
@@ -47,7 +47,8 @@ impl Kept {
         cancel: &CancellationToken,
     ) -> anyhow::Result<Kept> {
         let forks = super::at_step::forks_folder(run)?;
-        event_log::private_dir(&forks).with_context(|| format!("creating {}", forks.display()))?;
+        harness_log::private_dir(&forks)
+            .with_context(|| format!("creating {}", forks.display()))?;
         let folder = forks.join(format!(".state-{seq}"));
         let lock_path = forks.join(format!(".state-{seq}.lock"));
         let file = std::fs::OpenOptions::new()
@@ -145,7 +146,7 @@ fn build(run: &Path, folder: &Path, state: &State, owner: Option<Owner>) -> anyh
     // The stale one out of the way first (removed after, and by the next rebuild's sweep if
     // that fails): a rebuild never depends on removing it.
     if folder.exists() {
-        let aside = parent.join(format!(".state-stale-{}", event_log::new_session_id()));
+        let aside = parent.join(format!(".state-stale-{}", harness_log::new_session_id()));
         std::fs::rename(folder, &aside)
             .with_context(|| format!("moving the stale {} aside", folder.display()))?;
         remove_tree(&aside);

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use replay::restore::State;
-use runtime::run_loop::Observer;
+use harness_replay::restore::State;
+use harness_runtime::run_loop::Observer;
 
 type Job = (PathBuf, oneshot::Sender<std::io::Result<()>>);
 
@@ -31,7 +31,7 @@ impl Linker {
             .name("fork-blob-links".to_owned())
             .spawn(move || {
                 for (child_log, done) in queue {
-                    let linked = replay::fork::link_blobs(&parent, &state, &child_log);
+                    let linked = harness_replay::fork::link_blobs(&parent, &state, &child_log);
                     let _ = done.send(linked);
                 }
             })?;
@@ -96,7 +96,7 @@ impl<'a> LinkWhenAtWork<'a> {
 }
 
 impl Observer for LinkWhenAtWork<'_> {
-    fn tool_call(&self, _call: &llm::ToolCall) {
+    fn tool_call(&self, _call: &harness_models::ToolCall) {
         drop(self.queue());
     }
     fn compacted(&self, _before: usize, _after: usize) {}

@@ -73,7 +73,7 @@ impl ChildWorkspace {
                 }
             }
         }
-        replay::fork::clone_workspace(template, path)?;
+        harness_replay::fork::clone_workspace(template, path)?;
         Ok(ChildWorkspace {
             path: path.to_owned(),
             layers: None,
@@ -101,7 +101,7 @@ impl Drop for ChildWorkspace {
 /// hash and the stat it has there. Returns how many files it names. Names that are not UTF-8
 /// are left out (the server hashes them as usual).
 pub(super) fn known_files(
-    state: &replay::restore::State,
+    state: &harness_replay::restore::State,
     workspace: &Path,
     to: &Path,
 ) -> std::io::Result<usize> {

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::response::IntoResponse;
-use bench::host::{ApiHost, TaskHost};
-use runtime::sandbox::SandboxClient;
+use harness_benchmark::host::{ApiHost, TaskHost};
+use harness_runtime::sandbox::SandboxClient;
 use serde_json::{Value, json};
 
 use crate::common;

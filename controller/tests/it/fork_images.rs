@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use runtime::sandbox::docker::fork_image;
+use harness_runtime::sandbox::docker::fork_image;
 use serde_json::Value;
 
 use crate::common::{self, events};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use runtime::sandbox::{CallOptions, LiveOutput, SandboxClient};
+use harness_runtime::sandbox::{CallOptions, LiveOutput, SandboxClient};
 use sandbox_protocol::{BashArgs, OutputStream, ToolInput};
 use serde_json::json;
 

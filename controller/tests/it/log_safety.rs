@@ -109,7 +109,7 @@ fn every_complete_line_is_an_event_in_order(session: &Path, what: &str) {
         .collect();
     assert!(complete.len() > 5, "{what}: only {} events", complete.len());
     for (idx, line) in complete.iter().enumerate() {
-        let envelope: event_log::Envelope =
+        let envelope: harness_log::Envelope =
             serde_json::from_str(line).unwrap_or_else(|err| panic!("{what}, line {idx}: {err}"));
         assert_eq!(envelope.seq, idx as u64);
     }

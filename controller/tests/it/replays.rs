@@ -20,7 +20,7 @@ fn ensure_file_contents(path: &Path, contents: &str) {
 
 #[test]
 fn committed_scripted_model_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&llm::script_schema()).unwrap() + "\n";
+    let schema = serde_json::to_string_pretty(&harness_models::script_schema()).unwrap() + "\n";
     ensure_file_contents(
         &common::repo_root().join("proto-docs/scripted-model.schema.json"),
         &schema,
@@ -29,7 +29,7 @@ fn committed_scripted_model_schema_is_current() {
 
 #[test]
 fn committed_event_log_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&event_log::schema()).unwrap() + "\n";
+    let schema = serde_json::to_string_pretty(&harness_log::schema()).unwrap() + "\n";
     ensure_file_contents(
         &common::repo_root().join("proto-docs/event-log.schema.json"),
         &schema,
@@ -38,7 +38,7 @@ fn committed_event_log_schema_is_current() {
 
 #[test]
 fn committed_hooks_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&runtime::hooks::schema()).unwrap() + "\n";
+    let schema = serde_json::to_string_pretty(&harness_runtime::hooks::schema()).unwrap() + "\n";
     ensure_file_contents(
         &common::repo_root().join("proto-docs/hooks.schema.json"),
         &schema,
@@ -345,27 +345,27 @@ fn overwrite_recorded_file(log: &Path, path: &str, content: &str) {
 /// Reruns the calls against the changed state, through the same code path as a real rerun.
 async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
     let log = log.to_owned();
-    let recording = replay::rerun::load(&log).unwrap();
-    let (state, _) = replay::restore::state_at(&log, recording.initial_seq).unwrap();
+    let recording = harness_replay::rerun::load(&log).unwrap();
+    let (state, _) = harness_replay::restore::state_at(&log, recording.initial_seq).unwrap();
     let workspace = dir.join("changed");
-    let restored = replay::restore::write_state(&log, &state, &workspace).unwrap();
+    let restored = harness_replay::restore::write_state(&log, &state, &workspace).unwrap();
     assert_eq!(restored.problems.len(), 1);
-    let sandbox = runtime::sandbox::local::LocalSandbox::start_binary(
+    let sandbox = harness_runtime::sandbox::local::LocalSandbox::start_binary(
         &common::sandbox_server(),
         &workspace,
         "a-token-for-the-rerun-test",
-        runtime::sandbox::local::LocalOptions::plain(),
+        harness_runtime::sandbox::local::LocalOptions::plain(),
     )
     .await
     .unwrap();
-    let normalizer = replay::rerun::Normalizer::new(&[]).unwrap();
-    let with = replay::rerun::Rerun {
+    let normalizer = harness_replay::rerun::Normalizer::new(&[]).unwrap();
+    let with = harness_replay::rerun::Rerun {
         normalizer: &normalizer,
         check: None,
         mcp: None,
         forker: None,
     };
-    let report = replay::rerun::rerun(&recording, &sandbox.client, with)
+    let report = harness_replay::rerun::rerun(&recording, &sandbox.client, with)
         .await
         .unwrap();
     sandbox.stop().await;
@@ -384,7 +384,7 @@ async fn the_rerun_diverges_at_the_first_call(log: &Path, dir: &Path) {
         first.recorded.contains("2 data.csv") && first.rerun.contains("3 data.csv"),
         "{first:?}"
     );
-    let text = replay::rerun::describe(first);
+    let text = harness_replay::rerun::describe(first);
     assert!(
         text.contains(&format!("first divergence at seq {}", first.seq)),
         "{text}"

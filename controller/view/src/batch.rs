@@ -69,7 +69,7 @@ const MAX_K: usize = 100;
 /// What the batch log says of each attempt, in the order it lists them.
 fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
     let io = |err: std::io::Error| ViewError::Io(format!("{}: {err}", dir.display()));
-    let file = event_log::reader::open_regular(&dir.join("events.jsonl"))
+    let file = harness_log::reader::open_regular(&dir.join("events.jsonl"))
         .map(|(file, _)| file)
         .map_err(io)?;
     let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
@@ -244,7 +244,7 @@ fn assemble(cells: Vec<Cell>, agent: Option<String>) -> Grid {
             let values: Vec<f64> = rows
                 .iter()
                 .filter(|r| r.finished >= k)
-                .map(|r| replay::report::pass_at_k(r.finished, r.passed, k))
+                .map(|r| harness_replay::report::pass_at_k(r.finished, r.passed, k))
                 .collect();
             (!values.is_empty()).then(|| (k, values.iter().sum::<f64>() / values.len() as f64))
         })

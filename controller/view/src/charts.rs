@@ -1,7 +1,7 @@
-//! A batch's charts, drawn by the static report's own chart code ([`replay::charts`]) from
+//! A batch's charts, drawn by the static report's own chart code ([`harness_replay::charts`]) from
 //! the grid, each served as a standalone SVG image (an `<img>`: no script can run in it).
 
-use replay::charts::{self, Bar, Chart, Spread, Tone};
+use harness_replay::charts::{self, Bar, Chart, Spread, Tone};
 
 use crate::ViewError;
 use crate::batch::Grid;
@@ -165,7 +165,7 @@ fn standalone(figure: &str) -> String {
         // A chart with nothing to draw is a note: made an image too.
         format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"340\" height=\"40\"><text x=\"8\" y=\"24\" font-family=\"sans-serif\" font-size=\"13\">{}</text></svg>",
-            event_log::text::escape(&strip_tags(figure))
+            harness_log::text::escape(&strip_tags(figure))
         )
     }
 }

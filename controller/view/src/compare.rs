@@ -271,13 +271,13 @@ pub struct Pair {
 pub fn trajectory(run: &str, dir: &Path) -> Result<Trajectory, ViewError> {
     let mut steps: Vec<Step> = Vec::new();
     let (mut task, mut outcome, mut truncated) = (String::new(), None, false);
-    for envelope in replay::events(dir, |_| {})? {
+    for envelope in harness_replay::events(dir, |_| {})? {
         let envelope = envelope?;
         match envelope.event {
-            event_log::Event::SessionStarted(started) => task = cut(&started.task),
+            harness_log::Event::SessionStarted(started) => task = cut(&started.task),
             // The first calls only: a trajectory's memory does not grow with a hostile log.
-            event_log::Event::ToolCall(_) if steps.len() >= MAX_STEPS => truncated = true,
-            event_log::Event::ToolCall(call) => steps.push(Step {
+            harness_log::Event::ToolCall(_) if steps.len() >= MAX_STEPS => truncated = true,
+            harness_log::Event::ToolCall(call) => steps.push(Step {
                 seq: envelope.seq,
                 arguments_key: arguments_key(&call.arguments),
                 call_id: call.call_id,
@@ -288,7 +288,7 @@ pub fn trajectory(run: &str, dir: &Path) -> Result<Trajectory, ViewError> {
                 output: String::new(),
                 output_id: String::new(),
             }),
-            event_log::Event::ToolResult(result) => {
+            harness_log::Event::ToolResult(result) => {
                 if let Some(step) = steps.iter_mut().rev().find(|s| s.call_id == result.call_id) {
                     step.status = serde_json::to_value(result.status)
                         .ok()
@@ -307,7 +307,7 @@ pub fn trajectory(run: &str, dir: &Path) -> Result<Trajectory, ViewError> {
                     };
                 }
             }
-            event_log::Event::SessionFinished(finished) => {
+            harness_log::Event::SessionFinished(finished) => {
                 outcome = serde_json::to_value(finished.outcome)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned));

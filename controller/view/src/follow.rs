@@ -88,7 +88,7 @@ type Line = (Vec<u8>, u64);
 /// line kept), and the bytes they take together: about [`READ_AT_ONCE`], and at most
 /// [`crate::pages::MAX_PAGE`] lines, at one look.
 fn new_lines(path: &std::path::Path, offset: u64) -> std::io::Result<(Vec<Line>, u64)> {
-    let (mut file, _) = event_log::reader::open_regular(path)?;
+    let (mut file, _) = harness_log::reader::open_regular(path)?;
     if file.metadata()?.len() <= offset {
         return Ok((Vec::new(), 0));
     }

@@ -235,7 +235,8 @@ fn look(found: Found, before: Option<&Arc<Run>>) -> (Arc<Run>, bool) {
 /// [`HEAD_LINE`]) and parsed.
 fn starts_a_batch(dir: &Path) -> bool {
     use std::io::{BufRead, Read};
-    let Ok(file) = event_log::reader::open_regular(&dir.join("events.jsonl")).map(|(file, _)| file)
+    let Ok(file) =
+        harness_log::reader::open_regular(&dir.join("events.jsonl")).map(|(file, _)| file)
     else {
         return false;
     };

@@ -8,7 +8,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use replay::charts::Spread;
+use harness_replay::charts::Spread;
 use serde_json::Value;
 
 /// Calls per log kept at most (a longer log's first ones count): with 8 bytes a call, ten
@@ -44,7 +44,7 @@ impl Latencies {
             .into_iter()
             .map(|(tool, samples)| {
                 let n = samples.len() as u64;
-                let l = replay::metrics::latency(samples);
+                let l = harness_replay::metrics::latency(samples);
                 Spread {
                     label: names
                         .get(usize::from(tool))
@@ -93,7 +93,7 @@ impl Latencies {
     /// A log's tool calls: each tool's number and how long the call took.
     fn read(&self, dir: &Path) -> Vec<(u16, u32)> {
         let Ok(file) =
-            event_log::reader::open_regular(&dir.join("events.jsonl")).map(|(file, _)| file)
+            harness_log::reader::open_regular(&dir.join("events.jsonl")).map(|(file, _)| file)
         else {
             return Vec::new();
         };

@@ -51,7 +51,7 @@ pub enum ViewError {
     #[error("{0}")]
     Unauthorized(String),
     #[error(transparent)]
-    Replay(#[from] replay::ReplayError),
+    Replay(#[from] harness_replay::ReplayError),
     #[error("{0}")]
     Io(String),
     /// The viewer cannot start as asked.

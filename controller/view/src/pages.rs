@@ -24,9 +24,9 @@ pub const MAX_PAGE: usize = 2000;
 /// hostile log of megabyte lines sends 16 of them a page, not 2,000.
 pub const MAX_PAGE_BYTES: u64 = 16 * 1024 * 1024;
 /// The longest line a batch log's fold keeps (its first line lists every task).
-pub const MAX_BATCH_LINE: usize = event_log::reader::MAX_LINE;
+pub const MAX_BATCH_LINE: usize = harness_log::reader::MAX_LINE;
 
-pub use event_log::reader::read_line;
+pub use harness_log::reader::read_line;
 
 /// Where every [`EVERY`]th line of a log starts, as far as it was read.
 #[derive(Debug, Default)]
@@ -90,7 +90,7 @@ impl Pager {
         let marks = self.marks(dir);
         let mut marks = marks.lock().unwrap_or_else(|e| e.into_inner());
         let path = dir.join("events.jsonl");
-        let (mut file, _) = event_log::reader::open_regular(&path)?;
+        let (mut file, _) = harness_log::reader::open_regular(&path)?;
         let len = file.metadata()?.len();
         if len < marks.end {
             // Replaced by a shorter file: count again.

@@ -117,7 +117,7 @@ fn in_log(
     results: &mut Results,
 ) {
     let Ok(file) =
-        event_log::reader::open_regular(&target.dir.join("events.jsonl")).map(|(file, _)| file)
+        harness_log::reader::open_regular(&target.dir.join("events.jsonl")).map(|(file, _)| file)
     else {
         return;
     };

@@ -99,7 +99,7 @@ pub struct BatchCounts {
 /// The summary of the session log in `dir`.
 pub fn session(dir: &Path, modified: SystemTime) -> std::io::Result<Summary> {
     let path = dir.join("events.jsonl");
-    let (mut file, _) = event_log::reader::open_regular(&path)?;
+    let (mut file, _) = harness_log::reader::open_regular(&path)?;
     let len = file.metadata()?.len();
     let mut summary = Summary::default();
     if let Some(head) = first_line(&mut file)? {
@@ -140,7 +140,7 @@ pub fn session(dir: &Path, modified: SystemTime) -> std::io::Result<Summary> {
 /// Folds the lines of a batch log from `offset` into `summary`; returns the offset after the
 /// last whole line.
 pub fn batch(dir: &Path, summary: &mut Summary, offset: u64) -> std::io::Result<u64> {
-    let (mut file, _) = event_log::reader::open_regular(&dir.join("events.jsonl"))?;
+    let (mut file, _) = harness_log::reader::open_regular(&dir.join("events.jsonl"))?;
     file.seek(SeekFrom::Start(offset))?;
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let mut at = offset;

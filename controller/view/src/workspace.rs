@@ -1,19 +1,19 @@
-//! The workspace at any step, as `replay restore` has it ([`replay::restore::state_at`]): its
+//! The workspace at any step, as `replay restore` has it ([`harness_replay::restore::state_at`]): its
 //! tree, one file's content from the log's blobs (its hash checked against the record), and
 //! what changed against the step before, the last earlier event that changed the workspace.
 
 use std::io::Read;
 use std::path::Path;
 
-use event_log::VersionRecord;
-use replay::restore::{self, State};
+use harness_log::VersionRecord;
+use harness_replay::restore::{self, State};
 use sandbox_protocol::EntryKind;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::ViewError;
 // The largest blob the viewer reads (a larger one is named, not read).
-use event_log::reader::MAX_BLOB;
+use harness_log::reader::MAX_BLOB;
 
 /// The largest file whose content is shown (a larger one is named with its size).
 const MAX_SHOWN: u64 = 4 * 1024 * 1024;
@@ -88,16 +88,16 @@ pub struct FileView {
 /// The events that changed the workspace, in order (the log streamed, as restore reads it).
 pub fn steps(dir: &Path) -> Result<Vec<Step>, ViewError> {
     let mut steps = Vec::new();
-    for envelope in replay::events(dir, |_| {})? {
+    for envelope in harness_replay::events(dir, |_| {})? {
         let envelope = envelope?;
         match envelope.event {
-            event_log::Event::WorkspaceSnapshot(_) => steps.push(Step {
+            harness_log::Event::WorkspaceSnapshot(_) => steps.push(Step {
                 seq: envelope.seq,
                 kind: "snapshot",
                 call_id: None,
                 changes: 0,
             }),
-            event_log::Event::WorkspaceChanged(changed) => steps.push(Step {
+            harness_log::Event::WorkspaceChanged(changed) => steps.push(Step {
                 seq: envelope.seq,
                 kind: "changed",
                 call_id: Some(changed.call_id),
@@ -299,7 +299,7 @@ pub struct Blob {
 /// `blobs/` entry that is a link (to a secret, to `/dev/zero`) is refused — and what is
 /// served is content-addressed: a caller shows it only when it hashes to its name.
 pub fn read_blob(dir: &Path, sha256: &str, keep: u64) -> Result<Blob, String> {
-    let (mut file, size) = event_log::reader::open_blob(dir, sha256).map_err(|err| {
+    let (mut file, size) = harness_log::reader::open_blob(dir, sha256).map_err(|err| {
         format!(
             "content {sha256} is not in the log as a file (over the sandbox's blob size limit, redacted, or not a regular file): {err}"
         )
@@ -331,7 +331,8 @@ pub fn read_blob(dir: &Path, sha256: &str, keep: u64) -> Result<Blob, String> {
 }
 
 fn unified(old: &str, new: &str, path: &str) -> String {
-    let text = event_log::text::unified_diff(old, new, &format!("a/{path}"), &format!("b/{path}"));
+    let text =
+        harness_log::text::unified_diff(old, new, &format!("a/{path}"), &format!("b/{path}"));
     let mut lines: Vec<&str> = text.lines().take(MAX_DIFF_LINES + 1).collect();
     if lines.len() > MAX_DIFF_LINES {
         lines.truncate(MAX_DIFF_LINES);

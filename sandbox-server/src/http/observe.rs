@@ -43,7 +43,7 @@ pub(crate) async fn observe(
     let error = response.extensions().get::<ErrorType>().copied();
     let status = response.status().as_u16();
     let span = tracing::Span::current();
-    otel::rename(&span, format!("{method} {route}"));
+    harness_otel::rename(&span, format!("{method} {route}"));
     span.record("http.route", route);
     span.record("http.response.status_code", i64::from(status));
     if response.status().is_server_error() {
@@ -68,7 +68,7 @@ pub(crate) fn request_span(request: &axum::http::Request<axum::body::Body>) -> t
         http.route = tracing::field::Empty,
         http.response.status_code = tracing::field::Empty,
     );
-    otel::continue_trace(&span, request.headers());
+    harness_otel::continue_trace(&span, request.headers());
     span
 }
 

@@ -9,7 +9,7 @@ use crate::error::{Doing, Failed, IntoFailure, failed};
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt;
-use runtime::sandbox::docker::unpack;
+use harness_runtime::sandbox::docker::unpack;
 
 use super::TaskEnvironment;
 
@@ -263,7 +263,7 @@ impl crate::host::TaskHost for TaskEnvironment {
         Box::pin(crate::host::end_processes(&self.client))
     }
 
-    fn egress_decisions(&self) -> futures::future::BoxFuture<'_, Vec<event_log::EgressRecord>> {
+    fn egress_decisions(&self) -> futures::future::BoxFuture<'_, Vec<harness_log::EgressRecord>> {
         Box::pin(self.egress_in_force())
     }
 

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use super::TaskEnvironment;
 use crate::NetworkPolicy;
-use runtime::sandbox::docker::labels_for;
+use harness_runtime::sandbox::docker::labels_for;
 
 /// The proxy's name on the task's network, and its ports.
 pub(super) const EGRESS_HOST: &str = "harness-egress";
@@ -277,7 +277,7 @@ impl TaskEnvironment {
 
     /// What the egress proxy let through and refused under the policy in force (none
     /// without a proxy, or when it cannot be asked).
-    pub async fn egress_in_force(&self) -> Vec<event_log::EgressRecord> {
+    pub async fn egress_in_force(&self) -> Vec<harness_log::EgressRecord> {
         let Some(egress) = &self.egress else {
             return Vec::new();
         };
@@ -292,13 +292,13 @@ impl TaskEnvironment {
             Ok(response) => response.json().await.unwrap_or_default(),
             Err(_) => return Vec::new(),
         };
-        let mut records: Vec<event_log::EgressRecord> = answer["decisions"]
+        let mut records: Vec<harness_log::EgressRecord> = answer["decisions"]
             .as_array()
             .into_iter()
             .flatten()
             .filter(|d| d["generation"].as_u64() == Some(generation))
             .filter_map(|d| {
-                Some(event_log::EgressRecord {
+                Some(harness_log::EgressRecord {
                     host: d["host"].as_str()?.to_owned(),
                     allowed: d["allowed"].as_bool()?,
                     count: d["count"].as_u64()?,
@@ -307,7 +307,7 @@ impl TaskEnvironment {
             .collect();
         // A phase that tried more hosts than the proxy counts says so, not silently.
         if let Some(n) = answer["not_counted"][generation.to_string()].as_u64() {
-            records.push(event_log::EgressRecord {
+            records.push(harness_log::EgressRecord {
                 host: "(more hosts than the proxy counts)".to_owned(),
                 allowed: false,
                 count: n,

@@ -17,7 +17,7 @@ use super::super::compose::{self, Compose, Condition, Service};
 use super::super::image::{self, BuildSettings, Built};
 use super::super::{BenchTask, MainImage};
 use super::{StartSpec, TaskEnvironment, networking};
-use runtime::sandbox::docker::{ContainerState, labels_for};
+use harness_runtime::sandbox::docker::{ContainerState, labels_for};
 
 /// The main service's image, and its compose settings when it has some.
 pub(super) struct Main {
@@ -348,7 +348,7 @@ async fn wait_for(
 
 /// A container's state.
 pub(super) async fn state(docker: &Docker, id: &str) -> Failed<ContainerState> {
-    runtime::sandbox::docker::container_state(docker, id)
+    harness_runtime::sandbox::docker::container_state(docker, id)
         .await
         .doing("inspecting the task's container")
 }
@@ -376,7 +376,7 @@ pub async fn build_images(
     settings: &BuildSettings,
     note: &(dyn Fn(&str) + Sync),
 ) -> Failed<(String, Vec<(String, Built)>, Vec<String>)> {
-    let docker = runtime::sandbox::docker::connect().await?;
+    let docker = harness_runtime::sandbox::docker::connect().await?;
     let mut built = Vec::new();
     match &task.environment {
         super::super::Environment::Single(image) => {

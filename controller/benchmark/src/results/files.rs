@@ -22,7 +22,7 @@ pub enum ResultsError {
     },
     /// The session's log could not be read.
     #[error(transparent)]
-    Log(#[from] replay::ReplayError),
+    Log(#[from] harness_replay::ReplayError),
     /// The log lacks what the files are made of (its header, its end, its benchmark task).
     #[error("{0}")]
     Incomplete(&'static str),
@@ -58,7 +58,7 @@ const MAX_JSON: u64 = 16 * 1024 * 1024;
 /// folder may hold a link, a FIFO or a huge file in its place.
 pub(super) fn read_json(path: &Path) -> Result<Value, ResultsError> {
     let bytes =
-        event_log::reader::read_regular(path, MAX_JSON).map_err(|source| ResultsError::Io {
+        harness_log::reader::read_regular(path, MAX_JSON).map_err(|source| ResultsError::Io {
             path: path.to_owned(),
             source,
         })?;

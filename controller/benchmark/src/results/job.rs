@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::{TrialRecord, write_json};
 use crate::atif::AGENT_NAME;
-use replay::report::pass_at_k;
+use harness_replay::report::pass_at_k;
 
 /// What the job was.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,7 +73,7 @@ pub fn write_job(
         "schema_version": 1,
         "id": info.job_id,
         "started_at": info.started_at,
-        "updated_at": info.finished_at.clone().unwrap_or_else(event_log::now),
+        "updated_at": info.finished_at.clone().unwrap_or_else(harness_log::now),
         "finished_at": info.finished_at,
         "n_total_trials": info.n_total_trials,
         "stats": stats(trials, info.n_total_trials, info.n_retries),

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{Read, shifted, write_json};
 use crate::atif;
-use event_log::StepsFinished;
+use harness_log::StepsFinished;
 
 /// `step_results`: each step that ran, as Harbor's `StepResult`.
 pub(super) fn step_results(read: &Read, steps: &StepsFinished, finished_ts: &str) -> Vec<Value> {

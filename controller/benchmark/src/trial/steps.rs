@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::{Round, Rounds, Trial};
 use crate::error::Failure;
 use crate::{Phase, RewardStrategy, host, isolate};
-use event_log::{ErrorClass, Event, EventLogError, StepScore, StepStarted, StepsFinished};
-use runtime::session::{SessionOutcome, Stop};
-use runtime::step::describe;
+use harness_log::{ErrorClass, Event, EventLogError, StepScore, StepStarted, StepsFinished};
+use harness_runtime::session::{SessionOutcome, Stop};
+use harness_runtime::step::describe;
 
 /// The steps so far.
 #[derive(Default)]

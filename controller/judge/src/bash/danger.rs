@@ -16,7 +16,7 @@ use super::peel::runs_code;
 use super::{Command, Cwd, Line, git};
 use crate::paths::{self, normalize};
 use crate::shell::Word;
-use event_log::Verdict;
+use harness_log::Verdict;
 
 /// A verdict and what gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]

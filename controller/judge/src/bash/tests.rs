@@ -1,5 +1,5 @@
 use super::*;
-use event_log::Verdict;
+use harness_log::Verdict;
 
 /// The running commands' words, as text.
 fn commands(source: &str) -> Vec<String> {

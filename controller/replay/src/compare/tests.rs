@@ -4,7 +4,7 @@ use std::path::Path;
 use super::*;
 use crate::metrics::RunOutcome;
 use crate::report::Totals;
-use event_log::{FailureClass, Outcome};
+use harness_log::{FailureClass, Outcome};
 
 fn row(task: &str, passed: bool, ms: u64, tools: &[(&str, u64)]) -> TaskRow {
     let tools: BTreeMap<String, u64> = tools.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect();

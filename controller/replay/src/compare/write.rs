@@ -5,7 +5,7 @@ use std::io::Write;
 
 use super::{Change, Comparison, Side, TaskDelta, delta};
 use crate::charts::number;
-use event_log::text::escape;
+use harness_log::text::escape;
 
 fn signed(value: i64) -> String {
     format!("{value:+}")
@@ -63,7 +63,7 @@ fn side_line(name: &str, side: &Side) -> String {
         "{name}: {} (batch {}): {}, {} passed ({:.1}%), cost ${:.4}, task time {} s, {} tool calls",
         side.path.display(),
         side.batch_id,
-        event_log::text::plural(side.tasks, "task"),
+        harness_log::text::plural(side.tasks, "task"),
         side.passed,
         100.0 * side.pass_rate,
         side.cost,

@@ -41,8 +41,8 @@ pub fn clone_workspace(from: &Path, to: &Path) -> std::io::Result<u64> {
 /// workspace without fetching it from its sandbox. Blobs the parent lacks are left to the child.
 pub fn link_blobs(from: &Path, state: &State, to: &Path) -> std::io::Result<()> {
     let blobs = to.join("blobs");
-    event_log::private_dir(to)?;
-    event_log::private_dir(&blobs)?;
+    harness_log::private_dir(to)?;
+    harness_log::private_dir(&blobs)?;
     let names: BTreeSet<&str> = state
         .values()
         .filter_map(|version| version.sha256.as_deref())
@@ -50,7 +50,7 @@ pub fn link_blobs(from: &Path, state: &State, to: &Path) -> std::io::Result<()> 
     for name in names {
         let (source, target) = (from.join("blobs").join(name), blobs.join(name));
         // One call per blob in the usual case (a fork links thousands, per child).
-        if let Err(err) = event_log::blobs::link_or_copy(&source, &target)
+        if let Err(err) = harness_log::blobs::link_or_copy(&source, &target)
             && source.is_file()
         {
             return Err(err);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use llm::Message;
+use harness_models::Message;
 
 /// What the children of a fork did, as `forks.json` keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -40,9 +40,9 @@ pub struct ForkChild {
     pub child: u32,
     pub session_id: String,
     pub log_dir: String,
-    pub outcome: event_log::Outcome,
+    pub outcome: harness_log::Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub failure: Option<event_log::FailureClass>,
+    pub failure: Option<harness_log::FailureClass>,
     /// 1 when the check passed, 0 when it failed; none without a check.
     pub reward: Option<f64>,
     pub cost: f64,
@@ -70,7 +70,7 @@ impl ForkSummary {
             prefix,
             n_passed: children
                 .iter()
-                .filter(|child| child.outcome == event_log::Outcome::Completed)
+                .filter(|child| child.outcome == harness_log::Outcome::Completed)
                 .count() as u32,
             value,
             cost: children.iter().map(|child| child.cost).sum(),
@@ -94,7 +94,7 @@ pub fn forks_of(dir: &Path) -> Vec<(std::path::PathBuf, ForkSummary)> {
             let folder = entry.path();
             // A shared log's summary may be a link or a FIFO, or huge: none is read.
             let bytes =
-                event_log::reader::read_regular(&folder.join("forks.json"), MAX_SUMMARY).ok()?;
+                harness_log::reader::read_regular(&folder.join("forks.json"), MAX_SUMMARY).ok()?;
             Some((folder, serde_json::from_slice(&bytes).ok()?))
         })
         .collect();

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{Block, folded};
 use crate::ReplayError;
-use event_log::{ImageBuilt, StepsFinished, VerifierFinished, VerifierIsolated};
+use harness_log::{ImageBuilt, StepsFinished, VerifierFinished, VerifierIsolated};
 
 pub(super) fn image_built(
     block: &mut Block,

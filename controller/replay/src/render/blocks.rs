@@ -1,13 +1,13 @@
 //! One transcript block per event: its title, notes and sections.
 
-use event_log::text::plural;
+use harness_log::text::plural;
 use std::path::Path;
 
 use sandbox_protocol::EntryKind;
 
 use super::{Block, DIFF_MAX_BYTES, Section, bench, blob_path, folded, plain};
 use crate::{ReplayError, text};
-use event_log::{
+use harness_log::{
     BatchFinished, BatchStarted, ChangeRecord, CheckResult, Compaction, ErrorEvent, Event,
     ModelRequest, ModelResponse, PolicyDecision, Purpose, SessionFinished, SessionStarted,
     StateFingerprint, TaskFinished, TaskRetried, TaskSkipped, TaskStarted, ToolCallEvent,
@@ -478,7 +478,7 @@ fn change_section(dir: &Path, change: &ChangeRecord) -> Section {
     if diffable && is_text(&change.before) && is_text(&change.after) {
         let (old, new) = (before.unwrap_or_default(), after.unwrap_or_default());
         let (a, b) = (format!("a/{}", change.path), format!("b/{}", change.path));
-        let diff = event_log::text::unified_diff(&old, &new, &a, &b);
+        let diff = harness_log::text::unified_diff(&old, &new, &a, &b);
         return Section {
             label,
             body: diff,

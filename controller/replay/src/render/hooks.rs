@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::{Block, folded, plain};
 use crate::ReplayError;
-use event_log::{HookOutcome, HookRunEvent};
+use harness_log::{HookOutcome, HookRunEvent};
 
 pub(super) fn hook_run(
     block: &mut Block,

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::metrics::millis;
 use crate::{ReplayError, events};
-use event_log::Event;
+use harness_log::Event;
 
 /// How many of the slowest steps are marked and listed.
 pub(super) const SLOWEST: usize = 3;
@@ -113,7 +113,7 @@ pub(super) fn duration(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use event_log::{ErrorClass, ErrorEvent};
+    use harness_log::{ErrorClass, ErrorEvent};
 
     fn error() -> Event {
         Event::Error(ErrorEvent {

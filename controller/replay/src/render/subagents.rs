@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{Block, folded, plain};
 use crate::ReplayError;
-use event_log::{SubagentFinished, SubagentOf, SubagentStarted};
+use harness_log::{SubagentFinished, SubagentOf, SubagentStarted};
 
 pub(super) fn started(
     block: &mut Block,

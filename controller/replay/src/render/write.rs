@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::Block;
 use super::steps::{StepBar, StepTimes, duration};
-use event_log::text::escape;
+use harness_log::text::escape;
 
 pub(super) fn write_md(out: &mut dyn Write, block: &Block) -> std::io::Result<()> {
     writeln!(out, "### {} · {}\n", block.title, block.seq)?;

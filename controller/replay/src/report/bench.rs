@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::TaskRow;
 use crate::metrics::RunOutcome;
-use event_log::{FailureClass, Outcome};
+use harness_log::{FailureClass, Outcome};
 
 /// The unbiased pass@k estimator for `n` trials of which `c` passed: `1 - C(n-c, k) / C(n, k)`.
 pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
@@ -398,13 +398,13 @@ pub(super) fn write_text(
 
 /// The benchmark section of the HTML report.
 pub(super) fn html(summary: &BenchSummary) -> String {
-    let escape = event_log::text::escape;
+    let escape = harness_log::text::escape;
     let k = summary.k;
     let mut page = format!(
         "<h2>Benchmark tasks</h2>\n<p>Agent {}, {}: {} of {} trials passed, pass@1 {}{}; mean reward {} over every trial (an errored one as 0), {} over the {} scored. Errored trials: {}.{}</p>\n\
          <table><tr><th>task</th><th>trials</th><th>passed</th><th>pass@1</th>{}<th>mean reward</th><th>scored mean</th><th>errors</th><th>tampered</th><th>named rewards</th><th>health</th></tr>\n",
         escape(&summary.agent),
-        event_log::text::plural(k, "trial") + " per task",
+        harness_log::text::plural(k, "trial") + " per task",
         summary.passed,
         summary.trials,
         percent(summary.pass_at_1),

@@ -166,7 +166,7 @@ fn turns(ran: &[&TaskRow]) -> Vec<Bar> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use event_log::{FailureClass, Outcome};
+    use harness_log::{FailureClass, Outcome};
 
     fn row(task: &str, name: &str, passed: bool, failure: Option<FailureClass>) -> TaskRow {
         TaskRow {

@@ -1,13 +1,13 @@
 //! The batch report as a table and as one self-contained HTML page.
 
-use event_log::text::plural;
+use harness_log::text::plural;
 use std::io::Write;
 use std::path::Path;
 
 use super::{BatchReport, TaskRow};
 use crate::folder::Folder;
 use crate::{ReplayError, render};
-use event_log::text::escape;
+use harness_log::text::escape;
 
 fn cost(row: &TaskRow) -> String {
     if row.cost_known {

@@ -10,11 +10,11 @@ use sandbox_protocol::ManifestEntry;
 
 use super::{Divergence, RecordedCall, Recording, Rerun, RerunReport, summarize};
 use crate::ReplayError;
-use event_log::{ForkMerge, SubagentStarted, WorkspaceMode};
-use runtime::recording::diff;
-use runtime::run_loop::parse_call;
-use runtime::sandbox::{SandboxClient, SandboxError};
-use runtime::subagent::is_agent_tool;
+use harness_log::{ForkMerge, SubagentStarted, WorkspaceMode};
+use harness_runtime::recording::diff;
+use harness_runtime::run_loop::parse_call;
+use harness_runtime::sandbox::{SandboxClient, SandboxError};
+use harness_runtime::subagent::is_agent_tool;
 
 /// How deep subagents' logs are followed (a crafted log could link one to itself).
 const DEEPEST: usize = 16;
@@ -170,7 +170,8 @@ pub(super) async fn rerun_group(
         if merge.applied {
             // As the session applied them: its later calls find the same workspace.
             let applied =
-                runtime::subagent::fork::apply(&merge.changes, sandbox, &child.parent_log).await;
+                harness_runtime::subagent::fork::apply(&merge.changes, sandbox, &child.parent_log)
+                    .await;
             if let Err(err) = applied {
                 report.divergences.push(diverged(
                     recorded,

@@ -2,7 +2,7 @@ use sha2::{Digest, Sha256};
 
 use super::load_at;
 use crate::BlobBudget;
-use event_log::{BlobRef, Envelope, Event, Text, ToolCallEvent, ToolResult, ToolStatus};
+use harness_log::{BlobRef, Envelope, Event, Text, ToolCallEvent, ToolResult, ToolStatus};
 
 /// A log of `n` calls whose outputs are all the one blob of `size` bytes.
 fn one_blob_for_every_call(n: u64, size: usize) -> tempfile::TempDir {

@@ -10,7 +10,7 @@ use serde::de::{Error as _, SeqAccess, Visitor};
 
 use super::State;
 use crate::{ReplayError, blob};
-use event_log::{BlobRef, VersionRecord};
+use harness_log::{BlobRef, VersionRecord};
 
 /// The manifest `reference` of the log in `dir`, as a state; refused past `max_entries`.
 pub(super) fn read(

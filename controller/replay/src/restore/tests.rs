@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{State, manifest, state_at, write_state, write_state_within};
-use event_log::{BlobRef, Envelope, Event, WorkspaceSnapshot};
+use harness_log::{BlobRef, Envelope, Event, WorkspaceSnapshot};
 
 /// Stores `bytes` as a blob of the log in `dir`; its reference.
 fn put_blob(dir: &Path, bytes: &[u8]) -> BlobRef {

@@ -1,6 +1,6 @@
 //! What a run says about benchmark tasks that the runtime needs: who acts (the model, the
 //! task's oracle, nobody), the flags only benchmark tasks take, and why a task cannot be run.
-//! The benchmark adapter makes a task's run from them (`bench::run`).
+//! The benchmark adapter makes a task's run from them (`harness_benchmark::run`).
 
 use crate::input::InputError;
 use std::path::PathBuf;

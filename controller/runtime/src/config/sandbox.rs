@@ -11,7 +11,7 @@ use crate::sandbox::NetworkMode;
 use crate::sandbox::docker::{self, DockerSpec};
 use crate::session::provider::Provider;
 use crate::task::{SandboxSection, TaskFile};
-use event_log::SandboxKind;
+use harness_log::SandboxKind;
 
 /// Where the sandbox is.
 #[derive(Debug, Clone)]
@@ -188,7 +188,7 @@ fn docker_spec(
 ) -> Result<DockerSpec, InputError> {
     let memory = match flags.memory.as_ref().or(section.memory.as_ref()) {
         Some(text) => Some(
-            event_log::text::parse_size(text)
+            harness_log::text::parse_size(text)
                 .map_err(|why| InputError(format!("memory: {why}")))?,
         ),
         None => None,

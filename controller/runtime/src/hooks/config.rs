@@ -135,7 +135,7 @@ impl Hooks {
             .iter()
             .filter(|hook| hook.event == event)
             .filter(|hook| match (&hook.matcher, tool) {
-                (Some(pattern), Some(tool)) => event_log::text::glob_matches(pattern, tool),
+                (Some(pattern), Some(tool)) => harness_log::text::glob_matches(pattern, tool),
                 _ => true,
             })
             .collect()
@@ -219,17 +219,20 @@ mod tests {
 
     #[test]
     fn globs_match_tool_names() {
-        assert!(event_log::text::glob_matches("*", "bash"));
-        assert!(event_log::text::glob_matches("bash|exec", "exec"));
-        assert!(!event_log::text::glob_matches("bash|exec", "bash2"));
-        assert!(event_log::text::glob_matches("mcp__*", "mcp__git__status"));
-        assert!(event_log::text::glob_matches(
+        assert!(harness_log::text::glob_matches("*", "bash"));
+        assert!(harness_log::text::glob_matches("bash|exec", "exec"));
+        assert!(!harness_log::text::glob_matches("bash|exec", "bash2"));
+        assert!(harness_log::text::glob_matches(
+            "mcp__*",
+            "mcp__git__status"
+        ));
+        assert!(harness_log::text::glob_matches(
             "mcp__*__status",
             "mcp__git__status"
         ));
-        assert!(!event_log::text::glob_matches("mcp__*", "read_file"));
-        assert!(event_log::text::glob_matches("?ead_file", "read_file"));
-        assert!(event_log::text::glob_matches(
+        assert!(!harness_log::text::glob_matches("mcp__*", "read_file"));
+        assert!(harness_log::text::glob_matches("?ead_file", "read_file"));
+        assert!(harness_log::text::glob_matches(
             "write_*|search_*",
             "search_replace"
         ));

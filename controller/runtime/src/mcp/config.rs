@@ -85,7 +85,11 @@ pub struct ServerSpec {
 impl ServerSpec {
     /// Whether the tool `name` (the server's own) is given to the model.
     pub fn exposes(&self, name: &str) -> bool {
-        let hit = |globs: &[String]| globs.iter().any(|g| event_log::text::glob_matches(g, name));
+        let hit = |globs: &[String]| {
+            globs
+                .iter()
+                .any(|g| harness_log::text::glob_matches(g, name))
+        };
         self.allow.as_deref().is_none_or(hit) && !hit(&self.deny)
     }
 }

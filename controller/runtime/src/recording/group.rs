@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use sandbox_protocol::{ChangeKind, FileVersion, ManifestEntry};
 
 use super::{RecordError, Recorder, version_record};
-use event_log::{ChangeRecord, Event, WorkspaceChanged};
+use harness_log::{ChangeRecord, Event, WorkspaceChanged};
 
 impl Recorder {
     /// The workspace as the next group of `agent` calls finds it: the last snapshot's

@@ -6,7 +6,7 @@ use std::time::Instant;
 use sandbox_protocol::{BuiltIn, OutputStream};
 
 use super::{RecordError, Recorder};
-use event_log::{Event, ToolResult, ToolStatus};
+use harness_log::{Event, ToolResult, ToolStatus};
 
 /// At most this much of the interrupted command's output is kept, from its start (what the
 /// sandbox's buffer no longer held is said).

@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use super::tool_call::Begun;
 use super::{Agent, CallOutcome, SessionError, Totals, current, next_call};
 use crate::subagent::{AgentArgs, is_agent_tool};
-use event_log::{Event, SubagentFinished, SubagentStarted, ToolStatus};
-use llm::{Message, ToolCall};
+use harness_log::{Event, SubagentFinished, SubagentStarted, ToolStatus};
+use harness_models::{Message, ToolCall};
 
 /// Who starts the child sessions of a session's `agent` calls
 /// ([`crate::subagent::spawn::Spawner`]).

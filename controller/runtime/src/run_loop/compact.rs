@@ -3,8 +3,8 @@
 use std::sync::Mutex;
 
 use super::{Agent, SessionError, Totals};
-use event_log::{Compaction, Event, Purpose};
-use llm::Message;
+use harness_log::{Compaction, Event, Purpose};
+use harness_models::Message;
 
 /// Messages kept verbatim at the end when compacting, as the seed.
 const KEEP_RECENT: usize = 6;

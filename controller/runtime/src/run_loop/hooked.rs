@@ -3,7 +3,7 @@
 
 use super::{Agent, SessionError};
 use crate::hooks::{About, Combined, HookInput, HookRun, RunOutcome};
-use event_log::{Event, HookOutcome, HookRunEvent};
+use harness_log::{Event, HookOutcome, HookRunEvent};
 
 impl Agent<'_> {
     /// Runs the hooks of the event `about` names (those matching its call's tool, for tool
@@ -37,8 +37,8 @@ impl Agent<'_> {
 fn logged(
     run: &HookRun,
     call: Option<(&str, &str)>,
-    input: event_log::BlobRef,
-    output: event_log::Text,
+    input: harness_log::BlobRef,
+    output: harness_log::Text,
 ) -> HookRunEvent {
     let answer = run.effective();
     HookRunEvent {

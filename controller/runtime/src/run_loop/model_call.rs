@@ -8,8 +8,8 @@ use sandbox_protocol::ToolSpec;
 use tracing::Instrument as _;
 
 use super::{Agent, SessionError, Totals};
-use event_log::{Event, LoggedCall, LoggedUsage, ModelRequest, ModelResponse, Purpose};
-use llm::{Message, ModelReply, Usage, estimate_tokens};
+use harness_log::{Event, LoggedCall, LoggedUsage, ModelRequest, ModelResponse, Purpose};
+use harness_models::{Message, ModelReply, Usage, estimate_tokens};
 
 impl Agent<'_> {
     /// One model call, logged before it is sent and after it answers.
@@ -81,12 +81,12 @@ impl Agent<'_> {
     /// Sends `request` inside the model call's span, and counts the call in the metrics.
     async fn send_observed(
         &self,
-        request: &llm::Request,
+        request: &harness_models::Request,
         turn: u32,
         purpose: Purpose,
-    ) -> Result<ModelReply, llm::ModelError> {
+    ) -> Result<ModelReply, harness_models::ModelError> {
         let started = Instant::now();
-        let model = telemetry::ModelId::from_description(&self.model.describe());
+        let model = harness_telemetry::ModelId::from_description(&self.model.describe());
         let span = tracing::info_span!(
             "model_call",
             otel.name = %format_args!("model {}", model.model),
@@ -101,7 +101,7 @@ impl Agent<'_> {
             cost_usd = tracing::field::Empty,
         );
         let sent = self.model.send(request).instrument(span.clone()).await;
-        let metrics = telemetry::metrics();
+        let metrics = harness_telemetry::metrics();
         let reply = match sent {
             Ok(reply) => reply,
             Err(err) => {

@@ -13,12 +13,12 @@ use crate::hooks::{About, HookDecision, ToolOutcome};
 use crate::recording::Inline;
 use crate::sandbox::{CallOptions, LiveOutput, SandboxClient, SandboxError, ToolReply};
 use crate::subagent::{AgentArgs, is_agent_tool};
-use event_log::{
+use harness_log::{
     DecisionSource, ErrorClass, ErrorEvent, Event, OutputRecord, PolicyDecision, Stream,
     ToolCallEvent, ToolResult, ToolStatus, Verdict,
 };
-use llm::ToolCall;
-use policy::{self, Judgement, Settled};
+use harness_models::ToolCall;
+use harness_policy::{self, Judgement, Settled};
 
 /// How long a followed call's last output may come after its answer.
 const LAST_OUTPUT_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
@@ -156,7 +156,7 @@ impl Agent<'_> {
         let log = &self.recorder.log;
         let status = outcome.status.as_str();
         span.record("status", status);
-        telemetry::metrics().tool_call(&self.tool_label(call), status, started.elapsed());
+        harness_telemetry::metrics().tool_call(&self.tool_label(call), status, started.elapsed());
         let duration_ms = started.elapsed().as_millis() as u64;
         let bash = outcome.reply.as_ref().and_then(ToolReply::bash);
         let inline = Inline::new(
@@ -303,10 +303,10 @@ impl Agent<'_> {
                 .log
                 .record(Event::PolicyDecision(event))
                 .await?;
-            telemetry::metrics().policy_decision(&self.tool_label(call), "deny");
+            harness_telemetry::metrics().policy_decision(&self.tool_label(call), "deny");
             self.observer
                 .tool_refused(call, &format!("a hook: {}", hooked.reason));
-            let text = policy::blocked_message(&hooked.reason);
+            let text = harness_policy::blocked_message(&hooked.reason);
             return Ok((
                 CallOutcome::refused(ToolStatus::Blocked, text),
                 hooked.context,
@@ -344,7 +344,7 @@ impl Agent<'_> {
         let judged = async {
             let judgement = self
                 .policy
-                .decide(policy::Call {
+                .decide(harness_policy::Call {
                     request: task,
                     input,
                     workspace: Some(self.sandbox),
@@ -357,7 +357,7 @@ impl Agent<'_> {
         let (judgement, settled) = judged.instrument(span.clone()).await;
         let verdict = verdict_label(&judgement, &settled);
         span.record("verdict", verdict);
-        telemetry::metrics().policy_decision(&self.tool_label(call), verdict);
+        harness_telemetry::metrics().policy_decision(&self.tool_label(call), verdict);
         let event = decision_event(call, &judgement, &settled);
         self.recorder
             .log
@@ -366,11 +366,13 @@ impl Agent<'_> {
         if let Some(why) = judgement.fatal {
             // Refused where the call is printed; the session's error says why it stopped.
             self.observer.tool_refused(call, &why);
-            return Err(SessionError::Model(llm::ModelError::NoVerdict(why)));
+            return Err(SessionError::Model(harness_models::ModelError::NoVerdict(
+                why,
+            )));
         }
         if !settled.allowed {
             self.observer.tool_refused(call, &settled.reason);
-            let text = policy::blocked_message(&settled.reason);
+            let text = harness_policy::blocked_message(&settled.reason);
             return Ok(CallOutcome::refused(ToolStatus::Blocked, text));
         }
         if is_agent_tool(input.name()) {
@@ -483,11 +485,13 @@ impl Agent<'_> {
 
 /// The policy's judgement, made an ask when a hook asked and the policy would allow.
 fn tightened(judgement: Judgement, hooked: &crate::hooks::Combined) -> Judgement {
-    if hooked.decision != Some(HookDecision::Ask) || judgement.decision != policy::Decision::Allow {
+    if hooked.decision != Some(HookDecision::Ask)
+        || judgement.decision != harness_policy::Decision::Allow
+    {
         return judgement;
     }
     Judgement {
-        decision: policy::Decision::Ask(hooked.reason.clone()),
+        decision: harness_policy::Decision::Ask(hooked.reason.clone()),
         source: DecisionSource::Hook,
         rule: None,
         risk: None,

@@ -114,7 +114,7 @@ impl SandboxClient {
     }
 
     fn unreachable(&self, err: &reqwest::Error) -> SandboxError {
-        if let Some(message) = llm::refused_certificate(err) {
+        if let Some(message) = harness_models::refused_certificate(err) {
             return SandboxError::Certificate {
                 url: self.base.clone(),
                 message,
@@ -404,7 +404,7 @@ impl SandboxClient {
     }
 
     /// `GET /v1/blobs/{sha256}`; `None` when the sandbox did not keep it. At most
-    /// [`MAX_BLOB`](event_log::reader::MAX_BLOB) bytes are read, the most a log reads back.
+    /// [`MAX_BLOB`](harness_log::reader::MAX_BLOB) bytes are read, the most a log reads back.
     pub async fn blob(&self, sha256: &str) -> Result<Option<Vec<u8>>, SandboxError> {
         let path = format!("/v1/blobs/{}", encode_segment(sha256));
         match self

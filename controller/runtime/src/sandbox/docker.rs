@@ -265,7 +265,7 @@ impl DockerSandbox {
             cmd: Some(server_args(spec)),
             // The server's spans go to the controller's collector (its commands get a clean
             // environment whatever the container's).
-            env: Some(otel::forwarded_environment()).filter(|env| !env.is_empty()),
+            env: Some(harness_otel::forwarded_environment()).filter(|env| !env.is_empty()),
             labels: Some(labels(spec, session_id)),
             exposed_ports: Some(vec![SERVER_PORT.to_owned()]),
             host_config: Some(host_config(spec)),

@@ -306,7 +306,7 @@ fn server_command(
 
 /// Whether the local server inherits a variable of the harness: the commands' base set
 /// (`PATH`, `HOME`, locale, terminal, user), its own settings (`SANDBOX_*`), its log and trace
-/// settings as a container's server gets them ([`otel::forwarded_variable`]: the OTLP
+/// settings as a container's server gets them ([`harness_otel::forwarded_variable`]: the OTLP
 /// exporter's headers, the collector's credentials, are not). Nothing else: a model key, a
 /// hook's token or the exporter's headers stay with the harness.
 fn server_variable(name: &std::ffi::OsStr) -> bool {
@@ -330,7 +330,7 @@ fn server_variable(name: &std::ffi::OsStr) -> bool {
     EXACT.contains(&name)
         || name.starts_with("LC_")
         || (name.starts_with("SANDBOX_") && !name.contains("TOKEN"))
-        || otel::forwarded_variable(name)
+        || harness_otel::forwarded_variable(name)
 }
 
 /// The address from the one line the server prints once it is bound.

@@ -13,7 +13,7 @@ use crate::recording::Recorder;
 use crate::run_loop::Observer;
 use crate::sandbox::SandboxClient;
 use crate::step::{Step, StepError};
-use event_log::{CheckResult, ErrorClass, ErrorEvent, Event};
+use harness_log::{CheckResult, ErrorClass, ErrorEvent, Event};
 
 /// The agent once on the task's prompt; then the state fingerprint and the check, whose
 /// failure fails a completed session.

@@ -7,9 +7,9 @@ use super::sandbox::Sandbox;
 use super::{SessionOptions, SessionSummary};
 use crate::config::AgentKind;
 use crate::step::StepError;
-use event_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
-use llm::Model;
-use policy::Policy;
+use harness_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
+use harness_models::Model;
+use harness_policy::Policy;
 
 /// What the header says; `sandbox` and `prepared` are absent when the session failed first.
 pub(super) struct Header<'a> {
@@ -26,7 +26,7 @@ impl Header<'_> {
         // A fork's model has the parent's system prompt (with its hooks' words), not a new one.
         let resumed = self.options.resume.as_ref().and_then(|resume| {
             resume.messages.iter().find_map(|message| match message {
-                llm::Message::System { content } => Some(content.as_str()),
+                harness_models::Message::System { content } => Some(content.as_str()),
                 _ => None,
             })
         });
@@ -75,7 +75,7 @@ impl Header<'_> {
             subagents: config.subagents,
         };
         let started = SessionStarted {
-            format_version: event_log::FORMAT_VERSION,
+            format_version: harness_log::FORMAT_VERSION,
             session_id: self.options.session_id.clone(),
             harness_version: env!("CARGO_PKG_VERSION").to_owned(),
             task: config.prompt.clone(),

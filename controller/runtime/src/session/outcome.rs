@@ -7,7 +7,7 @@ use crate::exit_code;
 use crate::run_loop::{LoopEnd, SessionError};
 use crate::sandbox::StartError;
 use crate::step::StepError;
-use event_log::{ErrorClass, FailureClass, Outcome};
+use harness_log::{ErrorClass, FailureClass, Outcome};
 
 /// Every way a session can end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

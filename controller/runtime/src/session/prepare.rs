@@ -9,7 +9,7 @@ use crate::run_loop::Observer;
 use crate::sandbox::{SandboxClient, seed};
 use crate::step::{Step, StepError};
 use crate::subagent::{self, AGENT_TOOL, is_agent_tool};
-use llm::Model;
+use harness_models::Model;
 
 /// What the agent starts with.
 pub(super) struct Prepared {

@@ -17,8 +17,8 @@ use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
 use crate::sandbox::{SandboxClient, StartError};
 use crate::step::StepError;
-use event_log::{BenchmarkRecord, ContainerRecord, EventLog, SandboxKind};
-use llm::Model;
+use harness_log::{BenchmarkRecord, ContainerRecord, EventLog, SandboxKind};
+use harness_models::Model;
 
 /// Whoever starts a session's sandbox when the session does not (a benchmark task's adapter).
 pub trait Provider: Send + Sync + std::fmt::Debug {

@@ -15,7 +15,7 @@ use crate::sandbox::docker::warm::Served;
 use crate::sandbox::local::LocalSandbox;
 use crate::sandbox::pool::Lease;
 use crate::sandbox::{Doing, Failure, SandboxClient, SandboxError, StartError};
-use event_log::ContainerRecord;
+use harness_log::ContainerRecord;
 
 /// A session's sandbox, ready for requests.
 #[derive(Debug)]
@@ -83,7 +83,7 @@ impl Sandbox {
                 let (docker, how) = match warm {
                     Some(warm) => {
                         let (docker, served) = warm.lease(spec, session_id, token).await?;
-                        telemetry::metrics().warm_pool(served == Served::Pool);
+                        harness_telemetry::metrics().warm_pool(served == Served::Pool);
                         let how = match served {
                             Served::Pool => " (leased ready from the warm pool)",
                             Served::Started => " (started: none ready in the warm pool)",

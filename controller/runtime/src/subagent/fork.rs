@@ -17,7 +17,7 @@ use crate::recording::{change_kind, diff};
 use crate::sandbox::{SandboxClient, SandboxError};
 use crate::session::SessionOptions;
 use crate::session::sandbox::Sandbox;
-use event_log::{ChangeRecord, EventLog, ForkMerge, VersionRecord};
+use harness_log::{ChangeRecord, EventLog, ForkMerge, VersionRecord};
 
 /// The most of the changes' unified diff the parent's model is shown.
 const DIFF_SHOWN: usize = 16 * 1024;
@@ -47,7 +47,7 @@ impl Forked {
             .log_dir
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| event_log::private_dir(&options.log_dir));
+            .and_then(|()| harness_log::private_dir(&options.log_dir));
         made.map_err(|err| format!("making {}: {err}", options.log_dir.display()))?;
         let server_log = options.log_dir.join("sandbox-server.log");
         let token = format!("{:032x}", rand::random::<u128>());
@@ -134,12 +134,12 @@ impl Forked {
             .filter_map(|c| c.after.as_ref()?.sha256.as_deref())
         {
             // The child's sandbox names them: joined to folders here only when sha256s.
-            if !event_log::blobs::is_sha256(sha256) {
+            if !harness_log::blobs::is_sha256(sha256) {
                 return Err(crate::recording::invalid_blob(client.url(), sha256).to_string());
             }
             let kept = parent_log.dir().join("blobs").join(sha256);
             let source = child_log.join("blobs").join(sha256);
-            if event_log::blobs::link_or_copy(&source, &kept).is_ok() {
+            if harness_log::blobs::link_or_copy(&source, &kept).is_ok() {
                 continue;
             }
             if let Some(bytes) = client.blob(sha256).await.map_err(|e| e.to_string())? {
@@ -315,7 +315,7 @@ pub async fn apply(
     // (a file over the sandbox's blob limit) refuses the merge instead of leaving half of it.
     for (path, version) in &plan.files {
         let sha256 = version.sha256.as_deref().unwrap_or_default();
-        event_log::reader::open_blob(log_dir, sha256)
+        harness_log::reader::open_blob(log_dir, sha256)
             .map_err(|err| format!("{path}: its content {sha256} is not in the log: {err}"))?;
     }
     run_script(parent, &plan.before).await?;
@@ -440,7 +440,7 @@ async fn run_lines(parent: &SandboxClient, script: &str) -> Result<(), String> {
 /// A file version's bytes from the blobs of the log in `log_dir`.
 fn blob_bytes(log_dir: &Path, version: &VersionRecord) -> Result<Vec<u8>, String> {
     let sha256 = version.sha256.as_deref().unwrap_or_default();
-    event_log::reader::read_blob(log_dir, sha256)
+    harness_log::reader::read_blob(log_dir, sha256)
         .map_err(|err| format!("the child's file {sha256} is not in the log: {err}"))
 }
 
@@ -469,10 +469,10 @@ fn unified(changes: &[ChangeRecord], log: &EventLog) -> String {
         }
         let a = format!("a/{}", change.path);
         let b = format!("b/{}", change.path);
-        let text = event_log::text::unified_diff(&old, &new, &a, &b);
+        let text = harness_log::text::unified_diff(&old, &new, &a, &b);
         out.push_str(&text);
         if out.len() > DIFF_SHOWN {
-            let cut = event_log::text::head(&out, DIFF_SHOWN).len();
+            let cut = harness_log::text::head(&out, DIFF_SHOWN).len();
             out.truncate(cut);
             out.push_str("\n[… the diff goes on; every change is in the child's log]");
             break;

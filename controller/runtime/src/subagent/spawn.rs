@@ -18,9 +18,9 @@ use crate::mcp::McpConfig;
 use crate::run_loop::{Child, ChildReport, Observer, Spawn, Totals};
 use crate::sandbox::SandboxClient;
 use crate::session::{Audience, SessionOptions, SessionOutcome, SessionSummary, run_session};
-use event_log::{EventLog, SubagentFinished, SubagentOf, SubagentStarted, ToolStatus};
-use llm::{Model, ToolCall};
-use policy::Asker;
+use harness_log::{EventLog, SubagentFinished, SubagentOf, SubagentStarted, ToolStatus};
+use harness_models::{Model, ToolCall};
+use harness_policy::Asker;
 
 /// The most of a child's answer the parent's model is shown; the rest is in its log.
 const ANSWER_SHOWN: usize = 32 * 1024;
@@ -97,7 +97,7 @@ impl Spawner<'_> {
             .collect();
         let relative = format!("agents/{number}-{name}");
         let log_dir = self.options.log_dir.join(&relative);
-        let session_id = event_log::new_session_id();
+        let session_id = harness_log::new_session_id();
         let depth = self.depth + 1;
         let parent = &self.options.config;
         let mut config = parent.clone();
@@ -196,7 +196,7 @@ impl Spawner<'_> {
         labelled.note(&format!(
             "{} after {}",
             summary.outcome.logged().as_str(),
-            event_log::text::plural(summary.totals.turns, "turn")
+            harness_log::text::plural(summary.totals.turns, "turn")
         ));
         let changes = match forked {
             Some(forked) => Some(forked.finish(&summary.log_dir, self.log).await),
@@ -221,7 +221,7 @@ fn report(started: &SubagentStarted, summary: &SessionSummary, merging: Merging)
         "[subagent {}: {}, {}, ${:.2}]",
         started.log_dir,
         summary.outcome.logged().as_str(),
-        event_log::text::plural(totals.turns, "turn"),
+        harness_log::text::plural(totals.turns, "turn"),
         totals.cost_with_subagents()
     );
     if status == ToolStatus::Error {
@@ -232,7 +232,7 @@ fn report(started: &SubagentStarted, summary: &SessionSummary, merging: Merging)
     }
     if !summary.answer.is_empty() {
         text.push('\n');
-        text.push_str(event_log::text::head(&summary.answer, ANSWER_SHOWN));
+        text.push_str(harness_log::text::head(&summary.answer, ANSWER_SHOWN));
         if summary.answer.len() > ANSWER_SHOWN {
             text.push_str(&format!(
                 "\n[… {} more bytes in its log]",
@@ -265,7 +265,7 @@ fn report(started: &SubagentStarted, summary: &SessionSummary, merging: Merging)
 }
 
 fn first_line(text: &str) -> &str {
-    event_log::text::head(text.lines().next().unwrap_or(""), 120)
+    harness_log::text::head(text.lines().next().unwrap_or(""), 120)
 }
 
 impl Spawn for Spawner<'_> {

@@ -82,7 +82,7 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use event_log::WorkspaceMode;
+    use harness_log::WorkspaceMode;
 
     fn tree(max_depth: u32, max_total: u32) -> Tree {
         let limits = SubagentLimits {

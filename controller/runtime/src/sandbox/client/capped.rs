@@ -18,7 +18,7 @@
 //!   brings a change list and up to 8 MiB of file versions inline, so [`STEP_CAP`].
 //! - A blob is a file version the server kept (`--blob-max-file-bytes`, 64 MiB by default,
 //!   not reported by `/v1/info`): the log reads no blob larger than
-//!   [`MAX_BLOB`](event_log::reader::MAX_BLOB) (1 GiB) whole, so none larger is taken. An
+//!   [`MAX_BLOB`](harness_log::reader::MAX_BLOB) (1 GiB) whole, so none larger is taken. An
 //!   artifact is a stream's output up to the server's `artifact_cap_bytes`.
 
 use std::time::Duration;
@@ -34,7 +34,7 @@ pub(super) const TOOL_CAP: u64 = 64 * 1024 * 1024;
 /// The most bytes of a tool call's answer that brings its step (changes and inline bytes).
 pub(super) const STEP_CAP: u64 = ANSWER_CAP + TOOL_CAP;
 /// The most bytes of a blob or an artifact read.
-pub(super) const BLOB_CAP: u64 = event_log::reader::MAX_BLOB;
+pub(super) const BLOB_CAP: u64 = harness_log::reader::MAX_BLOB;
 /// The most bytes of a followed process's event stream held before an event ends: the
 /// server's events carry a chunk of at most 64 KiB of output (a few times that as JSON).
 pub(super) const EVENT_CAP: usize = 1024 * 1024;
@@ -54,10 +54,10 @@ impl SandboxClient {
     /// stalls).
     pub(super) fn unbounded(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let mut builder = self.http.request(method, format!("{}{path}", self.base));
-        if otel::active() {
+        if harness_otel::active() {
             // The sandbox's spans join the caller's trace (W3C `traceparent`).
             let mut headers = reqwest::header::HeaderMap::new();
-            otel::inject(&tracing::Span::current(), &mut headers);
+            harness_otel::inject(&tracing::Span::current(), &mut headers);
             builder = builder.headers(headers);
         }
         match &self.token {

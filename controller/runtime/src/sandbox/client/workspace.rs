@@ -24,8 +24,8 @@ impl SandboxClient {
 
     /// `folder` itself as a repository, as git finds one when it has no `.git`: a `HEAD` file
     /// beside an `objects/` or `refs/` folder (or a `config`) is a bare repository.
-    async fn bare_repository(&self, folder: &str) -> policy::GitDir {
-        use policy::GitDir;
+    async fn bare_repository(&self, folder: &str) -> harness_policy::GitDir {
+        use harness_policy::GitDir;
         let inside = |name: &str| {
             if folder == "." {
                 name.to_owned()
@@ -141,11 +141,11 @@ impl SandboxClient {
 }
 
 /// The policy's view of the workspace: its `.git`, through the API like everything else.
-impl policy::Workspace for SandboxClient {
+impl harness_policy::Workspace for SandboxClient {
     fn process<'a>(
         &'a self,
         id: &'a str,
-    ) -> futures::future::BoxFuture<'a, Option<policy::ProcessView>> {
+    ) -> futures::future::BoxFuture<'a, Option<harness_policy::ProcessView>> {
         Box::pin(async move {
             let path = format!("/v1/processes/{}", encode_segment(id));
             let response = self
@@ -153,7 +153,7 @@ impl policy::Workspace for SandboxClient {
                 .await
                 .ok()?;
             let process: sandbox_protocol::ManagedProcess = self.json(response).await.ok()?;
-            Some(policy::ProcessView {
+            Some(harness_policy::ProcessView {
                 cmd: process.cmd,
                 cwd: process.cwd,
             })
@@ -174,8 +174,11 @@ impl policy::Workspace for SandboxClient {
         })
     }
 
-    fn git_dir<'a>(&'a self, folder: &'a str) -> futures::future::BoxFuture<'a, policy::GitDir> {
-        use policy::GitDir;
+    fn git_dir<'a>(
+        &'a self,
+        folder: &'a str,
+    ) -> futures::future::BoxFuture<'a, harness_policy::GitDir> {
+        use harness_policy::GitDir;
         Box::pin(async move {
             let git = if folder == "." {
                 ".git".to_owned()
