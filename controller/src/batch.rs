@@ -98,6 +98,8 @@ pub struct BatchConfig {
     pub tasks: Vec<TaskSpec>,
     /// The flags every session takes (a task's own file fills what they leave open).
     pub flags: SessionFlags,
+    /// The flags benchmark tasks take.
+    pub trial: harness_benchmark::flags::TrialFlags,
     pub sandbox: SandboxSource,
     pub parallel: usize,
     pub parallel_reason: String,
@@ -278,7 +280,14 @@ fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
     let mut warnings = Vec::new();
     let mut not_runnable = Vec::new();
     for task in config.tasks.iter().filter(|t| t.trial == 1) {
-        match crate::launch::run_config(&task.source, &task.task, &config.flags, None, leased) {
+        match crate::launch::run_config(
+            &task.source,
+            &task.task,
+            &config.flags,
+            &config.trial,
+            None,
+            leased,
+        ) {
             Err(ConfigError::NotRunnable(reason)) => {
                 not_runnable.push(TaskNotRunnable {
                     task: task.task.clone(),
@@ -431,7 +440,7 @@ async fn tasks_to_run(
         let done = match (finished(&dir), &task.source) {
             // A benchmark trial is done once it has its score (a reward, or the verifier's
             // own failure); one cut short or failed on the sandbox runs again.
-            (Some(_), harness_runtime::task::TaskSource::Bench(_)) => {
+            (Some(_), harness_runtime::task::TaskSource::Folder(_)) => {
                 job::scored(&dir).then(|| "its trial has its score already".to_owned())
             }
             (Some(outcome), _) => Some(format!("its log finished already ({})", outcome.as_str())),

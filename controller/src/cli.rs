@@ -416,9 +416,9 @@ pub(crate) struct BuildArgs {
 }
 
 impl BuildArgs {
-    /// The build flags alone, as the library takes them.
-    pub(crate) fn flags(&self) -> harness_runtime::config::BenchFlags {
-        harness_runtime::config::BenchFlags {
+    /// The build flags alone, as the benchmark adapter takes them.
+    pub(crate) fn flags(&self) -> harness_benchmark::flags::TrialFlags {
+        harness_benchmark::flags::TrialFlags {
             image_map: self.image_map.clone(),
             image_map_file: self.image_map_file.clone(),
             build_ca: self.build_ca.clone(),
@@ -428,8 +428,8 @@ impl BuildArgs {
 }
 
 impl BenchArgs {
-    pub(crate) fn flags(&self) -> harness_runtime::config::BenchFlags {
-        harness_runtime::config::BenchFlags {
+    pub(crate) fn flags(&self) -> harness_benchmark::flags::TrialFlags {
+        harness_benchmark::flags::TrialFlags {
             agent: self.agent.clone(),
             pass_threshold: self.pass_threshold,
             image_map: self.build.image_map.clone(),
@@ -543,8 +543,12 @@ impl SessionArgs {
             max_tokens: self.max_tokens,
             thinking_budget: self.thinking_budget,
             agents: self.agents.flags(),
-            bench: self.bench.flags(),
         }
+    }
+
+    /// The flags only benchmark tasks take, as the benchmark adapter takes them.
+    pub(crate) fn trial(&self) -> harness_benchmark::flags::TrialFlags {
+        self.bench.flags()
     }
 }
 

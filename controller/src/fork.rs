@@ -61,6 +61,8 @@ pub struct ForkConfig {
     pub out: Option<PathBuf>,
     /// The run flags; what they leave unset is the parent's.
     pub flags: SessionFlags,
+    /// The flags a benchmark task's children take.
+    pub trial: harness_benchmark::flags::TrialFlags,
     pub durability: Durability,
     /// Keep the verified workspace at the step in `<run>/forks/.state-SEQ/` and start from it
     /// when it is still as verified (`--keep-state`).
@@ -92,7 +94,13 @@ pub async fn run_fork(
     let header = &point.header;
     let fork_id = format!("step-{}-{}", config.seq, harness_log::new_session_id());
     // Before any folder is made: a fork refused for what its log says leaves nothing.
-    let child_config = child_config(&point, &config.flags, config.trust_log, display)?;
+    let child_config = child_config(
+        &point,
+        &config.flags,
+        &config.trial,
+        config.trust_log,
+        display,
+    )?;
     // Once, not per child: a model that cannot be built fails the fork before it starts.
     child_model(&point, &child_config).context("the children's model")?;
     let out = match &config.out {

@@ -5,23 +5,20 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
-
+use harness_benchmark::flags::{Agent, TrialFlags};
 use harness_log::reader;
 use harness_models::{self, Model, RetryPolicy, gate::Gates};
 use harness_replay::model::ReplayModel;
-use harness_runtime::config::{AgentKind, ConfigError, RunConfig, SessionFlags};
+use harness_runtime::config::{ConfigError, RunConfig, SessionFlags};
 use harness_runtime::input::InputError;
 use harness_runtime::task::TaskSource;
 
 /// Builds the model; its requests pass the gate of its endpoint from `gates`.
 pub fn build_model(config: &RunConfig, gates: Option<&Gates>) -> anyhow::Result<Arc<dyn Model>> {
-    if config.agent != AgentKind::Model {
-        let provider = config
-            .sandbox
-            .provider()
-            .with_context(|| format!("--agent {} needs a benchmark task", config.agent.as_str()))?;
-        return Ok(provider.agent_model(config.agent)?);
+    if let Some(provider) = config.sandbox.provider()
+        && provider.stand_in().is_some()
+    {
+        return Ok(provider.stand_in_model()?);
     }
     let spec = &config.model;
     if let Some(path) = spec.name.strip_prefix("replay:") {
@@ -42,15 +39,32 @@ pub fn run_config(
     source: &TaskSource,
     name: &str,
     flags: &SessionFlags,
+    trial: &TrialFlags,
     working_dir: Option<PathBuf>,
     leased: bool,
 ) -> Result<RunConfig, ConfigError> {
     match source {
-        TaskSource::File(file) => Ok(RunConfig::for_task(file, flags, working_dir, leased)?),
-        TaskSource::Bench(_) if leased => Err(InputError::new(
+        TaskSource::File(file) => {
+            model_acts(trial)?;
+            Ok(RunConfig::for_task(file, flags, working_dir, leased)?)
+        }
+        TaskSource::Folder(_) if leased => Err(InputError::new(
             "a benchmark task runs in its own image, not in a pool member: run it with --sandbox docker",
         )
         .into()),
-        TaskSource::Bench(dir) => harness_benchmark::run::run_config(dir, name, flags),
+        TaskSource::Folder(dir) => harness_benchmark::run::run_config(dir, name, flags, trial),
     }
+}
+
+/// A task that is no benchmark task is acted on by the model: `--agent oracle` or `nop` is
+/// refused for it, by name.
+pub fn model_acts(trial: &TrialFlags) -> Result<(), InputError> {
+    let agent = trial.agent()?;
+    if agent != Agent::Model {
+        return Err(InputError(format!(
+            "--agent {}: only a benchmark task (a Harbor or Terminal-Bench folder) has an oracle or a verifier",
+            agent.name()
+        )));
+    }
+    Ok(())
 }

@@ -19,4 +19,4 @@ pub mod batch;
 pub mod fork;
 pub mod launch;
 
-pub use harness_runtime::exit_code;
+pub mod exit_code;

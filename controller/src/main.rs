@@ -8,7 +8,7 @@
 mod cli;
 
 use clap::Parser;
-use harness_runtime::exit_code;
+use controller::exit_code;
 
 fn main() {
     // The harness holds model keys and tokens: no other process of its user (a command of a

@@ -143,7 +143,7 @@ impl TaskHost for ApiHost {
                 .doing_with(|| format!("uploading {} to {to}", from.display()))?;
             let files = match only {
                 Some(name) => vec![(name.to_owned(), source)],
-                None => super::files_of(&source)
+                None => crate::folder::files_of(&source)
                     .doing_with(|| format!("reading {}", source.display()))?,
             };
             for (rel, path) in files {

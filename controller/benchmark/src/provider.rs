@@ -12,9 +12,10 @@ use super::container::{StartSpec, TaskEnvironment};
 use super::host::{ApiHost, TaskHost};
 use super::run::{BenchRun, TaskPlace};
 use super::trial::{Rounds, record_images};
-use harness_log::{BenchmarkRecord, ContainerRecord, EventLog, NetworkRecord, SandboxKind};
+use crate::flags::Agent;
+use harness_log::{ContainerRecord, EventLog, NetworkRecord, ProviderRecord, SandboxKind};
 use harness_models::Model;
-use harness_runtime::config::{AgentKind, RunConfig};
+use harness_runtime::config::RunConfig;
 use harness_runtime::input::InputError;
 use harness_runtime::sandbox::{Doing, SandboxClient, StartError};
 use harness_runtime::session::provider::{
@@ -55,27 +56,31 @@ impl Provider for TaskProvider {
         self.run.task.warnings.clone()
     }
 
-    fn agent_model(&self, agent: AgentKind) -> Result<Arc<dyn Model>, InputError> {
+    fn stand_in(&self) -> Option<&'static str> {
+        (self.run.agent != Agent::Model).then(|| self.run.agent.name())
+    }
+
+    fn stand_in_model(&self) -> Result<Arc<dyn Model>, InputError> {
         let task = &self.run.task;
-        match agent {
-            AgentKind::Oracle => match OracleModel::new(task) {
+        match self.run.agent {
+            Agent::Oracle => match OracleModel::new(task) {
                 Some(oracle) => Ok(Arc::new(oracle)),
                 None => Err(InputError(format!(
                     "{}: the task has no solution",
                     task.name
                 ))),
             },
-            AgentKind::Nop => Ok(Arc::new(NopModel)),
-            AgentKind::Model => Err(InputError(format!(
+            Agent::Nop => Ok(Arc::new(NopModel)),
+            Agent::Model => Err(InputError(format!(
                 "{}: a model agent is not the task's",
                 task.name
             ))),
         }
     }
 
-    fn benchmark(&self, started: Option<&dyn Provided>) -> Option<BenchmarkRecord> {
+    fn record(&self, started: Option<&dyn Provided>) -> Option<ProviderRecord> {
         let task = &self.run.task;
-        Some(BenchmarkRecord {
+        Some(ProviderRecord {
             format: task.format.as_str().to_owned(),
             name: task.name.clone(),
             dir: task.dir.display().to_string(),

@@ -133,7 +133,7 @@ fn exception(read: &Read) -> Option<(String, String)> {
     let verifier = read.verifier.as_ref().map(|(_, v)| v);
     if let Some(failure) = verifier.and_then(|v| v.failure) {
         let message = verifier.and_then(|v| v.message.clone()).unwrap_or_default();
-        return Some((failure.harbor_exception().to_owned(), message));
+        return Some((crate::exceptions::of_failure(failure).to_owned(), message));
     }
     let (_, finished) = read.finished.as_ref()?;
     let message = read

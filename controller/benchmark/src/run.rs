@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use super::BenchTask;
 use super::image::{BuildSettings, parse_mapping};
+use crate::flags::{Agent, TrialFlags};
 use harness_policy::Approve;
 use harness_runtime::config::{
-    self, AgentKind, BenchFlags, ConfigError, NotRunnable, RunConfig, SandboxTarget, SessionFlags,
+    self, ConfigError, NotRunnable, RunConfig, SandboxTarget, SessionFlags,
 };
 use harness_runtime::input::InputError;
 use harness_runtime::sandbox::NetworkMode;
@@ -23,6 +24,8 @@ pub const DEFAULT_MAX_COST: f64 = 10.0;
 pub struct BenchRun {
     /// The task, its timeouts and resources already overridden by flags.
     pub task: BenchTask,
+    /// Who acts on it.
+    pub agent: Agent,
     pub place: TaskPlace,
     pub pass_threshold: f64,
 }
@@ -50,21 +53,26 @@ pub enum TaskPlace {
 /// does not load, its compose file cannot run here, the oracle has no solution) fails with
 /// a [`NotRunnable`], which a batch reports and runs the rest without; other errors are the
 /// flags'.
-pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunConfig, ConfigError> {
+pub fn run_config(
+    dir: &Path,
+    name: &str,
+    flags: &SessionFlags,
+    trial: &TrialFlags,
+) -> Result<RunConfig, ConfigError> {
     // The task folder's own refusals, said with their causes.
     let not_runnable = |err: InputError| NotRunnable(err.0);
-    let mut task = super::load(dir, name, &super::HostVars::named(&flags.bench.task_env))
-        .map_err(not_runnable)?;
+    let mut task =
+        super::load(dir, name, &super::HostVars::named(&trial.task_env)).map_err(not_runnable)?;
     refuse_flags_of_other_sandboxes(flags)?;
-    let agent = flags.bench.agent()?;
-    if agent == AgentKind::Oracle && task.solution.is_none() {
+    let agent = trial.agent()?;
+    if agent == Agent::Oracle && task.solution.is_none() {
         return Err(NotRunnable(format!(
             "{}: --agent oracle needs the task's solution (solution/solve.sh or solution.sh), and it has none",
             dir.display()
         ))
         .into());
     }
-    override_task(&mut task, flags)?;
+    override_task(&mut task, flags, trial)?;
     if let super::Environment::Compose { file, .. } = &task.environment {
         // A compose file that cannot run is refused now, not when its containers start.
         super::compose::load(
@@ -92,7 +100,7 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunCon
             step.agent_network = policy.clone();
         }
     }
-    let pass_threshold = flags.bench.pass_threshold.unwrap_or(1.0);
+    let pass_threshold = trial.pass_threshold.unwrap_or(1.0);
     if !pass_threshold.is_finite() {
         return Err(InputError::new("--pass-threshold: expected a number").into());
     }
@@ -101,18 +109,19 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunCon
     let mut flags = flags.clone();
     flags.max_turns = flags.max_turns.or(Some(DEFAULT_MAX_TURNS));
     flags.max_cost = flags.max_cost.or(Some(DEFAULT_MAX_COST));
-    if agent != AgentKind::Model {
+    if agent != Agent::Model {
         // The task's own script (or nothing): the rules still judge it, no model is asked.
         flags.no_classifier = true;
         flags.approve = Approve::Auto;
     }
     let mut model = config::model_spec(&as_task, &flags)?;
-    if agent != AgentKind::Model {
-        model.name = agent.as_str().to_owned();
+    if agent != Agent::Model {
+        model.name = agent.name().to_owned();
         model.reasoning_effort = None;
     }
-    let place = place(&flags)?;
+    let place = place(&flags, trial)?;
     let run = BenchRun {
+        agent,
         place,
         pass_threshold,
         task,
@@ -146,7 +155,6 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunCon
         hooks: config::hooks(None, &flags)?,
         mcp: config::mcp_servers(None, &flags)?,
         mcp_workspace: flags.mcp_workspace,
-        agent,
         sandbox: SandboxTarget::Provided(std::sync::Arc::new(super::provider::TaskProvider {
             run: std::sync::Arc::new(run),
         })),
@@ -154,7 +162,7 @@ pub fn run_config(dir: &Path, name: &str, flags: &SessionFlags) -> Result<RunCon
 }
 
 /// A server already in the task's image (a URL), else containers started here.
-fn place(flags: &SessionFlags) -> Result<TaskPlace, InputError> {
+fn place(flags: &SessionFlags, trial: &TrialFlags) -> Result<TaskPlace, InputError> {
     Ok(match flags.sandbox.as_deref() {
         Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
             TaskPlace::Remote {
@@ -164,11 +172,10 @@ fn place(flags: &SessionFlags) -> Result<TaskPlace, InputError> {
             }
         }
         _ => TaskPlace::Docker {
-            build: build_settings(&flags.bench)?,
+            build: build_settings(trial)?,
             server: super::container::static_server()
                 .map_err(|err| InputError(format!("{err}")))?,
-            internet: flags
-                .bench
+            internet: trial
                 .task_internet
                 .clone()
                 .unwrap_or_else(|| "bridge".to_owned()),
@@ -200,14 +207,18 @@ fn refuse_flags_of_other_sandboxes(flags: &SessionFlags) -> Result<(), InputErro
 }
 
 /// Flags win over the task's timeouts and resources.
-fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> Result<(), InputError> {
-    if let Some(timeout) = flags.bench.agent_timeout {
+fn override_task(
+    task: &mut BenchTask,
+    flags: &SessionFlags,
+    trial: &TrialFlags,
+) -> Result<(), InputError> {
+    if let Some(timeout) = trial.agent_timeout {
         task.agent_timeout = timeout;
         for step in &mut task.steps {
             step.agent_timeout = timeout;
         }
     }
-    if let Some(timeout) = flags.bench.verifier_timeout {
+    if let Some(timeout) = trial.verifier_timeout {
         task.verifier_timeout = timeout;
         for step in &mut task.steps {
             step.verifier_timeout = timeout;
@@ -231,7 +242,7 @@ fn override_task(task: &mut BenchTask, flags: &SessionFlags) -> Result<(), Input
 
 /// The image map and the CA bundle of `--image-map`, `--image-map-file` and `--build-ca`,
 /// read and checked.
-pub fn build_settings(flags: &BenchFlags) -> Result<BuildSettings, InputError> {
+pub fn build_settings(flags: &TrialFlags) -> Result<BuildSettings, InputError> {
     let mut settings = BuildSettings::default();
     for text in &flags.image_map {
         let mapping =

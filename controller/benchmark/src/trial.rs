@@ -12,6 +12,7 @@ use crate::Phase;
 use crate::agents::quote;
 use crate::container::TaskEnvironment;
 use crate::error::{Failed, Failure};
+use crate::flags::Agent as Acting;
 use crate::host::{self, TaskHost};
 use crate::isolate::{self, Baseline};
 use crate::verify::{self, Verdict};
@@ -19,7 +20,6 @@ use harness_log::{
     ErrorClass, ErrorEvent, Event, EventLog, ImageBuilt, VerifierFailure, VerifierFinished,
     VerifierIsolated,
 };
-use harness_runtime::config::AgentKind;
 use harness_runtime::run_loop::{Agent, Totals};
 use harness_runtime::session::provider::Grading;
 use harness_runtime::session::{SessionOutcome, Stop};
@@ -140,7 +140,7 @@ impl Rounds<'_> {
         match (&verdict.failure, verdict.passed(run.pass_threshold)) {
             // Judged, and failed: the agent's doing, not the verifier's.
             (Some((VerifierFailure::Tampered, _)), _) => SessionOutcome::CheckFailed,
-            (Some(_), _) => SessionOutcome::VerifierFailed,
+            (Some(_), _) => SessionOutcome::NoVerdict,
             (None, true) => SessionOutcome::Completed,
             (None, false) => SessionOutcome::CheckFailed,
         }
@@ -170,7 +170,7 @@ impl Rounds<'_> {
             .set_network(phase.agent_network)
             .await
             .map_err(|err| infrastructure("setting the agent's network", err))?;
-        if self.g.config.agent == AgentKind::Oracle
+        if run.agent == Acting::Oracle
             && let Some(solution) = phase.solution
         {
             upload_solution(environment, solution)

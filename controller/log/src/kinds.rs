@@ -17,8 +17,10 @@ pub enum Outcome {
     /// The agent finished but the task's check failed (a benchmark task's reward was below
     /// the pass threshold).
     CheckFailed,
-    /// A benchmark task's verifier failed: it timed out, wrote no reward, or could not be read.
-    VerifierFailed,
+    /// The grader gave no verdict: a benchmark task's verifier timed out, wrote no reward, or
+    /// could not be read (the wire name is the log's since its first version).
+    #[serde(rename = "verifier_failed")]
+    NoVerdict,
     /// The model API, the sandbox or the harness failed; `failure` says which.
     Error,
     /// Ctrl-C.
@@ -33,9 +35,10 @@ pub enum Outcome {
 pub enum FailureClass {
     /// The agent finished but the task's check failed.
     Check,
-    /// The verifier of a benchmark task failed (no reward, a timeout): not a verdict on the
-    /// agent, and never a pass.
-    Verifier,
+    /// The grader gave no verdict (a benchmark task's verifier: no reward, a timeout): not a
+    /// verdict on the agent, and never a pass.
+    #[serde(rename = "verifier")]
+    NoVerdict,
     /// A turn, cost or time limit stopped it.
     Limit,
     /// The model API failed (after its retries).
@@ -48,8 +51,7 @@ pub enum FailureClass {
     Error,
 }
 
-/// How a benchmark task's verifier failed (`verifier_finished.failure`); each maps to the
-/// exception Harbor files it under.
+/// How a benchmark task's verifier failed (`verifier_finished.failure`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VerifierFailure {
@@ -67,20 +69,6 @@ pub enum VerifierFailure {
     /// The agent's changes to the verifier's folders resisted their reset: the tests did
     /// not run, and the trial scores 0.
     Tampered,
-}
-
-impl VerifierFailure {
-    /// Harbor's exception name for it.
-    pub fn harbor_exception(self) -> &'static str {
-        match self {
-            VerifierFailure::Timeout => "VerifierTimeoutError",
-            VerifierFailure::NoReward => "RewardFileNotFoundError",
-            VerifierFailure::EmptyReward => "RewardFileEmptyError",
-            VerifierFailure::BadReward | VerifierFailure::ParseError => "VerifierOutputParseError",
-            // Not one of Harbor's: it grades with the reward given (0).
-            VerifierFailure::Tampered => "RewardTamperingError",
-        }
-    }
 }
 
 /// What an `error` event is about.
@@ -214,7 +202,7 @@ impl Outcome {
             Outcome::CostLimit => "cost_limit",
             Outcome::TimeLimit => "time_limit",
             Outcome::CheckFailed => "check_failed",
-            Outcome::VerifierFailed => "verifier_failed",
+            Outcome::NoVerdict => "verifier_failed",
             Outcome::Error => "error",
             Outcome::Interrupted => "interrupted",
         }
@@ -225,7 +213,7 @@ impl FailureClass {
     pub fn as_str(self) -> &'static str {
         match self {
             FailureClass::Check => "check",
-            FailureClass::Verifier => "verifier",
+            FailureClass::NoVerdict => "verifier",
             FailureClass::Limit => "limit",
             FailureClass::Model => "model",
             FailureClass::Infrastructure => "infrastructure",

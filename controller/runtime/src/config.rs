@@ -5,13 +5,13 @@
 //! line. `harness run` builds one [`RunConfig`]; `harness batch` builds one per task with the
 //! same function.
 
-mod bench;
+mod error;
 mod sandbox;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use bench::{AgentKind, BenchFlags, ConfigError, NotRunnable};
+pub use error::{ConfigError, NotRunnable};
 pub use sandbox::SandboxTarget;
 
 use crate::hooks::Hooks;
@@ -76,8 +76,6 @@ pub struct SessionFlags {
     pub thinking_budget: Option<u32>,
     /// The `agent` tool's settings (`--agent-*`).
     pub agents: crate::subagent::AgentFlags,
-    /// The flags only benchmark tasks take.
-    pub bench: BenchFlags,
 }
 
 /// A resolved run.
@@ -111,8 +109,6 @@ pub struct RunConfig {
     pub policy: PolicySettings,
     /// The hooks; their `pre_tool_use` runs before the rules for every tool.
     pub hooks: std::sync::Arc<Hooks>,
-    /// Who acts: the model, or for a benchmark task its oracle or nobody.
-    pub agent: AgentKind,
     /// The MCP servers whose tools the agent also gets.
     pub mcp: std::sync::Arc<crate::mcp::McpConfig>,
     /// Also the servers of the workspace's `.mcp.json` (read through the sandbox API).
@@ -182,13 +178,6 @@ impl RunConfig {
         if task.prompt.trim().is_empty() {
             invalid!("the task is empty");
         }
-        let agent = flags.bench.agent()?;
-        if agent != AgentKind::Model {
-            invalid!(
-                "--agent {}: only a benchmark task (a Harbor or Terminal-Bench folder) has an oracle or a verifier",
-                agent.as_str()
-            );
-        }
         let network = match flags.network.as_ref().or(task.network.as_ref()) {
             Some(text) => text
                 .parse::<NetworkMode>()
@@ -226,7 +215,6 @@ impl RunConfig {
             tools,
             policy: policy_settings(flags),
             hooks: hooks(task.hooks.as_deref(), flags)?,
-            agent,
             mcp: mcp_servers(task.mcp.as_deref(), flags)?,
             mcp_workspace: flags.mcp_workspace || task.mcp_workspace == Some(true),
         })

@@ -1,4 +1,5 @@
-//! The agent runtime: a session end to end, without a person and without benchmarks.
+//! The agent runtime: a session end to end, without a person and without knowing what it is
+//! part of (a run, a batch, a benchmark's trial).
 //!
 //! # This crate (`harness-runtime`)
 //! It depends on `harness-log`, `harness-telemetry`, `harness-models` and `harness-policy`,
@@ -30,33 +31,3 @@ pub mod session;
 pub mod step;
 pub mod subagent;
 pub mod task;
-
-/// How `harness` exits.
-pub mod exit_code {
-    /// The agent finished (and the task's check, if any, passed).
-    pub const COMPLETED: i32 = 0;
-    /// Bad input, a model or sandbox failure.
-    pub const ERROR: i32 = 1;
-    /// The command line is wrong (clap's own code).
-    pub const USAGE: i32 = 2;
-    /// The turn limit was hit.
-    pub const TURN_LIMIT: i32 = 3;
-    /// The cost limit was hit.
-    pub const COST_LIMIT: i32 = 4;
-    /// The agent finished but the task's check failed.
-    pub const CHECK_FAILED: i32 = 5;
-    /// `replay rerun` found a divergence.
-    pub const DIVERGED: i32 = 6;
-    /// The session's lifetime (wall clock) ran out.
-    pub const TIME_LIMIT: i32 = 7;
-    /// The sandbox died, could not start or stopped answering.
-    pub const INFRASTRUCTURE: i32 = 8;
-    /// `batch`: every task ran, and some did not pass.
-    pub const SOME_FAILED: i32 = 9;
-    /// A benchmark task's verifier failed (no reward, a timeout): no verdict.
-    pub const VERIFIER_FAILED: i32 = 10;
-    /// `batch`: some tasks of its datasets could not be run (the report says why); the rest ran.
-    pub const NOT_RUNNABLE: i32 = 11;
-    /// Ctrl-C.
-    pub const INTERRUPTED: i32 = 130;
-}

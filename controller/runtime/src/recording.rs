@@ -88,8 +88,8 @@ impl Recorder {
 
     /// The `Idempotency-Key` of a tool call: its name on the sandbox (`{session}-{number}`,
     /// [`Recorder::call_name`]) and the model's call id. The number makes it unique in the
-    /// session even when a model repeats its call ids, or a multi-step task's oracle makes the
-    /// same call in each step.
+    /// session even when a model repeats its call ids, or a scripted stand-in makes the same call
+    /// in each step.
     pub fn call_key(&self, name: &str, call_id: &str) -> String {
         format!("{name}:{call_id}")
     }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::input::{InputError, invalid};
-pub use discover::{Format, FoundTask, TaskSource, detect, discover};
+pub use discover::{FoundTask, TaskFolders, TaskSource, discover};
 
 /// A task file as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -418,14 +418,18 @@ pub fn task_id(path: &Path) -> String {
 
 /// `--task DIR --task-index N`: the N-th task of a dataset folder, as `harness batch DIR`
 /// finds and names them (the log folder of a Kubernetes Indexed Job's pod is its name).
-pub fn pick_indexed(dir: &Path, index: Option<usize>) -> Result<FoundTask, InputError> {
+pub fn pick_indexed(
+    dir: &Path,
+    index: Option<usize>,
+    folders: TaskFolders,
+) -> Result<FoundTask, InputError> {
     let Some(index) = index else {
         invalid!(
             "--task {} is a folder: give --task-index N (or JOB_COMPLETION_INDEX) to pick a task",
             dir.display()
         );
     };
-    let tasks = discover(&[dir.to_owned()])?;
+    let tasks = discover(&[dir.to_owned()], folders)?;
     let count = tasks.len();
     tasks.into_iter().nth(index).ok_or_else(|| {
         InputError(format!(

@@ -249,6 +249,7 @@ impl TaskContext<'_> {
             &task.source,
             &task.task,
             &self.config.flags,
+            &self.config.trial,
             Some(workspace.path().to_owned()),
             lease.is_some(),
         )

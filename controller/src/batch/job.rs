@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use super::BatchConfig;
+use harness_benchmark::flags::Agent;
 use harness_benchmark::results::job::{JobInfo, write_job};
 use harness_benchmark::results::{TrialRecord, read_record, uuid_of};
-use harness_runtime::config::AgentKind;
 use harness_runtime::task::TaskSource;
 
 /// Whether a benchmark trial's folder holds a result with its score ([`TrialRecord::scored`]).
@@ -24,7 +24,7 @@ pub(super) fn write(
     let bench: Vec<_> = config
         .tasks
         .iter()
-        .filter(|t| matches!(t.source, TaskSource::Bench(_)))
+        .filter(|t| matches!(t.source, TaskSource::Folder(_)))
         .filter(|t| !not_runnable.contains(&t.task.as_str()))
         .collect();
     if bench.is_empty() {
@@ -45,13 +45,13 @@ pub(super) fn write(
         })
         .collect();
     datasets.dedup();
-    let model = match config.flags.bench.agent() {
-        Ok(AgentKind::Model) | Err(_) => config
+    let model = match config.trial.agent() {
+        Ok(Agent::Model) | Err(_) => config
             .flags
             .model
             .clone()
             .unwrap_or_else(|| harness_runtime::config::DEFAULT_MODEL.to_owned()),
-        Ok(agent) => agent.as_str().to_owned(),
+        Ok(agent) => agent.name().to_owned(),
     };
     // Over every run of the batch, as its report counts them.
     let n_retries =

@@ -102,7 +102,7 @@ pub fn collect_tasks(paths: &[PathBuf], attempts: u32) -> anyhow::Result<Vec<Tas
     let mut tasks: Vec<TaskSpec> = Vec::new();
     for path in paths {
         let dataset = dataset_of(path);
-        for found in discover(std::slice::from_ref(path))? {
+        for found in discover(std::slice::from_ref(path), harness_benchmark::TASK_FOLDERS)? {
             for trial in 1..=attempts {
                 let id = trial_id(&found.name, trial);
                 refuse_reserved(&id, found.source.path())?;

@@ -5,6 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::exit_code;
 use anyhow::Context;
 use controller::batch::{
     self, BatchConfig, BatchObserver, Progress, ProgressState, SandboxSource, Stopping,
@@ -12,7 +13,6 @@ use controller::batch::{
 use harness_models::gate::Gates;
 use harness_policy::Approve;
 use harness_replay::report;
-use harness_runtime::exit_code;
 use harness_runtime::session::SessionSummary;
 
 use super::{BatchArgs, ProgressMode};
@@ -39,7 +39,7 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     let benchmark = config
         .tasks
         .iter()
-        .filter(|t| matches!(t.source, harness_runtime::task::TaskSource::Bench(_)))
+        .filter(|t| matches!(t.source, harness_runtime::task::TaskSource::Folder(_)))
         .count();
     let sandboxes = match (benchmark, config.tasks.len()) {
         (0, _) => format!(
@@ -115,7 +115,7 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
     }
     let benchmark = tasks
         .iter()
-        .any(|t| matches!(t.source, harness_runtime::task::TaskSource::Bench(_)));
+        .any(|t| matches!(t.source, harness_runtime::task::TaskSource::Folder(_)));
     let per_task = match (&sandbox, &flags.memory) {
         (_, None) if benchmark => 2 << 30,
         (SandboxSource::Docker, Some(text)) => harness_log::text::parse_size(text)
@@ -148,6 +148,7 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
         batch_id,
         tasks,
         flags,
+        trial: args.session.trial(),
         sandbox,
         parallel,
         parallel_reason,

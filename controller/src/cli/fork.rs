@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::exit_code;
 use anyhow::Context;
 use harness_log::text::terminal_safe;
-use harness_runtime::exit_code;
 
 /// `harness replay fork`'s flags.
 #[derive(Debug, clap::Args)]
@@ -64,6 +64,7 @@ pub(crate) async fn fork_cmd(args: &ForkArgs) -> anyhow::Result<i32> {
         }),
         out: args.out.clone(),
         flags: args.session.flags(),
+        trial: args.session.trial(),
         durability: args.session.log_durability.into(),
         keep_state: args.keep_state,
         trust_log: args.trust_log,
@@ -169,6 +170,7 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
             parallel,
             out: Some(out.join(&name)),
             flags: args.session.flags(),
+            trial: args.session.trial(),
             durability: args.session.log_durability.into(),
             // Each session is forked once here: nothing would reuse a kept workspace.
             keep_state: false,

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
+use crate::exit_code;
+use harness_benchmark::flags::Agent;
 use harness_benchmark::publish::{self, Overlay};
-use harness_runtime::config::AgentKind;
-use harness_runtime::exit_code;
 use harness_runtime::task::{TaskSource, discover};
 
 use super::ImagesCommand;
@@ -19,7 +19,7 @@ pub(crate) async fn run(command: ImagesCommand) -> anyhow::Result<i32> {
         attempts,
         build,
     } = command;
-    agent.parse::<AgentKind>().map_err(anyhow::Error::msg)?;
+    agent.parse::<Agent>().map_err(anyhow::Error::msg)?;
     if attempts == 0 {
         anyhow::bail!("--attempts must be at least 1");
     }
@@ -33,8 +33,11 @@ pub(crate) async fn run(command: ImagesCommand) -> anyhow::Result<i32> {
     let note = |line: &str| eprintln!("{line}");
     let mut failed = 0;
     for dataset in &datasets {
-        for found in discover(std::slice::from_ref(dataset))? {
-            let TaskSource::Bench(dir) = &found.source else {
+        for found in discover(
+            std::slice::from_ref(dataset),
+            harness_benchmark::TASK_FOLDERS,
+        )? {
+            let TaskSource::Folder(dir) = &found.source else {
                 continue;
             };
             let task =

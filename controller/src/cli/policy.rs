@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::exit_code;
 use anyhow::Context;
 use harness_judge::{self, Classifier, Decision, Pipeline, Policy};
 use harness_log::Verdict;
 use harness_models::{self, ModelSpec, RetryPolicy};
-use harness_runtime::exit_code;
 use sandbox_protocol::ToolInput;
 use serde::Deserialize;
 use serde_json::Value;

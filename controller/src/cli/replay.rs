@@ -4,12 +4,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::exit_code;
 use anyhow::Context;
 use clap::Subcommand;
 use harness_log::reader;
 use harness_log::text::terminal_safe;
 use harness_replay::{self, compare, metrics, render, report, rerun, restore};
-use harness_runtime::exit_code;
 use harness_runtime::sandbox::SandboxClient;
 use harness_runtime::sandbox::local::LocalSandbox;
 
@@ -371,7 +371,7 @@ async fn rerun_cmd(
     flags: SandboxFlags<'_>,
     normalize: &[String],
     check: Option<&rerun::Check>,
-    build: &harness_runtime::config::BenchFlags,
+    build: &harness_benchmark::flags::TrialFlags,
     mcp: Option<&Path>,
 ) -> anyhow::Result<i32> {
     let mcp = mcp.map(harness_runtime::mcp::McpConfig::load).transpose()?;
@@ -510,7 +510,7 @@ struct RerunPlace<'a> {
 async fn rerun_sandbox(
     place: &RerunPlace<'_>,
     header: &harness_log::SessionStarted,
-    build: &harness_runtime::config::BenchFlags,
+    build: &harness_benchmark::flags::TrialFlags,
 ) -> anyhow::Result<(RerunSandbox, SandboxClient)> {
     let (workspace, token_file) = (place.workspace, place.token_file);
     match place.sandbox {
@@ -572,5 +572,5 @@ fn export_atif(run: &Path, output: Option<&Path>) -> anyhow::Result<i32> {
         // JSON's own.
         None => print!("{}", terminal_safe(&text)),
     }
-    Ok(harness_runtime::exit_code::COMPLETED)
+    Ok(crate::exit_code::COMPLETED)
 }

@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use anyhow::Context;
+use harness_benchmark::flags::TrialFlags;
 use harness_log::{self, Outcome};
 use harness_runtime::config::{RunConfig, SessionFlags};
 use harness_runtime::run_loop::Totals;
@@ -16,13 +17,22 @@ use super::{LiveOutputMode, RunArgs};
 
 /// The run's config: a task file, a benchmark task folder, the N-th task of a dataset folder
 /// (`--task-index`), or the words; and the task's name when it names the log folder.
-fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig, Option<String>)> {
+fn config_of(
+    args: &RunArgs,
+    flags: &SessionFlags,
+    trial: &TrialFlags,
+) -> anyhow::Result<(RunConfig, Option<String>)> {
     let Some(path) = &args.task else {
+        controller::launch::model_acts(trial)?;
         return Ok((RunConfig::for_run(&args.words, None, flags)?, None));
     };
     let found = match path {
         dir if dir.is_dir() && harness_benchmark::detect(dir).is_none() => {
-            harness_runtime::task::pick_indexed(dir, args.task_index)?
+            harness_runtime::task::pick_indexed(
+                dir,
+                args.task_index,
+                harness_benchmark::TASK_FOLDERS,
+            )?
         }
         _ => {
             let name = path
@@ -32,7 +42,7 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
             FoundTask {
                 name,
                 source: match harness_benchmark::detect(path) {
-                    Some(_) => TaskSource::Bench(path.clone()),
+                    Some(_) => TaskSource::Folder(path.clone()),
                     None => TaskSource::File(path.clone()),
                 },
             }
@@ -40,19 +50,22 @@ fn config_of(args: &RunArgs, flags: &SessionFlags) -> anyhow::Result<(RunConfig,
     };
     let indexed =
         args.task_index.is_some() && path.is_dir() && harness_benchmark::detect(path).is_none();
+    if matches!(found.source, TaskSource::File(_)) {
+        controller::launch::model_acts(trial)?;
+    }
     let config = match &found.source {
         TaskSource::File(file) if indexed && !args.trust_tasks => {
             distrusted(&args.words, file, path, &found, flags)?
         }
         TaskSource::File(file) => RunConfig::for_run(&args.words, Some(file), flags)?,
-        TaskSource::Bench(dir) => {
+        TaskSource::Folder(dir) => {
             if !args.words.is_empty() {
                 anyhow::bail!(
                     "{} is a benchmark task: it brings its instruction, so give no task words",
                     dir.display()
                 );
             }
-            harness_benchmark::run::run_config(dir, &found.name, flags)?
+            harness_benchmark::run::run_config(dir, &found.name, flags, trial)?
         }
     };
     Ok((config, indexed.then(|| found.name.replace('/', "-"))))
@@ -96,7 +109,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("installing the Ctrl-C handler")?;
     let flags = args.session.flags();
-    let (config, task_id) = config_of(&args, &flags)?;
+    let (config, task_id) = config_of(&args, &flags, &args.session.trial())?;
     let is_trial = config.sandbox.provider().is_some();
     let model = controller::launch::build_model(&config, None)?;
     eprintln!("model: {}", model.describe());
@@ -194,5 +207,5 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         n => eprintln!("{n} calls were refused by the policy (replay show says why)"),
     }
     args.metrics.linger(metrics).await;
-    Ok(summary.outcome.exit_code())
+    Ok(crate::exit_code::of_session(summary.outcome))
 }

@@ -5,9 +5,9 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 
+use crate::exit_code;
 use anyhow::Context as _;
 use clap::Subcommand;
-use harness_runtime::exit_code;
 use harness_runtime::sandbox::{SandboxClient, docker};
 use sandbox_protocol::{Scope, TokenRequest};
 

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use anyhow::Context;
+use harness_benchmark::flags::TrialFlags;
 use harness_log::{BenchmarkRecord, Event, RunSettings};
 use harness_runtime::config::{RunConfig, SessionFlags};
 
@@ -18,6 +19,7 @@ pub(super) fn config(
     bench: &BenchmarkRecord,
     parent: &RunSettings,
     flags: &SessionFlags,
+    trial: &TrialFlags,
     trust_log: bool,
     display: &dyn ForkDisplay,
 ) -> anyhow::Result<RunConfig> {
@@ -42,7 +44,7 @@ pub(super) fn config(
     let task = harness_benchmark::load(
         dir,
         &bench.name,
-        &harness_benchmark::HostVars::named(&flags.bench.task_env),
+        &harness_benchmark::HostVars::named(&trial.task_env),
     )
     .with_context(|| format!("loading the task the session ran ({})", bench.dir))?;
     // A log is someone else's: its children run the files it ran, or none.
@@ -77,6 +79,7 @@ pub(super) fn config(
         dir,
         &bench.name,
         &flags,
+        trial,
     )?)
 }
 

@@ -13,6 +13,7 @@ use super::{ForkDisplay, benchmark, from_log};
 pub(super) fn child_config(
     point: &ForkPoint,
     flags: &SessionFlags,
+    trial: &harness_benchmark::flags::TrialFlags,
     trust_log: bool,
     display: &dyn ForkDisplay,
 ) -> anyhow::Result<RunConfig> {
@@ -71,7 +72,7 @@ pub(super) fn child_config(
     }
     flags.sandbox = Some(sandbox);
     if let Some(task) = &parent.benchmark {
-        return benchmark::config(task, parent, &flags, trust_log, display);
+        return benchmark::config(task, parent, &flags, trial, trust_log, display);
     }
     let mut config = RunConfig::for_run(std::slice::from_ref(&point.header.task), None, &flags)?;
     config.setup.clear();

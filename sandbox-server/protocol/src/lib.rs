@@ -9,6 +9,7 @@
 //! # Layout
 //! - [`call`]: the built-in tools by name, and one tool call's arguments parsed once.
 //! - [`error`]: the one error body every 4xx and 5xx answer carries.
+//! - [`names`]: an enum's values by the names serde gives them, derived, for labels and parsers.
 //! - [`service`]: health, info, the tool listing, background processes and raw files.
 //! - [`tools`]: arguments and results of the four built-in tools.
 //! - [`process`]: processes and shells started by id, and their numbered output.
@@ -19,6 +20,7 @@
 pub mod call;
 pub mod egress;
 pub mod error;
+pub mod names;
 pub mod number;
 pub mod origin;
 pub mod process;

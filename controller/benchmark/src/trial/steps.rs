@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{Round, Rounds, Trial};
 use crate::error::Failure;
 use crate::{Phase, RewardStrategy, host, isolate};
-use harness_log::{ErrorClass, Event, EventLogError, StepScore, StepStarted, StepsFinished};
+use harness_log::{Event, EventLogError, StepScore, StepStarted, StepsFinished};
 use harness_runtime::session::{SessionOutcome, Stop};
 use harness_runtime::step::describe;
 
@@ -21,17 +21,6 @@ struct Steps {
     /// The loop's failure in a step: the session's end.
     failed: Option<Stop>,
     answer: String,
-}
-
-/// Harbor's exception name for a stop, as `result.json` files a step's failure.
-fn harbor_exception(stop: &Stop) -> &'static str {
-    match stop.class {
-        ErrorClass::Model => "ApiError",
-        ErrorClass::Infrastructure | ErrorClass::Sandbox => "RuntimeRequestError",
-        ErrorClass::Interrupted => "CancelledError",
-        ErrorClass::Limit => "AgentTimeoutError",
-        ErrorClass::Tool | ErrorClass::Policy | ErrorClass::Internal => "HarnessError",
-    }
 }
 
 fn record_error(err: EventLogError) -> Stop {
@@ -99,7 +88,7 @@ impl Rounds<'_> {
             && step_score.error.is_none()
         {
             // The loop's failure is the step's, as Harbor files an agent's exception.
-            step_score.error = Some(harbor_exception(stop).to_owned());
+            step_score.error = Some(crate::exceptions::of_stop(stop.class).to_owned());
             step_score.message = Some(stop.message.clone());
         }
         let judged = step_score.rewards.is_some();
@@ -169,7 +158,7 @@ impl Rounds<'_> {
             return Err(stop);
         }
         let outcome = match (rewards, passed) {
-            (None, _) => SessionOutcome::VerifierFailed,
+            (None, _) => SessionOutcome::NoVerdict,
             (Some(_), true) => SessionOutcome::Completed,
             (Some(_), false) => SessionOutcome::CheckFailed,
         };
@@ -299,7 +288,7 @@ fn headline(rewards: &BTreeMap<String, f64>) -> Option<f64> {
 fn score(name: &str, round: &Round) -> StepScore {
     let (error, message) = match (&round.verdict.failure, round.timed_out) {
         (Some((failure, message)), _) => (
-            Some(failure.harbor_exception().to_owned()),
+            Some(crate::exceptions::of_failure(*failure).to_owned()),
             Some(message.clone()),
         ),
         (None, true) => (

@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{BlobRef, Text};
 
+/// What a session's provider records in the log's header (`session_started.benchmark`): the
+/// runtime's word for it, which knows no benchmark.
+pub type ProviderRecord = BenchmarkRecord;
+
 /// The benchmark task a session ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -104,7 +104,7 @@ pub(super) fn verifier_finished(
     verifier: &VerifierFinished,
 ) -> Result<(), ReplayError> {
     let verdict = match (verifier.reward, verifier.failure) {
-        (_, Some(failure)) => format!("failed ({})", failure.harbor_exception()),
+        (_, Some(failure)) => format!("failed ({})", failed(failure)),
         (Some(reward), None) => format!(
             "reward {reward} ({} at threshold {})",
             if verifier.passed { "pass" } else { "fail" },
@@ -136,4 +136,17 @@ pub(super) fn verifier_finished(
         .sections
         .push(folded(dir, "test output", &verifier.output)?);
     Ok(())
+}
+
+/// How a verifier failed, for a reader.
+fn failed(failure: harness_log::VerifierFailure) -> &'static str {
+    use harness_log::VerifierFailure;
+    match failure {
+        VerifierFailure::Timeout => "it timed out",
+        VerifierFailure::NoReward => "it wrote no reward file",
+        VerifierFailure::EmptyReward => "its reward file is empty",
+        VerifierFailure::BadReward => "its reward file holds no number",
+        VerifierFailure::ParseError => "its output held nothing to judge",
+        VerifierFailure::Tampered => "the agent's changes to its folders resisted their reset",
+    }
 }

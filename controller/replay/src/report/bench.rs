@@ -243,7 +243,7 @@ fn task_row(name: &str, trials: &[&TaskRow], k: u32, agent: &str) -> BenchTaskRo
     // A verifier that gave no reward (a reward file missing, empty or unreadable, a timeout).
     let no_reward = trials
         .iter()
-        .any(|r| ended(r) && r.reward.is_none() && r.failure == Some(FailureClass::Verifier));
+        .any(|r| ended(r) && r.reward.is_none() && r.failure == Some(FailureClass::NoVerdict));
     let health = match agent {
         _ if n == 0 => None,
         "oracle" if c == n => Some("ok".to_owned()),

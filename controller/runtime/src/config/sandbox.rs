@@ -28,8 +28,7 @@ pub enum SandboxTarget {
     Docker(DockerSpec),
     /// A member of a batch's pool, leased by the batch for the session.
     Pool,
-    /// Whatever a provider starts (a benchmark task's own containers, with a sandbox-server
-    /// injected).
+    /// Whatever a provider starts (its own containers, with a sandbox-server injected).
     Provided(Arc<dyn Provider>),
 }
 

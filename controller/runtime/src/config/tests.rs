@@ -45,7 +45,6 @@ pub(crate) fn flags() -> SessionFlags {
         max_tokens: None,
         thinking_budget: None,
         agents: crate::subagent::AgentFlags::default(),
-        bench: BenchFlags::default(),
     }
 }
 

@@ -96,7 +96,7 @@ async fn run_check(
 }
 
 /// Ends what the agent left running (every process a client started, a call still running
-/// too, but an image's own entrypoint) before the check, as a benchmark's verifier does: a
+/// too, but an image's own entrypoint) before the check, as a provider's grader does too: a
 /// background process could change the check's files while it runs. The state fingerprint
 /// recorded just before lists them. When the sandbox cannot end them, that is recorded as an
 /// error, and the check runs anyway (its result is still worth having).

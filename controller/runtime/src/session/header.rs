@@ -5,7 +5,6 @@
 use super::prepare::Prepared;
 use super::sandbox::Sandbox;
 use super::{SessionOptions, SessionSummary};
-use crate::config::AgentKind;
 use crate::step::StepError;
 use harness_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
 use harness_models::Model;
@@ -65,13 +64,18 @@ impl Header<'_> {
             setup: config.setup.clone(),
             check: config.check.clone(),
             log_durability: self.options.durability,
-            agent: (config.agent != AgentKind::Model).then(|| config.agent.as_str().to_owned()),
-            // A subagent is no benchmark trial: its parent is, and grades the work.
+            agent: config
+                .sandbox
+                .provider()
+                .and_then(|provider| provider.stand_in())
+                .map(str::to_owned),
+            // A subagent is no part of what its provider records: its parent is, and grades
+            // the work.
             benchmark: config
                 .sandbox
                 .provider()
                 .filter(|_| self.options.subagent.is_none())
-                .and_then(|provider| provider.benchmark(self.sandbox.and_then(|s| s.provided()))),
+                .and_then(|provider| provider.record(self.sandbox.and_then(|s| s.provided()))),
             subagents: config.subagents,
         };
         let started = SessionStarted {

@@ -1,9 +1,8 @@
 //! How a session ended, and why it stopped early: the one place where outcomes, failure
-//! classes, error classes and exit codes meet.
+//! classes and error classes meet (the binary maps outcomes to its exit codes).
 
 use std::time::Duration;
 
-use crate::exit_code;
 use crate::run_loop::{LoopEnd, SessionError};
 use crate::sandbox::StartError;
 use crate::step::StepError;
@@ -14,11 +13,11 @@ use harness_log::{ErrorClass, FailureClass, Outcome};
 pub enum SessionOutcome {
     /// The agent finished (and the task's check, if any, passed).
     Completed,
-    /// The agent finished but the task's check failed (a benchmark task's reward was below
-    /// the pass threshold).
+    /// The agent finished but the task's check failed (the grader's verdict fell short).
     CheckFailed,
-    /// A benchmark task's verifier failed: no reward, a timeout, output it could not read.
-    VerifierFailed,
+    /// The grader gave no verdict (it timed out, or left nothing to read): not a verdict on
+    /// the agent, and never a pass.
+    NoVerdict,
     TurnLimit,
     CostLimit,
     /// The session's lifetime ran out.
@@ -36,29 +35,12 @@ pub enum SessionOutcome {
 }
 
 impl SessionOutcome {
-    /// `harness run`'s exit code.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            SessionOutcome::Completed => exit_code::COMPLETED,
-            SessionOutcome::CheckFailed => exit_code::CHECK_FAILED,
-            SessionOutcome::VerifierFailed => exit_code::VERIFIER_FAILED,
-            SessionOutcome::TurnLimit => exit_code::TURN_LIMIT,
-            SessionOutcome::CostLimit => exit_code::COST_LIMIT,
-            SessionOutcome::TimeLimit => exit_code::TIME_LIMIT,
-            SessionOutcome::Interrupted => exit_code::INTERRUPTED,
-            SessionOutcome::Infrastructure => exit_code::INFRASTRUCTURE,
-            SessionOutcome::ModelFailed | SessionOutcome::SandboxFailed | SessionOutcome::Error => {
-                exit_code::ERROR
-            }
-        }
-    }
-
     /// Why it did not pass, as reports group it; `None` for a pass.
     pub fn failure_class(self) -> Option<FailureClass> {
         match self {
             SessionOutcome::Completed => None,
             SessionOutcome::CheckFailed => Some(FailureClass::Check),
-            SessionOutcome::VerifierFailed => Some(FailureClass::Verifier),
+            SessionOutcome::NoVerdict => Some(FailureClass::NoVerdict),
             SessionOutcome::TurnLimit | SessionOutcome::CostLimit | SessionOutcome::TimeLimit => {
                 Some(FailureClass::Limit)
             }
@@ -76,7 +58,7 @@ impl SessionOutcome {
         match self {
             SessionOutcome::Completed => Outcome::Completed,
             SessionOutcome::CheckFailed => Outcome::CheckFailed,
-            SessionOutcome::VerifierFailed => Outcome::VerifierFailed,
+            SessionOutcome::NoVerdict => Outcome::NoVerdict,
             SessionOutcome::TurnLimit => Outcome::TurnLimit,
             SessionOutcome::CostLimit => Outcome::CostLimit,
             SessionOutcome::TimeLimit => Outcome::TimeLimit,

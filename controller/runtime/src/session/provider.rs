@@ -1,9 +1,10 @@
 //! The seam between a session and what it is part of. A session runs an agent against a
-//! sandbox and asks a grader for the outcome; it knows nothing of benchmarks. A [`Provider`]
-//! (a benchmark task's containers) gives it the sandbox, and the sandbox it gives is the
-//! [`Grader`] of the agent's work (the task's verifier). Without a provider the session starts
-//! its own sandbox (local, Docker, a URL, a pool member) and grades with the task file's
-//! check ([`CheckGrader`](super::check::CheckGrader)).
+//! sandbox and asks a grader for the outcome; it knows nothing of what it is part of. A
+//! [`Provider`] gives it the sandbox, may name a stand-in that acts instead of the model, and
+//! adds its own record to the log's header; the sandbox it gives is the [`Grader`] of the
+//! agent's work. Without a provider the session starts its own sandbox (local, Docker, a URL,
+//! a pool member) and grades with the task file's check
+//! ([`CheckGrader`](super::check::CheckGrader)).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -11,16 +12,17 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 
 use super::{SessionOutcome, Stop};
-use crate::config::{AgentKind, RunConfig};
+use crate::config::RunConfig;
 use crate::input::InputError;
 use crate::recording::Recorder;
 use crate::run_loop::{Agent, Observer, Totals};
 use crate::sandbox::{SandboxClient, StartError};
 use crate::step::StepError;
-use harness_log::{BenchmarkRecord, ContainerRecord, EventLog, SandboxKind};
+use harness_log::{ContainerRecord, EventLog, ProviderRecord, SandboxKind};
 use harness_models::Model;
 
-/// Whoever starts a session's sandbox when the session does not (a benchmark task's adapter).
+/// Whoever starts a session's sandbox when the session does not (an adapter of tasks that
+/// bring their own environment).
 pub trait Provider: Send + Sync + std::fmt::Debug {
     /// What starts it, as a metrics label.
     fn label(&self) -> &'static str;
@@ -30,10 +32,14 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn token(&self) -> Result<String, InputError>;
     /// What a batch warns about before it starts the task.
     fn warnings(&self) -> Vec<String>;
-    /// The model that acts for an agent that is not a model (a task's oracle, or nobody).
-    fn agent_model(&self, agent: AgentKind) -> Result<Arc<dyn Model>, InputError>;
-    /// The header's `benchmark` record; `started` is the sandbox, once it started.
-    fn benchmark(&self, started: Option<&dyn Provided>) -> Option<BenchmarkRecord>;
+    /// What acts instead of the model, when something does (a task's own script, or nobody):
+    /// its name, as the log's header records it.
+    fn stand_in(&self) -> Option<&'static str>;
+    /// The model that plays the stand-in.
+    fn stand_in_model(&self) -> Result<Arc<dyn Model>, InputError>;
+    /// The provider's own record in the log's header; `started` is the sandbox, once it
+    /// started.
+    fn record(&self, started: Option<&dyn Provided>) -> Option<ProviderRecord>;
     /// Starts (or reaches) the sandbox.
     fn start<'a>(
         &'a self,
@@ -91,7 +97,7 @@ pub struct Grading<'a> {
 
 /// Runs the agent as a task asks, and judges its work: the session's outcome and answer.
 pub trait Grader: Send + Sync {
-    /// After the log's header, before the workspace is recorded (a benchmark's images).
+    /// After the log's header, before the workspace is recorded (the images a provider built).
     fn prepare<'a>(&'a self, log: &'a EventLog) -> BoxFuture<'a, Result<(), StepError>> {
         let _ = log;
         Box::pin(async { Ok(()) })

@@ -31,7 +31,7 @@ pub struct Sandbox {
 enum Handle {
     Local(LocalSandbox),
     Docker(DockerSandbox),
-    /// What a provider started (a benchmark task's containers) or reached.
+    /// What a provider started (its own containers) or reached.
     Provided(Box<dyn Provided>),
     /// Someone else's server: neither started nor stopped here.
     Remote,
@@ -101,7 +101,7 @@ impl Sandbox {
                 Ok(Sandbox::new(Handle::Docker(docker), client))
             }
             SandboxTarget::Provided(provider) => {
-                ignored("a benchmark task (its files are in its own image)");
+                ignored("a provided sandbox (its files are the provider's)");
                 Sandbox::start_provided(provider.as_ref(), config, session_id, token, observer)
                     .await
             }

@@ -1,8 +1,7 @@
-//! Finding the tasks of a dataset: our YAML task files and benchmark task folders (Harbor's
-//! `task.toml`, Terminal-Bench 1's `task.yaml` with `docker-compose.yaml`), found recursively
-//! and mixed freely.
+//! Finding the tasks of a dataset: our YAML task files and folders that are tasks of their
+//! own (which the caller recognises: [`TaskFolders`]), found recursively and mixed freely.
 //!
-//! A task's name is its folder's name (a benchmark task; a YAML file named `task.yaml`) or its
+//! A task's name is its folder's name (a task folder; a YAML file named `task.yaml`) or its
 //! file's name without the extension; names that clash become their path relative to the
 //! folder given. In a folder walk a YAML file is a task only if it is a mapping with a
 //! `prompt` (so the scripts, compose files and configs beside tasks are not taken for tasks);
@@ -16,14 +15,14 @@ use std::path::{Path, PathBuf};
 pub enum TaskSource {
     /// One of our YAML task files.
     File(PathBuf),
-    /// A Harbor or Terminal-Bench 1 task folder.
-    Bench(PathBuf),
+    /// A folder that is a task of its own (one the binary's adapters read).
+    Folder(PathBuf),
 }
 
 impl TaskSource {
     pub fn path(&self) -> &Path {
         match self {
-            TaskSource::File(path) | TaskSource::Bench(path) => path,
+            TaskSource::File(path) | TaskSource::Folder(path) => path,
         }
     }
 }
@@ -44,8 +43,26 @@ struct Candidate {
     relative: String,
 }
 
+/// What makes a folder a task of its own, as the caller's adapters read them; the runtime
+/// knows none.
+#[derive(Clone, Copy)]
+pub struct TaskFolders {
+    /// Whether a folder is such a task.
+    pub is_task: fn(&Path) -> bool,
+    /// What such folders are, for a message that no task was found.
+    pub described: &'static str,
+}
+
+impl TaskFolders {
+    /// No folder is a task of its own: only task files.
+    pub const NONE: TaskFolders = TaskFolders {
+        is_task: |_| false,
+        described: "",
+    };
+}
+
 /// The tasks of `paths` (files or folders), in order; names are unique.
-pub fn discover(paths: &[PathBuf]) -> Result<Vec<FoundTask>, InputError> {
+pub fn discover(paths: &[PathBuf], folders: TaskFolders) -> Result<Vec<FoundTask>, InputError> {
     let mut found: Vec<Candidate> = Vec::new();
     for path in paths {
         let before = found.len();
@@ -55,20 +72,25 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<FoundTask>, InputError> {
                 path.parent().unwrap_or(Path::new(".")),
             ));
         } else if path.is_dir() {
-            if detect(path).is_some() {
-                found.push(bench_candidate(
+            if (folders.is_task)(path) {
+                found.push(folder_candidate(
                     path,
                     path.parent().unwrap_or(Path::new(".")),
                 ));
             } else {
-                walk(path, path, &mut found)?;
+                walk(path, path, folders, &mut found)?;
             }
         } else {
             invalid!("{}: no such task file or folder", path.display());
         }
         if found.len() == before {
+            let folders = if folders.described.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", folders.described)
+            };
             invalid!(
-                "{} holds no tasks (YAML task files with a prompt, Harbor task.toml folders, Terminal-Bench task.yaml folders)",
+                "{} holds no tasks (YAML task files with a prompt{folders})",
                 path.display()
             );
         }
@@ -76,7 +98,12 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<FoundTask>, InputError> {
     name(&found)
 }
 
-fn walk(root: &Path, dir: &Path, found: &mut Vec<Candidate>) -> Result<(), InputError> {
+fn walk(
+    root: &Path,
+    dir: &Path,
+    folders: TaskFolders,
+    found: &mut Vec<Candidate>,
+) -> Result<(), InputError> {
     let reading = |err| InputError(format!("reading the task folder {}: {err}", dir.display()));
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(reading)?
@@ -91,10 +118,10 @@ fn walk(root: &Path, dir: &Path, found: &mut Vec<Candidate>) -> Result<(), Input
             continue;
         }
         if path.is_dir() {
-            if detect(&path).is_some() {
-                found.push(bench_candidate(&path, root));
+            if (folders.is_task)(&path) {
+                found.push(folder_candidate(&path, root));
             } else {
-                walk(root, &path, found)?;
+                walk(root, &path, folders, found)?;
             }
         } else if (name.ends_with(".yaml") || name.ends_with(".yml")) && has_prompt(&path) {
             found.push(file_candidate(&path, root));
@@ -135,12 +162,12 @@ fn file_candidate(path: &Path, root: &Path) -> Candidate {
     }
 }
 
-fn bench_candidate(dir: &Path, root: &Path) -> Candidate {
+fn folder_candidate(dir: &Path, root: &Path) -> Candidate {
     let short = dir
         .file_name()
         .map_or_else(|| "task".to_owned(), |n| n.to_string_lossy().into_owned());
     Candidate {
-        source: TaskSource::Bench(dir.to_owned()),
+        source: TaskSource::Folder(dir.to_owned()),
         relative: relative(dir, root),
         short,
     }
@@ -173,33 +200,6 @@ fn name(found: &[Candidate]) -> Result<Vec<FoundTask>, InputError> {
     Ok(tasks)
 }
 
-/// A task's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Harbor,
-    TerminalBench1,
-}
-
-impl Format {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Harbor => "harbor",
-            Format::TerminalBench1 => "terminal-bench-1",
-        }
-    }
-}
-
-/// What kind of task a folder holds, if any.
-pub fn detect(dir: &Path) -> Option<Format> {
-    if dir.join("task.toml").is_file() {
-        Some(Format::Harbor)
-    } else if dir.join("task.yaml").is_file() && dir.join("docker-compose.yaml").is_file() {
-        Some(Format::TerminalBench1)
-    } else {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,18 +220,33 @@ mod tests {
         write("mine/script.yaml", "turns: []\n");
         write("mine/greet/task.yaml", "prompt: greet\n");
         write(".hidden/x.yaml", "prompt: no\n");
-        let tasks = discover(&[root.to_owned()]).unwrap();
+        // The caller's folders: here, any with a `task.toml`, or a `task.yaml` beside a compose
+        // file.
+        let folders = TaskFolders {
+            is_task: |dir| {
+                dir.join("task.toml").is_file()
+                    || (dir.join("task.yaml").is_file()
+                        && dir.join("docker-compose.yaml").is_file())
+            },
+            described: "task folders",
+        };
+        let tasks = discover(&[root.to_owned()], folders).unwrap();
         let names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["a/hello", "b/hello", "fix", "greet"]);
-        assert!(matches!(tasks[0].source, TaskSource::Bench(_)));
+        assert!(matches!(tasks[0].source, TaskSource::Folder(_)));
         assert!(matches!(tasks[2].source, TaskSource::File(_)));
         // A file named on the command line is a task whatever it holds.
-        let named = discover(&[root.join("mine/script.yaml")]).unwrap();
+        let named = discover(&[root.join("mine/script.yaml")], folders).unwrap();
         assert_eq!(named[0].name, "script");
-        let err = discover(&[root.join("mine/fix.yaml"), root.join("mine/fix.yaml")]).unwrap_err();
+        let err = discover(
+            &[root.join("mine/fix.yaml"), root.join("mine/fix.yaml")],
+            folders,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("two tasks are named"), "{err}");
         let empty = tempfile::tempdir().unwrap();
-        let err = discover(&[empty.path().to_owned()]).unwrap_err();
+        let err = discover(&[empty.path().to_owned()], folders).unwrap_err();
         assert!(err.to_string().contains("holds no tasks"), "{err}");
+        assert!(err.to_string().contains(", task folders)"), "{err}");
     }
 }

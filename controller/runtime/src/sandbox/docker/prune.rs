@@ -1,4 +1,4 @@
-//! `harness sandboxes prune`: the containers (and benchmark tasks' networks) a killed harness
+//! `harness sandboxes prune`: the containers (and task networks) a killed harness
 //! left behind.
 
 use std::collections::HashMap;
@@ -181,7 +181,7 @@ async fn prune_fork_images(
     Ok(())
 }
 
-/// A benchmark task's networks whose controller is gone (or `all`), once their containers
+/// Task networks whose controller is gone (or `all`), once their containers
 /// are: a network still in use is left for a later prune.
 async fn prune_networks(
     docker: &bollard::Docker,
