@@ -20,29 +20,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-#[path = "support/clock.rs"]
-mod clock;
-#[path = "support/log_line.rs"]
-mod log_line;
-/// The arguments of the `harness` commands that the integration tests run too.
-#[path = "support/run_args.rs"]
-mod run_args;
-#[path = "support/stats.rs"]
-mod stats;
+mod support;
 
-use stats::median;
+use support::harness::run as harness;
+use support::log_events::events;
+use support::stats::median;
+use support::{clock, log_line, run_args};
 
 const FILES: usize = 10_000;
 const FILE_BYTES: usize = 10_000;
 const ROUNDS: usize = 3;
-
-fn events(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
 
 /// The task: a big workspace, and a script of three turns.
 fn write_task(dir: &Path) -> PathBuf {
@@ -66,32 +53,11 @@ fn write_task(dir: &Path) -> PathBuf {
         {"text": "count", "tool_calls": [{"name": "bash", "arguments": {"cmd": "ls d000 | wc -l"}}]},
         {"text": "done"},
     ]});
-    std::fs::write(dir.join("script.yaml"), script.to_string()).unwrap();
     let task = serde_json::json!({
         "prompt": "Mark, count, stop.",
         "workspace": {"dir": "workspace"},
-        "model": {"name": "script:script.yaml"},
     });
-    let path = dir.join("task.yaml");
-    std::fs::write(&path, task.to_string()).unwrap();
-    path
-}
-
-fn harness(args: &[&str]) -> (String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("CONTROLLER_MODEL")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    );
-    assert!(output.status.success(), "harness {args:?} failed: {stderr}");
-    (stdout, stderr)
+    support::scripted_task::scripted_task(dir, &script, task)
 }
 
 fn main() {

@@ -25,34 +25,29 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "support/clock.rs"]
-mod clock;
-#[path = "support/log_line.rs"]
-mod log_line;
-#[path = "support/stats.rs"]
-mod stats;
+mod support;
 
-use stats::median;
+use support::log_events::events;
+use support::stats::median;
+use support::{clock, log_line};
 
 const FIRST_CALL_RUNS: usize = 10;
 const PARALLEL: usize = 4;
 const SESSIONS: usize = 20;
 
 fn task() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello/task.yaml")
+    testkit::repo_root().join("examples/hello/task.yaml")
 }
 
 /// Runs one session; returns the wall time and the session folder.
 fn session(sandbox: &str, logs: &Path) -> (Duration, PathBuf, u128) {
     let started_ms = clock::now_ms();
     let start = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
+    let output = support::harness::command()
         .args(["run", "--sandbox", sandbox, "--task"])
         .arg(task())
         .arg("--log-dir")
         .arg(logs)
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let elapsed = start.elapsed();
@@ -64,10 +59,8 @@ fn session(sandbox: &str, logs: &Path) -> (Duration, PathBuf, u128) {
 
 /// Milliseconds from `started_ms` to the first `tool_call` event of the log.
 fn to_first_call(dir: &Path, started_ms: u128) -> u128 {
-    let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
-    let event = text
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+    let event = events(dir)
+        .into_iter()
         .find(|event| event["type"] == "tool_call")
         .unwrap();
     clock::ms_of(&event).saturating_sub(started_ms)
@@ -76,9 +69,8 @@ fn to_first_call(dir: &Path, started_ms: u128) -> u128 {
 /// Per task of a batch in `out`: milliseconds from its `task_started` in the batch log to its
 /// session's first tool call.
 fn batch_first_calls(out: &Path) -> Vec<u128> {
-    let text = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
-    text.lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+    events(out)
+        .into_iter()
         .filter(|event| event["type"] == "task_started")
         .map(|event| {
             let dir = out.join(event["data"]["log_dir"].as_str().unwrap());
@@ -123,7 +115,7 @@ fn batch_tasks(root: &Path) -> PathBuf {
 /// Runs a batch; returns its wall time and each task's harness time (ms).
 fn run_batch(sandbox: &str, parallel: usize, tasks: &Path, out: &Path) -> (Duration, Vec<u64>) {
     let start = Instant::now();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+    let mut command = support::harness::command();
     command.args(["batch", "--progress", "lines", "--parallel"]);
     command.arg(parallel.to_string());
     match sandbox.strip_suffix("+pool") {
@@ -132,14 +124,7 @@ fn run_batch(sandbox: &str, parallel: usize, tasks: &Path, out: &Path) -> (Durat
             .arg(parallel.to_string()),
         None => command.args(["--sandbox", sandbox]),
     };
-    let output = command
-        .arg("--out")
-        .arg(out)
-        .arg(tasks)
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let output = command.arg("--out").arg(out).arg(tasks).output().unwrap();
     let elapsed = start.elapsed();
     assert!(
         output.status.success(),

@@ -19,15 +19,13 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "support/log_line.rs"]
-mod log_line;
-#[path = "support/stats.rs"]
-mod stats;
+mod support;
 
-use stats::median;
+use support::log_events::events;
+use support::log_line;
+use support::stats::median;
 
 const RUNS: usize = 5;
 const SHORT: usize = 10;
@@ -69,14 +67,13 @@ struct Run {
 
 fn session(task: &Path, logs: &Path) -> Run {
     let start = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
+    let output = support::harness::command()
         .args(["run", "--sandbox", "local", "--task"])
         .arg(task)
         .arg("--log-dir")
         .arg(logs)
         .env("RUST_LOG", "error,tower_http=debug")
         .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let wall = start.elapsed();
@@ -87,10 +84,8 @@ fn session(task: &Path, logs: &Path) -> Run {
         .filter(|line| line.contains("started processing request"))
         .count();
     let dir = log_line::log_dir(&stderr);
-    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
-    let command_ms = events
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+    let command_ms = events(&dir)
+        .into_iter()
         .filter(|event| event["type"] == "tool_result")
         .filter_map(|event| event["data"]["duration_ms"].as_u64())
         .collect();

@@ -16,27 +16,22 @@
     clippy::disallowed_methods
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-#[path = "support/stats.rs"]
-mod stats;
+mod support;
 
-use stats::median;
+use support::stats::median;
 
 const REPEATS: usize = 2;
 const INJECTIONS: usize = 20;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn batch(agent: &str, parallel: usize, out: &Path) -> Duration {
-    let dataset = repo().join("examples/benchmarks");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+    let dataset = testkit::repo_root().join("examples/benchmarks");
+    let mut command = support::harness::command();
     command
         .arg("batch")
         .arg(&dataset)
@@ -52,8 +47,6 @@ fn batch(agent: &str, parallel: usize, out: &Path) -> Duration {
         .arg(out)
         .arg("--image-map-file")
         .arg(dataset.join("image-map.txt"))
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let bundle = Path::new("/etc/ssl/certs/ca-certificates.crt");
@@ -175,7 +168,7 @@ fn main() {
             column(3)
         );
     }
-    let server = repo().join("target/x86_64-unknown-linux-gnu/server/sandbox-server");
+    let server = testkit::repo_root().join("target/x86_64-unknown-linux-gnu/server/sandbox-server");
     let token = scratch.path().join("token");
     std::fs::write(&token, "0123456789abcdef0123456789abcdef").unwrap();
     if server.is_file() {

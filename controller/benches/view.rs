@@ -31,26 +31,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-#[path = "support/clock.rs"]
-mod clock;
-#[path = "support/stats.rs"]
-mod stats;
+mod support;
 
-use stats::median;
+use support::clock;
+use support::harness::command as harness;
+use support::log_events::events;
+use support::stats::median;
 
 const SIZES: &[usize] = &[100, 1_000, 10_000];
 const ROUNDS: usize = 3;
 const ATTEMPTS: usize = 4;
-
-fn harness() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
-    command
-        .env("RUST_LOG", "error")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("CONTROLLER_MODEL")
-        .stdin(Stdio::null());
-    command
-}
 
 /// Two task files with scripts: `pass` and `fail`, or `n` short tasks for the live batch.
 fn write_tasks(dir: &Path, names: &[&str], sleep: &str) {
@@ -92,18 +82,10 @@ fn batch(tasks: &Path, out: &Path, parallel: &str) -> Command {
     command
 }
 
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// A batch of `n` trials made of copies of the recorded ones.
 fn make_batch(recorded: &Path, out: &Path, n: usize) {
     std::fs::create_dir_all(out).unwrap();
-    let log = lines(&recorded.join("events.jsonl"));
+    let log = events(recorded);
     let of = |kind: &str, task: &str| {
         log.iter()
             .find(|e| e["type"] == kind && (task.is_empty() || e["data"]["task"] == task))
@@ -329,7 +311,7 @@ fn follow(address: &str, id: &str, limit: Duration) -> Vec<u128> {
 /// A session of 100,000 events (the recorded trial's middle, repeated): its first page, a page
 /// from its middle, and the viewer's memory after them.
 fn long_session(recorded: &Path, scratch: &Path) {
-    let events = lines(&recorded.join("pass").join("events.jsonl"));
+    let events = events(&recorded.join("pass"));
     let (head, body, last) = (
         &events[0],
         &events[1..events.len() - 1],

@@ -12,6 +12,7 @@
 //!   batch as it goes, for a display. The report is `harness_replay::report`: it reads the logs.
 
 mod attempt;
+mod check;
 mod job;
 pub mod progress;
 pub mod tasks;
@@ -28,12 +29,13 @@ pub use progress::{Progress, ProgressState, Running};
 pub use tasks::{TaskSpec, collect_tasks, default_parallel, refuse_host_side_keys};
 
 use attempt::TaskContext;
+use check::{Checked, check_tasks};
 use harness_log::{
     self, BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, GateRecord, Outcome,
     TaskNotRunnable, TaskSkipped, WarmPoolRecord,
 };
 use harness_models::gate::Gates;
-use harness_runtime::config::{ConfigError, RunConfig, SessionFlags};
+use harness_runtime::config::SessionFlags;
 use harness_runtime::sandbox::docker::warm::WarmPool;
 use harness_runtime::sandbox::pool::Pool;
 use harness_runtime::session::SessionSummary;
@@ -160,20 +162,8 @@ pub async fn run_batch(
     let started = Instant::now();
     let log_started = harness_log::now();
     let checked = check_tasks(config)?;
-    for warning in &checked.warnings {
-        observer.note(warning);
-    }
-    for task in &checked.not_runnable {
-        observer.note(&format!(
-            "not runnable: {} ({}): {}",
-            task.task, task.file, task.reason
-        ));
-    }
-    let warm = match (&config.sandbox, config.pool_size) {
-        (_, 0) => None,
-        (SandboxSource::Docker, size) => Some(WarmPool::new(size)),
-        _ => anyhow::bail!("--pool-size keeps Docker containers ready: it needs --sandbox docker"),
-    };
+    checked.note(observer.as_ref());
+    let warm = new_warm_pool(config)?;
     let resumed = prepare_out(config)?;
     let log = open_log(config, resumed, &checked.not_runnable).await?;
     for task in &checked.not_runnable {
@@ -186,14 +176,7 @@ pub async fn run_batch(
         p.total = todo.len();
         p.skipped = skipped;
     });
-    let pool = match &config.sandbox {
-        SandboxSource::Pool(urls) => Some(Arc::new(Pool::new(
-            urls,
-            config.flags.sandbox_token_file.as_deref(),
-            &config.flags.sandbox_tls,
-        )?)),
-        SandboxSource::Local | SandboxSource::Docker => None,
-    };
+    let pool = sandbox_pool(config)?;
     let context = TaskContext {
         config,
         log: &log,
@@ -204,42 +187,87 @@ pub async fn run_batch(
         pool: pool.as_ref(),
         warm: warm.as_ref(),
     };
-    let outcomes: Vec<Option<bool>> = futures::stream::iter(todo)
-        .map(|task| {
-            let context = &context;
-            async move {
-                if context.stopping.new_tasks.is_cancelled() {
-                    return None;
-                }
-                Some(context.run(&task).await)
-            }
-        })
-        .buffer_unordered(config.parallel.max(1))
-        .collect()
-        .await;
-    let outcome = BatchOutcome {
-        passed: outcomes.iter().filter(|o| **o == Some(true)).count(),
-        failed: outcomes.iter().filter(|o| **o == Some(false)).count(),
-        not_run: outcomes.iter().filter(|o| o.is_none()).count(),
-        not_runnable: checked.not_runnable.len(),
-        skipped,
-        interrupted: stopping.new_tasks.is_cancelled() || stopping.running.is_cancelled(),
-    };
+    let outcomes = run_tasks(&context, todo).await;
+    let outcome = tally(&outcomes, checked.not_runnable.len(), skipped, &stopping);
     let warm_pool = match &warm {
         Some(warm) => Some(drain_warm_pool(warm, config.pool_size, observer.as_ref()).await),
         None => None,
     };
     let retries = progress.snapshot().retries;
     close_log(&log, &outcome, retries, started, &gates, warm_pool).await?;
+    write_job(config, &log_started, &checked, observer.as_ref());
+    Ok(outcome)
+}
+
+/// Docker containers started ahead of need (`--pool-size`), which only `--sandbox docker`
+/// takes.
+fn new_warm_pool(config: &BatchConfig) -> anyhow::Result<Option<Arc<WarmPool>>> {
+    Ok(match (&config.sandbox, config.pool_size) {
+        (_, 0) => None,
+        (SandboxSource::Docker, size) => Some(WarmPool::new(size)),
+        _ => anyhow::bail!("--pool-size keeps Docker containers ready: it needs --sandbox docker"),
+    })
+}
+
+/// The running servers a `pool:` batch leases, one task at a time.
+fn sandbox_pool(config: &BatchConfig) -> anyhow::Result<Option<Arc<Pool>>> {
+    Ok(match &config.sandbox {
+        SandboxSource::Pool(urls) => Some(Arc::new(Pool::new(
+            urls,
+            config.flags.sandbox_token_file.as_deref(),
+            &config.flags.sandbox_tls,
+        )?)),
+        SandboxSource::Local | SandboxSource::Docker => None,
+    })
+}
+
+/// The tasks, `parallel` at once; once new tasks are stopped the rest do not start. Each
+/// task's entry: whether it passed, `None` when it did not run.
+async fn run_tasks(context: &TaskContext<'_>, todo: Vec<TaskSpec>) -> Vec<Option<bool>> {
+    futures::stream::iter(todo)
+        .map(move |task| async move {
+            if context.stopping.new_tasks.is_cancelled() {
+                return None;
+            }
+            Some(context.run(&task).await)
+        })
+        .buffer_unordered(context.config.parallel.max(1))
+        .collect()
+        .await
+}
+
+/// The batch's outcome from its tasks' entries (see [`run_tasks`]).
+fn tally(
+    outcomes: &[Option<bool>],
+    not_runnable: usize,
+    skipped: usize,
+    stopping: &Stopping,
+) -> BatchOutcome {
+    BatchOutcome {
+        passed: outcomes.iter().filter(|o| **o == Some(true)).count(),
+        failed: outcomes.iter().filter(|o| **o == Some(false)).count(),
+        not_run: outcomes.iter().filter(|o| o.is_none()).count(),
+        not_runnable,
+        skipped,
+        interrupted: stopping.new_tasks.is_cancelled() || stopping.running.is_cancelled(),
+    }
+}
+
+/// The job's result files; the batch has run, so a failure here is a warning.
+fn write_job(
+    config: &BatchConfig,
+    log_started: &str,
+    checked: &Checked,
+    observer: &dyn BatchObserver,
+) {
     let not_runnable: Vec<&str> = checked
         .not_runnable
         .iter()
         .map(|n| n.task.as_str())
         .collect();
-    if let Err(err) = job::write(config, &log_started, &not_runnable) {
+    if let Err(err) = job::write(config, log_started, &not_runnable) {
         observer.note(&format!("warning: writing the job's result files: {err:#}"));
     }
-    Ok(outcome)
 }
 
 /// Removes the warm containers no task leased, and says how the tasks' containers were served.
@@ -259,98 +287,6 @@ async fn drain_warm_pool(
         leased_ready,
         started_on_demand,
     }
-}
-
-/// What checking the tasks found before anything started.
-struct Checked {
-    /// The benchmark tasks' warnings (keys this harness does not use), once per task.
-    warnings: Vec<String>,
-    /// Tasks the harness cannot run, and why.
-    not_runnable: Vec<TaskNotRunnable>,
-    /// Their trials, left out of the batch.
-    trials_not_runnable: usize,
-}
-
-/// Every task's settings resolve before anything starts: bad input (a flag, a missing
-/// credential, a task file of the operator's that does not parse) stops the batch here. A
-/// benchmark task the harness cannot run is reported and left out; the others run.
-fn check_tasks(config: &BatchConfig) -> anyhow::Result<Checked> {
-    let leased = matches!(config.sandbox, SandboxSource::Pool(_));
-    let mut problems = Vec::new();
-    let mut warnings = Vec::new();
-    let mut not_runnable = Vec::new();
-    for task in config.tasks.iter().filter(|t| t.trial == 1) {
-        match crate::launch::run_config(
-            &task.source,
-            &task.task,
-            &config.flags,
-            &config.trial,
-            None,
-            leased,
-        ) {
-            Err(ConfigError::NotRunnable(reason)) => {
-                not_runnable.push(TaskNotRunnable {
-                    task: task.task.clone(),
-                    file: task.source.path().display().to_string(),
-                    reason: reason.to_string(),
-                });
-            }
-            // The model and the policy's classifier build now, so a missing API key stops the
-            // batch before any task starts rather than failing each task.
-            Ok(run) if let Err(err) = credentials(&run) => {
-                problems.push(format!("{}: {err:#}", task.source.path().display()));
-            }
-            Ok(run) => {
-                let provider = run.sandbox.provider();
-                if config.pool_size > 0 && provider.is_some() {
-                    warnings.push(format!(
-                        "warning: {}: --pool-size does not apply to a benchmark task, which runs in its own image",
-                        task.task
-                    ));
-                }
-                let bench = provider.map(|p| p.warnings()).unwrap_or_default();
-                warnings.extend(
-                    bench
-                        .into_iter()
-                        .map(|w| format!("warning: {}: {w}", task.task)),
-                );
-            }
-            Err(ConfigError::Input(err)) => {
-                problems.push(format!("{}: {err}", task.source.path().display()));
-            }
-        }
-    }
-    if !problems.is_empty() {
-        anyhow::bail!("the batch did not start:\n  {}", problems.join("\n  "));
-    }
-    let trials_not_runnable = config
-        .tasks
-        .iter()
-        .filter(|t| not_runnable.iter().any(|n| n.task == t.task))
-        .count();
-    if trials_not_runnable == config.tasks.len() {
-        let why: Vec<String> = not_runnable
-            .iter()
-            .map(|n| format!("{}: {}", n.file, n.reason))
-            .collect();
-        anyhow::bail!(
-            "the batch did not start: none of its tasks can run here:\n  {}",
-            why.join("\n  ")
-        );
-    }
-    Ok(Checked {
-        warnings,
-        not_runnable,
-        trials_not_runnable,
-    })
-}
-
-/// Builds a task's model and policy as its session will (without starting anything): what a
-/// missing credential or an unknown provider fails.
-fn credentials(run: &RunConfig) -> anyhow::Result<()> {
-    let model = crate::launch::build_model(run, None)?;
-    harness_judge::build_policy(&run.policy, &run.model, &model, None)?;
-    Ok(())
 }
 
 /// Checks `--out`: a batch folder to resume, a new or empty one, never someone else's folder.

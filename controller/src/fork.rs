@@ -14,15 +14,15 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 mod at_step;
 mod benchmark;
+mod child;
 mod child_config;
 mod container;
 mod from_log;
@@ -31,21 +31,13 @@ mod linker;
 mod workspace;
 
 use at_step::{AtStep, forks_folder};
+use child::{Fork, child_model};
 use child_config::child_config;
-use workspace::ChildWorkspace;
 
-use harness_log::{
-    BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog, ForkedFrom, Outcome,
-    TaskFinished, TaskStarted,
-};
-use harness_models::{Model, ScriptedModel};
-use harness_policy::Nobody;
+use harness_log::{BatchFinished, BatchStarted, BatchTask, Durability, Event, EventLog};
 use harness_replay::fork::{ForkChild, ForkParent, ForkPoint, ForkSummary};
-use harness_replay::{report, restore};
+use harness_replay::report;
 use harness_runtime::config::{RunConfig, SessionFlags};
-use harness_runtime::run_loop::{Resume, Totals};
-use harness_runtime::session::{Audience, SessionOptions};
-use harness_runtime::task::WorkspaceSource;
 
 /// What a fork runs.
 #[derive(Debug)]
@@ -91,7 +83,6 @@ pub async fn run_fork(
         .components()
         .collect();
     let point = ForkPoint::read(&dir, config.seq)?;
-    let header = &point.header;
     let fork_id = format!("step-{}-{}", config.seq, harness_log::new_session_id());
     // Before any folder is made: a fork refused for what its log says leaves nothing.
     let child_config = child_config(
@@ -103,9 +94,28 @@ pub async fn run_fork(
     )?;
     // Once, not per child: a model that cannot be built fails the fork before it starts.
     child_model(&point, &child_config).context("the children's model")?;
+    let out = fork_folder(&config, &dir, &fork_id)?;
+    let parallel = config.parallel.max(1);
+    let log = open_log(&config, &dir, &out, &fork_id, &child_config, parallel).await?;
+    let run = Run {
+        config: &config,
+        cancel: &cancel,
+        display,
+        dir: &dir,
+        point: &point,
+        child_config: &child_config,
+        out: &out,
+        log: &log,
+        parallel,
+    };
+    run.children(fork_id).await
+}
+
+/// The fork's folder, made: it must be new, so that no earlier fork's logs are mixed in.
+fn fork_folder(config: &ForkConfig, dir: &Path, fork_id: &str) -> anyhow::Result<PathBuf> {
     let out = match &config.out {
         Some(out) => out.clone(),
-        None => forks_folder(&dir)?.join(&fork_id),
+        None => forks_folder(dir)?.join(fork_id),
     };
     if out.exists() {
         anyhow::bail!("{}: already exists; give --out a new folder", out.display());
@@ -116,9 +126,21 @@ pub async fn run_fork(
             out.display()
         )
     })?;
-    // The fork's folder is a batch's: its log has a task per child, so `replay metrics`,
-    // `report.html` and `replay compare` read a fork as they read a batch.
-    let log = EventLog::create(&out, config.durability, &[])
+    Ok(out)
+}
+
+/// The fork's log, with its `batch_started`. The fork's folder is a batch's: its log has a
+/// task per child, so `replay metrics`, `report.html` and `replay compare` read a fork as they
+/// read a batch.
+async fn open_log(
+    config: &ForkConfig,
+    dir: &Path,
+    out: &Path,
+    fork_id: &str,
+    child_config: &RunConfig,
+    parallel: usize,
+) -> anyhow::Result<EventLog> {
+    let log = EventLog::create(out, config.durability, &[])
         .with_context(|| format!("creating the fork's log in {}", out.display()))?;
     let task_name = format!(
         "{}@{}",
@@ -127,10 +149,9 @@ pub async fn run_fork(
             .unwrap_or_default(),
         config.seq
     );
-    let parallel = config.parallel.max(1);
     log.record(Event::BatchStarted(BatchStarted {
         format_version: harness_log::FORMAT_VERSION,
-        batch_id: fork_id.clone(),
+        batch_id: fork_id.to_owned(),
         harness_version: env!("CARGO_PKG_VERSION").to_owned(),
         tasks: (1..=config.count)
             .map(|child| BatchTask {
@@ -148,9 +169,13 @@ pub async fn run_fork(
         attempts: Some(config.count),
     }))
     .await?;
-    let started = Instant::now();
-    // The workspace at the step, once, verified; the children's are copies of it, beside it
-    // in a folder their commands' user can enter (the log folder is its owner's alone).
+    Ok(log)
+}
+
+/// The folder of the children's workspaces and, inside it, `layers`. The workspace at the step
+/// is made once, verified; the children's are copies of it, beside it in a folder their
+/// commands' user can enter (the log folder is its owner's alone).
+fn scratch_folders() -> anyhow::Result<(tempfile::TempDir, PathBuf)> {
     let scratch = tempfile::Builder::new()
         .prefix("harness-fork-")
         .tempdir()
@@ -163,30 +188,108 @@ pub async fn run_fork(
     std::fs::create_dir(&layers)
         .and_then(|()| std::fs::set_permissions(&layers, std::fs::Permissions::from_mode(0o700)))
         .context("creating the folder of the children's layers")?;
-    // Children on overlays of it when this process can mount them: the workspace is then
-    // their commands' user's (an overlay cannot be idmapped).
-    let overlay = match child_config.sandbox {
+    Ok((scratch, layers))
+}
+
+/// Whose the children's overlays are, when they get overlays: when this process can mount
+/// them, the workspace is then their commands' user's (an overlay cannot be idmapped).
+fn overlay_owner(child_config: &RunConfig) -> Option<workspace::Owner> {
+    match child_config.sandbox {
         harness_runtime::config::SandboxTarget::Local => child_config
             .run_as
             .server_flag()
             .ok()
             .and_then(|flag| workspace::Owner::of(flag.as_deref())),
         _ => None,
-    };
-    let owner = overlay.filter(|_| !config.flags.keep_workspace);
-    let at_step = AtStep::make(
-        &dir,
-        &config,
-        &point.state,
-        &layers,
-        owner,
-        display,
-        &cancel,
-    )?;
-    if let Some(kept) = &at_step.kept {
-        display.note(&format!(
+    }
+}
+
+/// What the fork's steps after its log share.
+struct Run<'a> {
+    config: &'a ForkConfig,
+    cancel: &'a CancellationToken,
+    display: &'a dyn ForkDisplay,
+    /// The parent session's folder, absolute.
+    dir: &'a Path,
+    point: &'a ForkPoint,
+    child_config: &'a RunConfig,
+    /// The fork's folder.
+    out: &'a Path,
+    /// The fork's own log (a batch log: a task per child).
+    log: &'a EventLog,
+    /// Children at once, at least one.
+    parallel: usize,
+}
+
+impl Run<'_> {
+    /// The workspace at the step made once, the children run from it, and the fork's end
+    /// written. What is made here is held to the end: the workspaces' folder goes on return.
+    async fn children(&self, fork_id: String) -> anyhow::Result<ForkSummary> {
+        let started = Instant::now();
+        let (scratch, layers) = scratch_folders()?;
+        let overlay = overlay_owner(self.child_config);
+        let owner = overlay.filter(|_| !self.config.flags.keep_workspace);
+        let at_step = AtStep::make(
+            self.dir,
+            self.config,
+            &self.point.state,
+            &layers,
+            owner,
+            self.display,
+            self.cancel,
+        )?;
+        self.note_kept(&at_step);
+        let template = at_step.template.clone();
+        let image = self.image(&template, &layers).await?;
+        let archive = self.archive(image.is_some(), &template, &layers).await?;
+        let state = Arc::new(self.point.state.clone());
+        let parent = self.parent(at_step.n_files);
+        let fork = Fork {
+            dir: self.dir,
+            out: self.out,
+            template: &template,
+            archive: archive.as_deref(),
+            image: image.as_ref(),
+            linker: linker::Linker::start(self.dir, Arc::clone(&state))
+                .context("starting the thread that links the parent's blobs")?,
+            provided: Arc::new(provided(self.point)),
+            workspaces: scratch.path(),
+            layers: &layers,
+            state: Arc::clone(&state),
+            point: self.point,
+            config: self.child_config,
+            fork_id: &fork_id,
+            log: self.log,
+            durability: self.config.durability,
+            keep: self.config.flags.keep_workspace,
+            overlay,
+            known: owner.and(at_step.known.clone()),
+            cancel: self.cancel,
+            display: self.display,
+        };
+        let children = fork.run_all(self.config.count, self.parallel).await;
+        // The image goes with the fork, unless kept for the next one or found from an earlier one
+        // (then this fork lets go of it).
+        if let Some(image) = image.as_ref() {
+            release_image(image, self.config.keep_state).await;
+        }
+        if self.config.flags.keep_workspace {
+            self.display.note(&format!(
+                "the children's workspaces are kept in {} (--keep-workspace)",
+                scratch.keep().display()
+            ));
+        }
+        self.finish(fork_id, parent, children, started).await
+    }
+
+    /// Says where the kept workspace at the step is (`--keep-state`), and why it was rebuilt.
+    fn note_kept(&self, at_step: &AtStep) {
+        let Some(kept) = &at_step.kept else {
+            return;
+        };
+        self.display.note(&format!(
             "the workspace at step {}: {} {}",
-            config.seq,
+            self.config.seq,
             if kept.reused {
                 "reused (every entry as verified)"
             } else {
@@ -195,364 +298,150 @@ pub async fn run_fork(
             kept.workspace().display()
         ));
         if let Some(why) = &kept.rebuilt_because {
-            display.note(&format!("the kept workspace was rebuilt: {why}"));
+            self.display
+                .note(&format!("the kept workspace was rebuilt: {why}"));
         }
     }
-    let template = at_step.template.clone();
-    // Containers start from one image of the workspace where theirs can take it.
-    let image = match &child_config.sandbox {
-        harness_runtime::config::SandboxTarget::Docker(spec)
-            if header.config.benchmark.is_none() =>
-        {
-            let note = |text: &str| display.note(text);
-            let of = container::ForkOf {
-                session_id: &header.session_id,
-                seq: config.seq,
-                keep: config.keep_state,
-            };
-            container::image(spec, &point.state, &template, &layers, of, &note).await?
-        }
-        _ => None,
-    };
-    // Other containers get the workspace as one archive, made once.
-    let archive = match child_config.sandbox {
-        harness_runtime::config::SandboxTarget::Local => None,
-        _ if image.is_some() => None,
-        _ => {
-            let (from, to) = (template.clone(), layers.join("at-step.tar"));
-            let doing = format!("archiving the workspace at the step into {}", to.display());
-            tokio::task::spawn_blocking(move || workspace::archive(&from, &to, None).map(|()| to))
+
+    /// Containers start from one image of the workspace where theirs can take it.
+    async fn image(
+        &self,
+        template: &Path,
+        layers: &Path,
+    ) -> anyhow::Result<Option<harness_runtime::sandbox::docker::fork_image::ForkImage>> {
+        let header = &self.point.header;
+        Ok(match &self.child_config.sandbox {
+            harness_runtime::config::SandboxTarget::Docker(spec)
+                if header.config.benchmark.is_none() =>
+            {
+                let note = |text: &str| self.display.note(text);
+                let of = container::ForkOf {
+                    session_id: &header.session_id,
+                    seq: self.config.seq,
+                    keep: self.config.keep_state,
+                };
+                container::image(spec, &self.point.state, template, layers, of, &note).await?
+            }
+            _ => None,
+        })
+    }
+
+    /// Other containers get the workspace as one archive, made once.
+    async fn archive(
+        &self,
+        has_image: bool,
+        template: &Path,
+        layers: &Path,
+    ) -> anyhow::Result<Option<PathBuf>> {
+        Ok(match self.child_config.sandbox {
+            harness_runtime::config::SandboxTarget::Local => None,
+            _ if has_image => None,
+            _ => {
+                let (from, to) = (template.to_owned(), layers.join("at-step.tar"));
+                let doing = format!("archiving the workspace at the step into {}", to.display());
+                tokio::task::spawn_blocking(move || {
+                    workspace::archive(&from, &to, None).map(|()| to)
+                })
                 .await
                 .with_context(|| doing.clone())?
                 .with_context(|| doing.clone())
                 .map(Some)?
-        }
-    };
-    let state = Arc::new(point.state.clone());
-    let parent = ForkParent {
-        log_dir: dir.display().to_string(),
-        session_id: header.session_id.clone(),
-        seq: config.seq,
-        turns: point.turns,
-        n_messages: point.messages.len() as u64,
-        cost: point.cost,
-        n_files: at_step.n_files,
-    };
-    let fork = Fork {
-        dir: &dir,
-        out: &out,
-        template: &template,
-        archive: archive.as_deref(),
-        image: image.as_ref(),
-        linker: linker::Linker::start(&dir, Arc::clone(&state))
-            .context("starting the thread that links the parent's blobs")?,
-        provided: Arc::new(
-            point
-                .state
-                .values()
-                .filter_map(|version| version.sha256.clone())
-                .collect(),
-        ),
-        workspaces: scratch.path(),
-        layers: &layers,
-        state: Arc::clone(&state),
-        point: &point,
-        config: &child_config,
-        fork_id: &fork_id,
-        log: &log,
-        durability: config.durability,
-        keep: config.flags.keep_workspace,
-        overlay,
-        known: owner.and(at_step.known.clone()),
-        cancel: &cancel,
-        display,
-    };
-    let count = config.count;
-    let children: Vec<(u32, anyhow::Result<ForkChild>)> = futures::stream::iter(1..=count)
-        .map(|n| fork.child(n).map(move |child| (n, child)))
-        .buffer_unordered(parallel)
-        .inspect(|(_, child)| {
-            if let Ok(child) = child {
-                display.child(child, count);
             }
         })
+    }
+
+    /// The parent as `forks.json` names it.
+    fn parent(&self, n_files: u64) -> ForkParent {
+        let point = self.point;
+        ForkParent {
+            log_dir: self.dir.display().to_string(),
+            session_id: point.header.session_id.clone(),
+            seq: self.config.seq,
+            turns: point.turns,
+            n_messages: point.messages.len() as u64,
+            cost: point.cost,
+            n_files,
+        }
+    }
+
+    /// The fork's end: `batch_finished`, `forks.json` and the report. A child that could not
+    /// run is said and counted; the others' results are kept.
+    async fn finish(
+        &self,
+        fork_id: String,
+        parent: ForkParent,
+        children: Vec<(u32, anyhow::Result<ForkChild>)>,
+        started: Instant,
+    ) -> anyhow::Result<ForkSummary> {
+        let mut ran = Vec::new();
+        let mut not_run = Vec::new();
+        for (n, child) in children {
+            match child {
+                Ok(child) => ran.push(child),
+                Err(err) => not_run.push(format!("child {n}: {err:#}")),
+            }
+        }
+        for why in &not_run {
+            self.display.note(&format!("did not run: {why}"));
+        }
+        let summary = ForkSummary::new(fork_id, parent, self.point.messages.clone(), ran);
+        let n_passed = summary.n_passed;
+        self.log
+            .record(Event::BatchFinished(BatchFinished {
+                interrupted: self.cancel.is_cancelled(),
+                n_passed,
+                n_failed: summary.children.len() as u32 - n_passed,
+                n_not_run: not_run.len() as u32,
+                n_retries: 0,
+                duration_ms: started.elapsed().as_millis() as u64,
+                rate_limits: Vec::new(),
+                warm_pool: None,
+            }))
+            .await?;
+        self.log.close().await?;
+        self.write_summary(&summary)?;
+        if let Some(first) = not_run.first() {
+            anyhow::bail!(
+                "{} of {} children did not run (the others' results are in {}); {first}",
+                not_run.len(),
+                self.config.count,
+                self.out.join("forks.json").display()
+            );
+        }
+        Ok(summary)
+    }
+
+    /// `forks.json` and `report.html`, once the fork's log is closed (the report reads it).
+    fn write_summary(&self, summary: &ForkSummary) -> anyhow::Result<()> {
+        let out = self.out;
+        let json = serde_json::to_string_pretty(summary).context("writing forks.json")? + "\n";
+        std::fs::write(out.join("forks.json"), json)
+            .with_context(|| format!("writing {}", out.join("forks.json").display()))?;
+        let report = report::load(out, &harness_benchmark::results::HarborFiles)
+            .context("reading the fork back for its report")?;
+        let page = report::write_html(out, &report)?;
+        self.display.note(&format!("report: {}", page.display()));
+        Ok(())
+    }
+}
+
+/// Lets go of the fork's image, and removes it unless kept for the next fork or found from an
+/// earlier one.
+async fn release_image(
+    image: &harness_runtime::sandbox::docker::fork_image::ForkImage,
+    keep_state: bool,
+) {
+    harness_runtime::sandbox::docker::fork_image::release(image).await;
+    if !keep_state && !image.reused {
+        harness_runtime::sandbox::docker::fork_image::remove(&image.tag).await;
+    }
+}
+
+/// The parent's blobs' names, which the children's initial snapshots leave to the linker.
+fn provided(point: &ForkPoint) -> std::collections::BTreeSet<String> {
+    point
+        .state
+        .values()
+        .filter_map(|version| version.sha256.clone())
         .collect()
-        .await;
-    // The image goes with the fork, unless kept for the next one or found from an earlier one
-    // (then this fork lets go of it).
-    if let Some(image) = image.as_ref() {
-        harness_runtime::sandbox::docker::fork_image::release(image).await;
-        if !config.keep_state && !image.reused {
-            harness_runtime::sandbox::docker::fork_image::remove(&image.tag).await;
-        }
-    }
-    if config.flags.keep_workspace {
-        display.note(&format!(
-            "the children's workspaces are kept in {} (--keep-workspace)",
-            scratch.keep().display()
-        ));
-    }
-    // A child that could not run is said and counted; the others' results are kept.
-    let mut ran = Vec::new();
-    let mut not_run = Vec::new();
-    for (n, child) in children {
-        match child {
-            Ok(child) => ran.push(child),
-            Err(err) => not_run.push(format!("child {n}: {err:#}")),
-        }
-    }
-    for why in &not_run {
-        display.note(&format!("did not run: {why}"));
-    }
-    let summary = ForkSummary::new(fork_id, parent, point.messages.clone(), ran);
-    let n_passed = summary.n_passed;
-    log.record(Event::BatchFinished(BatchFinished {
-        interrupted: cancel.is_cancelled(),
-        n_passed,
-        n_failed: summary.children.len() as u32 - n_passed,
-        n_not_run: not_run.len() as u32,
-        n_retries: 0,
-        duration_ms: started.elapsed().as_millis() as u64,
-        rate_limits: Vec::new(),
-        warm_pool: None,
-    }))
-    .await?;
-    log.close().await?;
-    let json = serde_json::to_string_pretty(&summary).context("writing forks.json")? + "\n";
-    std::fs::write(out.join("forks.json"), json)
-        .with_context(|| format!("writing {}", out.join("forks.json").display()))?;
-    let report = report::load(&out, &harness_benchmark::results::HarborFiles)
-        .context("reading the fork back for its report")?;
-    let page = report::write_html(&out, &report)?;
-    display.note(&format!("report: {}", page.display()));
-    if let Some(first) = not_run.first() {
-        anyhow::bail!(
-            "{} of {count} children did not run (the others' results are in {}); {first}",
-            not_run.len(),
-            out.join("forks.json").display()
-        );
-    }
-    Ok(summary)
-}
-
-/// What every child of one fork shares.
-struct Fork<'a> {
-    dir: &'a Path,
-    out: &'a Path,
-    template: &'a Path,
-    /// The workspace at the step as one tar archive, for children in containers.
-    archive: Option<&'a Path>,
-    /// Links the parent's blobs into each child's log, in the background.
-    linker: linker::Linker,
-    /// Those blobs' names, which the children's initial snapshots leave to it.
-    provided: Arc<std::collections::BTreeSet<String>>,
-    /// Or an image that holds it, for children in containers of `--sandbox docker`.
-    image: Option<&'a harness_runtime::sandbox::docker::fork_image::ForkImage>,
-    /// Where the children's workspaces are made.
-    workspaces: &'a Path,
-    /// What only this process may enter (inside `workspaces`): overlays' layers, lists of
-    /// known files.
-    layers: &'a Path,
-    /// The workspace at the step, shared with the blocking tasks that make workspaces.
-    state: Arc<restore::State>,
-    point: &'a ForkPoint,
-    config: &'a RunConfig,
-    fork_id: &'a str,
-    /// The fork's own log (a batch log: a task per child).
-    log: &'a EventLog,
-    durability: Durability,
-    keep: bool,
-    /// Whose the overlaid workspaces are, when children get overlays.
-    overlay: Option<workspace::Owner>,
-    /// With overlays: the servers' `--known-files` list made once from the template, and how
-    /// many files it names.
-    known: Option<(PathBuf, usize)>,
-    cancel: &'a CancellationToken,
-    display: &'a dyn ForkDisplay,
-}
-
-impl Fork<'_> {
-    async fn child(&self, child: u32) -> anyhow::Result<ForkChild> {
-        let log_dir = self.out.join(format!("child-{child}"));
-        // Named past guessing: the children's commands share a user, and the folder above
-        // them can be passed through, not listed.
-        let workspace = self
-            .workspaces
-            .join(format!("child-{child}-{:016x}", rand::random::<u64>()));
-        let mut config = self.config.clone();
-        // Held for the session's length: an overlay is unmounted, a copy removed, on drop.
-        let mut held = None;
-        match config.sandbox {
-            harness_runtime::config::SandboxTarget::Local => {
-                let (from, to) = (self.template.to_owned(), workspace.clone());
-                let layers = self.layers.join(format!("child-{child}"));
-                let own_list = self.layers.join(format!("known-{child}.jsonl"));
-                let shared = self.known.clone();
-                let (overlay, keep) = (self.overlay, self.keep);
-                let state = Arc::clone(&self.state);
-                let (made, known) = tokio::task::spawn_blocking(move || {
-                    let made = ChildWorkspace::make(&from, &to, &layers, overlay, keep)?;
-                    // An overlay shows the template's own files (their inode and times): the
-                    // list made from the template holds for every overlay; a copy has its own.
-                    let known = match (made.made, shared) {
-                        (workspace::Made::Overlay, Some(shared)) => shared,
-                        _ => {
-                            let n = workspace::known_files(&state, &made.path, &own_list)?;
-                            (own_list, n)
-                        }
-                    };
-                    Ok::<_, std::io::Error>((made, known))
-                })
-                .await
-                .context("making the child's workspace")?
-                .with_context(|| format!("making the workspace {}", workspace.display()))?;
-                if child == 1 {
-                    self.display.note(&format!(
-                        "children's workspaces: {}; {} files' hashes known to their servers",
-                        made.made.as_str(),
-                        known.1
-                    ));
-                }
-                config.working_dir = Some(made.path.clone());
-                config.known_files = Some(known.0);
-                held = Some(made);
-            }
-            // A container of the fork's image has the workspace already.
-            harness_runtime::config::SandboxTarget::Docker(ref mut spec)
-                if self.image.is_some() =>
-            {
-                let image = self.image.context("no fork image")?;
-                spec.image = image.tag.clone();
-                spec.known_files = image.known_files.clone();
-                config.workspace = None;
-                if child == 1 {
-                    self.display.note(&format!(
-                        "children's workspaces: containers of {} ({}), which holds the workspace at the step{}",
-                        image.tag,
-                        if image.reused { "kept from an earlier fork" } else { "made now" },
-                        if image.known_files.is_some() {
-                            " and every file's verified hash"
-                        } else {
-                            ""
-                        }
-                    ));
-                }
-            }
-            // A container's workspace (a task image's own too) is replaced by the verified
-            // copy's archive.
-            _ => {
-                let archive = self
-                    .archive
-                    .context("no archive of the workspace at the step")?;
-                config.workspace = Some(WorkspaceSource::Replace(archive.to_owned()));
-            }
-        }
-        // The parent's blobs, linked once the child is at work (it needs none of them); the
-        // child prints nothing as it goes (its log has everything).
-        let linked = linker::LinkWhenAtWork::new(&self.linker, &log_dir);
-        let model = child_model(self.point, &config)?;
-        let resume = Resume {
-            messages: self.point.messages.clone(),
-            turns: self.point.turns,
-            forked_from: ForkedFrom {
-                session_id: self.point.header.session_id.clone(),
-                log_dir: self.dir.display().to_string(),
-                seq: self.point.seq,
-                turns: self.point.turns,
-                n_messages: self.point.messages.len() as u64,
-                fork_id: self.fork_id.to_owned(),
-                child,
-            },
-            provided_blobs: Arc::clone(&self.provided),
-        };
-        let has_check = config.check.is_some();
-        let options = SessionOptions {
-            config,
-            session_id: harness_log::new_session_id(),
-            log_dir: log_dir.clone(),
-            durability: self.durability,
-            sandbox_log_in_folder: true,
-            gates: None,
-            lease: None,
-            warm: None,
-            build_policy: harness_judge::build_policy,
-            resume: Some(Arc::new(resume)),
-            subagent: None,
-        };
-        let totals = Mutex::new(Totals::default());
-        let audience = Audience {
-            observer: &linked,
-            asker: &Nobody,
-        };
-        let task = format!("child-{child}");
-        self.log
-            .record(Event::TaskStarted(TaskStarted {
-                task: task.clone(),
-                attempt: 1,
-                log_dir: task.clone(),
-                sandbox: None,
-            }))
-            .await?;
-        let started = Instant::now();
-        let summary = harness_runtime::session::run_session(
-            options,
-            model,
-            audience,
-            &totals,
-            self.cancel.clone(),
-        )
-        .await;
-        // Its log is whole once the links are made: only then is the child said to be done.
-        linked
-            .done()
-            .await
-            .with_context(|| format!("linking the parent's blobs into {}", log_dir.display()))?;
-        self.log
-            .record(Event::TaskFinished(TaskFinished {
-                task,
-                attempt: 1,
-                outcome: summary.outcome.logged(),
-                failure: summary.outcome.failure_class(),
-                passed: summary.outcome.passed(),
-                duration_ms: summary.duration.as_millis() as u64,
-                cost: summary.totals.cost_with_subagents(),
-            }))
-            .await?;
-        drop(held);
-        let outcome = summary.outcome.logged();
-        let reward = match outcome {
-            // A benchmark child's is its verifier's.
-            _ if self.point.header.config.benchmark.is_some() => benchmark::reward(&log_dir),
-            Outcome::Completed if has_check => Some(1.0),
-            Outcome::CheckFailed => Some(0.0),
-            _ => None,
-        };
-        Ok(ForkChild {
-            child,
-            session_id: summary.session_id,
-            log_dir: log_dir.display().to_string(),
-            outcome,
-            failure: summary.outcome.failure_class(),
-            reward,
-            cost: summary.totals.cost_with_subagents(),
-            turns: summary.totals.turns,
-            tool_calls: summary.totals.tool_calls,
-            duration_ms: started.elapsed().as_millis() as u64,
-            answer: summary.reason.unwrap_or(summary.answer),
-        })
-    }
-}
-
-/// A child's model: its own instance (a scripted one has a position); the parent's script goes
-/// on where the parent was.
-fn child_model(point: &ForkPoint, config: &RunConfig) -> anyhow::Result<Arc<dyn Model>> {
-    let parent = &point.header.config.model;
-    if config.model.name == *parent
-        && let Some(path) = parent.strip_prefix("script:")
-    {
-        let script =
-            ScriptedModel::load(Path::new(path))?.skipping(point.turn_replies, point.verdicts)?;
-        return Ok(Arc::new(script));
-    }
-    crate::launch::build_model(config, None)
 }

@@ -63,7 +63,7 @@ pub fn model_acts(trial: &TrialFlags) -> Result<(), InputError> {
     if agent != Agent::Model {
         return Err(InputError(format!(
             "--agent {}: only a benchmark task (a Harbor or Terminal-Bench folder) has an oracle or a verifier",
-            agent.name()
+            agent.as_str()
         )));
     }
     Ok(())

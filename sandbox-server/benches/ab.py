@@ -45,6 +45,15 @@ def call(connection):
     return time.perf_counter() - started
 
 
+def print_table(header, cell, times):
+    """Prints `header` (the table's first two lines), then a row a side: its name, `cell`, and
+    the p50 and p90 in ms of its samples after the first 50 (the warm-up)."""
+    print(header)
+    for name, samples in times.items():
+        kept = sorted(samples[50:])
+        print(f"| {name} | {cell} | {statistics.median(kept) * 1000:.3f} | {kept[int(len(kept) * 0.9)] * 1000:.3f} |")
+
+
 def main():
     old, new = sys.argv[1], sys.argv[2]
     threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
@@ -62,10 +71,7 @@ def main():
             for server, _ in servers.values():
                 server.terminate()
                 server.wait()
-    print(f"| side | worker threads | p50 ms | p90 ms |\n|---|---:|---:|---:|")
-    for name, samples in times.items():
-        kept = sorted(samples[50:])
-        print(f"| {name} | {threads} | {statistics.median(kept) * 1000:.3f} | {kept[int(len(kept) * 0.9)] * 1000:.3f} |")
+    print_table("| side | worker threads | p50 ms | p90 ms |\n|---|---:|---:|---:|", threads, times)
 
 
 if __name__ == "__main__":

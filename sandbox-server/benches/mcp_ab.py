@@ -8,11 +8,12 @@ each after 50 of warm-up. Prints p50 and p90 per route.
 import http.client
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from ab import print_table  # the same table as the plain A/B
 
 
 def main():
@@ -45,10 +46,7 @@ def main():
         finally:
             server.terminate()
             server.wait()
-    print(f"| route | tool | p50 ms | p90 ms |\n|---|---|---:|---:|")
-    for name, samples in times.items():
-        kept = sorted(samples[50:])
-        print(f"| {name} | {tool} | {statistics.median(kept) * 1000:.3f} | {kept[int(len(kept) * 0.9)] * 1000:.3f} |")
+    print_table("| route | tool | p50 ms | p90 ms |\n|---|---|---:|---:|", tool, times)
 
 
 if __name__ == "__main__":

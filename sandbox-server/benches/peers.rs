@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use support::{ms, percentile};
+
 const SWEREX: &str = "swe-rex==1.4.0";
 const ROUNDS: usize = 20;
 const PER_ROUND: usize = 25;
@@ -127,8 +129,7 @@ struct SweRex {
 impl SweRex {
     /// Installs (once) and starts `swerex-remote` on a free loopback port.
     fn start(workspace: &Path) -> Result<SweRex, String> {
-        let venv =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-venvs/swe-rex-1.4.0");
+        let venv = testkit::repo_root().join("target/bench-venvs/swe-rex-1.4.0");
         let remote = venv.join("bin/swerex-remote");
         if !remote.exists() {
             install(&venv)?;
@@ -250,11 +251,6 @@ fn bare_spawn() {
     assert_eq!(output.stdout, b"hi\n");
 }
 
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
-}
-
 /// Latency samples of `op` for each contestant (and the bare spawn for `bash`), interleaved:
 /// each round runs `PER_ROUND` calls of each in turn.
 fn latencies(op: Op, sides: &[&dyn Contestant]) -> (Vec<Vec<Duration>>, Vec<Duration>) {
@@ -321,10 +317,6 @@ fn throughputs(op: Op, sides: &[&dyn Contestant]) -> Vec<f64> {
             r[r.len() / 2]
         })
         .collect()
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
 fn main() {

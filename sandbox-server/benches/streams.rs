@@ -7,12 +7,17 @@
 
 #![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::print_stdout)]
 
+#[path = "support/listing.rs"]
+mod listing;
 mod support;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+
+use support::percentile;
+use testkit::rss_kib;
 
 const LINES: usize = 500;
 
@@ -30,12 +35,6 @@ fn stamps(text: &str, seen: u128, into: &mut Vec<f64>) {
             into.push(seen.saturating_sub(stamp) as f64 / 1000.0);
         }
     }
-}
-
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let at = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values[at]
 }
 
 /// The JSON body of a `GET` of `url`.
@@ -104,10 +103,6 @@ async fn poll_latencies(client: &reqwest::Client, base: &str) -> Vec<f64> {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    testkit::status_kib(pid, "VmRSS").expect("the server's VmRSS in /proc/PID/status")
-}
-
 /// The server's RSS before, and at its peak while 64 processes print 2 MiB each.
 async fn memory(client: &reqwest::Client, base: &str, pid: u32) -> (u64, u64, f64) {
     let before = rss_kib(pid);
@@ -121,13 +116,7 @@ async fn memory(client: &reqwest::Client, base: &str, pid: u32) -> (u64, u64, f6
     loop {
         peak = peak.max(rss_kib(pid));
         let listed = get_json(client, &format!("{base}/v1/processes")).await;
-        let running = listed["managed"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["state"] == "running")
-            .count();
-        if running == 0 || Instant::now() > deadline {
+        if listing::running(&listed) == 0 || Instant::now() > deadline {
             return (before, peak, started.elapsed().as_secs_f64());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use support::{ms, percentile};
+use testkit::rss_kib;
+
 const SEQUENTIAL_CALLS: usize = 500;
 const CONCURRENT_CLIENTS: usize = 16;
 const THROUGHPUT_WINDOW: Duration = Duration::from_secs(4);
@@ -54,15 +57,6 @@ fn start(workspace: &std::path::Path, worker_threads: usize) -> (Server, Duratio
     (Server { child, base }, elapsed)
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    testkit::status_kib(pid, "VmRSS").unwrap()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx]
-}
-
 struct Row {
     what: String,
     p50: Duration,
@@ -80,11 +74,10 @@ fn measure(what: &str, n: usize, mut f: impl FnMut()) -> Row {
             t.elapsed()
         })
         .collect();
-    samples.sort();
     Row {
         what: what.to_owned(),
-        p50: percentile(&samples, 0.5),
-        p99: percentile(&samples, 0.99),
+        p50: percentile(&mut samples, 0.5),
+        p99: percentile(&mut samples, 0.99),
     }
 }
 
@@ -123,10 +116,6 @@ fn throughput(base: &str, tool: &'static str, args: Value) -> f64 {
     total as f64 / THROUGHPUT_WINDOW.as_secs_f64()
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1000.0)
-}
-
 fn main() {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -134,7 +123,7 @@ fn main() {
         "abcdefghijklmnopqrstuvwxyz0123456789!\n".repeat(270),
     )
     .unwrap();
-    let (starts, idle_rss) = starts(workspace.path());
+    let (mut starts, idle_rss) = starts(workspace.path());
     let mut rows = bare_spawns();
     let mut values = Vec::new();
     for worker_threads in [2, 1] {
@@ -143,8 +132,8 @@ fn main() {
     rows.extend(change_detection());
     rows.push(Row {
         what: format!("start to first healthy answer ({STARTS} starts)"),
-        p50: percentile(&starts, 0.5),
-        p99: percentile(&starts, 0.99),
+        p50: percentile(&mut starts, 0.5),
+        p99: percentile(&mut starts, 0.99),
     });
     values.push(format!(
         "| idle RSS after start (median of {STARTS}) | {} KiB |",

@@ -2,11 +2,22 @@
 //!
 //! # Layout
 //! - [`config`]: flags and their validated form.
-//! - [`http`]: the router, authentication, errors and the OpenAPI document (the API's axum code), and
-//!   `http::egress`: `egress-proxy`, a benchmark task's one way out in an allow-list phase.
+//! - [`http`]: the router, authentication, errors and the OpenAPI document (the API's axum
+//!   code), and `http::egress`: `egress-proxy`, a benchmark task's one way out in an allow-list
+//!   phase.
 //! - [`sandbox`]: tools, the registry, the workspace boundary and output capture.
+//!   `sandbox/tools/` is six files, seven tools: the default `bash`, `read_file`, `write_file`,
+//!   `search_replace`; the opt-in `exec` and `write_stdin` (one file) and `shell`.
 //! - [`process`]: spawning, reaping and killing (the only code that touches processes).
+//! - [`tokens`]: the root token and the scoped ones minted with it; [`metrics`]: Prometheus.
+//! - [`state_dir`]: the server's own folders, out of commands' reach.
 //! - [`shutdown`], [`telemetry`], [`time`]: small helpers.
+//!
+//! # This crate (`sandbox-server`)
+//! Its API is HTTP (this library serves its own binary and tests). Of the workspace's crates it
+//! depends on `sandbox-protocol` and `harness-otel` only; it knows no model, policy or log, and
+//! its domain (`sandbox`, `process`) never sees a request. Blocking work goes through
+//! `sandbox::blocking`; the few other `spawn_blocking`s say why beside them.
 
 pub mod config;
 pub mod http;
@@ -64,14 +75,7 @@ pub fn state(
 ) -> anyhow::Result<AppState> {
     let state_dir = dirs.state.as_path();
     let protections = supervisor.protections().to_vec();
-    let open = if config.files_anywhere {
-        Workspace::open_anywhere
-    } else {
-        Workspace::open
-    };
-    let workspace = open(&config.workspace)
-        .with_context(|| format!("opening the workspace {}", config.workspace.display()))?
-        .with_durable_writes(config.durable_writes);
+    let workspace = open_workspace(config)?;
     let artifacts = ArtifactStore::new(
         &state_dir.join("artifacts"),
         config.artifact_cap,
@@ -120,38 +124,62 @@ pub fn state(
         )),
         archive_streams: Arc::new(Semaphore::new(http::MAX_ARCHIVE_STREAMS)),
         limits: Arc::new(limits),
-        state: Arc::new(http::WorkspaceState {
-            dirs: dirs.clone(),
-            snapshots: {
-                let snapshots = sandbox::snapshot::Snapshots::default();
-                if !config.known_files.is_empty() {
-                    tracing::info!(
-                        files = config.known_files.len(),
-                        "--known-files: their hashes are taken while their stat is unchanged"
-                    );
-                    snapshots.seed(sandbox::snapshot::known(&config.known_files));
-                }
-                snapshots
-            },
-            blobs: sandbox::blobs::BlobStore::new(
-                &state_dir.join("blobs"),
-                config.blob_max_file_bytes,
-            )
-            .with_context(|| format!("creating the blob store in {}", state_dir.display()))?,
-            ignore: sandbox::snapshot::IgnoreList::new(&config.snapshot_ignore),
-            watch: config.watch.clone(),
-        }),
+        state: Arc::new(workspace_state(config, dirs)?),
         idempotency: Arc::new(http::IdempotencyStore::new(config.idempotency_ttl)),
         metrics,
-        transport: http::Transport {
-            tls: config.tls.is_some(),
-            mtls: config
-                .tls
-                .as_ref()
-                .is_some_and(|tls| tls.client_ca.is_some()),
-        },
+        transport: transport(config),
         audit: config.audit.clone(),
     })
+}
+
+/// The workspace the tools work in: only below its root unless `--files-anywhere`.
+fn open_workspace(config: &Config) -> anyhow::Result<Workspace> {
+    let open = if config.files_anywhere {
+        Workspace::open_anywhere
+    } else {
+        Workspace::open
+    };
+    Ok(open(&config.workspace)
+        .with_context(|| format!("opening the workspace {}", config.workspace.display()))?
+        .with_durable_writes(config.durable_writes))
+}
+
+/// The state of the workspace's file calls: snapshots (seeded from `--known-files`), the blob
+/// store in `dirs.state`, and what a snapshot ignores and watches.
+fn workspace_state(
+    config: &Config,
+    dirs: &state_dir::StateDirs,
+) -> anyhow::Result<http::WorkspaceState> {
+    let state_dir = dirs.state.as_path();
+    Ok(http::WorkspaceState {
+        dirs: dirs.clone(),
+        snapshots: {
+            let snapshots = sandbox::snapshot::Snapshots::default();
+            if !config.known_files.is_empty() {
+                tracing::info!(
+                    files = config.known_files.len(),
+                    "--known-files: their hashes are taken while their stat is unchanged"
+                );
+                snapshots.seed(sandbox::snapshot::known(&config.known_files));
+            }
+            snapshots
+        },
+        blobs: sandbox::blobs::BlobStore::new(&state_dir.join("blobs"), config.blob_max_file_bytes)
+            .with_context(|| format!("creating the blob store in {}", state_dir.display()))?,
+        ignore: sandbox::snapshot::IgnoreList::new(&config.snapshot_ignore),
+        watch: config.watch.clone(),
+    })
+}
+
+/// Whether the server speaks TLS, and whether it asks clients for certificates.
+fn transport(config: &Config) -> http::Transport {
+    http::Transport {
+        tls: config.tls.is_some(),
+        mtls: config
+            .tls
+            .as_ref()
+            .is_some_and(|tls| tls.client_ca.is_some()),
+    }
 }
 
 /// The limits `/v1/info` reports.

@@ -126,50 +126,8 @@ impl Outcome {
             Outcome::Ok => "ok",
             Outcome::ExitNonzero => "exit_nonzero",
             Outcome::Timeout => "timeout",
-            Outcome::Error(kind) => error_label(kind),
+            Outcome::Error(kind) => kind.as_str(),
         }
-    }
-}
-
-fn kind_label(kind: sandbox_protocol::process::ProcessKind) -> &'static str {
-    use sandbox_protocol::process::ProcessKind;
-    match kind {
-        ProcessKind::Command => "command",
-        ProcessKind::Shell => "shell",
-        ProcessKind::Call => "call",
-    }
-}
-
-/// An error type's wire name (`spawn_failed`), as a label.
-pub fn error_label(kind: ErrorType) -> &'static str {
-    match kind {
-        ErrorType::Unauthorized => "unauthorized",
-        ErrorType::MissingScope => "missing_scope",
-        ErrorType::UnknownTool => "unknown_tool",
-        ErrorType::NotFound => "not_found",
-        ErrorType::FileNotFound => "file_not_found",
-        ErrorType::ProcessNotFound => "process_not_found",
-        ErrorType::ProcessConflict => "process_conflict",
-        ErrorType::MethodNotAllowed => "method_not_allowed",
-        ErrorType::BadRequest => "bad_request",
-        ErrorType::OutsideWorkspace => "outside_workspace",
-        ErrorType::NotARegularFile => "not_a_regular_file",
-        ErrorType::NotADirectory => "not_a_directory",
-        ErrorType::PermissionDenied => "permission_denied",
-        ErrorType::ForeignOrigin => "foreign_origin",
-        ErrorType::UnsupportedMediaType => "unsupported_media_type",
-        ErrorType::PayloadTooLarge => "payload_too_large",
-        ErrorType::InvalidArguments => "invalid_arguments",
-        ErrorType::BinaryFile => "binary_file",
-        ErrorType::NoMatch => "no_match",
-        ErrorType::MultipleMatches => "multiple_matches",
-        ErrorType::Overloaded => "overloaded",
-        ErrorType::SpawnFailed => "spawn_failed",
-        ErrorType::IoError => "io_error",
-        ErrorType::IdempotencyInProgress => "idempotency_in_progress",
-        ErrorType::IdempotencyKeyReused => "idempotency_key_reused",
-        ErrorType::Internal => "internal",
-        ErrorType::Unknown => "unknown",
     }
 }
 
@@ -311,7 +269,7 @@ impl Metrics {
             if kind == ErrorType::SpawnFailed {
                 inner.spawn_failures.inc();
             }
-            let error = error_label(kind).to_owned();
+            let error = kind.as_str().to_owned();
             inner.errors.get_or_create(&ErrorLabel { error }).inc();
         }
     }
@@ -386,7 +344,7 @@ impl Collector for Live {
         let mut alive = std::collections::BTreeMap::<&'static str, i64>::new();
         for process in self.processes.list() {
             if process.exit_code.is_none() && process.signal.is_none() {
-                *alive.entry(kind_label(process.kind)).or_default() += 1;
+                *alive.entry(process.kind.as_str()).or_default() += 1;
             }
         }
         let mut family = encoder.encode_descriptor(

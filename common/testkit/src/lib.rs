@@ -1,10 +1,53 @@
 //! Process facts for the integration tests of both programs, read from `/proc`: whether a
 //! process runs, its memory, and — for a test that ran out of time — where a process, its
 //! descendants and every one of their threads wait; the output of a command that must succeed;
-//! and whether a test that needs what a plain machine lacks runs here.
+//! and whether a test that needs what a plain machine lacks runs here. Besides: a
+//! sandbox-server started on a free port, the repository's root, a committed file
+//! kept current, and a bounded wait.
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
+
+mod server;
+
+pub use server::{bound_line, serve, spawn_server, url_of};
+
+/// The repository's root folder (this crate is `common/testkit` below it).
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("common/testkit is two folders below the repository's root")
+}
+
+/// Regenerates a committed file: on a difference, rewrites it and fails, so the change is seen.
+pub fn ensure_file_contents(path: &Path, contents: &str) {
+    let current = std::fs::read_to_string(path).unwrap_or_default();
+    if current == contents {
+        return;
+    }
+    std::fs::write(path, contents)
+        .unwrap_or_else(|err| panic!("cannot write {}: {err}", path.display()));
+    panic!(
+        "{} was stale and has been regenerated; review and commit it",
+        path.display()
+    );
+}
+
+/// Waits (polling, bounded by `limit`) until `ready` gives a value, and returns it; a test
+/// fails, naming `what`, when none comes in time.
+pub fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = ready() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// What `command` printed on its standard output, run to its end; a test fails, naming the
 /// command and quoting its standard error, when it cannot start or does not succeed.
@@ -42,6 +85,11 @@ pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
+}
+
+/// The resident memory of a live process in KiB (`VmRSS`); a test fails when it is not there.
+pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS").expect("VmRSS in /proc/PID/status")
 }
 
 fn read(path: &str) -> String {

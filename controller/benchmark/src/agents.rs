@@ -74,7 +74,7 @@ impl OracleModel {
         ToolCall {
             id: "oracle_1".to_owned(),
             name: input.name().to_owned(),
-            arguments: input.to_value().to_string(),
+            arguments: serde_json::to_string(&input).unwrap_or_default(),
         }
     }
 }

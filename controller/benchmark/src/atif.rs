@@ -15,7 +15,10 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use harness_log::{Event, LoggedUsage, Purpose, SessionStarted};
+use harness_log::{
+    Compaction, Event, LoggedUsage, ModelResponse, Purpose, SessionStarted, StepStarted,
+    SubagentStarted, ToolResult,
+};
 use harness_replay::{self, BlobBudget, ReplayError};
 
 pub const SCHEMA_VERSION: &str = "ATIF-v1.8";
@@ -114,6 +117,8 @@ struct Builder {
 }
 
 impl Builder {
+    /// Reads one event of the log into the trajectory. Each kind it converts has its own
+    /// method below; this one only decides whether the event belongs to the exported step.
     fn event(
         &mut self,
         dir: &Path,
@@ -122,106 +127,20 @@ impl Builder {
         event: &Event,
     ) -> Result<(), ReplayError> {
         if let Event::StepStarted(step) = event {
-            self.current = Some(step.name.clone());
-            let instruction = budget.text(dir, &step.instruction)?;
-            if self.only.as_deref() == Some(step.name.as_str()) {
-                self.system_prompt(dir, budget, ts)?;
-                self.push(ts, "user", &instruction);
-            } else if self.only.is_none() && step.index > 1 {
-                // The first step's instruction is the session's task, already the first user step.
-                self.push(ts, "user", &instruction);
-            }
-            return Ok(());
+            return self.on_step_started(dir, budget, ts, step);
         }
         let ours = self.only.is_none() || self.only == self.current;
         if !ours && !matches!(event, Event::SessionStarted(_) | Event::SessionFinished(_)) {
             return Ok(());
         }
         match event {
-            Event::SessionStarted(header) => {
-                self.header = Some((**header).clone());
-                self.header_ts = ts.to_owned();
-                self.model = Some(header.config.model.clone());
-                if self.only.is_none() {
-                    self.system_prompt(dir, budget, ts)?;
-                    self.push(ts, "user", &header.task);
-                }
-            }
+            Event::SessionStarted(header) => self.on_session_started(dir, budget, ts, header)?,
             Event::ModelResponse(response) if response.purpose == Purpose::Turn => {
-                self.step_usage.input_tokens += response.usage.input_tokens;
-                self.step_usage.cached_input_tokens += response.usage.cached_input_tokens;
-                self.step_usage.cache_write_tokens += response.usage.cache_write_tokens;
-                self.step_usage.output_tokens += response.usage.output_tokens;
-                self.step_cost += response.cost.unwrap_or(0.0);
-                let mut step = self.step(ts, "agent", &budget.text(dir, &response.text)?);
-                step.insert("model_name".into(), json!(self.model));
-                let calls: Vec<Value> = response
-                    .tool_calls
-                    .iter()
-                    .map(|call| {
-                        json!({
-                            "tool_call_id": call.id,
-                            "function_name": call.name,
-                            "arguments": arguments(&call.arguments),
-                        })
-                    })
-                    .collect();
-                if !calls.is_empty() {
-                    step.insert("tool_calls".into(), Value::Array(calls));
-                }
-                step.insert("metrics".into(), metrics(&response.usage, response.cost));
-                step.insert("llm_call_count".into(), json!(1));
-                for call in &response.tool_calls {
-                    self.calls.insert(call.id.clone(), self.steps.len());
-                }
-                self.steps.push(step);
+                self.on_model_response(dir, budget, ts, response)?;
             }
-            Event::ToolResult(result) => {
-                let content = budget.text(dir, &result.output)?;
-                if let Some(&at) = self.calls.get(&result.call_id) {
-                    let mut entry = json!({"source_call_id": result.call_id, "content": content});
-                    if let Some((session_id, log_dir, workspace)) =
-                        self.child_of_call.get(&result.call_id)
-                    {
-                        entry["subagent_trajectory_ref"] = json!([{
-                            "trajectory_id": session_id,
-                            "session_id": session_id,
-                            "extra": {"log_dir": log_dir, "workspace": workspace},
-                        }]);
-                    }
-                    let observation = self.steps[at]
-                        .entry("observation")
-                        .or_insert_with(|| json!({"results": []}));
-                    if let Some(results) = observation["results"].as_array_mut() {
-                        results.push(entry);
-                    }
-                }
-            }
-            Event::SubagentStarted(started) => {
-                // Past the most an export embeds the export fails anyway: no more are kept.
-                if self.children.len() <= MOST_EMBEDDED && self.seen.insert(started.log_dir.clone())
-                {
-                    self.children
-                        .push((started.log_dir.clone(), started.session_id.clone()));
-                }
-                self.child_of_call.insert(
-                    started.call_id.clone(),
-                    (
-                        started.session_id.clone(),
-                        started.log_dir.clone(),
-                        started.workspace.as_str(),
-                    ),
-                );
-            }
-            Event::Compaction(compaction) => {
-                let summary = budget.text(dir, &compaction.summary)?;
-                let mut step = self.step(ts, "system", &summary);
-                step.insert(
-                    "extra".into(),
-                    json!({"context_management": {"kind": "compaction", "n_replaced": compaction.n_replaced, "n_before": compaction.n_before, "n_after": compaction.n_after}}),
-                );
-                self.steps.push(step);
-            }
+            Event::ToolResult(result) => self.on_tool_result(dir, budget, result)?,
+            Event::SubagentStarted(started) => self.on_subagent_started(started),
+            Event::Compaction(compaction) => self.on_compaction(dir, budget, ts, compaction)?,
             Event::SessionFinished(finished) => {
                 self.finished = Some(match self.only {
                     None => (finished.usage, finished.cost),
@@ -230,6 +149,150 @@ impl Builder {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// A step begins: the events after it are its own. The exported step starts its
+    /// trajectory here; in the whole session a later step's instruction is a user step.
+    fn on_step_started(
+        &mut self,
+        dir: &Path,
+        budget: &mut BlobBudget,
+        ts: &str,
+        step: &StepStarted,
+    ) -> Result<(), ReplayError> {
+        self.current = Some(step.name.clone());
+        let instruction = budget.text(dir, &step.instruction)?;
+        if self.only.as_deref() == Some(step.name.as_str()) {
+            self.system_prompt(dir, budget, ts)?;
+            self.push(ts, "user", &instruction);
+        } else if self.only.is_none() && step.index > 1 {
+            // The first step's instruction is the session's task, already the first user step.
+            self.push(ts, "user", &instruction);
+        }
+        Ok(())
+    }
+
+    /// The header: kept for the trajectory's agent and totals; the whole session's
+    /// trajectory starts with its system prompt and task.
+    fn on_session_started(
+        &mut self,
+        dir: &Path,
+        budget: &mut BlobBudget,
+        ts: &str,
+        header: &SessionStarted,
+    ) -> Result<(), ReplayError> {
+        self.header = Some(header.clone());
+        self.header_ts = ts.to_owned();
+        self.model = Some(header.config.model.clone());
+        if self.only.is_none() {
+            self.system_prompt(dir, budget, ts)?;
+            self.push(ts, "user", &header.task);
+        }
+        Ok(())
+    }
+
+    /// A model reply of the agent's turn: an agent step with its tool calls, whose results
+    /// later land in the same step. Its usage counts toward the step's own totals.
+    fn on_model_response(
+        &mut self,
+        dir: &Path,
+        budget: &mut BlobBudget,
+        ts: &str,
+        response: &ModelResponse,
+    ) -> Result<(), ReplayError> {
+        self.step_usage.input_tokens += response.usage.input_tokens;
+        self.step_usage.cached_input_tokens += response.usage.cached_input_tokens;
+        self.step_usage.cache_write_tokens += response.usage.cache_write_tokens;
+        self.step_usage.output_tokens += response.usage.output_tokens;
+        self.step_cost += response.cost.unwrap_or(0.0);
+        let mut step = self.step(ts, "agent", &budget.text(dir, &response.text)?);
+        step.insert("model_name".into(), json!(self.model));
+        let calls: Vec<Value> = response
+            .tool_calls
+            .iter()
+            .map(|call| {
+                json!({
+                    "tool_call_id": call.id,
+                    "function_name": call.name,
+                    "arguments": arguments(&call.arguments),
+                })
+            })
+            .collect();
+        if !calls.is_empty() {
+            step.insert("tool_calls".into(), Value::Array(calls));
+        }
+        step.insert("metrics".into(), metrics(&response.usage, response.cost));
+        step.insert("llm_call_count".into(), json!(1));
+        for call in &response.tool_calls {
+            self.calls.insert(call.id.clone(), self.steps.len());
+        }
+        self.steps.push(step);
+        Ok(())
+    }
+
+    /// A tool's result, added to the observation of the agent step that made the call; an
+    /// `agent` call's result also points at the child's embedded trajectory.
+    fn on_tool_result(
+        &mut self,
+        dir: &Path,
+        budget: &mut BlobBudget,
+        result: &ToolResult,
+    ) -> Result<(), ReplayError> {
+        let content = budget.text(dir, &result.output)?;
+        if let Some(&at) = self.calls.get(&result.call_id) {
+            let mut entry = json!({"source_call_id": result.call_id, "content": content});
+            if let Some((session_id, log_dir, workspace)) = self.child_of_call.get(&result.call_id)
+            {
+                entry["subagent_trajectory_ref"] = json!([{
+                    "trajectory_id": session_id,
+                    "session_id": session_id,
+                    "extra": {"log_dir": log_dir, "workspace": workspace},
+                }]);
+            }
+            let observation = self.steps[at]
+                .entry("observation")
+                .or_insert_with(|| json!({"results": []}));
+            if let Some(results) = observation["results"].as_array_mut() {
+                results.push(entry);
+            }
+        }
+        Ok(())
+    }
+
+    /// A subagent began: its folder is remembered for embedding, and its call for the
+    /// result's reference to it.
+    fn on_subagent_started(&mut self, started: &SubagentStarted) {
+        // Past the most an export embeds the export fails anyway: no more are kept.
+        if self.children.len() <= MOST_EMBEDDED && self.seen.insert(started.log_dir.clone()) {
+            self.children
+                .push((started.log_dir.clone(), started.session_id.clone()));
+        }
+        self.child_of_call.insert(
+            started.call_id.clone(),
+            (
+                started.session_id.clone(),
+                started.log_dir.clone(),
+                started.workspace.as_str(),
+            ),
+        );
+    }
+
+    /// A compaction: a system step carrying its summary and how much it replaced.
+    fn on_compaction(
+        &mut self,
+        dir: &Path,
+        budget: &mut BlobBudget,
+        ts: &str,
+        compaction: &Compaction,
+    ) -> Result<(), ReplayError> {
+        let summary = budget.text(dir, &compaction.summary)?;
+        let mut step = self.step(ts, "system", &summary);
+        step.insert(
+            "extra".into(),
+            json!({"context_management": {"kind": "compaction", "n_replaced": compaction.n_replaced, "n_before": compaction.n_before, "n_after": compaction.n_after}}),
+        );
+        self.steps.push(step);
         Ok(())
     }
 
@@ -324,43 +387,14 @@ fn metrics(usage: &LoggedUsage, cost: Option<f64>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use harness_log::{BlobRef, Envelope, Text, ToolResult, ToolStatus};
-    use sha2::Digest as _;
+    use harness_log::testing::{bash_result, blob_text, put_blob, write_events};
 
     /// A log of `n` tool results whose outputs are all the one blob of `size` bytes.
     fn one_blob_named_many_times(n: u64, size: usize) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("blobs")).unwrap();
-        let bytes = vec![b'z'; size];
-        let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
-        std::fs::write(dir.path().join("blobs").join(&sha256), &bytes).unwrap();
-        let output = Text {
-            text: None,
-            blob: Some(BlobRef {
-                sha256,
-                size: size as u64,
-            }),
-            preview: None,
-            size: size as u64,
-        };
-        let mut lines = String::new();
-        for seq in 0..n {
-            let event = Event::ToolResult(ToolResult {
-                call_id: format!("call_{seq}"),
-                name: "bash".to_owned(),
-                status: ToolStatus::Ok,
-                output: output.clone(),
-                exit_code: Some(0),
-                timed_out: None,
-                duration_ms: 1,
-                outputs: Vec::new(),
-            });
-            let ts = "2026-01-01T00:00:00.000Z".to_owned();
-            let envelope = Envelope { seq, ts, event };
-            lines.push_str(&serde_json::to_string(&envelope).unwrap());
-            lines.push('\n');
-        }
-        std::fs::write(dir.path().join("events.jsonl"), lines).unwrap();
+        let output = blob_text(put_blob(dir.path(), &vec![b'z'; size]));
+        let results = (0..n).map(|seq| bash_result(format!("call_{seq}"), output.clone()));
+        write_events(dir.path(), results);
         dir
     }
 

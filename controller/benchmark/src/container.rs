@@ -33,7 +33,7 @@ pub use services::build_images;
 
 use super::image::{BuildSettings, Built};
 use super::{BenchTask, Environment, MainImage};
-use harness_runtime::sandbox::docker::{connect, labels_for, unpack};
+use harness_runtime::sandbox::docker::{block_on_thread, connect, labels_for, unpack_and_start};
 use harness_runtime::sandbox::{SandboxClient, StartError};
 
 /// Where the injected server and its token live in the container.
@@ -268,13 +268,14 @@ impl TaskEnvironment {
             .await
             .doing("creating the task's container")?;
         let injection = inject::injection(spec.server_binary, spec.token)?;
-        unpack(&self.docker, &self.main_id, "/", injection)
-            .await
-            .doing("uploading sandbox-server into the task's container")?;
-        self.docker
-            .start_container(&self.main_id, None)
-            .await
-            .doing("starting the task's container")?;
+        unpack_and_start(
+            &self.docker,
+            &self.main_id,
+            injection,
+            "uploading sandbox-server into the task's container",
+            "starting the task's container",
+        )
+        .await?;
         self.client = self.wait_healthy(spec.token).await?;
         Ok(())
     }
@@ -414,24 +415,15 @@ impl Drop for TaskEnvironment {
             .chain(self.sidecars.clone())
             .filter(|id| !id.is_empty())
             .collect();
-        let removal = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async {
-                let options = RemoveContainerOptionsBuilder::new().force(true).build();
-                for id in ids {
-                    let _ = docker.remove_container(&id, Some(options.clone())).await;
-                }
-                if !network.is_empty() {
-                    let _ = docker.remove_network(&network).await;
-                }
-            });
+        block_on_thread(move || async move {
+            let options = RemoveContainerOptionsBuilder::new().force(true).build();
+            for id in ids {
+                let _ = docker.remove_container(&id, Some(options.clone())).await;
+            }
+            if !network.is_empty() {
+                let _ = docker.remove_network(&network).await;
+            }
         });
-        let _ = removal.join();
     }
 }
 

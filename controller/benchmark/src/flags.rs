@@ -20,21 +20,7 @@ pub enum Agent {
     Nop,
 }
 
-impl Agent {
-    /// Its name, as `--agent` and the log's header spell it.
-    pub fn name(self) -> &'static str {
-        sandbox_protocol::names::variant_name(&self)
-    }
-}
-
-impl std::str::FromStr for Agent {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Agent, String> {
-        sandbox_protocol::names::from_name(text)
-            .ok_or_else(|| format!("--agent {text}: expected model, oracle or nop"))
-    }
-}
+sandbox_protocol::serde_names!(Agent);
 
 /// The flags only benchmark tasks take.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -59,9 +45,10 @@ pub struct TrialFlags {
 
 impl TrialFlags {
     pub fn agent(&self) -> Result<Agent, InputError> {
-        self.agent
-            .as_deref()
-            .map_or(Ok(Agent::Model), |a| a.parse().map_err(InputError::new))
+        self.agent.as_deref().map_or(Ok(Agent::Model), |a| {
+            a.parse()
+                .map_err(|err| InputError::new(format!("--agent {a}: {err}")))
+        })
     }
 }
 
@@ -72,14 +59,17 @@ mod tests {
     #[test]
     fn an_agent_is_named_as_serde_names_it() {
         for agent in [Agent::Model, Agent::Oracle, Agent::Nop] {
-            assert_eq!(agent.name().parse::<Agent>(), Ok(agent));
+            assert_eq!(agent.as_str().parse::<Agent>(), Ok(agent));
         }
-        assert_eq!(Agent::Oracle.name(), "oracle");
+        assert_eq!(Agent::Oracle.as_str(), "oracle");
+        let flags = TrialFlags {
+            agent: Some("robot".to_owned()),
+            ..TrialFlags::default()
+        };
+        let err = flags.agent().unwrap_err().to_string();
         assert!(
-            "robot"
-                .parse::<Agent>()
-                .unwrap_err()
-                .contains("model, oracle or nop")
+            err.contains("--agent robot: expected `model`, `oracle` or `nop`, got `robot`"),
+            "{err}"
         );
     }
 }

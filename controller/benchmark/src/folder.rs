@@ -91,20 +91,15 @@ fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> s
 
 /// Seconds from a TOML or YAML number (integer or float), checked.
 /// A task's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Format {
     Harbor,
+    #[serde(rename = "terminal-bench-1")]
     TerminalBench1,
 }
 
-impl Format {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Harbor => "harbor",
-            Format::TerminalBench1 => "terminal-bench-1",
-        }
-    }
-}
+sandbox_protocol::serde_names!(Format);
 
 /// What kind of task a folder holds, if any.
 pub fn detect(dir: &Path) -> Option<Format> {

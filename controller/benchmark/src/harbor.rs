@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Context, InputError, TaskResult, bail, refusal};
-use crate::paths::{TaskRoot, check_task};
+use crate::paths::{TaskFile, TaskRoot, check_task};
 use toml::Value;
 
 use super::{
@@ -73,24 +73,14 @@ const ENVIRONMENT_KEYS: &[&str] = &[
 /// Loads a Harbor task folder. Every file it reads or uploads must lie inside the folder,
 /// links followed ([`crate::paths`]).
 pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchTask> {
-    let root = TaskRoot::of(dir)?;
-    let path = dir.join("task.toml");
-    root.check(&path)?;
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let config: toml::Table =
-        toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
+    let file = TaskFile::open(dir, name, host, "task.toml")?;
+    let config = read_config(&file)?;
     let mut warnings = Vec::new();
-    let Sections {
-        agent,
-        verifier,
-        solution,
-        environment,
-    } = sections(&config, &mut warnings);
-    let in_file = |err: InputError| err.after(path.display().to_string());
+    let sections = sections(&config, &mut warnings);
+    let in_file = |err: InputError| err.after(file.path.display().to_string());
     // Before the files a Linux task needs: a Windows task is refused for what it is.
-    check_os(&environment).map_err(in_file)?;
-    steps::shared_verifier(&verifier, "verifier").map_err(in_file)?;
+    check_os(&sections.environment).map_err(in_file)?;
+    steps::shared_verifier(&sections.verifier, "verifier").map_err(in_file)?;
     let multi_step = config
         .get("steps")
         .and_then(Value::as_array)
@@ -99,22 +89,15 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
     if !multi_step && !tests.join("test.sh").is_file() {
         bail!("{}: no tests/test.sh (the verifier)", dir.display());
     }
-    let solution_dir = dir.join("solution");
-    let solution_env = env_table(&solution, "env", host);
-    let solution = solution_dir.join("solve.sh").is_file().then(|| Solution {
-        dir: solution_dir,
-        only: None,
-        mount: "/solution".to_owned(),
-        script: "/solution/solve.sh".to_owned(),
-        env: solution_env.clone(),
-    });
-    unapplied_features(&config, &environment, &mut warnings);
-    let network = steps::networks(&environment, &agent, &verifier).map_err(in_file)?;
+    let (solution, solution_env) = root_solution(dir, &sections.solution, host);
+    unapplied_features(&config, &sections.environment, &mut warnings);
+    let network = steps::networks(&sections.environment, &sections.agent, &sections.verifier)
+        .map_err(in_file)?;
     let defaults = TaskDefaults {
         dir,
-        root: &root,
-        agent: &agent,
-        verifier: &verifier,
+        root: &file.root,
+        agent: &sections.agent,
+        verifier: &sections.verifier,
         networks: &network,
         solution: solution.as_ref(),
         solution_env,
@@ -122,54 +105,137 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
     };
     let (steps, reward_strategy) =
         steps::steps(&config, &defaults, &mut warnings).map_err(in_file)?;
-    let agent_user = user(&agent);
-    if let Some(step) = steps.iter().find(|s| s.agent_user != agent_user) {
-        return Err(in_file(refusal!(
-            "steps.{}.agent.user: every step's agent runs as the task's one user here ({}), not `{}`",
-            step.name,
-            agent_user.as_deref().unwrap_or("the image's"),
-            step.agent_user.as_deref().unwrap_or("the image's")
-        )));
-    }
+    let agent_user = user(&sections.agent);
+    one_agent_user(&steps, agent_user.as_deref()).map_err(in_file)?;
     // A multi-step task's prompt is its first step's; its root instruction.md is not used.
     let instruction = match steps.first() {
         Some(step) => step.instruction.clone(),
-        None => instruction_in(&dir.join("instruction.md"), &root)?,
+        None => instruction_in(&dir.join("instruction.md"), &file.root)?,
     };
-    // The oracle of a multi-step task needs a solution for every step.
-    let solution = match steps.iter().all(|s| s.solution.is_some()) {
+    let solution = oracle(&steps, solution);
+    let parts = Parts {
+        instruction,
+        tests,
+        network,
+        agent_user,
+        solution,
+        steps,
+        reward_strategy,
+        warnings,
+    };
+    let task = assemble(&file, &config, &sections, parts)?;
+    check_task(&task, &file.root)?;
+    Ok(task)
+}
+
+/// Reads and parses `task.toml`, refused naming the file.
+fn read_config(file: &TaskFile<'_>) -> TaskResult<toml::Table> {
+    let text = file.text()?;
+    toml::from_str(&text).with_context(|| format!("{}: not valid TOML", file.path.display()))
+}
+
+/// The task's own `solution/solve.sh`, if it has one, and `[solution.env]`. The env is
+/// returned apart too: steps with their own solution take it as well.
+fn root_solution(
+    dir: &Path,
+    solution: &toml::Table,
+    host: &super::HostVars,
+) -> (Option<Solution>, BTreeMap<String, String>) {
+    let solution_dir = dir.join("solution");
+    let solution_env = env_table(solution, "env", host);
+    let solution = solution_dir.join("solve.sh").is_file().then(|| Solution {
+        dir: solution_dir,
+        only: None,
+        mount: "/solution".to_owned(),
+        script: "/solution/solve.sh".to_owned(),
+        env: solution_env.clone(),
+    });
+    (solution, solution_env)
+}
+
+/// Refuses steps whose agent runs as another user than the task's: the task's containers
+/// start once, for one agent user.
+fn one_agent_user(steps: &[super::Step], agent_user: Option<&str>) -> TaskResult<()> {
+    if let Some(step) = steps.iter().find(|s| s.agent_user.as_deref() != agent_user) {
+        return Err(refusal!(
+            "steps.{}.agent.user: every step's agent runs as the task's one user here ({}), not `{}`",
+            step.name,
+            agent_user.unwrap_or("the image's"),
+            step.agent_user.as_deref().unwrap_or("the image's")
+        ));
+    }
+    Ok(())
+}
+
+/// The solution the oracle runs: the task's for a task of one step, the first step's when
+/// every step has one, else none (the oracle of a multi-step task needs a solution for
+/// every step).
+fn oracle(steps: &[super::Step], solution: Option<Solution>) -> Option<Solution> {
+    match steps.iter().all(|s| s.solution.is_some()) {
         true if !steps.is_empty() => steps[0].solution.clone(),
         _ if steps.is_empty() => solution,
         _ => None,
-    };
-    let task = BenchTask {
-        name: name.to_owned(),
+    }
+}
+
+/// What [`load`] has worked out before the task is put together.
+struct Parts {
+    instruction: String,
+    tests: std::path::PathBuf,
+    network: super::Networks,
+    agent_user: Option<String>,
+    solution: Option<Solution>,
+    steps: Vec<super::Step>,
+    reward_strategy: super::RewardStrategy,
+    warnings: Vec<String>,
+}
+
+/// Puts the task together from `parts` and the sections' other keys. Its own step because
+/// the task has many fields; they are read in this order, which decides the error a task
+/// with several faults is refused for.
+fn assemble(
+    file: &TaskFile<'_>,
+    config: &toml::Table,
+    sections: &Sections,
+    parts: Parts,
+) -> TaskResult<BenchTask> {
+    let (dir, host) = (file.dir, file.host);
+    let in_file = |err: InputError| err.after(file.path.display().to_string());
+    let Sections {
+        agent,
+        verifier,
+        environment,
+        ..
+    } = sections;
+    let mut warnings = parts.warnings;
+    Ok(BenchTask {
+        name: file.name.to_owned(),
         dir: dir.to_owned(),
         format: Format::Harbor,
-        instruction,
-        environment: environment_of(dir, &environment).map_err(in_file)?,
-        agent_timeout: timeout(&agent, "agent.timeout_sec", DEFAULT_AGENT_TIMEOUT)
+        instruction: parts.instruction,
+        environment: environment_of(dir, environment).map_err(in_file)?,
+        agent_timeout: timeout(agent, "agent.timeout_sec", DEFAULT_AGENT_TIMEOUT)
             .map_err(in_file)?,
-        verifier_timeout: timeout(&verifier, "verifier.timeout_sec", DEFAULT_VERIFIER_TIMEOUT)
+        verifier_timeout: timeout(verifier, "verifier.timeout_sec", DEFAULT_VERIFIER_TIMEOUT)
             .map_err(in_file)?,
         build_timeout: timeout(
-            &environment,
+            environment,
             "environment.build_timeout_sec",
             DEFAULT_BUILD_TIMEOUT,
         )
         .map_err(in_file)?,
-        resources: resources(&environment, &mut warnings).map_err(in_file)?,
-        network,
+        resources: resources(environment, &mut warnings).map_err(in_file)?,
+        network: parts.network,
         workdir: environment
             .get("workdir")
             .and_then(Value::as_str)
             .map(str::to_owned),
-        env: env_table(&environment, "env", host),
-        verifier_env: env_table(&verifier, "env", host),
-        agent_user,
-        verifier_user: user(&verifier),
-        verifier: Verifier::Harbor { tests },
-        solution,
+        env: env_table(environment, "env", host),
+        verifier_env: env_table(verifier, "env", host),
+        agent_user: parts.agent_user,
+        verifier_user: user(verifier),
+        verifier: Verifier::Harbor { tests: parts.tests },
+        solution: parts.solution,
         metadata: config
             .get("metadata")
             .and_then(|m| serde_json::to_value(m).ok())
@@ -182,13 +248,11 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
             &mut warnings,
         )
         .map_err(in_file)?,
-        collect: steps::collect(&verifier, "verifier").map_err(in_file)?,
+        collect: steps::collect(verifier, "verifier").map_err(in_file)?,
         warnings,
-        steps,
-        reward_strategy,
-    };
-    check_task(&task, &root)?;
-    Ok(task)
+        steps: parts.steps,
+        reward_strategy: parts.reward_strategy,
+    })
 }
 
 /// Features a task may ask for that this harness does not give it, as warnings.
@@ -417,60 +481,4 @@ fn environment_of(dir: &Path, environment: &toml::Table) -> TaskResult<Environme
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn task(toml: &str, instruction: &str) -> TaskResult<BenchTask> {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let files = [
-            ("environment/Dockerfile", "FROM x\n"),
-            ("tests/test.sh", "true\n"),
-            ("task.toml", toml),
-            ("instruction.md", instruction),
-        ];
-        for (path, text) in files {
-            let path = root.join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        load(root, "t", &crate::HostVars::none())
-    }
-
-    #[test]
-    fn task_files_are_read_leniently_with_harbor_0_1_defaults() {
-        let t = task(
-            "version = \"1.0\"\nfuture_key = 1\n[agent]\ntimeout_sec = 90\n[environment]\nmemory = \"4G\"\nallow_internet = false\nshiny = true\n[verifier.env]\nA = \"${HARNESS_SURELY_UNSET:-fallback}\"\n",
-            "<!-- harbor-canary GUID x -->\n\n# Task\nDo it.\n",
-        )
-        .unwrap();
-        assert_eq!(t.instruction, "# Task\nDo it.");
-        assert_eq!(t.agent_timeout, std::time::Duration::from_secs(90));
-        assert_eq!(t.verifier_timeout, DEFAULT_VERIFIER_TIMEOUT);
-        assert_eq!(
-            (t.resources.cpus, t.resources.memory_mb),
-            (Some(1.0), Some(4096))
-        );
-        assert_eq!(t.network.agent, crate::NetworkPolicy::NoNetwork);
-        assert_eq!(t.verifier_env["A"], "fallback");
-        assert!(t.solution.is_none());
-        let warned = t.warnings.join("\n");
-        assert!(
-            warned.contains("future_key") && warned.contains("environment.shiny"),
-            "{warned}"
-        );
-        assert!(t.digest.starts_with("sha256:") && t.digest.len() == 71);
-    }
-
-    #[test]
-    fn what_cannot_run_is_refused_by_name() {
-        let err = task("[environment]\nos = \"windows\"\n", "x").unwrap_err();
-        assert!(format!("{err}").contains("only Linux"), "{err}");
-        let err = task("[agent]\ntimeout_sec = \"soon\"\n", "x").unwrap_err();
-        assert!(format!("{err}").contains("agent.timeout_sec"), "{err}");
-        let err = task("[[steps]]\nname = \"a\"\n", "x").unwrap_err();
-        assert!(format!("{err}").contains("no folder steps/a/"), "{err}");
-        let err = task("x = [", "x").unwrap_err();
-        assert!(format!("{err}").contains("not valid TOML"), "{err}");
-    }
-}
+mod tests;

@@ -8,8 +8,10 @@
 //! for the build's `RUN` steps (as build arguments, so the final image's environment is the
 //! task's). The host's proxy variables are passed as build arguments too.
 
+mod context;
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,8 @@ use bollard::Docker;
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
+
+use context::{ContextFile, context_files, context_tar};
 
 /// How builds are rewritten.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -282,108 +286,6 @@ pub(crate) async fn stream_build(
     Ok(output)
 }
 
-/// A file of a build context: path relative to it, mode, bytes (a link: [`LINK_MODE`] and its
-/// target).
-type ContextFile = (String, u32, Vec<u8>);
-
-/// The mode that marks a symbolic link among the context's files.
-const LINK_MODE: u32 = 0o120_777;
-
-/// The most bytes a task's build context may hold: it is read into memory to be sent.
-const CONTEXT_MAX_BYTES: u64 = 2 << 30;
-
-/// The context's files, sorted; `.git` and what `.dockerignore` names (simple patterns) left out.
-fn context_files(context: &Path) -> TaskResult<Vec<ContextFile>> {
-    let ignored: Vec<String> = std::fs::read_to_string(context.join(".dockerignore"))
-        .map(|text| {
-            text.lines()
-                .map(|l| {
-                    l.trim()
-                        .trim_start_matches("./")
-                        .trim_end_matches('/')
-                        .to_owned()
-                })
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut files = Vec::new();
-    let mut total: u64 = 0;
-    let root = context
-        .canonicalize()
-        .with_context(|| format!("the build context {}", context.display()))?;
-    let mut stack: Vec<PathBuf> = vec![context.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for entry in
-            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
-        {
-            let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
-            let path = entry.path();
-            let rel = path
-                .strip_prefix(context)
-                .unwrap_or(&path)
-                .to_string_lossy()
-                .into_owned();
-            let skip = rel == ".git"
-                || ignored.iter().any(|pattern| {
-                    rel == *pattern
-                        || rel.starts_with(&format!("{pattern}/"))
-                        || glob_name(pattern, &rel)
-                });
-            if skip {
-                continue;
-            }
-            // A link is sent as a link, never followed: a task's context is its own files
-            // (`leak -> ~/.ssh/id_rsa` or a link to `/` would read this machine's).
-            let meta = std::fs::symlink_metadata(&path).context(path.display())?;
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).context(path.display())?;
-                let lands = path.canonicalize().ok();
-                if !lands.as_ref().is_some_and(|p| p.starts_with(&root)) {
-                    bail!(
-                        "{}: a link to {}, outside the build context (a task may use only its own files)",
-                        path.display(),
-                        target.display()
-                    );
-                }
-                files.push((
-                    rel,
-                    LINK_MODE,
-                    target.as_os_str().as_encoded_bytes().to_vec(),
-                ));
-            } else if meta.is_dir() {
-                stack.push(path);
-            } else if meta.is_file() {
-                use std::os::unix::fs::PermissionsExt;
-                total += meta.len();
-                if total > CONTEXT_MAX_BYTES {
-                    bail!(
-                        "the build context {} holds more than {} bytes",
-                        context.display(),
-                        CONTEXT_MAX_BYTES
-                    );
-                }
-                files.push((
-                    rel,
-                    meta.permissions().mode() & 0o7777,
-                    std::fs::read(&path).context(path.display())?,
-                ));
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// `*.pyc`-style patterns against a path's last name.
-fn glob_name(pattern: &str, rel: &str) -> bool {
-    let name = rel.rsplit('/').next().unwrap_or(rel);
-    match pattern.strip_prefix('*') {
-        Some(suffix) if !suffix.contains(['*', '/']) => name.ends_with(suffix),
-        _ => false,
-    }
-}
-
 fn tag_for(
     name: &str,
     files: &[ContextFile],
@@ -425,48 +327,9 @@ fn tag_for(
     )
 }
 
-fn context_tar(
-    files: &[ContextFile],
-    dockerfile: &str,
-    ca: Option<&[u8]>,
-) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut builder = tar::Builder::new(Vec::new());
-    let add = |builder: &mut tar::Builder<Vec<u8>>,
-               path: &str,
-               mode: u32,
-               bytes: &[u8]|
-     -> std::io::Result<()> {
-        let mut header = tar::Header::new_gnu();
-        header.set_mtime(0);
-        if mode == LINK_MODE {
-            header.set_entry_type(tar::EntryType::Symlink);
-            header.set_mode(0o777);
-            header.set_size(0);
-            let target = Path::new(std::ffi::OsStr::from_bytes(bytes));
-            return builder.append_link(&mut header, path, target);
-        }
-        header.set_size(bytes.len() as u64);
-        header.set_mode(mode);
-        builder.append_data(&mut header, path, bytes)
-    };
-    for (rel, mode, bytes) in files {
-        add(&mut builder, rel, *mode, bytes)?;
-    }
-    add(
-        &mut builder,
-        DOCKERFILE_IN_CONTEXT,
-        0o644,
-        dockerfile.as_bytes(),
-    )?;
-    if let Some(ca) = ca {
-        add(&mut builder, CA_IN_CONTEXT, 0o644, ca)?;
-    }
-    builder.into_inner()
-}
-
 #[cfg(test)]
 mod tests {
+    use super::context::LINK_MODE;
     use super::*;
 
     /// Issue 24 §3: a link in a build context is sent as a link, and one that leaves the

@@ -22,12 +22,22 @@
 //!   verifier, [`trial`]); [`run_session`]: a trial wraps a session, and writes Harbor's files
 //!   from its log after it.
 //!
+//! A task folder is someone else's: its compose file reads only the task's own variables and
+//! those the operator names, and no task process sees the server's token. The verifier and the
+//! uploads of tests and solutions are the author's: they bypass the policy, and the tests reach
+//! the container only after the agent ended. A verifier that times out or writes no reward is a
+//! `verifier` failure, never a pass.
+//!
 //! # This crate (`harness-benchmark`)
 //! Benchmark tasks on top of the runtime: a trial wraps a session, whose sandbox the task
-//! provides and whose verifier grades ([`provider`]). It may depend on every library crate
-//! (the runtime, the log toolkit for ATIF and reruns, the log, models, policy, telemetry);
-//! none depends on it but the `harness` binary's crate. Its failures are typed ([`error`]: a
-//! task folder's refusal, the engine's part, [`results::ResultsError`]); it does not use `anyhow`.
+//! provides and whose verifier grades ([`provider`]). It depends on the runtime, the log toolkit
+//! (for ATIF and reruns), the log, models and policy; none depends on it but the `harness`
+//! binary's crate. Its failures are typed ([`error`]: a task folder's refusal, the engine's
+//! part, [`results::ResultsError`]); it does not use `anyhow`.
+
+// A trial is one future of many nested steps (its rounds, their commands, the sandbox client
+// under them): the compiler's default depth of 128 for its layout is just short.
+#![recursion_limit = "256"]
 
 // What a benchmark folder looks like, which discovering tasks needs too.
 
@@ -265,7 +275,8 @@ impl Networks {
 }
 
 /// How a multi-step task's reward is made from its steps' (`multi_step_reward_strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RewardStrategy {
     /// Each key's mean over the steps whose verifier gave rewards (a missing key as 0).
     #[default]
@@ -274,14 +285,7 @@ pub enum RewardStrategy {
     Final,
 }
 
-impl RewardStrategy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RewardStrategy::Mean => "mean",
-            RewardStrategy::Final => "final",
-        }
-    }
-}
+sandbox_protocol::serde_names!(RewardStrategy);
 
 /// A readiness check (`healthcheck`), with Docker's HEALTHCHECK semantics: failures during
 /// the start period do not count; after it, `retries` failures in a row fail the check.

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Context, TaskResult, bail};
-use crate::{BenchTask, Environment, Format, MainImage, Solution, Verifier};
+use crate::{BenchTask, Environment, Format, HostVars, MainImage, Solution, Verifier};
 
 /// A task's folder, resolved through every link: what its files must stay inside.
 #[derive(Debug, Clone)]
@@ -58,6 +58,44 @@ impl TaskRoot {
     pub fn check_upload(&self, path: &Path) -> TaskResult<()> {
         self.check(path)?;
         not_a_link(path)
+    }
+}
+
+/// A task folder as its format's loader reads it: the folder, its name, the host variables it
+/// may read, the folder resolved, and its config file (`task.toml`, `task.yaml`).
+pub struct TaskFile<'a> {
+    pub dir: &'a Path,
+    pub name: &'a str,
+    pub host: &'a HostVars,
+    pub root: TaskRoot,
+    /// The config file.
+    pub path: PathBuf,
+}
+
+impl<'a> TaskFile<'a> {
+    /// The task folder `dir` and its config file `file`, which must be the task's own.
+    pub fn open(
+        dir: &'a Path,
+        name: &'a str,
+        host: &'a HostVars,
+        file: &str,
+    ) -> TaskResult<TaskFile<'a>> {
+        let root = TaskRoot::of(dir)?;
+        let path = dir.join(file);
+        root.check(&path)?;
+        Ok(TaskFile {
+            dir,
+            name,
+            host,
+            root,
+            path,
+        })
+    }
+
+    /// The config file's text, refused naming the file when it cannot be read.
+    pub fn text(&self) -> TaskResult<String> {
+        std::fs::read_to_string(&self.path)
+            .with_context(|| format!("reading {}", self.path.display()))
     }
 }
 

@@ -57,7 +57,7 @@ impl Provider for TaskProvider {
     }
 
     fn stand_in(&self) -> Option<&'static str> {
-        (self.run.agent != Agent::Model).then(|| self.run.agent.name())
+        (self.run.agent != Agent::Model).then(|| self.run.agent.as_str())
     }
 
     fn stand_in_model(&self) -> Result<Arc<dyn Model>, InputError> {

@@ -59,6 +59,39 @@ pub fn run_config(
     flags: &SessionFlags,
     trial: &TrialFlags,
 ) -> Result<RunConfig, ConfigError> {
+    let (mut task, agent) = runnable_task(dir, name, flags, trial)?;
+    override_agent_network(&mut task, flags)?;
+    let pass_threshold = trial.pass_threshold.unwrap_or(1.0);
+    if !pass_threshold.is_finite() {
+        return Err(InputError::new("--pass-threshold: expected a number").into());
+    }
+    let mut as_task = TaskFile::from_prompt(&task.instruction);
+    as_task.tools = flags.tools.clone();
+    let flags = session_flags(flags, agent);
+    let mut model = config::model_spec(&as_task, &flags)?;
+    if agent != Agent::Model {
+        model.name = agent.as_str().to_owned();
+        model.reasoning_effort = None;
+    }
+    let place = place(&flags, trial)?;
+    let run = BenchRun {
+        agent,
+        place,
+        pass_threshold,
+        task,
+    };
+    session_config(run, model, &as_task, &flags)
+}
+
+/// Loads the task and checks that this harness can run it for `trial`'s agent, with the
+/// flags' overrides applied. Its own step: every refusal of the task itself is here, as a
+/// [`NotRunnable`], before the session's settings are worked out.
+fn runnable_task(
+    dir: &Path,
+    name: &str,
+    flags: &SessionFlags,
+    trial: &TrialFlags,
+) -> Result<(BenchTask, Agent), ConfigError> {
     // The task folder's own refusals, said with their causes.
     let not_runnable = |err: InputError| NotRunnable(err.0);
     let mut task =
@@ -82,7 +115,11 @@ pub fn run_config(
         )
         .map_err(not_runnable)?;
     }
-    // --network sets the agent's network, over the task's (each step's too).
+    Ok((task, agent))
+}
+
+/// --network sets the agent's network, over the task's (each step's too).
+fn override_agent_network(task: &mut BenchTask, flags: &SessionFlags) -> Result<(), ConfigError> {
     let agent_network = match flags.network.as_deref() {
         None => None,
         Some("none") => Some(super::NetworkPolicy::NoNetwork),
@@ -100,12 +137,12 @@ pub fn run_config(
             step.agent_network = policy.clone();
         }
     }
-    let pass_threshold = trial.pass_threshold.unwrap_or(1.0);
-    if !pass_threshold.is_finite() {
-        return Err(InputError::new("--pass-threshold: expected a number").into());
-    }
-    let mut as_task = TaskFile::from_prompt(&task.instruction);
-    as_task.tools = flags.tools.clone();
+    Ok(())
+}
+
+/// The session's flags with a benchmark's defaults: its turn and cost limits when the flags
+/// set none, and no model asked when the agent is not a model.
+fn session_flags(flags: &SessionFlags, agent: Agent) -> SessionFlags {
     let mut flags = flags.clone();
     flags.max_turns = flags.max_turns.or(Some(DEFAULT_MAX_TURNS));
     flags.max_cost = flags.max_cost.or(Some(DEFAULT_MAX_COST));
@@ -114,18 +151,17 @@ pub fn run_config(
         flags.no_classifier = true;
         flags.approve = Approve::Auto;
     }
-    let mut model = config::model_spec(&as_task, &flags)?;
-    if agent != Agent::Model {
-        model.name = agent.name().to_owned();
-        model.reasoning_effort = None;
-    }
-    let place = place(&flags, trial)?;
-    let run = BenchRun {
-        agent,
-        place,
-        pass_threshold,
-        task,
-    };
+    flags
+}
+
+/// The session's [`RunConfig`], whose sandbox is the task's [`super::provider`]. Its own
+/// step: what is left here is the session's settings, read from the flags in this order.
+fn session_config(
+    run: BenchRun,
+    model: harness_models::ModelSpec,
+    as_task: &TaskFile,
+    flags: &SessionFlags,
+) -> Result<RunConfig, ConfigError> {
     Ok(RunConfig {
         prompt: run.task.instruction.clone(),
         working_dir: None,
@@ -134,7 +170,7 @@ pub fn run_config(
         check: None,
         check_timeout: 600,
         model,
-        limits: config::limits(&as_task, &flags)?,
+        limits: config::limits(as_task, flags)?,
         network: if run.task.network.agent == super::NetworkPolicy::Public {
             NetworkMode::Host
         } else {
@@ -151,9 +187,9 @@ pub fn run_config(
             None,
             &flags.agents,
         )?,
-        policy: config::policy_settings(&flags),
-        hooks: config::hooks(None, &flags)?,
-        mcp: config::mcp_servers(None, &flags)?,
+        policy: config::policy_settings(flags),
+        hooks: config::hooks(None, flags)?,
+        mcp: config::mcp_servers(None, flags)?,
         mcp_workspace: flags.mcp_workspace,
         sandbox: SandboxTarget::Provided(std::sync::Arc::new(super::provider::TaskProvider {
             run: std::sync::Arc::new(run),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Context, TaskResult, bail, refusal};
-use crate::paths::{TaskRoot, check_task};
+use crate::paths::{TaskFile, check_task};
 use serde_norway::Value;
 
 use super::{BenchTask, Environment, Format, Resources, Solution, Verifier, digest, seconds};
@@ -90,33 +90,20 @@ fn solution(dir: &Path, warnings: &mut Vec<String>) -> Option<Solution> {
 /// Loads a TB1 task folder. Every file it reads or uploads must lie inside the folder, links
 /// followed ([`crate::paths`]).
 pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchTask> {
-    let root = TaskRoot::of(dir)?;
-    let path = dir.join("task.yaml");
-    root.check(&path)?;
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let config: BTreeMap<String, Value> = serde_norway::from_str(&text)
-        .with_context(|| format!("{}: not a YAML mapping", path.display()))?;
+    let file = TaskFile::open(dir, name, host, "task.yaml")?;
+    let config = read_config(&file)?;
     let mut warnings: Vec<String> = config
         .keys()
         .filter(|k| !KEYS.contains(&k.as_str()))
         .map(|k| format!("{k}: not used by this harness"))
         .collect();
-    let in_file = |what: String| refusal!("{}: {what}", path.display());
+    let in_file = |what: String| refusal!("{}: {what}", file.path.display());
     let instruction = config
         .get("instruction")
         .and_then(Value::as_str)
         .filter(|i| !i.trim().is_empty())
         .ok_or_else(|| in_file("`instruction` is required (the prompt)".to_owned()))?
         .to_owned();
-    let number = |key: &str, default: f64| -> TaskResult<f64> {
-        match config.get(key) {
-            None => Ok(default),
-            Some(value) => value
-                .as_f64()
-                .ok_or_else(|| in_file(format!("{key}: expected a number"))),
-        }
-    };
     let parser = parser(&config).map_err(in_file)?;
     if config
         .get("run_tests_in_same_shell")
@@ -131,11 +118,60 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
     }
     let tests = dir.join("tests");
     let solution = solution(dir, &mut warnings);
-    let task = BenchTask {
-        name: name.to_owned(),
+    let parts = Parts {
+        instruction,
+        parser,
+        run_tests,
+        tests,
+        solution,
+        warnings,
+    };
+    let task = assemble(&file, &config, parts)?;
+    check_task(&task, &file.root)?;
+    Ok(task)
+}
+
+/// Reads and parses `task.yaml`, refused naming the file.
+fn read_config(file: &TaskFile<'_>) -> TaskResult<BTreeMap<String, Value>> {
+    let text = file.text()?;
+    serde_norway::from_str(&text)
+        .with_context(|| format!("{}: not a YAML mapping", file.path.display()))
+}
+
+/// What [`load`] has worked out before the task is put together.
+struct Parts {
+    instruction: String,
+    parser: Parser,
+    run_tests: std::path::PathBuf,
+    tests: std::path::PathBuf,
+    solution: Option<Solution>,
+    warnings: Vec<String>,
+}
+
+/// Puts the task together: TB1's fixed settings, the timeouts from `config` and `parts`. Its
+/// own step because the task has many fields; the timeouts are read before the digest, which
+/// decides the error a task with both faults is refused for.
+fn assemble(
+    file: &TaskFile<'_>,
+    config: &BTreeMap<String, Value>,
+    parts: Parts,
+) -> TaskResult<BenchTask> {
+    let dir = file.dir;
+    let in_file = |what: String| refusal!("{}: {what}", file.path.display());
+    let number = |key: &str, default: f64| -> TaskResult<f64> {
+        match config.get(key) {
+            None => Ok(default),
+            Some(value) => value
+                .as_f64()
+                .ok_or_else(|| in_file(format!("{key}: expected a number"))),
+        }
+    };
+    let tests = parts.tests;
+    Ok(BenchTask {
+        name: file.name.to_owned(),
         dir: dir.to_owned(),
         format: Format::TerminalBench1,
-        instruction,
+        instruction: parts.instruction,
         environment: Environment::Compose {
             file: dir.join("docker-compose.yaml"),
             main: "client".to_owned(),
@@ -159,22 +195,20 @@ pub fn load(dir: &Path, name: &str, host: &super::HostVars) -> TaskResult<BenchT
         // TB1 runs its tests as root.
         verifier_user: Some("root".to_owned()),
         verifier: Verifier::TerminalBench1 {
-            run_tests,
+            run_tests: parts.run_tests,
             tests: tests.is_dir().then_some(tests),
-            parser,
+            parser: parts.parser,
         },
-        solution,
-        metadata: metadata(&config),
-        warnings,
+        solution: parts.solution,
+        metadata: metadata(config),
+        warnings: parts.warnings,
         digest: digest(dir, Format::TerminalBench1)?,
-        host_vars: host.clone(),
+        host_vars: file.host.clone(),
         steps: Vec::new(),
         reward_strategy: super::RewardStrategy::Mean,
         healthcheck: None,
         collect: Vec::new(),
-    };
-    check_task(&task, &root)?;
-    Ok(task)
+    })
 }
 
 impl Parser {

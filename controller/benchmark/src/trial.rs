@@ -89,6 +89,34 @@ async fn upload_solution(environment: &dyn TaskHost, solution: &crate::Solution)
     Ok(())
 }
 
+/// Before the agent of a phase runs: the phase's network set, and for the oracle its
+/// solution uploaded. Either failing is the infrastructure's fault.
+async fn prepare_phase(
+    environment: &dyn TaskHost,
+    run: &BenchRun,
+    phase: &Phase<'_>,
+) -> Result<(), Stop> {
+    let infrastructure = |what: &str, err: Failure| {
+        Stop::new(
+            ErrorClass::Infrastructure,
+            format!("{what}: {}", describe(&err)),
+        )
+    };
+    // Fail closed: the agent never runs on a network its phase did not ask for.
+    environment
+        .set_network(phase.agent_network)
+        .await
+        .map_err(|err| infrastructure("setting the agent's network", err))?;
+    if run.agent == Acting::Oracle
+        && let Some(solution) = phase.solution
+    {
+        upload_solution(environment, solution)
+            .await
+            .map_err(|err| infrastructure("uploading the solution", err))?;
+    }
+    Ok(())
+}
+
 /// One round's end: the verdict, the agent's answer, and how the agent ended.
 struct Round {
     verdict: Verdict,
@@ -151,57 +179,12 @@ impl Rounds<'_> {
     async fn round(&self, trial: &Trial<'_>, phase: &Phase<'_>) -> Result<Round, Stop> {
         let Trial {
             environment,
-            agent,
-            system_prompt,
             run,
             baseline,
-            totals,
+            ..
         } = *trial;
-        let log = &self.g.recorder.log;
-        let observer = self.g.observer;
-        let infrastructure = |what: &str, err: Failure| {
-            Stop::new(
-                ErrorClass::Infrastructure,
-                format!("{what}: {}", describe(&err)),
-            )
-        };
-        // Fail closed: the agent never runs on a network its phase did not ask for.
-        environment
-            .set_network(phase.agent_network)
-            .await
-            .map_err(|err| infrastructure("setting the agent's network", err))?;
-        if run.agent == Acting::Oracle
-            && let Some(solution) = phase.solution
-        {
-            upload_solution(environment, solution)
-                .await
-                .map_err(|err| infrastructure("uploading the solution", err))?;
-        }
-        let timeout = phase.agent_timeout;
-        let ran =
-            tokio::time::timeout(timeout, agent.run(system_prompt, phase.instruction, totals))
-                .await;
-        let (failed, answer, timed_out) = match ran {
-            Ok(Ok(report)) => (None, report.answer, false),
-            Ok(Err(err)) => (Some(Stop::of_loop(&err)), String::new(), false),
-            Err(_) => {
-                let message = format!(
-                    "the agent ran past the {}'s timeout ({})",
-                    if phase.step.is_some() { "step" } else { "task" },
-                    seconds(timeout)
-                );
-                observer.note(&message);
-                let event = ErrorEvent {
-                    class: ErrorClass::Limit,
-                    message: message.clone(),
-                    call_id: None,
-                };
-                log.record(Event::Error(event))
-                    .await
-                    .map_err(|err| Stop::preparing(&err.into()))?;
-                (None, format!("Stopped: {message}."), true)
-            }
-        };
+        prepare_phase(environment, run, phase).await?;
+        let (failed, answer, timed_out) = self.run_agent(trial, phase).await?;
         // The state the agent left, processes included, before they are ended.
         self.g
             .recorder
@@ -227,6 +210,49 @@ impl Rounds<'_> {
             answer,
             failed,
             timed_out,
+        })
+    }
+
+    /// The agent on the phase's prompt under its timeout. Returns how its loop failed (if it
+    /// did), its answer, and whether it timed out; a timeout is noted and logged as the
+    /// `Limit` error it is. Its own step: the rest of the round runs however the agent ended.
+    async fn run_agent(
+        &self,
+        trial: &Trial<'_>,
+        phase: &Phase<'_>,
+    ) -> Result<(Option<Stop>, String, bool), Stop> {
+        let Trial {
+            agent,
+            system_prompt,
+            totals,
+            ..
+        } = *trial;
+        let log = &self.g.recorder.log;
+        let observer = self.g.observer;
+        let timeout = phase.agent_timeout;
+        let ran =
+            tokio::time::timeout(timeout, agent.run(system_prompt, phase.instruction, totals))
+                .await;
+        Ok(match ran {
+            Ok(Ok(report)) => (None, report.answer, false),
+            Ok(Err(err)) => (Some(Stop::of_loop(&err)), String::new(), false),
+            Err(_) => {
+                let message = format!(
+                    "the agent ran past the {}'s timeout ({})",
+                    if phase.step.is_some() { "step" } else { "task" },
+                    seconds(timeout)
+                );
+                observer.note(&message);
+                let event = ErrorEvent {
+                    class: ErrorClass::Limit,
+                    message: message.clone(),
+                    call_id: None,
+                };
+                log.record(Event::Error(event))
+                    .await
+                    .map_err(|err| Stop::preparing(&err.into()))?;
+                (None, format!("Stopped: {message}."), true)
+            }
         })
     }
 

@@ -64,7 +64,7 @@ impl Judged {
         Judged {
             what,
             tool: input.name().to_owned(),
-            args: input.to_value(),
+            args: serde_json::to_value(input).unwrap_or_default(),
         }
     }
 
@@ -79,7 +79,7 @@ impl Judged {
                 line: line.to_owned(),
                 from,
             },
-            tool: BuiltIn::Bash.name().to_owned(),
+            tool: BuiltIn::Bash.as_str().to_owned(),
             args,
         }
     }
@@ -120,7 +120,7 @@ pub(super) async fn judged_as(call: &Call<'_>) -> Judged {
         ToolInput::WriteStdin(args) if args.input.is_empty() => Judged {
             what: What::Waiting,
             tool: WAITING.to_owned(),
-            args: call.input.to_value(),
+            args: serde_json::to_value(call.input).unwrap_or_default(),
         },
         ToolInput::WriteStdin(args) => match process(args.process_id.clone()).await {
             Some(view) if runs_a_shell(&view.cmd) => {

@@ -3,6 +3,13 @@
 //! what it would run), read-only tools skip the classifier, then the classifier for what the
 //! rules leave open; [`build_policy`] puts them together from a run's settings.
 //!
+//! Under the rules: [`shell`] (tree-sitter-bash to simple commands), [`bash`] (what a line
+//! runs: wrappers peeled, variables substituted, code handed to a shell followed; `danger` the
+//! built-in denials and asks, `readonly` the option-aware allow entries, `git` the repository
+//! check), [`paths`] (normalisation, credential reach of globs) and [`judged`] (what a call is
+//! judged as: `exec` as its command, input typed into a shell as a command). A rule never allows
+//! what it cannot fully parse, and built-in denials are checked before any allow.
+//!
 //! # This crate (`harness-judge`)
 //! Implements `harness-policy`'s [`Policy`]. It depends on `harness-policy` (the contract),
 //! `harness-log`, `harness-models` (the classifier's model) and `sandbox-protocol`, never on

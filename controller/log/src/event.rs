@@ -89,39 +89,58 @@ pub enum Event {
     BatchFinished(BatchFinished),
 }
 
+/// An event's `type` without its data: what a reader matches on before it reads the rest.
+/// [`Event::kind`] names each event's; `Other` is a type this version does not know (a newer
+/// writer's, or junk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    SessionStarted,
+    WorkspaceSnapshot,
+    ModelRequest,
+    ModelResponse,
+    PolicyDecision,
+    HookRun,
+    ToolCall,
+    ToolResult,
+    WorkspaceChanged,
+    StateFingerprint,
+    Compaction,
+    Error,
+    CheckResult,
+    ImageBuilt,
+    StepStarted,
+    StepsFinished,
+    VerifierIsolated,
+    VerifierFinished,
+    SubagentStarted,
+    SubagentFinished,
+    SessionFinished,
+    BatchStarted,
+    TaskStarted,
+    TaskFinished,
+    TaskRetried,
+    TaskSkipped,
+    TaskNotRunnable,
+    BatchFinished,
+    #[serde(other)]
+    Other,
+}
+
+sandbox_protocol::serde_names!(EventKind);
+
+impl EventKind {
+    /// The bytes `"<type>"`, quoted as in a line: a reader finds the lines of this kind
+    /// before it parses them.
+    pub fn needle(self) -> String {
+        format!("\"{}\"", self.as_str())
+    }
+}
+
 impl Event {
     /// The `type` string of this event.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Event::SessionStarted(_) => "session_started",
-            Event::WorkspaceSnapshot(_) => "workspace_snapshot",
-            Event::ModelRequest(_) => "model_request",
-            Event::ModelResponse(_) => "model_response",
-            Event::PolicyDecision(_) => "policy_decision",
-            Event::HookRun(_) => "hook_run",
-            Event::ToolCall(_) => "tool_call",
-            Event::ToolResult(_) => "tool_result",
-            Event::WorkspaceChanged(_) => "workspace_changed",
-            Event::StateFingerprint(_) => "state_fingerprint",
-            Event::Compaction(_) => "compaction",
-            Event::Error(_) => "error",
-            Event::CheckResult(_) => "check_result",
-            Event::ImageBuilt(_) => "image_built",
-            Event::StepStarted(_) => "step_started",
-            Event::StepsFinished(_) => "steps_finished",
-            Event::VerifierIsolated(_) => "verifier_isolated",
-            Event::VerifierFinished(_) => "verifier_finished",
-            Event::SubagentStarted(_) => "subagent_started",
-            Event::SubagentFinished(_) => "subagent_finished",
-            Event::SessionFinished(_) => "session_finished",
-            Event::BatchStarted(_) => "batch_started",
-            Event::TaskStarted(_) => "task_started",
-            Event::TaskFinished(_) => "task_finished",
-            Event::TaskRetried(_) => "task_retried",
-            Event::TaskSkipped(_) => "task_skipped",
-            Event::TaskNotRunnable(_) => "task_not_runnable",
-            Event::BatchFinished(_) => "batch_finished",
-        }
+        sandbox_protocol::names::variant_name(self)
     }
 }
 

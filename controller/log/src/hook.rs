@@ -26,19 +26,9 @@ pub enum HookEvent {
     SessionEnd,
 }
 
-impl HookEvent {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "session_start",
-            HookEvent::UserPrompt => "user_prompt",
-            HookEvent::PreToolUse => "pre_tool_use",
-            HookEvent::PostToolUse => "post_tool_use",
-            HookEvent::PreCompact => "pre_compact",
-            HookEvent::Stop => "stop",
-            HookEvent::SessionEnd => "session_end",
-        }
-    }
+sandbox_protocol::serde_names!(HookEvent, HookDecision);
 
+impl HookEvent {
     /// Whether a `matcher` on the tool's name applies.
     pub fn has_tool(self) -> bool {
         matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)

@@ -194,134 +194,17 @@ pub enum Durability {
     Relaxed,
 }
 
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::TurnLimit => "turn_limit",
-            Outcome::CostLimit => "cost_limit",
-            Outcome::TimeLimit => "time_limit",
-            Outcome::CheckFailed => "check_failed",
-            Outcome::NoVerdict => "verifier_failed",
-            Outcome::Error => "error",
-            Outcome::Interrupted => "interrupted",
-        }
-    }
-}
-
-impl FailureClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::Check => "check",
-            FailureClass::NoVerdict => "verifier",
-            FailureClass::Limit => "limit",
-            FailureClass::Model => "model",
-            FailureClass::Infrastructure => "infrastructure",
-            FailureClass::Interrupted => "interrupted",
-            FailureClass::Error => "error",
-        }
-    }
-}
-
-impl ErrorClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Model => "model",
-            ErrorClass::Sandbox => "sandbox",
-            ErrorClass::Tool => "tool",
-            ErrorClass::Policy => "policy",
-            ErrorClass::Infrastructure => "infrastructure",
-            ErrorClass::Limit => "limit",
-            ErrorClass::Interrupted => "interrupted",
-            ErrorClass::Internal => "internal",
-        }
-    }
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Allow => "allow",
-            Verdict::Ask => "ask",
-            Verdict::Deny => "deny",
-        }
-    }
-}
-
-impl std::str::FromStr for Verdict {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Verdict, String> {
-        match text {
-            "allow" => Ok(Verdict::Allow),
-            "ask" => Ok(Verdict::Ask),
-            "deny" => Ok(Verdict::Deny),
-            other => Err(format!("expected `allow`, `ask` or `deny`, got `{other}`")),
-        }
-    }
-}
-
-impl DecisionSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionSource::Rule => "rule",
-            DecisionSource::ReadOnly => "read_only",
-            DecisionSource::Classifier => "classifier",
-            DecisionSource::ClassifierFailed => "classifier_failed",
-            DecisionSource::NoClassifier => "no_classifier",
-            DecisionSource::AllowAll => "allow_all",
-            DecisionSource::Hook => "hook",
-        }
-    }
-}
-
-impl ToolStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolStatus::Ok => "ok",
-            ToolStatus::Error => "error",
-            ToolStatus::Blocked => "blocked",
-            ToolStatus::Interrupted => "interrupted",
-        }
-    }
-}
-
-impl Stream {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-}
-
-impl Purpose {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Purpose::Turn => "turn",
-            Purpose::Summary => "summary",
-        }
-    }
-}
-
-impl SandboxKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxKind::Local => "local",
-            SandboxKind::Docker => "docker",
-            SandboxKind::Remote => "remote",
-        }
-    }
-}
-
-impl std::str::FromStr for Durability {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Durability, String> {
-        match text {
-            "durable" => Ok(Durability::Durable),
-            "relaxed" => Ok(Durability::Relaxed),
-            other => Err(format!("expected `durable` or `relaxed`, got `{other}`")),
-        }
-    }
-}
+sandbox_protocol::serde_names!(
+    Outcome,
+    FailureClass,
+    VerifierFailure,
+    ErrorClass,
+    Verdict,
+    DecisionSource,
+    SettledBy,
+    ToolStatus,
+    Stream,
+    Purpose,
+    SandboxKind,
+    Durability,
+);

@@ -6,6 +6,12 @@
 //! disk. Large payloads go to `blobs/<sha256>` first, written whole (temporary file, rename),
 //! so every reference in a complete line resolves. Secrets are redacted from both.
 //!
+//! A log is untrusted when read: every reader of a log folder (here, the toolkit, the viewer,
+//! the benchmark adapter) opens through `reader::open_regular` (a regular file, never a link),
+//! holds at most `reader::MAX_LINE` (64 MiB) of a line, and reads a blob only by a sha256 name,
+//! whole up to `reader::MAX_BLOB`, and only when it hashes to that name (`reader::read_blob`).
+//! Log text on its way to a terminal passes `text::terminal_safe`.
+//!
 //! # This crate (`harness-log`)
 //! The bottom of the controller: the log's writer, reader and schema ([`secrets`] redacts what
 //! it writes; [`text`] holds the escaping, sizes and tool-name globs every crate shares). It
@@ -18,7 +24,11 @@ mod hook;
 mod kinds;
 pub mod reader;
 pub mod secrets;
+/// Logs made by hand for tests: blobs and `events.jsonl` (the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod text;
+pub mod views;
 mod writer;
 
 use std::fs::{self, File, OpenOptions};

@@ -1,5 +1,12 @@
 //! Models: one [`Model`] trait, the provider adapters behind it, prices and retries.
 //!
+//! A model builds a `Request` whose body is exactly what goes out (the log records it first),
+//! then sends it. Each vendor (`responses`, `chat`, `anthropic`) is an `adapter::Adapter` that
+//! says only what is its own (path, body, how its answer decodes); one `adapter::Provider` is the
+//! `Model` of all three, posting through `http::Api` (`retry`: 429, 5xx, broken connections,
+//! `Retry-After`; [`gate`]: per-endpoint rate gates). Provider items (reasoning, thinking blocks)
+//! are sent back verbatim. Models without a network are each an [`offline::Offline`].
+//!
 //! # This crate (`harness-models`)
 //! Talks to model APIs and nothing else: it depends on the sandbox protocol (tool specs) and
 //! `harness-telemetry` (throttling and gate waits), never on the log, the policy, the runtime
@@ -21,7 +28,7 @@ mod types;
 use std::sync::Arc;
 use std::time::Duration;
 
-use adapter::Provider;
+use adapter::{Adapter, Provider};
 use futures::future::BoxFuture;
 use http::Endpoint;
 use sandbox_protocol::ToolSpec;
@@ -214,9 +221,28 @@ pub fn build_gated(
         retry,
     };
     Ok(match provider {
-        "openai" => openai(spec, endpoint, gates)?,
+        "openai" => {
+            let settings = responses::Responses {
+                reasoning_effort: spec.reasoning_effort.clone(),
+                web_search: spec.web_search,
+            };
+            hosted(settings, OPENAI, bearer, spec, endpoint, gates)?
+        }
         "openai-compat" => openai_compat(spec, endpoint, gates)?,
-        "anthropic" => anthropic(spec, endpoint, gates)?,
+        "anthropic" => {
+            let settings = anthropic::Anthropic {
+                max_tokens: spec.max_tokens,
+                thinking_budget: spec.thinking_budget,
+            };
+            hosted(
+                settings,
+                ANTHROPIC,
+                anthropic_headers,
+                spec,
+                endpoint,
+                gates,
+            )?
+        }
         other => {
             return Err(BuildError::UnknownProvider {
                 model: model(),
@@ -233,14 +259,18 @@ fn env(name: &str) -> Option<String> {
         .filter(|value| !value.trim().is_empty())
 }
 
-/// The base URL (the flag, else `url_variable`, else `default`) and the key (`key_variable`,
-/// which must be set) of a hosted provider.
-fn hosted(
+/// A hosted provider's model through `adapter`. `place` names the variable of its base URL,
+/// the base URL when neither the flag nor that variable gives one, and the variable of its key,
+/// which must be set and goes out in the headers `headers` makes of it.
+fn hosted<A: Adapter>(
+    adapter: A,
+    place: [&'static str; 3],
+    headers: fn(&str) -> Vec<(&'static str, String)>,
     spec: &ModelSpec,
-    url_variable: &'static str,
-    default: &str,
-    key_variable: &'static str,
-) -> Result<(String, String), ModelError> {
+    endpoint: Endpoint,
+    gates: Option<&gate::Gates>,
+) -> Result<Arc<dyn Model>, BuildError> {
+    let [url_variable, default, key_variable] = place;
     let base_url = spec
         .base_url
         .clone()
@@ -249,27 +279,35 @@ fn hosted(
     let key = env(key_variable).ok_or(ModelError::MissingKey {
         variable: key_variable,
     })?;
-    Ok((base_url, key))
+    let model = Provider::new(adapter, endpoint, base_url, headers(&key), gates);
+    Ok(Arc::new(model))
 }
 
-fn openai(
-    spec: &ModelSpec,
-    endpoint: Endpoint,
-    gates: Option<&gate::Gates>,
-) -> Result<Arc<dyn Model>, BuildError> {
-    let (base_url, key) = hosted(
-        spec,
-        "OPENAI_BASE_URL",
-        "https://api.openai.com/v1",
-        "OPENAI_API_KEY",
-    )?;
-    let headers = vec![("authorization", format!("Bearer {key}"))];
-    let settings = responses::Responses {
-        reasoning_effort: spec.reasoning_effort.clone(),
-        web_search: spec.web_search,
-    };
-    let model = Provider::new(settings, endpoint, base_url, headers, gates);
-    Ok(Arc::new(model))
+/// OpenAI's base-URL variable, default base URL and key variable (see [`hosted`]).
+const OPENAI: [&str; 3] = [
+    "OPENAI_BASE_URL",
+    "https://api.openai.com/v1",
+    "OPENAI_API_KEY",
+];
+
+/// Anthropic's base-URL variable, default base URL and key variable (see [`hosted`]).
+const ANTHROPIC: [&str; 3] = [
+    "ANTHROPIC_BASE_URL",
+    "https://api.anthropic.com",
+    "ANTHROPIC_API_KEY",
+];
+
+/// OpenAI's headers for `key`: a bearer token.
+fn bearer(key: &str) -> Vec<(&'static str, String)> {
+    vec![("authorization", format!("Bearer {key}"))]
+}
+
+/// Anthropic's headers for `key`: the key and the API version.
+fn anthropic_headers(key: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("x-api-key", key.to_owned()),
+        ("anthropic-version", anthropic::API_VERSION.to_owned()),
+    ]
 }
 
 fn openai_compat(
@@ -285,33 +323,7 @@ fn openai_compat(
             model: spec.name.clone(),
         })?;
     // Optional: local servers usually need none.
-    let headers = env("OPENAI_API_KEY")
-        .map(|key| ("authorization", format!("Bearer {key}")))
-        .into_iter()
-        .collect();
+    let headers = env("OPENAI_API_KEY").as_deref().map(bearer).unwrap_or_default();
     let model = Provider::new(chat::Chat, endpoint, base_url, headers, gates);
-    Ok(Arc::new(model))
-}
-
-fn anthropic(
-    spec: &ModelSpec,
-    endpoint: Endpoint,
-    gates: Option<&gate::Gates>,
-) -> Result<Arc<dyn Model>, BuildError> {
-    let (base_url, key) = hosted(
-        spec,
-        "ANTHROPIC_BASE_URL",
-        "https://api.anthropic.com",
-        "ANTHROPIC_API_KEY",
-    )?;
-    let headers = vec![
-        ("x-api-key", key),
-        ("anthropic-version", anthropic::API_VERSION.to_owned()),
-    ];
-    let settings = anthropic::Anthropic {
-        max_tokens: spec.max_tokens,
-        thinking_budget: spec.thinking_budget,
-    };
-    let model = Provider::new(settings, endpoint, base_url, headers, gates);
     Ok(Arc::new(model))
 }

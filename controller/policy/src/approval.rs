@@ -9,7 +9,8 @@ use super::{Decision, Judgement};
 use harness_log::SettledBy;
 
 /// What happens to an `ask` decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Approve {
     /// Never approve: every ask is a no.
     Never,
@@ -91,15 +92,4 @@ impl Approval<'_> {
     }
 }
 
-impl std::str::FromStr for Approve {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Approve, String> {
-        match text {
-            "never" => Ok(Approve::Never),
-            "ask" => Ok(Approve::Ask),
-            "auto" => Ok(Approve::Auto),
-            other => Err(format!("expected `ask`, `never` or `auto`, got `{other}`")),
-        }
-    }
-}
+sandbox_protocol::serde_names!(Approve);

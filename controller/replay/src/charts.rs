@@ -67,6 +67,16 @@ pub struct Spread {
 
 /// Bars shown at most; the rest are counted under the chart.
 pub const MAX_BARS: usize = 100;
+/// The charts of a batch's report and of the viewer's batch page, by the `id` each is drawn
+/// with (`chart-{id}` in the page).
+pub const NAMES: &[&str] = &[
+    "outcomes",
+    "per-task",
+    "cost",
+    "duration",
+    "tool-latency",
+    "turns",
+];
 /// Bins a histogram has at most.
 pub const MAX_BINS: usize = 10;
 

@@ -29,13 +29,9 @@ pub enum Change {
 }
 
 impl Change {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Change::Broke => "broke",
-            Change::Fixed => "fixed",
-            Change::StillFailing => "still failing",
-            Change::StillPassing => "still passing",
-        }
+    /// Its name in words, as the report's table says it (`still failing`).
+    pub fn words(self) -> String {
+        sandbox_protocol::names::variant_name(&self).replace('_', " ")
     }
 }
 

@@ -275,100 +275,153 @@ impl ForkPoint {
     /// `read`, `depth` forks down from the first session (a fork of a fork begins with its
     /// parent's conversation, read from the parent's log).
     fn read_within(dir: &Path, seq: u64, depth: u32) -> Result<ForkPoint, ReplayError> {
-        let mut header: Option<SessionStarted> = None;
-        let mut rebuild = Rebuild::default();
-        let mut boundaries = Boundaries::default();
-        let mut at_seq: Option<Rebuild> = None;
-        // Steps after a turn's last result, until it is known whether its changes follow.
-        let mut tentative: Vec<u64> = Vec::new();
-        let mut tokens = true;
-        let mut last = 0;
+        let mut reading = Reading::new(dir, seq, depth);
         for envelope in events(dir, |_| {})? {
-            let envelope = envelope?;
-            // A step is one a fork may start at once the next event shows it complete: not
-            // followed by its call's changes, nor by another `stop` hook of the same reply.
-            match &envelope.event {
-                Event::WorkspaceChanged(_)
-                | Event::StateFingerprint(harness_log::StateFingerprint {
-                    call_id: Some(_), ..
-                }) => tentative.clear(),
-                Event::HookRun(run) if run.event == HookEvent::Stop => tentative.clear(),
-                Event::Error(harness_log::ErrorEvent {
-                    call_id: Some(_), ..
-                }) => {}
-                _ => boundaries.valid.extend(tentative.drain(..)),
-            }
-            if !matches!(&envelope.event, Event::HookRun(run) if run.event == HookEvent::Stop) {
-                rebuild.settle_stop();
-            }
-            match envelope.event {
-                Event::SessionStarted(started) => {
-                    rebuild.system = match &started.system_prompt {
-                        Some(prompt) => text(dir, prompt)?,
-                        None => String::new(),
-                    };
-                    rebuild.task = started.task.clone();
-                    rebuild.max_turns = started.config.max_turns;
-                    if let Some(from) = &started.forked_from {
-                        rebuild.inherit(from, depth)?;
-                    }
-                    // Provider items (reasoning, signatures) are in the raw replies only: the
-                    // token estimate of such a model's requests is not rebuilt.
-                    tokens = !["openai/", "anthropic/"]
-                        .iter()
-                        .any(|provider| started.config.model.starts_with(provider));
-                    header = Some(*started);
-                }
-                Event::ModelRequest(request) if request.purpose == Purpose::Turn => {
-                    rebuild.check(envelope.seq, &request, tokens)?;
-                }
-                Event::ModelResponse(response) => rebuild.reply(dir, &response)?,
-                Event::ToolResult(result) => {
-                    rebuild.pending.retain(|id| id != &result.call_id);
-                    let content = text(dir, &result.output)?;
-                    rebuild.messages().push(Message::Tool {
-                        tool_call_id: result.call_id,
-                        content,
-                    });
-                }
-                Event::Compaction(compaction) => {
-                    rebuild.compaction(dir, envelope.seq, &compaction)?
-                }
-                Event::PolicyDecision(decision)
-                    if decision.risk.is_some() && decision.authorized.is_some() =>
-                {
-                    rebuild.verdicts += 1;
-                }
-                Event::HookRun(run) => rebuild.hook(run),
-                // The tree's budget is the root's: what its subagents spent counts too.
-                Event::SubagentFinished(child) => {
-                    rebuild.cost += child.cost + child.subagents.map_or(0.0, |s| s.cost);
-                }
-                Event::SessionFinished(_) => rebuild.finished = true,
-                _ => {}
-            }
-            last = envelope.seq;
-            if header.is_some() && rebuild.pending.is_empty() && rebuild.goes_on() {
-                tentative.push(envelope.seq);
-            }
-            if envelope.seq == seq {
-                rebuild.settle_stop();
-                rebuild.messages();
-                at_seq = Some(rebuild.clone());
-            }
+            reading.step(envelope?)?;
         }
-        boundaries.valid.extend(tentative);
-        let header = header.ok_or_else(|| {
+        reading.finish()
+    }
+}
+
+/// One pass over a log towards the state after step `seq`: the rebuild so far, the steps a
+/// fork may start at, and the rebuild as it stood at `seq`.
+struct Reading<'a> {
+    dir: &'a Path,
+    seq: u64,
+    depth: u32,
+    header: Option<SessionStarted>,
+    rebuild: Rebuild,
+    boundaries: Boundaries,
+    at_seq: Option<Rebuild>,
+    /// Steps after a turn's last result, until it is known whether its changes follow.
+    tentative: Vec<u64>,
+    /// Whether the token estimate of the model's requests is checked too.
+    tokens: bool,
+    /// The last event's seq, for the error when `seq` is past the end.
+    last: u64,
+}
+
+impl<'a> Reading<'a> {
+    fn new(dir: &'a Path, seq: u64, depth: u32) -> Self {
+        Reading {
+            dir,
+            seq,
+            depth,
+            header: None,
+            rebuild: Rebuild::default(),
+            boundaries: Boundaries::default(),
+            at_seq: None,
+            tentative: Vec::new(),
+            tokens: true,
+            last: 0,
+        }
+    }
+
+    /// One event: what it tells of the steps before it, then what it adds to the rebuild.
+    fn step(&mut self, envelope: harness_log::Envelope) -> Result<(), ReplayError> {
+        self.settle_steps(&envelope.event);
+        self.apply(envelope.seq, envelope.event)?;
+        self.last = envelope.seq;
+        if self.header.is_some() && self.rebuild.pending.is_empty() && self.rebuild.goes_on() {
+            self.tentative.push(envelope.seq);
+        }
+        if envelope.seq == self.seq {
+            self.rebuild.settle_stop();
+            self.rebuild.messages();
+            self.at_seq = Some(self.rebuild.clone());
+        }
+        Ok(())
+    }
+
+    /// Decides the tentative steps before `event`, and settles a final reply's `stop` hooks
+    /// once the event after them is not another one. Its own step: it looks at the event
+    /// before the rebuild takes it.
+    fn settle_steps(&mut self, event: &Event) {
+        // A step is one a fork may start at once the next event shows it complete: not
+        // followed by its call's changes, nor by another `stop` hook of the same reply.
+        match event {
+            Event::WorkspaceChanged(_)
+            | Event::StateFingerprint(harness_log::StateFingerprint {
+                call_id: Some(_), ..
+            }) => self.tentative.clear(),
+            Event::HookRun(run) if run.event == HookEvent::Stop => self.tentative.clear(),
+            Event::Error(harness_log::ErrorEvent {
+                call_id: Some(_), ..
+            }) => {}
+            _ => self.boundaries.valid.extend(self.tentative.drain(..)),
+        }
+        if !matches!(event, Event::HookRun(run) if run.event == HookEvent::Stop) {
+            self.rebuild.settle_stop();
+        }
+    }
+
+    /// What `event` adds to the conversation, the counts and the cost.
+    fn apply(&mut self, seq: u64, event: Event) -> Result<(), ReplayError> {
+        let (dir, rebuild) = (self.dir, &mut self.rebuild);
+        match event {
+            Event::SessionStarted(started) => {
+                rebuild.system = match &started.system_prompt {
+                    Some(prompt) => text(dir, prompt)?,
+                    None => String::new(),
+                };
+                rebuild.task = started.task.clone();
+                rebuild.max_turns = started.config.max_turns;
+                if let Some(from) = &started.forked_from {
+                    rebuild.inherit(from, self.depth)?;
+                }
+                // Provider items (reasoning, signatures) are in the raw replies only: the
+                // token estimate of such a model's requests is not rebuilt.
+                self.tokens = !["openai/", "anthropic/"]
+                    .iter()
+                    .any(|provider| started.config.model.starts_with(provider));
+                self.header = Some(*started);
+            }
+            Event::ModelRequest(request) if request.purpose == Purpose::Turn => {
+                rebuild.check(seq, &request, self.tokens)?;
+            }
+            Event::ModelResponse(response) => rebuild.reply(dir, &response)?,
+            Event::ToolResult(result) => {
+                rebuild.pending.retain(|id| id != &result.call_id);
+                let content = text(dir, &result.output)?;
+                rebuild.messages().push(Message::Tool {
+                    tool_call_id: result.call_id,
+                    content,
+                });
+            }
+            Event::Compaction(compaction) => rebuild.compaction(dir, seq, &compaction)?,
+            Event::PolicyDecision(decision)
+                if decision.risk.is_some() && decision.authorized.is_some() =>
+            {
+                rebuild.verdicts += 1;
+            }
+            Event::HookRun(run) => rebuild.hook(run),
+            // The tree's budget is the root's: what its subagents spent counts too.
+            Event::SubagentFinished(child) => {
+                rebuild.cost += child.cost + child.subagents.map_or(0.0, |s| s.cost);
+            }
+            Event::SessionFinished(_) => rebuild.finished = true,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The state at `seq` once the whole log is read: refused when the log has no header,
+    /// ends before `seq`, or `seq` is no step a fork may start at.
+    fn finish(mut self) -> Result<ForkPoint, ReplayError> {
+        let (dir, seq) = (self.dir, self.seq);
+        self.boundaries.valid.extend(self.tentative);
+        let header = self.header.ok_or_else(|| {
             ReplayError::Io(format!("{}: the log has no session_started", dir.display()))
         })?;
-        let Some(at) = at_seq else {
+        let Some(at) = self.at_seq else {
             return Err(ReplayError::Io(format!(
-                "{}: the log ends at seq {last}; step {seq} is past its end (`replay show` lists the steps)",
-                dir.display()
+                "{}: the log ends at seq {}; step {seq} is past its end (`replay show` lists the steps)",
+                dir.display(),
+                self.last
             )));
         };
-        if !boundaries.valid.contains(&seq) {
-            return Err(ReplayError::Io(not_a_boundary(seq, &at, &boundaries)));
+        if !self.boundaries.valid.contains(&seq) {
+            return Err(ReplayError::Io(not_a_boundary(seq, &at, &self.boundaries)));
         }
         let (state, _) = restore::state_at(dir, seq)?;
         restore::check_state(&state)?;

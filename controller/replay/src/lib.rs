@@ -4,6 +4,14 @@
 //! state after a step, conversation and workspace, for the sessions that [`fork`] from there.
 //! Every reader streams the log, so its length does not matter.
 //!
+//! A log is untrusted input. [`restore`] refuses paths that are not plain names and blob ids
+//! that are not hashes, writes through descriptors beneath its target with `O_NOFOLLOW` (links
+//! last), sets permission bits only (never set-id or sticky), and writes at most
+//! `restore::MAX_RESTORE_BYTES` (16 GiB) from a manifest of at most 5,000,000 entries. The ATIF
+//! export and `rerun` read blob texts within one [`budget::BlobBudget`] per command. What the
+//! toolkit writes into a log's own folder goes through [`folder`]. A fork starts only from a
+//! conversation that matches every model request the log holds.
+//!
 //! # This crate (`harness-replay`)
 //! The log toolkit. It reads logs (`harness-log`) and re-runs sessions through the runtime
 //! (`harness-runtime`), with the models of `harness-models`; a rerun is handed the policy it
@@ -22,6 +30,7 @@ pub mod render;
 pub mod report;
 pub mod rerun;
 pub mod restore;
+mod text_table;
 
 use std::path::{Path, PathBuf};
 

@@ -35,12 +35,9 @@ impl Default for RunOutcome {
 }
 
 impl RunOutcome {
+    /// Its name in reports: the outcome's, or why there is none.
     pub fn as_str(self) -> &'static str {
-        match self {
-            RunOutcome::Finished(outcome) => outcome.as_str(),
-            RunOutcome::Unfinished(Unfinished::Incomplete) => "incomplete",
-            RunOutcome::Unfinished(Unfinished::NotRun) => "not_run",
-        }
+        sandbox_protocol::names::variant_name(&self)
     }
 }
 
@@ -132,6 +129,20 @@ pub(crate) fn millis(ts: &str) -> Option<u128> {
 }
 
 impl RunMetrics {
+    /// A model reply: its tokens, cost and time.
+    fn reply(&mut self, response: &harness_log::ModelResponse) {
+        self.model_calls += 1;
+        self.turns = self.turns.max(response.turn);
+        self.input_tokens += response.usage.input_tokens;
+        self.cached_input_tokens += response.usage.cached_input_tokens;
+        self.output_tokens += response.usage.output_tokens;
+        match response.cost {
+            Some(cost) => self.cost += cost,
+            None => self.cost_known = false,
+        }
+        self.model_ms += response.latency_ms;
+    }
+
     /// The header's agent and benchmark, the images' build time and the verifier's verdict.
     fn benchmark_event(&mut self, event: Event) {
         match event {
@@ -161,24 +172,51 @@ impl RunMetrics {
 
 /// Reads one session's log, streaming.
 pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
-    let mut metrics = RunMetrics {
-        cost_known: true,
-        ..RunMetrics::default()
-    };
-    let mut samples: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let (mut first_ts, mut last_ts) = (None, None);
-    let mut finished_ms = None;
-    let mut turn = 0;
+    let mut tally = Tally::new();
     let mut torn = 0;
-    // The longest `agent` call of the group being read.
-    let mut group_ms = 0;
     for envelope in events(dir, |_| torn += 1)? {
-        let envelope = envelope?;
-        metrics.events += 1;
-        if first_ts.is_none() {
-            first_ts = millis(&envelope.ts);
+        tally.envelope(envelope?);
+    }
+    Ok(tally.finish(dir, torn))
+}
+
+/// What `measure` gathers while it reads: the figures so far, and what the last ones are made
+/// of once the log ends.
+struct Tally {
+    metrics: RunMetrics,
+    samples: BTreeMap<String, Vec<u64>>,
+    first_ts: Option<u128>,
+    last_ts: Option<u128>,
+    finished_ms: Option<u64>,
+    /// The turn of the last model request: the turn a change came in.
+    turn: u32,
+    /// The longest `agent` call of the group being read.
+    group_ms: u64,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            metrics: RunMetrics {
+                cost_known: true,
+                ..RunMetrics::default()
+            },
+            samples: BTreeMap::new(),
+            first_ts: None,
+            last_ts: None,
+            finished_ms: None,
+            turn: 0,
+            group_ms: 0,
         }
-        last_ts = millis(&envelope.ts).or(last_ts);
+    }
+
+    /// One event: its time, the end of an `agent` group it shows, then what it counts.
+    fn envelope(&mut self, envelope: harness_log::Envelope) {
+        self.metrics.events += 1;
+        if self.first_ts.is_none() {
+            self.first_ts = millis(&envelope.ts);
+        }
+        self.last_ts = millis(&envelope.ts).or(self.last_ts);
         let agent_result = matches!(&envelope.event, Event::ToolResult(r) if harness_runtime::subagent::is_agent_tool(&r.name));
         if !agent_result
             && matches!(
@@ -186,40 +224,36 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
                 Event::ToolResult(_) | Event::ModelRequest(_)
             )
         {
-            metrics.subagent_ms += std::mem::take(&mut group_ms);
+            self.metrics.subagent_ms += std::mem::take(&mut self.group_ms);
         }
-        match envelope.event {
+        self.event(envelope.seq, envelope.event, agent_result);
+    }
+
+    /// What one event adds to the figures. Its own step: the match is long, and the
+    /// bookkeeping of times before it is the same for every event.
+    fn event(&mut self, seq: u64, event: Event, agent_result: bool) {
+        let metrics = &mut self.metrics;
+        match event {
             Event::ToolResult(result) if agent_result => {
                 *metrics.tool_calls.entry(result.name.clone()).or_default() += 1;
-                group_ms = group_ms.max(result.duration_ms);
+                self.group_ms = self.group_ms.max(result.duration_ms);
             }
-            Event::ModelRequest(request) => turn = request.turn,
-            Event::ModelResponse(response) => {
-                metrics.model_calls += 1;
-                metrics.turns = metrics.turns.max(response.turn);
-                metrics.input_tokens += response.usage.input_tokens;
-                metrics.cached_input_tokens += response.usage.cached_input_tokens;
-                metrics.output_tokens += response.usage.output_tokens;
-                match response.cost {
-                    Some(cost) => metrics.cost += cost,
-                    None => metrics.cost_known = false,
-                }
-                metrics.model_ms += response.latency_ms;
-            }
+            Event::ModelRequest(request) => self.turn = request.turn,
+            Event::ModelResponse(response) => metrics.reply(&response),
             Event::ToolResult(result) => {
                 *metrics.tool_calls.entry(result.name.clone()).or_default() += 1;
                 if result.status == harness_log::ToolStatus::Blocked {
                     metrics.refused += 1;
                 }
-                samples
+                self.samples
                     .entry(result.name)
                     .or_default()
                     .push(result.duration_ms);
                 metrics.tool_ms += result.duration_ms;
             }
             Event::WorkspaceChanged(_) if metrics.first_modification_seq.is_none() => {
-                metrics.first_modification_seq = Some(envelope.seq);
-                metrics.first_modification_turn = Some(turn);
+                metrics.first_modification_seq = Some(seq);
+                metrics.first_modification_turn = Some(self.turn);
             }
             Event::Error(error) => {
                 *metrics.errors.entry(error.class).or_default() += 1;
@@ -231,7 +265,7 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             Event::SessionFinished(finished) => {
                 metrics.outcome = RunOutcome::Finished(finished.outcome);
                 metrics.failure = finished.failure;
-                finished_ms = Some(finished.duration_ms);
+                self.finished_ms = Some(finished.duration_ms);
                 if let Some(theirs) = finished.subagents {
                     metrics.subagents = theirs.count;
                     metrics.subagent_cost = theirs.cost;
@@ -240,31 +274,45 @@ pub fn measure(dir: &Path) -> Result<RunMetrics, ReplayError> {
             other => metrics.benchmark_event(other),
         }
     }
-    metrics.subagent_ms += group_ms;
-    metrics.torn_lines = torn;
-    metrics.tool_latency_ms = samples
-        .iter()
-        .map(|(tool, values)| (tool.clone(), latency(values.clone())))
-        .collect();
-    metrics.tool_samples_ms = samples;
-    metrics.total_ms = finished_ms.unwrap_or_else(|| match (first_ts, last_ts) {
-        (Some(first), Some(last)) => (last - first) as u64,
-        _ => 0,
-    });
-    metrics.harness_ms = metrics.total_ms.saturating_sub(
-        metrics.model_ms
-            + metrics.tool_ms
-            + metrics.subagent_ms
-            + metrics.build_ms
-            + metrics.verifier_ms,
-    );
-    if metrics.session_id.is_empty() {
-        metrics.session_id = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+
+    /// The figures made once the log ends: latencies, the total time and what is left of it
+    /// for the harness, and a session id from the folder when the header had none.
+    fn finish(self, dir: &Path, torn: u64) -> RunMetrics {
+        let Tally {
+            mut metrics,
+            samples,
+            first_ts,
+            last_ts,
+            finished_ms,
+            group_ms,
+            ..
+        } = self;
+        metrics.subagent_ms += group_ms;
+        metrics.torn_lines = torn;
+        metrics.tool_latency_ms = samples
+            .iter()
+            .map(|(tool, values)| (tool.clone(), latency(values.clone())))
+            .collect();
+        metrics.tool_samples_ms = samples;
+        metrics.total_ms = finished_ms.unwrap_or_else(|| match (first_ts, last_ts) {
+            (Some(first), Some(last)) => (last - first) as u64,
+            _ => 0,
+        });
+        metrics.harness_ms = metrics.total_ms.saturating_sub(
+            metrics.model_ms
+                + metrics.tool_ms
+                + metrics.subagent_ms
+                + metrics.build_ms
+                + metrics.verifier_ms,
+        );
+        if metrics.session_id.is_empty() {
+            metrics.session_id = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+        }
+        metrics
     }
-    Ok(metrics)
 }
 
 /// One row per run, then totals; every tool's latency below, and where the time went.

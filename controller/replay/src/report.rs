@@ -3,22 +3,24 @@
 //! logs: the task rows from each task's session log, the attempts and wall time from the
 //! batch's own log.
 
+mod batch_log;
 mod bench;
 mod pictures;
 mod write;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
 
-pub use bench::{BenchSummary, BenchTaskRow, NotRunnable, pass_at_k};
+pub use bench::{BenchScores, BenchSummary, BenchTaskRow, NotRunnable, pass_at_k};
 pub use write::{write_html, write_text};
 
+use super::ReplayError;
 use super::metrics::{self, Latency, RunOutcome, Unfinished};
-use super::{ReplayError, events};
+use batch_log::{BatchLog, read_batch_log};
 use harness_log::reader;
-use harness_log::{BatchStarted, Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
+use harness_log::{Event, FailureClass, GateRecord, Outcome, WarmPoolRecord};
 
 /// What a benchmark trial's own files say beyond its log: which task files are benchmark
 /// folders, and a trial's named rewards, error class and reward validity as its `result.json`
@@ -216,35 +218,6 @@ pub fn is_batch(dir: &Path) -> bool {
     )
 }
 
-/// What the batch's own log says.
-#[derive(Debug, Default)]
-struct BatchLog {
-    batch_id: String,
-    /// Each once, in the batch's order.
-    task_ids: Vec<String>,
-    /// The same, to look an error's task up by.
-    id_set: HashSet<String>,
-    /// The lengths of the ids (an error's prefix of another length is no id).
-    id_lengths: BTreeSet<usize>,
-    /// The task's name per log folder, where they differ.
-    names: BTreeMap<String, String>,
-    /// Trials per task.
-    trials: u32,
-    /// The log folders of benchmark tasks.
-    bench_ids: BTreeSet<String>,
-    attempts: BTreeMap<String, u32>,
-    retries: u32,
-    wall_ms: u64,
-    interrupted: bool,
-    gates: BTreeMap<String, GateRecord>,
-    warm_pool: Option<WarmPoolRecord>,
-    /// Why an attempt could not start its session (the batch log's `error` after its
-    /// `task_started`), by log folder.
-    unstarted: BTreeMap<String, String>,
-    /// Tasks of the datasets that could not be run (of the last run of the batch).
-    not_runnable: Vec<bench::NotRunnable>,
-}
-
 /// Reads a batch folder.
 pub fn load(dir: &Path, files: &dyn TrialFiles) -> Result<BatchReport, ReplayError> {
     let log = read_batch_log(dir, files)?;
@@ -276,117 +249,6 @@ pub fn load(dir: &Path, files: &dyn TrialFiles) -> Result<BatchReport, ReplayErr
         warm_pool: log.warm_pool,
         benchmark,
     })
-}
-
-fn read_batch_log(dir: &Path, files: &dyn TrialFiles) -> Result<BatchLog, ReplayError> {
-    let mut log = BatchLog::default();
-    for envelope in events(dir, |_| {})? {
-        match envelope?.event {
-            Event::BatchStarted(started) => log.started(dir, started, files)?,
-            Event::TaskStarted(started) => *log.attempts.entry(started.task).or_default() += 1,
-            Event::TaskNotRunnable(task) => log.not_runnable.push(bench::NotRunnable {
-                task: task.task,
-                reason: task.reason,
-            }),
-            // An attempt that could not start its session files its reason as `{task}: …`.
-            Event::Error(error) => {
-                if let Some(task) = log.task_of(&error.message) {
-                    let reason = error.message[task.len() + 2..].to_owned();
-                    log.unstarted.insert(task.to_owned(), reason);
-                }
-            }
-            Event::TaskRetried(_) => log.retries += 1,
-            Event::BatchFinished(finished) => {
-                log.wall_ms += finished.duration_ms;
-                log.interrupted = finished.interrupted;
-                if let Some(pool) = finished.warm_pool {
-                    let total = log.warm_pool.get_or_insert(WarmPoolRecord {
-                        size: pool.size,
-                        leased_ready: 0,
-                        started_on_demand: 0,
-                    });
-                    total.size = pool.size;
-                    total.leased_ready += pool.leased_ready;
-                    total.started_on_demand += pool.started_on_demand;
-                }
-                for gate in finished.rate_limits {
-                    let entry =
-                        log.gates
-                            .entry(gate.endpoint.clone())
-                            .or_insert_with(|| GateRecord {
-                                endpoint: gate.endpoint.clone(),
-                                requests: 0,
-                                throttled: 0,
-                                waited_ms: 0,
-                            });
-                    entry.requests += gate.requests;
-                    entry.throttled += gate.throttled;
-                    entry.waited_ms += gate.waited_ms;
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(log)
-}
-
-impl BatchLog {
-    /// A run of the batch begins (a resumed batch has one per run). Each task's id names its
-    /// log folder beside the batch's log, so it must be one plain name: a shared batch's log
-    /// could name `../x` or `/home/…` and have another session read and rendered into it.
-    fn started(
-        &mut self,
-        dir: &Path,
-        started: BatchStarted,
-        files: &dyn TrialFiles,
-    ) -> Result<(), ReplayError> {
-        if let Some(bad) = started.tasks.iter().find(|t| !crate::plain_name(&t.id)) {
-            return Err(ReplayError::Io(format!(
-                "{}: the batch log names a task {:?}, which is not one plain folder name (no `/`, not `.` or `..`): refused",
-                dir.display(),
-                bad.id
-            )));
-        }
-        self.batch_id = started.batch_id;
-        self.trials = started.attempts.unwrap_or(1);
-        for task in &started.tasks {
-            if files.is_benchmark(Path::new(&task.file)) {
-                self.bench_ids.insert(task.id.clone());
-            }
-            if let Some(name) = &task.task {
-                self.names.insert(task.id.clone(), name.clone());
-            }
-        }
-        // A repeated id is one task (one row, measured once).
-        let mut seen = HashSet::new();
-        self.task_ids = started
-            .tasks
-            .into_iter()
-            .map(|t| t.id)
-            .filter(|id| seen.insert(id.clone()))
-            .collect();
-        self.id_lengths = seen.iter().map(String::len).collect();
-        self.id_set = seen;
-        self.interrupted = false;
-        self.not_runnable.clear();
-        Ok(())
-    }
-
-    /// The task an error message `{task}: …` is about: the longest id followed by `": "` that
-    /// begins it. Each `": "` of the message is a candidate end, looked up by its length first
-    /// and then in the set, so a batch of many tasks with many errors is not read tasks × errors
-    /// times.
-    fn task_of<'m>(&self, message: &'m str) -> Option<&'m str> {
-        let longest = self.id_lengths.last().copied().unwrap_or(0);
-        message
-            .match_indices(": ")
-            .map(|(at, _)| at)
-            .take_while(|at| *at <= longest)
-            .filter(|at| self.id_lengths.contains(at))
-            .map(|at| &message[..at])
-            .filter(|prefix| self.id_set.contains(*prefix))
-            .last()
-    }
 }
 
 /// A task's row from its session log; a task without one never ran. Its tool call durations
@@ -502,6 +364,7 @@ fn totals(rows: &[TaskRow], log: &BatchLog, samples: BTreeMap<String, Vec<u64>>)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use harness_log::BatchStarted;
 
     /// A task that was tried and could not start its session (no session log; its reason in
     /// the batch log) is a failure with that reason, not "not run".

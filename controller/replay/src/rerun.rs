@@ -15,7 +15,9 @@ pub use subagents::{ForkedSandbox, Forker, RecordedChild};
 use super::{BlobBudget, ReplayError, events};
 use harness_log::{ChangeRecord, Event, ToolStatus};
 use harness_models::ToolCall;
-use harness_runtime::run_loop::{CallOutcome, parse_call, run_on_sandbox};
+use harness_runtime::run_loop::{
+    CallOutcome, Parsed, Route, offered, on_mcp, parse_call, run_on_sandbox,
+};
 use harness_runtime::sandbox::CallOptions;
 use harness_runtime::sandbox::{SandboxClient, SandboxError, ToolReply};
 
@@ -60,106 +62,139 @@ fn load_at(
     loaded: &mut usize,
     budget: &mut BlobBudget,
 ) -> Result<Recording, ReplayError> {
-    let mut recording = Recording {
-        tools: Vec::new(),
-        workspace_root: None,
-        initial_seq: 0,
-        calls: Vec::new(),
+    let mut loading = Loading {
+        dir,
+        depth,
+        loaded,
+        budget,
+        recording: Recording {
+            tools: Vec::new(),
+            workspace_root: None,
+            initial_seq: 0,
+            calls: Vec::new(),
+        },
+        by_id: BTreeMap::new(),
+        context: BTreeMap::new(),
     };
-    let mut by_id: BTreeMap<String, usize> = BTreeMap::new();
-    // What hooks added to each call's result for the model, to compare the tool's own output.
-    let mut context: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for envelope in events(dir, |_| {})? {
         let envelope = envelope?;
-        match envelope.event {
-            Event::SessionStarted(header) => {
-                recording.workspace_root = header.config.workspace_root.clone();
-                if let Some(tools) = &header.tools {
-                    recording.tools =
-                        serde_json::from_slice(&budget.blob(dir, tools)?).map_err(|err| {
-                            ReplayError::Io(format!("the tool list of the log: {err}"))
-                        })?;
-                }
-            }
-            Event::WorkspaceSnapshot(_) => recording.initial_seq = envelope.seq,
-            Event::ToolCall(call) => {
-                by_id.insert(call.call_id.clone(), recording.calls.len());
-                recording.calls.push(RecordedCall {
-                    seq: envelope.seq,
-                    call: ToolCall {
-                        id: call.call_id,
-                        name: call.name,
-                        arguments: call.arguments,
-                    },
-                    allowed: true,
-                    status: None,
-                    output: String::new(),
-                    exit_code: None,
-                    changes: Vec::new(),
-                    child: None,
-                });
-            }
+        loading.event(envelope.seq, envelope.event)?;
+    }
+    Ok(loading.recording)
+}
+
+/// A log being read for a rerun: its calls so far, found again by id as their events come.
+struct Loading<'a> {
+    dir: &'a std::path::Path,
+    depth: usize,
+    loaded: &'a mut usize,
+    budget: &'a mut BlobBudget,
+    recording: Recording,
+    by_id: BTreeMap<String, usize>,
+    /// What hooks added to each call's result for the model, to compare the tool's own output.
+    context: BTreeMap<usize, Vec<String>>,
+}
+
+impl Loading<'_> {
+    /// One event into the recording.
+    fn event(&mut self, seq: u64, event: Event) -> Result<(), ReplayError> {
+        match event {
+            Event::SessionStarted(header) => self.header(&header)?,
+            Event::WorkspaceSnapshot(_) => self.recording.initial_seq = seq,
+            Event::ToolCall(call) => self.call(seq, call),
             // A hook's rewrite is what ran (and what the rules judged): a rerun runs it too.
             Event::HookRun(run) => {
-                if let Some(&idx) = run.call_id.as_ref().and_then(|id| by_id.get(id)) {
-                    hooked(
-                        &mut recording.calls[idx],
-                        run,
-                        context.entry(idx).or_default(),
-                    );
+                if let Some(&idx) = run.call_id.as_ref().and_then(|id| self.by_id.get(id)) {
+                    let context = self.context.entry(idx).or_default();
+                    hooked(&mut self.recording.calls[idx], run, context);
                 }
             }
             Event::PolicyDecision(decision) => {
-                if let Some(&idx) = by_id.get(&decision.call_id) {
-                    recording.calls[idx].allowed = decision.allowed;
+                if let Some(&idx) = self.by_id.get(&decision.call_id) {
+                    self.recording.calls[idx].allowed = decision.allowed;
                 }
             }
-            Event::ToolResult(result) => {
-                if let Some(&idx) = by_id.get(&result.call_id) {
-                    let call = &mut recording.calls[idx];
-                    call.status = Some(result.status);
-                    let output = budget.text(dir, &result.output)?;
-                    let added = harness_runtime::run_loop::with_context(
-                        String::new(),
-                        &context.remove(&idx).unwrap_or_default(),
-                    );
-                    call.output = match output.strip_suffix(&added) {
-                        Some(own) if !added.is_empty() => own.to_owned(),
-                        _ => output,
-                    };
-                    call.exit_code = result.exit_code;
-                }
-            }
-            Event::SubagentStarted(started) => {
-                // A call starts one subagent: a repeated event for it is not read again.
-                let call = by_id.get(&started.call_id).copied();
-                if let Some(idx) = call.filter(|&idx| recording.calls[idx].child.is_none()) {
-                    recording.calls[idx].child = Some(RecordedChild::load(
-                        dir,
-                        &started,
-                        depth + 1,
-                        loaded,
-                        budget,
-                    )?);
-                }
-            }
+            Event::ToolResult(result) => self.result(&result)?,
+            Event::SubagentStarted(started) => self.child(&started)?,
             Event::SubagentFinished(finished) => {
-                let child = by_id
+                let child = self
+                    .by_id
                     .get(&finished.call_id)
-                    .and_then(|&idx| recording.calls[idx].child.as_mut());
+                    .and_then(|&idx| self.recording.calls[idx].child.as_mut());
                 if let Some(child) = child {
                     child.merge = finished.merge;
                 }
             }
             Event::WorkspaceChanged(changed) => {
-                if let Some(&idx) = by_id.get(&changed.call_id) {
-                    recording.calls[idx].changes = summarize(&changed.changes);
+                if let Some(&idx) = self.by_id.get(&changed.call_id) {
+                    self.recording.calls[idx].changes = summarize(&changed.changes);
                 }
             }
             _ => {}
         }
+        Ok(())
     }
-    Ok(recording)
+
+    /// The header: the tools the model was offered, and the workspace's root.
+    fn header(&mut self, header: &harness_log::SessionStarted) -> Result<(), ReplayError> {
+        self.recording.workspace_root = header.config.workspace_root.clone();
+        if let Some(tools) = &header.tools {
+            self.recording.tools = serde_json::from_slice(&self.budget.blob(self.dir, tools)?)
+                .map_err(|err| ReplayError::Io(format!("the tool list of the log: {err}")))?;
+        }
+        Ok(())
+    }
+
+    fn call(&mut self, seq: u64, call: harness_log::ToolCallEvent) {
+        self.by_id
+            .insert(call.call_id.clone(), self.recording.calls.len());
+        self.recording.calls.push(RecordedCall {
+            seq,
+            call: ToolCall {
+                id: call.call_id,
+                name: call.name,
+                arguments: call.arguments,
+            },
+            allowed: true,
+            status: None,
+            output: String::new(),
+            exit_code: None,
+            changes: Vec::new(),
+            child: None,
+        });
+    }
+
+    /// A call's result: its status, and its output without what the hooks added to it.
+    fn result(&mut self, result: &harness_log::ToolResult) -> Result<(), ReplayError> {
+        let Some(&idx) = self.by_id.get(&result.call_id) else {
+            return Ok(());
+        };
+        let output = self.budget.text(self.dir, &result.output)?;
+        let added = harness_runtime::run_loop::with_context(
+            String::new(),
+            &self.context.remove(&idx).unwrap_or_default(),
+        );
+        let call = &mut self.recording.calls[idx];
+        call.status = Some(result.status);
+        call.output = match output.strip_suffix(&added) {
+            Some(own) if !added.is_empty() => own.to_owned(),
+            _ => output,
+        };
+        call.exit_code = result.exit_code;
+        Ok(())
+    }
+
+    /// A subagent's own recording, read from its log below this one.
+    fn child(&mut self, started: &harness_log::SubagentStarted) -> Result<(), ReplayError> {
+        // A call starts one subagent: a repeated event for it is not read again.
+        let call = self.by_id.get(&started.call_id).copied();
+        if let Some(idx) = call.filter(|&idx| self.recording.calls[idx].child.is_none()) {
+            let child =
+                RecordedChild::load(self.dir, started, self.depth + 1, self.loaded, self.budget)?;
+            self.recording.calls[idx].child = Some(child);
+        }
+        Ok(())
+    }
 }
 
 /// What a hook's run changes in a recorded call: the arguments it rewrote, the context it
@@ -336,35 +371,25 @@ pub async fn rerun(
             report.n_from_log += 1;
             continue;
         }
+        // A tool an MCP search loaded is not in the session's first list: only its arguments
+        // are checked.
         let parsed = match servers {
-            // A tool an MCP search loaded is not in the session's first list: only its
-            // arguments are checked.
-            Some(_) => serde_json::from_str(&recorded.call.arguments)
-                .map(|args| ToolInput::Other {
-                    name: recorded.call.name.clone(),
-                    args,
-                })
-                .map_err(|err| format!("ERROR: the arguments are not valid JSON ({err})")),
-            None => parse_call(&recording.tools, &recorded.call),
-        };
-        if let Ok(input) = &parsed
-            && refused(check, recorded, input, sandbox, &mut report).await
+            Some(_) => Ok(()),
+            None => offered(&recording.tools, &recorded.call),
+        }
+        .and_then(|()| parse_call(&recorded.call, servers));
+        if let Ok(parsed) = &parsed
+            && refused(check, recorded, &parsed.input, sandbox, &mut report).await
         {
             continue;
         }
         report.n_calls += 1;
-        let outcome = match (parsed, servers) {
-            (Err(text), _) => CallOutcome::refused(ToolStatus::Error, text),
-            (Ok(input), Some(servers)) => {
-                let answer = servers.call(input.name(), input.to_value()).await;
-                match answer.failed {
-                    true => {
-                        CallOutcome::text_only(ToolStatus::Error, format!("ERROR: {}", answer.text))
-                    }
-                    false => CallOutcome::text_only(ToolStatus::Ok, answer.text),
-                }
-            }
-            (Ok(input), None) => run_on_sandbox(sandbox, &input, &CallOptions::default()).await?,
+        let outcome = match parsed {
+            Err(text) => CallOutcome::text_only(ToolStatus::Error, text),
+            Ok(Parsed { input, route }) => match (route, servers) {
+                (Route::Mcp, Some(servers)) => on_mcp(servers, &input).await,
+                _ => run_on_sandbox(sandbox, &input, &CallOptions::default()).await?,
+            },
         };
         let changes = sandbox.changes(&snapshot_id).await?;
         snapshot_id = changes.snapshot_id.clone();

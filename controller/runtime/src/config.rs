@@ -23,7 +23,6 @@ use harness_models::{ModelSpec, Price};
 use harness_policy::{Approve, PolicySettings};
 
 pub const DEFAULT_MODEL: &str = "openai/gpt-6-luna";
-pub const DEFAULT_WORKING_DIR: &str = "agent-harness-working";
 /// The turn and cost limits of a session whose flags and task file set none.
 pub const DEFAULT_MAX_TURNS: u32 = 30;
 pub const DEFAULT_MAX_COST: f64 = 1.00;
@@ -116,46 +115,14 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// `harness run`: the words (`[WORKING_DIR] TASK…`, or with a task file at most a working
-    /// directory), the task file and the flags.
-    pub fn for_run(
-        words: &[String],
-        task_file: Option<&Path>,
+    /// One session of `harness run` or a fork's child: its task, and the folder a local
+    /// sandbox works in (`None`: a temporary one, or the sandbox's own workspace).
+    pub fn new(
+        task: TaskFile,
+        working_dir: Option<PathBuf>,
         flags: &SessionFlags,
     ) -> Result<RunConfig, InputError> {
-        let task = task_file.map(TaskFile::load).transpose()?;
-        let (working_dir, prompt) = match &task {
-            Some(task) => {
-                if words.len() > 1 {
-                    invalid!(
-                        "with --task, give at most a working directory, not a task text ({} words given)",
-                        words.len()
-                    );
-                }
-                (words.first().map(PathBuf::from), task.prompt.clone())
-            }
-            None => match words {
-                [] => invalid!(
-                    "usage: harness run [--web-search] [WORKING_DIR] \"TASK\" (or --task FILE)"
-                ),
-                [task] => (Some(PathBuf::from(DEFAULT_WORKING_DIR)), task.clone()),
-                [dir, rest @ ..] => (Some(PathBuf::from(dir)), rest.join(" ")),
-            },
-        };
-        let from_file = task.is_some();
-        let task = task.unwrap_or_else(|| TaskFile::from_prompt(&prompt));
-        let brings_workspace = task.workspace.is_some();
-        let config = RunConfig::build(task, working_dir, flags, false)?;
-        // A local sandbox works in the named folder as it is, so it must exist (a task that
-        // brings its workspace copies it there, so a new folder is fine); another sandbox
-        // has a workspace of its own and does not use it.
-        if let Some(dir) = words.first().filter(|_| words.len() > 1 || from_file)
-            && config.sandbox == SandboxTarget::Local
-            && !brings_workspace
-        {
-            existing_dir(dir, (!from_file).then_some(words))?;
-        }
-        Ok(config)
+        RunConfig::build(task, working_dir, flags, false)
     }
 
     /// One task of a batch: its file, the batch's flags, a working directory when the
@@ -335,34 +302,3 @@ pub fn policy_settings(flags: &SessionFlags) -> PolicySettings {
 
 #[cfg(test)]
 mod tests;
-
-/// `harness run`'s WORKING_DIR must be a folder that exists: a mistyped path is not made into
-/// an empty one, and an unquoted task (`harness run add a flag`) is not read as the folder
-/// `add` and the task "a flag". `words`: the whole command line's words, to say what was meant.
-fn existing_dir(dir: &str, words: Option<&[String]>) -> Result<(), InputError> {
-    let path = Path::new(dir);
-    if path.is_dir() {
-        return Ok(());
-    }
-    let what = if path.exists() {
-        "is not a folder"
-    } else {
-        "does not exist"
-    };
-    let mut message = format!("the working directory `{dir}` {what}");
-    if path.exists() {
-        message.push_str(": give a folder");
-    } else if let Some(words) = words {
-        let whole = words.join(" ");
-        message.push_str(&format!(
-            ". If \"{whole}\" is the task, quote it: harness run \"{whole}\" (it then runs in \
-             ./{DEFAULT_WORKING_DIR}); to work in a new folder, create it first: mkdir -p {dir}"
-        ));
-    } else {
-        message.push_str(&format!(
-            " (the task file brings no workspace, so its agent works in that folder as it is): \
-             create it first (mkdir -p {dir}), or give an existing one"
-        ));
-    }
-    Err(InputError(message))
-}

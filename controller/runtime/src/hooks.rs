@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use config::{HookSpec, Hooks, HooksFile};
-pub use input::{About, HookInput, ToolOutcome, schema};
+pub use input::{About, Ended, HookInput, ToolOutcome, schema};
 pub use run::{HookRun, RunOutcome};
 // The schema of the log names them (`hook_run`), so they live with it.
 pub use harness_log::{HookDecision, HookEvent};

@@ -18,6 +18,13 @@
 //! - [`sandbox`]: reaching, starting, leasing and filling sandboxes; the typed client.
 //! - [`recording`]: what the log records about the sandbox (workspace, changes, fingerprint).
 //! - [`hooks`]: the user's hooks; [`mcp`]: MCP servers' tools.
+//! - [`subagent`]: the opt-in `agent` tool: a child session on its parent's sandbox or a copy,
+//!   its tree's depth, count and budget held by the harness.
+//! - [`input`], [`step`]: the typed errors (the operator's input; a step outside the loop),
+//!   classified by a `match`, never by reading a chain of causes.
+//!
+//! Only `sandbox/local.rs` (with this crate's one `unsafe` call, `PR_SET_PDEATHSIG`),
+//! `sandbox/seed.rs`, `hooks/run.rs` and `mcp/config.rs` start processes.
 
 pub mod config;
 pub mod hooks;

@@ -22,7 +22,7 @@ use futures::FutureExt as _;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt as _};
-use sandbox_protocol::ToolSpec;
+use sandbox_protocol::{ToolInput, ToolSpec};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
@@ -167,9 +167,13 @@ impl McpTools {
             .clone()
     }
 
-    /// Calls `tool` with `args`, bounded by its server's call timeout (a timed-out call is
-    /// cancelled at the server); a lazy server starts now.
-    pub async fn call(&self, tool: &str, args: Value) -> McpAnswer {
+    /// Calls the tool `input` names with its arguments, bounded by its server's call timeout
+    /// (a timed-out call is cancelled at the server); a lazy server starts now.
+    pub async fn call(&self, input: &ToolInput) -> McpAnswer {
+        let (tool, args) = (
+            input.name(),
+            serde_json::to_value(input).unwrap_or_default(),
+        );
         if tool == SEARCH_TOOL {
             return self.search(&args);
         }

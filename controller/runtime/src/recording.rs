@@ -14,9 +14,11 @@ use harness_log::{
     VersionRecord, WatchedRecord, WorkspaceChanged, WorkspaceSnapshot,
 };
 
+mod call;
 mod group;
 mod interrupted;
 
+pub use call::{CallRecord, CallResult};
 pub use group::{change_kind, diff};
 
 /// Why recording failed.

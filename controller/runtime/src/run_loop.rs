@@ -2,12 +2,26 @@
 //! reply, tool calls and tool results until a reply calls no tool or a limit is hit. Every
 //! frame goes to the session log before the loop moves on.
 //!
-//! - [`model_call`]: one model call, logged before it is sent and after it answers.
-//! - [`tool_call`]: one tool call through the policy to the sandbox, logged with its outputs.
-//! - [`compact`]: the seed's compaction of the history.
+//! Which file holds which step of a turn:
+//!
+//! | step | file |
+//! |---|---|
+//! | the turns, the limits, the opening hooks | this file |
+//! | the history compacted | [`compact`] |
+//! | one model call, logged before it is sent and after it answers | [`model_call`] |
+//! | one tool call from end to end: begun, decided and run, finished | [`tool_call`] |
+//! | a call parsed once: its typed input and its route | [`call`] |
+//! | the `pre_tool_use` hooks and the policy: whether it runs | [`decide`] |
+//! | an allowed call run where its route says (sandbox, MCP, `agent`) | [`dispatch`] |
+//! | the log side of one call, `tool_call` to `tool_result` | [`crate::recording::CallRecord`] |
+//! | a group of `agent` calls: children started together, results in call order | [`agents`] |
+//! | the hooks run with the session's facts, each run logged | [`hooked`] |
 
 mod agents;
+mod call;
 mod compact;
+mod decide;
+mod dispatch;
 mod hooked;
 mod model_call;
 mod tool_call;
@@ -18,10 +32,11 @@ use sandbox_protocol::ToolSpec;
 use tracing::Instrument as _;
 
 pub use agents::{Child, ChildReport, Spawn};
+pub use call::{Parsed, Route, offered, parse_call};
 pub use compact::{compacted, compaction_split};
-pub use tool_call::{CallOutcome, parse_call, run_on_sandbox};
+pub use dispatch::{CallOutcome, on_mcp, run_on_sandbox};
 
-use crate::hooks::{About, HookDecision, Hooks};
+use crate::hooks::{About, Ended, HookDecision, Hooks};
 use crate::recording::{RecordError, Recorder};
 use crate::sandbox::{LiveOutput, SandboxClient, SandboxError};
 use harness_log::{self, ErrorClass, ErrorEvent, Event, LoggedUsage, Purpose};
@@ -40,7 +55,8 @@ pub struct Limits {
 }
 
 /// How the loop ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LoopEnd {
     /// A reply called no tool; its text is the answer.
     Completed,
@@ -48,15 +64,7 @@ pub enum LoopEnd {
     CostLimit,
 }
 
-impl LoopEnd {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LoopEnd::Completed => "completed",
-            LoopEnd::TurnLimit => "turn_limit",
-            LoopEnd::CostLimit => "cost_limit",
-        }
-    }
-}
+sandbox_protocol::serde_names!(LoopEnd);
 
 /// Running totals of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -207,12 +215,12 @@ impl Agent<'_> {
         let result = self.turns(system_prompt, task, totals).await;
         let end = match &result {
             Ok(report) => About::SessionEnd {
-                end: report.end.as_str().to_owned(),
+                end: report.end.into(),
                 answer: Some(report.answer.clone()),
                 error: None,
             },
             Err(err) => About::SessionEnd {
-                end: "error".to_owned(),
+                end: Ended::Error,
                 answer: None,
                 error: Some(err.to_string()),
             },
@@ -259,18 +267,7 @@ impl Agent<'_> {
                 return Ok(self.report(LoopEnd::CostLimit, answer, totals, messages));
             }
             let span = tracing::info_span!("turn", turn);
-            if estimate_tokens(&messages) > self.limits.compact_at {
-                let about = About::PreCompact {
-                    turn,
-                    messages: messages.len(),
-                    estimated_tokens: estimate_tokens(&messages),
-                };
-                self.hook(about).await?;
-                messages = self
-                    .compact(messages, turn, totals)
-                    .instrument(span.clone())
-                    .await?;
-            }
+            messages = self.compact_if_due(messages, turn, totals, &span).await?;
             let reply = self
                 .ask(&messages, &self.tools_now(), turn, Purpose::Turn, totals)
                 .instrument(span.clone())
@@ -294,34 +291,9 @@ impl Agent<'_> {
                 }
                 return Ok(self.report(LoopEnd::Completed, content, totals, messages));
             }
-            let mut rest = calls.as_slice();
-            while let Some(call) = rest.first() {
-                let group = self.agent_group(rest);
-                if !group.is_empty() {
-                    // Consecutive `agent` calls: their children run at once.
-                    self.run_group(group, task, totals, &mut messages)
-                        .instrument(span.clone())
-                        .await?;
-                    rest = &rest[group.len()..];
-                    continue;
-                }
-                rest = &rest[1..];
-                self.observer.tool_call(call);
-                let number = next_call(totals);
-                let name = self.recorder.call_name(number);
-                let ran = self.run_tool(call, task, &name);
-                let shown = self
-                    .shown_live(call, &name, ran)
-                    .instrument(span.clone())
-                    .await;
-                self.observer.tool_finished(call);
-                let (result, step) = shown?;
-                messages.push(Message::Tool {
-                    tool_call_id: call.id.clone(),
-                    content: result,
-                });
-                self.recorder.after_tool_call(&call.id, step).await?;
-            }
+            self.run_calls(&calls, task, totals, &mut messages)
+                .instrument(span)
+                .await?;
         }
         // The seed's words ("Stopped: hit N turns."), in the singular for one.
         let answer = format!(
@@ -329,6 +301,62 @@ impl Agent<'_> {
             harness_log::text::plural(self.limits.max_turns, "turn")
         );
         Ok(self.report(LoopEnd::TurnLimit, answer, totals, messages))
+    }
+
+    /// The history compacted when it grew past the limit, after the `pre_compact` hooks.
+    async fn compact_if_due(
+        &self,
+        messages: Vec<Message>,
+        turn: u32,
+        totals: &Mutex<Totals>,
+        span: &tracing::Span,
+    ) -> Result<Vec<Message>, SessionError> {
+        if estimate_tokens(&messages) <= self.limits.compact_at {
+            return Ok(messages);
+        }
+        let about = About::PreCompact {
+            turn,
+            messages: messages.len(),
+            estimated_tokens: estimate_tokens(&messages),
+        };
+        self.hook(about).await?;
+        self.compact(messages, turn, totals)
+            .instrument(span.clone())
+            .await
+    }
+
+    /// A reply's tool calls in order, their results pushed on `messages`; consecutive `agent`
+    /// calls run as a group, their children at once.
+    async fn run_calls(
+        &self,
+        calls: &[ToolCall],
+        task: &str,
+        totals: &Mutex<Totals>,
+        messages: &mut Vec<Message>,
+    ) -> Result<(), SessionError> {
+        let mut rest = calls;
+        while let Some(call) = rest.first() {
+            let group = self.agent_group(rest);
+            if !group.is_empty() {
+                self.run_group(group, task, totals, messages).await?;
+                rest = &rest[group.len()..];
+                continue;
+            }
+            rest = &rest[1..];
+            self.observer.tool_call(call);
+            let number = next_call(totals);
+            let name = self.recorder.call_name(number);
+            let ran = self.run_tool(call, task, &name);
+            let shown = self.shown_live(call, &name, ran).await;
+            self.observer.tool_finished(call);
+            let (result, step) = shown?;
+            messages.push(Message::Tool {
+                tool_call_id: call.id.clone(),
+                content: result,
+            });
+            self.recorder.after_tool_call(&call.id, step).await?;
+        }
+        Ok(())
     }
 
     /// The tools the model has now: the session's, and those an MCP tool search loaded.

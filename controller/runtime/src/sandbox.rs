@@ -20,7 +20,10 @@ pub use failure::{Doing, Failure};
 pub use tls::{ClientTls, TlsFileError};
 
 /// A sandbox's network, as its server's `--network` flag sets it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum NetworkMode {
     /// Commands may open only Unix sockets: they reach no address.
     #[default]
@@ -29,27 +32,7 @@ pub enum NetworkMode {
     Host,
 }
 
-impl NetworkMode {
-    /// The server's flag value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NetworkMode::None => "none",
-            NetworkMode::Host => "host",
-        }
-    }
-}
-
-impl std::str::FromStr for NetworkMode {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<NetworkMode, String> {
-        match text {
-            "none" => Ok(NetworkMode::None),
-            "host" => Ok(NetworkMode::Host),
-            other => Err(format!("expected `none` or `host`, got `{other}`")),
-        }
-    }
-}
+sandbox_protocol::serde_names!(NetworkMode);
 
 /// Why a sandbox could not be started.
 #[derive(Debug, thiserror::Error)]

@@ -12,6 +12,7 @@
 //!   what a [`provider`] started).
 //! - [`provider`]: the seam to what a session is part of: who starts its sandbox, who grades.
 //! - `prepare`, `check`, `header`: the steps before and after the agent.
+//! - `running`: the session once its sandbox is up, and how a stop reaches what runs.
 
 pub mod check;
 mod header;
@@ -19,10 +20,10 @@ mod host_paths;
 pub mod outcome;
 mod prepare;
 pub mod provider;
+mod running;
 pub mod sandbox;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
@@ -33,21 +34,16 @@ pub use outcome::{SessionOutcome, Stop};
 
 use crate::config::RunConfig;
 use crate::input::InputError;
-use crate::mcp::{McpConfig, McpTools};
-use crate::recording::Recorder;
-use crate::run_loop::{Agent, Observer, Resume, Totals};
+use crate::run_loop::{Observer, Resume, Totals};
 use crate::sandbox::docker::warm::WarmPool;
 use crate::sandbox::pool::Lease;
-use crate::step::{self, Step, StepError};
+use crate::step;
 use harness_log::{Durability, ErrorClass, ErrorEvent, Event, EventLog};
 use harness_models::{self, Model};
-use harness_policy::{Approval, Asker, BuildPolicy, Policy};
+use harness_policy::{Asker, BuildPolicy, Policy};
 use header::{Header, finish};
-use prepare::{Prepared, prepare};
+use running::Session;
 use sandbox::{Sandbox, StartContext};
-
-/// The largest workspace `.mcp.json` read (`--mcp-workspace`).
-const MCP_FILE_MAX: usize = 1 << 20;
 
 /// Everything a session needs besides its model.
 #[derive(Debug)]
@@ -124,6 +120,8 @@ pub async fn run_session(
     summary
 }
 
+/// The session's steps in order; every path after the log opens writes `session_finished`
+/// and stops what it started.
 async fn session(
     mut options: SessionOptions,
     model: Arc<dyn Model>,
@@ -131,41 +129,27 @@ async fn session(
     totals: &Mutex<Totals>,
     cancel: CancellationToken,
 ) -> SessionSummary {
-    let started = Instant::now();
+    let tally = Tally {
+        totals,
+        started: Instant::now(),
+    };
     let lease = options.lease.take();
     let options = options;
-    let summarise =
-        |options: &SessionOptions, outcome: SessionOutcome, answer: String| SessionSummary {
-            session_id: options.session_id.clone(),
-            log_dir: options.log_dir.clone(),
-            outcome,
-            answer,
-            totals: *totals.lock().unwrap_or_else(|p| p.into_inner()),
-            duration: started.elapsed(),
-            reason: None,
-        };
     let (token, policy, log) = match open(&options, &model, audience.observer) {
         Ok(opened) => opened,
         Err(err) => {
             let message = step::describe(&err);
             audience.observer.note(&format!("error: {message}"));
-            let mut summary = summarise(&options, SessionOutcome::Error, String::new());
-            summary.reason = Some(message);
-            return summary;
+            return tally.summary(
+                &options,
+                SessionOutcome::Error,
+                String::new(),
+                Some(message),
+            );
         }
     };
     // From here every path writes `session_finished` and stops what it started.
-    let boot = async {
-        match &options.subagent {
-            Some(child) => Ok(Sandbox::given(child.client.clone())),
-            None => start_sandbox(&options, lease, &token, audience.observer).await,
-        }
-    };
-    let boot = tokio::select! {
-        result = boot => result,
-        () = cancel.cancelled() => Err(Stop::interrupted("interrupted while the sandbox started")),
-    };
-    let mut sandbox = match boot {
+    let mut sandbox = match boot(&options, lease, &token, audience.observer, &cancel).await {
         Ok(sandbox) => sandbox,
         Err(stop) => {
             let header = Header {
@@ -175,70 +159,19 @@ async fn session(
                 sandbox: None,
                 prepared: None,
             };
-            let _ = header.record(&log).await;
-            let (outcome, answer) = stopped(&log, &stop, audience.observer).await;
-            let mut summary = summarise(&options, outcome, answer);
-            summary.reason = Some(stop.message.clone());
-            finish(&log, &summary).await;
-            return summary;
+            return not_started(&header, &log, &stop, audience.observer, &tally).await;
         }
     };
-    let session = Session {
-        options: &options,
-        model: &model,
-        policy: policy.as_ref(),
-        sandbox: &sandbox,
+    let session = Session::new(
+        &options,
+        &model,
+        policy.as_ref(),
+        &sandbox,
         audience,
-        recorder: Recorder::new(log.clone(), sandbox.client.clone(), &options.session_id)
-            .on_host_network(matches!(
-                options.config.sandbox,
-                crate::config::SandboxTarget::Local
-            ))
-            .with_blob_source(
-                options
-                    .subagent
-                    .as_ref()
-                    .map(|child| child.blob_source.clone()),
-            )
-            .with_provided_blobs(
-                options
-                    .resume
-                    .as_ref()
-                    .map(|resume| std::sync::Arc::clone(&resume.provided_blobs))
-                    .unwrap_or_default(),
-            ),
-        children: cancel.child_token(),
-        stop_reason: Arc::default(),
-        groups: AtomicUsize::new(0),
-    };
-    let lifetime = options.config.lifetime.unwrap_or(Duration::MAX);
-    let mut run = Box::pin(session.run(totals));
-    let stopped_by = tokio::select! {
-        result = &mut run => Ok(result),
-        () = cancel.cancelled() => Err(Stop::cancelled(options.subagent.as_ref())),
-        () = sleep_for(lifetime) => Err(Stop::lifetime(lifetime)),
-    };
-    let ended = match stopped_by {
-        Ok(result) => result,
-        Err(stop) => {
-            // Subagents running: they stop too, and each gets its log's end and its call's
-            // result before this session's end is written.
-            let _ = session.stop_reason.set(stop.message.clone());
-            session.children.cancel();
-            drain(run.as_mut(), &session.groups).await;
-            Err(stop)
-        }
-    };
-    drop(run);
-    // A call the stop cut short (Ctrl-C, the lifetime) still gets its result in the log.
-    let cut = ended.as_ref().err().and_then(Stop::cut_short_by);
-    if let Some(why) = cut
-        && let Err(err) = session.recorder.record_interrupted(why).await
-    {
-        audience.observer.note(&format!(
-            "the interrupted call's output was not kept: {err}"
-        ));
-    }
+        &log,
+        &cancel,
+    );
+    let ended = session.run_to_end(totals, &cancel).await;
     let reason = ended.as_ref().err().map(|stop| stop.message.clone());
     let (mut outcome, answer) = match ended {
         Ok(ran) => ran,
@@ -247,10 +180,74 @@ async fn session(
     if outcome != SessionOutcome::Interrupted {
         outcome = confirm_alive(&mut sandbox, outcome, &log, audience.observer).await;
     }
-    let mut summary = summarise(&options, outcome, answer);
-    summary.reason = reason;
+    let summary = tally.summary(&options, outcome, answer, reason);
     finish(&log, &summary).await;
     sandbox.stop().await;
+    summary
+}
+
+/// What a summary takes besides how the session ended: its totals and when it started. One
+/// value, so that every way out of `session` sums up the same.
+struct Tally<'a> {
+    totals: &'a Mutex<Totals>,
+    started: Instant,
+}
+
+impl Tally<'_> {
+    /// The summary now: the totals so far and the time since the start.
+    fn summary(
+        &self,
+        options: &SessionOptions,
+        outcome: SessionOutcome,
+        answer: String,
+        reason: Option<String>,
+    ) -> SessionSummary {
+        SessionSummary {
+            session_id: options.session_id.clone(),
+            log_dir: options.log_dir.clone(),
+            outcome,
+            answer,
+            totals: *self.totals.lock().unwrap_or_else(|p| p.into_inner()),
+            duration: self.started.elapsed(),
+            reason,
+        }
+    }
+}
+
+/// The session's sandbox: its parent's for a subagent, else started here; Ctrl-C cuts the
+/// start short.
+async fn boot(
+    options: &SessionOptions,
+    lease: Option<Lease>,
+    token: &str,
+    observer: &dyn Observer,
+    cancel: &CancellationToken,
+) -> Result<Sandbox, Stop> {
+    let boot = async {
+        match &options.subagent {
+            Some(child) => Ok(Sandbox::given(child.client.clone())),
+            None => start_sandbox(options, lease, token, observer).await,
+        }
+    };
+    tokio::select! {
+        result = boot => result,
+        () = cancel.cancelled() => Err(Stop::interrupted("interrupted while the sandbox started")),
+    }
+}
+
+/// A session whose sandbox did not start: its header (without a sandbox), why it stopped, and
+/// its end, so that its log reads as any other session's.
+async fn not_started(
+    header: &Header<'_>,
+    log: &EventLog,
+    stop: &Stop,
+    observer: &dyn Observer,
+    tally: &Tally<'_>,
+) -> SessionSummary {
+    let _ = header.record(log).await;
+    let (outcome, answer) = stopped(log, stop, observer).await;
+    let summary = tally.summary(header.options, outcome, answer, Some(stop.message.clone()));
+    finish(log, &summary).await;
     summary
 }
 
@@ -371,225 +368,4 @@ async fn record_stop(log: &EventLog, stop: &Stop, observer: &dyn Observer) {
         call_id: None,
     };
     let _ = log.record(Event::Error(event)).await;
-}
-
-/// Polls a stopped session's run while a group of subagents is recording its end (at most
-/// 30 s); the group then goes no further.
-async fn drain<F: Future>(mut run: std::pin::Pin<&mut F>, groups: &AtomicUsize) {
-    let waited = async {
-        while groups.load(Ordering::SeqCst) > 0 {
-            tokio::select! {
-                _ = run.as_mut() => return,
-                () = tokio::time::sleep(Duration::from_millis(20)) => {}
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(30), waited).await;
-}
-
-async fn sleep_for(duration: Duration) {
-    match tokio::time::Instant::now().checked_add(duration) {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// One session once its sandbox is up.
-struct Session<'a> {
-    options: &'a SessionOptions,
-    model: &'a Arc<dyn Model>,
-    policy: &'a dyn Policy,
-    sandbox: &'a Sandbox,
-    audience: Audience<'a>,
-    recorder: Recorder,
-    /// Its subagents' cancellation: Ctrl-C, or this session's lifetime.
-    children: CancellationToken,
-    /// Why it stopped, set before `children` is cancelled (its subagents say it).
-    stop_reason: Arc<std::sync::OnceLock<String>>,
-    /// Groups of `agent` calls running now.
-    groups: AtomicUsize,
-}
-
-impl Session<'_> {
-    /// The session with its MCP servers up for its length (when it has any).
-    async fn run(&self, totals: &Mutex<Totals>) -> Result<(SessionOutcome, String), Stop> {
-        let prepared = prepare(
-            &self.options.config,
-            self.model.as_ref(),
-            &self.sandbox.client,
-            self.audience.observer,
-        )
-        .await;
-        // After the preparation: the workspace's own `.mcp.json` is there only once seeded.
-        let (mcp, tools, servers) = match &prepared {
-            Ok(_) => self.start_mcp().await,
-            Err(_) => (McpTools::default(), Vec::new(), McpConfig::default()),
-        };
-        let result = self.run_with(&mcp, tools, servers, prepared, totals).await;
-        mcp.stop().await;
-        result
-    }
-
-    /// The session's MCP servers, started (none when it has none), and their list (what a
-    /// subagent inherits).
-    async fn start_mcp(&self) -> (McpTools, Vec<sandbox_protocol::ToolSpec>, McpConfig) {
-        let config = self.mcp_config().await;
-        if config.servers.is_empty() {
-            return (McpTools::default(), Vec::new(), config);
-        }
-        let (mcp, tools, notes) =
-            McpTools::start(&config, &self.options.log_dir, &self.sandbox.client).await;
-        for note in &notes {
-            self.audience.observer.note(note);
-        }
-        (mcp, tools, config)
-    }
-
-    /// The MCP servers: the run's, and with `--mcp-workspace` the workspace's `.mcp.json` (a
-    /// file that cannot be read or used is a note, and its servers are left out).
-    async fn mcp_config(&self) -> McpConfig {
-        let mut config = (*self.options.config.mcp).clone();
-        if !self.options.config.mcp_workspace {
-            return config;
-        }
-        let note = |text: String| self.audience.observer.note(&format!("mcp: {text}"));
-        match self
-            .sandbox
-            .client
-            .get_file(".mcp.json", MCP_FILE_MAX)
-            .await
-        {
-            Ok(Some(head)) if head.truncated() => note(format!(
-                "the workspace's .mcp.json is left out: it is {} bytes, over the {MCP_FILE_MAX} this harness reads",
-                head.size
-            )),
-            Ok(Some(head)) => {
-                match McpConfig::from_workspace(&String::from_utf8_lossy(&head.bytes)) {
-                    Ok(workspace) => {
-                        for name in config.merge(workspace) {
-                            note(format!(
-                                "the workspace's server {name} is left out: --mcp names one so"
-                            ));
-                        }
-                    }
-                    Err(err) => note(format!("the workspace's .mcp.json is left out: {err}")),
-                }
-            }
-            Ok(None) => note("the workspace has no .mcp.json".to_owned()),
-            Err(err) => note(format!("reading the workspace's .mcp.json: {err}")),
-        }
-        config
-    }
-
-    /// The seed's run: prepare, record where the agent starts, run it, check its work.
-    async fn run_with(
-        &self,
-        mcp: &McpTools,
-        mcp_tools: Vec<sandbox_protocol::ToolSpec>,
-        servers: McpConfig,
-        mut prepared: Result<Prepared, StepError>,
-        totals: &Mutex<Totals>,
-    ) -> Result<(SessionOutcome, String), Stop> {
-        if let Ok(prepared) = &mut prepared {
-            prepared.tools.extend(mcp_tools);
-        }
-        let header = self.header(prepared.as_ref().ok());
-        header
-            .record(&self.recorder.log)
-            .await
-            .map_err(|err| Stop::preparing(&err))?;
-        let prepared = prepared.map_err(|err| Stop::preparing(&err))?;
-        let grader = self.sandbox.grader();
-        grader
-            .prepare(&self.recorder.log)
-            .await
-            .map_err(|err| Stop::preparing(&err))?;
-        self.record_start()
-            .await
-            .map_err(|err| Stop::preparing(&err))?;
-        let spawner = self.spawner(servers);
-        let agent = Agent {
-            model: self.model.as_ref(),
-            sandbox: &self.sandbox.client,
-            policy: self.policy,
-            approval: Approval {
-                mode: self.options.config.policy.approve,
-                asker: self.audience.asker,
-            },
-            tools: prepared.tools.clone(),
-            limits: self.options.config.limits,
-            observer: self.audience.observer,
-            recorder: &self.recorder,
-            hooks: &self.options.config.hooks,
-            mcp,
-            resume: self.options.resume.as_deref(),
-            subagents: spawner.as_ref().map(|s| s as &dyn crate::run_loop::Spawn),
-        };
-        let grading = provider::Grading {
-            agent: &agent,
-            system_prompt: &prepared.system.text,
-            config: &self.options.config,
-            client: &self.sandbox.client,
-            recorder: &self.recorder,
-            observer: self.audience.observer,
-            log_dir: &self.options.log_dir,
-            totals,
-        };
-        grader.run(grading).await
-    }
-
-    /// Who starts this session's subagents, when it has the `agent` tool.
-    fn spawner(&self, servers: McpConfig) -> Option<crate::subagent::spawn::Spawner<'_>> {
-        let limits = self.options.config.subagents?;
-        let (tree, depth) = match &self.options.subagent {
-            Some(child) => (child.tree.clone(), child.link.depth),
-            None => {
-                let config = &self.options.config;
-                let tree = crate::subagent::tree::Tree::new(
-                    limits,
-                    config.limits.max_cost,
-                    &config.prompt,
-                );
-                (Arc::new(tree), 0)
-            }
-        };
-        Some(crate::subagent::spawn::Spawner {
-            tree,
-            depth,
-            options: self.options,
-            model: self.model,
-            audience: self.audience,
-            client: &self.sandbox.client,
-            log: &self.recorder.log,
-            mcp: Arc::new(servers),
-            cancel: &self.children,
-            stop_reason: Arc::clone(&self.stop_reason),
-            groups: &self.groups,
-            parallel: tokio::sync::Semaphore::new(limits.max_parallel as usize),
-            shared: tokio::sync::Mutex::new(()),
-            asks: tokio::sync::Mutex::new(()),
-        })
-    }
-
-    fn header<'a>(&'a self, prepared: Option<&'a Prepared>) -> Header<'a> {
-        Header {
-            options: self.options,
-            model: self.model.as_ref(),
-            policy: self.policy,
-            sandbox: Some(self.sandbox),
-            prepared,
-        }
-    }
-
-    /// The workspace as the agent finds it, and the state fingerprint.
-    async fn record_start(&self) -> Result<(), StepError> {
-        self.recorder
-            .initial_snapshot()
-            .await
-            .step("recording the initial workspace")?;
-        self.recorder
-            .fingerprint(None)
-            .await
-            .step("recording the state fingerprint")
-    }
 }

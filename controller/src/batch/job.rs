@@ -51,7 +51,7 @@ pub(super) fn write(
             .model
             .clone()
             .unwrap_or_else(|| harness_runtime::config::DEFAULT_MODEL.to_owned()),
-        Ok(agent) => agent.name().to_owned(),
+        Ok(agent) => agent.as_str().to_owned(),
     };
     // Over every run of the batch, as its report counts them.
     let n_retries =

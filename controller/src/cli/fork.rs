@@ -143,6 +143,61 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
         args.count,
         out.display()
     );
+    // Ctrl-C interrupts the running fork's children (their logs end as interrupted) and
+    // starts no other fork.
+    let (cancel, on_interrupt) = cancel_on_interrupt()?;
+    let rows = fork_each(args, seq, &sessions, &out, &cancel).await;
+    on_interrupt.abort();
+    let interrupted = cancel.is_cancelled();
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let file = ForksFile {
+        step: seq,
+        sessions: &rows,
+    };
+    let json = serde_json::to_string_pretty(&file)?;
+    // In place of what is there: never through a link planted in a shared `--out`.
+    harness_replay::folder::write_replacing(&out.join("forks.json"), (json + "\n").as_bytes())
+        .with_context(|| format!("writing {}", out.join("forks.json").display()))?;
+    let forked = print_forks(&rows, seq, &out);
+    Ok(if interrupted {
+        exit_code::INTERRUPTED
+    } else if forked < rows.len() {
+        exit_code::ERROR
+    } else {
+        exit_code::COMPLETED
+    })
+}
+
+/// `forks.json` of `batch --fork-at`: the step, and what became of each session.
+#[derive(serde::Serialize)]
+struct ForksFile<'a> {
+    step: u64,
+    sessions: &'a [ForkRow],
+}
+
+/// One session of `batch --fork-at`: its fork, or why it was not forked.
+#[derive(serde::Serialize)]
+struct ForkRow {
+    session: PathBuf,
+    #[serde(flatten)]
+    result: ForkResult,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+enum ForkResult {
+    Fork(Box<harness_replay::fork::ForkSummary>),
+    Error(String),
+}
+
+/// Forks each session in turn at `seq`, into its own folder of `out`, until Ctrl-C.
+async fn fork_each(
+    args: &super::BatchArgs,
+    seq: u64,
+    sessions: &[PathBuf],
+    out: &Path,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Vec<ForkRow> {
     let parallel = args.parallel.unwrap_or_else(|| {
         controller::batch::default_parallel(512 << 20, None)
             .0
@@ -152,9 +207,6 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
         done: std::sync::atomic::AtomicU32::new(0),
     };
     let mut rows = Vec::new();
-    // Ctrl-C interrupts the running fork's children (their logs end as interrupted) and
-    // starts no other fork.
-    let (cancel, on_interrupt) = cancel_on_interrupt()?;
     for (n, session) in sessions.iter().enumerate() {
         if cancel.is_cancelled() {
             break;
@@ -177,53 +229,57 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
             trust_log: args.trust_log,
         };
         display.done.store(0, std::sync::atomic::Ordering::Relaxed);
-        match controller::fork::run_fork(config, cancel.clone(), &display).await {
-            Ok(summary) => rows.push(serde_json::json!({"session": session, "fork": summary})),
+        let result = match controller::fork::run_fork(config, cancel.clone(), &display).await {
+            Ok(summary) => ForkResult::Fork(Box::new(summary)),
             Err(err) => {
                 let why = format!("{}: not forked: {err:#}", session.display());
                 eprintln!("{}", terminal_safe(&why));
-                rows.push(serde_json::json!({"session": session, "error": format!("{err:#}")}));
+                ForkResult::Error(format!("{err:#}"))
             }
-        }
+        };
+        rows.push(ForkRow {
+            session: session.clone(),
+            result,
+        });
     }
-    on_interrupt.abort();
-    let interrupted = cancel.is_cancelled();
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let json = serde_json::to_string_pretty(&serde_json::json!({"step": seq, "sessions": rows}))?;
-    // In place of what is there: never through a link planted in a shared `--out`.
-    harness_replay::folder::write_replacing(&out.join("forks.json"), (json + "\n").as_bytes())
-        .with_context(|| format!("writing {}", out.join("forks.json").display()))?;
+    rows
+}
+
+/// The table of `batch --fork-at` and its last line; how many sessions were forked.
+fn print_forks(rows: &[ForkRow], seq: u64, out: &Path) -> usize {
     println!(
         "{:<40} {:>8} {:>7} {:>8} {:>10}",
         "session", "children", "passed", "value", "cost"
     );
     let mut values = Vec::new();
-    for row in &rows {
-        let session = row["session"].as_str().unwrap_or_default();
+    for row in rows {
         // A shared folder's names and a log's errors may hold escape sequences.
-        let name = Path::new(session)
+        let name = row
+            .session
             .file_name()
             .map(|n| terminal_safe(&n.to_string_lossy()).into_owned())
             .unwrap_or_default();
-        match row.get("fork") {
-            Some(fork) => {
-                let value = fork["value"].as_f64();
-                values.extend(value);
+        match &row.result {
+            ForkResult::Fork(fork) => {
+                values.extend(fork.value);
                 println!(
                     "{name:<40} {:>8} {:>7} {:>8} {:>10}",
-                    fork["children"].as_array().map_or(0, Vec::len),
-                    fork["n_passed"],
-                    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}")),
-                    format!("${:.4}", fork["cost"].as_f64().unwrap_or(0.0))
+                    fork.children.len(),
+                    fork.n_passed,
+                    fork.value
+                        .map_or_else(|| "-".to_owned(), |v| format!("{v:.3}")),
+                    format!("${:.4}", fork.cost)
                 );
             }
-            None => println!(
-                "{name:<40} not forked: {}",
-                terminal_safe(row["error"].as_str().unwrap_or_default())
-            ),
+            ForkResult::Error(err) => {
+                println!("{name:<40} not forked: {}", terminal_safe(err));
+            }
         }
     }
-    let forked = rows.iter().filter(|row| row.get("fork").is_some()).count();
+    let forked = rows
+        .iter()
+        .filter(|row| matches!(row.result, ForkResult::Fork(_)))
+        .count();
     let mean = (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
     println!(
         "{forked} of {} sessions forked at step {seq}; mean value {}; {}",
@@ -231,13 +287,7 @@ pub(crate) async fn fork_batch(args: &super::BatchArgs, seq: u64) -> anyhow::Res
         mean.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}")),
         out.join("forks.json").display()
     );
-    Ok(if interrupted {
-        exit_code::INTERRUPTED
-    } else if forked < rows.len() {
-        exit_code::ERROR
-    } else {
-        exit_code::COMPLETED
-    })
+    forked
 }
 
 /// A token Ctrl-C cancels (a fork's children then end as interrupted, their logs finished),

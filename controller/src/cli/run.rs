@@ -8,12 +8,14 @@ use harness_benchmark::flags::TrialFlags;
 use harness_log::{self, Outcome};
 use harness_runtime::config::{RunConfig, SessionFlags};
 use harness_runtime::run_loop::Totals;
-use harness_runtime::session::{Audience, SessionOptions};
+use harness_runtime::session::{Audience, SessionOptions, SessionSummary};
 use harness_runtime::task::{FoundTask, TaskSource, WorkspaceSource};
 use tokio_util::sync::CancellationToken;
 
 use super::terminal::Terminal;
 use super::{LiveOutputMode, RunArgs};
+
+mod words;
 
 /// The run's config: a task file, a benchmark task folder, the N-th task of a dataset folder
 /// (`--task-index`), or the words; and the task's name when it names the log folder.
@@ -24,7 +26,7 @@ fn config_of(
 ) -> anyhow::Result<(RunConfig, Option<String>)> {
     let Some(path) = &args.task else {
         controller::launch::model_acts(trial)?;
-        return Ok((RunConfig::for_run(&args.words, None, flags)?, None));
+        return Ok((words::config(&args.words, None, flags)?, None));
     };
     let found = match path {
         dir if dir.is_dir() && harness_benchmark::detect(dir).is_none() => {
@@ -57,7 +59,7 @@ fn config_of(
         TaskSource::File(file) if indexed && !args.trust_tasks => {
             distrusted(&args.words, file, path, &found, flags)?
         }
-        TaskSource::File(file) => RunConfig::for_run(&args.words, Some(file), flags)?,
+        TaskSource::File(file) => words::config(&args.words, Some(file), flags)?,
         TaskSource::Folder(dir) => {
             if !args.words.is_empty() {
                 anyhow::bail!(
@@ -89,7 +91,7 @@ fn distrusted(
         dataset: Some(dataset.to_owned()),
     };
     controller::batch::refuse_host_side_keys(std::slice::from_ref(&spec))?;
-    let mut config = RunConfig::for_run(words, Some(file), flags)?;
+    let mut config = words::config(words, Some(file), flags)?;
     config.workspace = config.workspace.map(WorkspaceSource::untrusted);
     Ok(config)
 }
@@ -103,10 +105,12 @@ fn live(mode: LiveOutputMode) -> bool {
     }
 }
 
+/// `harness run`: the task's config and model, the session shown on the terminal, then what
+/// it leaves (the answer, the cost).
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     // Registered now, not when first awaited: a Ctrl-C while the sandbox starts must still end
     // in the cleanup the session does.
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+    let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("installing the Ctrl-C handler")?;
     let flags = args.session.flags();
     let (config, task_id) = config_of(&args, &flags, &args.session.trial())?;
@@ -114,24 +118,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let model = controller::launch::build_model(&config, None)?;
     eprintln!("model: {}", model.describe());
     let session_id = harness_log::new_session_id();
-    let log_name = args
-        .log_name
-        .clone()
-        .or(task_id.clone())
-        .unwrap_or_else(|| session_id.clone());
-    if args.log_name.is_some() || task_id.is_some() {
-        // A retried Job pod runs its task again under the same name; the old log is kept.
-        let aside =
-            harness_log::set_aside(&args.session.log_dir, &log_name).with_context(|| {
-                format!(
-                    "moving the earlier log {} aside",
-                    args.session.log_dir.join(&log_name).display()
-                )
-            })?;
-        if let Some(moved) = aside {
-            eprintln!("an earlier attempt's log moved to {}", moved.display());
-        }
-    }
+    let log_name = log_name(&args, task_id, &session_id)?;
     let options = SessionOptions {
         config,
         session_id,
@@ -146,15 +133,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         subagent: None,
     };
     let cancel = CancellationToken::new();
-    let on_interrupt = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if interrupt.recv().await.is_some() {
-                eprintln!();
-                cancel.cancel();
-            }
-        })
-    };
+    let on_interrupt = cancel_on(interrupt, cancel.clone());
     let metrics = args.metrics.start().await?;
     let totals = Mutex::new(Totals::default());
     let terminal = Terminal::new(live(args.live_output));
@@ -168,6 +147,53 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
         harness_benchmark::run_session(options, trial.as_ref(), model, audience, &totals, cancel)
             .await;
     on_interrupt.abort();
+    print_end(&summary, &terminal);
+    args.metrics.linger(metrics).await;
+    Ok(crate::exit_code::of_session(summary.outcome))
+}
+
+/// The log folder's name: `--log-name`, the task's, else the session id. A named folder that
+/// is there already is set aside first, so that a retried Job pod keeps its old log.
+fn log_name(args: &RunArgs, task_id: Option<String>, session_id: &str) -> anyhow::Result<String> {
+    let named = args.log_name.is_some() || task_id.is_some();
+    let log_name = args
+        .log_name
+        .clone()
+        .or(task_id)
+        .unwrap_or_else(|| session_id.to_owned());
+    if named {
+        // A retried Job pod runs its task again under the same name; the old log is kept.
+        let aside =
+            harness_log::set_aside(&args.session.log_dir, &log_name).with_context(|| {
+                format!(
+                    "moving the earlier log {} aside",
+                    args.session.log_dir.join(&log_name).display()
+                )
+            })?;
+        if let Some(moved) = aside {
+            eprintln!("an earlier attempt's log moved to {}", moved.display());
+        }
+    }
+    Ok(log_name)
+}
+
+/// Cancels the session at the first Ctrl-C, from a task of its own (the session awaits other
+/// things); the caller aborts it once the session has ended.
+fn cancel_on(
+    mut interrupt: tokio::signal::unix::Signal,
+    cancel: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if interrupt.recv().await.is_some() {
+            eprintln!();
+            cancel.cancel();
+        }
+    })
+}
+
+/// What is printed once the session has ended: the answer on stdout (not for a session that
+/// failed or was interrupted), and on stderr the cost and the calls the policy refused.
+fn print_end(summary: &SessionSummary, terminal: &Terminal) {
     if !matches!(
         summary.outcome.logged(),
         Outcome::Error | Outcome::Interrupted
@@ -180,7 +206,16 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             println!("{}", summary.answer);
         }
     }
-    let spent = summary.totals;
+    print_cost(&summary.totals);
+    match terminal.refused() {
+        0 => {}
+        1 => eprintln!("1 call was refused by the policy (replay show says why)"),
+        n => eprintln!("{n} calls were refused by the policy (replay show says why)"),
+    }
+}
+
+/// The session's cost, said as far as it is known, and its subagents'.
+fn print_cost(spent: &Totals) {
     if spent.model_calls > 0 {
         if spent.cost_known {
             eprintln!("cost=${:.4}", spent.cost);
@@ -201,11 +236,4 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<i32> {
             spent.cost_with_subagents()
         );
     }
-    match terminal.refused() {
-        0 => {}
-        1 => eprintln!("1 call was refused by the policy (replay show says why)"),
-        n => eprintln!("{n} calls were refused by the policy (replay show says why)"),
-    }
-    args.metrics.linger(metrics).await;
-    Ok(crate::exit_code::of_session(summary.outcome))
 }

@@ -11,7 +11,6 @@ use harness_policy::Asker;
 use harness_runtime::run_loop::Observer;
 use harness_runtime::sandbox::LiveOutput;
 use sandbox_protocol::{OutputStream, ToolInput};
-use serde_json::Value;
 
 /// The most lines of one call's output shown live; the log has the rest.
 const LIVE_LINES: usize = 500;
@@ -148,7 +147,11 @@ impl Observer for Terminal {
 
 impl Asker for Terminal {
     fn ask<'a>(&'a self, call: &'a ToolInput, reason: &'a str) -> BoxFuture<'a, Option<bool>> {
-        let (tool, args, reason) = (call.name().to_owned(), call.to_value(), reason.to_owned());
+        let tool = call.name().to_owned();
+        let (args, reason) = (
+            serde_json::to_string(call).unwrap_or_default(),
+            reason.to_owned(),
+        );
         Box::pin(async move {
             tokio::task::spawn_blocking(move || ask_user(&tool, &args, &reason))
                 .await
@@ -158,7 +161,7 @@ impl Asker for Terminal {
 }
 
 /// The seed's prompt on a terminal; `None` without one.
-fn ask_user(tool: &str, args: &Value, reason: &str) -> Option<bool> {
+fn ask_user(tool: &str, args: &str, reason: &str) -> Option<bool> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return None;

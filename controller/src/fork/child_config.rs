@@ -4,6 +4,7 @@
 use harness_log::SandboxKind;
 use harness_replay::fork::ForkPoint;
 use harness_runtime::config::{RunConfig, SessionFlags};
+use harness_runtime::task::TaskFile;
 
 use super::{ForkDisplay, benchmark, from_log};
 
@@ -74,10 +75,9 @@ pub(super) fn child_config(
     if let Some(task) = &parent.benchmark {
         return benchmark::config(task, parent, &flags, trial, trust_log, display);
     }
-    let mut config = RunConfig::for_run(std::slice::from_ref(&point.header.task), None, &flags)?;
+    let mut config = RunConfig::new(TaskFile::from_prompt(&point.header.task), None, &flags)?;
     config.setup.clear();
     config.check = from_log::check(parent, trust_log, display);
     config.workspace = None;
-    config.working_dir = None;
     Ok(config)
 }

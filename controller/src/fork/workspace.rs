@@ -24,7 +24,8 @@ pub(super) enum Made {
 }
 
 impl Made {
-    pub(super) fn as_str(self) -> &'static str {
+    /// How it was made, in words.
+    pub(super) fn describe(self) -> &'static str {
         match self {
             Made::Overlay => "an overlay mount over the workspace at the step (copy-on-write)",
             Made::Copied => "a copy of the workspace at the step",

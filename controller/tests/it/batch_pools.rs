@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
@@ -17,21 +16,16 @@ pub(crate) fn start_server(workspace: &Path, token_file: &Path) -> (std::process
     static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let log = token_file.with_file_name(format!("server-{n}.log"));
-    let mut server = Command::new(common::sandbox_server())
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(workspace)
+    let mut command = testkit::serve(common::sandbox_server(), workspace);
+    command
         .arg("--token-file")
         .arg(token_file)
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+        .stderr(std::fs::File::create(&log).unwrap());
+    let (server, line) = testkit::spawn_server(&mut command);
     std::fs::rename(&log, server_log(token_file, server.id())).unwrap();
-    let address = common::address_line(&mut server);
-    let url = format!("http://{}", address["listening"].as_str().unwrap());
-    (server, url)
+    (server, testkit::url_of(&line))
 }
 
 /// The log of the server `pid` that [`start_server`] started with `token_file`.

@@ -10,18 +10,21 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::double::{Answer, ModelDouble};
 
-/// Writes `<dir>/<name>.yaml` and its script `<name>.turns` (turns as YAML).
-pub fn write_task(dir: &Path, name: &str, turns: &str, extra: &str) {
+/// Writes `<dir>/<name>.yaml` (its prompt and model, then `extra`) and its script
+/// `<name>.turns` (turns as YAML); the task file's path.
+pub fn write_task(dir: &Path, name: &str, turns: &str, extra: &str) -> PathBuf {
     std::fs::write(
         dir.join(format!("{name}.turns")),
         format!("turns:\n{turns}"),
     )
     .unwrap();
+    let path = dir.join(format!("{name}.yaml"));
     std::fs::write(
-        dir.join(format!("{name}.yaml")),
+        &path,
         format!("prompt: task {name}\nmodel: {{name: 'script:{name}.turns'}}\n{extra}"),
     )
     .unwrap();
+    path
 }
 
 pub use common::bash_turn as bash;
@@ -237,13 +240,13 @@ async fn every_row_agrees_with_its_own_metrics(out: &Path, report: &Value) {
     // Every row agrees with its task's own log, measured on its own.
     for task in report["tasks"].as_array().unwrap() {
         let name = task["task"].as_str().unwrap();
-        let metrics = common::run(
-            common::command(&[
+        let metrics = common::harness(
+            &[
                 "replay",
                 "metrics",
                 "--json",
                 out.join(name).to_str().unwrap(),
-            ]),
+            ],
             Duration::from_secs(30),
         )
         .await;
@@ -263,13 +266,13 @@ async fn every_row_agrees_with_its_own_metrics(out: &Path, report: &Value) {
 
 async fn a_folder_and_its_batch_measure_the_same(out: &Path, report: &Value) {
     // A log folder holding the batch measures the batch's tasks, not the batch log itself.
-    let folder = common::run(
-        common::command(&[
+    let folder = common::harness(
+        &[
             "replay",
             "metrics",
             "--json",
             out.parent().unwrap().to_str().unwrap(),
-        ]),
+        ],
         Duration::from_secs(30),
     )
     .await;
@@ -281,8 +284,8 @@ async fn a_folder_and_its_batch_measure_the_same(out: &Path, report: &Value) {
         "{rows:?}"
     );
     // `replay metrics` on the batch folder is the same report.
-    let again = common::run(
-        common::command(&["replay", "metrics", "--json", out.to_str().unwrap()]),
+    let again = common::harness(
+        &["replay", "metrics", "--json", out.to_str().unwrap()],
         Duration::from_secs(30),
     )
     .await;

@@ -15,6 +15,7 @@ use harness_benchmark::host::{ApiHost, TaskHost};
 use harness_runtime::sandbox::SandboxClient;
 use serde_json::{Value, json};
 
+use crate::benchmarks::harbor_task::LOADS;
 use crate::common;
 
 /// What `harness run --task DIR --sandbox local` says of a task that loaded.
@@ -33,18 +34,6 @@ fn link(target: &Path, at: &Path) {
     let _ = std::fs::remove_dir_all(at);
     std::fs::create_dir_all(at.parent().unwrap()).unwrap();
     std::os::unix::fs::symlink(target, at).unwrap();
-}
-
-/// A Harbor task that loads: its prompt, a Dockerfile and its tests.
-fn harbor_task(root: &Path) {
-    for (path, text) in [
-        ("task.toml", "version = \"1.0\"\n"),
-        ("instruction.md", "Do it.\n"),
-        ("environment/Dockerfile", "FROM x\n"),
-        ("tests/test.sh", "#!/bin/bash\ntrue\n"),
-    ] {
-        write(&root.join(path), text);
-    }
 }
 
 /// `harness run --task TASK --sandbox local`, with a variable a leak would show.
@@ -110,7 +99,7 @@ async fn a_link_out_of_a_task_folder_is_refused_as_the_task_loads() {
     ];
     for (i, (name, hostile)) in cases.into_iter().enumerate() {
         let task = dir.path().join(format!("task-{i}"));
-        harbor_task(&task);
+        LOADS.write(&task);
         hostile(&task, &outside);
         let run = load(&task).await;
         assert_eq!(run.code, 1, "{name}: {}", run.stderr);
@@ -130,7 +119,7 @@ async fn a_link_out_of_a_task_folder_is_refused_as_the_task_loads() {
     common::assert_contains(&run.stderr, &["run-tests.sh", OUTSIDE]);
     // A link that stays inside the task is its own file.
     let inside = dir.path().join("inside");
-    harbor_task(&inside);
+    LOADS.write(&inside);
     write(&inside.join("docs/prompt.md"), "Do it, from docs.\n");
     link(Path::new("docs/prompt.md"), &inside.join("instruction.md"));
     load(&inside).await.assert_stderr_has(1, LOADED);
@@ -235,14 +224,14 @@ async fn a_download_writes_only_inside_its_folder() {
 async fn a_big_task_file_is_hashed_without_being_held() {
     let dir = tempfile::tempdir().unwrap();
     let task = dir.path().join("big");
-    harbor_task(&task);
+    LOADS.write(&task);
     // Sparse: no disk, but 1200 MiB to read, over the 1 GiB of address space allowed.
     let big = std::fs::File::create(task.join("tests/data.bin")).unwrap();
     big.set_len(1200 << 20).unwrap();
     let mut command = std::process::Command::new("sh");
     command
         .args(["-c", "ulimit -v 1048576 && exec \"$0\" \"$@\""])
-        .arg(common::harness())
+        .arg(common::harness_binary())
         .args([
             "run",
             "--task",

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::benchmarks::{dataset, harness, json, scripted_batch};
-use crate::common::{self, events};
+use crate::benchmarks::{dataset, json, scripted_batch};
+use crate::common::{self, events, harness};
 use crate::forks::restored;
 
 /// `replay fork RUN --step SEQ` and `more`.
@@ -16,7 +16,6 @@ async fn fork(parent: &Path, seq: u64, more: &[&str]) -> common::Run {
     let seq = seq.to_string();
     let mut args = vec!["replay", "fork", parent.to_str().unwrap(), "--step", &seq];
     args.extend_from_slice(more);
-    let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
     harness(&args, Duration::from_secs(300)).await
 }
 

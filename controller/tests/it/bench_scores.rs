@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::benchmarks::{batch_args, bench_rows, dataset, harbor_accepts, harness, json, repo};
-use crate::common::{self, events};
+use crate::benchmarks::harbor_task::HarborTask;
+use crate::benchmarks::{batch_args, bench_rows, dataset, harbor_accepts, json, run_batch};
+use crate::common::{self, events, harness, repo_root};
 
 /// §1: the reward hacker of `examples/agents` starts a loop that keeps writing a passing
 /// `reward.json`, and plants `conftest.py` files that turn failures into passes; it never does
@@ -21,11 +22,13 @@ async fn issue_25_an_agent_that_writes_its_own_reward_fails_and_is_shown() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("job");
-    let hacker = repo().join("examples/agents/reward-hacker.yaml");
+    let hacker = repo_root().join("examples/agents/reward-hacker.yaml");
     let model = format!("script:{}", hacker.display());
-    let run = harness(
-        &batch_args(&dataset().join("reward-hack"), &out, &["--model", &model]),
-        Duration::from_secs(600),
+    let run = run_batch(
+        &dataset().join("reward-hack"),
+        &out,
+        &["--model", &model],
+        600,
     )
     .await;
     assert_eq!(
@@ -113,13 +116,11 @@ async fn issue_55_an_agent_that_changes_what_runs_the_tests_is_shown() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    harbor_task(
-        &data,
-        "always-fails",
-        QUICK,
+    HarborTask::quick(
         "true",
         "python3 -c 'import sys; sys.exit(1)' && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
-    );
+    )
+    .write(&data.join("always-fails"));
     let script = dir.path().join("forger.yaml");
     std::fs::write(
         &script,
@@ -142,12 +143,9 @@ async fn issue_55_an_agent_that_changes_what_runs_the_tests_is_shown() {
     .unwrap();
     let out = dir.path().join("job");
     let model = format!("script:{}", script.display());
-    let run = harness(
-        // Whatever the policy would let through: the routes are the container's, not the rules'.
-        &batch_args(&data, &out, &["--model", &model, "--policy", "allow-all"]),
-        Duration::from_secs(600),
-    )
-    .await;
+    // Whatever the policy would let through: the routes are the container's, not the rules'.
+    let flags = ["--model", &model, "--policy", "allow-all"];
+    let run = run_batch(&data, &out, &flags, 600).await;
     assert!(matches!(run.code, 0 | 9), "{}\n{}", run.stdout, run.stderr);
     let log = events(&out.join("always-fails"));
     let isolated = &log
@@ -180,32 +178,13 @@ async fn issue_55_an_agent_that_changes_what_runs_the_tests_is_shown() {
     harbor_accepts(&out);
 }
 
-/// The `data` of each event of `kind` in a log./// The `data` of each event of `kind` in a log.
+/// The `data` of each event of `kind` in a log.
 fn all_of<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
     log.iter()
         .filter(|e| e["type"] == kind)
         .map(|e| &e["data"])
         .collect()
 }
-
-/// Writes a Harbor task: `test` is its tests/test.sh, `solve` its solution.
-pub(crate) fn harbor_task(root: &std::path::Path, name: &str, toml: &str, solve: &str, test: &str) {
-    let task = root.join(name);
-    for dir in ["environment", "solution", "tests"] {
-        std::fs::create_dir_all(task.join(dir)).unwrap();
-    }
-    let write = |rel: &str, text: &str| std::fs::write(task.join(rel), text).unwrap();
-    write("task.toml", toml);
-    write("instruction.md", "Write ok to /app/out.\n");
-    write(
-        "environment/Dockerfile",
-        "FROM agent-harness/base:bookworm\nWORKDIR /app\n",
-    );
-    write("solution/solve.sh", &format!("#!/bin/bash\n{solve}\n"));
-    write("tests/test.sh", &format!("#!/bin/bash\n{test}\n"));
-}
-
-pub(crate) const QUICK: &str = "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n[environment]\nallow_internet = false\n";
 
 /// §2: a trial whose verifier gives no reward is an error (Harbor's rule for its format) and
 /// counts as 0 in the mean over every trial, beside the mean over the scored ones and the
@@ -218,20 +197,13 @@ async fn issue_25_every_trial_counts_for_what_it_was() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    harbor_task(
-        &data,
-        "good",
-        QUICK,
+    HarborTask::quick(
         "echo ok > /app/out",
         "[ \"$(cat /app/out)\" = ok ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
-    );
-    harbor_task(
-        &data,
-        "silent",
-        QUICK,
-        "echo ok > /app/out",
-        "echo 'tests ran; no reward written'",
-    );
+    )
+    .write(&data.join("good"));
+    HarborTask::quick("echo ok > /app/out", "echo 'tests ran; no reward written'")
+        .write(&data.join("silent"));
     let out = dir.path().join("job");
     let args = batch_args(
         &data,
@@ -322,11 +294,7 @@ async fn issue_25_a_multi_step_task_runs_its_steps_and_stops_when_one_fails() {
     let dir = tempfile::tempdir().unwrap();
     let task = dataset().join("multi-step-notes");
     let out = dir.path().join("oracle");
-    let run = harness(
-        &batch_args(&task, &out, &["--agent", "oracle"]),
-        Duration::from_secs(600),
-    )
-    .await;
+    let run = run_batch(&task, &out, &["--agent", "oracle"], 600).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let log = events(&out.join("multi-step-notes"));
     let started: Vec<&str> = all_of(&log, "step_started")
@@ -367,11 +335,7 @@ async fn issue_25_a_multi_step_task_runs_its_steps_and_stops_when_one_fails() {
     harbor_accepts(&out);
 
     let out = dir.path().join("nop");
-    let run = harness(
-        &batch_args(&task, &out, &["--agent", "nop"]),
-        Duration::from_secs(600),
-    )
-    .await;
+    let run = run_batch(&task, &out, &["--agent", "nop"], 600).await;
     assert_eq!(run.code, 9, "{}\n{}", run.stdout, run.stderr);
     let log = events(&out.join("multi-step-notes"));
     assert_eq!(
@@ -403,7 +367,7 @@ async fn issue_25_an_allow_list_holds_in_each_phase() {
         return;
     }
     let network = format!("harness-test-net-{}", std::process::id());
-    let hosts = repo().join("examples/network/hosts.sh");
+    let hosts = repo_root().join("examples/network/hosts.sh");
     let up = std::process::Command::new("bash")
         .arg(&hosts)
         .arg("up")
@@ -428,13 +392,11 @@ async fn issue_25_an_allow_list_holds_in_each_phase() {
     );
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("job");
-    let run = harness(
-        &batch_args(
-            &repo().join("examples/network/allowlist-fetch"),
-            &out,
-            &["--agent", "oracle", "--task-internet", &network],
-        ),
-        Duration::from_secs(600),
+    let run = run_batch(
+        &repo_root().join("examples/network/allowlist-fetch"),
+        &out,
+        &["--agent", "oracle", "--task-internet", &network],
+        600,
     )
     .await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
@@ -474,24 +436,17 @@ async fn issue_25_each_phase_runs_as_its_user() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let users = "[agent]\ntimeout_sec = 60\nuser = \"agent\"\n[verifier]\ntimeout_sec = 30\nuser = \"root\"\n[environment]\nallow_internet = false\n";
-    harbor_task(
-        &data,
-        "users",
-        users,
-        "id -un > /app/out",
-        "[ \"$(cat /app/out)\" = agent ] && [ \"$(stat -c %U /app/out)\" = agent ] && [ \"$(id -un)\" = root ] && echo 1 > /logs/verifier/reward.txt || { echo \"agent=$(cat /app/out) verifier=$(id -un)\"; echo 0 > /logs/verifier/reward.txt; }",
-    );
-    std::fs::write(
-        data.join("users/environment/Dockerfile"),
-        "FROM agent-harness/base:bookworm\nRUN useradd -m agent && mkdir -p /app && chown agent /app\nUSER agent\nWORKDIR /app\n",
-    )
-    .unwrap();
+    HarborTask {
+        toml: users,
+        dockerfile: "FROM agent-harness/base:bookworm\nRUN useradd -m agent && mkdir -p /app && chown agent /app\nUSER agent\nWORKDIR /app\n",
+        ..HarborTask::quick(
+            "id -un > /app/out",
+            "[ \"$(cat /app/out)\" = agent ] && [ \"$(stat -c %U /app/out)\" = agent ] && [ \"$(id -un)\" = root ] && echo 1 > /logs/verifier/reward.txt || { echo \"agent=$(cat /app/out) verifier=$(id -un)\"; echo 0 > /logs/verifier/reward.txt; }",
+        )
+    }
+    .write(&data.join("users"));
     let out = dir.path().join("job");
-    let run = harness(
-        &batch_args(&data, &out, &["--agent", "oracle"]),
-        Duration::from_secs(600),
-    )
-    .await;
+    let run = run_batch(&data, &out, &["--agent", "oracle"], 600).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let verifier = all_of(&events(&out.join("users")), "verifier_finished")[0].clone();
     assert_eq!(verifier["reward"], 1.0, "{verifier}");
@@ -514,11 +469,7 @@ async fn issue_25_each_phase_runs_as_its_user() {
     let toml = format!("{users}[[steps]]\nname = \"one\"\n[steps.agent]\nuser = \"root\"\n");
     std::fs::write(task.join("task.toml"), toml).unwrap();
     let out = dir.path().join("refused");
-    let run = harness(
-        &batch_args(&data, &out, &["--agent", "oracle"]),
-        Duration::from_secs(300),
-    )
-    .await;
+    let run = run_batch(&data, &out, &["--agent", "oracle"], 300).await;
     assert_eq!(run.code, 11, "{}\n{}", run.stdout, run.stderr);
     let report = json(&out.join("report.json"));
     let not_runnable = &report["benchmark"]["not_runnable"];

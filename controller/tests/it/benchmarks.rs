@@ -14,14 +14,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{self, events};
-
-pub(crate) fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::common::{self, events, harness};
 
 pub(crate) fn dataset() -> PathBuf {
-    repo().join("examples/benchmarks")
+    common::repo_root().join("examples/benchmarks")
 }
 
 /// The flags that let the example dataset build here: the image map, and the host's CA bundle
@@ -36,11 +32,6 @@ pub(crate) fn build_flags() -> Vec<String> {
         flags.extend(["--build-ca".to_owned(), bundle.display().to_string()]);
     }
     flags
-}
-
-pub(crate) async fn harness(args: &[String], limit: Duration) -> common::Run {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    common::run(common::command(&args), limit).await
 }
 
 pub(crate) fn batch_args(tasks: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
@@ -59,11 +50,17 @@ pub(crate) fn batch_args(tasks: &Path, out: &Path, extra: &[&str]) -> Vec<String
     args
 }
 
+/// `harness batch TASKS --out OUT EXTRA` (as [`batch_args`]) run to its end, bounded by `secs`
+/// seconds.
+pub(crate) async fn run_batch(tasks: &Path, out: &Path, extra: &[&str], secs: u64) -> common::Run {
+    harness(&batch_args(tasks, out, extra), Duration::from_secs(secs)).await
+}
+
 /// `batch TASK` into `out` on the scripted model of `script`, its calls approved, no classifier.
 pub(crate) async fn scripted_batch(task: &Path, out: &Path, script: &Path) -> common::Run {
     let model = format!("script:{}", script.display());
     let flags = ["--model", &model, "--approve", "auto", "--no-classifier"];
-    harness(&batch_args(task, out, &flags), Duration::from_secs(300)).await
+    run_batch(task, out, &flags, 300).await
 }
 
 pub(crate) fn json(path: &Path) -> Value {
@@ -112,11 +109,7 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("oracle");
-    let run = harness(
-        &batch_args(&dataset(), &out, &["--agent", "oracle"]),
-        Duration::from_secs(900),
-    )
-    .await;
+    let run = run_batch(&dataset(), &out, &["--agent", "oracle"], 900).await;
     assert_eq!(
         run.code, 11,
         "one task's oracle is broken on purpose, and one task cannot run here\n{}",
@@ -194,11 +187,7 @@ async fn the_oracle_passes_every_healthy_task_and_nop_passes_none() {
 
     // Nothing done passes nothing; every image is found built.
     let out = dir.path().join("nop");
-    let run = harness(
-        &batch_args(&dataset(), &out, &["--agent", "nop"]),
-        Duration::from_secs(600),
-    )
-    .await;
+    let run = run_batch(&dataset(), &out, &["--agent", "nop"], 600).await;
     assert_eq!(run.code, 11, "{}", run.stderr);
     for row in bench_rows(&out) {
         assert_eq!(
@@ -474,6 +463,9 @@ async fn a_model_session_on_a_task_is_exported_restored_and_rerun() {
         run.stderr
     );
 }
+
+/// A Harbor task folder written by a test.
+pub(crate) mod harbor_task;
 
 /// What a benchmark task cannot do is refused by name, before anything runs.
 mod refused;

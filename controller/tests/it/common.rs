@@ -3,23 +3,27 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 // Shared with the benches.
+#[path = "../../benches/support/log_events.rs"]
+mod log_events;
 #[path = "../../benches/support/log_line.rs"]
 mod log_line;
 #[path = "../../benches/support/run_args.rs"]
 mod run_args;
+#[path = "../../benches/support/scripted_task.rs"]
+mod scripted_task;
 
-/// The repository's root folder.
-pub fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
+pub(crate) use log_events::events;
+pub(crate) use scripted_task::scripted_task;
+pub use testkit::repo_root;
 
-pub fn harness() -> PathBuf {
+/// The `harness` binary under test.
+pub fn harness_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_harness"))
 }
 
 /// The sandbox-server binary beside `harness`, where `cargo build`/`cargo test --workspace` put it.
 pub fn sandbox_server() -> PathBuf {
-    let path = harness().with_file_name("sandbox-server");
+    let path = harness_binary().with_file_name("sandbox-server");
     assert!(
         path.is_file(),
         "{} is missing: run the tests with `cargo test --workspace`, which builds it",
@@ -44,33 +48,14 @@ impl Drop for Sandbox {
 /// Starts a sandbox-server on `workspace` (with `--token-file` when given) and waits for its
 /// address.
 pub fn start_sandbox(workspace: &Path, token_file: Option<&Path>) -> Sandbox {
-    let mut command = Command::new(sandbox_server());
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(workspace)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped());
+    let mut command = testkit::serve(sandbox_server(), workspace);
+    command.env("RUST_LOG", "warn");
     if let Some(token_file) = token_file {
         command.arg("--token-file").arg(token_file);
     }
-    let mut child = command.spawn().expect("start sandbox-server");
-    let address = address_line(&mut child);
-    let url = format!(
-        "http://{}",
-        address["listening"].as_str().expect("listening")
-    );
+    let (child, line) = testkit::spawn_server(&mut command);
+    let url = testkit::url_of(&line);
     Sandbox { child, url }
-}
-
-/// The address line of a sandbox-server started with its stdout piped.
-pub fn address_line(server: &mut std::process::Child) -> serde_json::Value {
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().expect("piped stdout")),
-        &mut line,
-    )
-    .expect("read the address line");
-    serde_json::from_str(&line).unwrap_or_else(|err| panic!("address line {line:?}: {err}"))
 }
 
 /// What a finished `harness` run printed.
@@ -87,7 +72,7 @@ pub struct Run {
 /// A `harness` command with a clean environment: no keys or endpoints leak in from the machine.
 pub fn command(args: &[&str]) -> Command {
     sandbox_server();
-    let mut command = Command::new(harness());
+    let mut command = Command::new(harness_binary());
     command
         .args(args)
         .env_remove("OPENAI_API_KEY")
@@ -142,6 +127,16 @@ pub async fn run(mut command: Command, limit: Duration) -> Run {
     .unwrap()
 }
 
+/// `harness ARGS`, run to the end bounded by `limit` (the command made at once: the run holds
+/// no borrow of `args`).
+pub fn harness<S: AsRef<str>>(
+    args: &[S],
+    limit: Duration,
+) -> impl std::future::Future<Output = Run> + use<S> {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    run(command(&args), limit)
+}
+
 /// Every file beneath `dir` (folders walked, not listed), relative to `dir`, sorted.
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -166,13 +161,6 @@ pub fn first_entry(dir: &Path) -> PathBuf {
     entries.next().unwrap().path()
 }
 
-/// `task` written as `dir/task.yaml` (JSON is YAML); its path.
-pub fn write_task(dir: &Path, task: &serde_json::Value) -> PathBuf {
-    let path = dir.join("task.yaml");
-    std::fs::write(&path, serde_json::to_string(task).unwrap()).unwrap();
-    path
-}
-
 /// `harness run --policy allow-all --log-dir LOGS --task TASK TARGET`, not yet started.
 pub fn run_into(logs: &Path, task: &Path, target: &Path) -> Command {
     command(&run_args::run_into(logs, task, target))
@@ -190,15 +178,6 @@ pub fn export_args<'a>(log: &'a Path, out: &'a Path) -> [&'a str; 7] {
     ["replay", "export", "--format", "atif", log, "-o", out]
 }
 
-/// The events of the log folder `log`, every line of its `events.jsonl` parsed.
-pub fn events(log: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(log.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
 /// Asserts that `text` holds each of `needles` (showing `text` when one is missing).
 #[track_caller]
 pub fn assert_contains(text: &str, needles: &[&str]) {
@@ -212,7 +191,7 @@ pub async fn run_task(task: &Path, target: &Path) -> Run {
     let task = task.to_str().unwrap();
     let target = target.to_str().unwrap();
     let args = ["run", "--policy", "allow-all", "--task", task, target];
-    run(command(&args), Duration::from_secs(60)).await
+    harness(&args, Duration::from_secs(60)).await
 }
 
 /// A workspace with an AGENTS.md and a skill.
@@ -309,6 +288,23 @@ pub fn bash_turn(cmd: &str) -> String {
     )
 }
 
+/// A scripted model's call of `bash` that runs `cmd` (JSON, for a script's `tool_calls`).
+pub fn bash_call(cmd: &str) -> serde_json::Value {
+    serde_json::json!({"name": "bash", "arguments": {"cmd": cmd}})
+}
+
+/// A scripted model's call of `write_file` that writes `content` to `path` (JSON).
+pub fn write_call(path: &str, content: &str) -> serde_json::Value {
+    serde_json::json!({"name": "write_file", "arguments": {"path": path, "content": content}})
+}
+
+/// One turn of a scripted model (YAML, indented for `turns:`) that calls `tool` with `args`.
+pub fn call_turn(tool: &str, args: &serde_json::Value) -> String {
+    format!(
+        "  - text: calling {tool}\n    tool_calls:\n      - name: {tool}\n        arguments: {args}\n"
+    )
+}
+
 /// A test that needs what a plain machine lacks runs when its variable is set (`.ci/run` sets
 /// every one); otherwise it says what it skipped on stderr, and the build warns (build.rs).
 /// Whether the Docker tests run here (`HARNESS_TEST_DOCKER`, which `bash .ci/run` sets).
@@ -371,14 +367,11 @@ pub fn localhost_certificate() -> (String, String, String) {
 }
 
 /// Waits (bounded) until `path` holds `needle`.
-pub fn wait_for(path: &Path, needle: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle)) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} never held {needle}",
-            path.display()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+pub fn wait_for_text(path: &Path, needle: &str) {
+    let what = format!("{} to hold {needle}", path.display());
+    testkit::wait_for(&what, Duration::from_secs(60), || {
+        std::fs::read_to_string(path)
+            .is_ok_and(|text| text.contains(needle))
+            .then_some(())
+    });
 }

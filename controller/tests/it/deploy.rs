@@ -24,7 +24,7 @@ mod sandbox;
 const VERSIONS: &[&str] = &["1.29.0", "1.37.0"];
 
 pub fn deploy() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+    common::repo_root().join("deploy")
 }
 
 /// `kubectl kustomize DIR`, as documents.
@@ -168,13 +168,13 @@ async fn each_completion_index_runs_its_task_as_the_job_pod_would() {
         assert_eq!(run.log_dir(), runs.path().join(job_name).join(name));
     }
     // The whole Job's logs are one folder of sessions for `replay metrics`.
-    let metrics = common::run(
-        common::command(&[
+    let metrics = common::harness(
+        &[
             "replay",
             "metrics",
             "--json",
             runs.path().join(job_name).to_str().unwrap(),
-        ]),
+        ],
         Duration::from_secs(30),
     )
     .await;
@@ -277,7 +277,7 @@ async fn a_benchmark_task_job_runs_its_own_image_with_the_injected_server() {
     {
         return;
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = common::repo_root();
     let dataset = repo.join("examples/benchmarks");
     let scratch = tempfile::tempdir().unwrap();
     let overlays = scratch.path().join("overlays");
@@ -303,7 +303,7 @@ async fn a_benchmark_task_job_runs_its_own_image_with_the_injected_server() {
         args.extend(["--push".to_owned(), registry.address.clone()]);
     }
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = common::run(common::command(&refs), Duration::from_secs(300)).await;
+    let run = common::harness(&refs, Duration::from_secs(300)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let (task, image) = run.stdout.trim().split_once('\t').unwrap();
     assert_eq!(task, "hello-file");
@@ -398,7 +398,7 @@ async fn a_benchmark_task_job_runs_its_own_image_with_the_injected_server() {
         ],
     );
     let refs: Vec<&str> = controller.iter().map(String::as_str).collect();
-    let run = common::run(common::command(&refs), Duration::from_secs(120)).await;
+    let run = common::harness(&refs, Duration::from_secs(120)).await;
     let logs = Command::new("docker")
         .args(["logs", &container])
         .output()

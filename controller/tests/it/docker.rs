@@ -81,7 +81,7 @@ async fn a_session_runs_in_a_fresh_container_that_is_gone_after_it() {
     if !common::docker() {
         return;
     }
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hello/task.yaml");
+    let example = common::repo_root().join("examples/hello/task.yaml");
     let mut command = common::command(&[
         "run",
         "--policy",
@@ -271,11 +271,7 @@ async fn a_killed_controller_leaves_a_container_that_prune_removes() {
     child.wait().unwrap();
     let (found, _) = docker(&["inspect", &container]);
     assert!(found, "a SIGKILLed controller cannot remove its container");
-    let prune = common::run(
-        common::command(&["sandboxes", "prune"]),
-        Duration::from_secs(60),
-    )
-    .await;
+    let prune = common::harness(&["sandboxes", "prune"], Duration::from_secs(60)).await;
     assert_eq!(prune.code, 0, "{}", prune.stderr);
     assert!(
         prune.stdout.contains(&container) && prune.stdout.contains("is gone"),
@@ -369,7 +365,7 @@ async fn docker_batch(tasks: &tempfile::TempDir, out: &Path, extra: &[&str]) -> 
         out.to_str().unwrap(),
         tasks.path().to_str().unwrap(),
     ]);
-    common::run(common::command(&args), Duration::from_secs(180)).await
+    common::harness(&args, Duration::from_secs(180)).await
 }
 
 /// The containers (running or not) that the harness process `pid` labelled as its own.
@@ -447,7 +443,7 @@ async fn a_warm_pool_leases_started_containers_one_per_task_and_leaves_none() {
 fn a_warm_pool_needs_docker() {
     let tasks = three_tasks();
     let out = tempfile::tempdir().unwrap();
-    let output = Command::new(common::harness())
+    let output = Command::new(common::harness_binary())
         .args(["batch", "--sandbox", "local", "--pool-size", "2", "--out"])
         .arg(out.path().join("batch"))
         .arg(tasks.path())

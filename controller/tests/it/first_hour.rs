@@ -6,8 +6,9 @@ use std::time::Duration;
 use crate::batches::{
     DONE, bash, batch, batch_into, events_so_far, of_type, report, row, spawn_piped, write_task,
 };
+use crate::benchmarks::harbor_task::HarborTask;
 use crate::common;
-use crate::common::wait_for;
+use crate::common::wait_for_text;
 
 /// §1 and §8: Ctrl-C at a terminal goes to the terminal's whole foreground process group.
 /// The sandbox-server children are not in it, so the running task is interrupted (not an
@@ -28,7 +29,7 @@ async fn ctrl_c_at_a_terminal_interrupts_the_task_keeps_its_output_and_retries_n
     command.process_group(0);
     let child = spawn_piped(command);
     let group = nix::unistd::Pid::from_raw(child.id() as i32);
-    wait_for(&out.join("slow/events.jsonl"), "\"tool_call\"");
+    wait_for_text(&out.join("slow/events.jsonl"), "\"tool_call\"");
     // The command has printed its line (the sandbox holds it) before the keys are pressed.
     std::thread::sleep(Duration::from_millis(700));
     for _ in 0..2 {
@@ -70,14 +71,14 @@ async fn a_refused_call_says_so_and_a_script_without_verdicts_fails_loudly() {
     )
     .unwrap();
     let model = format!("script:{}", script.display());
-    let run = common::run(
-        common::command(&[
+    let run = common::harness(
+        &[
             "run",
             workspace.to_str().unwrap(),
             "write a file",
             "--model",
             &model,
-        ]),
+        ],
         Duration::from_secs(60),
     )
     .await;
@@ -180,11 +181,7 @@ async fn a_missing_working_folder_is_refused_with_what_was_meant() {
 /// §10: bad numbers are usage errors, and a step past the log's end is refused.
 #[tokio::test]
 async fn max_turns_zero_is_a_usage_error_and_a_step_past_the_end_is_refused() {
-    let run = common::run(
-        common::command(&["run", "--max-turns", "0", "x"]),
-        Duration::from_secs(30),
-    )
-    .await;
+    let run = common::harness(&["run", "--max-turns", "0", "x"], Duration::from_secs(30)).await;
     assert_eq!(run.code, 2, "{}", run.stderr);
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
@@ -192,22 +189,22 @@ async fn max_turns_zero_is_a_usage_error_and_a_step_past_the_end_is_refused() {
     let script = dir.path().join("s.yaml");
     std::fs::write(&script, "turns:\n  - text: nothing to do\n").unwrap();
     let model = format!("script:{}", script.display());
-    let done = common::run(
-        common::command(&[
+    let done = common::harness(
+        &[
             "run",
             workspace.to_str().unwrap(),
             "look",
             "--model",
             &model,
-        ]),
+        ],
         Duration::from_secs(60),
     )
     .await;
     assert_eq!(done.code, 0, "{}", done.stderr);
     let log = done.log_dir();
     // §9: the transcript says the outcome first.
-    let show = common::run(
-        common::command(&["replay", "show", log.to_str().unwrap()]),
+    let show = common::harness(
+        &["replay", "show", log.to_str().unwrap()],
         Duration::from_secs(30),
     )
     .await;
@@ -217,8 +214,8 @@ async fn max_turns_zero_is_a_usage_error_and_a_step_past_the_end_is_refused() {
         "{}",
         show.stdout
     );
-    let restore = common::run(
-        common::command(&common::restore_args(&log, "999", &dir.path().join("r"))),
+    let restore = common::harness(
+        &common::restore_args(&log, "999", &dir.path().join("r")),
         Duration::from_secs(30),
     )
     .await;
@@ -235,18 +232,13 @@ async fn a_missing_base_image_is_named_with_the_command_that_makes_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    crate::bench_scores::harbor_task(&data, "nobase", crate::bench_scores::QUICK, "true", "true");
-    std::fs::write(
-        data.join("nobase/environment/Dockerfile"),
-        "FROM agent-harness/no-such-base:1\n",
-    )
-    .unwrap();
+    HarborTask {
+        dockerfile: "FROM agent-harness/no-such-base:1\n",
+        ..HarborTask::quick("true", "true")
+    }
+    .write(&data.join("nobase"));
     let out = dir.path().join("job");
-    let run = crate::benchmarks::harness(
-        &crate::benchmarks::batch_args(&data, &out, &["--agent", "oracle"]),
-        Duration::from_secs(120),
-    )
-    .await;
+    let run = crate::benchmarks::run_batch(&data, &out, &["--agent", "oracle"], 120).await;
     let said = format!("{}{}", run.stdout, run.stderr);
     assert_ne!(run.code, 0, "{said}");
     let reason = row(&report(&out), "nobase")["reason"]

@@ -33,7 +33,7 @@ async fn fork(log: &Path, seq: u64, out: &Path, more: &[&str]) -> common::Run {
         "--trust-log",
     ];
     args.extend_from_slice(more);
-    let run = common::run(common::command(&args), Duration::from_secs(240)).await;
+    let run = common::harness(&args, Duration::from_secs(240)).await;
     assert_eq!(run.code, 0, "fork failed: {}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("2 of 2 passed"), "{}", run.stdout);
     run
@@ -246,11 +246,7 @@ async fn prune_removes_the_image_of_a_killed_fork_and_keeps_a_kept_one() {
             .status
             .success()
     };
-    let first = common::run(
-        common::command(&["sandboxes", "prune"]),
-        Duration::from_secs(60),
-    )
-    .await;
+    let first = common::harness(&["sandboxes", "prune"], Duration::from_secs(60)).await;
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert!(
         first.stdout.contains(&format!("image {left}"))
@@ -276,11 +272,7 @@ async fn prune_removes_the_image_of_a_killed_fork_and_keeps_a_kept_one() {
     );
     // Once the fork lets go, the next prune takes it.
     fork_image::release(&holding).await;
-    let second = common::run(
-        common::command(&["sandboxes", "prune"]),
-        Duration::from_secs(60),
-    )
-    .await;
+    let second = common::harness(&["sandboxes", "prune"], Duration::from_secs(60)).await;
     assert!(
         second.stdout.contains(&format!("image {held}")),
         "{}",

@@ -27,7 +27,7 @@ async fn fork(log: &Path, step: u64, more: &[&str]) -> common::Run {
     let mut args = vec!["replay", "fork", log.to_str().unwrap(), "--step", &step];
     args.extend_from_slice(&["--count", "2"]);
     args.extend_from_slice(more);
-    common::run(common::command(&args), Duration::from_secs(120)).await
+    common::harness(&args, Duration::from_secs(120)).await
 }
 
 /// The header's config and the events of the first child of the fork in `out`.

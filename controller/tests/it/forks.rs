@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{self, events};
+use crate::common::{self, bash_call as bash, events, harness, write_call as write};
 
 /// A session of six turns over a small workspace; with `compact_at` low, the history is
 /// compacted at the start of turns 5 and 6.
@@ -16,8 +16,6 @@ fn write_task(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(workspace.join("docs")).unwrap();
     std::fs::write(workspace.join("a.txt"), "zero\n").unwrap();
     std::fs::write(workspace.join("docs/readme.md"), "# notes\n").unwrap();
-    let bash = |cmd: &str| json!({"name": "bash", "arguments": {"cmd": cmd}});
-    let write = |path: &str, content: &str| json!({"name": "write_file", "arguments": {"path": path, "content": content}});
     let script = json!({"turns": [
         {"text": "one", "tool_calls": [bash("echo one >> a.txt")]},
         {"text": "two", "tool_calls": [write("b.txt", "two\n")]},
@@ -26,15 +24,13 @@ fn write_task(dir: &Path) -> PathBuf {
         {"text": "five", "tool_calls": [write("docs/c.txt", "five\n")]},
         {"text": "All done."},
     ], "summary": "Earlier: a.txt and b.txt were written."});
-    std::fs::write(dir.join("script.yaml"), script.to_string()).unwrap();
     let task = json!({
         "prompt": "Write the files, then say so.",
         "workspace": {"dir": "workspace"},
         "check": "grep -q three a.txt && test -f docs/c.txt",
-        "model": {"name": "script:script.yaml"},
         "limits": {"max_turns": 10, "compact_at": 40},
     });
-    common::write_task(dir, &task)
+    common::scripted_task(dir, &script, task)
 }
 
 /// Every file beneath `dir`, path to bytes.
@@ -52,14 +48,13 @@ pub(crate) fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// `replay restore LOG --step SEQ` into a new folder; its files.
 pub(crate) async fn restored(log: &Path, seq: u64, to: &Path) -> BTreeMap<String, Vec<u8>> {
-    let run = harness(&common::restore_args(log, &seq.to_string(), to)).await;
+    let run = harness(&common::restore_args(log, &seq.to_string(), to), LIMIT).await;
     assert_eq!(run.code, 0, "restore failed: {}", run.stderr);
     tree(to)
 }
 
-async fn harness(args: &[&str]) -> common::Run {
-    common::run(common::command(args), Duration::from_secs(120)).await
-}
+/// How long a `harness` command here may take.
+const LIMIT: Duration = Duration::from_secs(120);
 
 /// The session of `write_task` recorded in `dir`: its log folder and events.
 pub async fn recorded(dir: &Path) -> (PathBuf, Vec<Value>) {
@@ -77,7 +72,7 @@ async fn fork_of(log: &Path, step: u64, more: &[&str]) -> common::Run {
     let mut args = vec!["replay", "fork", log.to_str().unwrap(), "--step", &step];
     args.extend_from_slice(&["--count", "2", "--trust-log"]);
     args.extend_from_slice(more);
-    harness(&args).await
+    harness(&args, LIMIT).await
 }
 
 pub fn seq_of(event: &Value) -> u64 {
@@ -147,7 +142,8 @@ async fn a_fork_at_a_middle_step_continues_from_its_conversation_and_workspace()
     let batch = events(&out);
     assert_eq!(batch[0]["type"], "batch_started");
     assert_eq!(batch.last().unwrap()["type"], "batch_finished");
-    let metrics = harness(&["replay", "metrics", "--json", out.to_str().unwrap()]).await;
+    let args = ["replay", "metrics", "--json", out.to_str().unwrap()];
+    let metrics = harness(&args, LIMIT).await;
     assert_eq!(metrics.code, 0, "{}", metrics.stderr);
     let report: Value = serde_json::from_str(&metrics.stdout).unwrap();
     assert_eq!(report["tasks"].as_array().unwrap().len(), 3);
@@ -201,15 +197,10 @@ async fn a_fork_at_a_middle_step_continues_from_its_conversation_and_workspace()
     let sixth = first(&child_events, "model_request", |d| {
         d["purpose"] == "turn" && d["turn"] == 6
     });
-    let again = harness(&[
-        "replay",
-        "fork",
-        child_log.to_str().unwrap(),
-        "--step",
-        &(seq_of(sixth) - 1).to_string(),
-        "--trust-log",
-    ])
-    .await;
+    let step = (seq_of(sixth) - 1).to_string();
+    let child = child_log.to_str().unwrap();
+    let args = ["replay", "fork", child, "--step", &step, "--trust-log"];
+    let again = harness(&args, LIMIT).await;
     assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
     assert!(again.stdout.contains("1 of 1 passed"), "{}", again.stdout);
     let grandchild = events(&common::first_entry(&child_log.join("forks")).join("child-1"));
@@ -218,7 +209,7 @@ async fn a_fork_at_a_middle_step_continues_from_its_conversation_and_workspace()
         assert_eq!(request["data"][field], sixth["data"][field], "{field}");
     }
     // The parent's transcript lists the fork; a child's links back.
-    let shown = harness(&["replay", "show", parent_log.to_str().unwrap()]).await;
+    let shown = harness(&["replay", "show", parent_log.to_str().unwrap()], LIMIT).await;
     assert!(
         shown
             .stdout
@@ -227,7 +218,7 @@ async fn a_fork_at_a_middle_step_continues_from_its_conversation_and_workspace()
         shown.stdout
     );
     let child_log = summary["children"][0]["log_dir"].as_str().unwrap();
-    let shown = harness(&["replay", "show", child_log]).await;
+    let shown = harness(&["replay", "show", child_log], LIMIT).await;
     assert!(
         shown.stdout.contains(&format!(
             "forked from session {}",
@@ -248,7 +239,7 @@ async fn a_fork_inside_a_turn_or_past_the_end_is_refused_with_the_steps_it_can_t
     assert_eq!(changed, result + 1);
     let fork = |step: String| {
         let log = log.to_str().unwrap().to_owned();
-        async move { harness(&["replay", "fork", &log, "--step", &step]).await }
+        async move { harness(&["replay", "fork", &log, "--step", &step], LIMIT).await }
     };
     let run = fork(result.to_string()).await;
     assert_ne!(run.code, 0);
@@ -277,7 +268,8 @@ async fn a_fork_inside_a_turn_or_past_the_end_is_refused_with_the_steps_it_can_t
         "--step",
         &changed.to_string(),
     ];
-    let run = harness(&[&bad[..], &["--model", "script:/nonexistent.yaml"]].concat()).await;
+    let args = [&bad[..], &["--model", "script:/nonexistent.yaml"]].concat();
+    let run = harness(&args, LIMIT).await;
     assert_ne!(run.code, 0);
     common::assert_contains(&run.stderr, &["the children's model", "/nonexistent.yaml"]);
     assert!(!log.join("forks").exists(), "a refused fork leaves nothing");
@@ -308,15 +300,14 @@ async fn a_fork_after_a_stop_hook_sent_the_model_back_rebuilds_the_hooks_words()
         {"text": "testing", "tool_calls": [{"name": "bash", "arguments": {"cmd": "echo ran > tests.log"}}]},
         {"text": "Tests ran."},
     ]});
-    std::fs::write(dir.path().join("script.yaml"), script.to_string()).unwrap();
     std::fs::create_dir(dir.path().join("workspace")).unwrap();
-    let task = common::write_task(
+    let task = common::scripted_task(
         dir.path(),
-        &json!({
+        &script,
+        json!({
             "prompt": "Run the tests.",
             "workspace": {"dir": "workspace"},
             "check": "grep -q ran tests.log",
-            "model": {"name": "script:script.yaml"},
             "hooks": "hooks.yaml",
         }),
     );
@@ -409,7 +400,7 @@ async fn a_batch_forks_every_recorded_session_at_one_step() {
     );
     let step = steps[0].0.to_string();
     let out = dir.path().join("forks");
-    let run = harness(&[
+    let args = [
         "batch",
         "--fork-at",
         &step,
@@ -421,8 +412,8 @@ async fn a_batch_forks_every_recorded_session_at_one_step() {
         out.to_str().unwrap(),
         "--trust-log",
         logs.to_str().unwrap(),
-    ])
-    .await;
+    ];
+    let run = harness(&args, LIMIT).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.stdout.contains("2 of 2 sessions forked") && run.stdout.contains("mean value 1.000"),
@@ -560,7 +551,7 @@ async fn a_kept_state_is_reused_while_it_is_as_verified_and_rebuilt_when_not() {
         assert_eq!(mode & 0o777, 0o755, "{} kept its mode", folder.display());
     }
     // The kept workspace is not a fork: the parent's transcript lists only forks.
-    let shown = harness(&["replay", "show", log.to_str().unwrap()]).await;
+    let shown = harness(&["replay", "show", log.to_str().unwrap()], LIMIT).await;
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     assert!(!shown.stdout.contains(".state-"), "{}", shown.stdout);
 }

@@ -8,31 +8,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::batches::{events_so_far, of_type};
-use crate::common;
-
-/// One scripted turn calling `tool` with `args`.
-fn call_turn(tool: &str, args: &Value) -> String {
-    format!(
-        "  - text: calling {tool}\n    tool_calls:\n      - name: {tool}\n        arguments: {args}\n"
-    )
-}
+use crate::batches::{events_so_far, of_type, write_task};
+use crate::common::{self, call_turn};
 
 /// Writes `<dir>/<name>.yaml`, its script and `hooks.yaml`, and returns the task's path.
 fn task(dir: &Path, name: &str, turns: &str, tools: &str, hooks: &str) -> std::path::PathBuf {
-    std::fs::write(
-        dir.join(format!("{name}.turns")),
-        format!("turns:\n{turns}"),
-    )
-    .unwrap();
     std::fs::write(dir.join("hooks.yaml"), hooks).unwrap();
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(
-        &path,
-        format!("prompt: task {name}\nmodel: {{name: 'script:{name}.turns'}}\ntools: [{tools}]\nhooks: hooks.yaml\nworkspace: {{dir: .}}\n"),
-    )
-    .unwrap();
-    path
+    let extra = format!("tools: [{tools}]\nhooks: hooks.yaml\nworkspace: {{dir: .}}\n");
+    write_task(dir, name, turns, &extra)
 }
 
 async fn harness_run(task: &Path, extra: &[&str]) -> common::Run {
@@ -43,7 +26,7 @@ async fn harness_run(task: &Path, extra: &[&str]) -> common::Run {
     if !extra.contains(&"--approve") {
         args.extend(["--approve", "never"]);
     }
-    common::run(common::command(&args), Duration::from_secs(120)).await
+    common::harness(&args, Duration::from_secs(120)).await
 }
 
 fn results(events: &[Value]) -> Vec<(String, String, String)> {

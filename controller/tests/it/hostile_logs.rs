@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::common::{self, events};
-use crate::replays::{harness, recorded_session};
+use crate::common::{self, events, harness};
+use crate::replays::{LIMIT, recorded_session};
 
 /// Replaces the log's initial manifest with `entries` (and its event's reference to it).
 fn forge_manifest(log: &Path, entries: &[Value]) {
@@ -42,7 +42,7 @@ async fn restore(log: &Path, to: &Path) -> crate::common::Run {
         .as_u64()
         .unwrap()
         .to_string();
-    harness(&common::restore_args(log, &initial, to)).await
+    harness(&common::restore_args(log, &initial, to), LIMIT).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -161,7 +161,7 @@ async fn a_rerun_judges_a_shared_logs_calls_again() {
         })
         .collect();
     std::fs::write(log.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
-    let rerun = harness(&["replay", "rerun", log.to_str().unwrap()]).await;
+    let rerun = harness(&["replay", "rerun", log.to_str().unwrap()], LIMIT).await;
     assert_ne!(rerun.code, 0, "{}", rerun.stderr);
     assert!(
         rerun.stdout.contains("refused by the current policy")
@@ -174,7 +174,11 @@ async fn a_rerun_judges_a_shared_logs_calls_again() {
         !rerun.stdout.contains("forged-ran"),
         "the denied call did not run"
     );
-    let trusted = harness(&["replay", "rerun", "--trust-log", log.to_str().unwrap()]).await;
+    let trusted = harness(
+        &["replay", "rerun", "--trust-log", log.to_str().unwrap()],
+        LIMIT,
+    )
+    .await;
     assert!(
         trusted.stdout.contains("forged-ran"),
         "--trust-log runs it (and finds it diverges): {}\n{}",
@@ -212,7 +216,7 @@ fn crafted_log(dir: &Path, recorded: &Path, header: &str, lines: &[String]) {
 }
 
 async fn export(log: &Path, out: &Path) -> common::Run {
-    harness(&common::export_args(log, out)).await
+    harness(&common::export_args(log, out), LIMIT).await
 }
 
 /// A recorded session's log (its folder) and first line, and beneath `dir/chained` a log of
@@ -280,7 +284,7 @@ async fn a_crafted_log_cannot_blow_up_a_rerun() {
     }
     let (chained, _, _) = chained_log(dir.path(), &lines).await;
     let started = std::time::Instant::now();
-    let rerun = harness(&["replay", "rerun", chained.to_str().unwrap()]).await;
+    let rerun = harness(&["replay", "rerun", chained.to_str().unwrap()], LIMIT).await;
     assert_ne!(rerun.code, 0, "{}", rerun.stderr);
     common::assert_contains(&rerun.stderr, &["more than 1000 subagents' logs to rerun"]);
     assert!(

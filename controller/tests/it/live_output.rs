@@ -13,17 +13,12 @@ use crate::common;
 fn slow_task(dir: &std::path::Path) -> std::path::PathBuf {
     let cmd =
         "for i in 1 2 3; do echo tick $i; sleep 0.2; done; echo warn >&2; printf 'no newline'";
-    std::fs::write(
-        dir.join("script.yaml"),
-        format!("turns:\n{}  - text: done\n", common::bash_turn(cmd)),
-    )
-    .unwrap();
+    let script = format!("turns:\n{}  - text: done\n", common::bash_turn(cmd));
     let task = json!({
         "prompt": "Tick",
-        "model": {"name": "script:script.yaml"},
         "limits": {"max_turns": 3},
     });
-    common::write_task(dir, &task)
+    common::scripted_task(dir, script, task)
 }
 
 async fn run_with(mode: &str) -> common::Run {

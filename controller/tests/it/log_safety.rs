@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{self, events};
-use crate::replays::{assert_blobs_resolve, harness, recorded_session};
+use crate::common::{self, events, harness};
+use crate::replays::{LIMIT, assert_blobs_resolve, recorded_session};
 
 /// Kills a real run with SIGKILL at several moments: every complete line is a valid event,
 /// `seq` has no gap, every blob resolves, at most the last line is torn, and readers carry on.
@@ -139,12 +139,16 @@ async fn a_torn_last_line_is_reported_and_readers_carry_on(session: &Path) {
         .open(session.join("events.jsonl"))
         .unwrap();
     std::io::Write::write_all(&mut file, b"{\"seq\":999,\"ts\":\"2026-").unwrap();
-    let metrics = harness(&["replay", "metrics", session.to_str().unwrap(), "--json"]).await;
+    let metrics = harness(
+        &["replay", "metrics", session.to_str().unwrap(), "--json"],
+        LIMIT,
+    )
+    .await;
     assert_eq!(metrics.code, 0, "{}", metrics.stderr);
     let figures: Value = serde_json::from_str(&metrics.stdout).unwrap();
     assert_eq!(figures[0]["torn_lines"], 1);
     assert_eq!(figures[0]["outcome"], "incomplete");
-    let show = harness(&["replay", "show", session.to_str().unwrap()]).await;
+    let show = harness(&["replay", "show", session.to_str().unwrap()], LIMIT).await;
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(
         show.stdout.contains("torn last line"),
@@ -230,18 +234,16 @@ async fn restore_and_rerun_work_against_a_running_sandbox() {
         .unwrap()["seq"]
         .as_u64()
         .unwrap();
-    let restore = harness(&[
-        "replay",
-        "restore",
-        log.to_str().unwrap(),
-        "--step",
-        &initial.to_string(),
-        "--sandbox",
-        &url,
-        "--sandbox-token-file",
-        token_file.to_str().unwrap(),
-    ])
-    .await;
+    // Both commands reach the running sandbox with its token.
+    let token = token_file.to_str().unwrap();
+    let there = ["--sandbox", url.as_str(), "--sandbox-token-file", token];
+    let step = initial.to_string();
+    let restore = [
+        &["replay", "restore", log.to_str().unwrap(), "--step", &step][..],
+        &there,
+    ]
+    .concat();
+    let restore = harness(&restore, LIMIT).await;
     assert_eq!(restore.code, 0, "{}", restore.stderr);
     assert!(!remote.path().join("stale.txt").exists());
     assert_eq!(
@@ -249,16 +251,8 @@ async fn restore_and_rerun_work_against_a_running_sandbox() {
         "def main():\n    print('v1')\n"
     );
 
-    let rerun = harness(&[
-        "replay",
-        "rerun",
-        log.to_str().unwrap(),
-        "--sandbox",
-        &url,
-        "--sandbox-token-file",
-        token_file.to_str().unwrap(),
-    ])
-    .await;
+    let rerun = [&["replay", "rerun", log.to_str().unwrap()][..], &there].concat();
+    let rerun = harness(&rerun, LIMIT).await;
     assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
     assert!(rerun.stderr.contains("0 divergences"), "{}", rerun.stderr);
     assert!(
@@ -313,7 +307,7 @@ async fn a_log_or_hooks_folder_the_agent_can_write_is_refused() {
         let mut args = vec!["run", "--model", &model];
         args.extend_from_slice(flags);
         args.extend([ws.as_str(), "say hello"]);
-        let run = common::run(common::command(&args), Duration::from_secs(60)).await;
+        let run = common::harness(&args, Duration::from_secs(60)).await;
         assert_ne!(run.code, 0, "{flags:?} ran: {}", run.stderr);
         common::assert_contains(&run.stderr, &[what, "which the agent's commands can write"]);
     }

@@ -8,18 +8,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::batches::{events_so_far, of_type};
-use crate::common;
+use crate::batches::{events_so_far, of_type, write_task};
+use crate::common::{self, call_turn};
 use crate::docker::outputs;
 
 fn server_script() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/mcp_server.py")
-}
-
-fn call_turn(tool: &str, args: &Value) -> String {
-    format!(
-        "  - text: calling {tool}\n    tool_calls:\n      - name: {tool}\n        arguments: {args}\n"
-    )
 }
 
 /// The HTTP server, killed on drop.
@@ -216,17 +210,7 @@ async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
 
 /// Runs `turns` as a session with the servers file `mcp.json` of `dir`; the run and its events.
 async fn session(dir: &Path, name: &str, turns: &str) -> (common::Run, Vec<Value>) {
-    std::fs::write(
-        dir.join(format!("{name}.turns")),
-        format!("turns:\n{turns}"),
-    )
-    .unwrap();
-    let task = dir.join(format!("{name}.yaml"));
-    std::fs::write(
-        &task,
-        format!("prompt: {name}\nmodel: {{name: 'script:{name}.turns'}}\nmcp: mcp.json\n"),
-    )
-    .unwrap();
+    let task = write_task(dir, name, turns, "mcp: mcp.json\n");
     // The test's Python (a virtual environment of a Python under /root) and its server script
     // are root's: a server run in the sandbox needs its commands to run as root to start them.
     let mut command =
@@ -395,7 +379,7 @@ async fn the_workspace_mcp_json_is_used_only_when_asked_and_runs_in_the_sandbox(
         if opted_in {
             args.push("--mcp-workspace");
         }
-        let run = common::run(common::command(&args), Duration::from_secs(120)).await;
+        let run = common::harness(&args, Duration::from_secs(120)).await;
         assert_eq!(run.code, 0, "{}", run.stderr);
         let events = events_so_far(&run.log_dir());
         let answer = &outputs(&events)[0];

@@ -2,7 +2,7 @@
 //! with certificates made here; a certificate problem is one clear error, not a retry.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use crate::common;
@@ -10,10 +10,8 @@ use crate::common;
 /// A sandbox-server on 127.0.0.1:0 serving HTTPS with the files in `dir`; with `client_ca`,
 /// mutual TLS. Returns the child and its `https://localhost:PORT` URL.
 fn start_tls_server(workspace: &Path, dir: &Path, client_ca: bool) -> (Server, String) {
-    let mut command = Command::new(common::sandbox_server());
+    let mut command = testkit::serve(common::sandbox_server(), workspace);
     command
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(workspace)
         .arg("--token-file")
         .arg(dir.join("token"))
         .arg("--tls-cert")
@@ -21,13 +19,11 @@ fn start_tls_server(workspace: &Path, dir: &Path, client_ca: bool) -> (Server, S
         .arg("--tls-key")
         .arg(dir.join("server.key"))
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
         .stderr(Stdio::null());
     if client_ca {
         command.arg("--client-ca").arg(dir.join("clients.pem"));
     }
-    let mut server = command.spawn().unwrap();
-    let address = common::address_line(&mut server);
+    let (server, address) = testkit::spawn_server(&mut command);
     let port = address["listening"]
         .as_str()
         .unwrap()
@@ -120,7 +116,7 @@ async fn run_with(dir: &Path, token_name: &str, url: &str, tls: &[&str]) -> comm
     ];
     args.extend_from_slice(tls);
     args.push("Write tls.txt");
-    common::run(common::command(&args), Duration::from_secs(60)).await
+    common::harness(&args, Duration::from_secs(60)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -177,7 +173,7 @@ async fn tokens(dir: &Path, url: &str, tls: &[&str], args: &[&str]) -> common::R
     all.extend_from_slice(&["--sandbox", url, "--sandbox-token-file", &root]);
     all.extend_from_slice(tls);
     all.extend_from_slice(&args[1..]);
-    common::run(common::command(&all), Duration::from_secs(30)).await
+    common::harness(&all, Duration::from_secs(30)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,19 +4,8 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::common::{self, events};
-
-/// Regenerates a committed file; on a difference, rewrites it and fails so the change is seen.
-fn ensure_file_contents(path: &Path, contents: &str) {
-    let current = std::fs::read_to_string(path).unwrap_or_default();
-    if current != contents {
-        std::fs::write(path, contents).unwrap();
-        panic!(
-            "{} was stale and has been regenerated; review and commit it",
-            path.display()
-        );
-    }
-}
+use crate::common::{self, bash_call as bash, events, harness};
+use testkit::ensure_file_contents;
 
 #[test]
 fn committed_scripted_model_schema_is_current() {
@@ -70,29 +59,22 @@ pub fn write_task(dir: &Path) -> PathBuf {
         {"risk": 0.2, "authorized": 0.9, "rationale": "the new file the task asks for"},
         {"risk": 0.6, "authorized": 0.8, "rationale": "removes the file the task names"},
     ]});
-    std::fs::write(
-        dir.join("script.yaml"),
-        serde_json::to_string(&script).unwrap(),
-    )
-    .unwrap();
     let task = json!({
         "prompt": "Make app print v2, add src/new.py, remove notes.txt",
         "workspace": {"dir": "workspace"},
         "check": "grep -q v2 src/app.py && test ! -e notes.txt",
-        "model": {"name": "script:script.yaml"},
     });
-    common::write_task(dir, &task)
+    common::scripted_task(dir, &script, task)
 }
 
-pub async fn harness(args: &[&str]) -> common::Run {
-    common::run(common::command(args), Duration::from_secs(60)).await
-}
+/// How long a `harness` command here may take.
+pub(crate) const LIMIT: Duration = Duration::from_secs(60);
 
 /// The task of [`write_task`] written in `dir` and run to a good end: the task file and the
 /// session's log folder.
 pub async fn recorded_session(dir: &Path) -> (PathBuf, PathBuf) {
     let task = write_task(dir);
-    let run = harness(&["run", "--task", task.to_str().unwrap()]).await;
+    let run = harness(&["run", "--task", task.to_str().unwrap()], LIMIT).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     (task, run.log_dir())
 }
@@ -179,7 +161,7 @@ fn every_change_is_recorded(all: &[Value]) -> Vec<&Value> {
 }
 
 async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path) {
-    let md = harness(&["replay", "show", log.to_str().unwrap()]).await;
+    let md = harness(&["replay", "show", log.to_str().unwrap()], LIMIT).await;
     assert_eq!(md.code, 0, "{}", md.stderr);
     common::assert_contains(
         &md.stdout,
@@ -237,7 +219,7 @@ async fn the_workspace_restores_at_several_steps(
         (last, "v2", false, true),
     ] {
         let to = dir.join(format!("restored-{step}"));
-        let restore = harness(&common::restore_args(log, &step.to_string(), &to)).await;
+        let restore = harness(&common::restore_args(log, &step.to_string(), &to), LIMIT).await;
         assert_eq!(restore.code, 0, "{}", restore.stderr);
         assert!(
             restore
@@ -258,7 +240,11 @@ async fn the_workspace_restores_at_several_steps(
 }
 
 async fn the_metrics_count_what_happened(log: &Path, n_events: usize, after_edit: u64) {
-    let metrics = harness(&["replay", "metrics", log.to_str().unwrap(), "--json"]).await;
+    let metrics = harness(
+        &["replay", "metrics", log.to_str().unwrap(), "--json"],
+        LIMIT,
+    )
+    .await;
     assert_eq!(metrics.code, 0, "{}", metrics.stderr);
     let figures: Value = serde_json::from_str(&metrics.stdout).unwrap();
     let figures = &figures[0];
@@ -275,7 +261,7 @@ async fn the_metrics_count_what_happened(log: &Path, n_events: usize, after_edit
 
 /// Regression replay: nothing changed, nothing diverges.
 async fn a_rerun_finds_no_divergence(log: &Path) {
-    let rerun = harness(&["replay", "rerun", log.to_str().unwrap()]).await;
+    let rerun = harness(&["replay", "rerun", log.to_str().unwrap()], LIMIT).await;
     assert_eq!(rerun.code, 0, "{}\n{}", rerun.stdout, rerun.stderr);
     assert!(
         rerun
@@ -288,13 +274,16 @@ async fn a_rerun_finds_no_divergence(log: &Path) {
 
 /// The recorded replies, fed into a live loop, produce the same session.
 async fn the_recorded_replies_replay_the_session(log: &Path, task: &Path) {
-    let replayed = harness(&[
-        "run",
-        "--model",
-        &format!("replay:{}", log.display()),
-        "--task",
-        task.to_str().unwrap(),
-    ])
+    let replayed = harness(
+        &[
+            "run",
+            "--model",
+            &format!("replay:{}", log.display()),
+            "--task",
+            task.to_str().unwrap(),
+        ],
+        LIMIT,
+    )
     .await;
     assert_eq!(replayed.code, 0, "{}", replayed.stderr);
     assert_eq!(replayed.stdout, "Done: app prints v2.\n");
@@ -307,7 +296,11 @@ async fn a_changed_initial_state_diverges_at_the_right_step() {
     // Change data.csv in the recorded initial state: the first bash call counts its lines.
     overwrite_recorded_file(&log, "data.csv", "a,b\n1,2\n3,4\n");
     // Restore now refuses to pretend: the file no longer hashes as recorded.
-    let restore = harness(&common::restore_args(&log, "1", &dir.path().join("r"))).await;
+    let restore = harness(
+        &common::restore_args(&log, "1", &dir.path().join("r")),
+        LIMIT,
+    )
+    .await;
     assert_eq!(restore.code, 1);
     assert!(
         restore.stderr.contains("mismatch: data.csv"),
@@ -424,15 +417,18 @@ pub fn assert_blobs_resolve(log: &Path) {
 
 /// `harness replay show LOG --format html -o PAGE`.
 async fn render_html(log: &Path, page: &Path) -> common::Run {
-    harness(&[
-        "replay",
-        "show",
-        log.to_str().unwrap(),
-        "--format",
-        "html",
-        "-o",
-        page.to_str().unwrap(),
-    ])
+    harness(
+        &[
+            "replay",
+            "show",
+            log.to_str().unwrap(),
+            "--format",
+            "html",
+            "-o",
+            page.to_str().unwrap(),
+        ],
+        LIMIT,
+    )
     .await
 }
 
@@ -464,7 +460,6 @@ async fn a_host_listener_coming_and_going_is_not_a_change_of_the_sandbox_state()
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
-    let bash = |cmd: &str| json!({"name": "bash", "arguments": {"cmd": cmd}});
     let script = json!({"turns": [
         // Waits (bounded) for the test to open a listener of its own and say so.
         {"text": "wait", "tool_calls": [bash("for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; rm -f go")]},
@@ -473,13 +468,12 @@ async fn a_host_listener_coming_and_going_is_not_a_change_of_the_sandbox_state()
         {"text": "leave a process", "tool_calls": [bash("sleep 60 >/dev/null 2>&1 & for i in $(seq 200); do [ \"$(cat /proc/$!/comm 2>/dev/null)\" = sleep ] && break; sleep 0.01; done")]},
         {"text": "done"},
     ]});
-    std::fs::write(dir.path().join("script.yaml"), script.to_string()).unwrap();
-    let task = common::write_task(
+    let task = common::scripted_task(
         dir.path(),
-        &json!({
+        &script,
+        json!({
             "prompt": "Wait, then leave a process.",
             "workspace": {"dir": "workspace"},
-            "model": {"name": "script:script.yaml"},
         }),
     );
     let (logs, target) = (dir.path().join("logs"), dir.path().join("target"));

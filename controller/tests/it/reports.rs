@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::batches::{DONE, bash, batch_into, write_task};
-use crate::common;
+use crate::common::{self, harness};
 
 const CHECK_OK: &str = "check: \"test $(cat out.txt) = ok\"\n";
 
@@ -48,9 +48,8 @@ async fn run_batch(tasks: &Path, out: &Path) {
     );
 }
 
-async fn harness(args: &[&str]) -> common::Run {
-    common::run(common::command(args), Duration::from_secs(60)).await
-}
+/// How long a `harness` command here may take.
+const LIMIT: Duration = Duration::from_secs(60);
 
 /// Two batch folders, A and B, run for real.
 async fn two_batches(root: &Path) -> (PathBuf, PathBuf) {
@@ -70,18 +69,21 @@ async fn compare_shows_the_flips_deltas_and_one_sided_tasks_of_two_real_batches(
     let (a, b) = two_batches(root.path()).await;
     let (a_arg, b_arg) = (a.to_str().unwrap(), b.to_str().unwrap());
     let page = root.path().join("compare.html");
-    let text = harness(&[
-        "replay",
-        "compare",
-        a_arg,
-        b_arg,
-        "--html",
-        page.to_str().unwrap(),
-    ])
+    let text = harness(
+        &[
+            "replay",
+            "compare",
+            a_arg,
+            b_arg,
+            "--html",
+            page.to_str().unwrap(),
+        ],
+        LIMIT,
+    )
     .await;
     assert_eq!(text.code, 0, "{}", text.stderr);
     the_table_shows_the_flips(&text.stdout);
-    let json = harness(&["replay", "compare", "--json", a_arg, b_arg]).await;
+    let json = harness(&["replay", "compare", "--json", a_arg, b_arg], LIMIT).await;
     assert_eq!(json.code, 0, "{}", json.stderr);
     the_json_has_the_deltas(&serde_json::from_str(&json.stdout).unwrap());
     let html = std::fs::read_to_string(&page).unwrap();
@@ -99,7 +101,11 @@ async fn compare_shows_the_flips_deltas_and_one_sided_tasks_of_two_real_batches(
 
     // A folder that is not a batch is named.
     let tasks = root.path().join("tasks-a");
-    let wrong = harness(&["replay", "compare", a_arg, tasks.to_str().unwrap()]).await;
+    let wrong = harness(
+        &["replay", "compare", a_arg, tasks.to_str().unwrap()],
+        LIMIT,
+    )
+    .await;
     assert_eq!(wrong.code, 1, "{}", wrong.stderr);
     assert!(
         wrong
@@ -195,14 +201,7 @@ fn each_report_has_its_charts_and_step_times(a: &Path, b: &Path) {
     for dir in [a, b] {
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert_eq!(html.matches("<svg ").count(), 6, "six charts");
-        for id in [
-            "outcomes",
-            "per-task",
-            "cost",
-            "duration",
-            "tool-latency",
-            "turns",
-        ] {
+        for id in harness_replay::charts::NAMES {
             assert!(html.contains(&format!("id=\"chart-{id}\"")), "chart {id}");
         }
         let turns = &html[html.find("id=\"chart-turns\"").unwrap()..];

@@ -28,8 +28,8 @@ fn sandboxes_serving(workspace: &Path) -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_quick_start_example_passes_its_check() {
     let task = common::repo_root().join("examples/hello/task.yaml");
-    let run = common::run(
-        common::command(&["run", "--task", task.to_str().unwrap()]),
+    let run = common::harness(
+        &["run", "--task", task.to_str().unwrap()],
         Duration::from_secs(60),
     )
     .await;
@@ -207,21 +207,16 @@ async fn task_files_seed_from_an_archive_and_run_setup_and_check() {
         .status()
         .unwrap();
     assert!(tar.success());
-    std::fs::write(
-        dir.path().join("script.yaml"),
-        "turns:\n  - tool_calls: [{name: bash, arguments: {cmd: './run.sh > out.txt'}}]\n  - text: ran it\n",
-    )
-    .unwrap();
+    let script = "turns:\n  - tool_calls: [{name: bash, arguments: {cmd: './run.sh > out.txt'}}]\n  - text: ran it\n";
     let task = json!({
         "prompt": "Run run.sh into out.txt",
         "workspace": {"archive": "ws.tar.gz"},
         "setup": ["test -x run.sh", "echo prepared > setup.txt"],
         "check": "grep -qx hello out.txt && test -f setup.txt",
-        "model": {"name": "script:script.yaml"},
         "limits": {"max_turns": 5},
     });
     let target = dir.path().join("ws");
-    let run = common::run_task(&common::write_task(dir.path(), &task), &target).await;
+    let run = common::run_task(&common::scripted_task(dir.path(), script, task), &target).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     common::assert_contains(
         &run.stderr,
@@ -269,19 +264,14 @@ async fn task_files_seed_from_a_git_commit_and_a_failing_check_is_reported() {
     std::fs::write(repo.join("version.txt"), "two\n").unwrap();
     git(&["commit", "-q", "-am", "two"]);
 
-    std::fs::write(
-        dir.path().join("script.yaml"),
-        "turns:\n  - text: nothing to do\n",
-    )
-    .unwrap();
+    let script = "turns:\n  - text: nothing to do\n";
     let task = json!({
         "prompt": "Look at version.txt",
         "workspace": {"git": {"repo": "repo", "commit": first.trim()}},
         "check": "grep -qx two version.txt",
-        "model": {"name": "script:script.yaml"},
     });
     let target = dir.path().join("ws");
-    let run = common::run_task(&common::write_task(dir.path(), &task), &target).await;
+    let run = common::run_task(&common::scripted_task(dir.path(), script, task), &target).await;
     assert_eq!(
         run.code, 5,
         "the check fails at the first commit: {}",
@@ -300,14 +290,14 @@ async fn a_bad_task_file_names_the_key_and_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("task.yaml");
     std::fs::write(&path, "prompt: hi\nlimits:\n  max_turn: 3\n").unwrap();
-    let run = common::run(
-        common::command(&[
+    let run = common::harness(
+        &[
             "run",
             "--policy",
             "allow-all",
             "--task",
             path.to_str().unwrap(),
-        ]),
+        ],
         Duration::from_secs(30),
     )
     .await;
@@ -404,7 +394,7 @@ async fn a_usage_error_exits_2_from_every_command() {
         &["run", "--no-such-flag", "hi"],
         &["images"],
     ] {
-        let run = common::run(common::command(args), Duration::from_secs(30)).await;
+        let run = common::harness(args, Duration::from_secs(30)).await;
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
         assert!(
             run.stderr.contains("Usage: harness"),
@@ -417,8 +407,8 @@ async fn a_usage_error_exits_2_from_every_command() {
 #[tokio::test]
 async fn replaying_a_folder_that_does_not_exist_says_so() {
     let missing = tempfile::tempdir().unwrap().path().join("no-such-run");
-    let run = common::run(
-        common::command(&["replay", "show", missing.to_str().unwrap()]),
+    let run = common::harness(
+        &["replay", "show", missing.to_str().unwrap()],
         Duration::from_secs(30),
     )
     .await;
@@ -433,8 +423,8 @@ async fn a_sandbox_url_with_nothing_listening_fails_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "refused-token-0123456789").unwrap();
-    let run = common::run(
-        common::command(&[
+    let run = common::harness(
+        &[
             "run",
             "--policy",
             "allow-all",
@@ -445,7 +435,7 @@ async fn a_sandbox_url_with_nothing_listening_fails_at_once() {
             "--sandbox-token-file",
             token.to_str().unwrap(),
             "hi",
-        ]),
+        ],
         Duration::from_secs(30),
     )
     .await;
@@ -476,7 +466,7 @@ async fn a_temporary_workspace_is_removed_unless_kept() {
         if keep {
             args.push("--keep-workspace");
         }
-        let run = common::run(common::command(&args), Duration::from_secs(60)).await;
+        let run = common::harness(&args, Duration::from_secs(60)).await;
         assert_eq!(run.code, 0, "{}", run.stderr);
         let dir = run
             .stderr

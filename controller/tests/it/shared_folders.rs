@@ -9,16 +9,15 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::batches::{DONE, bash, batch_into, write_task};
-use crate::common;
+use crate::common::{self, harness};
 
 /// OSC 52, a write to the reader's clipboard, as a command's output may carry it.
 const CLIPBOARD: &str = "printf '\\033]52;c;aGk=\\a'";
 
 const KEYS: &str = "ssh-ed25519 AAAA owner@host\n";
 
-async fn harness(args: &[&str]) -> common::Run {
-    common::run(common::command(args), Duration::from_secs(60)).await
-}
+/// How long a `harness` command here may take.
+const LIMIT: Duration = Duration::from_secs(60);
 
 /// A batch of one task, `t1`, whose command prints [`CLIPBOARD`]; the batch's folder.
 async fn one_task_batch(root: &Path) -> PathBuf {
@@ -57,7 +56,7 @@ async fn escape_sequences_are_shown_not_sent(batch: &Path) {
         recorded.contains("\\u001b]52;c;aGk=\\u0007"),
         "the log holds the sequence: {recorded}"
     );
-    let show = harness(&["replay", "show", log.to_str().unwrap()]).await;
+    let show = harness(&["replay", "show", log.to_str().unwrap()], LIMIT).await;
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(
         !show.stdout.contains(['\u{1b}', '\u{7}']),
@@ -78,7 +77,7 @@ async fn escape_sequences_are_shown_not_sent(batch: &Path) {
         "-o",
         file.to_str().unwrap(),
     ];
-    assert_eq!(harness(&args).await.code, 0);
+    assert_eq!(harness(&args, LIMIT).await.code, 0);
     assert!(!std::fs::read_to_string(&file).unwrap().contains('\u{1b}'));
 }
 
@@ -92,7 +91,11 @@ async fn planted_links_are_replaced_not_written_through(batch: &Path, outside: &
         let _ = std::fs::remove_file(page);
         std::os::unix::fs::symlink(&keys, page).unwrap();
     }
-    let run = harness(&["replay", "metrics", "--html", batch.to_str().unwrap()]).await;
+    let run = harness(
+        &["replay", "metrics", "--html", batch.to_str().unwrap()],
+        LIMIT,
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(std::fs::read_to_string(&keys).unwrap(), KEYS);
     for page in [&transcript, &report] {
@@ -108,7 +111,11 @@ async fn a_linked_transcripts_folder_is_refused(batch: &Path, outside: &Path) {
     std::fs::create_dir_all(&elsewhere).unwrap();
     std::fs::remove_dir_all(batch.join("transcripts")).unwrap();
     std::os::unix::fs::symlink(&elsewhere, batch.join("transcripts")).unwrap();
-    let run = harness(&["replay", "metrics", "--html", batch.to_str().unwrap()]).await;
+    let run = harness(
+        &["replay", "metrics", "--html", batch.to_str().unwrap()],
+        LIMIT,
+    )
+    .await;
     assert_ne!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("transcripts: a link"), "{}", run.stderr);
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
@@ -120,7 +127,11 @@ async fn a_linked_task_folder_is_refused(batch: &Path, root: &Path) {
     let moved = root.join("someone-elses-session");
     std::fs::rename(batch.join("t1"), &moved).unwrap();
     std::os::unix::fs::symlink(&moved, batch.join("t1")).unwrap();
-    let run = harness(&["replay", "metrics", "--html", batch.to_str().unwrap()]).await;
+    let run = harness(
+        &["replay", "metrics", "--html", batch.to_str().unwrap()],
+        LIMIT,
+    )
+    .await;
     assert_ne!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains("the task's log folder is a link"),
@@ -147,7 +158,11 @@ async fn a_task_id_that_leaves_the_folder_is_refused(batch: &Path) {
         })
         .collect();
     std::fs::write(&log, forged.join("\n") + "\n").unwrap();
-    let run = harness(&["replay", "metrics", "--html", batch.to_str().unwrap()]).await;
+    let run = harness(
+        &["replay", "metrics", "--html", batch.to_str().unwrap()],
+        LIMIT,
+    )
+    .await;
     assert_ne!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("\"../x\""), "{}", run.stderr);
     assert!(!batch.parent().unwrap().join("x").exists());
@@ -174,7 +189,7 @@ async fn a_log_that_is_a_device_or_a_fifo_is_refused_at_once() {
             vec!["replay", "metrics", "--html", dir],
             vec!["replay", "show", dir],
         ] {
-            let run = common::run(common::command(&args), Duration::from_secs(20)).await;
+            let run = common::harness(&args, Duration::from_secs(20)).await;
             assert!(
                 run.elapsed < Duration::from_secs(10),
                 "{args:?} took {:?}",

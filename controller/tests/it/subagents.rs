@@ -10,13 +10,8 @@ use serde_json::{Value, json};
 use crate::common::{self, events};
 use crate::forks::{restored, tree};
 
-pub(crate) fn write(path: &str, content: &str) -> Value {
-    json!({"name": "write_file", "arguments": {"path": path, "content": content}})
-}
-
-pub(crate) fn bash(cmd: &str) -> Value {
-    json!({"name": "bash", "arguments": {"cmd": cmd}})
-}
+pub(crate) use crate::batches::of_type;
+pub(crate) use crate::common::{bash_call as bash, write_call as write};
 
 pub(crate) fn agent(task: &str, workspace: &str, script: &Value) -> Value {
     json!({"name": "agent", "arguments": {"task": task, "workspace": workspace}, "agent": script})
@@ -28,16 +23,14 @@ pub(crate) fn write_task(dir: &Path, script: &Value, limits: &Value, agents: &Va
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(workspace.join("seed.txt"), "seed\n").unwrap();
     std::fs::write(workspace.join("gone.txt"), "to be deleted\n").unwrap();
-    std::fs::write(dir.join("script.yaml"), script.to_string()).unwrap();
     let task = json!({
         "prompt": "Split the work between two helpers.",
         "workspace": {"dir": "workspace"},
-        "model": {"name": "script:script.yaml"},
         "tools": ["bash", "read_file", "write_file", "agent"],
         "limits": limits,
         "agents": agents,
     });
-    common::write_task(dir, &task)
+    common::scripted_task(dir, script, task)
 }
 
 pub(crate) async fn run(task: &Path, target: &Path, more: &[&str]) -> common::Run {
@@ -45,11 +38,7 @@ pub(crate) async fn run(task: &Path, target: &Path, more: &[&str]) -> common::Ru
     let mut args = vec!["run", "--policy", "allow-all", "--task", task];
     args.extend_from_slice(more);
     args.push(target);
-    common::run(common::command(&args), Duration::from_secs(120)).await
-}
-
-pub(crate) fn of_type<'a>(all: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    all.iter().filter(|e| e["type"] == kind).collect()
+    common::harness(&args, Duration::from_secs(120)).await
 }
 
 /// The result text of call `id`.
@@ -197,8 +186,8 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
     assert_eq!(restored, tree(&target));
 
     // `replay show` lists the children and links back from a child.
-    let show = common::run(
-        common::command(&["replay", "show", log.to_str().unwrap()]),
+    let show = common::harness(
+        &["replay", "show", log.to_str().unwrap()],
         Duration::from_secs(60),
     )
     .await;
@@ -208,8 +197,8 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
         "{}",
         show.stdout
     );
-    let child_show = common::run(
-        common::command(&["replay", "show", forked_log.to_str().unwrap()]),
+    let child_show = common::harness(
+        &["replay", "show", forked_log.to_str().unwrap()],
         Duration::from_secs(60),
     )
     .await;
@@ -220,8 +209,8 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
     );
 
     // A rerun of the parent re-runs the children's calls too, and nothing differs.
-    let rerun = common::run(
-        common::command(&["replay", "rerun", log.to_str().unwrap()]),
+    let rerun = common::harness(
+        &["replay", "rerun", log.to_str().unwrap()],
         Duration::from_secs(120),
     )
     .await;
@@ -238,8 +227,8 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
     );
 
     // `replay metrics` counts the children's spending beside the session's own.
-    let metrics = common::run(
-        common::command(&["replay", "metrics", "--json", log.to_str().unwrap()]),
+    let metrics = common::harness(
+        &["replay", "metrics", "--json", log.to_str().unwrap()],
         Duration::from_secs(30),
     )
     .await;
@@ -253,8 +242,8 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
     // ATIF: each child's trajectory embedded, the call's result referring to it; Harbor's own
     // model accepts it when a Python with Harbor is at hand (.ci/run makes one).
     let exported = dir.path().join("trajectory.json");
-    let export = common::run(
-        common::command(&common::export_args(&log, &exported)),
+    let export = common::harness(
+        &common::export_args(&log, &exported),
         Duration::from_secs(60),
     )
     .await;
@@ -304,8 +293,8 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
         text.replace("from the shared child", "from someone else"),
     )
     .unwrap();
-    let diverged = common::run(
-        common::command(&["replay", "rerun", log.to_str().unwrap()]),
+    let diverged = common::harness(
+        &["replay", "rerun", log.to_str().unwrap()],
         Duration::from_secs(120),
     )
     .await;
@@ -326,7 +315,7 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
         vec!["replay", "rerun", log.to_str().unwrap()],
         common::export_args(&log, &exported).to_vec(),
     ] {
-        let refused = common::run(common::command(&args), Duration::from_secs(60)).await;
+        let refused = common::harness(&args, Duration::from_secs(60)).await;
         assert_ne!(refused.code, 0, "{args:?}");
         assert!(
             refused
@@ -382,10 +371,10 @@ async fn the_tree_budget_and_the_count_are_held_by_the_harness() {
 async fn agent_settings_without_the_tool_are_refused_and_a_spent_budget_refuses_a_child() {
     let dir = tempfile::tempdir().unwrap();
     let script = json!({"turns": [{"text": "done"}]});
-    std::fs::write(dir.path().join("script.yaml"), script.to_string()).unwrap();
-    let task = common::write_task(
+    let task = common::scripted_task(
         dir.path(),
-        &json!({"prompt": "p", "model": {"name": "script:script.yaml"}, "tools": ["bash"]}),
+        &script,
+        json!({"prompt": "p", "tools": ["bash"]}),
     );
     let refused = run(&task, &dir.path().join("t1"), &["--agent-depth", "2"]).await;
     refused.assert_stderr_has(1, "--tools …,agent");
@@ -449,11 +438,11 @@ async fn ctrl_c_during_subagents_ends_every_log_and_every_call() {
         }
         common::first_entry(&logs)
     };
-    common::wait_for(
+    common::wait_for_text(
         &log.join("agents/1-script_1_1/events.jsonl"),
         "\"tool_call\"",
     );
-    common::wait_for(
+    common::wait_for_text(
         &log.join("agents/2-script_1_2/events.jsonl"),
         "\"tool_call\"",
     );

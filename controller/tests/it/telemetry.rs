@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::batches::{DONE, bash, write_task};
 use crate::common;
+use testkit::wait_for;
 
 /// A child process killed (and reaped) on drop.
 struct Guard(Child);
@@ -19,18 +20,6 @@ impl Drop for Guard {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-/// Waits (bounded) for `ready` to give a value.
-fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = ready() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

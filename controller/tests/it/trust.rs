@@ -136,7 +136,7 @@ async fn issue_24_huge_workspace_files_are_capped_before_they_are_read() {
     std::fs::write(&script, "turns:\n  - text: done\n").unwrap();
     let logs = dir.path().join("logs");
     // A Python parent reports the largest resident size of harness and its sandbox.
-    let harness = common::harness();
+    let harness = common::harness_binary();
     common::sandbox_server();
     let mut command = std::process::Command::new("python3");
     command
@@ -268,7 +268,7 @@ async fn issue_24_host_side_keys_of_a_dataset_are_refused_unless_trusted() {
             args.push("--trust-tasks");
         }
         args.push(dataset.to_str().unwrap());
-        common::run(common::command(&args), Duration::from_secs(60))
+        common::harness(&args, Duration::from_secs(60))
     };
     let run = batch(false).await;
     assert_eq!(run.code, 1, "{}", run.stderr);
@@ -300,8 +300,8 @@ async fn issue_24_host_side_keys_of_a_dataset_are_refused_unless_trusted() {
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     let trusted = batch(true).await;
     assert_eq!(trusted.code, 0, "{}\n{}", trusted.stdout, trusted.stderr);
-    let direct = common::run(
-        common::command(&["run", "--task", dataset.join("own.yaml").to_str().unwrap()]),
+    let direct = common::harness(
+        &["run", "--task", dataset.join("own.yaml").to_str().unwrap()],
         Duration::from_secs(60),
     )
     .await;
@@ -317,7 +317,7 @@ async fn issue_24_host_side_keys_of_a_dataset_are_refused_unless_trusted() {
             if trust {
                 args.push("--trust-tasks");
             }
-            common::run(common::command(&args), Duration::from_secs(60)).await
+            common::harness(&args, Duration::from_secs(60)).await
         }
     };
     let refused = indexed(false).await;

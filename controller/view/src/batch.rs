@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use harness_log::views::{Line, View};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -86,37 +87,33 @@ fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
         let Ok(event) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
-        let data = &event["data"];
-        let task = data["task"].as_str().unwrap_or_default().to_owned();
-        match event["type"].as_str().unwrap_or_default() {
-            "batch_started" => {
+        match Line::of(&event).event {
+            View::BatchStarted(batch) => {
                 // A hostile header listing millions of tasks (or a log repeating its header)
                 // gives a grid of the first ones.
-                for listed in data["tasks"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .take(MAX_CELLS.saturating_sub(cells.len()))
-                {
-                    let id = listed["id"].as_str().unwrap_or_default().to_owned();
-                    let task = listed["task"]
-                        .as_str()
+                for listed in batch.tasks().take(MAX_CELLS.saturating_sub(cells.len())) {
+                    let id = listed.id.unwrap_or_default().to_owned();
+                    let task = listed
+                        .task
                         .map_or_else(|| task_name(&id).to_owned(), str::to_owned);
                     at.insert(id.clone(), cells.len());
                     cells.push(Cell {
                         task_id: id,
                         task,
-                        trial: listed["trial"].as_u64().unwrap_or(1) as u32,
+                        trial: listed.trial.unwrap_or(1) as u32,
                         state: "pending",
                         ..Cell::default()
                     });
                 }
             }
-            kind => {
-                let Some(cell) = at.get(&task).map(|i| &mut cells[*i]) else {
+            event => {
+                let Some(cell) = task_of(&event)
+                    .and_then(|task| at.get(task))
+                    .map(|i| &mut cells[*i])
+                else {
                     continue;
                 };
-                apply(cell, kind, data);
+                apply(cell, &event);
             }
         }
     }
@@ -124,40 +121,52 @@ fn attempts(dir: &Path) -> Result<Vec<Cell>, ViewError> {
 }
 
 /// A string of the batch log as a cell keeps it: at most 300 characters.
-fn short(value: &Value) -> Option<String> {
-    value.as_str().map(|text| text.chars().take(300).collect())
+fn short(text: Option<&str>) -> Option<String> {
+    text.map(|text| text.chars().take(300).collect())
 }
 
-fn apply(cell: &mut Cell, kind: &str, data: &Value) {
-    match kind {
-        "task_started" => {
+/// The task a task's event is about.
+fn task_of<'a>(event: &View<'a>) -> Option<&'a str> {
+    match event {
+        View::TaskStarted(task)
+        | View::TaskFinished(task)
+        | View::TaskRetried(task)
+        | View::TaskSkipped(task)
+        | View::TaskNotRunnable(task) => task.task,
+        _ => None,
+    }
+}
+
+fn apply(cell: &mut Cell, event: &View<'_>) {
+    match event {
+        View::TaskStarted(task) => {
             cell.state = "running";
-            cell.attempts = data["attempt"].as_u64().unwrap_or(1) as u32;
+            cell.attempts = task.attempt.unwrap_or(1) as u32;
         }
-        "task_finished" => {
-            cell.state = if data["passed"].as_bool() == Some(true) {
+        View::TaskFinished(task) => {
+            cell.state = if task.passed == Some(true) {
                 "passed"
             } else {
                 "failed"
             };
-            cell.outcome = short(&data["outcome"]);
-            cell.failure = short(&data["failure"]);
-            cell.cost = data["cost"].as_f64();
-            cell.duration_ms = data["duration_ms"].as_u64();
+            cell.outcome = short(task.outcome);
+            cell.failure = short(task.failure);
+            cell.cost = task.cost;
+            cell.duration_ms = task.duration_ms;
         }
-        "task_retried" => {
+        View::TaskRetried(task) => {
             cell.note = Some(format!(
                 "retried: {}",
-                short(&data["reason"]).unwrap_or_default()
+                short(task.reason).unwrap_or_default()
             ));
         }
-        "task_not_runnable" => {
+        View::TaskNotRunnable(task) => {
             cell.state = "not_runnable";
-            cell.note = short(&data["reason"]);
+            cell.note = short(task.reason);
         }
-        "task_skipped" => {
+        View::TaskSkipped(task) => {
             cell.state = "skipped";
-            cell.note = short(&data["reason"]);
+            cell.note = short(task.reason);
         }
         _ => {}
     }

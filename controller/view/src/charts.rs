@@ -1,20 +1,10 @@
 //! A batch's charts, drawn by the static report's own chart code ([`harness_replay::charts`]) from
 //! the grid, each served as a standalone SVG image (an `<img>`: no script can run in it).
 
-use harness_replay::charts::{self, Bar, Chart, Spread, Tone};
+use harness_replay::charts::{self, Bar, Chart, NAMES, Spread, Tone};
 
 use crate::ViewError;
-use crate::batch::Grid;
-
-/// The charts a batch page shows, by name.
-pub(crate) const NAMES: &[&str] = &[
-    "outcomes",
-    "per-task",
-    "cost",
-    "duration",
-    "tool-latency",
-    "turns",
-];
+use crate::batch::{Cell, Grid};
 
 /// The tool latency chart of `rows` ([`crate::latency`]), as an SVG document.
 pub(crate) fn tool_latency(rows: &[Spread]) -> String {
@@ -28,110 +18,12 @@ pub(crate) fn tool_latency(rows: &[Spread]) -> String {
 
 /// The chart `name` of `grid`, as an SVG document.
 pub(crate) fn svg(grid: &Grid, name: &str) -> Result<String, ViewError> {
-    let cells = || grid.rows.iter().flat_map(|r| &r.cells);
-    let done = || cells().filter(|c| matches!(c.state, "passed" | "failed"));
-    let chart = |title| Chart {
-        id: name,
-        title,
-        unit: "",
-    };
     let html = match name {
-        "outcomes" => {
-            let mut bars = vec![bar("passed", grid.passed as f64, Tone::Good)];
-            let mut failed: Vec<Bar> = grid
-                .failures
-                .iter()
-                .map(|(class, n)| bar(class, *n as f64, Tone::Bad))
-                .collect();
-            charts::sort_desc(&mut failed);
-            bars.extend(failed);
-            let pending = grid.trials - grid.finished;
-            if pending > 0 {
-                bars.push(bar("not finished", pending as f64, Tone::Muted));
-            }
-            charts::bars(
-                &Chart {
-                    unit: "trials",
-                    ..chart("Outcomes")
-                },
-                &bars,
-                None,
-            )
-        }
-        "per-task" => {
-            let rewarded = cells().any(|c| c.reward.is_some());
-            let mut bars: Vec<Bar> = grid
-                .rows
-                .iter()
-                .filter(|r| r.finished > 0)
-                .map(|r| {
-                    let value = if rewarded {
-                        r.mean_reward.unwrap_or(0.0)
-                    } else {
-                        r.passed as f64 / r.finished as f64
-                    };
-                    let tone = if value >= 1.0 {
-                        Tone::Good
-                    } else if value > 0.0 {
-                        Tone::Neutral
-                    } else {
-                        Tone::Bad
-                    };
-                    bar(&r.task, value, tone)
-                })
-                .collect();
-            charts::sort_desc(&mut bars);
-            let (title, unit) = if rewarded {
-                ("Mean reward per task", "reward")
-            } else {
-                ("Pass rate per task", "trials passed (fraction)")
-            };
-            charts::bars(
-                &Chart {
-                    unit,
-                    ..chart(title)
-                },
-                &bars,
-                Some(1.0),
-            )
-        }
-        "cost" => {
-            let costs: Vec<f64> = done().filter_map(|c| c.cost).collect();
-            charts::histogram(
-                &Chart {
-                    unit: "$ per trial",
-                    ..chart("Cost per trial")
-                },
-                &costs,
-            )
-        }
-        "duration" => {
-            let seconds: Vec<f64> = done()
-                .filter_map(|c| c.duration_ms)
-                .map(|ms| ms as f64 / 1000.0)
-                .collect();
-            charts::histogram(
-                &Chart {
-                    unit: "seconds per trial",
-                    ..chart("Duration per trial")
-                },
-                &seconds,
-            )
-        }
-        "turns" => {
-            let mut bars: Vec<Bar> = done()
-                .filter_map(|c| c.turns.map(|t| bar(&c.task_id, t as f64, Tone::Neutral)))
-                .collect();
-            charts::sort_desc(&mut bars);
-            charts::bars(
-                &Chart {
-                    unit: "model turns",
-                    ..chart("Turns per trial")
-                },
-                &bars,
-                None,
-            )
-        }
+        "outcomes" => outcomes(grid, name),
+        "per-task" => per_task(grid, name),
+        "cost" => cost(grid, name),
+        "duration" => duration(grid, name),
+        "turns" => turns(grid, name),
         other => {
             return Err(ViewError::NotFound(format!(
                 "no chart `{}`; the charts are {}",
@@ -141,6 +33,109 @@ pub(crate) fn svg(grid: &Grid, name: &str) -> Result<String, ViewError> {
         }
     };
     Ok(standalone(&html))
+}
+
+/// Every trial of the grid, task by task.
+fn cells(grid: &Grid) -> impl Iterator<Item = &Cell> {
+    grid.rows.iter().flat_map(|r| &r.cells)
+}
+
+/// The trials that finished with a verdict: the ones whose cost, time and turns mean something.
+fn done(grid: &Grid) -> impl Iterator<Item = &Cell> {
+    cells(grid).filter(|c| matches!(c.state, "passed" | "failed"))
+}
+
+/// Passed, each failure class (largest first), then the trials not finished yet.
+fn outcomes(grid: &Grid, id: &str) -> String {
+    let mut bars = vec![bar("passed", grid.passed as f64, Tone::Good)];
+    let mut failed: Vec<Bar> = grid
+        .failures
+        .iter()
+        .map(|(class, n)| bar(class, *n as f64, Tone::Bad))
+        .collect();
+    charts::sort_desc(&mut failed);
+    bars.extend(failed);
+    let pending = grid.trials - grid.finished;
+    if pending > 0 {
+        bars.push(bar("not finished", pending as f64, Tone::Muted));
+    }
+    let chart = Chart {
+        id,
+        title: "Outcomes",
+        unit: "trials",
+    };
+    charts::bars(&chart, &bars, None)
+}
+
+/// Each task's mean reward when any trial has one, else its pass rate; on a 0 to 1 scale.
+fn per_task(grid: &Grid, id: &str) -> String {
+    let rewarded = cells(grid).any(|c| c.reward.is_some());
+    let mut bars: Vec<Bar> = grid
+        .rows
+        .iter()
+        .filter(|r| r.finished > 0)
+        .map(|r| {
+            let value = if rewarded {
+                r.mean_reward.unwrap_or(0.0)
+            } else {
+                r.passed as f64 / r.finished as f64
+            };
+            let tone = if value >= 1.0 {
+                Tone::Good
+            } else if value > 0.0 {
+                Tone::Neutral
+            } else {
+                Tone::Bad
+            };
+            bar(&r.task, value, tone)
+        })
+        .collect();
+    charts::sort_desc(&mut bars);
+    let (title, unit) = if rewarded {
+        ("Mean reward per task", "reward")
+    } else {
+        ("Pass rate per task", "trials passed (fraction)")
+    };
+    charts::bars(&Chart { id, title, unit }, &bars, Some(1.0))
+}
+
+/// How the finished trials' costs spread.
+fn cost(grid: &Grid, id: &str) -> String {
+    let costs: Vec<f64> = done(grid).filter_map(|c| c.cost).collect();
+    let chart = Chart {
+        id,
+        title: "Cost per trial",
+        unit: "$ per trial",
+    };
+    charts::histogram(&chart, &costs)
+}
+
+/// How the finished trials' durations spread, in seconds.
+fn duration(grid: &Grid, id: &str) -> String {
+    let seconds: Vec<f64> = done(grid)
+        .filter_map(|c| c.duration_ms)
+        .map(|ms| ms as f64 / 1000.0)
+        .collect();
+    let chart = Chart {
+        id,
+        title: "Duration per trial",
+        unit: "seconds per trial",
+    };
+    charts::histogram(&chart, &seconds)
+}
+
+/// The model turns of each finished trial, most first.
+fn turns(grid: &Grid, id: &str) -> String {
+    let mut bars: Vec<Bar> = done(grid)
+        .filter_map(|c| c.turns.map(|t| bar(&c.task_id, t as f64, Tone::Neutral)))
+        .collect();
+    charts::sort_desc(&mut bars);
+    let chart = Chart {
+        id,
+        title: "Turns per trial",
+        unit: "model turns",
+    };
+    charts::bars(&chart, &bars, None)
 }
 
 fn bar(label: &str, value: f64, tone: Tone) -> Bar {

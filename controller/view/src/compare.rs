@@ -290,9 +290,7 @@ pub fn trajectory(run: &str, dir: &Path) -> Result<Trajectory, ViewError> {
             }),
             harness_log::Event::ToolResult(result) => {
                 if let Some(step) = steps.iter_mut().rev().find(|s| s.call_id == result.call_id) {
-                    step.status = serde_json::to_value(result.status)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned));
+                    step.status = Some(result.status.as_str().to_owned());
                     step.exit_code = result.exit_code.map(i64::from);
                     step.output = cut(result
                         .output
@@ -308,9 +306,7 @@ pub fn trajectory(run: &str, dir: &Path) -> Result<Trajectory, ViewError> {
                 }
             }
             harness_log::Event::SessionFinished(finished) => {
-                outcome = serde_json::to_value(finished.outcome)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned));
+                outcome = Some(finished.outcome.as_str().to_owned());
             }
             _ => {}
         }

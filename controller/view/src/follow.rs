@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::Stream;
+use harness_log::EventKind;
+use harness_log::views;
 use serde_json::Value;
 
 use crate::pages::{MAX_LINE, event_of, read_line};
@@ -71,8 +73,8 @@ pub(crate) fn stream(path: PathBuf, line: u64, offset: u64) -> impl Stream<Item 
                 let event = event_of(line, tail.line, *bytes);
                 tail.line += 1;
                 tail.ended |= matches!(
-                    event["type"].as_str(),
-                    Some("session_finished" | "batch_finished")
+                    views::Line::of(&event).kind,
+                    EventKind::SessionFinished | EventKind::BatchFinished
                 );
                 events.push(event);
             }

@@ -19,7 +19,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 mod guard;
@@ -104,6 +104,15 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|err| ViewError::Io(format!("a reader stopped: {err}")))?
+}
+
+/// Runs blocking work off the async threads, as [`blocking`], and answers with what it gives,
+/// as JSON.
+async fn blocking_json<T: Serialize + Send + 'static>(
+    work: impl FnOnce() -> Result<T, ViewError> + Send + 'static,
+) -> Reply {
+    let value = blocking(work).await?;
+    Ok(axum::Json(value).into_response())
 }
 
 fn dir_of(app: &App, id: &str) -> Result<(std::path::PathBuf, Option<Kind>), ViewError> {
@@ -222,16 +231,15 @@ struct EventsQuery {
 }
 
 async fn events(State(app): State<Arc<App>>, Query(query): Query<EventsQuery>) -> Reply {
-    let (dir, _) = dir_of(&app, &query.id)?;
+    let dir = run_dir(&app, &query.id)?;
     let pager = app.clone();
-    let page = blocking(move || {
+    blocking_json(move || {
         pager
             .pager
             .page(&dir, query.from, query.limit.unwrap_or(500))
             .map_err(|err| ViewError::Io(format!("{}: {err}", dir.display())))
     })
-    .await?;
-    Ok(axum::Json(page).into_response())
+    .await
 }
 
 #[derive(Deserialize)]
@@ -241,7 +249,7 @@ struct FollowQuery {
 }
 
 async fn follow_run(State(app): State<Arc<App>>, Query(query): Query<FollowQuery>) -> Reply {
-    let (dir, _) = dir_of(&app, &query.id)?;
+    let dir = run_dir(&app, &query.id)?;
     let (reader, at) = (app.clone(), dir.clone());
     let offset = blocking(move || {
         reader
@@ -263,9 +271,8 @@ async fn follow_run(State(app): State<Arc<App>>, Query(query): Query<FollowQuery
 }
 
 async fn steps(State(app): State<Arc<App>>, Query(query): Query<IdQuery>) -> Reply {
-    let (dir, _) = dir_of(&app, &query.id)?;
-    let steps = blocking(move || workspace::steps(&dir)).await?;
-    Ok(axum::Json(steps).into_response())
+    let dir = run_dir(&app, &query.id)?;
+    blocking_json(move || workspace::steps(&dir)).await
 }
 
 #[derive(Deserialize)]
@@ -289,7 +296,7 @@ struct TreeQuery {
 }
 
 async fn tree(State(app): State<Arc<App>>, Query(query): Query<TreeQuery>) -> Reply {
-    let (dir, _) = dir_of(&app, &query.id)?;
+    let dir = run_dir(&app, &query.id)?;
     let limit = query.limit.unwrap_or(2000);
     if !(1..=20_000).contains(&limit) {
         return Err(ViewError::BadRequest(format!(
@@ -301,17 +308,15 @@ async fn tree(State(app): State<Arc<App>>, Query(query): Query<TreeQuery>) -> Re
         limit,
         changed_only: query.changed,
     };
-    let tree = blocking(move || workspace::tree(&dir, query.step, &page)).await?;
-    Ok(axum::Json(tree).into_response())
+    blocking_json(move || workspace::tree(&dir, query.step, &page)).await
 }
 
 async fn file(State(app): State<Arc<App>>, Query(query): Query<StepQuery>) -> Reply {
-    let (dir, _) = dir_of(&app, &query.id)?;
+    let dir = run_dir(&app, &query.id)?;
     let path = query.path.ok_or_else(|| {
         ViewError::BadRequest("`path` is required: the file's path in the workspace".into())
     })?;
-    let file = blocking(move || workspace::file(&dir, query.step, &path)).await?;
-    Ok(axum::Json(file).into_response())
+    blocking_json(move || workspace::file(&dir, query.step, &path)).await
 }
 
 #[derive(Deserialize)]
@@ -326,7 +331,7 @@ const BLOB_SHOWN: u64 = 4 * 1024 * 1024;
 /// A blob of a session's log (a long message or output), as text; at most 4 MiB of it, and
 /// only when all of it hashes to its name.
 async fn blob(State(app): State<Arc<App>>, Query(query): Query<BlobQuery>) -> Reply {
-    let (dir, _) = dir_of(&app, &query.id)?;
+    let dir = run_dir(&app, &query.id)?;
     let sha = query.sha256;
     if !(sha.len() == 64
         && sha
@@ -350,6 +355,11 @@ async fn blob(State(app): State<Arc<App>>, Query(query): Query<BlobQuery>) -> Re
     .await?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+/// The folder of the run `id` names, whatever its kind.
+fn run_dir(app: &App, id: &str) -> Result<std::path::PathBuf, ViewError> {
+    dir_of(app, id).map(|(dir, _)| dir)
 }
 
 fn batch_dir(app: &App, id: &str) -> Result<std::path::PathBuf, ViewError> {
@@ -417,8 +427,7 @@ async fn compare_runs(
         .map(|id| batch_dir(&app, &id).map(|dir| (id, dir)))
         .collect::<Result<_, _>>()?;
     let reader = app.clone();
-    let grid = blocking(move || compare::grid(&reader.index.read(), &sides)).await?;
-    Ok(axum::Json(grid).into_response())
+    blocking_json(move || compare::grid(&reader.index.read(), &sides)).await
 }
 
 #[derive(Deserialize)]
@@ -428,16 +437,14 @@ struct PairQuery {
 }
 
 async fn trajectories(State(app): State<Arc<App>>, Query(query): Query<PairQuery>) -> Reply {
-    let (a_dir, _) = dir_of(&app, &query.a)?;
-    let (b_dir, _) = dir_of(&app, &query.b)?;
-    let pair = blocking(move || {
+    let (a_dir, b_dir) = (run_dir(&app, &query.a)?, run_dir(&app, &query.b)?);
+    blocking_json(move || {
         let a = compare::trajectory(&query.a, &a_dir)?;
         let b = compare::trajectory(&query.b, &b_dir)?;
         let divergence = compare::first_divergence(&a.steps, &b.steps);
         Ok(compare::Pair { a, b, divergence })
     })
-    .await?;
-    Ok(axum::Json(pair).into_response())
+    .await
 }
 
 #[derive(Deserialize)]
@@ -468,7 +475,7 @@ async fn search_runs(State(app): State<Arc<App>>, Query(query): Query<SearchQuer
             .collect()
     };
     let limit = query.limit.unwrap_or(200).min(2000);
-    let results = blocking(move || {
+    blocking_json(move || {
         Ok(search::search(
             &targets,
             &query_text,
@@ -476,6 +483,5 @@ async fn search_runs(State(app): State<Arc<App>>, Query(query): Query<SearchQuer
             Duration::from_secs(10),
         ))
     })
-    .await?;
-    Ok(axum::Json(results).into_response())
+    .await
 }

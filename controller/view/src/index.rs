@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
+use harness_log::EventKind;
+use harness_log::views::Line;
 use serde::Serialize;
 
 use crate::summary::{self, Kind, Status, Summary};
@@ -246,7 +248,8 @@ fn starts_a_batch(dir: &Path) -> bool {
     let head = &head[..n];
     let first = head.split(|b| *b == b'\n').next().unwrap_or_default();
     if let Some(at) = memchr::memmem::find(first, b"\"type\":\"") {
-        return first[at..].starts_with(b"\"type\":\"batch_started\"");
+        let tagged = format!("\"type\":{}", EventKind::BatchStarted.needle());
+        return first[at..].starts_with(tagged.as_bytes());
     }
     if first.len() < head.len() {
         // The whole first line is here, and has no type.
@@ -256,7 +259,8 @@ fn starts_a_batch(dir: &Path) -> bool {
     if reader.read_until(b'\n', &mut line).is_err() {
         return false;
     }
-    serde_json::from_slice::<serde_json::Value>(&line).is_ok_and(|v| v["type"] == "batch_started")
+    serde_json::from_slice::<serde_json::Value>(&line)
+        .is_ok_and(|v| Line::of(&v).kind == EventKind::BatchStarted)
 }
 
 /// The run whose folder holds the folders being walked.

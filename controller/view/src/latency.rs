@@ -8,6 +8,8 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use harness_log::EventKind;
+use harness_log::views::{Line, ToolResult, View};
 use harness_replay::charts::Spread;
 use serde_json::Value;
 
@@ -100,23 +102,24 @@ impl Latencies {
         let mut calls = Vec::new();
         let mut reader = BufReader::with_capacity(256 * 1024, file);
         let mut line = Vec::new();
+        let needle = EventKind::ToolResult.needle();
         while calls.len() < MAX_CALLS {
             match crate::pages::read_line(&mut reader, &mut line, crate::pages::MAX_LINE) {
                 Ok((n, _)) if n > 0 => {}
                 _ => break,
             }
-            if memchr::memmem::find(&line, b"\"tool_result\"").is_none() {
+            if memchr::memmem::find(&line, needle.as_bytes()).is_none() {
                 continue;
             }
             let Ok(event) = serde_json::from_slice::<Value>(&line) else {
                 continue;
             };
-            let data = &event["data"];
-            if let (Some("tool_result"), Some(name), Some(ms)) = (
-                event["type"].as_str(),
-                data["name"].as_str(),
-                data["duration_ms"].as_u64(),
-            ) {
+            if let View::ToolResult(ToolResult {
+                name: Some(name),
+                duration_ms: Some(ms),
+                ..
+            }) = Line::of(&event).event
+            {
                 calls.push((self.number(name), u32::try_from(ms).unwrap_or(u32::MAX)));
             }
         }

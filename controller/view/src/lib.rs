@@ -9,6 +9,11 @@
 //! the logs: a session's events are read a [`pages`] at a time, followed from the file
 //! ([`follow`]), searched by streaming ([`search`]).
 //!
+//! Everything kept of a log is bounded: the index is refreshed every 500 ms (a folder listed
+//! again only when its mtime moved) and holds at most 200,000 runs, a page at most 16 MiB, a
+//! trajectory 5,000 calls. A request names a run by id; its folder comes from the index, never
+//! from the request. A blob is shown only when it hashes to its name. Every route is `GET`.
+//!
 //! # This crate (`harness-view`)
 //! It reads logs through `harness-log` and, for the workspace at a step and the static
 //! report's charts and statistics, through the log toolkit (`harness-replay`). It may depend

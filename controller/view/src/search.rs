@@ -8,6 +8,8 @@ use std::io::BufReader;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use harness_log::ToolStatus;
+use harness_log::views::{Line, View};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -140,12 +142,12 @@ fn in_log(
         let Ok(event) = serde_json::from_slice::<Value>(&bytes) else {
             continue;
         };
-        for (what, text) in fields(&event) {
-            if let Some(snippet) = around(&text, needle) {
-                let seq = event["seq"].as_u64();
+        let line = Line::of(&event);
+        for (what, text) in fields(&line.event) {
+            if let Some(snippet) = around(text, needle) {
                 results
                     .hits
-                    .push(hit(target, what, Some(number - 1), seq, snippet));
+                    .push(hit(target, what, Some(number - 1), line.seq, snippet));
                 break;
             }
         }
@@ -153,31 +155,17 @@ fn in_log(
 }
 
 /// The searchable texts of an event.
-fn fields(event: &Value) -> Vec<(&'static str, String)> {
-    let data = &event["data"];
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    match event["type"].as_str().unwrap_or_default() {
-        "session_started" => vec![("task", text(&data["task"]))],
-        "tool_call" => vec![("command", text(&data["arguments"]))],
-        "workspace_changed" => data["changes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| ("file", text(&c["path"])))
-            .collect(),
-        "error" => vec![("error", text(&data["message"]))],
-        "tool_result" if data["status"] != "ok" => {
-            let output = &data["output"];
-            vec![(
-                "error",
-                text(if output["text"].is_string() {
-                    &output["text"]
-                } else {
-                    &output["preview"]
-                }),
-            )]
+fn fields<'a>(event: &View<'a>) -> Vec<(&'static str, &'a str)> {
+    let text = |text: Option<&'a str>| text.unwrap_or_default();
+    match event {
+        View::SessionStarted(header) => vec![("task", text(header.task))],
+        View::ToolCall { arguments } => vec![("command", text(*arguments))],
+        View::WorkspaceChanged { paths } => paths.iter().map(|path| ("file", *path)).collect(),
+        View::Error { message } => vec![("error", text(*message))],
+        View::ToolResult(result) if result.status != Some(ToolStatus::Ok.as_str()) => {
+            vec![("error", text(result.output))]
         }
-        "verifier_finished" => vec![("error", text(&data["message"]))],
+        View::VerifierFinished { message, .. } => vec![("error", text(*message))],
         _ => Vec::new(),
     }
 }

@@ -14,6 +14,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use harness_log::views::{self, Line, View};
+use harness_log::{EventKind, Outcome};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,11 +25,11 @@ const TAIL_BYTES: u64 = 64 * 1024;
 const HEAD_BYTES: u64 = 1024 * 1024;
 /// A log without its last line that changed within this long is taken as still being written.
 pub const RUNNING_WITHIN: Duration = Duration::from_secs(120);
-/// The events of a session's tail that its summary reads, by their type's name.
-const NEEDED: [&[u8]; 3] = [
-    b"\"session_finished\"",
-    b"\"verifier_finished\"",
-    b"\"model_request\"",
+/// The events of a session's tail that its summary reads.
+const NEEDED: [EventKind; 3] = [
+    EventKind::SessionFinished,
+    EventKind::VerifierFinished,
+    EventKind::ModelRequest,
 ];
 /// Characters of any other string field kept in the index.
 const FIELD_CHARS: usize = 120;
@@ -103,7 +105,7 @@ pub fn session(dir: &Path, modified: SystemTime) -> std::io::Result<Summary> {
     let len = file.metadata()?.len();
     let mut summary = Summary::default();
     if let Some(head) = first_line(&mut file)? {
-        fold(&mut summary, &head);
+        fold(&mut summary, &Line::of(&head));
     }
     let from = len.saturating_sub(TAIL_BYTES);
     file.seek(SeekFrom::Start(from))?;
@@ -117,19 +119,24 @@ pub fn session(dir: &Path, modified: SystemTime) -> std::io::Result<Summary> {
     // The last piece is empty after a whole last line, or a torn line (the writer's, not junk).
     lines.pop();
     let last = lines.len().saturating_sub(1);
+    let needles = NEEDED.map(EventKind::needle);
     for (i, line) in lines.iter().enumerate() {
         // Only the events a summary reads are parsed (and the last line, for its time).
         if i != last
-            && !NEEDED
+            && !needles
                 .iter()
-                .any(|needle| memchr::memmem::find(line, needle).is_some())
+                .any(|needle| memchr::memmem::find(line, needle.as_bytes()).is_some())
         {
             continue;
         }
         match serde_json::from_slice::<Value>(line) {
             // The header was folded already.
-            Ok(event) if event["type"] != "session_started" => fold(&mut summary, &event),
-            Ok(_) => {}
+            Ok(event) => {
+                let line = Line::of(&event);
+                if line.kind != EventKind::SessionStarted {
+                    fold(&mut summary, &line);
+                }
+            }
             Err(_) => summary.bad_lines += 1,
         }
     }
@@ -153,7 +160,7 @@ pub fn batch(dir: &Path, summary: &mut Summary, offset: u64) -> std::io::Result<
         }
         at += n;
         match serde_json::from_slice::<Value>(&line) {
-            Ok(event) => fold(summary, &event),
+            Ok(event) => fold(summary, &Line::of(&event)),
             Err(_) => summary.bad_lines += 1,
         }
     }
@@ -181,46 +188,44 @@ fn first_line(file: &mut File) -> std::io::Result<Option<Value>> {
 }
 
 /// One event into the summary.
-fn fold(summary: &mut Summary, event: &Value) {
-    let data = &event["data"];
-    let ts = short(&event["ts"]);
-    if ts.is_some() {
+fn fold(summary: &mut Summary, line: &Line<'_>) {
+    if let Some(ts) = line.ts.map(short) {
         if summary.started.is_none() {
-            summary.started.clone_from(&ts);
+            summary.started = Some(ts.clone());
         }
-        summary.last = ts;
+        summary.last = Some(ts);
     }
-    match event["type"].as_str().unwrap_or_default() {
-        "session_started" => started(summary, data),
-        "model_request" => summary.turns = data["turn"].as_u64().or(summary.turns),
-        "verifier_finished" => {
-            summary.reward = data["reward"].as_f64().or(summary.reward);
-        }
-        "session_finished" => finished(summary, data),
-        "batch_started" => {
+    match &line.event {
+        View::SessionStarted(header) => started(summary, header),
+        View::ModelRequest { turn } => summary.turns = turn.or(summary.turns),
+        View::VerifierFinished { reward, .. } => summary.reward = reward.or(summary.reward),
+        View::SessionFinished(end) => finished(summary, end),
+        View::BatchStarted(batch) => {
             summary.kind = Some(Kind::Batch);
-            let tasks = data["tasks"].as_array().map_or(0, Vec::len) as u64;
+            let tasks = batch.n_tasks() as u64;
             summary.task = format!("{tasks} tasks");
             counts(summary).tasks = tasks;
         }
-        "task_started" => counts(summary).started += 1,
-        "task_finished" => {
-            let passed = data["passed"].as_bool() == Some(true);
+        View::TaskStarted(_) => counts(summary).started += 1,
+        View::TaskFinished(task) => {
             let counts = counts(summary);
             counts.finished += 1;
-            if passed {
+            if task.passed == Some(true) {
                 counts.passed += 1;
             } else {
                 counts.failed += 1;
             }
-            summary.cost = Some(summary.cost.unwrap_or(0.0) + data["cost"].as_f64().unwrap_or(0.0));
+            summary.cost = Some(summary.cost.unwrap_or(0.0) + task.cost.unwrap_or(0.0));
         }
-        "task_retried" => counts(summary).retries += 1,
-        "task_not_runnable" => counts(summary).not_runnable += 1,
-        "batch_finished" => {
-            let interrupted = data["interrupted"].as_bool() == Some(true);
+        View::TaskRetried(_) => counts(summary).retries += 1,
+        View::TaskNotRunnable(_) => counts(summary).not_runnable += 1,
+        View::BatchFinished {
+            interrupted,
+            duration_ms,
+        } => {
+            let interrupted = *interrupted == Some(true);
             counts(summary).interrupted = interrupted;
-            summary.duration_ms = data["duration_ms"].as_u64();
+            summary.duration_ms = *duration_ms;
             summary.status = Some(if interrupted {
                 Status::Failed
             } else {
@@ -233,10 +238,8 @@ fn fold(summary: &mut Summary, event: &Value) {
 
 /// A string field as the index keeps it: at most [`FIELD_CHARS`] characters (a hostile log's
 /// megabyte model name would otherwise sit in memory once per run).
-fn short(value: &Value) -> Option<String> {
-    value
-        .as_str()
-        .map(|text| text.chars().take(FIELD_CHARS).collect())
+fn short(text: &str) -> String {
+    text.chars().take(FIELD_CHARS).collect()
 }
 
 fn counts(summary: &mut Summary) -> &mut BatchCounts {
@@ -245,26 +248,25 @@ fn counts(summary: &mut Summary) -> &mut BatchCounts {
         .get_or_insert_with(BatchCounts::default)
 }
 
-fn started(summary: &mut Summary, data: &Value) {
+fn started(summary: &mut Summary, header: &views::SessionStarted<'_>) {
     summary.kind = Some(Kind::Session);
-    summary.task = data["task"]
-        .as_str()
+    summary.task = header
+        .task
         .unwrap_or_default()
         .chars()
         .take(TASK_CHARS)
         .collect();
-    summary.session_id = short(&data["session_id"]);
-    summary.model = short(&data["config"]["model"]);
-    summary.agent = short(&data["config"]["agent"]);
-    let fork = &data["forked_from"];
-    if let (Some(parent), Some(seq)) = (short(&fork["session_id"]), fork["seq"].as_u64()) {
-        summary.forked_from = Some(format!("{parent} at seq {seq}"));
+    summary.session_id = header.session_id.map(short);
+    summary.model = header.model.map(short);
+    summary.agent = header.agent.map(short);
+    if let Some((parent, seq)) = header.forked_from {
+        summary.forked_from = Some(format!("{} at seq {seq}", short(parent)));
     }
 }
 
-fn finished(summary: &mut Summary, data: &Value) {
-    let outcome = short(&data["outcome"]).unwrap_or_else(|| "unknown".to_owned());
-    let passed = outcome == "completed";
+fn finished(summary: &mut Summary, end: &views::SessionFinished<'_>) {
+    let outcome = end.outcome.map_or_else(|| "unknown".to_owned(), short);
+    let passed = outcome == Outcome::Completed.as_str();
     summary.passed = Some(passed);
     summary.status = Some(if passed {
         Status::Completed
@@ -272,18 +274,12 @@ fn finished(summary: &mut Summary, data: &Value) {
         Status::Failed
     });
     summary.outcome = Some(outcome);
-    summary.failure = short(&data["failure"]);
-    summary.cost = data["cost"].as_f64();
-    summary.turns = data["turns"].as_u64();
-    summary.tool_calls = data["tool_calls"].as_u64();
-    summary.duration_ms = data["duration_ms"].as_u64();
-    let usage = &data["usage"];
-    summary.tokens = Some(
-        ["input_tokens", "output_tokens"]
-            .iter()
-            .filter_map(|field| usage[field].as_u64())
-            .sum(),
-    );
+    summary.failure = end.failure.map(short);
+    summary.cost = end.cost;
+    summary.turns = end.turns;
+    summary.tool_calls = end.tool_calls;
+    summary.duration_ms = end.duration_ms;
+    summary.tokens = Some(end.tokens);
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ pub enum BuiltIn {
     Shell,
 }
 
+crate::serde_names!(BuiltIn);
+
 impl BuiltIn {
     pub const ALL: [BuiltIn; 7] = [
         BuiltIn::Bash,
@@ -43,21 +45,8 @@ impl BuiltIn {
         BuiltIn::SearchReplace,
     ];
 
-    /// Its name on the wire (`POST /v1/tools/{name}`) and to the model.
-    pub const fn name(self) -> &'static str {
-        match self {
-            BuiltIn::Bash => "bash",
-            BuiltIn::ReadFile => "read_file",
-            BuiltIn::WriteFile => "write_file",
-            BuiltIn::SearchReplace => "search_replace",
-            BuiltIn::Exec => "exec",
-            BuiltIn::WriteStdin => "write_stdin",
-            BuiltIn::Shell => "shell",
-        }
-    }
-
     pub fn from_name(name: &str) -> Option<BuiltIn> {
-        BuiltIn::ALL.into_iter().find(|tool| tool.name() == name)
+        BuiltIn::ALL.into_iter().find(|tool| tool.as_str() == name)
     }
 
     /// Whether its answer is a `bash` result (a `shell` run answers as `bash` does).
@@ -68,7 +57,7 @@ impl BuiltIn {
 
 impl std::fmt::Display for BuiltIn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.as_str())
     }
 }
 
@@ -116,7 +105,7 @@ impl ToolInput {
         if let ToolInput::Other { name, .. } = self {
             return name;
         }
-        self.built_in().map_or("", BuiltIn::name)
+        self.built_in().map_or("", BuiltIn::as_str)
     }
 
     /// The built-in tool it calls; `None` for any other.
@@ -131,22 +120,6 @@ impl ToolInput {
             ToolInput::Shell(_) => BuiltIn::Shell,
             ToolInput::Other { .. } => return None,
         })
-    }
-
-    /// The arguments as JSON: what is sent to the tool, shown to hooks and judged by rules.
-    pub fn to_value(&self) -> Value {
-        let value = match self {
-            ToolInput::Bash(args) => serde_json::to_value(args),
-            ToolInput::ReadFile(args) => serde_json::to_value(args),
-            ToolInput::WriteFile(args) => serde_json::to_value(args),
-            ToolInput::SearchReplace(args) => serde_json::to_value(args),
-            ToolInput::Exec(args) => serde_json::to_value(args),
-            ToolInput::WriteStdin(args) => serde_json::to_value(args),
-            ToolInput::Shell(args) => serde_json::to_value(args),
-            ToolInput::Other { args, .. } => return args.clone(),
-        };
-        // Plain structs of strings, numbers and booleans always serialize.
-        value.unwrap_or(Value::Null)
     }
 
     /// The timeout a command asked for, in seconds (`bash`, `shell`); `None` for other tools
@@ -182,6 +155,22 @@ impl ToolInput {
     /// Whether it changes files by name (`write_file`, `search_replace`).
     pub fn writes_a_file(&self) -> bool {
         matches!(self, ToolInput::WriteFile(_) | ToolInput::SearchReplace(_))
+    }
+}
+
+/// The arguments as JSON: what is sent to the tool, shown to hooks and judged by rules.
+impl Serialize for ToolInput {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolInput::Bash(args) => args.serialize(serializer),
+            ToolInput::ReadFile(args) => args.serialize(serializer),
+            ToolInput::WriteFile(args) => args.serialize(serializer),
+            ToolInput::SearchReplace(args) => args.serialize(serializer),
+            ToolInput::Exec(args) => args.serialize(serializer),
+            ToolInput::WriteStdin(args) => args.serialize(serializer),
+            ToolInput::Shell(args) => args.serialize(serializer),
+            ToolInput::Other { args, .. } => args.serialize(serializer),
+        }
     }
 }
 
@@ -227,7 +216,7 @@ mod tests {
     #[test]
     fn every_built_in_is_found_by_its_name() {
         for tool in BuiltIn::ALL {
-            assert_eq!(BuiltIn::from_name(tool.name()), Some(tool));
+            assert_eq!(BuiltIn::from_name(tool.as_str()), Some(tool));
         }
         assert_eq!(BuiltIn::from_name("mcp__files__read"), None);
     }
@@ -244,7 +233,10 @@ mod tests {
         );
         assert_eq!(input.name(), "bash");
         assert_eq!(input.timeout_secs(), Some(30));
-        assert_eq!(input.to_value(), json!({"cmd": "ls", "timeout": 30}));
+        assert_eq!(
+            serde_json::to_value(&input).unwrap(),
+            json!({"cmd": "ls", "timeout": 30})
+        );
         let read = ToolInput::parse("read_file", json!({"path": "a.txt"})).unwrap();
         assert_eq!(read.path(), Some("a.txt"));
         assert!(!read.writes_a_file());
@@ -266,6 +258,6 @@ mod tests {
         let input = ToolInput::parse("mcp__files__read", args.clone()).unwrap();
         assert_eq!(input.name(), "mcp__files__read");
         assert_eq!(input.built_in(), None);
-        assert_eq!(input.to_value(), args);
+        assert_eq!(serde_json::to_value(&input).unwrap(), args);
     }
 }

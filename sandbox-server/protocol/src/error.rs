@@ -86,6 +86,8 @@ pub enum ErrorType {
     Unknown,
 }
 
+crate::serde_names!(ErrorType);
+
 impl ErrorType {
     /// Whether an answer of this type (with this HTTP status) means the sandbox itself failed,
     /// rather than a request or a tool call's input being refused. Exhaustive on purpose: a new

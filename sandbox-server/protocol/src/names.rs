@@ -16,10 +16,72 @@ pub fn variant_name<T: Serialize + ?Sized>(value: &T) -> &'static str {
 
 /// The unit variant serde names `name`, if there is one.
 pub fn from_name<T: DeserializeOwned>(name: &str) -> Option<T> {
+    parse_name(name).ok()
+}
+
+/// The unit variant serde names `name`; the error lists the names there are, in the words of
+/// the rest of the harness's messages (``expected `a`, `b` or `c`, got `x` ``).
+pub fn parse_name<T: DeserializeOwned>(name: &str) -> Result<T, String> {
     use serde::de::IntoDeserializer;
     let deserializer: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
         name.into_deserializer();
-    T::deserialize(deserializer).ok()
+    T::deserialize(deserializer).map_err(|err| reworded(&err.to_string(), name))
+}
+
+/// Serde's ``unknown variant `x`, expected one of `a`, `b`, `c` `` as
+/// ``expected `a`, `b` or `c`, got `x` ``; any other message as serde wrote it.
+fn reworded(message: &str, name: &str) -> String {
+    let Some(expected) = message
+        .strip_prefix("unknown variant `")
+        .and_then(|rest| rest.strip_prefix(name))
+        .and_then(|rest| rest.strip_prefix("`, expected "))
+    else {
+        return message.to_owned();
+    };
+    let expected = match expected.strip_prefix("one of ") {
+        Some(list) => match list.rsplit_once(", ") {
+            Some((head, last)) => format!("{head} or {last}"),
+            None => list.to_owned(),
+        },
+        None => expected.to_owned(),
+    };
+    format!("expected {expected}, got `{name}`")
+}
+
+/// Gives each enum it names `as_str` (its value's serde name) and `FromStr` (from that name,
+/// with serde's error): the names are spelled once, by the serde attributes, never in a table.
+/// A value serde does not write (the `skip_serializing` fallback that reads a newer peer's
+/// names) is `unknown`.
+///
+/// ```
+/// #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+/// #[serde(rename_all = "snake_case")]
+/// enum Mode { FastPath, Slow }
+/// sandbox_protocol::serde_names!(Mode);
+/// assert_eq!(Mode::FastPath.as_str(), "fast_path");
+/// assert_eq!("slow".parse::<Mode>(), Ok(Mode::Slow));
+/// ```
+#[macro_export]
+macro_rules! serde_names {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl $ty {
+            /// Its name, as serde spells it on the wire and in the log.
+            pub fn as_str(self) -> &'static str {
+                match $crate::names::variant_name(&self) {
+                    "" => "unknown",
+                    name => name,
+                }
+            }
+        }
+
+        impl ::std::str::FromStr for $ty {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                $crate::names::parse_name(text)
+            }
+        }
+    )+};
 }
 
 /// Why a value has no variant name.

@@ -108,6 +108,8 @@ pub enum ProcessKind {
     Call,
 }
 
+crate::serde_names!(ProcessKind);
+
 /// Where a managed process is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -72,28 +72,7 @@ pub enum ProtectionName {
     Unknown,
 }
 
-impl ProtectionName {
-    /// The name as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProtectionName::ProcessGroup => "process_group",
-            ProtectionName::CleanEnvironment => "clean_environment",
-            ProtectionName::ResourceLimits => "resource_limits",
-            ProtectionName::UnprivilegedUser => "unprivileged_user",
-            ProtectionName::Landlock => "landlock",
-            ProtectionName::NetworkNone => "network_none",
-            ProtectionName::NetworkNamespace => "network_namespace",
-            ProtectionName::Cgroup => "cgroup",
-            ProtectionName::PidNamespace => "pid_namespace",
-            ProtectionName::Devices => "devices",
-            ProtectionName::SignalScope => "signal_scope",
-            ProtectionName::NotDumpable => "not_dumpable",
-            ProtectionName::HiddenHome => "hidden_home",
-            ProtectionName::NoSetId => "no_set_id",
-            ProtectionName::Unknown => "unknown",
-        }
-    }
-}
+crate::serde_names!(ProtectionName);
 
 /// The answer of `GET /v1/info`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -270,17 +249,7 @@ pub enum EntryKind {
     Other,
 }
 
-impl EntryKind {
-    /// The value as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntryKind::File => "file",
-            EntryKind::Dir => "dir",
-            EntryKind::Symlink => "symlink",
-            EntryKind::Other => "other",
-        }
-    }
-}
+crate::serde_names!(EntryKind);
 
 /// One version of a path in a manifest or a change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -381,18 +350,7 @@ pub enum ChangeKind {
     TypeChanged,
 }
 
-impl ChangeKind {
-    /// The value as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeKind::Added => "added",
-            ChangeKind::Modified => "modified",
-            ChangeKind::Deleted => "deleted",
-            ChangeKind::ModeChanged => "mode_changed",
-            ChangeKind::TypeChanged => "type_changed",
-        }
-    }
-}
+crate::serde_names!(ChangeKind);
 
 /// What happened to one path between two snapshots.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -472,15 +430,7 @@ pub enum SocketProtocol {
     Tcp6,
 }
 
-impl SocketProtocol {
-    /// The value as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SocketProtocol::Tcp => "tcp",
-            SocketProtocol::Tcp6 => "tcp6",
-        }
-    }
-}
+crate::serde_names!(SocketProtocol);
 
 /// What a watched path is now.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -494,18 +444,7 @@ pub enum WatchedKind {
     Missing,
 }
 
-impl WatchedKind {
-    /// The value as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WatchedKind::File => "file",
-            WatchedKind::Dir => "dir",
-            WatchedKind::Symlink => "symlink",
-            WatchedKind::Other => "other",
-            WatchedKind::Missing => "missing",
-        }
-    }
-}
+crate::serde_names!(WatchedKind);
 
 /// A watched path outside the workspace and the hash of what is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -29,6 +29,8 @@ pub enum Scope {
     Observe,
 }
 
+crate::serde_names!(Scope);
+
 impl Scope {
     /// Every scope, in their order on the wire.
     pub const ALL: [Scope; 5] = [
@@ -38,17 +40,6 @@ impl Scope {
         Scope::Admin,
         Scope::Observe,
     ];
-
-    /// The scope as on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Read => "read",
-            Scope::Write => "write",
-            Scope::Run => "run",
-            Scope::Admin => "admin",
-            Scope::Observe => "observe",
-        }
-    }
 
     /// A scope by its wire name.
     pub fn parse(name: &str) -> Option<Scope> {

@@ -270,7 +270,7 @@ pub(crate) async fn audit(State(state): State<AppState>, request: Request, next:
         error: response
             .extensions()
             .get::<ErrorType>()
-            .map(|kind| crate::metrics::error_label(*kind)),
+            .map(|kind| kind.as_str()),
         duration_ms: 0.0,
         bytes_in: 0,
         bytes_out: 0,

@@ -162,7 +162,7 @@ pub(crate) fn failed(err: &ApiError) -> CallToolResult {
     } else {
         err.to_string()
     };
-    let text = format!("ERROR ({}): {message}", crate::metrics::error_label(kind));
+    let text = format!("ERROR ({}): {message}", kind.as_str());
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 

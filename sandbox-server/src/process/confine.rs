@@ -130,17 +130,7 @@ impl Confinement {
         protections.push(not_dumpable());
         let (namespaces, pid_namespace) = make_namespaces(request, workspace, run_as, &view)?;
         protections.push(pid_namespace);
-        if let Some((uid, gid)) = run_as {
-            let mapped = namespaces.as_ref().is_some_and(|ns| {
-                let workspace = workspace
-                    .canonicalize()
-                    .unwrap_or_else(|_| workspace.to_owned());
-                ns.mapped.contains(&workspace)
-            });
-            // In the commands' mount namespace the folders on the way are open to them.
-            let reachable = namespaces.is_some();
-            user::check_reach(workspace, uid, gid, mapped, reachable)?;
-        }
+        check_reach(workspace, run_as, namespaces.as_ref())?;
         let ns_root = namespaces.as_ref().and_then(|ns| ns.root.clone());
         let landlock = landlock::prepare(request, workspace, private, &view, ns_root.as_deref());
         protections.push(landlock.protection);
@@ -152,15 +142,7 @@ impl Confinement {
             namespaces.is_some(),
             landlock.fd.is_some(),
         ));
-        let (seccomp, seccomp_protections) = seccomp::prepare(request);
-        protections.extend(seccomp_protections);
-        let netns = if request.network_none {
-            let (netns, namespace) = netns::prepare();
-            protections.push(namespace);
-            netns
-        } else {
-            None
-        };
+        let (seccomp, netns) = network(request, &mut protections);
         let landlock_fd = landlock.fd.map(std::sync::Arc::new);
         let factory = spawner_factory(landlock_fd.clone(), namespaces.as_ref())?;
         let spawner = threads::Spawner::start(&factory, &[])
@@ -168,15 +150,8 @@ impl Confinement {
         let landlock_inherited = factory.in_domain();
         let (cgroups, cgroup) = cgroups::prepare(request.rlimits, factory);
         protections.push(cgroup);
-        let connect_allowed = seccomp
-            .as_ref()
-            .filter(|filter| filter.notifies_connect())
-            .and_then(|_| {
-                super::mediate::Allowed::new(&[workspace, private.tmp], netns.is_some())
-                    .map(std::sync::Arc::new)
-                    .map_err(|err| tracing::error!(cause = %err, "preparing the connect checks"))
-                    .ok()
-            });
+        let connect_allowed =
+            connect_allowed(seccomp.as_ref(), workspace, private, netns.is_some());
         Ok(Confinement {
             env,
             rlimits: request.rlimits,
@@ -274,6 +249,65 @@ impl Confinement {
             Ok(())
         }
     }
+}
+
+/// Whether the commands' user (`--run-as`) can work in the workspace, given what their
+/// namespaces do for them: a mapped workspace is theirs to write, and in their mount
+/// namespace the folders on the way are open. Checked before any command runs.
+fn check_reach(
+    workspace: &Path,
+    run_as: Option<(u32, u32)>,
+    namespaces: Option<&namespaces::Namespaces>,
+) -> Result<(), String> {
+    let Some((uid, gid)) = run_as else {
+        return Ok(());
+    };
+    let mapped = namespaces.is_some_and(|ns| {
+        let workspace = workspace
+            .canonicalize()
+            .unwrap_or_else(|_| workspace.to_owned());
+        ns.mapped.contains(&workspace)
+    });
+    // In the commands' mount namespace the folders on the way are open to them.
+    let reachable = namespaces.is_some();
+    user::check_reach(workspace, uid, gid, mapped, reachable)
+}
+
+/// The seccomp filter, and under `--network none` the commands' network namespace, with
+/// their protections in that order.
+fn network(
+    request: &ConfineRequest,
+    protections: &mut Vec<Protection>,
+) -> (Option<seccomp::Filter>, Option<OwnedFd>) {
+    let (seccomp, seccomp_protections) = seccomp::prepare(request);
+    protections.extend(seccomp_protections);
+    let netns = if request.network_none {
+        let (netns, namespace) = netns::prepare();
+        protections.push(namespace);
+        netns
+    } else {
+        None
+    };
+    (seccomp, netns)
+}
+
+/// Where commands may connect when the filter sends their `connect` calls to the server: under
+/// their workspace and temporary folder (abstract sockets too in a network namespace of their
+/// own). A failure is logged, and there is no list.
+fn connect_allowed(
+    seccomp: Option<&seccomp::Filter>,
+    workspace: &Path,
+    private: Private<'_>,
+    own_netns: bool,
+) -> Option<std::sync::Arc<super::mediate::Allowed>> {
+    seccomp
+        .filter(|filter| filter.notifies_connect())
+        .and_then(|_| {
+            super::mediate::Allowed::new(&[workspace, private.tmp], own_netns)
+                .map(std::sync::Arc::new)
+                .map_err(|err| tracing::error!(cause = %err, "preparing the connect checks"))
+                .ok()
+        })
 }
 
 /// The commands' view of the files (see [`view`]).

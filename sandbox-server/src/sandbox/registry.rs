@@ -123,7 +123,7 @@ pub trait DynTool: Send + Sync {
 
 impl<T: Tool> DynTool for T {
     fn name(&self) -> &'static str {
-        T::ABOUT.tool.name()
+        T::ABOUT.tool.as_str()
     }
 
     fn description(&self) -> &'static str {
@@ -237,7 +237,7 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// Adds a tool at the end of the listing. Panics on a duplicate name: that is a bug.
     pub fn register<T: Tool>(&mut self, tool: T) {
-        let name = T::ABOUT.tool.name();
+        let name = T::ABOUT.tool.as_str();
         assert!(self.get(name).is_none(), "tool `{name}` registered twice");
         self.tools.push(Arc::new(tool));
     }

@@ -51,7 +51,7 @@ pub fn builtin() -> Registry {
 
 /// The tools enabled when `--tools` does not say: the seed's four.
 pub fn default_tools() -> Registry {
-    let names = BuiltIn::DEFAULT.map(|tool| tool.name().to_owned());
+    let names = BuiltIn::DEFAULT.map(|tool| tool.as_str().to_owned());
     builtin()
         .select(&names)
         .expect("the default tools are built in")

@@ -259,20 +259,12 @@ impl Workspace {
         create_parents: bool,
     ) -> Result<(OwnedFd, OsString), WorkspaceError> {
         let mut walk = Walk::start(self, path)?;
-        while let Some(component) = walk.queue.pop_front() {
-            if component == "." {
-                continue;
-            }
+        while let Some((component, is_last)) = walk.next_component() {
             if component == ".." {
                 walk.up()?;
                 continue;
             }
-            let is_last = walk.queue.is_empty();
-            match fstatat(
-                walk.top(),
-                component.as_os_str(),
-                AtFlags::AT_SYMLINK_NOFOLLOW,
-            ) {
+            match walk.stat(&component) {
                 Ok(stat) if file_type(&stat) == SFlag::S_IFLNK => walk.follow(self, &component)?,
                 Ok(_) if is_last => return walk.finish(component),
                 Ok(stat) if file_type(&stat) != SFlag::S_IFDIR => {
@@ -396,6 +388,21 @@ impl<'a> Walk<'a> {
 
     fn top(&self) -> &OwnedFd {
         self.stack.last().expect("the stack always holds the root")
+    }
+
+    /// The next component to take, `.` skipped, and whether it is the last.
+    fn next_component(&mut self) -> Option<(OsString, bool)> {
+        loop {
+            let component = self.queue.pop_front()?;
+            if component != "." {
+                return Some((component, self.queue.is_empty()));
+            }
+        }
+    }
+
+    /// What is at `name` in the folder the walk is in, a link not followed.
+    fn stat(&self, name: &OsStr) -> Result<FileStat, Errno> {
+        fstatat(self.top(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
     }
 
     fn up(&mut self) -> Result<(), WorkspaceError> {

@@ -1,9 +1,14 @@
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+// Shared with the benches.
+#[path = "../../benches/support/listing.rs"]
+mod listing;
+
+pub(crate) use listing::running;
 
 pub const TOKEN: &str = "test-token-0123456789abcdef";
 
@@ -73,7 +78,7 @@ pub async fn start_with(options: Options) -> Server {
 
 pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server {
     let token_dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(binary());
+    let mut command = testkit::serve(binary(), workspace.path());
     if let Some(user) = options.user {
         use std::os::unix::process::CommandExt;
         for folder in [workspace.path(), token_dir.path()] {
@@ -83,15 +88,10 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
         command.uid(user).gid(user);
     }
     command
-        .arg("serve")
-        .arg("--workspace")
-        .arg(workspace.path())
-        .args(["--listen", "127.0.0.1:0"])
         .args(&options.extra_args)
         .envs(options.env.iter().map(|(k, v)| (k, v)))
         .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
+        .stdin(Stdio::null());
     let log = token_dir.path().join("server.log");
     command.stderr(std::fs::File::create(&log).expect("create the server's log"));
     if let Some(user) = options.user {
@@ -106,11 +106,9 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
         command.arg("--token-file").arg(&path);
         TOKEN.to_owned()
     });
-    let mut child = command.spawn().expect("start sandbox-server");
-    let line = read_line(&mut child);
-    let address = line["listening"].as_str().expect("listening key");
+    let (child, line) = testkit::spawn_server(&mut command);
     Server {
-        base: format!("http://{address}"),
+        base: testkit::url_of(&line),
         child,
         workspace,
         token,
@@ -123,20 +121,10 @@ pub async fn start_in(workspace: tempfile::TempDir, options: Options) -> Server 
 
 /// Reads the `{"listening": ADDR}` line the server prints once bound.
 pub fn read_address(child: &mut Child) -> String {
-    read_line(child)["listening"]
+    testkit::bound_line(child)["listening"]
         .as_str()
         .expect("listening key")
         .to_owned()
-}
-
-/// The JSON line the server prints once bound.
-pub fn read_line(child: &mut Child) -> Value {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read the address line");
-    serde_json::from_str(&line).unwrap_or_else(|err| panic!("address line {line:?}: {err}"))
 }
 
 impl Server {
@@ -223,6 +211,18 @@ impl Server {
 
     pub async fn get_json(&self, path: &str) -> (u16, Value) {
         self.request(reqwest::Method::GET, path).answer().await
+    }
+
+    /// Sends a `POST` without a body; returns the status and the JSON body.
+    pub async fn post_json(&self, path: &str) -> (u16, Value) {
+        self.request(reqwest::Method::POST, path).answer().await
+    }
+
+    /// Sends a `POST` without a body that must answer 200; returns the JSON body.
+    pub async fn post_ok(&self, path: &str) -> Value {
+        let (status, body) = self.post_json(path).await;
+        assert_eq!(status, 200, "{body}");
+        body
     }
 
     /// The end of the server's log, and where it and every process below it wait: what a
@@ -356,10 +356,7 @@ pub async fn gone_within(pid: u32, limit: Duration) -> bool {
     false
 }
 
-/// Resident memory of a process in KiB.
-pub fn rss_kib(pid: u32) -> u64 {
-    testkit::status_kib(pid, "VmRSS").expect("VmRSS")
-}
+pub use testkit::rss_kib;
 
 pub fn read_pid_file(path: &Path) -> u32 {
     std::fs::read_to_string(path)

@@ -110,21 +110,18 @@ async fn commands_see_a_clean_environment() {
     let token_dir = tempfile::tempdir().unwrap();
     let token_file = token_dir.path().join("token");
     std::fs::write(&token_file, common::TOKEN).unwrap();
-    let mut child = std::process::Command::new(common::binary())
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(workspace.path())
+    let mut command = testkit::serve(common::binary(), workspace.path());
+    command
         .env("SANDBOX_TOKEN_FILE", &token_file)
         .env("OPENAI_API_KEY", "sk-server-secret-123456")
         .env("DATABASE_URL", "postgres://admin:hunter2@db/prod")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let address = common::read_address(&mut child);
+        .env("RUST_LOG", "warn");
+    let (mut child, line) = testkit::spawn_server(&mut command);
+    let url = testkit::url_of(&line);
     let client = reqwest::Client::new();
     let bash = |cmd: &str| {
         let request = client
-            .post(format!("http://{address}/v1/tools/bash"))
+            .post(format!("{url}/v1/tools/bash"))
             .bearer_auth(common::TOKEN)
             .json(&json!({ "cmd": cmd }));
         request.json_body()
@@ -462,16 +459,8 @@ async fn a_cgroup_still_charged_with_memory_is_not_reused() {
 #[test]
 fn require_protections_refuses_to_start_without_them() {
     let workspace = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(common::binary())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--require-protections",
-            "--no-landlock",
-            "--workspace",
-        ])
-        .arg(workspace.path())
+    let output = testkit::serve(common::binary(), workspace.path())
+        .args(["--require-protections", "--no-landlock"])
         .output()
         .unwrap();
     assert!(!output.status.success());

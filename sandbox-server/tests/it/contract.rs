@@ -4,20 +4,15 @@
 //! `HARNESS_TEST_OPENAPI_CLIENT` names `openapi-python-client` (its venv's `python` runs the
 //! driver); otherwise they say so and return. `.ci/run` installs both, pinned, and sets them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{self, Answer, TOKEN};
+use testkit::repo_root;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
+use crate::common::{self, Answer, TOKEN};
 
 fn document() -> Value {
     let text = std::fs::read_to_string(repo_root().join("proto-docs/openapi.json")).unwrap();

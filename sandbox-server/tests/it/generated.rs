@@ -1,27 +1,8 @@
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use testkit::{ensure_file_contents, repo_root};
+
 use crate::common;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-/// Regenerates a committed file; on a difference, rewrites it and fails so the change is seen.
-fn ensure_file_contents(path: &Path, contents: &str) {
-    let current = std::fs::read_to_string(path).unwrap_or_default();
-    if current == contents {
-        return;
-    }
-    std::fs::write(path, contents).unwrap();
-    panic!(
-        "{} was stale and has been regenerated; review and commit it",
-        path.display()
-    );
-}
 
 #[test]
 fn committed_openapi_document_is_current() {

@@ -196,7 +196,7 @@ async fn a_racing_swapper_cannot_steer_the_walks() {
     let started = Instant::now();
     let mut n_skipped = 0;
     for _ in 0..40 {
-        let (status, snapshot) = post_json(&server, "/v1/workspace/snapshot").await;
+        let (status, snapshot) = server.post_json("/v1/workspace/snapshot").await;
         assert_eq!(status, 200, "{snapshot}");
         n_skipped += snapshot["skipped"].as_array().unwrap().len();
         let id = snapshot["snapshot_id"].as_str().unwrap();
@@ -235,10 +235,6 @@ async fn archive_of(server: &common::Server) -> Vec<u8> {
     server.get_bytes("/v1/workspace/archive").await
 }
 
-async fn post_json(server: &common::Server, path: &str) -> (u16, Value) {
-    server.request(reqwest::Method::POST, path).answer().await
-}
-
 /// A tree deeper than `PATH_MAX` is snapshot and archived whole.
 #[tokio::test]
 async fn a_tree_deeper_than_path_max_is_walked() {
@@ -246,7 +242,7 @@ async fn a_tree_deeper_than_path_max_is_walked() {
     let depth = 2200;
     // Built through descriptors: a shell's `cd` re-resolves its whole path at each step.
     deep_tree(server.workspace.path(), depth);
-    let (status, snapshot) = post_json(&server, "/v1/workspace/snapshot").await;
+    let (status, snapshot) = server.post_json("/v1/workspace/snapshot").await;
     assert_eq!(status, 200);
     assert_eq!(snapshot["n_files"], 1, "{snapshot}");
     let id = snapshot["snapshot_id"].as_str().unwrap();
@@ -301,7 +297,7 @@ async fn odd_names_and_sockets() {
     server
         .ok("bash", json!({"cmd": "printf a > $'x\\xff'; printf b > $'x\\xfe'; python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'"}))
         .await;
-    let (_, snapshot) = post_json(&server, "/v1/workspace/snapshot").await;
+    let (_, snapshot) = server.post_json("/v1/workspace/snapshot").await;
     let id = snapshot["snapshot_id"].as_str().unwrap();
     let (_, manifest) = server
         .get_json(&format!("/v1/workspace/snapshots/{id}"))

@@ -12,12 +12,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::{self, Answer};
 
-async fn post_json(server: &common::Server, path: &str) -> Value {
-    let (status, body) = server.request(reqwest::Method::POST, path).answer().await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
 /// The manifest entry of `path` in snapshot `id`, if it has one.
 async fn manifest_entry(server: &common::Server, id: &str, path: &str) -> Option<Value> {
     let (status, manifest) = server
@@ -80,7 +74,7 @@ async fn a_file_growing_while_snapshotted_injects_nothing_into_a_restore() {
         .await;
     let mut last = String::new();
     for _ in 0..12 {
-        let snapshot = post_json(&server, "/v1/workspace/snapshot").await;
+        let snapshot = server.post_ok("/v1/workspace/snapshot").await;
         last = snapshot["snapshot_id"].as_str().unwrap().to_owned();
         match manifest_entry(&server, &last, "grow.bin").await {
             Some(entry) => {
@@ -102,7 +96,7 @@ async fn a_file_growing_while_snapshotted_injects_nothing_into_a_restore() {
     std::fs::write(server.path("stop"), "").unwrap();
     server.send(reqwest::Method::DELETE, "/v1/processes").await;
     wait_still(&server.path("grow.bin")).await;
-    let still = post_json(&server, "/v1/workspace/snapshot").await;
+    let still = server.post_ok("/v1/workspace/snapshot").await;
     let still = still["snapshot_id"].as_str().unwrap().to_owned();
     let entry = manifest_entry(&server, &still, "grow.bin").await.unwrap();
 
@@ -141,7 +135,7 @@ async fn a_sparse_giant_is_not_read_and_its_change_is_still_seen() {
     let giant = std::fs::File::create(server.path("sparse.img")).unwrap();
     giant.set_len(256 << 30).unwrap();
     let limit = Duration::from_secs(20);
-    let snapshot = tokio::time::timeout(limit, post_json(&server, "/v1/workspace/snapshot"))
+    let snapshot = tokio::time::timeout(limit, server.post_ok("/v1/workspace/snapshot"))
         .await
         .expect("a snapshot reads no file over the blob limit");
     assert_eq!(
@@ -340,7 +334,7 @@ async fn a_workspace_past_the_scan_limit_is_refused_by_name() {
     server
         .ok("bash", json!({"cmd": "mkdir few && touch few/a few/b"}))
         .await;
-    let before = post_json(&server, "/v1/workspace/snapshot").await;
+    let before = server.post_ok("/v1/workspace/snapshot").await;
     let since = before["snapshot_id"].as_str().unwrap().to_owned();
     server
         .ok(

@@ -166,10 +166,7 @@ async fn keys_expire_after_their_time() {
 async fn every_mutating_route_takes_a_key() {
     let server = common::start().await;
     let doc: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto-docs/openapi.json"),
-        )
-        .unwrap(),
+        &std::fs::read_to_string(testkit::repo_root().join("proto-docs/openapi.json")).unwrap(),
     )
     .unwrap();
     for (path, item) in doc["paths"].as_object().unwrap() {

@@ -78,11 +78,7 @@ fn the_servers_own_files_are_refused_where_commands_write() {
         ),
     ];
     for (args, flag) in cases {
-        let output = Command::new(common::binary())
-            .arg("serve")
-            .arg("--workspace")
-            .arg(workspace.path())
-            .args(["--listen", "127.0.0.1:0"])
+        let output = testkit::serve(common::binary(), workspace.path())
             .args(&args)
             .stdin(Stdio::null())
             .output()
@@ -248,15 +244,9 @@ async fn orphans_are_reaped_not_left_as_zombies() {
 fn sigterm_right_after_the_address_line_still_exits_cleanly() {
     for _ in 0..5 {
         let workspace = tempfile::tempdir().unwrap();
-        let mut child = Command::new(common::binary())
-            .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-            .arg(workspace.path())
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        common::read_address(&mut child);
+        let mut command = testkit::serve(common::binary(), workspace.path());
+        command.env("RUST_LOG", "warn").stderr(Stdio::null());
+        let (mut child, _) = testkit::spawn_server(&mut command);
         common::signal(child.id(), "TERM");
         let status = common::wait_exit(&mut child, Duration::from_secs(15)).expect("exits");
         assert!(status.success(), "{status:?}");
@@ -269,15 +259,11 @@ fn sigterm_right_after_the_address_line_still_exits_cleanly() {
 fn a_redirected_log_has_no_colour_codes() {
     let workspace = tempfile::tempdir().unwrap();
     let log = workspace.path().join("server.log");
-    let mut child = Command::new(common::binary())
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(workspace.path())
+    let mut command = testkit::serve(common::binary(), workspace.path());
+    command
         .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    common::read_address(&mut child);
+        .stderr(std::fs::File::create(&log).unwrap());
+    let (mut child, _) = testkit::spawn_server(&mut command);
     common::signal(child.id(), "TERM");
     common::wait_exit(&mut child, Duration::from_secs(15)).unwrap();
     let text = std::fs::read_to_string(&log).unwrap();

@@ -21,6 +21,12 @@ fn value(text: &str, series: &str) -> f64 {
     sample(text, series).unwrap_or_else(|| panic!("no series {series} in:\n{text}"))
 }
 
+/// Asserts that the sample of `series` in `text` is `expected`.
+#[track_caller]
+fn assert_value(text: &str, series: &str, expected: f64) {
+    assert_eq!(value(text, series), expected, "{series}");
+}
+
 async fn scrape(server: &common::Server) -> String {
     let response = server.send(reqwest::Method::GET, "/metrics").await;
     assert_eq!(response.status(), 200);
@@ -36,12 +42,10 @@ async fn scrape(server: &common::Server) -> String {
 async fn calls_are_counted_by_tool_and_outcome() {
     let server = common::start_with_token_and_args(["--metrics-listen", "127.0.0.1:0"]).await;
     let before = scrape(&server).await;
-    assert_eq!(
-        value(
-            &before,
-            r#"sandbox_tool_calls_total{tool="bash",outcome="ok"}"#
-        ),
-        0.0
+    assert_value(
+        &before,
+        r#"sandbox_tool_calls_total{tool="bash",outcome="ok"}"#,
+        0.0,
     );
     server.ok("bash", json!({"cmd": "echo one"})).await;
     server.ok("bash", json!({"cmd": "printf 0123456789"})).await;
@@ -79,25 +83,23 @@ async fn calls_are_counted_by_tool_and_outcome() {
     assert_eq!(calls("write_file", "ok"), 1.0);
     let timeout_count =
         r#"sandbox_tool_call_duration_seconds_count{tool="bash",outcome="timeout"}"#;
-    assert_eq!(value(&text, timeout_count), 1.0);
+    assert_value(&text, timeout_count, 1.0);
     let timeout_sum = r#"sandbox_tool_call_duration_seconds_sum{tool="bash",outcome="timeout"}"#;
     assert!(
         value(&text, timeout_sum) >= 1.0,
         "a 1 s timeout took at least 1 s"
     );
-    assert_eq!(
-        value(&text, r#"sandbox_tool_calls_in_flight{tool="bash"}"#),
-        0.0
-    );
-    assert_eq!(
-        value(&text, r#"sandbox_errors_total{error="file_not_found"}"#),
-        1.0
+    assert_value(&text, r#"sandbox_tool_calls_in_flight{tool="bash"}"#, 0.0);
+    assert_value(
+        &text,
+        r#"sandbox_errors_total{error="file_not_found"}"#,
+        1.0,
     );
     let tool_route =
         r#"sandbox_http_requests_total{method="POST",route="/v1/tools/{name}",status="200"}"#;
-    assert_eq!(value(&text, tool_route), 5.0);
+    assert_value(&text, tool_route, 5.0);
     let snapshots = r#"sandbox_snapshot_duration_seconds_count{operation="snapshot"}"#;
-    assert_eq!(value(&text, snapshots), 1.0);
+    assert_value(&text, snapshots, 1.0);
     // "one\n" and "0123456789" at least; stderr of the others is empty.
     assert!(value(&text, "sandbox_captured_bytes_total") >= 14.0);
     assert!(value(&text, "sandbox_artifacts_kept") >= 2.0);
@@ -155,7 +157,7 @@ async fn the_metrics_need_the_token_except_on_their_own_address() {
     // A 401 is itself counted, on the route it asked for.
     let text = scrape(&server).await;
     let unauthorized = r#"sandbox_http_requests_total{method="GET",route="/metrics",status="401"}"#;
-    assert_eq!(value(&text, unauthorized), 1.0);
+    assert_value(&text, unauthorized, 1.0);
 }
 
 #[tokio::test]
@@ -184,14 +186,8 @@ async fn busy_slots_processes_and_cancelled_calls_show() {
     let (slow, (during, status, body)) = tokio::join!(slow, second);
     assert_eq!(status, 429, "{body}");
     assert!(slow.is_err(), "the client gave up on the slow call");
-    assert_eq!(
-        value(&during, r#"sandbox_tool_calls_in_flight{tool="bash"}"#),
-        1.0
-    );
-    assert_eq!(
-        value(&during, r#"sandbox_processes_alive{kind="command"}"#),
-        1.0
-    );
+    assert_value(&during, r#"sandbox_tool_calls_in_flight{tool="bash"}"#, 1.0);
+    assert_value(&during, r#"sandbox_processes_alive{kind="command"}"#, 1.0);
     // The call whose client left is counted once, as cancelled, and frees its slot.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let text = loop {
@@ -202,22 +198,18 @@ async fn busy_slots_processes_and_cancelled_calls_show() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_eq!(
-        value(
-            &text,
-            r#"sandbox_tool_calls_total{tool="bash",outcome="overloaded"}"#
-        ),
-        1.0
+    assert_value(
+        &text,
+        r#"sandbox_tool_calls_total{tool="bash",outcome="overloaded"}"#,
+        1.0,
     );
-    assert_eq!(value(&text, "sandbox_throttled_total"), 1.0);
+    assert_value(&text, "sandbox_throttled_total", 1.0);
     let cancelled = r#"sandbox_tool_calls_total{tool="bash",outcome="cancelled"}"#;
-    assert_eq!(value(&text, cancelled), 1.0);
-    assert_eq!(
-        value(
-            &text,
-            r#"sandbox_tool_calls_total{tool="bash",outcome="ok"}"#
-        ),
-        0.0
+    assert_value(&text, cancelled, 1.0);
+    assert_value(
+        &text,
+        r#"sandbox_tool_calls_total{tool="bash",outcome="ok"}"#,
+        0.0,
     );
 }
 

@@ -364,12 +364,7 @@ async fn sixty_four_streaming_processes_keep_server_memory_bounded() {
     loop {
         peak = peak.max(common::rss_kib(server.pid()));
         let listed = get(&server, "/v1/processes").await;
-        let running = listed["managed"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["state"] == "running")
-            .count();
+        let running = common::running(&listed);
         if running == 0 {
             break;
         }

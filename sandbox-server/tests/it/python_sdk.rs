@@ -4,7 +4,7 @@
 //! async) against a real server over mutual TLS, with certificates made here; `pytest tests`
 //! also runs the archive download's retry on 429 (`test_archive_retry.py`, no server needed).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use crate::common;
 use crate::tls::Ca;
 
 fn sdk() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../clients/python")
+    testkit::repo_root().join("clients/python")
 }
 
 /// Standard library only: runs wherever `python3` does, so a stale model file always fails.

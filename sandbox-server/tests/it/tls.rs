@@ -110,19 +110,13 @@ impl Drop for Started {
 
 fn start(args: &[String]) -> Started {
     let workspace = tempfile::tempdir().unwrap();
-    let mut child = Command::new(common::binary())
-        .arg("serve")
-        .arg("--workspace")
-        .arg(workspace.path())
-        .args(["--listen", "127.0.0.1:0"])
+    let mut command = testkit::serve(common::binary(), workspace.path());
+    command
         .args(args)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let line = common::read_line(&mut child);
+        .stderr(Stdio::null());
+    let (child, line) = testkit::spawn_server(&mut command);
     Started {
         child,
         line,
@@ -133,11 +127,7 @@ fn start(args: &[String]) -> Started {
 /// What a server started with `args` says before it serves: its exit and its error.
 fn refused(args: &[String]) -> String {
     let workspace = tempfile::tempdir().unwrap();
-    let out = Command::new(common::binary())
-        .arg("serve")
-        .arg("--workspace")
-        .arg(workspace.path())
-        .args(["--listen", "127.0.0.1:0"])
+    let out = testkit::serve(common::binary(), workspace.path())
         .args(args)
         .stdin(Stdio::null())
         .output()

@@ -360,9 +360,7 @@ async fn only_a_token_store_keeps_tokens_across_a_restart_and_no_command_reads_i
     // A broken store stops the start, and is left as it was.
     std::fs::write(&store, "{\"version\": 1, \"tokens\": [").unwrap();
     let workspace = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(common::binary())
-        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(workspace.path())
+    let out = testkit::serve(common::binary(), workspace.path())
         .arg("--token-file")
         .arg(server.token_file())
         .args(&args)

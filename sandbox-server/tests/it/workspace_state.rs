@@ -5,12 +5,6 @@ use serde_json::{Value, json};
 
 use crate::common::{self, Answer, Options};
 
-async fn post_json(server: &common::Server, path: &str) -> Value {
-    let (status, body) = server.request(reqwest::Method::POST, path).answer().await;
-    assert_eq!(status, 200);
-    body
-}
-
 async fn blob(server: &common::Server, sha256: &str) -> Vec<u8> {
     let response = server
         .send(reqwest::Method::GET, &format!("/v1/blobs/{sha256}"))
@@ -38,7 +32,7 @@ async fn seed_and_snapshot(server: &common::Server) -> String {
     std::fs::write(server.path("remove.txt"), "bye").unwrap();
     std::fs::create_dir_all(server.path(".git/objects/ab")).unwrap();
     std::fs::write(server.path(".git/objects/ab/cd"), "packed").unwrap();
-    let snapshot = post_json(server, "/v1/workspace/snapshot").await;
+    let snapshot = server.post_ok("/v1/workspace/snapshot").await;
     assert_eq!(
         snapshot["n_files"], 3,
         ".git/objects is ignored by default: {snapshot}"
@@ -293,7 +287,7 @@ async fn known_files_are_taken_unread_while_their_stat_is_unchanged() {
         },
     )
     .await;
-    let first = post_json(&server, "/v1/workspace/snapshot").await;
+    let first = server.post_ok("/v1/workspace/snapshot").await;
     assert_eq!(first["n_hashed"], 1, "only the stale one is read: {first}");
     let id = first["snapshot_id"].as_str().unwrap();
     let (_, manifest) = server
@@ -315,7 +309,7 @@ async fn known_files_are_taken_unread_while_their_stat_is_unchanged() {
     );
 
     std::fs::write(server.path("known.txt"), "changed").unwrap();
-    let second = post_json(&server, "/v1/workspace/snapshot").await;
+    let second = server.post_ok("/v1/workspace/snapshot").await;
     assert_eq!(second["n_hashed"], 1, "{second}");
     let (_, manifest) = server
         .get_json(&format!(
@@ -410,6 +404,6 @@ async fn known_files_lists_the_files_as_this_machine_sees_them() {
         },
     )
     .await;
-    let first = post_json(&server, "/v1/workspace/snapshot").await;
+    let first = server.post_ok("/v1/workspace/snapshot").await;
     assert_eq!(first["n_hashed"], 1, "only grown.txt is read: {first}");
 }

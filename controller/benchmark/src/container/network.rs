@@ -115,6 +115,42 @@ async fn subnets(docker: &bollard::Docker, network: &str) -> Failed<Vec<String>>
     Ok(subnets)
 }
 
+/// The proxy's container: on the task's network under [`EGRESS_HOST`], admitting clients
+/// from `allow_from` only, with nothing it does not need (no capabilities, a read-only root).
+/// Its own step: the settings are a fixed shape, apart from the starting.
+fn proxy_container(
+    network: &str,
+    session_id: &str,
+    image: String,
+    allow_from: Vec<String>,
+    token: &str,
+) -> ContainerCreateBody {
+    ContainerCreateBody {
+        image: Some(image),
+        cmd: Some(allow_from),
+        env: Some(vec![format!("HARNESS_EGRESS_TOKEN={token}")]),
+        labels: Some(labels_for(session_id, None)),
+        host_config: Some(HostConfig {
+            network_mode: Some(network.to_owned()),
+            readonly_rootfs: Some(true),
+            cap_drop: Some(vec!["ALL".to_owned()]),
+            security_opt: Some(vec!["no-new-privileges".to_owned()]),
+            memory: Some(256 << 20),
+            ..Default::default()
+        }),
+        networking_config: Some(NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                network.to_owned(),
+                EndpointSettings {
+                    aliases: Some(vec![EGRESS_HOST.to_owned()]),
+                    ..Default::default()
+                },
+            )])),
+        }),
+        ..Default::default()
+    }
+}
+
 impl TaskEnvironment {
     /// Starts the task's egress proxy on its network and the internet's, nothing allowed yet.
     pub(super) async fn start_egress(
@@ -130,30 +166,7 @@ impl TaskEnvironment {
         for subnet in subnets(&self.docker, &self.network).await? {
             allow_from.extend(["--allow-from".to_owned(), subnet]);
         }
-        let body = ContainerCreateBody {
-            image: Some(image),
-            cmd: Some(allow_from),
-            env: Some(vec![format!("HARNESS_EGRESS_TOKEN={token}")]),
-            labels: Some(labels_for(session_id, None)),
-            host_config: Some(HostConfig {
-                network_mode: Some(self.network.clone()),
-                readonly_rootfs: Some(true),
-                cap_drop: Some(vec!["ALL".to_owned()]),
-                security_opt: Some(vec!["no-new-privileges".to_owned()]),
-                memory: Some(256 << 20),
-                ..Default::default()
-            }),
-            networking_config: Some(NetworkingConfig {
-                endpoints_config: Some(HashMap::from([(
-                    self.network.clone(),
-                    EndpointSettings {
-                        aliases: Some(vec![EGRESS_HOST.to_owned()]),
-                        ..Default::default()
-                    },
-                )])),
-            }),
-            ..Default::default()
-        };
+        let body = proxy_container(&self.network, session_id, image, allow_from, &token);
         let name = format!("harness-{session_id}-egress");
         let id = super::create_named(&self.docker, &name, body)
             .await
@@ -181,22 +194,7 @@ impl TaskEnvironment {
                 .doing("making the egress proxy's client")?,
             generation: AtomicU64::new(0),
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ready = egress
-                .http
-                .get(format!("{}/healthz", egress.control))
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success());
-            if ready {
-                break;
-            }
-            if Instant::now() >= deadline {
-                failed!("the task's egress proxy did not answer within 30 s");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        egress.wait_ready().await?;
         self.egress = Some(egress);
         Ok(())
     }
@@ -318,6 +316,28 @@ impl TaskEnvironment {
 }
 
 impl Egress {
+    /// Waits for the proxy to answer its health check, for at most 30 s: its policy can be
+    /// set only once it listens.
+    async fn wait_ready(&self) -> Failed<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = self
+                .http
+                .get(format!("{}/healthz", self.control))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ready {
+                break;
+            }
+            if Instant::now() >= deadline {
+                failed!("the task's egress proxy did not answer within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
     /// Sets the proxy's policy for the next phase; the proxy confirms it before this returns.
     async fn set(&self, policy: &NetworkPolicy) -> Failed<()> {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;

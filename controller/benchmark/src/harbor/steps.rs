@@ -306,6 +306,43 @@ fn step(
     warnings: &mut Vec<String>,
 ) -> TaskResult<Step> {
     let prefix = format!("steps.{name}");
+    let (agent, verifier) = step_sections(table, &prefix, warnings)?;
+    let files = step_files(name, defaults)?;
+    let (agent_timeout, verifier_timeout) = step_timeouts(&prefix, &agent, &verifier, defaults)?;
+    let mut verifier_env = env_table(defaults.verifier, "env", defaults.host);
+    verifier_env.extend(env_table(&verifier, "env", defaults.host));
+    let own_network = |sub: &toml::Table, key: &str| policy(sub, &format!("{prefix}.{key}"));
+    Ok(Step {
+        name: name.to_owned(),
+        instruction: files.instruction,
+        tests: files.tests,
+        workdir: files.workdir,
+        agent_timeout,
+        verifier_timeout,
+        agent_user: user(&agent).or_else(|| user(defaults.agent)),
+        verifier_user: user(&verifier).or_else(|| user(defaults.verifier)),
+        verifier_env,
+        min_reward: min_reward(table.get("min_reward"), name)?,
+        solution: files.solution,
+        healthcheck: healthcheck(
+            table.get("healthcheck"),
+            &format!("{prefix}.healthcheck"),
+            warnings,
+        )?,
+        agent_network: own_network(&agent, "agent")?
+            .unwrap_or_else(|| defaults.networks.agent.clone()),
+        verifier_network: own_network(&verifier, "verifier")?
+            .unwrap_or_else(|| defaults.networks.verifier.clone()),
+    })
+}
+
+/// A step's `[steps.agent]` and `[steps.verifier]`, with warnings for keys and features it
+/// does not get. Its own step: it reads only the step's table, before any file is looked at.
+fn step_sections(
+    table: &toml::Table,
+    prefix: &str,
+    warnings: &mut Vec<String>,
+) -> TaskResult<(toml::Table, toml::Table)> {
     unknown_keys(table, STEP_KEYS, &format!("{prefix}."), warnings);
     let section = |key: &str, known: &[&str], warnings: &mut Vec<String>| {
         let sub = table
@@ -333,6 +370,21 @@ fn step(
             "{prefix}.verifier.collect: a step's collect hooks do not run (the task's do)"
         ));
     }
+    Ok((agent, verifier))
+}
+
+/// What a step's folder `steps/<name>/` gives it.
+struct StepFiles {
+    instruction: String,
+    tests: Vec<std::path::PathBuf>,
+    solution: Option<Solution>,
+    workdir: Option<std::path::PathBuf>,
+}
+
+/// Reads the step's folder: its instruction, its tests over the task's shared ones, its
+/// solution (else the task's) and its workdir. Its own step: the checks on the disk, apart
+/// from the checks on the table.
+fn step_files(name: &str, defaults: &TaskDefaults<'_>) -> TaskResult<StepFiles> {
     let dir = defaults.dir.join("steps").join(name);
     if !dir.is_dir() {
         bail!("steps: no folder steps/{name}/ for the step `{name}`");
@@ -355,11 +407,27 @@ fn step(
         _ => defaults.solution.cloned(),
     };
     let workdir = Some(dir.join("workdir")).filter(|w| w.is_dir());
+    Ok(StepFiles {
+        instruction,
+        tests,
+        solution,
+        workdir,
+    })
+}
+
+/// The step's agent and verifier timeouts. Its own step because each falls back to the
+/// task's in its own way.
+fn step_timeouts(
+    prefix: &str,
+    agent: &toml::Table,
+    verifier: &toml::Table,
+    defaults: &TaskDefaults<'_>,
+) -> TaskResult<(Duration, Duration)> {
     let fallback = |key: &str, own: &toml::Table, task: &toml::Table| {
         own.get(key).or_else(|| task.get(key)).cloned()
     };
     let mut agent_merged = defaults.agent.clone();
-    if let Some(value) = fallback("timeout_sec", &agent, defaults.agent) {
+    if let Some(value) = fallback("timeout_sec", agent, defaults.agent) {
         agent_merged.insert("timeout_sec".to_owned(), value);
     }
     let agent_timeout = timeout(
@@ -371,7 +439,7 @@ fn step(
     // none, whatever the task says; the task's own limit is what its author meant).
     let verifier_timeout = match verifier.get("timeout_sec") {
         Some(_) => timeout(
-            &verifier,
+            verifier,
             &format!("{prefix}.verifier.timeout_sec"),
             DEFAULT_VERIFIER_TIMEOUT,
         )?,
@@ -381,31 +449,7 @@ fn step(
             DEFAULT_VERIFIER_TIMEOUT,
         )?,
     };
-    let mut verifier_env = env_table(defaults.verifier, "env", defaults.host);
-    verifier_env.extend(env_table(&verifier, "env", defaults.host));
-    let own_network = |sub: &toml::Table, key: &str| policy(sub, &format!("{prefix}.{key}"));
-    Ok(Step {
-        name: name.to_owned(),
-        instruction,
-        tests,
-        workdir,
-        agent_timeout,
-        verifier_timeout,
-        agent_user: user(&agent).or_else(|| user(defaults.agent)),
-        verifier_user: user(&verifier).or_else(|| user(defaults.verifier)),
-        verifier_env,
-        min_reward: min_reward(table.get("min_reward"), name)?,
-        solution,
-        healthcheck: healthcheck(
-            table.get("healthcheck"),
-            &format!("{prefix}.healthcheck"),
-            warnings,
-        )?,
-        agent_network: own_network(&agent, "agent")?
-            .unwrap_or_else(|| defaults.networks.agent.clone()),
-        verifier_network: own_network(&verifier, "verifier")?
-            .unwrap_or_else(|| defaults.networks.verifier.clone()),
-    })
+    Ok((agent_timeout, verifier_timeout))
 }
 
 #[cfg(test)]

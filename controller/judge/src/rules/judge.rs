@@ -6,9 +6,6 @@ use super::{RuleSet, Ruling, Verdict};
 use crate::bash::{self, Command, Line, readonly};
 use crate::paths::{credential_path, normalize};
 
-/// The tool name rules on commands are written for (`bash(…)`).
-const BASH: &str = BuiltIn::Bash.name();
-
 /// Where a line starts, from what the sandbox says of a shell's folder: relative to the
 /// workspace root when inside it, absolute otherwise, `?` when it could not say.
 fn start(folder: &str) -> bash::Cwd {
@@ -53,13 +50,14 @@ impl RuleSet {
             .collect();
         let matches = |rule: &super::Rule| {
             subjects.iter().any(|(canonical, written)| {
-                rule.matches(BASH, canonical, false) || rule.matches(BASH, written, false)
+                rule.matches(BuiltIn::Bash.as_str(), canonical, false)
+                    || rule.matches(BuiltIn::Bash.as_str(), written, false)
             })
         };
         if let Some(rule) = self
             .deny
             .iter()
-            .find(|r| matches(r) || r.matches(BASH, source, false))
+            .find(|r| matches(r) || r.matches(BuiltIn::Bash.as_str(), source, false))
         {
             return Some(Ruling::new(Verdict::Deny, format!("rule {}", rule.pattern)));
         }
@@ -161,7 +159,7 @@ impl RuleSet {
         match self
             .allow
             .iter()
-            .find(|r| r.matches(BASH, &canonical, false))
+            .find(|r| r.matches(BuiltIn::Bash.as_str(), &canonical, false))
         {
             Some(rule) if clean => Ok((format!("rule {}", rule.pattern), None)),
             _ => Err(NotAllowed::Open(canonical)),
@@ -173,7 +171,7 @@ impl RuleSet {
     pub(super) fn file(&self, tool: BuiltIn, path: &str, written: Option<&str>) -> Option<Ruling> {
         let normalized = normalize(path);
         let writes = tool != BuiltIn::ReadFile;
-        let tool = tool.name();
+        let tool = tool.as_str();
         if self.builtin
             && let Some(place) = credential_path(path)
         {

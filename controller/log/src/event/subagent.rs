@@ -18,14 +18,7 @@ pub enum WorkspaceMode {
     Fork,
 }
 
-impl WorkspaceMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkspaceMode::Shared => "shared",
-            WorkspaceMode::Fork => "fork",
-        }
-    }
-}
+sandbox_protocol::serde_names!(WorkspaceMode);
 
 /// A subagent's parent (`session_started.subagent_of`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -1,10 +1,12 @@
 //! A comparison as a table and as one self-contained HTML page.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Display;
 use std::io::Write;
 
 use super::{Change, Comparison, Side, TaskDelta, delta};
 use crate::charts::number;
+use crate::text_table::{Column, write_line};
 use harness_log::text::escape;
 
 fn signed(value: i64) -> String {
@@ -92,30 +94,49 @@ fn summary(c: &Comparison) -> String {
     )
 }
 
+/// The columns of the task table: task, change, each side's status, reward, and the changes
+/// in cost, time and turns (the tool calls follow as the free last column).
+const TASK_COLUMNS: [Column; 8] = [
+    Column::Left(24),
+    Column::Left(14),
+    Column::Left(14),
+    Column::Left(14),
+    Column::Left(18),
+    Column::Right(9),
+    Column::Right(8),
+    Column::Right(6),
+];
+
+/// The columns of the tool table: tool, calls on each side, and the change.
+const TOOL_COLUMNS: [Column; 4] = [
+    Column::Left(20),
+    Column::Right(8),
+    Column::Right(8),
+    Column::Right(8),
+];
+
 /// The comparison as a table: the sides, a row per task in both, the tasks on one side only,
 /// calls per tool, and a summary.
 pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "{}", side_line("A", &c.a))?;
     writeln!(out, "{}\n", side_line("B", &c.b))?;
-    writeln!(
-        out,
-        "{:<24} {:<14} {:<14} {:<14} {:<18} {:>9} {:>8} {:>6}  tool calls",
-        "task", "change", "A", "B", "reward", "cost $", "time s", "turns"
-    )?;
+    let heads: [&dyn Display; 8] = [
+        &"task", &"change", &"A", &"B", &"reward", &"cost $", &"time s", &"turns",
+    ];
+    write_line(out, &TASK_COLUMNS, &heads, Some("tool calls"))?;
     for task in &c.tasks {
-        writeln!(
-            out,
-            "{:<24} {:<14} {:<14} {:<14} {:<18} {:>+9.4} {:>8} {:>6}  {}",
-            task.task,
-            task.change.as_str(),
-            task.a.status,
-            task.b.status,
-            reward(task),
-            task.cost_delta,
-            signed_seconds(task.duration_delta_ms),
-            signed(task.turns_delta),
-            tools(task.tool_calls_delta, &task.tools_delta)
-        )?;
+        let cells: [&dyn Display; 8] = [
+            &task.task,
+            &task.change.words(),
+            &task.a.status,
+            &task.b.status,
+            &reward(task),
+            &format!("{:+.4}", task.cost_delta),
+            &signed_seconds(task.duration_delta_ms),
+            &signed(task.turns_delta),
+        ];
+        let calls = tools(task.tool_calls_delta, &task.tools_delta);
+        write_line(out, &TASK_COLUMNS, &cells, Some(calls.as_str()))?;
         let named = named_rewards(task);
         if !named.is_empty() {
             writeln!(out, "{:<24} rewards: {named}", "")?;
@@ -133,20 +154,12 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     if !c.tools.is_empty() {
-        writeln!(
-            out,
-            "\n{:<20} {:>8} {:>8} {:>8}",
-            "tool", "A calls", "B calls", "B-A"
-        )?;
+        writeln!(out)?;
+        let heads: [&dyn Display; 4] = [&"tool", &"A calls", &"B calls", &"B-A"];
+        write_line(out, &TOOL_COLUMNS, &heads, None)?;
         for tool in &c.tools {
-            writeln!(
-                out,
-                "{:<20} {:>8} {:>8} {:>8}",
-                tool.tool,
-                tool.a,
-                tool.b,
-                signed(tool.delta)
-            )?;
+            let cells: [&dyn Display; 4] = [&tool.tool, &tool.a, &tool.b, &signed(tool.delta)];
+            write_line(out, &TOOL_COLUMNS, &cells, None)?;
         }
     }
     writeln!(out, "\n{}", summary(c))
@@ -270,7 +283,7 @@ fn write_html_row(task: &TaskDelta, out: &mut dyn Write) -> std::io::Result<()> 
         "<tr class=\"{class}\"><td>{}</td><td class=\"change\">{}</td><td class=\"status\">{}</td>\
          <td class=\"status\">{}</td><td>{}</td><td{}>{:+.4}</td><td{}>{}</td><td>{}</td><td>{}</td></tr>",
         escape(&task.task),
-        task.change.as_str(),
+        task.change.words(),
         escape(&task.a.status),
         escape(&task.b.status),
         escape([reward(task), named_rewards(task)].join(" ").trim_end()),

@@ -24,15 +24,7 @@ pub(super) fn hook_run(
     };
     let decided = run
         .decision
-        .map(|d| {
-            format!(
-                ": {}",
-                serde_json::to_value(d)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            )
-        })
+        .map(|d| format!(": {}", d.as_str()))
         .unwrap_or_default();
     block.title = format!(
         "Hook {} ({}{about}) {outcome}{decided} in {} ms",

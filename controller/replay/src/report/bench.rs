@@ -10,11 +10,13 @@
 //! `result.json`, the file Harbor reads, so the report and the job agree.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 
 use serde::Serialize;
 
 use super::TaskRow;
 use crate::metrics::RunOutcome;
+use crate::text_table::{Column, write_line};
 use harness_log::{FailureClass, Outcome};
 
 /// The unbiased pass@k estimator for `n` trials of which `c` passed: `1 - C(n-c, k) / C(n, k)`.
@@ -30,20 +32,30 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
         .product::<f64>()
 }
 
+/// What a task's row and the whole benchmark both give: trials and passes, pass@1 and pass@k,
+/// the mean rewards. Its fields stand in the row's and the summary's JSON as their own.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BenchTaskRow {
-    pub task: String,
+pub struct BenchScores {
     /// Trials that ran to an end, errored ones included (not those never run or cut short).
     pub trials: usize,
     pub passed: usize,
-    /// Every trial counted; an errored one is a fail.
+    /// Every trial counted; an errored one is a fail. The summary's is the mean over the tasks
+    /// that ran.
     pub pass_at_1: Option<f64>,
-    /// At k = the trials per task, when the task ran that many.
+    /// At k = the trials per task, when the task ran that many. The summary's is the mean over
+    /// the tasks that ran k trials.
     pub pass_at_k: Option<f64>,
     /// Over every trial, one without a reward as 0.
     pub mean_reward: Option<f64>,
     /// Over the trials whose reward Harbor counts (its job mean).
     pub mean_scored: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchTaskRow {
+    pub task: String,
+    #[serde(flatten)]
+    pub scores: BenchScores,
     /// Trials with an error, by its class (Harbor's exception names).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, usize>,
@@ -72,16 +84,10 @@ pub struct BenchSummary {
     pub k: u32,
     pub agent: String,
     pub tasks: Vec<BenchTaskRow>,
-    /// Trials that ran to an end, and those of them that passed.
-    pub trials: usize,
-    pub passed: usize,
-    /// Means over the tasks that ran (pass@k: that ran k trials).
-    pub pass_at_1: Option<f64>,
-    pub pass_at_k: Option<f64>,
-    /// Over every trial, one without a reward as 0.
-    pub mean_reward: Option<f64>,
-    /// Over the trials whose reward Harbor counts, and how many those are.
-    pub mean_scored: Option<f64>,
+    /// Over every trial that ran to an end.
+    #[serde(flatten)]
+    pub scores: BenchScores,
+    /// How many trials Harbor counts the reward of.
     pub scored: usize,
     /// Trials with an error, by class.
     pub errors: BTreeMap<String, usize>,
@@ -203,17 +209,24 @@ pub(super) fn summarise(
         })
         .collect();
     let all = tally(&bench);
-    let task_means = |f: fn(&BenchTaskRow) -> Option<f64>| -> Option<f64> {
-        mean(&tasks.iter().filter_map(f).collect::<Vec<_>>())
+    let task_means = |f: fn(&BenchScores) -> Option<f64>| -> Option<f64> {
+        mean(
+            &tasks
+                .iter()
+                .filter_map(|t| f(&t.scores))
+                .collect::<Vec<_>>(),
+        )
     };
     Some(BenchSummary {
         k,
-        trials: all.trials,
-        passed: all.passed,
-        pass_at_1: task_means(|t| t.pass_at_1),
-        pass_at_k: task_means(|t| t.pass_at_k),
-        mean_reward: all.mean_reward,
-        mean_scored: all.mean_scored,
+        scores: BenchScores {
+            trials: all.trials,
+            passed: all.passed,
+            pass_at_1: task_means(|s| s.pass_at_1),
+            pass_at_k: task_means(|s| s.pass_at_k),
+            mean_reward: all.mean_reward,
+            mean_scored: all.mean_scored,
+        },
         scored: all.scored,
         errors: all.errors,
         rewards: all.rewards,
@@ -261,12 +274,14 @@ fn task_row(name: &str, trials: &[&TaskRow], k: u32, agent: &str) -> BenchTaskRo
     };
     BenchTaskRow {
         task: name.to_owned(),
-        trials: n,
-        passed: c,
-        pass_at_1: (n > 0).then(|| c as f64 / n as f64),
-        pass_at_k: (k > 1 && n >= k as usize).then(|| pass_at_k(n, c, k as usize)),
-        mean_reward: t.mean_reward,
-        mean_scored: t.mean_scored,
+        scores: BenchScores {
+            trials: n,
+            passed: c,
+            pass_at_1: (n > 0).then(|| c as f64 / n as f64),
+            pass_at_k: (k > 1 && n >= k as usize).then(|| pass_at_k(n, c, k as usize)),
+            mean_reward: t.mean_reward,
+            mean_scored: t.mean_scored,
+        },
         errors: t.errors,
         rewards: t.rewards,
         tampered: t.tampered,
@@ -304,6 +319,13 @@ pub(super) fn write_text(
     summary: &BenchSummary,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
+    write_task_table(summary, out)?;
+    write_overall(summary, out)?;
+    write_notes(summary, out)
+}
+
+/// The section's heading and one row per task (with its named rewards below it).
+fn write_task_table(summary: &BenchSummary, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let k = summary.k;
     let trials = if k == 1 {
         "1 trial".to_owned()
@@ -315,41 +337,89 @@ pub(super) fn write_text(
         "\nbenchmark tasks (agent {}, {trials} per task; an errored trial counts as a fail, reward 0):",
         summary.agent
     )?;
-    let at_k = |value: Option<f64>| beyond_one(k, || format!(" {:>8}", percent(value)));
-    let k_header = beyond_one(k, || format!(" {:>8}", format!("pass@{k}")));
-    writeln!(
-        out,
-        "{:<32} {:>6} {:>6} {:>8}{k_header} {:>8} {:>8} {:>6} {:>8}  health",
-        "task", "trials", "passed", "pass@1", "reward", "scored", "errors", "tampered"
-    )?;
+    let pass_at_k = format!("pass@{k}");
+    let heads: [&dyn Display; 9] = [
+        &"task",
+        &"trials",
+        &"passed",
+        &"pass@1",
+        &pass_at_k,
+        &"reward",
+        &"scored",
+        &"errors",
+        &"tampered",
+    ];
+    write_task_line(out, k, &heads, "health")?;
     for task in &summary.tasks {
-        writeln!(
-            out,
-            "{:<32} {:>6} {:>6} {:>8}{} {:>8} {:>8} {:>6} {:>8}  {}",
-            task.task,
-            task.trials,
-            task.passed,
-            percent(task.pass_at_1),
-            at_k(task.pass_at_k),
-            number(task.mean_reward),
-            number(task.mean_scored),
-            task.errors.values().sum::<usize>(),
-            task.tampered,
-            task.health.as_deref().unwrap_or("-")
-        )?;
+        let scores = &task.scores;
+        let errors: usize = task.errors.values().sum();
+        let cells: [&dyn Display; 9] = [
+            &task.task,
+            &scores.trials,
+            &scores.passed,
+            &percent(scores.pass_at_1),
+            &percent(scores.pass_at_k),
+            &number(scores.mean_reward),
+            &number(scores.mean_scored),
+            &errors,
+            &task.tampered,
+        ];
+        let health = task.health.as_deref().unwrap_or("-");
+        write_task_line(out, k, &cells, health)?;
         if !task.rewards.is_empty() {
             writeln!(out, "{:<32} rewards: {}", "", rewards_text(&task.rewards))?;
         }
     }
-    let overall_k = beyond_one(k, || format!(", pass@{k} {}", percent(summary.pass_at_k)));
+    Ok(())
+}
+
+/// The columns of the task table: task, trials, passed, pass@1, pass@k, the mean reward over
+/// every trial and over the scored ones, errors and tampered (the health follows as the free
+/// last column).
+const TASK_COLUMNS: [Column; 9] = [
+    Column::Left(32),
+    Column::Right(6),
+    Column::Right(6),
+    Column::Right(8),
+    Column::Right(8),
+    Column::Right(8),
+    Column::Right(8),
+    Column::Right(6),
+    Column::Right(8),
+];
+
+/// Where pass@k stands in the task table.
+const PASS_AT_K: usize = 4;
+
+/// Writes a line of the task table, `tail` as its last column; its pass@k cell only when
+/// trials are more than one a task (pass@k is pass@1 again with one).
+fn write_task_line(
+    out: &mut dyn std::io::Write,
+    k: u32,
+    cells: &[&dyn Display],
+    tail: &str,
+) -> std::io::Result<()> {
+    let (mut columns, mut cells) = (TASK_COLUMNS.to_vec(), cells.to_vec());
+    if k <= 1 {
+        columns.remove(PASS_AT_K);
+        cells.remove(PASS_AT_K);
+    }
+    write_line(out, &columns, &cells, Some(tail))
+}
+
+/// The line over every task: passes, pass@1 (and pass@k), the mean rewards, and for the
+/// oracle and nop agents the broken tasks.
+fn write_overall(summary: &BenchSummary, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let (k, scores) = (summary.k, &summary.scores);
+    let overall_k = beyond_one(k, || format!(", pass@{k} {}", percent(scores.pass_at_k)));
     writeln!(
         out,
         "overall: {} of {} trials passed, pass@1 {}{overall_k}; mean reward {} over every trial, {} over the {} scored{}",
-        summary.passed,
-        summary.trials,
-        percent(summary.pass_at_1),
-        number(summary.mean_reward),
-        number(summary.mean_scored),
+        scores.passed,
+        scores.trials,
+        percent(scores.pass_at_1),
+        number(scores.mean_reward),
+        number(scores.mean_scored),
         summary.scored,
         match summary.agent.as_str() {
             "oracle" | "nop" => format!(
@@ -364,6 +434,12 @@ pub(super) fn write_text(
             _ => String::new(),
         }
     )?;
+    Ok(())
+}
+
+/// The lines a reader must not miss: errored, unresolved and tampered trials, the named
+/// rewards, and the tasks that could not run.
+fn write_notes(summary: &BenchSummary, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     writeln!(out, "errored trials: {}", errors_text(&summary.errors))?;
     if summary.unresolved > 0 {
         writeln!(
@@ -399,19 +475,19 @@ pub(super) fn write_text(
 /// The benchmark section of the HTML report.
 pub(super) fn html(summary: &BenchSummary) -> String {
     let escape = harness_log::text::escape;
-    let k = summary.k;
+    let (k, scores) = (summary.k, &summary.scores);
     let mut page = format!(
         "<h2>Benchmark tasks</h2>\n<p>Agent {}, {}: {} of {} trials passed, pass@1 {}{}; mean reward {} over every trial (an errored one as 0), {} over the {} scored. Errored trials: {}.{}</p>\n\
          <table><tr><th>task</th><th>trials</th><th>passed</th><th>pass@1</th>{}<th>mean reward</th><th>scored mean</th><th>errors</th><th>tampered</th><th>named rewards</th><th>health</th></tr>\n",
         escape(&summary.agent),
         harness_log::text::plural(k, "trial") + " per task",
-        summary.passed,
-        summary.trials,
-        percent(summary.pass_at_1),
+        scores.passed,
+        scores.trials,
+        percent(scores.pass_at_1),
         // pass@k is pass@1 again with one trial: shown only for k > 1.
-        beyond_one(k, || format!(", pass@{k} {}", percent(summary.pass_at_k))),
-        number(summary.mean_reward),
-        number(summary.mean_scored),
+        beyond_one(k, || format!(", pass@{k} {}", percent(scores.pass_at_k))),
+        number(scores.mean_reward),
+        number(scores.mean_scored),
         summary.scored,
         escape(&errors_text(&summary.errors)),
         if summary.tampered > 0 {
@@ -428,12 +504,12 @@ pub(super) fn html(summary: &BenchSummary) -> String {
         page.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&task.task),
-            task.trials,
-            task.passed,
-            percent(task.pass_at_1),
-            beyond_one(k, || format!("<td>{}</td>", percent(task.pass_at_k))),
-            number(task.mean_reward),
-            number(task.mean_scored),
+            task.scores.trials,
+            task.scores.passed,
+            percent(task.scores.pass_at_1),
+            beyond_one(k, || format!("<td>{}</td>", percent(task.scores.pass_at_k))),
+            number(task.scores.mean_reward),
+            number(task.scores.mean_scored),
             escape(&errors_text(&task.errors)),
             task.tampered,
             escape(&rewards_text(&task.rewards)),

@@ -1,11 +1,13 @@
 //! The batch report as a table and as one self-contained HTML page.
 
 use harness_log::text::plural;
+use std::fmt::Display;
 use std::io::Write;
 use std::path::Path;
 
 use super::{BatchReport, TaskRow};
 use crate::folder::Folder;
+use crate::text_table::{Column, write_line};
 use crate::{ReplayError, render};
 use harness_log::text::escape;
 
@@ -17,6 +19,46 @@ fn cost(row: &TaskRow) -> String {
     }
 }
 
+/// A task's cells, as the text table shows them: task, outcome, failure class (`-` for none),
+/// attempts, turns, tool calls, tokens in and out, cost, and time in seconds.
+fn row_cells(row: &TaskRow) -> [String; 10] {
+    [
+        row.task.clone(),
+        row.outcome.as_str().to_owned(),
+        row.failure.map_or("-", |f| f.as_str()).to_owned(),
+        row.attempts.to_string(),
+        row.turns.to_string(),
+        row.tool_calls.to_string(),
+        row.input_tokens.to_string(),
+        row.output_tokens.to_string(),
+        cost(row),
+        format!("{:.1}", row.duration_ms as f64 / 1000.0),
+    ]
+}
+
+/// The columns of the task table, one a cell of [`row_cells`].
+const TASK_COLUMNS: [Column; 10] = [
+    Column::Left(24),
+    Column::Left(13),
+    Column::Left(15),
+    Column::Right(4),
+    Column::Right(6),
+    Column::Right(6),
+    Column::Right(10),
+    Column::Right(9),
+    Column::Right(10),
+    Column::Right(8),
+];
+
+/// The columns of the tool latency table: tool, calls, and the p50, p95 and most milliseconds.
+const LATENCY_COLUMNS: [Column; 5] = [
+    Column::Left(20),
+    Column::Right(7),
+    Column::Right(9),
+    Column::Right(9),
+    Column::Right(9),
+];
+
 /// The report as a table.
 pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<()> {
     let interrupted = if report.interrupted {
@@ -25,35 +67,15 @@ pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<
         ""
     };
     writeln!(out, "batch {}{interrupted}", report.batch_id)?;
-    writeln!(
-        out,
-        "{:<24} {:<13} {:<15} {:>4} {:>6} {:>6} {:>10} {:>9} {:>10} {:>8}",
-        "task",
-        "outcome",
-        "failure",
-        "try",
-        "turns",
-        "tools",
-        "in tok",
-        "out tok",
-        "cost $",
-        "time s"
-    )?;
+    let heads: [&dyn Display; 10] = [
+        &"task", &"outcome", &"failure", &"try", &"turns", &"tools", &"in tok", &"out tok",
+        &"cost $", &"time s",
+    ];
+    write_line(out, &TASK_COLUMNS, &heads, None)?;
     for row in &report.tasks {
-        writeln!(
-            out,
-            "{:<24} {:<13} {:<15} {:>4} {:>6} {:>6} {:>10} {:>9} {:>10} {:>8.1}",
-            row.task,
-            row.outcome.as_str(),
-            row.failure.map_or("-", |f| f.as_str()),
-            row.attempts,
-            row.turns,
-            row.tool_calls,
-            row.input_tokens,
-            row.output_tokens,
-            cost(row),
-            row.duration_ms as f64 / 1000.0
-        )?;
+        let cells = row_cells(row);
+        let cells: Vec<&dyn Display> = cells.iter().map(|cell| cell as &dyn Display).collect();
+        write_line(out, &TASK_COLUMNS, &cells, None)?;
         if let Some(reason) = &row.reason {
             writeln!(out, "  {reason}")?;
         }
@@ -99,17 +121,14 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
         t.wall_ms as f64 / 1000.0
     )?;
     if !t.tool_latency_ms.is_empty() {
-        writeln!(
-            out,
-            "\n{:<20} {:>7} {:>9} {:>9} {:>9}",
-            "tool", "calls", "p50 ms", "p95 ms", "max ms"
-        )?;
+        writeln!(out)?;
+        let heads: [&dyn Display; 5] = [&"tool", &"calls", &"p50 ms", &"p95 ms", &"max ms"];
+        write_line(out, &LATENCY_COLUMNS, &heads, None)?;
         for (tool, l) in &t.tool_latency_ms {
-            writeln!(
-                out,
-                "{tool:<20} {:>7} {:>9} {:>9} {:>9}",
-                l.calls, l.latency.p50, l.latency.p95, l.latency.max
-            )?;
+            let latency = &l.latency;
+            let cells: [&dyn Display; 5] =
+                [tool, &l.calls, &latency.p50, &latency.p95, &latency.max];
+            write_line(out, &LATENCY_COLUMNS, &cells, None)?;
         }
     }
     if let Some(summary) = &report.benchmark {
@@ -203,7 +222,8 @@ fn html_head(report: &BatchReport) -> String {
 }
 
 fn html_row(row: &TaskRow) -> String {
-    let name = match &row.log {
+    let mut cells = row_cells(row);
+    cells[0] = match &row.log {
         Some(_) => format!(
             "<a href=\"transcripts/{0}.html\">{0}</a>",
             escape(&row.task)
@@ -211,27 +231,19 @@ fn html_row(row: &TaskRow) -> String {
         None => escape(&row.task),
     };
     // Why it could not start, under its failure class.
-    let failure = match (&row.failure, &row.reason) {
+    cells[2] = match (&row.failure, &row.reason) {
         (Some(class), Some(reason)) => {
             format!("{}<br><small>{}</small>", class.as_str(), escape(reason))
         }
         (Some(class), None) => class.as_str().to_owned(),
         (None, _) => String::new(),
     };
-    format!(
-        "<tr class=\"{}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-         <td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td></tr>\n",
-        if row.passed { "pass" } else { "fail" },
-        row.outcome.as_str(),
-        failure,
-        row.attempts,
-        row.turns,
-        row.tool_calls,
-        row.input_tokens,
-        row.output_tokens,
-        cost(row),
-        row.duration_ms as f64 / 1000.0
-    )
+    let cells: String = cells
+        .iter()
+        .map(|cell| format!("<td>{cell}</td>"))
+        .collect();
+    let class = if row.passed { "pass" } else { "fail" };
+    format!("<tr class=\"{class}\">{cells}</tr>\n")
 }
 
 fn html_foot(report: &BatchReport) -> String {

@@ -12,7 +12,7 @@ use super::{Divergence, RecordedCall, Recording, Rerun, RerunReport, summarize};
 use crate::ReplayError;
 use harness_log::{ForkMerge, SubagentStarted, WorkspaceMode};
 use harness_runtime::recording::diff;
-use harness_runtime::run_loop::parse_call;
+use harness_runtime::run_loop::{offered, parse_call};
 use harness_runtime::sandbox::{SandboxClient, SandboxError};
 use harness_runtime::subagent::is_agent_tool;
 
@@ -98,6 +98,14 @@ async fn manifest(sandbox: &SandboxClient) -> Result<(String, Vec<ManifestEntry>
     Ok((snapshot.snapshot_id, entries))
 }
 
+/// A child of the group that runs again: its call, its recording, and the copy of the
+/// workspace a forked one works in.
+type ChildRun<'r> = (
+    &'r RecordedCall,
+    &'r RecordedChild,
+    Option<Box<dyn ForkedSandbox>>,
+);
+
 /// Reruns a group; the snapshot the next call's changes are taken since.
 pub(super) async fn rerun_group(
     group: &[RecordedCall],
@@ -107,7 +115,40 @@ pub(super) async fn rerun_group(
     report: &mut RerunReport,
 ) -> Result<String, SandboxError> {
     let (_, base) = manifest(sandbox).await?;
-    // Which children run, and the copies of the forked ones, made before any child runs.
+    let runs = children_to_run(group, recording, sandbox, with, report).await;
+    for (_, child, copy) in &runs {
+        let target = copy.as_ref().map_or(sandbox, |c| c.client());
+        let theirs = Box::pin(super::rerun(&child.recording, target, with)).await?;
+        absorb(report, theirs, &child.log_dir);
+    }
+    for (recorded, child, copy) in runs {
+        let Some(copy) = copy else { continue };
+        merge_back(recorded, child, copy, &base, sandbox, report).await?;
+    }
+    let (snapshot_id, now) = manifest(sandbox).await?;
+    if let Some(last) = group.last() {
+        let again = summarize(&diff(&base, &now));
+        if last.changes != again {
+            report.divergences.push(diverged(
+                last,
+                "changes",
+                super::show(&last.changes),
+                super::show(&again),
+            ));
+        }
+    }
+    Ok(snapshot_id)
+}
+
+/// Which children of the group run again, and the copies of the forked ones: all made before
+/// any child runs, as the session made them.
+async fn children_to_run<'r>(
+    group: &'r [RecordedCall],
+    recording: &Recording,
+    sandbox: &SandboxClient,
+    with: Rerun<'_>,
+    report: &mut RerunReport,
+) -> Vec<ChildRun<'r>> {
     let mut runs = Vec::new();
     for recorded in group {
         let Some(child) = recorded.child.as_ref().filter(|_| recorded.allowed) else {
@@ -115,8 +156,10 @@ pub(super) async fn rerun_group(
             report.n_skipped += 1;
             continue;
         };
-        if let Ok(input) = parse_call(&recording.tools, &recorded.call)
-            && super::refused(with.check, recorded, &input, sandbox, report).await
+        let parsed = offered(&recording.tools, &recorded.call)
+            .and_then(|()| parse_call(&recorded.call, None));
+        if let Ok(parsed) = parsed
+            && super::refused(with.check, recorded, &parsed.input, sandbox, report).await
         {
             continue;
         }
@@ -142,59 +185,51 @@ pub(super) async fn rerun_group(
         };
         runs.push((recorded, child, copy));
     }
-    for (_, child, copy) in &runs {
-        let target = copy.as_ref().map_or(sandbox, |c| c.client());
-        let theirs = Box::pin(super::rerun(&child.recording, target, with)).await?;
-        absorb(report, theirs, &child.log_dir);
+    runs
+}
+
+/// A forked child's changes compared with those its log recorded, then applied to the
+/// rerun's workspace when the session applied them: its later calls find the same files.
+async fn merge_back(
+    recorded: &RecordedCall,
+    child: &RecordedChild,
+    copy: Box<dyn ForkedSandbox>,
+    base: &[ManifestEntry],
+    sandbox: &SandboxClient,
+    report: &mut RerunReport,
+) -> Result<(), SandboxError> {
+    let changed = manifest(copy.client())
+        .await
+        .map(|(_, now)| diff(base, &now));
+    copy.stop().await;
+    let merge = child.merge.clone().unwrap_or(ForkMerge {
+        changes: Vec::new(),
+        applied: false,
+        conflicts: Vec::new(),
+    });
+    let (recorded_changes, again) = (summarize(&merge.changes), summarize(&changed?));
+    if recorded_changes != again {
+        report.divergences.push(diverged(
+            recorded,
+            "changes",
+            super::show(&recorded_changes),
+            super::show(&again),
+        ));
     }
-    for (recorded, child, copy) in runs {
-        let Some(copy) = copy else { continue };
-        let changed = manifest(copy.client())
-            .await
-            .map(|(_, now)| diff(&base, &now));
-        copy.stop().await;
-        let merge = child.merge.clone().unwrap_or(ForkMerge {
-            changes: Vec::new(),
-            applied: false,
-            conflicts: Vec::new(),
-        });
-        let (recorded_changes, again) = (summarize(&merge.changes), summarize(&changed?));
-        if recorded_changes != again {
+    if merge.applied {
+        let applied =
+            harness_runtime::subagent::fork::apply(&merge.changes, sandbox, &child.parent_log)
+                .await;
+        if let Err(err) = applied {
             report.divergences.push(diverged(
                 recorded,
                 "changes",
-                super::show(&recorded_changes),
-                super::show(&again),
-            ));
-        }
-        if merge.applied {
-            // As the session applied them: its later calls find the same workspace.
-            let applied =
-                harness_runtime::subagent::fork::apply(&merge.changes, sandbox, &child.parent_log)
-                    .await;
-            if let Err(err) = applied {
-                report.divergences.push(diverged(
-                    recorded,
-                    "changes",
-                    "its changes applied".to_owned(),
-                    format!("applying them failed: {err}"),
-                ));
-            }
-        }
-    }
-    let (snapshot_id, now) = manifest(sandbox).await?;
-    if let Some(last) = group.last() {
-        let again = summarize(&diff(&base, &now));
-        if last.changes != again {
-            report.divergences.push(diverged(
-                last,
-                "changes",
-                super::show(&last.changes),
-                super::show(&again),
+                "its changes applied".to_owned(),
+                format!("applying them failed: {err}"),
             ));
         }
     }
-    Ok(snapshot_id)
+    Ok(())
 }
 
 /// A child's rerun counted in its parent's, its divergences named by its log.

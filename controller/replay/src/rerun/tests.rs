@@ -1,54 +1,24 @@
-use sha2::{Digest, Sha256};
-
 use super::load_at;
 use crate::BlobBudget;
-use harness_log::{BlobRef, Envelope, Event, Text, ToolCallEvent, ToolResult, ToolStatus};
+use harness_log::testing::{bash_result, blob_text, put_blob, write_events};
+use harness_log::{Event, ToolCallEvent};
 
 /// A log of `n` calls whose outputs are all the one blob of `size` bytes.
 fn one_blob_for_every_call(n: u64, size: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("blobs")).unwrap();
-    let bytes = vec![b'o'; size];
-    let sha256 = hex::encode(Sha256::digest(&bytes));
-    std::fs::write(dir.path().join("blobs").join(&sha256), &bytes).unwrap();
-    let output = Text {
-        text: None,
-        blob: Some(BlobRef {
-            sha256,
-            size: size as u64,
-        }),
-        preview: None,
-        size: size as u64,
-    };
-    let mut lines = String::new();
-    for call in 0..n {
+    let output = blob_text(put_blob(dir.path(), &vec![b'o'; size]));
+    let events = (0..n).flat_map(|call| {
         let call_id = format!("call_{call}");
-        let events = [
+        [
             Event::ToolCall(ToolCallEvent {
                 call_id: call_id.clone(),
                 name: "bash".to_owned(),
                 arguments: "{}".to_owned(),
             }),
-            Event::ToolResult(ToolResult {
-                call_id,
-                name: "bash".to_owned(),
-                status: ToolStatus::Ok,
-                output: output.clone(),
-                exit_code: Some(0),
-                timed_out: None,
-                duration_ms: 1,
-                outputs: Vec::new(),
-            }),
-        ];
-        for (i, event) in events.into_iter().enumerate() {
-            let seq = call * 2 + i as u64;
-            let ts = "2026-01-01T00:00:00.000Z".to_owned();
-            let envelope = Envelope { seq, ts, event };
-            lines.push_str(&serde_json::to_string(&envelope).unwrap());
-            lines.push('\n');
-        }
-    }
-    std::fs::write(dir.path().join("events.jsonl"), lines).unwrap();
+            bash_result(call_id, output.clone()),
+        ]
+    });
+    write_events(dir.path(), events);
     dir
 }
 

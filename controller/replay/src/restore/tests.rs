@@ -2,21 +2,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use super::{State, manifest, state_at, write_state, write_state_within};
-use harness_log::{BlobRef, Envelope, Event, WorkspaceSnapshot};
-
-/// Stores `bytes` as a blob of the log in `dir`; its reference.
-fn put_blob(dir: &Path, bytes: &[u8]) -> BlobRef {
-    std::fs::create_dir_all(dir.join("blobs")).unwrap();
-    let sha256 = hex::encode(Sha256::digest(bytes));
-    std::fs::write(dir.join("blobs").join(&sha256), bytes).unwrap();
-    BlobRef {
-        sha256,
-        size: bytes.len() as u64,
-    }
-}
+use harness_log::testing::{put_blob, write_events};
+use harness_log::{BlobRef, Event, WorkspaceSnapshot};
 
 /// A log in `dir` whose only event is an initial snapshot with the manifest `entries`.
 fn crafted_log(dir: &Path, entries: &[Value]) {
@@ -27,9 +16,7 @@ fn crafted_log(dir: &Path, entries: &[Value]) {
         n_files: 0,
         n_bytes: 0,
     });
-    let ts = "2026-01-01T00:00:00.000Z".to_owned();
-    let line = serde_json::to_string(&Envelope { seq: 0, ts, event }).unwrap();
-    std::fs::write(dir.join("events.jsonl"), line + "\n").unwrap();
+    write_events(dir, [event]);
 }
 
 fn file(path: &str, blob: &BlobRef, mode: u32) -> Value {

@@ -7,7 +7,7 @@ fn resolve(task: &str, adjust: impl FnOnce(&mut SessionFlags)) -> Result<RunConf
     std::fs::write(&path, task).unwrap();
     let mut flags = flags();
     adjust(&mut flags);
-    RunConfig::for_run(&[], Some(&path), &flags)
+    RunConfig::new(TaskFile::load(&path)?, None, &flags)
 }
 
 /// The flags as `harness run` parses an empty command line.

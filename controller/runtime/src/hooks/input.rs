@@ -2,6 +2,7 @@
 //! is generated from these types (and from [`HookAnswer`](super::HookAnswer), what it may say
 //! back), and a test fails when the committed copy is stale.
 
+use sandbox_protocol::ToolInput;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -36,14 +37,16 @@ pub enum About {
         call_id: String,
         tool: String,
         /// The call's arguments, as parsed.
-        tool_input: Value,
+        #[schemars(with = "Value")]
+        tool_input: ToolInput,
     },
     /// A tool call, after its result.
     PostToolUse {
         call_id: String,
         tool: String,
         /// The call's arguments as the model wrote them (`null` when they did not parse).
-        tool_input: Value,
+        #[schemars(with = "Value")]
+        tool_input: Option<ToolInput>,
         tool_result: ToolOutcome,
     },
     /// Before the history is compacted.
@@ -56,8 +59,7 @@ pub enum About {
     Stop { turn: u32, answer: String },
     /// After the loop, however it ended.
     SessionEnd {
-        /// `completed`, `turn_limit`, `cost_limit` or `error`.
-        end: String,
+        end: Ended,
         /// The final answer (absent when the session failed).
         #[serde(skip_serializing_if = "Option::is_none")]
         answer: Option<String>,
@@ -67,11 +69,34 @@ pub enum About {
     },
 }
 
+/// How the session ended, as `session_end` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// A reply called no tool.
+    Completed,
+    TurnLimit,
+    CostLimit,
+    /// The session failed; `error` says why.
+    Error,
+}
+
+impl From<crate::run_loop::LoopEnd> for Ended {
+    fn from(end: crate::run_loop::LoopEnd) -> Ended {
+        use crate::run_loop::LoopEnd;
+        match end {
+            LoopEnd::Completed => Ended::Completed,
+            LoopEnd::TurnLimit => Ended::TurnLimit,
+            LoopEnd::CostLimit => Ended::CostLimit,
+        }
+    }
+}
+
 /// A call's result, as a `post_tool_use` hook sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ToolOutcome {
-    /// `ok`, `error` or `blocked`.
-    pub status: String,
+    /// `ok`, `error` or `blocked` (never `interrupted`: an interrupted call runs no hook).
+    pub status: harness_log::ToolStatus,
     /// The text the model gets.
     pub output: String,
     /// A command's exit code (`bash`, `shell`); null for other tools.
@@ -130,7 +155,7 @@ mod tests {
             about: About::PreToolUse {
                 call_id: "c-1".to_owned(),
                 tool: "bash".to_owned(),
-                tool_input: json!({"cmd": "ls"}),
+                tool_input: ToolInput::parse("bash", json!({"cmd": "ls"})).unwrap(),
             },
         };
         assert_eq!(

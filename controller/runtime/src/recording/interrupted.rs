@@ -28,7 +28,7 @@ pub(crate) struct InFlight {
 impl Recorder {
     /// A call starts: it is in flight until [`Recorder::landed`]. Several are at once while a
     /// turn's subagents run.
-    pub fn taking_off(&self, call_id: &str, tool: &str, process: &str) {
+    pub(super) fn taking_off(&self, call_id: &str, tool: &str, process: &str) {
         self.in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -41,7 +41,7 @@ impl Recorder {
     }
 
     /// The call `call_id` has its result in the log.
-    pub fn landed(&self, call_id: &str) {
+    pub(super) fn landed(&self, call_id: &str) {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = in_flight.iter().position(|call| call.call_id == call_id) {
             in_flight.remove(at);

@@ -11,8 +11,12 @@ use futures::future::BoxFuture;
 use super::tool_call::Begun;
 use super::{Agent, CallOutcome, SessionError, Totals, current, next_call};
 use crate::subagent::{AgentArgs, is_agent_tool};
-use harness_log::{Event, SubagentFinished, SubagentStarted, ToolStatus};
+use harness_log::{SubagentFinished, SubagentStarted, ToolStatus};
 use harness_models::{Message, ToolCall};
+
+/// A call of a group, decided: its record, what it came to (or the child it starts), and the
+/// hooks' context for the model.
+type Decided<'c, 's> = (Begun<'c, 's>, CallOutcome, Vec<String>);
 
 /// Who starts the child sessions of a session's `agent` calls
 /// ([`crate::subagent::spawn::Spawner`]).
@@ -81,39 +85,7 @@ impl Agent<'_> {
         };
         let busy = spawn.busy();
         let base = self.recorder.group_base().await?;
-        let mut begun: Vec<(Begun<'_>, CallOutcome, Vec<String>)> = Vec::new();
-        let mut children = Vec::new();
-        let decided = async {
-            for call in group {
-                self.observer.tool_call(call);
-                let number = next_call(totals);
-                let name = self.recorder.call_name(number);
-                let this = self.begin(call, &name).await?;
-                let (mut outcome, context) = self.decide(&this, task).await?;
-                if let Some(args) = outcome.agent.take() {
-                    match spawn.prepare(call, number, args).await {
-                        Ok(child) => {
-                            let event = Event::SubagentStarted(child.started.clone());
-                            self.recorder.log.record(event).await?;
-                            children.push((begun.len(), child));
-                        }
-                        Err(why) => {
-                            let text = format!("ERROR: agent: refused: {why}");
-                            outcome = CallOutcome::refused(ToolStatus::Error, text);
-                        }
-                    }
-                }
-                begun.push((this, outcome, context));
-            }
-            Ok::<_, SessionError>(())
-        }
-        .await;
-        if let Err(err) = decided {
-            for (this, _, _) in &begun {
-                self.unfinished(this.call, &err, this.started).await;
-            }
-            return Err(err);
-        }
+        let (begun, children) = self.decide_group(group, task, totals, spawn).await?;
         let runs = children
             .into_iter()
             .map(|(at, child)| async move { (at, spawn.run(child).await) });
@@ -128,8 +100,7 @@ impl Agent<'_> {
             let outcome = match reports.remove(&at) {
                 Some(report) => {
                     self.roll_up(totals, &report.finished);
-                    let event = Event::SubagentFinished(report.finished);
-                    self.recorder.log.record(event).await?;
+                    this.record.child_finished(report.finished).await?;
                     CallOutcome::text_only(report.status, report.text)
                 }
                 None => outcome,
@@ -152,6 +123,52 @@ impl Agent<'_> {
             std::future::pending::<()>().await;
         }
         Ok(())
+    }
+
+    /// Each call of the group logged, hooked and judged in call order, and the children of
+    /// those allowed made ready (by their position in the group), before any of them runs:
+    /// a forked child's copy is the workspace as the parent left it. When one fails, every
+    /// call begun so far gets its result before the error is returned.
+    async fn decide_group<'c, 's>(
+        &'s self,
+        group: &'c [ToolCall],
+        task: &str,
+        totals: &Mutex<Totals>,
+        spawn: &dyn Spawn,
+    ) -> Result<(Vec<Decided<'c, 's>>, Vec<(usize, Child)>), SessionError> {
+        let mut begun = Vec::new();
+        let mut children = Vec::new();
+        let decided = async {
+            for call in group {
+                self.observer.tool_call(call);
+                let number = next_call(totals);
+                let name = self.recorder.call_name(number);
+                let this = self.begin(call, &name).await?;
+                let (this, mut outcome, context) = self.decide_and_run(this, task).await?;
+                if let Some(args) = outcome.agent.take() {
+                    match spawn.prepare(call, number, args).await {
+                        Ok(child) => {
+                            this.record.child_started(child.started.clone()).await?;
+                            children.push((begun.len(), child));
+                        }
+                        Err(why) => {
+                            let text = format!("ERROR: agent: refused: {why}");
+                            outcome = CallOutcome::text_only(ToolStatus::Error, text);
+                        }
+                    }
+                }
+                begun.push((this, outcome, context));
+            }
+            Ok::<_, SessionError>(())
+        }
+        .await;
+        if let Err(err) = decided {
+            for (this, _, _) in begun {
+                this.record.abandon(&err).await;
+            }
+            return Err(err);
+        }
+        Ok((begun, children))
     }
 
     /// A child's spending, counted in this session's totals beside its own.

@@ -251,6 +251,20 @@ pub async fn unpack(
         .await
 }
 
+/// Unpacks the tar `archive` at the root of the created container `id`, then starts it; a
+/// failure says `uploading` or `starting`, whichever step it was.
+pub async fn unpack_and_start(
+    docker: &Docker,
+    id: &str,
+    archive: Vec<u8>,
+    uploading: &str,
+    starting: &str,
+) -> Result<(), Failure> {
+    unpack(docker, id, "/", archive).await.doing(uploading)?;
+    docker.start_container(id, None).await.doing(starting)?;
+    Ok(())
+}
+
 impl DockerSandbox {
     /// Creates, fills and starts a container, and waits until its server is healthy. On any
     /// failure the container is removed before the error returns.
@@ -313,13 +327,14 @@ impl DockerSandbox {
 
     async fn boot(&self, token: &str) -> Result<SandboxClient, Failure> {
         let archive = token_archive(token).doing("packing the sandbox token")?;
-        unpack(&self.docker, &self.id, "/", archive)
-            .await
-            .doing("uploading the sandbox token into the container")?;
-        self.docker
-            .start_container(&self.id, None)
-            .await
-            .doing("starting the sandbox container")?;
+        unpack_and_start(
+            &self.docker,
+            &self.id,
+            archive,
+            "uploading the sandbox token into the container",
+            "starting the sandbox container",
+        )
+        .await?;
         let inspect = self
             .docker
             .inspect_container(&self.id, None::<InspectContainerOptions>)
@@ -423,18 +438,28 @@ impl Drop for DockerSandbox {
             return;
         }
         let (docker, id) = (self.docker.clone(), self.id.clone());
-        let removal = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
+        block_on_thread(move || async move {
             let options = RemoveContainerOptionsBuilder::new().force(true).build();
-            let _ = runtime.block_on(docker.remove_container(&id, Some(options)));
+            let _ = docker.remove_container(&id, Some(options)).await;
         });
-        let _ = removal.join();
     }
+}
+
+/// Runs the future `work` makes to its end on a thread and a runtime of its own, and waits for
+/// it: the cleanup of a `Drop`, which may find no runtime left to await on.
+pub fn block_on_thread<F: std::future::Future<Output = ()>>(
+    work: impl FnOnce() -> F + Send + 'static,
+) {
+    let thread = std::thread::spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        runtime.block_on(work());
+    });
+    let _ = thread.join();
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use super::prepare::Prepared;
 use super::sandbox::Sandbox;
 use super::{SessionOptions, SessionSummary};
 use crate::step::StepError;
+use crate::subagent::spawn::finished_record;
 use harness_log::{self, Event, EventLog, RunSettings, SessionFinished, SessionStarted, Text};
 use harness_models::Model;
 use harness_policy::Policy;
@@ -100,26 +101,15 @@ impl Header<'_> {
 
 /// Writes `session_finished` and closes the log.
 pub(super) async fn finish(log: &EventLog, summary: &SessionSummary) {
-    let totals = summary.totals;
     let empty = Text {
         text: Some(String::new()),
         blob: None,
         preview: None,
         size: 0,
     };
-    let finished = SessionFinished {
-        outcome: summary.outcome.logged(),
-        failure: summary.outcome.failure_class(),
+    let finished = finished_record!(SessionFinished, summary, {
         answer: log.text(&summary.answer).unwrap_or(empty),
-        turns: totals.turns,
-        model_calls: totals.model_calls,
-        tool_calls: totals.tool_calls,
-        usage: totals.usage,
-        cost: totals.cost,
-        cost_known: totals.cost_known,
-        duration_ms: summary.duration.as_millis() as u64,
-        subagents: (totals.subagents.count > 0).then_some(totals.subagents),
-    };
+    });
     if let Err(err) = log
         .record(Event::SessionFinished(finished))
         .await

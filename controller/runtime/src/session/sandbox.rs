@@ -368,7 +368,7 @@ pub fn read_token(file: &Path) -> Result<String, InputError> {
 }
 
 /// The folder a local sandbox serves: the working directory (the default one created when
-/// missing; a named one must exist, `RunConfig::for_run` checks), or, for a
+/// missing; a named one must exist, the binary checks), or, for a
 /// task that brings its own workspace, an empty folder to seed.
 fn local_workspace(config: &RunConfig) -> Result<(PathBuf, Option<tempfile::TempDir>), StartError> {
     let bad =

@@ -206,6 +206,30 @@ impl Spawner<'_> {
     }
 }
 
+/// The record of a session's end, its `session_finished` or its parent's `subagent_finished`
+/// (the struct `$kind`), from its [`SessionSummary`] `$summary`: the outcome, totals and
+/// duration both have, and the `$field`s only `$kind` has.
+macro_rules! finished_record {
+    ($kind:ident, $summary:expr, { $($field:ident: $value:expr),* $(,)? }) => {{
+        let summary: &$crate::session::SessionSummary = $summary;
+        let totals = summary.totals;
+        $kind {
+            $($field: $value,)*
+            outcome: summary.outcome.logged(),
+            failure: summary.outcome.failure_class(),
+            turns: totals.turns,
+            model_calls: totals.model_calls,
+            tool_calls: totals.tool_calls,
+            usage: totals.usage,
+            cost: totals.cost,
+            cost_known: totals.cost_known,
+            duration_ms: summary.duration.as_millis() as u64,
+            subagents: (totals.subagents.count > 0).then_some(totals.subagents),
+        }
+    }};
+}
+pub(crate) use finished_record;
+
 /// The call's result and `subagent_finished`.
 fn report(started: &SubagentStarted, summary: &SessionSummary, merging: Merging) -> ChildReport {
     let totals = summary.totals;
@@ -240,22 +264,12 @@ fn report(started: &SubagentStarted, summary: &SessionSummary, merging: Merging)
             ));
         }
     }
-    let finished = SubagentFinished {
+    let finished = finished_record!(SubagentFinished, summary, {
         call_id: started.call_id.clone(),
         session_id: started.session_id.clone(),
         log_dir: started.log_dir.clone(),
-        outcome: summary.outcome.logged(),
-        failure: summary.outcome.failure_class(),
-        turns: totals.turns,
-        model_calls: totals.model_calls,
-        tool_calls: totals.tool_calls,
-        usage: totals.usage,
-        cost: totals.cost,
-        cost_known: totals.cost_known,
-        duration_ms: summary.duration.as_millis() as u64,
-        subagents: (totals.subagents.count > 0).then_some(totals.subagents),
         merge: None,
-    };
+    });
     ChildReport {
         finished: Box::new(finished),
         status,

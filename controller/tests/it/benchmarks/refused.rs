@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::{dataset, harness, repo};
+use super::dataset;
+use crate::common::{self, harness};
 
 #[tokio::test]
 async fn what_a_benchmark_task_cannot_do_is_refused_by_name() {
@@ -31,7 +32,7 @@ async fn what_a_benchmark_task_cannot_do_is_refused_by_name() {
         ["run", "--task", &hello, "--agent", "teacher"]
             .map(str::to_owned)
             .to_vec(),
-        "expected model, oracle or nop",
+        "expected `model`, `oracle` or `nop`",
     )
     .await;
     refused(
@@ -41,7 +42,7 @@ async fn what_a_benchmark_task_cannot_do_is_refused_by_name() {
         "give no task words",
     )
     .await;
-    let yaml = repo()
+    let yaml = common::repo_root()
         .join("examples/hello/task.yaml")
         .display()
         .to_string();

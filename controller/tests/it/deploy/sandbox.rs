@@ -2,8 +2,6 @@
 //! and audit log on a volume of their own, HTTPS and mutual TLS from a Secret; each given to a
 //! real server where the pod would have its files.
 
-use std::process::Command;
-
 use serde_json::Value;
 
 use super::{find, render};
@@ -71,21 +69,14 @@ async fn the_standalone_sandbox_keeps_its_tokens_and_audits_its_requests() {
     std::fs::write(&token, "deploy-root-token-0123456789").unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let serve = || {
-        let mut child = Command::new(common::sandbox_server())
-            .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-            .arg(workspace.path())
+        let mut command = testkit::serve(common::sandbox_server(), workspace.path());
+        command
             .arg("--token-file")
             .arg(&token)
             .envs(env.iter().map(|(k, v)| (*k, v)))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let line = common::address_line(&mut child);
-        (
-            child,
-            format!("http://{}", line["listening"].as_str().unwrap()),
-        )
+            .stderr(std::process::Stdio::null());
+        let (child, line) = testkit::spawn_server(&mut command);
+        (child, testkit::url_of(&line))
     };
     // SIGTERM, and the exit: the audit log's last lines are written by then.
     let stop = |mut child: std::process::Child| {
@@ -155,12 +146,8 @@ fn the_tls_overlays_start_a_server_that_speaks_tls() {
         }
         let mount_path = mount["mountPath"].as_str().unwrap();
         let workspace = tempfile::tempdir().unwrap();
-        let mut server = Command::new(common::sandbox_server());
-        server
-            .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
-            .arg(workspace.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
+        let mut server = testkit::serve(common::sandbox_server(), workspace.path());
+        server.stderr(std::process::Stdio::null());
         for var in container["env"].as_array().unwrap() {
             let name = var["name"].as_str().unwrap();
             let value = var["value"].as_str().unwrap_or_default();
@@ -169,8 +156,7 @@ fn the_tls_overlays_start_a_server_that_speaks_tls() {
                 server.env(name, local);
             }
         }
-        let mut child = server.spawn().unwrap();
-        let line = common::address_line(&mut child);
+        let (mut child, line) = testkit::spawn_server(&mut server);
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(line["tls"], true, "{dir}: {line}");

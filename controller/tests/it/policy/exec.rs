@@ -77,8 +77,8 @@ async fn exec_and_input_to_a_shell_are_judged_as_the_commands_they_run() {
 
 /// `replay rerun` of `run`'s session ends well, says `executed` and finds no divergence.
 async fn reruns_without_divergence(run: &common::Run, executed: &str) {
-    let rerun = common::run(
-        common::command(&["replay", "rerun", run.log_dir().to_str().unwrap()]),
+    let rerun = common::harness(
+        &["replay", "rerun", run.log_dir().to_str().unwrap()],
         Duration::from_secs(60),
     )
     .await;

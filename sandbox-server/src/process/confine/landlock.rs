@@ -238,6 +238,26 @@ fn ruleset(
     reread: &[PathBuf],
     devices: &Devices,
 ) -> Result<(OwnedFd, i64), String> {
+    let abi = abi()?;
+    let writes = handled_writes(abi);
+    // Reading is handled: device nodes and hidden paths are unreadable, the rest is granted.
+    let reads = ACCESS_FS_READ_FILE;
+    let ruleset = create_ruleset(abi, writes | reads)?;
+    let rights = Rights {
+        reads,
+        // Handled, never granted: no command makes a device node anywhere.
+        writes: writes & !(ACCESS_FS_MAKE_CHAR | ACCESS_FS_MAKE_BLOCK),
+        device_writes: ACCESS_FS_WRITE_FILE | if abi >= 3 { ACCESS_FS_TRUNCATE } else { 0 },
+    };
+    for (path, access) in grants(writable, hidden, reread, devices, rights) {
+        add_rule(&ruleset, &path, access)?;
+    }
+    Ok((ruleset, abi))
+}
+
+/// The kernel's Landlock ABI version, or why there is none. Its own step: every later step
+/// depends on what this version handles.
+fn abi() -> Result<i64, String> {
     // SAFETY: the version query passes no pointer.
     let abi = unsafe {
         libc::syscall(
@@ -253,6 +273,12 @@ fn ruleset(
             std::io::Error::last_os_error()
         ));
     }
+    Ok(abi)
+}
+
+/// Every kind of write the kernel of `abi` knows: renames and links across folders from ABI 2,
+/// truncation from ABI 3.
+fn handled_writes(abi: i64) -> u64 {
     let mut writes = ACCESS_FS_WRITE_FILE
         | ACCESS_FS_REMOVE_DIR
         | ACCESS_FS_REMOVE_FILE
@@ -269,10 +295,14 @@ fn ruleset(
     if abi >= 3 {
         writes |= ACCESS_FS_TRUNCATE;
     }
-    // Reading is handled: device nodes and hidden paths are unreadable, the rest is granted.
-    let reads = ACCESS_FS_READ_FILE;
+    writes
+}
+
+/// A new ruleset handling the file rights `handled`; from ABI 6 it also scopes abstract Unix
+/// sockets and signals to the commands' domain.
+fn create_ruleset(abi: i64, handled: u64) -> Result<OwnedFd, String> {
     let attr = RulesetAttr {
-        handled_access_fs: writes | reads,
+        handled_access_fs: handled,
         handled_access_net: 0,
         scoped: if abi >= 6 {
             SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
@@ -302,10 +332,31 @@ fn ruleset(
         ));
     }
     // SAFETY: the kernel just returned this descriptor to us.
-    let ruleset = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    let dev_writes = ACCESS_FS_WRITE_FILE | if abi >= 3 { ACCESS_FS_TRUNCATE } else { 0 };
-    // Handled, never granted: no command makes a device node anywhere.
-    let granted = writes & !(ACCESS_FS_MAKE_CHAR | ACCESS_FS_MAKE_BLOCK);
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The rights the rules grant: reading, the writes a command may make, and the writes to an
+/// allowed device node.
+#[derive(Debug, Clone, Copy)]
+struct Rights {
+    reads: u64,
+    writes: u64,
+    device_writes: u64,
+}
+
+/// Each path a rule is added for, with its rights, in the order the rules are added.
+fn grants(
+    writable: &[PathBuf],
+    hidden: &[PathBuf],
+    reread: &[PathBuf],
+    devices: &Devices,
+    rights: Rights,
+) -> Vec<(PathBuf, u64)> {
+    let Rights {
+        reads,
+        writes: granted,
+        device_writes: dev_writes,
+    } = rights;
     let mut grants: Vec<(PathBuf, u64)> = writable.iter().map(|p| (p.clone(), granted)).collect();
     // `/dev` is punched out of what may be read, then its allowed nodes granted back.
     let mut unreadable = hidden.to_vec();
@@ -324,10 +375,7 @@ fn ruleset(
     );
     grants.extend(devices.shm.iter().map(|shm| (shm.clone(), granted | reads)));
     grants.extend(devices.proc.iter().map(|proc| (proc.clone(), reads)));
-    for (path, access) in grants {
-        add_rule(&ruleset, &path, access)?;
-    }
-    Ok((ruleset, abi))
+    grants
 }
 
 /// Grants `access` beneath `path` (only the file rights when it is a file).

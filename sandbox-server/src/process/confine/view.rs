@@ -136,51 +136,13 @@ impl View {
     pub fn compute(request: &Request<'_>) -> View {
         let mut hide: BTreeSet<PathBuf> = request.hidden.iter().filter_map(existing).collect();
         let mut read_only = BTreeSet::new();
-        let mut toolchain_env = Vec::new();
-        if request.hide_homes {
+        let toolchain_env = if request.hide_homes {
             let homes = homes();
-            hide.extend(homes.iter().cloned());
-            hide.extend(SYSTEM_HIDDEN.iter().map(PathBuf::from).filter_map(existing));
-            hide.extend(temporary_secrets());
-            hide.extend(
-                ENGINE_SOCKETS
-                    .iter()
-                    .map(PathBuf::from)
-                    .filter_map(existing),
-            );
-            for home in &homes {
-                read_only.extend(
-                    TOOLCHAINS
-                        .iter()
-                        .map(|name| home.join(name))
-                        .filter_map(existing),
-                );
-            }
-            for (variable, _) in TOOLCHAIN_VARIABLES {
-                let Some(path) = std::env::var_os(variable).map(PathBuf::from) else {
-                    continue;
-                };
-                if let Some(path) = existing(path).filter(|p| under_any(p, &hide)) {
-                    toolchain_env.push(((*variable).to_owned(), path.display().to_string()));
-                    read_only.insert(path);
-                }
-            }
-            // A toolchain found in a home but not named by its variable is named for commands
-            // too, since their home is another folder (the first home that has it wins).
-            for (variable, name) in TOOLCHAIN_VARIABLES {
-                if toolchain_env.iter().any(|(v, _)| v == variable) {
-                    continue;
-                }
-                if let Some(found) = homes
-                    .iter()
-                    .map(|h| h.join(name))
-                    .find(|p| p.is_dir())
-                    .and_then(existing)
-                {
-                    toolchain_env.push(((*variable).to_owned(), found.display().to_string()));
-                }
-            }
-        }
+            hide_host(&homes, &mut hide);
+            toolchains(&homes, &hide, &mut read_only)
+        } else {
+            Vec::new()
+        };
         read_only.extend(request.read_only.iter().filter_map(existing));
         let keep: BTreeSet<PathBuf> = std::iter::once(request.workspace)
             .chain(request.writable.iter().map(PathBuf::as_path))
@@ -196,16 +158,7 @@ impl View {
             .flat_map(|folder| TOOLCHAIN_SECRETS.iter().map(move |name| folder.join(name)))
             .filter(|path| std::fs::symlink_metadata(path).is_ok())
             .collect();
-        let mut unreachable = Vec::new();
-        if let Some((uid, gid)) = request.run_as {
-            for shown in keep.iter().chain(read_only.iter()) {
-                if let Some(folder) = first_closed(shown, uid, gid, &hide)
-                    && !unreachable.contains(&folder)
-                {
-                    unreachable.push(folder);
-                }
-            }
-        }
+        let unreachable = unreachable(request.run_as, &keep, &read_only, &hide);
         View {
             hide: hide.into_iter().collect(),
             keep: keep.into_iter().collect(),
@@ -222,6 +175,85 @@ impl View {
         all.extend(self.unreachable.iter().cloned());
         all
     }
+}
+
+/// Adds to `hide` what `--show-homes` would leave visible: the `homes`, the system's runtime
+/// and secret folders, the credentials in the temporary folders and the engines' sockets.
+fn hide_host(homes: &[PathBuf], hide: &mut BTreeSet<PathBuf>) {
+    hide.extend(homes.iter().cloned());
+    hide.extend(SYSTEM_HIDDEN.iter().map(PathBuf::from).filter_map(existing));
+    hide.extend(temporary_secrets());
+    hide.extend(
+        ENGINE_SOCKETS
+            .iter()
+            .map(PathBuf::from)
+            .filter_map(existing),
+    );
+}
+
+/// The toolchains in the hidden homes, added to `read_only`, and the variables that name them
+/// for commands whose home is another folder. Its own step: it reads the homes and the
+/// server's environment, nothing else of the view.
+fn toolchains(
+    homes: &[PathBuf],
+    hide: &BTreeSet<PathBuf>,
+    read_only: &mut BTreeSet<PathBuf>,
+) -> Vec<(String, String)> {
+    let mut toolchain_env = Vec::new();
+    for home in homes {
+        read_only.extend(
+            TOOLCHAINS
+                .iter()
+                .map(|name| home.join(name))
+                .filter_map(existing),
+        );
+    }
+    for (variable, _) in TOOLCHAIN_VARIABLES {
+        let Some(path) = std::env::var_os(variable).map(PathBuf::from) else {
+            continue;
+        };
+        if let Some(path) = existing(path).filter(|p| under_any(p, hide)) {
+            toolchain_env.push(((*variable).to_owned(), path.display().to_string()));
+            read_only.insert(path);
+        }
+    }
+    // A toolchain found in a home but not named by its variable is named for commands
+    // too, since their home is another folder (the first home that has it wins).
+    for (variable, name) in TOOLCHAIN_VARIABLES {
+        if toolchain_env.iter().any(|(v, _)| v == variable) {
+            continue;
+        }
+        if let Some(found) = homes
+            .iter()
+            .map(|h| h.join(name))
+            .find(|p| p.is_dir())
+            .and_then(existing)
+        {
+            toolchain_env.push(((*variable).to_owned(), found.display().to_string()));
+        }
+    }
+    toolchain_env
+}
+
+/// The first folder the commands' user may not enter on the way to each shown path, each
+/// once; none when commands run as the server's user.
+fn unreachable(
+    run_as: Option<(u32, u32)>,
+    keep: &BTreeSet<PathBuf>,
+    read_only: &BTreeSet<PathBuf>,
+    hide: &BTreeSet<PathBuf>,
+) -> Vec<PathBuf> {
+    let mut unreachable = Vec::new();
+    if let Some((uid, gid)) = run_as {
+        for shown in keep.iter().chain(read_only.iter()) {
+            if let Some(folder) = first_closed(shown, uid, gid, hide)
+                && !unreachable.contains(&folder)
+            {
+                unreachable.push(folder);
+            }
+        }
+    }
+    unreachable
 }
 
 /// The homes of this host that commands must not see: `/root`, `/home`, and the server's own
@@ -366,15 +398,19 @@ mod tests {
         std::fs::create_dir_all(&workspace).expect("mkdir");
         std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("chmod");
         let owner = std::fs::metadata(&private).expect("stat").uid();
-        let view = View::compute(&Request {
-            hide_homes: false,
-            workspace: &workspace,
-            writable: &[],
-            private: &[],
-            hidden: &[],
-            read_only: &[],
-            run_as: Some((owner + 1, owner + 1)),
-        });
+        // The view of the user `uid`, whose group has the same number.
+        let view_as = |uid: u32| {
+            View::compute(&Request {
+                hide_homes: false,
+                workspace: &workspace,
+                writable: &[],
+                private: &[],
+                hidden: &[],
+                read_only: &[],
+                run_as: Some((uid, uid)),
+            })
+        };
+        let view = view_as(owner + 1);
         // The temporary folder's own ancestors may be closed too on some hosts; the private
         // folder is the one this test made closed.
         assert!(
@@ -382,15 +418,7 @@ mod tests {
                 || view.unreachable.iter().any(|p| private.starts_with(p)),
             "{view:?}"
         );
-        let open = View::compute(&Request {
-            hide_homes: false,
-            workspace: &workspace,
-            writable: &[],
-            private: &[],
-            hidden: &[],
-            read_only: &[],
-            run_as: Some((owner, owner)),
-        });
+        let open = view_as(owner);
         assert!(open.unreachable.is_empty(), "{open:?}");
     }
 

@@ -107,29 +107,20 @@ impl Managed {
     ) -> ExitStatus {
         let (mut out_buf, mut err_buf) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
         let (mut out_open, mut err_open) = (true, true);
-        let mut exit: Option<ExitStatus> = None;
-        let mut drain_until: Option<tokio::time::Instant> = None;
-        let mut timed_out = false;
-        while exit.is_none() || out_open || err_open {
-            let far = tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+        let mut ending = Ending::default();
+        while ending.exit.is_none() || out_open || err_open {
             tokio::select! {
-                read = stdout.read(&mut out_buf), if out_open => match read {
-                    Ok(0) | Err(_) => { out_open = false; self.flush(OutputStream::Stdout) }
-                    Ok(n) => self.push(OutputStream::Stdout, &out_buf[..n]),
-                },
-                read = stderr.read(&mut err_buf), if err_open => match read {
-                    Ok(0) | Err(_) => { err_open = false; self.flush(OutputStream::Stderr) }
-                    Ok(n) => self.push(OutputStream::Stderr, &err_buf[..n]),
-                },
-                status = &mut exit_rx, if exit.is_none() => {
-                    exit = Some(status.unwrap_or(ExitStatus { code: -1, signal: None }));
-                    drain_until = Some(tokio::time::Instant::now() + DRAIN);
+                read = stdout.read(&mut out_buf), if out_open => {
+                    self.take_read(OutputStream::Stdout, &read, &out_buf, &mut out_open);
                 }
-                () = tokio::time::sleep_until(deadline.unwrap_or(far)), if deadline.is_some() && !timed_out && exit.is_none() => {
-                    timed_out = true;
-                    self.kill(table, ProcessState::TimedOut).await;
+                read = stderr.read(&mut err_buf), if err_open => {
+                    self.take_read(OutputStream::Stderr, &read, &err_buf, &mut err_open);
                 }
-                () = tokio::time::sleep_until(drain_until.unwrap_or(far)), if drain_until.is_some() => break,
+                turn = ending.next(&mut exit_rx, deadline) => {
+                    if self.take_turn(turn, &mut ending, table).await {
+                        break;
+                    }
+                }
             }
         }
         if out_open || err_open {
@@ -151,10 +142,7 @@ impl Managed {
             self.flush(OutputStream::Stderr);
             discard(stdout, stderr);
         }
-        exit.unwrap_or(ExitStatus {
-            code: -1,
-            signal: None,
-        })
+        ending.status()
     }
 
     async fn follow_terminal(
@@ -166,32 +154,101 @@ impl Managed {
     ) -> ExitStatus {
         let mut buf = vec![0u8; 64 * 1024];
         let mut open = true;
-        let mut exit: Option<ExitStatus> = None;
-        let mut drain_until: Option<tokio::time::Instant> = None;
-        let mut timed_out = false;
-        while exit.is_none() || open {
-            let far = tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+        let mut ending = Ending::default();
+        while ending.exit.is_none() || open {
             tokio::select! {
-                read = master.read(&mut buf), if open => match read {
-                    Ok(0) | Err(_) => { open = false; self.flush(OutputStream::Pty) }
-                    Ok(n) => self.push(OutputStream::Pty, &buf[..n]),
-                },
-                status = &mut exit_rx, if exit.is_none() => {
-                    exit = Some(status.unwrap_or(ExitStatus { code: -1, signal: None }));
-                    drain_until = Some(tokio::time::Instant::now() + DRAIN);
+                read = master.read(&mut buf), if open => {
+                    self.take_read(OutputStream::Pty, &read, &buf, &mut open);
                 }
-                () = tokio::time::sleep_until(deadline.unwrap_or(far)), if deadline.is_some() && !timed_out && exit.is_none() => {
-                    timed_out = true;
-                    self.kill(table, ProcessState::TimedOut).await;
+                turn = ending.next(&mut exit_rx, deadline) => {
+                    if self.take_turn(turn, &mut ending, table).await {
+                        break;
+                    }
                 }
-                () = tokio::time::sleep_until(drain_until.unwrap_or(far)), if drain_until.is_some() => break,
             }
         }
         self.flush(OutputStream::Pty);
-        exit.unwrap_or(ExitStatus {
-            code: -1,
-            signal: None,
-        })
+        ending.status()
+    }
+
+    /// Takes a read of `stream` into `buf`: its bytes pushed, or at the stream's end (or a
+    /// broken read) what was held back flushed and `open` cleared.
+    fn take_read(
+        &self,
+        stream: OutputStream,
+        read: &std::io::Result<usize>,
+        buf: &[u8],
+        open: &mut bool,
+    ) {
+        match read {
+            Ok(0) | Err(_) => {
+                *open = false;
+                self.flush(stream);
+            }
+            Ok(n) => self.push(stream, &buf[..*n]),
+        }
+    }
+
+    /// Applies `turn` to `ending`: an exit starts the drain, a timeout kills the process.
+    /// Whether the drain is over, and the reading stops.
+    async fn take_turn(&self, turn: Turn, ending: &mut Ending, table: &ProcessTable) -> bool {
+        match turn {
+            Turn::Exited(status) => {
+                ending.exit = Some(status);
+                ending.drain_until = Some(tokio::time::Instant::now() + DRAIN);
+                false
+            }
+            Turn::TimedOut => {
+                ending.timed_out = true;
+                self.kill(table, ProcessState::TimedOut).await;
+                false
+            }
+            Turn::Drained => true,
+        }
+    }
+}
+
+/// The exit status of a process whose exit was not reported.
+const LOST: ExitStatus = ExitStatus {
+    code: -1,
+    signal: None,
+};
+
+/// What a follow loop waits for beside the output: the exit, the timeout, the drain's end.
+#[derive(Default)]
+struct Ending {
+    exit: Option<ExitStatus>,
+    /// When the reading stops, once the process exited.
+    drain_until: Option<tokio::time::Instant>,
+    timed_out: bool,
+}
+
+/// What happened to a followed process beside its output.
+enum Turn {
+    Exited(ExitStatus),
+    TimedOut,
+    Drained,
+}
+
+impl Ending {
+    /// The next turn: the exit (`exit_rx`), the `deadline` passed before it, or the drain's end.
+    async fn next(
+        &self,
+        exit_rx: &mut tokio::sync::oneshot::Receiver<ExitStatus>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Turn {
+        let far = tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+        let (exited, timed_out) = (self.exit.is_some(), self.timed_out);
+        tokio::select! {
+            status = exit_rx, if !exited => Turn::Exited(status.unwrap_or(LOST)),
+            () = tokio::time::sleep_until(deadline.unwrap_or(far)), if deadline.is_some() && !timed_out && !exited => Turn::TimedOut,
+            () = tokio::time::sleep_until(self.drain_until.unwrap_or(far)), if self.drain_until.is_some() => Turn::Drained,
+        }
+    }
+
+    /// The exit status: as reported, else [`LOST`].
+    fn status(&self) -> ExitStatus {
+        self.exit.unwrap_or(LOST)
     }
 }
 

@@ -6,8 +6,8 @@
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, readlinkat};
-use nix::sys::stat::{SFlag, fstatat};
+use nix::fcntl::readlinkat;
+use nix::sys::stat::SFlag;
 use sandbox_protocol::EntryKind;
 
 use super::{Walk, Workspace, WorkspaceError, file_type, io_error};
@@ -35,10 +35,7 @@ impl Workspace {
         };
         // The path walked so far, by name, from `/`: where an escape leads.
         let mut place = self.start_of(path);
-        while let Some(component) = walk.queue.pop_front() {
-            if component == "." {
-                continue;
-            }
+        while let Some((component, is_last)) = walk.next_component() {
             if component == ".." {
                 place.pop();
                 if walk.up().is_err() {
@@ -46,12 +43,7 @@ impl Workspace {
                 }
                 continue;
             }
-            let is_last = walk.queue.is_empty();
-            match fstatat(
-                walk.top(),
-                component.as_os_str(),
-                AtFlags::AT_SYMLINK_NOFOLLOW,
-            ) {
+            match walk.stat(&component) {
                 Ok(stat) if file_type(&stat) == SFlag::S_IFLNK => {
                     let target = readlinkat(walk.top(), component.as_os_str())
                         .map_err(|errno| io_error(path, errno))?;

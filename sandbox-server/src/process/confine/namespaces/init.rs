@@ -108,6 +108,8 @@ pub fn run(spec: &InitSpec) -> i32 {
     reap_forever()
 }
 
+/// The namespaces' setup, in the order the module's header gives; an error says which step
+/// failed.
 fn set_up(spec: &InitSpec) -> Result<(), String> {
     if spec.own_user {
         own_user_namespace().map_err(|err| format!("making a user namespace: {err}"))?;
@@ -116,14 +118,7 @@ fn set_up(spec: &InitSpec) -> Result<(), String> {
         .map_err(|err| format!("making the mounts private: {err}"))?;
     let null = open_path(Path::new("/dev/null")).map_err(|err| format!("/dev/null: {err}"))?;
     // The host's device nodes, reached before a new /dev hides them.
-    let devices: Vec<(&str, OwnedFd)> = DEVICES
-        .iter()
-        .filter_map(|name| {
-            open_path(&Path::new("/dev").join(name))
-                .ok()
-                .map(|fd| (*name, fd))
-        })
-        .collect();
+    let devices = host_devices();
     let pts = open_path(Path::new("/dev/pts")).ok();
     if !spec.own_user {
         // First: the mapping child's pid below is this namespace's, which only this /proc knows.
@@ -136,6 +131,35 @@ fn set_up(spec: &InitSpec) -> Result<(), String> {
         None => None,
     };
     let shown = copies(spec, userns.as_ref())?;
+    let hiders = apply_view(spec, &shown, &null)?;
+    seal(&hiders)?;
+    if spec.own_user {
+        return Ok(());
+    }
+    mount_dev(&devices, pts.as_ref()).map_err(|err| format!("mounting /dev: {err}"))?;
+    mask_dirs()
+}
+
+/// The host's device nodes of [`DEVICES`] that exist, opened by path.
+fn host_devices() -> Vec<(&'static str, OwnedFd)> {
+    DEVICES
+        .iter()
+        .filter_map(|name| {
+            open_path(&Path::new("/dev").join(name))
+                .ok()
+                .map(|fd| (*name, fd))
+        })
+        .collect()
+}
+
+/// Hides the hidden paths and puts the `shown` copies back, outer paths first. Returns the
+/// folders hidden under a tmpfs, still writable: the shown paths inside them needed folders
+/// made in them.
+fn apply_view(
+    spec: &InitSpec,
+    shown: &[(PathBuf, OwnedFd)],
+    null: &OwnedFd,
+) -> Result<Vec<PathBuf>, String> {
     let mut steps: Vec<Step<'_>> = spec.hide.iter().map(|path| Step::Hide(path)).collect();
     steps.extend(shown.iter().map(|(path, tree)| Step::Show(path, tree)));
     // Outer paths first: a shown path inside a hidden one appears after it is hidden, and a
@@ -146,7 +170,7 @@ fn set_up(spec: &InitSpec) -> Result<(), String> {
         match step {
             Step::Hide(path) => {
                 if let Some(tmpfs) =
-                    hide(path, &null).map_err(|err| format!("hiding {}: {err}", path.display()))?
+                    hide(path, null).map_err(|err| format!("hiding {}: {err}", path.display()))?
                 {
                     hiders.push(tmpfs);
                 }
@@ -155,7 +179,12 @@ fn set_up(spec: &InitSpec) -> Result<(), String> {
                 .map_err(|err| format!("showing {} again: {err}", path.display()))?,
         }
     }
-    for folder in &hiders {
+    Ok(hiders)
+}
+
+/// Makes each hiding tmpfs read-only, once every shown path is in place.
+fn seal(hiders: &[PathBuf]) -> Result<(), String> {
+    for folder in hiders {
         // Read-only once the folders to put the shown paths in were made.
         mount(
             None,
@@ -171,10 +200,11 @@ fn set_up(spec: &InitSpec) -> Result<(), String> {
         )
         .map_err(|err| format!("making {} read-only: {err}", folder.display()))?;
     }
-    if spec.own_user {
-        return Ok(());
-    }
-    mount_dev(&devices, pts.as_ref()).map_err(|err| format!("mounting /dev: {err}"))?;
+    Ok(())
+}
+
+/// Hides [`MASKED_DIRS`] (those that exist) behind an empty read-only tmpfs.
+fn mask_dirs() -> Result<(), String> {
     for dir in MASKED_DIRS {
         if Path::new(dir).is_dir() {
             mount(
