@@ -17,6 +17,7 @@ mod job;
 pub mod progress;
 pub mod tasks;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -130,8 +131,22 @@ pub struct Stopping {
     pub running: CancellationToken,
 }
 
+/// What a batch runs, once its tasks are checked (before any starts).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// The batch's tasks (not their trials), those that cannot run here among them.
+    pub tasks: usize,
+    /// The tasks this harness cannot run here, by name (left out of the batch).
+    pub not_runnable: Vec<String>,
+    /// Benchmark trials the oracle plays whose task's author marks it broken on purpose
+    /// (`[metadata] expected_broken`): why, by the trial's log folder.
+    pub expected_broken: BTreeMap<String, String>,
+}
+
 /// Hooks for a display that prints a line per event.
 pub trait BatchObserver: Send + Sync {
+    /// The tasks are checked: what runs, said once before anything starts.
+    fn planned(&self, _plan: &Plan) {}
     fn task_started(&self, task: &str, attempt: u32);
     fn task_finished(&self, task: &str, summary: &SessionSummary);
     fn task_retried(&self, task: &str, attempt: u32, reason: &str);
@@ -162,6 +177,7 @@ pub async fn run_batch(
     let started = Instant::now();
     let log_started = harness_log::now();
     let checked = check_tasks(config)?;
+    observer.planned(&checked.plan(config));
     checked.note(observer.as_ref());
     let warm = new_warm_pool(config)?;
     let resumed = prepare_out(config)?;

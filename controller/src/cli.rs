@@ -14,6 +14,7 @@ mod rerun_fork;
 mod run;
 mod sandboxes;
 mod session_args;
+mod static_server;
 mod terminal;
 mod view;
 
@@ -27,7 +28,17 @@ use metrics::MetricsArgs;
 
 /// The agent harness: runs a model in a loop against a sandbox's tools.
 #[derive(Debug, Parser)]
-#[command(name = "harness", version, about)]
+#[command(
+    name = "harness",
+    version,
+    about = "Run a language-model agent on a task in a contained sandbox, record every step, \
+             and read, re-run, fork or compare the sessions",
+    after_help = "Start here:\n  \
+                  harness run --task examples/hello/task.yaml   one session (a scripted model \
+                  when no API key is set)\n  \
+                  harness batch TASKS_DIR                       many tasks at once, then a report\n  \
+                  harness view                                  browse every run in a browser"
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -274,5 +285,25 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Sandboxes(command) => sandboxes::run(command).await,
         Command::Images(command) => images::run(command).await,
         Command::View(args) => view::run(args).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Issue 57 §9: `harness --help` opens with what the program does for its user.
+    #[test]
+    fn the_help_opens_with_what_the_program_does() {
+        let help = Cli::command().render_help().to_string();
+        let first = help.lines().next().unwrap_or_default();
+        assert!(first.starts_with("Run a language-model agent"), "{help}");
+        assert!(!help.contains("crates"), "{help}");
+        assert!(
+            help.contains("harness run --task examples/hello/task.yaml"),
+            "{help}"
+        );
     }
 }

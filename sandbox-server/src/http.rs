@@ -126,6 +126,7 @@ fn documented_routes() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(workspace::take_snapshot))
         .routes(routes!(workspace::get_snapshot))
         .routes(routes!(workspace::get_changes))
+        .routes(routes!(workspace::get_diff))
         .routes(routes!(workspace::get_blob))
         .routes(routes!(workspace::get_archive, workspace::put_archive))
         .routes(routes!(workspace::get_fingerprint))

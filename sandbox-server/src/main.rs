@@ -7,7 +7,19 @@ use clap::Parser;
 use sandbox_server::config::{Cli, Command};
 use sandbox_server::{shutdown, telemetry};
 
-fn main() -> anyhow::Result<()> {
+/// A failure is a message, its causes after it (`error: …: …`), never a backtrace: what the
+/// operator mistyped is not a crash. A panic still shows its backtrace.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            let _ = writeln!(std::io::stderr().lock(), "error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     sandbox_server::process::ensure_standard_fds()
         .context("opening /dev/null on a closed standard descriptor")?;
     let cli = Cli::parse();

@@ -116,6 +116,8 @@ def test_an_agent_session_end_to_end(sandbox: Sandbox, relay: Relay) -> None:
     assert [(c["path"], c["change"]) for c in changes["changes"]] == [("app.py", "added")], changes
     version = next(c for c in changes["changes"] if c["path"] == "app.py")
     assert sandbox.blob(version["after"]["sha256"]) == b"print('goodbye from the sdk')\n"
+    diff = sandbox.diff(before["snapshot_id"], to=changes["snapshot_id"])
+    assert diff.startswith("diff --git a/app.py b/app.py\nnew file mode") and "+print('goodbye from the sdk')\n" in diff, diff
 
     # A process followed to its end, its stream cut in the middle: no chunk lost or repeated.
     process = sandbox.processes.start("ticker", TICKER)

@@ -1,15 +1,16 @@
 //! Process facts for the integration tests of both programs, read from `/proc`: whether a
 //! process runs, its memory, and — for a test that ran out of time — where a process, its
 //! descendants and every one of their threads wait; the output of a command that must succeed;
-//! and whether a test that needs what a plain machine lacks runs here. Besides: a
-//! sandbox-server started on a free port, the repository's root, a committed file
-//! kept current, and a bounded wait.
+//! and the one list of what tests may need that a plain machine lacks (`gates`, which the
+//! build scripts read too). Besides: a sandbox-server started on a free port, the repository's
+//! root, a committed file kept current, and a bounded wait.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+pub mod gates;
 mod server;
 
 pub use server::{bound_line, serve, spawn_server, url_of};
@@ -62,19 +63,6 @@ pub fn stdout_of(command: &mut Command) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// A test that needs what a plain machine lacks runs when its variable is set (`.ci/run` sets
-/// every one) and gets its value; otherwise it says what it skipped on stderr.
-#[allow(clippy::print_stderr)] // the skip must be seen
-pub fn needs(variable: &str, what: &str) -> Option<String> {
-    match std::env::var(variable) {
-        Ok(value) if !value.is_empty() && value != "0" => Some(value),
-        _ => {
-            eprintln!("SKIPPED: needs {variable} ({what}); bash .ci/run sets it up");
-            None
-        }
-    }
 }
 
 /// A size in KiB that `/proc/PID/status` gives under `field` (`VmRSS`, `VmHWM`, …); `None`

@@ -2,14 +2,17 @@
 //! with a sandbox-server injected, or a pod's server reached at its URL), the task's oracle or
 //! nobody is the agent when no model is, and its verifier grades ([`super::trial`]).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+use super::BenchTask;
 use super::agents::{NopModel, OracleModel};
 use super::container::{StartSpec, TaskEnvironment};
 use super::host::{ApiHost, TaskHost};
+use super::paths::TaskRoot;
 use super::run::{BenchRun, TaskPlace};
 use super::trial::{Rounds, record_images};
 use crate::flags::Agent;
@@ -25,6 +28,34 @@ use harness_runtime::session::sandbox::{read_token, short};
 use harness_runtime::session::{SessionOutcome, Stop};
 use harness_runtime::step::describe;
 use harness_runtime::step::{Step, StepError};
+
+/// The task's `[metadata] expected_broken`: its author says its oracle does not pass, and why
+/// (a demonstration, a known-bad task kept in a dataset); reports and a batch's display label
+/// its failure expected.
+pub fn expected_broken(task: &BenchTask) -> Option<String> {
+    task.metadata
+        .get("expected_broken")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+}
+
+/// The `[metadata] expected_not_runnable` of the Harbor task in `dir`: its author says this
+/// harness cannot run it here, and why (a Windows task in a dataset run on Linux). Read from
+/// its `task.toml` alone, as such a task does not load; `None` when that file is not the
+/// task's own, does not read or parse, or has no such key.
+pub fn expected_not_runnable(dir: &Path) -> Option<String> {
+    let path = TaskRoot::of(dir)
+        .ok()?
+        .resolve(&dir.join("task.toml"), "task.toml")
+        .ok()?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let config: toml::Table = toml::from_str(&text).ok()?;
+    config
+        .get("metadata")?
+        .get("expected_not_runnable")?
+        .as_str()
+        .map(str::to_owned)
+}
 
 /// A benchmark task's run, as the provider of its session's sandbox.
 #[derive(Debug)]
@@ -95,11 +126,7 @@ impl Provider for TaskProvider {
                 agent: task.network.agent.describe(),
                 verifier: task.network.verifier.describe(),
             }),
-            expected_broken: task
-                .metadata
-                .get("expected_broken")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned),
+            expected_broken: expected_broken(task),
         })
     }
 

@@ -323,7 +323,10 @@ fn openai_compat(
             model: spec.name.clone(),
         })?;
     // Optional: local servers usually need none.
-    let headers = env("OPENAI_API_KEY").as_deref().map(bearer).unwrap_or_default();
+    let headers = env("OPENAI_API_KEY")
+        .as_deref()
+        .map(bearer)
+        .unwrap_or_default();
     let model = Provider::new(chat::Chat, endpoint, base_url, headers, gates);
     Ok(Arc::new(model))
 }

@@ -6,6 +6,7 @@
 mod batch_log;
 mod bench;
 mod pictures;
+mod verdict;
 mod write;
 
 use std::collections::BTreeMap;
@@ -152,10 +153,16 @@ impl TaskRow {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Totals {
+    /// Every task (trial) of the batch: passed, failed, not runnable and not run add up to it.
     pub tasks: usize,
     pub run: usize,
     pub passed: usize,
     pub failed: usize,
+    /// Of the failed, the benchmark trials under the oracle that their task's author marks
+    /// broken on purpose.
+    pub failed_as_expected: usize,
+    /// Trials of the tasks this harness could not run here (left out of the batch: no row).
+    pub not_runnable: usize,
     pub not_run: usize,
     /// Passed over run.
     pub pass_rate: f64,
@@ -325,6 +332,12 @@ fn totals(rows: &[TaskRow], log: &BatchLog, samples: BTreeMap<String, Vec<u64>>)
         .filter(|r| r.outcome != RunOutcome::Unfinished(Unfinished::NotRun))
         .count();
     let passed = rows.iter().filter(|r| r.passed).count();
+    let failed_as_expected = rows
+        .iter()
+        .filter(|r| !r.passed && r.outcome != RunOutcome::Unfinished(Unfinished::NotRun))
+        .filter(|r| r.agent.as_deref() == Some("oracle") && r.expected_broken.is_some())
+        .count();
+    let not_runnable = log.not_runnable.len() * log.trials.max(1) as usize;
     let mut failures = BTreeMap::new();
     for failure in rows.iter().filter_map(|row| row.failure) {
         *failures.entry(failure).or_default() += 1;
@@ -338,10 +351,12 @@ fn totals(rows: &[TaskRow], log: &BatchLog, samples: BTreeMap<String, Vec<u64>>)
         })
         .collect();
     Totals {
-        tasks: rows.len(),
+        tasks: rows.len() + not_runnable,
         run,
         passed,
         failed: run - passed,
+        failed_as_expected,
+        not_runnable,
         not_run: rows.len() - run,
         pass_rate: if run == 0 {
             0.0

@@ -370,27 +370,7 @@ impl TaskFile {
             rebase(mcp);
         }
         if let Some(section) = &mut task.workspace {
-            if let Some(dir) = &mut section.dir {
-                rebase(dir);
-            }
-            if let Some(file) = &mut section.archive {
-                rebase(file);
-            }
-            if let Some(git) = &mut section.git {
-                // Whoever wrote it, git would read either as an option.
-                for (key, value) in [("repo", &git.repo), ("commit", &git.commit)] {
-                    if value.starts_with('-') {
-                        invalid!(
-                            "{}: workspace.git.{key}: `{value}` starts with `-`, which git would read as an option",
-                            path.display()
-                        );
-                    }
-                }
-                let local = base.join(&git.repo);
-                if !git.repo.contains("://") && !git.repo.contains('@') && local.exists() {
-                    git.repo = local.display().to_string();
-                }
-            }
+            section.rebase(base, path)?;
         }
         if let Some(model) = &mut task.model
             && let Some(script) = model.name.strip_prefix("script:")
@@ -407,6 +387,100 @@ impl TaskFile {
         }
         Ok(task)
     }
+}
+
+impl WorkspaceSection {
+    /// Its paths made relative to the task file's folder `base` and checked, before any
+    /// sandbox starts: a folder or an archive that is not there is named with the path it was
+    /// looked for at. `file`: the task file, for the messages.
+    fn rebase(&mut self, base: &Path, file: &Path) -> Result<(), InputError> {
+        if let Some(dir) = &mut self.dir {
+            *dir = existing(base, dir, "workspace.dir", Path::is_dir, "a folder")
+                .map_err(|why| InputError(format!("{}: {why}", file.display())))?;
+        }
+        if let Some(archive) = &mut self.archive {
+            *archive = existing(base, archive, "workspace.archive", Path::is_file, "a file")
+                .map_err(|why| InputError(format!("{}: {why}", file.display())))?;
+        }
+        if let Some(git) = &mut self.git {
+            // Whoever wrote it, git would read either as an option.
+            for (key, value) in [("repo", &git.repo), ("commit", &git.commit)] {
+                if value.starts_with('-') {
+                    invalid!(
+                        "{}: workspace.git.{key}: `{value}` starts with `-`, which git would read as an option",
+                        file.display()
+                    );
+                }
+            }
+            let local = base.join(&git.repo);
+            if !git.repo.contains("://") && !git.repo.contains('@') && local.exists() {
+                git.repo = local.display().to_string();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `written` (the value of `key`) joined to `base` when relative, if it is `what` (`is`);
+/// otherwise why not, with the path looked at and, for a near miss, the name meant.
+fn existing(
+    base: &Path,
+    written: &Path,
+    key: &str,
+    is: fn(&Path) -> bool,
+    what: &str,
+) -> Result<PathBuf, String> {
+    let path = base.join(written);
+    if is(&path) {
+        return Ok(path);
+    }
+    let state = if path.exists() {
+        format!("is not {what}")
+    } else {
+        "does not exist".to_owned()
+    };
+    let mut why = format!(
+        "{key}: `{}` {state} (looked for at {}, relative to the task file)",
+        written.display(),
+        path.display()
+    );
+    if let Some(near) = near_miss(&path, is) {
+        why.push_str(&format!("; did you mean `{near}`?"));
+    }
+    Err(why)
+}
+
+/// A sibling of `path` that is also `is` and whose name is at most two edits from its name.
+fn near_miss(path: &Path, is: fn(&Path) -> bool) -> Option<String> {
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    let siblings = std::fs::read_dir(path.parent()?).ok()?;
+    siblings
+        .flatten()
+        .take(1_000)
+        .filter(|entry| is(&entry.path()))
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .map(|sibling| (edits(&name, &sibling), sibling))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, sibling)| sibling)
+}
+
+/// The Levenshtein distance between `a` and `b`, by characters.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// A task's name: its file name without the extension (`fix-bug.yaml` is `fix-bug`).
@@ -441,57 +515,4 @@ pub fn pick_indexed(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load(text: &str) -> Result<TaskFile, InputError> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("task.yaml");
-        std::fs::write(&path, text).unwrap();
-        TaskFile::load(&path)
-    }
-
-    #[test]
-    fn unknown_keys_and_wrong_types_name_the_key_and_the_file() {
-        let err = load("prompt: hi\nmodle: {name: x}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("task.yaml") && err.contains("unknown field `modle`"),
-            "{err}"
-        );
-        let err = load("prompt: hi\nlimits: {max_turns: many}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("limits.max_turns") || err.contains("max_turns"),
-            "{err}"
-        );
-        assert!(err.contains("invalid type"), "{err}");
-        let err = load("prompt: hi\nworkspace: {zip: a.zip}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown field `zip`"), "{err}");
-        let err = load("prompt: hi\nworkspace: {dir: a, archive: b.tar}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("workspace: give only one of"), "{err}");
-        let err = load("prompt: '  '\n").unwrap_err().to_string();
-        assert!(err.contains("prompt: must not be empty"), "{err}");
-    }
-
-    #[test]
-    fn relative_paths_follow_the_task_file() {
-        let task =
-            load("prompt: hi\nworkspace: {dir: ws}\nmodel: {name: 'script:turns.yaml'}\n").unwrap();
-        let Some(WorkspaceSource::Dir(dir)) = task.workspace_source().unwrap() else {
-            panic!()
-        };
-        assert!(
-            dir.ends_with("ws") && dir.is_absolute(),
-            "{}",
-            dir.display()
-        );
-        assert!(task.model.unwrap().name.ends_with("/turns.yaml"));
-    }
-}
+mod tests;

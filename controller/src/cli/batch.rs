@@ -1,6 +1,7 @@
 //! `harness batch`: the edge that shows a batch to a person (a live bar, or a line per event)
 //! and handles Ctrl-C in two steps.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::exit_code;
 use anyhow::Context;
 use controller::batch::{
-    self, BatchConfig, BatchObserver, Progress, ProgressState, SandboxSource, Stopping,
+    self, BatchConfig, BatchObserver, Plan, Progress, ProgressState, SandboxSource, Stopping,
 };
 use harness_models::gate::Gates;
 use harness_policy::Approve;
@@ -31,38 +32,17 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
     let config = batch_config(&args)?;
+    super::static_server::ensure(
+        config
+            .tasks
+            .iter()
+            .any(|t| matches!(t.source, harness_runtime::task::TaskSource::Folder(_))),
+    )?;
     let bar = match args.progress {
         ProgressMode::Bar => true,
         ProgressMode::Lines => false,
         ProgressMode::Auto => std::io::stdout().is_terminal(),
     };
-    let benchmark = config
-        .tasks
-        .iter()
-        .filter(|t| matches!(t.source, harness_runtime::task::TaskSource::Folder(_)))
-        .count();
-    let sandboxes = match (benchmark, config.tasks.len()) {
-        (0, _) => format!(
-            "sandbox {}",
-            args.session.sandbox.as_deref().unwrap_or("local")
-        ),
-        (b, n) if b == n => "each in its own task image".to_owned(),
-        _ => format!(
-            "benchmark tasks in their own images, the others in sandbox {}",
-            args.session.sandbox.as_deref().unwrap_or("local")
-        ),
-    };
-    let trials = if args.attempts > 1 {
-        format!(" × {} trials", args.attempts)
-    } else {
-        String::new()
-    };
-    eprintln!(
-        "batch: {}{trials}, {}, {sandboxes}, log {}",
-        harness_log::text::plural(config.tasks.len() / args.attempts.max(1) as usize, "task"),
-        config.parallel_reason,
-        config.out.display()
-    );
     let metrics = args.metrics.start().await?;
     let stopping = Stopping::default();
     let on_interrupt = stop_on_interrupt(interrupt, stopping.clone());
@@ -71,6 +51,8 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
         bar,
         pending: Mutex::new(Vec::new()),
         drawn: Mutex::new(0),
+        start: start_line(&args, &config),
+        expected: Mutex::new(BTreeMap::new()),
     });
     let painter = bar.then(|| paint_every_quarter_second(&display, &progress, config.parallel));
     let gates = Arc::new(Gates::new(rules));
@@ -162,6 +144,47 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
     })
 }
 
+/// The batch's first line but its tasks, which are said once they are checked
+/// (`Display::planned`).
+struct StartLine {
+    /// ` × 3 trials`, or nothing for one.
+    trials: String,
+    /// The parallelism, the sandboxes and the batch folder.
+    settings: String,
+}
+
+fn start_line(args: &BatchArgs, config: &BatchConfig) -> StartLine {
+    let benchmark = config
+        .tasks
+        .iter()
+        .filter(|t| matches!(t.source, harness_runtime::task::TaskSource::Folder(_)))
+        .count();
+    let sandboxes = match (benchmark, config.tasks.len()) {
+        (0, _) => format!(
+            "sandbox {}",
+            args.session.sandbox.as_deref().unwrap_or("local")
+        ),
+        (b, n) if b == n => "each in its own task image".to_owned(),
+        _ => format!(
+            "benchmark tasks in their own images, the others in sandbox {}",
+            args.session.sandbox.as_deref().unwrap_or("local")
+        ),
+    };
+    let trials = if args.attempts > 1 {
+        format!(" × {} trials", args.attempts)
+    } else {
+        String::new()
+    };
+    StartLine {
+        trials,
+        settings: format!(
+            "{}, {sandboxes}, log {}",
+            config.parallel_reason,
+            config.out.display()
+        ),
+    }
+}
+
 /// Ctrl-C once: no new tasks; twice: the running ones stop too.
 fn stop_on_interrupt(
     mut interrupt: tokio::signal::unix::Signal,
@@ -225,6 +248,9 @@ struct Display {
     pending: Mutex<Vec<String>>,
     /// Lines the bar took last time it was drawn.
     drawn: Mutex<usize>,
+    start: StartLine,
+    /// Trials the oracle plays whose task is broken on purpose: why, by log folder.
+    expected: Mutex<BTreeMap<String, String>>,
 }
 
 impl Display {
@@ -341,6 +367,24 @@ fn clock(duration: Duration) -> String {
 }
 
 impl BatchObserver for Display {
+    /// The batch's first line, its tasks counted once checked: `batch: 12 tasks (1 not
+    /// runnable here: windows-only), …`.
+    fn planned(&self, plan: &Plan) {
+        let not_runnable = match plan.not_runnable.len() {
+            0 => String::new(),
+            n => format!(" ({n} not runnable here: {})", plan.not_runnable.join(", ")),
+        };
+        let line = format!(
+            "batch: {}{}{not_runnable}, {}",
+            harness_log::text::plural(plan.tasks, "task"),
+            self.start.trials,
+            self.start.settings
+        );
+        // Task names are a dataset's words: their control characters are shown.
+        eprintln!("{}", harness_log::text::terminal_safe(&line));
+        *self.expected.lock().unwrap_or_else(|p| p.into_inner()) = plan.expected_broken.clone();
+    }
+
     fn task_started(&self, task: &str, attempt: u32) {
         if !self.bar {
             self.line(format!("started  {task} (attempt {attempt})"));
@@ -348,10 +392,19 @@ impl BatchObserver for Display {
     }
 
     fn task_finished(&self, task: &str, summary: &SessionSummary) {
-        let verdict = if summary.outcome.passed() {
-            "passed"
+        let expected = self
+            .expected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(task)
+            .cloned();
+        // A failure its task's author expects is said so, not shouted.
+        let (verdict, expected) = if summary.outcome.passed() {
+            ("passed", String::new())
+        } else if let Some(why) = expected {
+            ("failed", format!(" (expected: {why})"))
         } else {
-            "FAILED"
+            ("FAILED", String::new())
         };
         let why = summary
             .outcome
@@ -359,7 +412,7 @@ impl BatchObserver for Display {
             .map(|f| format!(" [{}]", f.as_str()))
             .unwrap_or_default();
         self.line(format!(
-            "{verdict:<8} {task}: {}{why}, {}, {}, ${:.4}, {:.1} s",
+            "{verdict:<8} {task}{expected}: {}{why}, {}, {}, ${:.4}, {:.1} s",
             summary.outcome.logged().as_str(),
             harness_log::text::plural(summary.totals.turns, "turn"),
             harness_log::text::plural(summary.totals.tool_calls, "tool call"),

@@ -67,6 +67,7 @@ fn config_of(
                     dir.display()
                 );
             }
+            super::static_server::ensure(true)?;
             harness_benchmark::run::run_config(dir, &found.name, flags, trial)?
         }
     };

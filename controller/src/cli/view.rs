@@ -49,7 +49,10 @@ pub(crate) async fn run(args: ViewArgs) -> anyhow::Result<i32> {
     #[allow(clippy::print_stdout)]
     {
         println!("view: http://{address}/{login}");
-        println!("{} runs indexed; Ctrl-C stops the viewer", viewer.runs());
+        println!(
+            "{} indexed; Ctrl-C stops the viewer",
+            harness_log::text::plural(viewer.runs(), "run")
+        );
     }
     tokio::select! {
         served = viewer.serve() => served?,

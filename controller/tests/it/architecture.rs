@@ -261,6 +261,8 @@ fn only_the_sandbox_starters_hooks_and_mcp_servers_spawn_and_only_the_local_one_
             "runtime/src/sandbox/seed.rs",
             "runtime/src/hooks/run.rs",
             "runtime/src/mcp/config.rs",
+            // The binary's edge builds the static server for task containers (in a checkout).
+            "src/cli/static_server.rs",
         ],
     );
     controller_only_in("unsafe", &["runtime/src/sandbox/local.rs"]);
@@ -301,6 +303,9 @@ mod sizes;
 
 /// The manifests: one name per crate, no dependency unused.
 mod manifests;
+
+/// The tests' gates: a test that needs what a plain machine lacks is ignored with its reason.
+mod gates;
 
 /// The runtime knows no benchmark, word for word: it runs a session against a sandbox a
 /// provider gives and asks a grader for the outcome; Harbor, Terminal-Bench, their oracles and

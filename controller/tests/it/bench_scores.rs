@@ -16,10 +16,11 @@ use crate::common::{self, events, harness, repo_root};
 /// the task. The loop is ended, the files removed, the test fails, and the log, the trial's
 /// `result.json` and the report all say what it tried.
 #[tokio::test]
+#[cfg_attr(
+    not(all(harness_docker, harness_harbor_python)),
+    ignore = "needs HARNESS_TEST_DOCKER=1 and HARNESS_TEST_HARBOR_PYTHON=PATH (bash .ci/run sets them up)"
+)]
 async fn issue_25_an_agent_that_writes_its_own_reward_fails_and_is_shown() {
-    if !common::docker() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("job");
     let hacker = repo_root().join("examples/agents/reward-hacker.yaml");
@@ -110,10 +111,11 @@ async fn issue_25_an_agent_that_writes_its_own_reward_fails_and_is_shown() {
 /// `PATH`, a patched module) in a task whose tests always fail: whatever the reward, the log,
 /// `result.json` and the report say `tampered`, naming each change.
 #[tokio::test]
+#[cfg_attr(
+    not(all(harness_docker, harness_harbor_python)),
+    ignore = "needs HARNESS_TEST_DOCKER=1 and HARNESS_TEST_HARBOR_PYTHON=PATH (bash .ci/run sets them up)"
+)]
 async fn issue_55_an_agent_that_changes_what_runs_the_tests_is_shown() {
-    if !common::docker() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     HarborTask::quick(
@@ -191,10 +193,11 @@ fn all_of<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// errors by class; the job's `result.json` says the same as Harbor reads it. It is never
 /// retried (only the infrastructure is), and a resume leaves it: it has its score.
 #[tokio::test]
+#[cfg_attr(
+    not(all(harness_docker, harness_harbor_python)),
+    ignore = "needs HARNESS_TEST_DOCKER=1 and HARNESS_TEST_HARBOR_PYTHON=PATH (bash .ci/run sets them up)"
+)]
 async fn issue_25_every_trial_counts_for_what_it_was() {
-    if !common::docker() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     HarborTask::quick(
@@ -287,10 +290,11 @@ async fn issue_25_every_trial_counts_for_what_it_was() {
 /// instruction, workdir files, tests and trajectory; the trial's reward is the steps' mean, and
 /// a step below its `min_reward` stops the task there. Harbor's models read every file.
 #[tokio::test]
+#[cfg_attr(
+    not(all(harness_docker, harness_harbor_python)),
+    ignore = "needs HARNESS_TEST_DOCKER=1 and HARNESS_TEST_HARBOR_PYTHON=PATH (bash .ci/run sets them up)"
+)]
 async fn issue_25_a_multi_step_task_runs_its_steps_and_stops_when_one_fails() {
-    if !common::docker() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let task = dataset().join("multi-step-notes");
     let out = dir.path().join("oracle");
@@ -362,10 +366,11 @@ async fn issue_25_a_multi_step_task_runs_its_steps_and_stops_when_one_fails() {
 /// address, not around the proxy, not a resolver), and the verifier's phase reaches nothing.
 /// The proxy's decisions are in the log.
 #[tokio::test]
+#[cfg_attr(
+    not(all(harness_docker, harness_harbor_python)),
+    ignore = "needs HARNESS_TEST_DOCKER=1 and HARNESS_TEST_HARBOR_PYTHON=PATH (bash .ci/run sets them up)"
+)]
 async fn issue_25_an_allow_list_holds_in_each_phase() {
-    if !common::docker() {
-        return;
-    }
     let network = format!("harness-test-net-{}", std::process::id());
     let hosts = repo_root().join("examples/network/hosts.sh");
     let up = std::process::Command::new("bash")
@@ -429,10 +434,11 @@ async fn issue_25_an_allow_list_holds_in_each_phase() {
 /// the verifier as `[verifier].user` (root), and a step that asks for another agent user is
 /// refused by name rather than run as the wrong one.
 #[tokio::test]
+#[cfg_attr(
+    not(harness_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1 (bash .ci/run sets it up)"
+)]
 async fn issue_25_each_phase_runs_as_its_user() {
-    if !common::docker() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let users = "[agent]\ntimeout_sec = 60\nuser = \"agent\"\n[verifier]\ntimeout_sec = 30\nuser = \"root\"\n[environment]\nallow_internet = false\n";

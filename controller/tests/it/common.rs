@@ -83,6 +83,8 @@ pub fn command(args: &[&str]) -> Command {
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .env("RUST_LOG", "warn")
+        // A test never builds the static server: `bash .ci/run` builds it before the tests.
+        .env("HARNESS_NO_BUILD", "1")
         .env("CONTROLLER_LOG_DIR", log_root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -305,24 +307,8 @@ pub fn call_turn(tool: &str, args: &serde_json::Value) -> String {
     )
 }
 
-/// A test that needs what a plain machine lacks runs when its variable is set (`.ci/run` sets
-/// every one); otherwise it says what it skipped on stderr, and the build warns (build.rs).
-/// Whether the Docker tests run here (`HARNESS_TEST_DOCKER`, which `bash .ci/run` sets).
-pub fn docker() -> bool {
-    needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and the sandbox image",
-    )
-    .is_some()
-}
-
-/// Whether the tests in a real browser run here (`HARNESS_TEST_BROWSER`).
-pub fn browser_tests_enabled() -> bool {
-    needs("HARNESS_TEST_BROWSER", "Chromium").is_some()
-}
-
 /// Headless Chromium (the first of its names installed) with a profile of its own and
-/// `args`, run to the end.
+/// `args`, run to the end (for the tests that need `HARNESS_TEST_BROWSER`).
 pub fn chromium<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
     let browser = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
@@ -348,8 +334,6 @@ pub fn chromium<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
         .output()
         .unwrap()
 }
-
-pub use testkit::needs;
 
 /// A CA made here, and a certificate it issued for `localhost` with its key: (CA, certificate,
 /// key), PEM.

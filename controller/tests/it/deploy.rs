@@ -4,8 +4,8 @@
 //! here, picked by its completion index, with its log where the Job's readers look.
 //!
 //! No cluster runs here: these need `kubectl` and `kubernetes-validate`, so they run when
-//! `HARNESS_TEST_DEPLOY=1` is set (CI installs both and sets it); without
-//! it they skip, saying so (and the build warns).
+//! `HARNESS_TEST_DEPLOY=1` is set (CI installs both and sets it); without it they are ignored,
+//! saying so (and the build warns).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,10 +52,11 @@ pub fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(harness_deploy),
+    ignore = "needs HARNESS_TEST_DEPLOY=1 (bash .ci/run sets it up)"
+)]
 fn the_manifests_render_and_validate_strictly() {
-    if common::needs("HARNESS_TEST_DEPLOY", "kubectl and kubernetes-validate").is_none() {
-        return;
-    }
     let scratch = tempfile::tempdir().unwrap();
     for dir in [
         "sandbox",
@@ -122,10 +123,11 @@ fn local_pod_args(args: &[String], folder: &Path, runs: &Path, job_name: &str) -
 /// What a pod of the Job runs, run here: each completion index picks its task from the
 /// ConfigMap's files, and the log lands in `<log-dir>/<task name>/`.
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_deploy),
+    ignore = "needs HARNESS_TEST_DEPLOY=1 (bash .ci/run sets it up)"
+)]
 async fn each_completion_index_runs_its_task_as_the_job_pod_would() {
-    if common::needs("HARNESS_TEST_DEPLOY", "kubectl and kubernetes-validate").is_none() {
-        return;
-    }
     let (_, docs) = render("evaluation");
     let job = find(&docs, "Job", "harness-eval");
     let configmap = find(&docs, "ConfigMap", "tasks");
@@ -265,18 +267,11 @@ fn strings(value: &Value) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(all(harness_deploy, harness_docker)),
+    ignore = "needs HARNESS_TEST_DEPLOY=1 and HARNESS_TEST_DOCKER=1 (bash .ci/run sets them up)"
+)]
 async fn a_benchmark_task_job_runs_its_own_image_with_the_injected_server() {
-    if common::needs("HARNESS_TEST_DEPLOY", "kubectl and kubernetes-validate").is_none() {
-        return;
-    }
-    if common::needs(
-        "HARNESS_TEST_DOCKER",
-        "a Docker engine and a loopback registry",
-    )
-    .is_none()
-    {
-        return;
-    }
     let repo = common::repo_root();
     let dataset = repo.join("examples/benchmarks");
     let scratch = tempfile::tempdir().unwrap();

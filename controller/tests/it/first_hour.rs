@@ -116,11 +116,16 @@ async fn a_refused_call_says_so_and_a_script_without_verdicts_fails_loudly() {
 #[tokio::test]
 async fn a_failed_tasks_reason_is_in_every_view_of_the_batch() {
     let tasks = tempfile::tempdir().unwrap();
+    // An archive that is there (the task loads) but is no tar archive: the session fails as
+    // its workspace is seeded.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let archive = elsewhere.path().join("bad.tar");
+    std::fs::write(&archive, [b'x'; 1024]).unwrap();
     write_task(
         tasks.path(),
         "missingws",
         DONE,
-        "workspace:\n  dir: ./nope\n",
+        &format!("workspace:\n  archive: {}\n", archive.display()),
     );
     let out = tempfile::tempdir().unwrap().path().join("batch");
     let run = common::run(
@@ -133,9 +138,9 @@ async fn a_failed_tasks_reason_is_in_every_view_of_the_batch() {
     )
     .await;
     assert_eq!(run.code, 9, "{}", run.stderr);
-    let reason = "workspace.dir";
+    let reason = "bad.tar";
     assert!(
-        run.stdout.contains(reason) && run.stdout.contains("not a folder"),
+        run.stdout.contains(reason) && run.stdout.contains("a broken tar entry"),
         "{}",
         run.stdout
     );
@@ -147,12 +152,15 @@ async fn a_failed_tasks_reason_is_in_every_view_of_the_batch() {
     );
     let row = row(&report(&out), "missingws").clone();
     assert!(
-        row["reason"].as_str().unwrap().contains("not a folder"),
+        row["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a broken tar entry"),
         "{row}"
     );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
-        html.contains("not a folder"),
+        html.contains("a broken tar entry"),
         "the HTML report has the reason"
     );
 }
@@ -226,10 +234,11 @@ async fn max_turns_zero_is_a_usage_error_and_a_step_past_the_end_is_refused() {
 /// §4: a benchmark task built on this project's base image, when the engine lacks it, is named
 /// with the command that makes it (not the engine's lookup of a registry it cannot reach).
 #[tokio::test]
+#[cfg_attr(
+    not(harness_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1 (bash .ci/run sets it up)"
+)]
 async fn a_missing_base_image_is_named_with_the_command_that_makes_it() {
-    if common::needs("HARNESS_TEST_DOCKER", "a Docker engine").is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     HarborTask {
@@ -250,4 +259,54 @@ async fn a_missing_base_image_is_named_with_the_command_that_makes_it() {
             && reason.contains("docker/build-base-image.sh"),
         "{reason}\n{said}"
     );
+}
+
+/// Issue 57 §5: a task whose workspace folder is not there is refused as it loads, naming the
+/// value as written, where it was looked for and the folder probably meant: `harness run`
+/// before any session or log, `harness batch` before it starts, with no batch folder.
+#[tokio::test]
+async fn a_missing_workspace_folder_is_refused_before_anything_starts() {
+    let tasks = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tasks.path().join("workspace")).unwrap();
+    let task = write_task(tasks.path(), "typo", DONE, "workspace: {dir: workspce}\n");
+    let logs = tempfile::tempdir().unwrap();
+    let run = common::harness(
+        &[
+            "run",
+            "--log-dir",
+            logs.path().to_str().unwrap(),
+            "--task",
+            task.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let looked = tasks.path().join("workspce");
+    for needle in [
+        "workspace.dir: `workspce` does not exist".to_owned(),
+        format!("looked for at {}", looked.display()),
+        "did you mean `workspace`?".to_owned(),
+    ] {
+        assert!(run.stderr.contains(&needle), "{needle}: {}", run.stderr);
+    }
+    assert!(
+        !run.stderr.contains("log: "),
+        "no session began: {}",
+        run.stderr
+    );
+    assert_eq!(std::fs::read_dir(logs.path()).unwrap().count(), 0, "no log");
+    let out = tempfile::tempdir().unwrap().path().join("batch");
+    let run = common::run(
+        batch(&["--out", out.to_str().unwrap(), task.to_str().unwrap()]),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("the batch did not start") && run.stderr.contains("`workspce`"),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists(), "no batch folder");
 }

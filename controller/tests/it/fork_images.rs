@@ -109,10 +109,11 @@ async fn children_began_at(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1 (bash .ci/run sets it up)"
+)]
 async fn container_children_start_from_one_image_of_the_workspace_kept_or_removed() {
-    if !common::docker() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let (log, all) = recorded(dir.path()).await;
     let session = all[0]["data"]["session_id"].as_str().unwrap().to_owned();
@@ -199,10 +200,11 @@ async fn container_children_start_from_one_image_of_the_workspace_kept_or_remove
 /// A fork killed before it removed its image leaves it for `sandboxes prune`, which removes it
 /// once its fork is gone; an image kept with `--keep-state` stays (until `--all`).
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_docker),
+    ignore = "needs HARNESS_TEST_DOCKER=1 (bash .ci/run sets it up)"
+)]
 async fn prune_removes_the_image_of_a_killed_fork_and_keeps_a_kept_one() {
-    if !common::docker() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     // A pid that no process has: a finished child's.
     let gone = {

@@ -26,6 +26,9 @@ mod batch_pools;
 mod batch_stops;
 /// `harness batch`: parallel tasks, retries, the report, bad batches refused.
 mod batches;
+/// Issue 57 §2: a benchmark batch counts its tasks once and ends saying whether it went as
+/// expected (no Docker).
+mod bench_expected;
 /// Issue 24 §3: a benchmark task folder's links, a task's server's names, big files (no Docker).
 mod bench_folders;
 /// `replay fork` of a benchmark session: children in the task's image, graded (Docker).

@@ -52,11 +52,12 @@ fn start_http(python: &str) -> (HttpServer, String) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_mcp_python),
+    ignore = "needs HARNESS_TEST_MCP_PYTHON=PATH (bash .ci/run sets it up)"
+)]
 async fn mcp_tools_pass_the_hooks_rules_and_log_like_any_tool() {
-    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
-    else {
-        return;
-    };
+    let python = testkit::gates::value("HARNESS_TEST_MCP_PYTHON");
     let dir = tempfile::tempdir().unwrap();
     let (_web, url) = start_http(&python);
     let script = server_script().display().to_string();
@@ -225,11 +226,12 @@ async fn session(dir: &Path, name: &str, turns: &str) -> (common::Run, Vec<Value
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_mcp_python),
+    ignore = "needs HARNESS_TEST_MCP_PYTHON=PATH (bash .ci/run sets it up)"
+)]
 async fn a_lazy_server_starts_at_its_first_call_and_many_tools_are_found_by_search() {
-    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
-    else {
-        return;
-    };
+    let python = testkit::gates::value("HARNESS_TEST_MCP_PYTHON");
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("started");
     let script = server_script().display().to_string();
@@ -315,11 +317,12 @@ async fn a_lazy_server_starts_at_its_first_call_and_many_tools_are_found_by_sear
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_mcp_python),
+    ignore = "needs HARNESS_TEST_MCP_PYTHON=PATH (bash .ci/run sets it up)"
+)]
 async fn a_server_can_run_inside_the_sandbox() {
-    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
-    else {
-        return;
-    };
+    let python = testkit::gates::value("HARNESS_TEST_MCP_PYTHON");
     let dir = tempfile::tempdir().unwrap();
     // A tag the server ignores, to find its process (the sandbox lets it write only in the
     // workspace, so it cannot leave a marker file here).
@@ -351,11 +354,12 @@ async fn a_server_can_run_inside_the_sandbox() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_mcp_python),
+    ignore = "needs HARNESS_TEST_MCP_PYTHON=PATH (bash .ci/run sets it up)"
+)]
 async fn the_workspace_mcp_json_is_used_only_when_asked_and_runs_in_the_sandbox() {
-    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
-    else {
-        return;
-    };
+    let python = testkit::gates::value("HARNESS_TEST_MCP_PYTHON");
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
     std::fs::create_dir(&workspace).unwrap();

@@ -6,7 +6,6 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common;
 use crate::deploy::{deploy, find, render};
 
 /// The port a `host:port` address names.
@@ -34,10 +33,11 @@ fn scraped_port(template: &Value) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(harness_deploy),
+    ignore = "needs HARNESS_TEST_DEPLOY=1 (bash .ci/run sets it up)"
+)]
 fn every_scraped_pod_serves_metrics_where_it_says() {
-    if common::needs("HARNESS_TEST_DEPLOY", "kubectl and kubernetes-validate").is_none() {
-        return;
-    }
     // The standalone sandbox: --metrics-listen (by its variable) on the annotated port.
     let (_, docs) = render("sandbox");
     let template = &find(&docs, "Deployment", "sandbox")["spec"]["template"];
@@ -114,15 +114,11 @@ fn every_scraped_pod_serves_metrics_where_it_says() {
 }
 
 #[test]
+#[cfg_attr(
+    not(harness_prometheus),
+    ignore = "needs HARNESS_TEST_PROMETHEUS=1 (bash .ci/run sets it up)"
+)]
 fn prometheus_accepts_the_config_and_the_rules_pass_their_tests() {
-    if common::needs(
-        "HARNESS_TEST_PROMETHEUS",
-        "promtool, from Debian's prometheus",
-    )
-    .is_none()
-    {
-        return;
-    }
     let folder = deploy().join("monitoring");
     for args in [
         vec!["check", "config", "prometheus.yml"],

@@ -187,10 +187,11 @@ async fn the_transcript_renders_as_markdown_and_html(log: &Path, dir: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_browser),
+    ignore = "needs HARNESS_TEST_BROWSER=1 (bash .ci/run sets it up)"
+)]
 async fn a_transcript_renders_in_a_real_browser() {
-    if !common::browser_tests_enabled() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let (_, log) = recorded_session(dir.path()).await;
     let html_path = dir.path().join("session.html");

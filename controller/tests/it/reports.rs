@@ -234,10 +234,11 @@ fn each_report_has_its_charts_and_step_times(a: &Path, b: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_browser),
+    ignore = "needs HARNESS_TEST_BROWSER=1 (bash .ci/run sets it up)"
+)]
 async fn the_report_and_a_transcript_render_with_their_pictures_in_a_browser() {
-    if !common::browser_tests_enabled() {
-        return;
-    }
     let root = tempfile::tempdir().unwrap();
     let (_, b) = two_batches(root.path()).await;
     let artifacts = Path::new(env!("CARGO_TARGET_TMPDIR"))

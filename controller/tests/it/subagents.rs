@@ -53,9 +53,9 @@ pub(crate) fn result_of(all: &[Value], id: &str) -> String {
         .to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
-    let dir = tempfile::tempdir().unwrap();
+/// A task whose model starts two helpers at once, one in its workspace and one in a copy (which
+/// tries a helper of its own), then looks at what they did.
+fn two_helpers(dir: &Path) -> PathBuf {
     let shared = json!({"turns": [
         {"text": "writing", "tool_calls": [write("a.txt", "from the shared child\n")], "cost": 0.01},
         {"text": "wrote a.txt"},
@@ -76,12 +76,18 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
         {"text": "check", "tool_calls": [bash("cat a.txt b.txt; ls; readlink sub/link")]},
         {"text": "Both done."},
     ]});
-    let task = write_task(
-        dir.path(),
+    write_task(
+        dir,
         &script,
         &json!({"max_turns": 10}),
         &json!({"max_depth": 1}),
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = two_helpers(dir.path());
     let target = dir.path().join("target");
     let parent = run(&task, &target, &[]).await;
     assert_eq!(parent.code, 0, "{}", parent.stderr);
@@ -239,8 +245,8 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
     assert!((run["subagent_cost"].as_f64().unwrap() - 0.03).abs() < 1e-9);
     assert_eq!(run["tool_calls"]["agent"], 2);
 
-    // ATIF: each child's trajectory embedded, the call's result referring to it; Harbor's own
-    // model accepts it when a Python with Harbor is at hand (.ci/run makes one).
+    // ATIF: each child's trajectory embedded, the call's result referring to it (Harbor's own
+    // model reads it in `harbor_accepts_the_exported_trajectory_of_a_session_with_subagents`).
     let exported = dir.path().join("trajectory.json");
     let export = common::harness(
         &common::export_args(&log, &exported),
@@ -271,18 +277,6 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
         })
         .collect();
     assert_eq!(refs.len(), 2);
-    if let Ok(python) = std::env::var("HARNESS_TEST_HARBOR_PYTHON") {
-        let check = "import json,sys\nfrom harbor.models.trajectories import Trajectory\nTrajectory.model_validate(json.load(open(sys.argv[1])))\nprint('valid')";
-        let output = std::process::Command::new(python)
-            .args(["-c", check, exported.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "Harbor refused the trajectory: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
 
     // A rerun notices when a child's workspace went another way: its file changed in its log.
     let shared_log = log.join(started[0]["data"]["log_dir"].as_str().unwrap());
@@ -325,6 +319,38 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
             refused.stderr
         );
     }
+}
+
+/// Harbor's own model accepts the ATIF trajectory of a session with subagents, each child's
+/// embedded.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_harbor_python),
+    ignore = "needs HARNESS_TEST_HARBOR_PYTHON=PATH (bash .ci/run sets it up)"
+)]
+async fn harbor_accepts_the_exported_trajectory_of_a_session_with_subagents() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = two_helpers(dir.path());
+    let parent = run(&task, &dir.path().join("target"), &[]).await;
+    assert_eq!(parent.code, 0, "{}", parent.stderr);
+    let log = parent.log_dir();
+    let exported = dir.path().join("trajectory.json");
+    let export = common::harness(
+        &common::export_args(&log, &exported),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let check = "import json,sys\nfrom harbor.models.trajectories import Trajectory\nTrajectory.model_validate(json.load(open(sys.argv[1])))\nprint('valid')";
+    let output = std::process::Command::new(testkit::gates::value("HARNESS_TEST_HARBOR_PYTHON"))
+        .args(["-c", check, exported.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "Harbor refused the trajectory: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

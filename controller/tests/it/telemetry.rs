@@ -61,13 +61,12 @@ fn ancestry(spans: &HashMap<String, Value>, span: &Value) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_otlp_python),
+    ignore = "needs HARNESS_TEST_OTLP_PYTHON=PATH (bash .ci/run sets it up)"
+)]
 async fn a_session_is_one_trace_across_both_programs() {
-    let Some(python) = common::needs(
-        "HARNESS_TEST_OTLP_PYTHON",
-        "a Python with opentelemetry-proto",
-    ) else {
-        return;
-    };
+    let python = testkit::gates::value("HARNESS_TEST_OTLP_PYTHON");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("spans.jsonl");
     let port_file = dir.path().join("port");
@@ -212,10 +211,11 @@ async fn expect_value(prometheus: &str, promql: &str, expected: f64) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_prometheus),
+    ignore = "needs HARNESS_TEST_PROMETHEUS=1 (bash .ci/run sets it up)"
+)]
 async fn prometheus_scrapes_a_server_and_a_batch() {
-    if common::needs("HARNESS_TEST_PROMETHEUS", "prometheus (Debian's package)").is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     // A sandbox behind a token, which Prometheus presents from the same file.
     let token_file = dir.path().join("token");

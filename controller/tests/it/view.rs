@@ -264,14 +264,13 @@ fn workspace_steps(session: &Path) -> Vec<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_playwright_python),
+    ignore = "needs HARNESS_TEST_PLAYWRIGHT_PYTHON=PATH (bash .ci/run sets it up)"
+)]
 async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_follows_a_live_batch()
  {
-    let Some(python) = common::needs(
-        "HARNESS_TEST_PLAYWRIGHT_PYTHON",
-        "a Python with Playwright, and Chromium",
-    ) else {
-        return;
-    };
+    let python = testkit::gates::value("HARNESS_TEST_PLAYWRIGHT_PYTHON");
     let root = tempfile::tempdir().unwrap();
     let (batch_a, _) = two_batches(root.path());
     let session = batch_a.join("alpha");
@@ -495,4 +494,21 @@ fn the_workspace_tree_pages_and_filters_what_changed() {
     let url = format!("{}api/workspace/tree?id={id}&step=1&limit=0", viewer.base);
     let (code, body) = get(&url, &[]);
     assert!(code == 400 && body.contains("limit: 0"), "{code} {body}");
+}
+
+/// Issue 57 §9: a second viewer on a port in use says what to do, port 0 among it.
+#[test]
+fn a_port_in_use_is_named_with_the_way_to_a_free_one() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap().to_string();
+    let root = tempfile::tempdir().unwrap();
+    let output = common::command(&["view", "--listen", &at, root.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--listen {at}")) && stderr.contains("--listen 127.0.0.1:0"),
+        "{stderr}"
+    );
 }

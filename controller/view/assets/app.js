@@ -50,6 +50,11 @@ const fmt = {
   when: (ts) => (ts ? ts.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '–'),
 };
 
+// `1 run`, `2 runs`.
+function plural(n, noun) {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
 function badge(text, cls) {
   return h('span', { class: `badge ${cls || text}` }, text);
 }
@@ -173,7 +178,7 @@ async function runsView(params, root) {
     const data = await api(`/api/runs?${query({ kind: state.kind || undefined, status: state.status || undefined, failure: state.failure || undefined, q: state.q || undefined, all: state.all ? 'true' : undefined, since: force ? undefined : state.generation })}`);
     if (mine !== ticket || data.unchanged) return;
     state.generation = data.generation;
-    count.textContent = `${data.total} runs${data.total > data.runs.length ? ` (first ${data.runs.length} shown)` : ''}${data.cut ? '; more than the index holds' : ''}`;
+    count.textContent = `${plural(data.total, 'run')}${data.total > data.runs.length ? ` (first ${data.runs.length} shown)` : ''}${data.cut ? '; more than the index holds' : ''}`;
     table.replaceChildren(h('tr', {}, h('th', {}, ''), h('th', {}, 'run'), h('th', {}, 'kind'), h('th', {}, 'status'), h('th', {}, 'task'),
       h('th', {}, 'model'), h('th', {}, 'outcome'), h('th', { class: 'num' }, 'reward'), h('th', { class: 'num' }, 'cost'),
       h('th', { class: 'num' }, 'duration'), h('th', {}, 'started')));
@@ -635,7 +640,7 @@ async function searchView(params, root) {
   document.getElementById('search').value = q;
   const data = await api(`/api/search?${query({ q })}`);
   root.replaceChildren(h('h1', {}, `Search: ${q}`),
-    h('p', { class: 'muted' }, `${data.hits.length} hits in ${data.runs_searched} runs${data.complete ? '' : ' (stopped early: refine the search)'}`),
+    h('p', { class: 'muted' }, `${plural(data.hits.length, 'hit')} in ${plural(data.runs_searched, 'run')}${data.complete ? '' : ' (stopped early: refine the search)'}`),
     h('div', { testid: 'hits' }, data.hits.map((hit) => h('div', { class: 'hit', testid: 'hit', data: { what: hit.what, run: hit.run } },
       h('div', { class: 'what' }, `${hit.what} · `, runLink(hit.run, hit.name), hit.seq !== null ? ` · #${hit.seq}` : ''),
       h('a', { href: `#/run?${query({ id: hit.run, line: hit.line === null ? undefined : hit.line })}` }, h('pre', {}, hit.text))))));

@@ -152,7 +152,7 @@ impl Viewer {
         }
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
-            .map_err(|err| ViewError::Start(format!("--listen {}: {err}", config.listen)))?;
+            .map_err(|err| ViewError::Start(bind_failed(config.listen, &err)))?;
         let app = Arc::new(App {
             index: Index::new(config.dirs),
             pager: Pager::default(),
@@ -198,4 +198,17 @@ impl Viewer {
         refresh.abort();
         served
     }
+}
+
+/// Why `--listen at` could not be bound, and for a port in use what to do instead.
+fn bind_failed(at: std::net::SocketAddr, err: &std::io::Error) -> String {
+    let mut why = format!("--listen {at}: {err}");
+    if err.kind() == std::io::ErrorKind::AddrInUse {
+        why.push_str(&format!(
+            ": another viewer (or another program) serves there; stop it, choose another port, \
+             or give --listen {} for a free one (the address is printed)",
+            std::net::SocketAddr::new(at.ip(), 0)
+        ));
+    }
+    why
 }

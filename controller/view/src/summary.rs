@@ -203,7 +203,7 @@ fn fold(summary: &mut Summary, line: &Line<'_>) {
         View::BatchStarted(batch) => {
             summary.kind = Some(Kind::Batch);
             let tasks = batch.n_tasks() as u64;
-            summary.task = format!("{tasks} tasks");
+            summary.task = harness_log::text::plural(tasks, "task");
             counts(summary).tasks = tasks;
         }
         View::TaskStarted(_) => counts(summary).started += 1,

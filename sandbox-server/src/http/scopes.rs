@@ -56,6 +56,7 @@ pub(crate) fn of_request(
         | "/v1/blobs/{sha256}"
         | "/v1/state/fingerprint"
         | "/v1/workspace/changes"
+        | "/v1/workspace/diff"
         | "/v1/workspace/snapshot"
         | "/v1/workspace/snapshots/{id}" => Needs::Scope(Read),
         route if route.starts_with("/v1/processes") || route.starts_with("/v1/shells") => {

@@ -19,6 +19,7 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 use utoipa::IntoParams;
 
+use super::extract::QueryArgs;
 use super::{ApiError, AppState};
 use crate::sandbox::blocking;
 use crate::sandbox::snapshot::{self, SnapshotError};
@@ -173,6 +174,96 @@ pub(crate) async fn changes_since(
         changes: snapshot::diff(&base, &manifest),
         skipped: snapshot::skipped(&skipped),
     })
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct DiffQuery {
+    /// The snapshot the diff starts from (required).
+    #[param(required = true)]
+    since: Option<String>,
+    /// A later snapshot the diff ends at; without it, the workspace as it is now (a new
+    /// snapshot is taken, and its id answered in `Sandbox-Snapshot-Id`).
+    to: Option<String>,
+    /// The most bytes of diff answered, 1 to 16777216 (1048576 when absent); past it the diff
+    /// ends with a `# diff truncated` line and `Sandbox-Diff-Truncated` is `true`.
+    #[param(minimum = 1, maximum = 16777216)]
+    max_bytes: Option<u64>,
+}
+
+/// The header naming the snapshot a diff ends at.
+const SNAPSHOT_HEADER: &str = "sandbox-snapshot-id";
+/// The header saying whether a diff was cut at `max_bytes`.
+const TRUNCATED_HEADER: &str = "sandbox-diff-truncated";
+
+/// The changes since a snapshot as one unified diff, git style: a `diff --git` header per file
+/// (with `new file`, `deleted file` and mode lines), its hunks from the kept versions (3 lines
+/// of context), `Binary files … differ` for content with a NUL byte or that is not UTF-8, and a
+/// line saying why for a side over 512 KiB or not kept. Folders have no lines.
+#[utoipa::path(
+    get, path = "/v1/workspace/diff", tag = "workspace",
+    params(DiffQuery),
+    responses(
+        (status = 200, content_type = "text/x-diff", body = String, headers(
+            ("Sandbox-Snapshot-Id" = String, description = "The snapshot the diff ends at: `to`, or the one taken now (pass it as the next `since`)"),
+            ("Sandbox-Diff-Truncated" = bool, description = "Whether the diff was cut at `max_bytes`"),
+        )),
+        (status = 404, description = "Unknown snapshot", body = ErrorResponse),
+        (status = 413, description = "The workspace holds more paths than a scan may (`--scan-max-entries`; `payload_too_large`); no new snapshot is recorded", body = ErrorResponse),
+        (status = 422, description = "`since` is missing, or `max_bytes` is out of range", body = ErrorResponse),
+    ),
+)]
+pub(crate) async fn get_diff(
+    State(state): State<AppState>,
+    QueryArgs(query): QueryArgs<DiffQuery>,
+) -> Result<Response, ApiError> {
+    let since = query.since.ok_or_else(|| {
+        ApiError::InvalidArguments(
+            "since: required (a snapshot id from POST /v1/workspace/snapshot)".to_owned(),
+        )
+    })?;
+    let max_bytes = match query.max_bytes {
+        None => 1 << 20,
+        Some(n @ 1..=16_777_216) => n as usize,
+        Some(n) => {
+            return Err(ApiError::InvalidArguments(format!(
+                "max_bytes: {n} is out of range (1 to 16777216)"
+            )));
+        }
+    };
+    let (changes, end) = match query.to {
+        Some(to) => {
+            let known = |id: &str| {
+                state
+                    .state
+                    .snapshots
+                    .get(id)
+                    .ok_or_else(|| SnapshotError::Unknown(id.to_owned()))
+            };
+            let (base, after) = (known(&since)?, known(&to)?);
+            (snapshot::diff(&base, &after), to)
+        }
+        None => {
+            let changes = changes_since(&state, since).await?;
+            (changes.changes, changes.snapshot_id)
+        }
+    };
+    let shared = state.state.clone();
+    let (text, truncated) =
+        blocking(move || snapshot::unified::unified(&changes, &shared.blobs, max_bytes)).await?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/x-diff; charset=utf-8"),
+    );
+    let end = HeaderValue::from_str(&end)
+        .map_err(|err| ApiError::Internal(format!("snapshot id as a header: {err}")))?;
+    headers.insert(SNAPSHOT_HEADER, end);
+    headers.insert(
+        TRUNCATED_HEADER,
+        HeaderValue::from_static(if truncated { "true" } else { "false" }),
+    );
+    Ok((headers, text).into_response())
 }
 
 /// The content of a file version named in a manifest or a change list.

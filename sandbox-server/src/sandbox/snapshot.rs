@@ -494,6 +494,7 @@ impl From<io::Error> for SnapshotError {
 }
 
 pub mod restore;
+pub mod unified;
 
 #[cfg(test)]
 mod tests;

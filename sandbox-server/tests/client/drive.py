@@ -199,6 +199,9 @@ def workspace_routes():
     blob = call("workspace", "get_blob", 200, sha256=added[0].after.sha256)
     assert blob.content == b"new\n", blob.content
     parsed(call("workspace", "get_changes", 404, since="snap_999999"), models.ErrorResponse)
+    diff = call("workspace", "get_diff", 200, since=snapshot.snapshot_id, to=changes.snapshot_id)
+    assert b"+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n" in diff.content, diff.content
+    assert diff.headers["sandbox-diff-truncated"] == "false", diff.headers
     archive = call("workspace", "get_archive", 200)
     with tarfile.open(fileobj=io.BytesIO(archive.content)) as tar:
         assert "new.txt" in tar.getnames(), tar.getnames()

@@ -366,10 +366,6 @@ pub fn read_pid_file(path: &Path) -> u32 {
         .unwrap()
 }
 
-/// A test that needs what a plain machine lacks runs when its variable is set (`.ci/run` sets
-/// every one); otherwise it says what it skipped on stderr, and the build warns (build.rs).
-pub use testkit::needs;
-
 /// Shows what a failing test needs seen (the test harness captures it with the test's output).
 #[allow(clippy::print_stderr)]
 pub fn report(text: &str) {

@@ -270,3 +270,26 @@ async fn a_refused_request_with_a_body_closes_its_connection() {
     assert!(written.starts_with("http/1.1 201"), "{written}");
     assert!(!written.contains("connection: close"), "{written}");
 }
+
+/// Issue 57 §9: a configuration mistake is a message naming it, with no backtrace even when
+/// `RUST_BACKTRACE` asks for one (a backtrace is for a crash).
+#[test]
+fn a_configuration_error_is_a_message_not_a_backtrace() {
+    let missing = tempfile::tempdir()
+        .unwrap()
+        .path()
+        .join("no-such-workspace");
+    let output = std::process::Command::new(common::binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(&missing)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: --workspace") && stderr.contains("no-such-workspace"),
+        "{stderr}"
+    );
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+}

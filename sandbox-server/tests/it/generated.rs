@@ -39,8 +39,8 @@ async fn curl_examples_work_against_a_live_server() {
     }
     assert!(blocks.len() >= 10, "found only {} examples", blocks.len());
 
-    let token_file = server.workspace.path().join("../curl-token");
-    std::fs::write(&token_file, common::TOKEN).unwrap();
+    // The folder the page asks the reader to set once, `DEMO`; no example writes elsewhere.
+    let demo = tempfile::tempdir().unwrap();
     let mut script = String::from("set -u\n");
     for (idx, block) in blocks.iter().enumerate() {
         script.push_str(&format!("echo '@@@ block {idx}'\n{block}\necho\n"));
@@ -51,6 +51,7 @@ async fn curl_examples_work_against_a_live_server() {
         .current_dir(server.workspace.path())
         .env("SANDBOX", &server.base)
         .env("TOKEN", common::TOKEN)
+        .env("DEMO", demo.path())
         // The TLS examples start servers of their own, by name.
         .env("PATH", {
             let bin = common::binary();
@@ -60,10 +61,15 @@ async fn curl_examples_work_against_a_live_server() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "curl examples failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        "curl examples failed:\n{stdout}\n{stderr}"
+    );
+    // A server an example starts logs to a file, not between the examples' output.
+    assert!(
+        !stderr.contains("sandbox_server"),
+        "a server's log reached the terminal:\n{stderr}"
     );
     let outputs: Vec<&str> = stdout.split("@@@ block ").skip(1).collect();
     assert_eq!(outputs.len(), blocks.len());
@@ -71,6 +77,10 @@ async fn curl_examples_work_against_a_live_server() {
         assert!(
             block.contains("curl"),
             "every example is a curl call:\n{block}"
+        );
+        assert!(
+            !block.contains("/tmp/"),
+            "an example writes under \"$DEMO\", not /tmp:\n{block}"
         );
         let expectations: Vec<&str> = block
             .lines()

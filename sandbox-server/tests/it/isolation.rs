@@ -1,8 +1,8 @@
 //! Issue 24: what a command can reach of the machine. As root (CI, a container), the server puts
 //! commands in a PID and a mount namespace of their own: they list and signal only the
 //! sandbox's processes, read no other process's environment, open only the device nodes
-//! programs need, and die with the server whatever they did. The tests that need root say so
-//! and skip without it.
+//! programs need, and die with the server whatever they did. The tests that need root are
+//! ignored without it (`harness_root`, which build.rs probes).
 
 use std::time::Duration;
 
@@ -17,15 +17,6 @@ fn root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-#[allow(clippy::print_stderr)] // the skip must be seen
-fn skip_unless_root(test: &str) -> bool {
-    if root() {
-        return false;
-    }
-    eprintln!("skipped {test}: it needs root, which makes the commands' namespaces");
-    true
-}
-
 async fn stdout(server: &common::Server, cmd: &str) -> String {
     let result = server.ok("bash", json!({"cmd": cmd, "timeout": 30})).await;
     result["stdout"].as_str().unwrap().to_owned()
@@ -34,10 +25,8 @@ async fn stdout(server: &common::Server, cmd: &str) -> String {
 /// §1: the review's command, and every other way to another process: its environment by any
 /// `/proc` path, its existence, a signal to it.
 #[tokio::test]
+#[cfg_attr(not(harness_root), ignore = "needs root")]
 async fn issue_24_a_command_sees_and_signals_no_process_outside_its_sandbox() {
-    if skip_unless_root("issue_24_a_command_sees_and_signals_no_process_outside_its_sandbox") {
-        return;
-    }
     let server = common::start_with(Options {
         env: vec![("OPENAI_API_KEY".to_owned(), SECRET.to_owned())],
         ..Options::default()
@@ -102,10 +91,8 @@ async fn issue_24_a_command_sees_and_signals_no_process_outside_its_sandbox() {
 /// even when the janitor was killed first: the namespace's init dies with the server, and the
 /// kernel ends every process of the namespace with it.
 #[tokio::test]
+#[cfg_attr(not(harness_root), ignore = "needs root")]
 async fn issue_24_nothing_outlives_a_server_killed_after_its_janitor() {
-    if skip_unless_root("issue_24_nothing_outlives_a_server_killed_after_its_janitor") {
-        return;
-    }
     let mut server = common::start().await;
     let result = server
         .ok(
@@ -219,11 +206,9 @@ async fn issue_24_commands_open_only_the_device_nodes_programs_need() {
 /// §1: as root with `--run-as`, commands are that user, the workspace's root-owned files are
 /// theirs in their view while the files on disk keep their owner, and HOME is theirs.
 #[tokio::test]
+#[cfg_attr(not(harness_root), ignore = "needs root")]
 async fn issue_24_an_unprivileged_user_gets_the_workspace_as_its_own() {
     use std::os::unix::fs::MetadataExt;
-    if skip_unless_root("issue_24_an_unprivileged_user_gets_the_workspace_as_its_own") {
-        return;
-    }
     let server = common::start_with_args(["--run-as", "nobody"]).await;
     std::fs::write(server.path("given.txt"), "from root\n").unwrap();
     let answer = stdout(

@@ -14,11 +14,12 @@ fn driver() -> std::path::PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(harness_mcp_python),
+    ignore = "needs HARNESS_TEST_MCP_PYTHON=PATH (bash .ci/run sets it up)"
+)]
 async fn a_third_party_mcp_client_drives_the_sandbox_over_http_and_stdio() {
-    let Some(python) = common::needs("HARNESS_TEST_MCP_PYTHON", "a Python with the `mcp` SDK")
-    else {
-        return;
-    };
+    let python = testkit::gates::value("HARNESS_TEST_MCP_PYTHON");
     let server = common::start_with_token().await;
     let mut http = tokio::process::Command::new(&python);
     http.arg(driver())

@@ -25,6 +25,84 @@ async fn changes_since_a_snapshot_name_every_file_with_both_versions() {
     unknown_and_missing_ids_are_refused(&server).await;
 }
 
+/// Issue 57 §7: the changes since a snapshot as one unified diff, git style, bounded; and
+/// between two kept snapshots without a scan.
+#[tokio::test]
+async fn a_diff_since_a_snapshot_is_unified_git_style_and_bounded() {
+    let server = common::start().await;
+    let first = seed_and_snapshot(&server).await;
+    edit_remove_add_and_chmod(&server).await;
+    std::fs::write(server.path("data.bin"), b"\x00\x01binary").unwrap();
+    let (status, headers, body) = diff(&server, &format!("since={first}")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(headers["content-type"], "text/x-diff; charset=utf-8");
+    assert_eq!(headers["sandbox-diff-truncated"], "false");
+    assert_eq!(
+        body,
+        "diff --git a/data.bin b/data.bin\n\
+         new file mode 100644\n\
+         Binary files /dev/null and b/data.bin differ\n\
+         diff --git a/edit.txt b/edit.txt\n\
+         --- a/edit.txt\n\
+         +++ b/edit.txt\n\
+         @@ -1 +1 @@\n\
+         -before\n\
+         \\ No newline at end of file\n\
+         +after!\n\
+         \\ No newline at end of file\n\
+         diff --git a/keep.txt b/keep.txt\n\
+         old mode 100644\n\
+         new mode 100755\n\
+         diff --git a/remove.txt b/remove.txt\n\
+         deleted file mode 100644\n\
+         --- a/remove.txt\n\
+         +++ /dev/null\n\
+         @@ -1 +0,0 @@\n\
+         -bye\n\
+         \\ No newline at end of file\n\
+         diff --git a/sub-new.txt b/sub-new.txt\n\
+         new file mode 100644\n\
+         --- /dev/null\n\
+         +++ b/sub-new.txt\n\
+         @@ -0,0 +1 @@\n\
+         +new\n"
+    );
+    let now = headers["sandbox-snapshot-id"].to_str().unwrap().to_owned();
+    // Cut at 100 bytes, at a line's end, and said so.
+    let (_, headers, cut) = diff(&server, &format!("since={first}&to={now}&max_bytes=100")).await;
+    assert_eq!(headers["sandbox-diff-truncated"], "true");
+    assert!(
+        cut.len() <= 100 + 120
+            && cut.ends_with(
+                "# diff truncated at max_bytes=100: 4 of 5 changed files not shown whole\n"
+            ),
+        "{cut}"
+    );
+    assert!(body.starts_with(cut.lines().next().unwrap()));
+    // Between two kept snapshots: no scan, and nothing since the last.
+    let (status, headers, body) = diff(&server, &format!("since={now}&to={now}")).await;
+    assert_eq!((status, body.as_str()), (200, ""));
+    assert_eq!(headers["sandbox-snapshot-id"], now.as_str());
+    for (query, expected) in [
+        ("since=snap_nope".to_owned(), 404),
+        (String::new(), 422),
+        (format!("since={now}&max_bytes=0"), 422),
+    ] {
+        let (status, _, body) = diff(&server, &query).await;
+        assert_eq!(status, expected, "{query}: {body}");
+    }
+}
+
+/// `GET /v1/workspace/diff?QUERY`: the status, the headers and the text.
+async fn diff(server: &common::Server, query: &str) -> (u16, reqwest::header::HeaderMap, String) {
+    let response = server
+        .send(reqwest::Method::GET, &format!("/v1/workspace/diff?{query}"))
+        .await;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
 /// Three files and an ignored `.git/objects` entry, then a snapshot; returns its id.
 async fn seed_and_snapshot(server: &common::Server) -> String {
     std::fs::write(server.path("keep.txt"), "keep").unwrap();

@@ -64,6 +64,10 @@ def changes(since: str) -> Call:
     return Call("GET", "/v1/workspace/changes", params={"since": since})
 
 
+def diff(since: str, to: str | None = None, max_bytes: int | None = None) -> Call:
+    return Call("GET", "/v1/workspace/diff", params=drop_none(since=since, to=to, max_bytes=max_bytes), answer="text")
+
+
 def blob(sha256: str) -> Call:
     return Call("GET", f"/v1/blobs/{quote(sha256, safe='')}", answer="bytes", missing_is_none=True)
 

@@ -150,6 +150,11 @@ class Sandbox:
         """What was added, modified and deleted since snapshot `since`, and a snapshot of now."""
         return self._run(calls.changes(since))
 
+    def diff(self, since: str, to: str | None = None, max_bytes: int | None = None) -> str:
+        """The changes since snapshot `since` (to snapshot `to`, or to now) as a unified diff,
+        git style, at most `max_bytes` long (1 MiB when not given)."""
+        return self._run(calls.diff(since, to, max_bytes))
+
     def blob(self, sha256: str) -> bytes | None:
         """A file version a manifest or change names."""
         return self._run(calls.blob(sha256))

@@ -95,6 +95,10 @@ pub struct TaskNotRunnable {
     /// Its folder or file.
     pub file: String,
     pub reason: String,
+    /// Its author's `[metadata] expected_not_runnable`: they say this harness cannot run it
+    /// here, and why (reports count it as expected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -37,6 +37,8 @@ fn batch(id: &str, tasks: Vec<TaskRow>) -> BatchReport {
             run: tasks.len(),
             passed,
             failed: tasks.len() - passed,
+            failed_as_expected: 0,
+            not_runnable: 0,
             not_run: 0,
             pass_rate: passed as f64 / tasks.len() as f64,
             retries: 0,

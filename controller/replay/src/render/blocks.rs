@@ -39,6 +39,9 @@ pub(super) fn block(
         Event::TaskNotRunnable(task) => {
             block.title = format!("Task {} is not runnable", task.task);
             block.notes.push(format!("{}: {}", task.file, task.reason));
+            if let Some(why) = &task.expected {
+                block.notes.push(format!("expected: {why}"));
+            }
         }
         Event::BatchFinished(batch) => batch_finished(&mut block, dir, batch)?,
         Event::SessionStarted(header) => session_started(&mut block, dir, header)?,

@@ -49,6 +49,7 @@ pub(super) fn read_batch_log(dir: &Path, files: &dyn TrialFiles) -> Result<Batch
             Event::TaskNotRunnable(task) => log.not_runnable.push(NotRunnable {
                 task: task.task,
                 reason: task.reason,
+                expected: task.expected,
             }),
             // An attempt that could not start its session files its reason as `{task}: …`.
             Event::Error(error) => {

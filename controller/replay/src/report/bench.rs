@@ -76,6 +76,9 @@ pub struct BenchTaskRow {
 pub struct NotRunnable {
     pub task: String,
     pub reason: String,
+    /// Its author says it cannot run here (`[metadata] expected_not_runnable`), and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -102,6 +105,13 @@ pub struct BenchSummary {
     pub expected_broken: Vec<String>,
     /// Tasks of the dataset that could not be run, with why.
     pub not_runnable: Vec<NotRunnable>,
+    /// What went as expected, a few words a part: the tasks that passed (under nop: failed),
+    /// those broken on purpose, those not runnable here as their author says.
+    pub as_expected: Vec<String>,
+    /// What did not, a task a part; empty when everything went as expected. A task that
+    /// failed and is not broken on purpose under the oracle, one that passed under nop, one
+    /// not runnable here that its author does not say is.
+    pub unexpected: Vec<String>,
 }
 
 /// A trial ran to an end: it has a score, a fail or an error.
@@ -209,6 +219,7 @@ pub(super) fn summarise(
         })
         .collect();
     let all = tally(&bench);
+    let verdict = super::verdict::verdict(&agent, &tasks, &bench, &not_runnable);
     let task_means = |f: fn(&BenchScores) -> Option<f64>| -> Option<f64> {
         mean(
             &tasks
@@ -244,6 +255,8 @@ pub(super) fn summarise(
         agent,
         tasks,
         not_runnable,
+        as_expected: verdict.as_expected,
+        unexpected: verdict.unexpected,
     })
 }
 
@@ -466,7 +479,7 @@ fn write_notes(summary: &BenchSummary, out: &mut dyn std::io::Write) -> std::io:
             if n == 1 { "task" } else { "tasks" }
         )?;
         for task in &summary.not_runnable {
-            writeln!(out, "  {}: {}", task.task, task.reason)?;
+            writeln!(out, "  {}: {}{}", task.task, task.reason, expected(task))?;
         }
     }
     Ok(())
@@ -523,12 +536,20 @@ pub(super) fn html(summary: &BenchSummary) -> String {
             page.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td></tr>\n",
                 escape(&task.task),
-                escape(&task.reason)
+                escape(&format!("{}{}", task.reason, expected(task)))
             ));
         }
         page.push_str("</table>\n");
     }
     page
+}
+
+/// ` (expected: why)` when its author says the task cannot run here.
+fn expected(task: &NotRunnable) -> String {
+    task.expected
+        .as_ref()
+        .map(|why| format!(" ({EXPECTED}: {why})"))
+        .unwrap_or_default()
 }
 
 /// `text()` when trials are more than one a task (pass@k is pass@1 again with one), else nothing.

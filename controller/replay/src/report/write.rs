@@ -80,17 +80,35 @@ pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<
             writeln!(out, "  {reason}")?;
         }
     }
-    write_text_totals(report, out)
+    write_text_totals(report, out)?;
+    // Last, after every figure: whether the benchmark went as expected.
+    if let Some(summary) = &report.benchmark {
+        writeln!(out, "\n{}", super::verdict::line(summary))?;
+    }
+    Ok(())
+}
+
+/// `2 failed (1 as expected), 1 not runnable`: the failures a task's author expects, and the
+/// tasks that could not run here, when there are any.
+fn failed_and_not_runnable(t: &super::Totals) -> String {
+    let mut text = format!("{} failed", t.failed);
+    if t.failed_as_expected > 0 {
+        text.push_str(&format!(" ({} as expected)", t.failed_as_expected));
+    }
+    if t.not_runnable > 0 {
+        text.push_str(&format!(", {} not runnable", t.not_runnable));
+    }
+    text
 }
 
 fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<()> {
     let t = &report.totals;
     writeln!(
         out,
-        "\n{}: {} passed, {} failed, {} not run; pass rate {:.1}% of those run; {}",
+        "\n{}: {} passed, {}, {} not run; pass rate {:.1}% of those run; {}",
         plural(t.tasks, "task"),
         t.passed,
-        t.failed,
+        failed_and_not_runnable(t),
         t.not_run,
         100.0 * t.pass_rate,
         match t.retries {
@@ -197,7 +215,7 @@ fn html_head(report: &BatchReport) -> String {
          td:nth-child(2),td:nth-child(3){{text-align:left}}tr.pass td:nth-child(2){{color:#060}}\
          tr.fail td:nth-child(2){{color:#a00}}tfoot td{{font-weight:bold}}\
          .charts{{display:flex;flex-wrap:wrap;gap:1em;margin:1em 0}}figure.chart{{margin:0;border:1px solid #e3e3e8}}</style></head><body>\n\
-         <h1>Batch {id}{interrupted}</h1>\n<p>{tasks} tasks: {passed} passed, {failed} failed, \
+         <h1>Batch {id}{interrupted}</h1>\n<p>{tasks} tasks: {passed} passed, {failed}, \
          {not_run} not run; pass rate {rate:.1}% of those run; {retries} retries. Cost ${cost:.4}; \
          task time {task_s:.1} s; wall time {wall_s:.1} s.</p>\n{charts}<table id=\"tasks\"><thead><tr><th>task</th>\
          <th>outcome</th><th>failure</th><th>attempts</th><th>turns</th><th>tool calls</th>\
@@ -210,7 +228,7 @@ fn html_head(report: &BatchReport) -> String {
         },
         tasks = t.tasks,
         passed = t.passed,
-        failed = t.failed,
+        failed = failed_and_not_runnable(t),
         not_run = t.not_run,
         rate = 100.0 * t.pass_rate,
         retries = t.retries,
@@ -276,6 +294,9 @@ fn html_foot(report: &BatchReport) -> String {
             ));
         }
         page.push_str("</table>\n");
+    }
+    if let Some(summary) = &report.benchmark {
+        page.push_str(&super::verdict::html(summary));
     }
     page.push_str("</body></html>\n");
     page

@@ -101,6 +101,7 @@ fn every_crate_has_one_name() {
         for line in table(&manifest, "dependencies")
             .into_iter()
             .chain(table(&manifest, "dev-dependencies"))
+            .chain(table(&manifest, "build-dependencies"))
         {
             if line.contains("package =") || line.contains("path =") {
                 wrong.push(format!(
@@ -177,7 +178,8 @@ fn files_of(member: &str, folders: &[&str]) -> Vec<PathBuf> {
 const FEATURES_ONLY: &[(&str, &str, &str)] = &[];
 
 /// No crate lists a dependency its code does not use (codex runs `cargo-shear` for this): a
-/// normal one is named by its `src` or `build.rs`, a dev one by its tests, benches or `src`.
+/// normal one is named by its `src` or `build.rs`, a dev one by its tests, benches or `src`,
+/// a build one by its `build.rs`.
 #[test]
 fn no_crate_lists_a_dependency_it_does_not_use() {
     let mut unused = Vec::new();
@@ -186,7 +188,12 @@ fn no_crate_lists_a_dependency_it_does_not_use() {
         let package = package_name(&manifest);
         let normal = files_of(&member, &["src", "build.rs"]);
         let every = files_of(&member, &["src", "build.rs", "tests", "benches"]);
-        for (section, files) in [("dependencies", &normal), ("dev-dependencies", &every)] {
+        let build = files_of(&member, &["build.rs"]);
+        for (section, files) in [
+            ("dependencies", &normal),
+            ("dev-dependencies", &every),
+            ("build-dependencies", &build),
+        ] {
             for line in table(&manifest, section) {
                 let dependency = key(line);
                 let excused = FEATURES_ONLY
