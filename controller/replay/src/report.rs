@@ -6,6 +6,7 @@
 mod batch_log;
 mod bench;
 mod pictures;
+mod trials;
 mod verdict;
 mod write;
 
@@ -15,6 +16,7 @@ use std::path::Path;
 use serde::Serialize;
 
 pub use bench::{BenchScores, BenchSummary, BenchTaskRow, NotRunnable, pass_at_k};
+pub use trials::{TaskTrials, TrialsSummary};
 pub use write::{write_html, write_text};
 
 use super::ReplayError;
@@ -163,6 +165,8 @@ pub struct Totals {
     pub failed_as_expected: usize,
     /// Trials of the tasks this harness could not run here (left out of the batch: no row).
     pub not_runnable: usize,
+    /// Tasks a Ctrl-C stopped while they ran: neither passed nor failed, and not in `run`.
+    pub interrupted: usize,
     pub not_run: usize,
     /// Passed over run.
     pub pass_rate: f64,
@@ -203,26 +207,41 @@ pub struct BatchReport {
     pub warm_pool: Option<WarmPoolRecord>,
     /// Benchmark tasks by task: pass@1, pass@k, mean reward, health.
     pub benchmark: Option<BenchSummary>,
+    /// Task files run more than once each (`--attempts K`): pass@1 and pass@K by task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trials: Option<TrialsSummary>,
 }
 
 /// Whether `dir` is a batch folder: its log starts with `batch_started`. A shared folder may be
 /// hostile: only a regular file is read (not a link to `/dev/zero`, not a FIFO), and only its
 /// first line, at most [`reader::MAX_LINE`] bytes of it.
 pub fn is_batch(dir: &Path) -> bool {
+    batch_started(dir).is_some()
+}
+
+/// The id of the batch whose log is in `dir`, as its first `batch_started` names it (a resumed
+/// batch keeps it).
+pub fn batch_id(dir: &Path) -> Option<String> {
+    batch_started(dir).map(|started| started.batch_id)
+}
+
+/// The first event of `dir`'s log when it is a `batch_started`, read within the line bound.
+fn batch_started(dir: &Path) -> Option<harness_log::BatchStarted> {
     use std::io::Read as _;
-    let Ok((file, _)) = reader::open_regular(&dir.join("events.jsonl")) else {
-        return false;
-    };
+    let (file, _) = reader::open_regular(&dir.join("events.jsonl")).ok()?;
     let mut head = std::io::BufReader::new(file.take(reader::MAX_LINE as u64 + 1));
     let mut first = Vec::new();
     let read = reader::read_line(&mut head, &mut first, reader::MAX_LINE);
     if !matches!(read, Ok((n, _)) if n > 0) || first.len() > reader::MAX_LINE {
-        return false;
+        return None;
     }
-    matches!(
-        serde_json::from_slice::<harness_log::Envelope>(&first),
-        Ok(envelope) if matches!(envelope.event, Event::BatchStarted(_))
-    )
+    match serde_json::from_slice::<harness_log::Envelope>(&first)
+        .ok()?
+        .event
+    {
+        Event::BatchStarted(started) => Some(started),
+        _ => None,
+    }
 }
 
 /// Reads a batch folder.
@@ -246,6 +265,7 @@ pub fn load(dir: &Path, files: &dyn TrialFiles) -> Result<BatchReport, ReplayErr
         rows.push(row);
     }
     let totals = totals(&rows, &log, samples);
+    let trials = trials::summarise(&rows, log.trials);
     let benchmark = bench::summarise(&rows, log.trials, log.not_runnable);
     Ok(BatchReport {
         batch_id: log.batch_id,
@@ -255,6 +275,7 @@ pub fn load(dir: &Path, files: &dyn TrialFiles) -> Result<BatchReport, ReplayErr
         rate_limits: log.gates.into_values().collect(),
         warm_pool: log.warm_pool,
         benchmark,
+        trials,
     })
 }
 
@@ -327,10 +348,16 @@ fn task_row(
 }
 
 fn totals(rows: &[TaskRow], log: &BatchLog, samples: BTreeMap<String, Vec<u64>>) -> Totals {
+    let interrupted = rows
+        .iter()
+        .filter(|r| r.outcome == RunOutcome::Finished(Outcome::Interrupted))
+        .count();
+    // Run to an end of their own: neither never started nor stopped by a Ctrl-C.
     let run = rows
         .iter()
         .filter(|r| r.outcome != RunOutcome::Unfinished(Unfinished::NotRun))
-        .count();
+        .count()
+        - interrupted;
     let passed = rows.iter().filter(|r| r.passed).count();
     let failed_as_expected = rows
         .iter()
@@ -339,7 +366,10 @@ fn totals(rows: &[TaskRow], log: &BatchLog, samples: BTreeMap<String, Vec<u64>>)
         .count();
     let not_runnable = log.not_runnable.len() * log.trials.max(1) as usize;
     let mut failures = BTreeMap::new();
-    for failure in rows.iter().filter_map(|row| row.failure) {
+    let ended = rows
+        .iter()
+        .filter(|r| r.outcome != RunOutcome::Finished(Outcome::Interrupted));
+    for failure in ended.filter_map(|row| row.failure) {
         *failures.entry(failure).or_default() += 1;
     }
     let tool_latency_ms = samples
@@ -357,7 +387,8 @@ fn totals(rows: &[TaskRow], log: &BatchLog, samples: BTreeMap<String, Vec<u64>>)
         failed: run - passed,
         failed_as_expected,
         not_runnable,
-        not_run: rows.len() - run,
+        interrupted,
+        not_run: rows.len() - run - interrupted,
         pass_rate: if run == 0 {
             0.0
         } else {

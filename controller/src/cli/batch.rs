@@ -67,6 +67,12 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     let outcome = result?;
     let report = write_report(&config.out)?;
     args.metrics.linger(metrics).await;
+    if outcome.interrupted {
+        eprintln!(
+            "to run the rest of this batch: {}",
+            resume_command(std::env::args().collect(), &config.out)
+        );
+    }
     // The batch's whole state (a resumed one's earlier runs too), as its report says it.
     Ok(if outcome.interrupted {
         exit_code::INTERRUPTED
@@ -77,6 +83,42 @@ pub(crate) async fn run(args: BatchArgs) -> anyhow::Result<i32> {
     } else {
         exit_code::COMPLETED
     })
+}
+
+/// The command line that runs the rest of an interrupted batch: this one's `words`, shell-quoted,
+/// with `--resume` and `--out OUT` added where they are not given.
+fn resume_command(words: Vec<String>, out: &std::path::Path) -> String {
+    let given = |flag: &str| {
+        words
+            .iter()
+            .any(|w| w == flag || w.starts_with(&format!("{flag}=")))
+    };
+    let (resume, has_out) = (given("--resume"), given("--out"));
+    let mut words = words;
+    if !resume {
+        words.push("--resume".to_owned());
+    }
+    if !has_out {
+        words.extend(["--out".to_owned(), out.display().to_string()]);
+    }
+    words
+        .iter()
+        .map(|word| shell_word(word))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `word` as a POSIX shell reads it back: as it is when plain, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// The batch's config from its flags: its tasks, sandboxes, parallelism and folder.
@@ -115,11 +157,13 @@ fn batch_config(args: &BatchArgs) -> anyhow::Result<BatchConfig> {
         Some(n) => (n, format!("{n} (--parallel)")),
         None => batch::default_parallel(per_task, pool_size),
     };
+    // A resumed batch keeps the id its log began with (its Harbor job id with it).
     let batch_id = match (&args.out, args.resume) {
-        (Some(out), true) => out
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "batch".to_owned()),
+        (Some(out), true) => harness_replay::report::batch_id(out).unwrap_or_else(|| {
+            out.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "batch".to_owned())
+        }),
         _ => format!("batch-{}", harness_log::new_session_id()),
     };
     let out = args
@@ -434,5 +478,29 @@ impl BatchObserver for Display {
 
     fn note(&self, text: &str) {
         self.line(format!("note     {text}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resume_command;
+
+    /// Issue 57 §6: the command that finishes an interrupted batch is this one, quoted as a shell
+    /// reads it, with `--resume` and the batch's folder added when they are not there.
+    #[test]
+    fn the_resume_command_is_this_one_with_resume_and_its_folder() {
+        let words = |line: &[&str]| line.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let out = std::path::Path::new("runs/batch-1");
+        assert_eq!(
+            resume_command(
+                words(&["harness", "batch", "tasks dir", "--parallel", "2"]),
+                out
+            ),
+            "harness batch 'tasks dir' --parallel 2 --resume --out runs/batch-1"
+        );
+        assert_eq!(
+            resume_command(words(&["harness", "batch", "--out=x", "it's"]), out),
+            "harness batch --out=x 'it'\\''s' --resume"
+        );
     }
 }

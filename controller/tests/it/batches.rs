@@ -392,3 +392,37 @@ async fn a_task_cannot_take_the_name_of_a_batch_file() {
         assert!(!out.exists(), "{name}: nothing was written");
     }
 }
+
+/// Issue 57 §4: a task file run three times (`--attempts 3`) is one task of three trials, with
+/// its pass@1 and pass@3 in the terminal, `report.json` and `report.html`.
+#[tokio::test(flavor = "multi_thread")]
+async fn attempts_of_a_task_file_give_pass_at_k() {
+    let tasks = tempfile::tempdir().unwrap();
+    write_task(tasks.path(), "hello", DONE, "");
+    let out = tempfile::tempdir().unwrap().path().join("batch");
+    let run = common::run(
+        batch_into(tasks.path(), &out, &["--attempts", "3"]),
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    for needle in [
+        "\n1 task × 3 trials: 3 passed",
+        "trials (3 per task;",
+        "over the tasks: pass@1 100.0%, pass@3 100.0%",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle}: {}", run.stdout);
+    }
+    let report = report(&out);
+    let task = &report["trials"]["tasks"][0];
+    assert_eq!(
+        (task["task"].as_str(), task["trials"].as_u64()),
+        (Some("hello"), Some(3))
+    );
+    assert_eq!(task["pass_at_k"], 1.0);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("<table id=\"trials\">"),
+        "the HTML report has the trials"
+    );
+}

@@ -5,34 +5,6 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::common::{self, bash_call as bash, events, harness};
-use testkit::ensure_file_contents;
-
-#[test]
-fn committed_scripted_model_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&harness_models::script_schema()).unwrap() + "\n";
-    ensure_file_contents(
-        &common::repo_root().join("proto-docs/scripted-model.schema.json"),
-        &schema,
-    );
-}
-
-#[test]
-fn committed_event_log_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&harness_log::schema()).unwrap() + "\n";
-    ensure_file_contents(
-        &common::repo_root().join("proto-docs/event-log.schema.json"),
-        &schema,
-    );
-}
-
-#[test]
-fn committed_hooks_schema_is_current() {
-    let schema = serde_json::to_string_pretty(&harness_runtime::hooks::schema()).unwrap() + "\n";
-    ensure_file_contents(
-        &common::repo_root().join("proto-docs/hooks.schema.json"),
-        &schema,
-    );
-}
 
 /// A task with a few files, edits, a deletion and a command, on the scripted model.
 pub fn write_task(dir: &Path) -> PathBuf {

@@ -247,13 +247,7 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
 
     // ATIF: each child's trajectory embedded, the call's result referring to it (Harbor's own
     // model reads it in `harbor_accepts_the_exported_trajectory_of_a_session_with_subagents`).
-    let exported = dir.path().join("trajectory.json");
-    let export = common::harness(
-        &common::export_args(&log, &exported),
-        Duration::from_secs(60),
-    )
-    .await;
-    assert_eq!(export.code, 0, "{}", export.stderr);
+    let exported = export(&log, dir.path()).await;
     let trajectory: Value = serde_json::from_slice(&std::fs::read(&exported).unwrap()).unwrap();
     let embedded = trajectory["subagent_trajectories"].as_array().unwrap();
     let ids: Vec<&Value> = embedded.iter().map(|t| &t["trajectory_id"]).collect();
@@ -321,6 +315,18 @@ async fn two_subagents_at_once_one_shared_one_forked_linked_and_rolled_up() {
     }
 }
 
+/// `harness replay export` of the session at `log` into `dir`: the trajectory file.
+async fn export(log: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    let exported = dir.join("trajectory.json");
+    let export = common::harness(
+        &common::export_args(log, &exported),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    exported
+}
+
 /// Harbor's own model accepts the ATIF trajectory of a session with subagents, each child's
 /// embedded.
 #[tokio::test(flavor = "multi_thread")]
@@ -334,13 +340,7 @@ async fn harbor_accepts_the_exported_trajectory_of_a_session_with_subagents() {
     let parent = run(&task, &dir.path().join("target"), &[]).await;
     assert_eq!(parent.code, 0, "{}", parent.stderr);
     let log = parent.log_dir();
-    let exported = dir.path().join("trajectory.json");
-    let export = common::harness(
-        &common::export_args(&log, &exported),
-        Duration::from_secs(60),
-    )
-    .await;
-    assert_eq!(export.code, 0, "{}", export.stderr);
+    let exported = export(&log, dir.path()).await;
     let check = "import json,sys\nfrom harbor.models.trajectories import Trajectory\nTrajectory.model_validate(json.load(open(sys.argv[1])))\nprint('valid')";
     let output = std::process::Command::new(testkit::gates::value("HARNESS_TEST_HARBOR_PYTHON"))
         .args(["-c", check, exported.to_str().unwrap()])

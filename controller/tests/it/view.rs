@@ -271,12 +271,17 @@ fn workspace_steps(session: &Path) -> Vec<u64> {
 async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_follows_a_live_batch()
  {
     let python = testkit::gates::value("HARNESS_TEST_PLAYWRIGHT_PYTHON");
-    let root = tempfile::tempdir().unwrap();
-    let (batch_a, _) = two_batches(root.path());
+    // Deep, as a user's folders are: the runs list must still fit the window.
+    let base = tempfile::tempdir().unwrap();
+    let root = base
+        .path()
+        .join("home/alice/src/agent-harness/experiments/2026-12/runs");
+    std::fs::create_dir_all(&root).unwrap();
+    let (batch_a, _) = two_batches(root.as_path());
     let session = batch_a.join("alpha");
     let steps = workspace_steps(&session);
     assert_eq!(steps.len(), 2, "alpha changed the workspace twice");
-    let restored_dir = root.path().join("restored");
+    let restored_dir = root.as_path().join("restored");
     let restored = restored(&session, steps[0], &restored_dir);
     assert_eq!(
         restored["src/a.txt"]["content"], "one\n",
@@ -285,7 +290,7 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
     assert!(!restored.contains_key("out.txt"));
 
     // A fork of the session at the middle step: its children show under it.
-    let child_script = root.path().join("child.turns");
+    let child_script = root.as_path().join("child.turns");
     std::fs::write(&child_script, format!("turns:\n{DONE}")).unwrap();
     let forked = common::command(&[
         "replay",
@@ -309,8 +314,8 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
     );
 
     // The live batch: each task waits for its release file, so the page sees it run.
-    let live_tasks = root.path().join("tasks-live");
-    let marks = root.path().join("marks");
+    let live_tasks = root.as_path().join("tasks-live");
+    let marks = root.as_path().join("marks");
     std::fs::create_dir_all(&live_tasks).unwrap();
     std::fs::create_dir_all(&marks).unwrap();
     let mut release = serde_json::Map::new();
@@ -341,7 +346,7 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
         "0/batch-a/alpha/forks/{}/child-2",
         fork.file_name().unwrap().to_str().unwrap()
     );
-    let logs = root.path().join("logs");
+    let logs = root.as_path().join("logs");
     let viewer = start_viewer(&[logs.to_str().unwrap()]);
     let live_out = logs.join("batch-live");
     let live = batches::batch(&[
@@ -379,7 +384,7 @@ async fn the_viewer_in_a_real_browser_lists_searches_compares_shows_a_step_and_f
         "release": release,
         "screenshots": std::env::var("HARNESS_VIEW_SCREENSHOTS").ok(),
     });
-    let config_file = root.path().join("browser.json");
+    let config_file = root.as_path().join("browser.json");
     std::fs::write(&config_file, config.to_string()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/view/browser.py");
     let browser = tokio::task::spawn_blocking(move || {

@@ -50,6 +50,11 @@ const fmt = {
   when: (ts) => (ts ? ts.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '–'),
 };
 
+// A scripted model by its file's name (the whole path is the cell's title).
+function shortModel(model) {
+  return model.startsWith('script:') ? `script:${model.split('/').pop()}` : model;
+}
+
 // `1 run`, `2 runs`.
 function plural(n, noun) {
   return `${n} ${noun}${n === 1 ? '' : 's'}`;
@@ -187,11 +192,11 @@ async function runsView(params, root) {
       box.addEventListener('change', () => (box.checked ? selected.add(run.id) : selected.delete(run.id)));
       table.append(h('tr', { testid: 'run-row', data: { id: run.id, kind: run.kind || '', status: run.status || '' } },
         h('td', {}, box),
-        h('td', {}, runLink(run.id, run.name), h('div', { class: 'muted' }, run.path)),
+        h('td', { class: 'wrap' }, runLink(run.id, run.name), h('div', { class: 'muted path' }, run.path)),
         h('td', {}, run.kind || '?'),
         h('td', {}, badge(run.status || '?')),
         h('td', { class: 'task-cell', title: run.task }, run.task),
-        h('td', {}, run.model || run.agent || ''),
+        h('td', { class: 'wrap', title: run.model || run.agent || '' }, shortModel(run.model || run.agent || '')),
         h('td', {}, run.kind === 'batch' ? batchWords(run) : [run.outcome || '', run.failure ? ` (${run.failure})` : '']),
         h('td', { class: 'num' }, fmt.num(run.reward)),
         h('td', { class: 'num' }, fmt.cost(run.cost)),

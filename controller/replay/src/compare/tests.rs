@@ -39,6 +39,7 @@ fn batch(id: &str, tasks: Vec<TaskRow>) -> BatchReport {
             failed: tasks.len() - passed,
             failed_as_expected: 0,
             not_runnable: 0,
+            interrupted: 0,
             not_run: 0,
             pass_rate: passed as f64 / tasks.len() as f64,
             retries: 0,
@@ -56,6 +57,7 @@ fn batch(id: &str, tasks: Vec<TaskRow>) -> BatchReport {
         rate_limits: Vec::new(),
         warm_pool: None,
         benchmark: None,
+        trials: None,
     }
 }
 

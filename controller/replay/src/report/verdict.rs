@@ -222,6 +222,7 @@ mod tests {
             interrupted: false,
             totals: totals(&rows, &log, BTreeMap::new()),
             benchmark: bench::summarise(&rows, 1, not_runnable),
+            trials: None,
             tasks: rows,
             rate_limits: Vec::new(),
             warm_pool: None,

@@ -88,8 +88,8 @@ pub fn write_text(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<
     Ok(())
 }
 
-/// `2 failed (1 as expected), 1 not runnable`: the failures a task's author expects, and the
-/// tasks that could not run here, when there are any.
+/// `2 failed (1 as expected), 1 not runnable, 1 interrupted`: the failures a task's author
+/// expects, the tasks that could not run here and those a Ctrl-C stopped, when there are any.
 fn failed_and_not_runnable(t: &super::Totals) -> String {
     let mut text = format!("{} failed", t.failed);
     if t.failed_as_expected > 0 {
@@ -98,7 +98,22 @@ fn failed_and_not_runnable(t: &super::Totals) -> String {
     if t.not_runnable > 0 {
         text.push_str(&format!(", {} not runnable", t.not_runnable));
     }
+    if t.interrupted > 0 {
+        text.push_str(&format!(", {} interrupted", t.interrupted));
+    }
     text
+}
+
+/// `3 tasks`, or with trials `1 task × 3 trials`.
+fn tasks_and_trials(report: &BatchReport) -> String {
+    match &report.trials {
+        Some(trials) => format!(
+            "{} × {} trials",
+            plural(trials.tasks.len(), "task"),
+            trials.k
+        ),
+        None => plural(report.totals.tasks, "task"),
+    }
 }
 
 fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Result<()> {
@@ -106,7 +121,7 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
     writeln!(
         out,
         "\n{}: {} passed, {}, {} not run; pass rate {:.1}% of those run; {}",
-        plural(t.tasks, "task"),
+        tasks_and_trials(report),
         t.passed,
         failed_and_not_runnable(t),
         t.not_run,
@@ -148,6 +163,9 @@ fn write_text_totals(report: &BatchReport, out: &mut dyn Write) -> std::io::Resu
                 [tool, &l.calls, &latency.p50, &latency.p95, &latency.max];
             write_line(out, &LATENCY_COLUMNS, &cells, None)?;
         }
+    }
+    if let Some(summary) = &report.trials {
+        super::trials::write_text(summary, out)?;
     }
     if let Some(summary) = &report.benchmark {
         super::bench::write_text(summary, out)?;
@@ -281,6 +299,7 @@ fn html_foot(report: &BatchReport) -> String {
     if let Some(summary) = &report.benchmark {
         page.push_str(&super::bench::html(summary));
     }
+    page.push_str(&super::trials::html(report));
     if !t.tool_latency_ms.is_empty() {
         page.push_str("<h2>Tool latency</h2>\n<table><tr><th>tool</th><th>calls</th><th>p50 ms</th><th>p95 ms</th><th>max ms</th></tr>\n");
         for (tool, l) in &t.tool_latency_ms {

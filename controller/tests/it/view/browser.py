@@ -53,6 +53,9 @@ def runs_list(page):
     page.wait_for_selector("[data-testid=run-row]")
     ids = page.eval_on_selector_all("[data-testid=run-row]", "rows => rows.map(r => r.dataset.id)")
     check(CONFIG["batch_a"] in ids and CONFIG["batch_b"] in ids, f"the runs list shows both batches: {ids}")
+    # Long paths and scripted models wrap: the list fits the window, with no sideways scroll.
+    wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    check(wide[0] <= wide[1], f"the runs list fits the window (scroll width, window): {wide}")
     page.fill("[data-testid=filter]", "batch-b")
     page.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=run-row]')].every(r => r.dataset.id.includes('batch-b'))"
