@@ -62,37 +62,91 @@ fn write_task(dir: &Path) -> PathBuf {
 
 fn main() {
     let scratch = tempfile::tempdir().unwrap();
-    let task = write_task(scratch.path());
-    let logs = scratch.path().join("logs");
-    let started = Instant::now();
-    let parent_target = scratch.path().join("parent");
-    let (_, stderr) = harness(&run_args::run_into(&logs, &task, &parent_target));
-    let parent = log_line::log_dir(&stderr);
-    eprintln!(
-        "recorded the parent session in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    let all = events(&parent);
-    // After the first turn: the event before the second turn's model request.
-    let second = all
-        .iter()
-        .find(|e| e["type"] == "model_request" && e["data"]["turn"] == 2)
-        .unwrap();
-    let step = second["seq"].as_u64().unwrap() - 1;
+    let parent = Parent::record(scratch.path());
     println!(
-        "fork of a {FILES}-file, {} MB workspace after turn 1 (step {step}), local children, median of {ROUNDS}",
-        FILES * FILE_BYTES / 1_000_000
+        "fork of a {FILES}-file, {} MB workspace after turn 1 (step {}), local children, median of {ROUNDS}",
+        FILES * FILE_BYTES / 1_000_000,
+        parent.step
     );
     println!(
         "{:<34}  {:>8}  {:>28}  {:>18}",
         "workspace at the step", "children", "to the last child's 1st call", "to the fork's end"
     );
-    let fork = |count: u32, more: &[&str], out: &Path| {
-        let (step, count, out) = (step.to_string(), count.to_string(), out.to_str().unwrap());
+    // The kept workspace made once, before the rounds that reuse it.
+    parent.fork(1, &["--keep-state"], &scratch.path().join("prime"));
+    // Containers too, where the engine and the sandbox image are (`HARNESS_BENCH_DOCKER=1`).
+    let docker = std::env::var_os("HARNESS_BENCH_DOCKER").is_some();
+    for (label, more) in rows(docker) {
+        if label == KEPT_DOCKER {
+            parent.fork(1, more, &scratch.path().join("prime-docker"));
+        }
+        for count in [1u32, 8] {
+            let (first_call, end) = parent.rounds(count, more, scratch.path());
+            println!("{label:<34}  {count:>8}  {first_call:>25} ms  {end:>15} ms");
+        }
+    }
+    if docker {
+        parent.remove_kept_images();
+    }
+}
+
+/// The row of Docker children forked from the kept workspace's image.
+const KEPT_DOCKER: &str = "kept, reused; Docker children";
+
+/// The rows: the workspace rebuilt from the log's blobs, kept and reused; with `docker`, the
+/// same into containers: from an image of the workspace made for the fork (and removed after
+/// it), and from the one a kept fork left, made once before its row. (The image is named after
+/// what it holds: the kept one is made only after the rows that make and remove their own, or
+/// they would find it.)
+fn rows(docker: bool) -> Vec<(&'static str, &'static [&'static str])> {
+    let mut rows: Vec<(&str, &[&str])> = vec![
+        ("rebuilt from the log's blobs", &[]),
+        ("kept (--keep-state), reused", &["--keep-state"]),
+    ];
+    if docker {
+        rows.push((
+            "rebuilt, image made; Docker children",
+            &["--sandbox", "docker"],
+        ));
+        rows.push((KEPT_DOCKER, &["--keep-state", "--sandbox", "docker"]));
+    }
+    rows
+}
+
+/// The recorded session the forks start from, and the step they fork at.
+struct Parent {
+    log: PathBuf,
+    step: u64,
+}
+
+impl Parent {
+    /// Records the session over the big workspace; the step is after its first turn (the
+    /// event before the second turn's model request).
+    fn record(scratch: &Path) -> Parent {
+        let task = write_task(scratch);
+        let logs = scratch.join("logs");
+        let started = Instant::now();
+        let (_, stderr) = harness(&run_args::run_into(&logs, &task, &scratch.join("parent")));
+        let log = log_line::log_dir(&stderr);
+        eprintln!(
+            "recorded the parent session in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        let second = events(&log)
+            .into_iter()
+            .find(|e| e["type"] == "model_request" && e["data"]["turn"] == 2)
+            .unwrap();
+        let step = second["seq"].as_u64().unwrap() - 1;
+        Parent { log, step }
+    }
+
+    /// `harness replay fork` of the parent at the step into `count` children at once, in `out`.
+    fn fork(&self, count: u32, more: &[&str], out: &Path) {
+        let (step, count) = (self.step.to_string(), count.to_string());
         let mut args = vec![
             "replay",
             "fork",
-            parent.to_str().unwrap(),
+            self.log.to_str().unwrap(),
             "--step",
             &step,
             "--count",
@@ -100,70 +154,45 @@ fn main() {
             "--parallel",
             &count,
             "--out",
-            out,
+            out.to_str().unwrap(),
             "--trust-log",
         ];
         args.extend_from_slice(more);
         harness(&args);
-    };
-    // The kept workspace made once, before the rounds that reuse it.
-    fork(1, &["--keep-state"], &scratch.path().join("prime"));
-    let mut rows: Vec<(&str, &[&str])> = vec![
-        ("rebuilt from the log's blobs", &[]),
-        ("kept (--keep-state), reused", &["--keep-state"]),
-    ];
-    // Containers too, where the engine and the sandbox image are (`HARNESS_BENCH_DOCKER=1`):
-    // from an image of the workspace made for the fork (and removed after it), and from the one
-    // a kept fork left, made once before its row. (The image is named after what it holds: the
-    // kept one is made only after the rows that make and remove their own, or they would find
-    // it.)
-    let docker = std::env::var_os("HARNESS_BENCH_DOCKER").is_some();
-    let kept_docker = "kept, reused; Docker children";
-    if docker {
-        rows.push((
-            "rebuilt, image made; Docker children",
-            &["--sandbox", "docker"],
-        ));
-        rows.push((kept_docker, &["--keep-state", "--sandbox", "docker"]));
     }
-    for (label, more) in rows {
-        if label == kept_docker {
-            fork(1, more, &scratch.path().join("prime-docker"));
+
+    /// `ROUNDS` forks into `count` children: the medians, in ms, to the last child's first
+    /// tool call and to the fork's end.
+    fn rounds(&self, count: u32, more: &[&str], scratch: &Path) -> (u128, u128) {
+        let mut first_calls = Vec::new();
+        let mut ends = Vec::new();
+        for round in 0..ROUNDS {
+            let out = scratch.join(format!("fork-{count}-{round}"));
+            let start = clock::now_ms();
+            self.fork(count, more, &out);
+            ends.push(clock::now_ms() - start);
+            let last_first_call = (1..=count)
+                .map(|child| {
+                    let call = events(&out.join(format!("child-{child}")))
+                        .into_iter()
+                        .find(|e| e["type"] == "tool_call")
+                        .unwrap();
+                    clock::ms_of(&call)
+                })
+                .max()
+                .unwrap();
+            first_calls.push(last_first_call - start);
+            std::fs::remove_dir_all(&out).unwrap();
         }
-        for count in [1u32, 8] {
-            let mut first_calls = Vec::new();
-            let mut ends = Vec::new();
-            for round in 0..ROUNDS {
-                let out = scratch.path().join(format!("fork-{count}-{round}"));
-                let start = clock::now_ms();
-                fork(count, more, &out);
-                ends.push(clock::now_ms() - start);
-                let last_first_call = (1..=count)
-                    .map(|child| {
-                        let log = out.join(format!("child-{child}"));
-                        let call = events(&log)
-                            .into_iter()
-                            .find(|e| e["type"] == "tool_call")
-                            .unwrap();
-                        clock::ms_of(&call)
-                    })
-                    .max()
-                    .unwrap();
-                first_calls.push(last_first_call - start);
-                std::fs::remove_dir_all(&out).unwrap();
-            }
-            println!(
-                "{label:<34}  {count:>8}  {:>25} ms  {:>15} ms",
-                median(first_calls),
-                median(ends)
-            );
-        }
+        (median(first_calls), median(ends))
     }
-    if docker {
-        // The kept fork's image: labelled with the session and the step.
+
+    /// Removes the kept fork's image, labelled with the session and the step.
+    fn remove_kept_images(&self) {
         let label = format!(
-            "label=agent-harness.fork-state={}@{step}",
-            parent.file_name().unwrap().to_str().unwrap()
+            "label=agent-harness.fork-state={}@{}",
+            self.log.file_name().unwrap().to_str().unwrap(),
+            self.step
         );
         let listed = Command::new("docker")
             .args(["images", "-q", "--filter", &label])

@@ -79,7 +79,34 @@ fn a_session_is_viewed_as_the_writer_wrote_it() {
         forked_from: Some(("parent", 12)),
     };
     assert_eq!(started.event, View::SessionStarted(expected));
+    the_session_ends_as_written();
+}
 
+/// A session's `session_finished`: the outcome, the totals and the tokens added up.
+fn the_session_ends_as_written() {
+    let usage = json!({"input_tokens": 10, "cached_input_tokens": 0,
+        "cache_write_tokens": 0, "output_tokens": 5});
+    let finished = viewed(
+        "session_finished",
+        json!({"outcome": "check_failed",
+        "failure": "check", "answer": text("done"), "turns": 2, "model_calls": 2,
+        "tool_calls": 4, "usage": usage, "cost": 0.25, "cost_known": true,
+        "duration_ms": 1500}),
+    );
+    let expected = SessionFinished {
+        outcome: Some("check_failed"),
+        failure: Some("check"),
+        cost: Some(0.25),
+        turns: Some(2),
+        tool_calls: Some(4),
+        duration_ms: Some(1500),
+        tokens: 15,
+    };
+    assert_eq!(finished.event, View::SessionFinished(expected));
+}
+
+#[test]
+fn a_sessions_steps_are_viewed_as_the_writer_wrote_them() {
     let request = viewed(
         "model_request",
         json!({"turn": 3, "purpose": "turn",
@@ -123,7 +150,10 @@ fn a_session_is_viewed_as_the_writer_wrote_it() {
             paths: vec!["a.txt"]
         }
     );
+}
 
+#[test]
+fn an_error_and_a_grade_are_viewed_as_the_writer_wrote_them() {
     let error = viewed(
         "error",
         json!({"class": "tool", "message": "bad", "call_id": null}),
@@ -146,26 +176,6 @@ fn a_session_is_viewed_as_the_writer_wrote_it() {
         message: Some("half"),
     };
     assert_eq!(graded.event, expected);
-
-    let usage = json!({"input_tokens": 10, "cached_input_tokens": 0,
-        "cache_write_tokens": 0, "output_tokens": 5});
-    let finished = viewed(
-        "session_finished",
-        json!({"outcome": "check_failed",
-        "failure": "check", "answer": text("done"), "turns": 2, "model_calls": 2,
-        "tool_calls": 4, "usage": usage, "cost": 0.25, "cost_known": true,
-        "duration_ms": 1500}),
-    );
-    let expected = SessionFinished {
-        outcome: Some("check_failed"),
-        failure: Some("check"),
-        cost: Some(0.25),
-        turns: Some(2),
-        tool_calls: Some(4),
-        duration_ms: Some(1500),
-        tokens: 15,
-    };
-    assert_eq!(finished.event, View::SessionFinished(expected));
 }
 
 #[test]
@@ -217,7 +227,10 @@ fn a_batch_is_viewed_as_the_writer_wrote_it() {
         ..Task::default()
     };
     assert_eq!(ended.event, View::TaskFinished(expected));
+}
 
+#[test]
+fn a_batchs_retries_refusals_and_end_are_viewed_as_the_writer_wrote_them() {
     let why = |task: &'static str| Task {
         task: Some(task),
         reason: Some("r"),
